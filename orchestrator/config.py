@@ -1,0 +1,103 @@
+"""orch's own configuration: who owns the instances, and each provider's settings section.
+
+File: ``$ORCH_CONFIG`` or ``$XDG_CONFIG_HOME/orch/config.yaml``. Credentials are NOT stored here:
+each cloud's SDK finds them in its usual place (AWS profile/env, gcloud ADC, Azure CLI/env, API-key
+env vars). A provider section holds endpoints, regions, project and such.
+
+    owner: alice                # instances are tagged with it; default: the login name
+    providers:
+      aws: {regions: [us-east-1, us-west-2]}
+      gcp: {project: my-proj, zones: [us-central1-a]}
+      ssh: {hosts: [{name: box1, address: 10.0.0.5, user: ubuntu, gpu: RTX4090-24G, gpu_count: 2}]}
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def config_path() -> Path:
+    explicit = os.environ.get("ORCH_CONFIG")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "orch" / "config.yaml"
+
+
+def data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "orch"
+
+
+def _default_owner() -> str:
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = "orch"
+    name = re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-") or "orch"
+    if not name[0].isalpha():
+        name = "u" + name
+    return name[:31]
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class OrchConfig:
+    """The parsed config. ``provider_sections`` are validated by each provider's Settings on use."""
+
+    owner: str
+    provider_sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    path: Path | None = None
+
+    def enabled_providers(self) -> list[str]:
+        """Providers named in the config and not ``enabled: false``, in orch's registry order."""
+        from providers.registry import PROVIDER_NAMES
+
+        return [n for n in PROVIDER_NAMES
+                if n in self.provider_sections and self.provider_sections[n].get("enabled", True) is not False]
+
+    def provider_settings(self, name: str) -> dict[str, Any]:
+        section = dict(self.provider_sections.get(name) or {})
+        section.pop("enabled", None)
+        return section
+
+
+def load_config(path: Path | None = None) -> OrchConfig:
+    """Read the config file; a missing file means defaults (no providers configured)."""
+    from providers.base import validate_owner
+    from providers.registry import UnknownProviderError, canonical_provider
+
+    path = path or config_path()
+    if not path.exists():
+        return OrchConfig(owner=os.environ.get("ORCH_OWNER") or _default_owner(), path=None)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config must be a mapping")
+    owner = str(raw.get("owner") or os.environ.get("ORCH_OWNER") or _default_owner())
+    try:
+        validate_owner(owner)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: owner: {exc}") from exc
+    sections: dict[str, dict[str, Any]] = {}
+    for name, section in (raw.get("providers") or {}).items():
+        try:
+            canonical = canonical_provider(str(name))
+        except UnknownProviderError as exc:
+            raise ConfigError(f"{path}: providers.{name}: {exc}") from exc
+        if section is not None and not isinstance(section, dict):
+            raise ConfigError(f"{path}: providers.{name}: must be a mapping")
+        sections[canonical] = dict(section or {})
+    return OrchConfig(owner=owner, provider_sections=sections, path=path)

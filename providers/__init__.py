@@ -1,0 +1,1 @@
+"""Clouds behind one small interface (providers.base.Provider). Knows nothing about jobs."""

@@ -1,0 +1,290 @@
+"""The provider protocol and the typed values that cross it.
+
+``providers`` knows clouds and nothing about jobs. Everything here is a frozen value: adapters return
+them, the orchestrator stores and compares them. No dicts cross this boundary.
+
+Owning what we launch: every instance carries orch's ``launch_id`` and ``owner`` in its tags, labels
+or name (see ``instance_name``), so that a crash between "the cloud said yes" and "the row was
+written" is healed by adoption or garbage collection rather than leaking a paid machine.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from enum import StrEnum
+from typing import ClassVar
+
+from providers.gpus import Interconnect
+
+__all__ = [
+    "TAG_JOB",
+    "TAG_LAUNCH_ID",
+    "TAG_OWNER",
+    "Availability",
+    "Capability",
+    "GpuRequest",
+    "Instance",
+    "InstanceState",
+    "Interconnect",
+    "LaunchSpec",
+    "Market",
+    "Offer",
+    "Provider",
+    "instance_name",
+    "new_launch_id",
+    "parse_instance_name",
+]
+
+# Tag keys on clouds that have key/value tags (AWS, Azure). GCP labels use LABEL_* (no ':' allowed).
+TAG_LAUNCH_ID = "orch:launch-id"
+TAG_OWNER = "orch:owner"
+TAG_JOB = "orch:job"
+LABEL_LAUNCH_ID = "orch-launch-id"
+LABEL_OWNER = "orch-owner"
+LABEL_JOB = "orch-job"
+
+_LABEL_SAFE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+class Market(StrEnum):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+class Availability(StrEnum):
+    """What an offer's source says about capacity now. The catalog knows nothing: UNKNOWN."""
+
+    UNKNOWN = "unknown"
+    AVAILABLE = "available"
+    NOT_AVAILABLE = "not-available"
+
+
+class Capability(StrEnum):
+    SPOT = "spot"                           # can launch an interruptible/spot instance
+    STOP = "stop"                           # can stop (not terminate) and keep the disk
+    MULTI_NODE = "multi-node"
+    PREEMPTION_NOTICE = "preemption-notice"  # the instance gets a notice before reclaim
+    TAGS = "tags"                            # key/value tags; otherwise orch encodes ids in the name
+    LIVE_OFFERS = "live-offers"              # offers() returns live prices/capacity without launching
+    HOST_KEYS = "host-keys"                  # the API exposes the instance's SSH host keys
+
+
+class InstanceState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    TERMINATED = "terminated"
+    PREEMPTED = "preempted"
+
+    @property
+    def is_gone(self) -> bool:
+        """True when the machine no longer bills compute (it may still bill disk when STOPPED)."""
+        return self in (InstanceState.TERMINATED, InstanceState.PREEMPTED)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """What a caller wants: ``count`` GPUs in ONE machine, ``nodes`` such machines.
+
+    Empty tuples mean "any". ``max_price_hr`` is for the whole request (all nodes).
+    """
+
+    gpus: tuple[str, ...] = ()                  # canonical GPU names (providers.gpus)
+    count: int = 1
+    nodes: int = 1
+    markets: frozenset[Market] = frozenset({Market.ON_DEMAND, Market.SPOT})
+    providers: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()               # fnmatch globs, matched against region and zone
+    max_price_hr: float | None = None
+    min_vram_gb: float | None = None
+    interconnect: Interconnect | None = None
+    exclude_zones: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One machine type at one place and market, with its price per instance-hour.
+
+    ``price_as_of`` is the date the price was captured; ``price_as_of_approximate`` is True when that
+    date is an estimate (the shipped catalog's source has no capture dates).
+    """
+
+    provider: str
+    instance_type: str
+    region: str
+    zone: str | None
+    gpu: str
+    gpu_count: int
+    vram_gb: float
+    vcpus: float
+    memory_gb: float
+    interconnect: Interconnect
+    market: Market
+    price_hr: float
+    price_as_of: date
+    price_as_of_approximate: bool = False
+    source: str = "catalog"                     # "catalog" or "live"
+    availability: Availability = Availability.UNKNOWN
+    offer_id: str | None = None                 # a provider's own handle (a Vast ask id, a RunPod gpu type)
+
+    @property
+    def price_per_gpu_hr(self) -> float:
+        return self.price_hr / self.gpu_count
+
+    @property
+    def vcpus_per_gpu(self) -> float:
+        return self.vcpus / self.gpu_count
+
+    @property
+    def memory_gb_per_gpu(self) -> float:
+        return self.memory_gb / self.gpu_count
+
+    @property
+    def key(self) -> tuple[str, str, str, str | None, Market]:
+        """Identity of an offer regardless of its price: used to merge live prices onto the catalog."""
+        return (self.provider, self.instance_type, self.region, self.zone, self.market)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """Everything a provider needs to launch one instance.
+
+    ``launch_id`` is orch's idempotency key: launching the same spec twice yields one instance.
+    ``startup_script`` runs once at first boot (user data, startup-script metadata, custom data).
+    ``max_price_hr`` caps a spot/bid price where the market takes one (Azure maxPrice, Vast bid).
+    """
+
+    launch_id: str
+    owner: str
+    job: str
+    offer: Offer
+    ssh_public_key: str = ""
+    startup_script: str = ""
+    image: str | None = None
+    disk_gb: int = 100
+    max_price_hr: float | None = None
+    node_rank: int = 0
+
+    @property
+    def name(self) -> str:
+        return instance_name(self.owner, self.launch_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """An instance as the cloud reports it now, normalised.
+
+    ``raw_state`` / ``raw_reason`` keep the provider's own words (``Server.SpotInstanceTermination``,
+    ``compute.instances.preempted``, Vast ``stopped``...) for the audit log.
+    """
+
+    provider: str
+    instance_id: str
+    launch_id: str | None
+    owner: str | None
+    state: InstanceState
+    instance_type: str
+    region: str
+    zone: str | None = None
+    market: Market = Market.ON_DEMAND
+    job: str | None = None
+    raw_state: str = ""
+    raw_reason: str | None = None
+    public_ip: str | None = None
+    private_ip: str | None = None
+    ssh_port: int = 22
+    ssh_user: str = "root"
+    host_keys: tuple[str, ...] = ()             # "ssh-ed25519 AAAA..." lines where the API exposes them
+    created_at: datetime | None = None
+    price_hr: float | None = None
+    extra: tuple[tuple[str, str], ...] = field(default=())
+
+
+def new_launch_id() -> str:
+    """A fresh launch id: short, lowercase, DNS- and label-safe (GCP names, Lambda names, Vast labels)."""
+    return "l" + secrets.token_hex(6)
+
+
+def validate_owner(owner: str) -> str:
+    if not _LABEL_SAFE.match(owner):
+        raise ValueError(
+            f"owner {owner!r} must be lowercase letters, digits and '-', start with a letter, at most 31 chars"
+        )
+    return owner
+
+
+def instance_name(owner: str, launch_id: str) -> str:
+    """The instance name that carries orch's ids on clouds without tags: ``orch-<owner>-<launch_id>``."""
+    return f"orch-{owner}-{launch_id}"
+
+
+_NAME_RE = re.compile(r"^orch-(?P<owner>[a-z][a-z0-9-]*)-(?P<launch_id>l[0-9a-f]{12}|[a-z0-9]+)$")
+
+
+def parse_instance_name(name: str | None) -> tuple[str, str] | None:
+    """Inverse of ``instance_name``: (owner, launch_id), or None when orch did not name it."""
+    if not name:
+        return None
+    m = _NAME_RE.match(name)
+    if m is None:
+        return None
+    return m.group("owner"), m.group("launch_id")
+
+
+class Provider(ABC):
+    """One cloud. Synchronous, small, and honest about what it did.
+
+    Contracts every adapter keeps (tests/contract holds them to it):
+
+    * ``launch`` is idempotent on ``spec.launch_id``: if an instance with that launch id exists it is
+      returned and nothing new is created. It returns as soon as the cloud accepted the request, without
+      waiting for boot (state PENDING is fine).
+    * ``get`` returns None when the cloud no longer knows the instance.
+    * ``list_instances(owner)`` returns every instance orch launched for ``owner`` that the cloud still
+      reports, found by tag/label/name, including terminated-but-listed ones.
+    * ``terminate`` of a missing or already terminated instance succeeds (missing == success).
+    * Errors are raised only from providers.errors; transient ones (5xx, throttling) are retried inside
+      the adapter with backoff and a deadline; capacity and quota errors are raised at once so the
+      planner moves on to the next offer.
+    """
+
+    name: ClassVar[str]
+    capabilities: ClassVar[frozenset[Capability]]
+
+    @abstractmethod
+    def check_credentials(self) -> None:
+        """Raise AuthError (with a fix-it hint) unless the provider can be called."""
+
+    @abstractmethod
+    def offers(self, req: GpuRequest) -> list[Offer]:
+        """Offers matching ``req``: live prices/capacity where the API has them, else catalog offers."""
+
+    @abstractmethod
+    def launch(self, spec: LaunchSpec) -> Instance:
+        """Create (or find, by launch id) the instance for ``spec``; return without waiting for boot."""
+
+    @abstractmethod
+    def get(self, instance_id: str) -> Instance | None:
+        """The instance now, or None if the cloud does not know it."""
+
+    @abstractmethod
+    def list_instances(self, owner: str) -> list[Instance]:
+        """Every instance this owner's orch launched, by tag/label/name."""
+
+    @abstractmethod
+    def terminate(self, instance_id: str) -> None:
+        """Destroy the instance. Missing means success."""
+
+    def stop(self, instance_id: str) -> None:
+        """Stop, keeping the disk. Only for providers with Capability.STOP."""
+        from providers.errors import InvalidRequestError
+
+        raise InvalidRequestError(f"{self.name} cannot stop instances; terminate instead", provider=self.name)
+
+    def close(self) -> None:  # noqa: B027 - optional hook, not abstract on purpose
+        """Release clients and connections."""

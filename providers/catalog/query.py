@@ -1,0 +1,43 @@
+"""Matching offers against a GpuRequest. Pure functions over values; no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+
+from providers.base import GpuRequest, Offer
+
+
+def region_matches(offer: Offer, patterns: tuple[str, ...]) -> bool:
+    """A glob matches the region or the zone, case-insensitively (``us-*``, ``*west*``, ``use1-az2``)."""
+    if not patterns:
+        return True
+    places = [offer.region.lower()] + ([offer.zone.lower()] if offer.zone else [])
+    return any(fnmatchcase(place, pattern.lower()) for pattern in patterns for place in places)
+
+
+def offer_matches(offer: Offer, req: GpuRequest) -> bool:
+    if req.gpus and offer.gpu not in req.gpus:
+        return False
+    if offer.gpu_count != req.count:
+        return False
+    if offer.market not in req.markets:
+        return False
+    if req.providers and offer.provider not in req.providers:
+        return False
+    if not region_matches(offer, req.regions):
+        return False
+    if req.min_vram_gb is not None and offer.vram_gb < req.min_vram_gb:
+        return False
+    if req.interconnect is not None and offer.interconnect is not req.interconnect:
+        return False
+    if offer.zone and offer.zone in req.exclude_zones:
+        return False
+    return req.max_price_hr is None or offer.price_hr * req.nodes <= req.max_price_hr
+
+
+def match_offers(offers: Iterable[Offer], req: GpuRequest) -> list[Offer]:
+    """Offers satisfying every constraint of ``req``, cheapest (whole request) first, ties stable."""
+    found = [o for o in offers if offer_matches(o, req)]
+    found.sort(key=lambda o: (o.price_hr, o.provider, o.instance_type, o.region, o.zone or ""))
+    return found

@@ -1,0 +1,70 @@
+"""One error taxonomy for every provider.
+
+Each adapter translates its SDK's or HTTP API's errors into these in ONE function (``translate_error``
+in the adapter module). No other code matches on error strings.
+"""
+
+from __future__ import annotations
+
+
+class ProviderError(Exception):
+    """Base of every error an adapter raises. ``retryable`` says whether trying again in place may work."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, provider: str = "", code: str | None = None, hint: str | None = None):
+        self.message = message
+        self.provider = provider
+        self.code = code
+        self.hint = hint
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        prefix = f"{self.provider}: " if self.provider else ""
+        code = f" [{self.code}]" if self.code else ""
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{prefix}{self.message}{code}{hint}"
+
+
+class AuthError(ProviderError):
+    """Credentials missing, invalid or not allowed to do this. ``hint`` says how to fix it."""
+
+
+class QuotaExceededError(ProviderError):
+    """The account's quota (vCPU, GPU) forbids this launch. Not retried in place: try another offer."""
+
+
+class InsufficientCapacityError(ProviderError):
+    """The cloud has no capacity for this offer now. Not retried in place: try another offer."""
+
+
+class RateLimitedError(ProviderError):
+    """Throttled. Retried with backoff inside the adapter; raised when the deadline passes."""
+
+    retryable = True
+
+
+class ProviderUnavailableError(ProviderError):
+    """A transient server-side failure (5xx, timeout, connection reset). Retried with backoff."""
+
+    retryable = True
+
+
+class InvalidRequestError(ProviderError):
+    """The request is wrong (bad instance type, bad parameter): a bug or a bad manifest, never retried."""
+
+
+class InstanceNotFoundError(ProviderError):
+    """The instance does not exist. ``terminate`` swallows it; ``get`` returns None instead."""
+
+
+class PriceTooLowError(ProviderError):
+    """Outbid: the spot/bid price is below the market's. Not retried at that price."""
+
+
+#: Errors after which the planner should move to the next offer rather than fail the job.
+MOVE_ON_ERRORS: tuple[type[ProviderError], ...] = (
+    InsufficientCapacityError,
+    QuotaExceededError,
+    PriceTooLowError,
+)

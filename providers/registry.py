@@ -1,0 +1,90 @@
+"""Which providers exist, and how to build one without importing any SDK until it is used.
+
+Each provider lives in ``providers/<package>/`` with two modules:
+
+* ``settings.py``: a pydantic model ``Settings`` (SDK-free) of what the adapter needs: endpoints,
+  regions, project, resource group, key names. Defaults come from the cloud's usual places.
+* ``adapter.py``: the Provider subclass. Importing it imports the SDK; only ``create_provider`` does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from providers.base import Provider
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderEntry:
+    name: str
+    package: str        # module path under providers/
+    adapter_class: str
+    display: str
+    extra: str | None   # the pip extra that brings its SDK, if any
+
+
+PROVIDERS: tuple[ProviderEntry, ...] = (
+    ProviderEntry("aws", "providers.aws", "AwsProvider", "AWS EC2", "aws"),
+    ProviderEntry("gcp", "providers.gcp", "GcpProvider", "Google Compute Engine", "gcp"),
+    ProviderEntry("azure", "providers.azure", "AzureProvider", "Azure Virtual Machines", "azure"),
+    ProviderEntry("runpod", "providers.runpod", "RunPodProvider", "RunPod", None),
+    ProviderEntry("vastai", "providers.vastai", "VastProvider", "Vast.ai", None),
+    ProviderEntry("lambda", "providers.lambdalabs", "LambdaProvider", "Lambda Cloud", None),
+    ProviderEntry("ssh", "providers.ssh", "SshProvider", "Your own machines (SSH)", None),
+)
+
+PROVIDER_NAMES: tuple[str, ...] = tuple(e.name for e in PROVIDERS)
+_BY_NAME = {e.name: e for e in PROVIDERS}
+
+# The catalog calls Vast "vast"; orch's provider name is "vastai". Both spellings are accepted.
+PROVIDER_ALIASES = {"vast": "vastai", "lambdalabs": "lambda", "lambda-cloud": "lambda", "gce": "gcp"}
+
+
+class UnknownProviderError(ValueError):
+    def __init__(self, name: str, suggestions: list[str]):
+        self.name = name
+        self.suggestions = suggestions
+        hint = f" (did you mean {' or '.join(suggestions)}?)" if suggestions else ""
+        super().__init__(f"unknown provider {name!r}{hint}; known: {', '.join(PROVIDER_NAMES)}")
+
+
+def canonical_provider(name: str) -> str:
+    """Map a provider name or alias to orch's name; raise UnknownProviderError with suggestions."""
+    import difflib
+
+    key = name.strip().lower()
+    key = PROVIDER_ALIASES.get(key, key)
+    if key in _BY_NAME:
+        return key
+    raise UnknownProviderError(name, difflib.get_close_matches(key, PROVIDER_NAMES, n=2, cutoff=0.5))
+
+
+def entry(name: str) -> ProviderEntry:
+    return _BY_NAME[canonical_provider(name)]
+
+
+def settings_class(name: str) -> type[BaseModel]:
+    module = importlib.import_module(f"{entry(name).package}.settings")
+    cls: type[BaseModel] = module.Settings
+    return cls
+
+
+def load_settings(name: str, raw: Mapping[str, Any] | None = None) -> BaseModel:
+    """Validate a provider's section of orch's config (None: defaults and the cloud's usual places)."""
+    return settings_class(name).model_validate(dict(raw or {}))
+
+
+def create_provider(name: str, settings: BaseModel | Mapping[str, Any] | None = None) -> Provider:
+    """Import the adapter (and so its SDK) and build it. ImportError means the SDK extra is missing."""
+    e = entry(name)
+    if not isinstance(settings, BaseModel):
+        settings = load_settings(e.name, settings)
+    module = importlib.import_module(f"{e.package}.adapter")
+    cls = getattr(module, e.adapter_class)
+    provider: Provider = cls(settings)
+    return provider

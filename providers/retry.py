@@ -1,0 +1,55 @@
+"""Retrying transient provider errors with backoff and a deadline (tenacity underneath).
+
+Only errors whose class says ``retryable`` (RateLimitedError, ProviderUnavailableError) are retried.
+Capacity and quota errors are raised at once: the planner moves on instead of hammering one offer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import tenacity
+
+from providers.errors import ProviderError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    attempts: int = 6
+    initial_wait_s: float = 0.5
+    max_wait_s: float = 8.0
+    deadline_s: float = 60.0
+
+    @classmethod
+    def fast(cls) -> RetryPolicy:
+        """For tests against local fakes: same logic, waits in milliseconds."""
+        return cls(attempts=4, initial_wait_s=0.001, max_wait_s=0.01, deadline_s=5.0)
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.retryable
+
+
+def call_with_retry(
+    fn: Callable[[], T],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call ``fn``; retry it while it raises a retryable ProviderError, within attempts and deadline.
+
+    The last error is re-raised unchanged when retries run out, so callers see the taxonomy class.
+    """
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(_is_retryable),
+        stop=tenacity.stop_after_attempt(policy.attempts) | tenacity.stop_after_delay(policy.deadline_s),
+        wait=tenacity.wait_exponential_jitter(initial=policy.initial_wait_s, max=policy.max_wait_s),
+        sleep=sleep,
+        reraise=True,
+    )
+    return retrying(fn)

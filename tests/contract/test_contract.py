@@ -1,0 +1,122 @@
+"""The contract every provider adapter keeps, through its real client, against its local server."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.base import GpuRequest, InstanceState, Market, new_launch_id
+from providers.errors import (
+    AuthError,
+    InsufficientCapacityError,
+    QuotaExceededError,
+    RateLimitedError,
+)
+from tests.contract.harness import Fault, ProviderHarness
+
+OWNER = "contract"
+
+
+def _alive(state: InstanceState) -> bool:
+    return state in (InstanceState.PENDING, InstanceState.RUNNING)
+
+
+def test_launch_get_list_terminate(harness: ProviderHarness) -> None:
+    p = harness.provider()
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    inst = p.launch(spec)
+    assert inst.provider == p.name
+    assert inst.launch_id == spec.launch_id
+    assert inst.owner == OWNER
+    assert _alive(inst.state)
+
+    got = p.get(inst.instance_id)
+    assert got is not None and got.instance_id == inst.instance_id and got.launch_id == spec.launch_id
+
+    listed = [i for i in p.list_instances(OWNER) if not i.state.is_gone]
+    assert [i.instance_id for i in listed] == [inst.instance_id]
+    assert all(i.owner == "someone-else" for i in p.list_instances("someone-else"))
+    assert inst.instance_id not in {i.instance_id for i in p.list_instances("someone-else")}
+
+    p.terminate(inst.instance_id)
+    after = p.get(inst.instance_id)
+    # Gone, or on its way out (a cloud may report shutting-down for a moment): never still running.
+    assert after is None or after.state in (InstanceState.TERMINATED, InstanceState.STOPPING)
+    assert all(i.state in (InstanceState.TERMINATED, InstanceState.STOPPING)
+               for i in p.list_instances(OWNER) if i.instance_id == inst.instance_id)
+
+
+def test_launch_is_idempotent_on_launch_id(harness: ProviderHarness) -> None:
+    p = harness.provider()
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    first = p.launch(spec)
+    second = p.launch(spec)
+    assert first.instance_id == second.instance_id
+    live = [i for i in p.list_instances(OWNER) if i.launch_id == spec.launch_id and not i.state.is_gone]
+    assert len(live) == 1
+
+
+def test_terminate_twice_and_missing_are_fine(harness: ProviderHarness) -> None:
+    p = harness.provider()
+    inst = p.launch(harness.launch_spec(new_launch_id(), OWNER))
+    p.terminate(inst.instance_id)
+    p.terminate(inst.instance_id)
+    p.terminate(harness_missing_id(harness))
+
+
+def harness_missing_id(harness: ProviderHarness) -> str:
+    return getattr(harness, "missing_instance_id", "does-not-exist-12345")
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        (Fault.CAPACITY, InsufficientCapacityError),
+        (Fault.QUOTA, QuotaExceededError),
+        (Fault.THROTTLE, RateLimitedError),
+        (Fault.AUTH, AuthError),
+    ],
+)
+def test_injected_faults_surface_as_taxonomy(harness: ProviderHarness, fault: Fault, error: type) -> None:
+    if fault not in harness.supported_faults:
+        pytest.skip(f"{harness.name} has no {fault} failure mode")
+    p = harness.provider()
+    harness.inject(fault, times=100)
+    with pytest.raises(error):
+        p.launch(harness.launch_spec(new_launch_id(), OWNER))
+    harness.reset()
+    assert [i for i in p.list_instances(OWNER) if not i.state.is_gone] == []
+
+
+def test_transient_server_error_is_retried(harness: ProviderHarness) -> None:
+    if Fault.SERVER_ERROR not in harness.supported_faults:
+        pytest.skip(f"{harness.name} has no server-error failure mode")
+    p = harness.provider()
+    harness.inject(Fault.SERVER_ERROR, times=1)
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    inst = p.launch(spec)
+    assert inst.launch_id == spec.launch_id
+    live = [i for i in p.list_instances(OWNER) if not i.state.is_gone]
+    assert [i.instance_id for i in live] == [inst.instance_id]
+
+
+def test_preempted_spot_reads_as_preempted(harness: ProviderHarness) -> None:
+    if not harness.supports_spot:
+        pytest.skip(f"{harness.name} has no spot market")
+    p = harness.provider()
+    inst = p.launch(harness.launch_spec(new_launch_id(), OWNER, Market.SPOT))
+    assert inst.market is Market.SPOT
+    harness.preempt(inst.instance_id)
+    got = p.get(inst.instance_id)
+    assert got is not None, "a preempted instance must still be visible with its reason"
+    assert got.state is InstanceState.PREEMPTED
+    assert harness.preempted_reason in f"{got.raw_reason} {got.raw_state}"
+
+
+def test_offers_match_the_request(harness: ProviderHarness) -> None:
+    p = harness.provider()
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count)
+    offers = p.offers(req)
+    assert offers, "the provider offers what its harness launches"
+    assert all(o.provider == p.name and o.gpu == spec.offer.gpu and o.gpu_count == spec.offer.gpu_count
+               for o in offers)
