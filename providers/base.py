@@ -11,7 +11,6 @@ written" is healed by adoption or garbage collection rather than leaking a paid 
 from __future__ import annotations
 
 import re
-import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -207,6 +206,8 @@ class Instance:
 
 def new_launch_id() -> str:
     """A fresh launch id: short, lowercase, DNS- and label-safe (GCP names, Lambda names, Vast labels)."""
+    import secrets  # hashlib behind it costs `orch quote` ~4 ms at import
+
     return "l" + secrets.token_hex(6)
 
 

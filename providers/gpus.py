@@ -6,10 +6,10 @@ Every layer speaks canonical names (``A100-80G``); providers' own spellings (``A
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 
 
 class FormFactor(StrEnum):
@@ -101,8 +101,12 @@ def _build_index() -> dict[str, GpuModel]:
     return index
 
 
-_INDEX = _build_index()
 _BY_NAME = {m.name: m for m in GPU_MODELS}
+
+
+@cache
+def _index() -> dict[str, GpuModel]:
+    return _build_index()
 
 
 class UnknownGpuError(ValueError):
@@ -127,11 +131,11 @@ def resolve_gpu(name: str, vram_gb: float | None = None) -> GpuModel:
     nearest memory. Raises UnknownGpuError with suggestions.
     """
     key = _norm(name)
-    model = _INDEX.get(key)
+    model = _index().get(key)
     if model is None:
         # Provider spellings add form-factor words and memory in any order: "A100 SXM4 80GB".
         stripped = _strip_form_factor_words(key)
-        model = next((m for c, m in _INDEX.items() if _strip_form_factor_words(c) == stripped), None)
+        model = next((m for c, m in _index().items() if _strip_form_factor_words(c) == stripped), None)
     if model is None:
         raise UnknownGpuError(name, suggest_gpus(name))
     if vram_gb is not None:
@@ -141,9 +145,11 @@ def resolve_gpu(name: str, vram_gb: float | None = None) -> GpuModel:
 
 
 def suggest_gpus(name: str, n: int = 2) -> list[str]:
+    import difflib
+
     key = _norm(name)
     scored: dict[str, float] = {}
-    for spelling, model in _INDEX.items():
+    for spelling, model in _index().items():
         ratio = difflib.SequenceMatcher(None, key, spelling).ratio()
         if ratio > scored.get(model.name, 0.0):
             scored[model.name] = ratio

@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # pydantic costs ~30 ms to import; `orch quote` only needs canonical_provider
+    from pydantic import BaseModel
 
-from providers.base import Provider
+    from providers.base import Provider
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +27,27 @@ class ProviderEntry:
     adapter_class: str
     display: str
     extra: str | None   # the pip extra that brings its SDK, if any
+    setup_hint: str     # how a user configures it, shown by `orch providers`
 
 
 PROVIDERS: tuple[ProviderEntry, ...] = (
-    ProviderEntry("aws", "providers.aws", "AwsProvider", "AWS EC2", "aws"),
-    ProviderEntry("gcp", "providers.gcp", "GcpProvider", "Google Compute Engine", "gcp"),
-    ProviderEntry("azure", "providers.azure", "AzureProvider", "Azure Virtual Machines", "azure"),
-    ProviderEntry("runpod", "providers.runpod", "RunPodProvider", "RunPod", None),
-    ProviderEntry("vastai", "providers.vastai", "VastProvider", "Vast.ai", None),
-    ProviderEntry("lambda", "providers.lambdalabs", "LambdaProvider", "Lambda Cloud", None),
-    ProviderEntry("ssh", "providers.ssh", "SshProvider", "Your own machines (SSH)", None),
+    ProviderEntry("aws", "providers.aws", "AwsProvider", "AWS EC2", "aws",
+                  "add `aws: {regions: [us-east-1]}` under providers in orch's config; credentials from "
+                  "`aws configure`, AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"),
+    ProviderEntry("gcp", "providers.gcp", "GcpProvider", "Google Compute Engine", "gcp",
+                  "add `gcp: {project: P, zones: [us-central1-a]}` under providers; credentials from "
+                  "`gcloud auth application-default login` or GOOGLE_APPLICATION_CREDENTIALS"),
+    ProviderEntry("azure", "providers.azure", "AzureProvider", "Azure Virtual Machines", "azure",
+                  "add `azure: {subscription_id: S, resource_group: RG, subnet_id: ...}` under providers; "
+                  "credentials from `az login` or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET"),
+    ProviderEntry("runpod", "providers.runpod", "RunPodProvider", "RunPod", None,
+                  "add `runpod: {}` under providers and export RUNPOD_API_KEY"),
+    ProviderEntry("vastai", "providers.vastai", "VastProvider", "Vast.ai", None,
+                  "add `vastai: {}` under providers and export VAST_API_KEY (or `vastai set api-key`)"),
+    ProviderEntry("lambda", "providers.lambdalabs", "LambdaProvider", "Lambda Cloud", None,
+                  "add `lambda: {}` under providers and export LAMBDA_API_KEY"),
+    ProviderEntry("ssh", "providers.ssh", "SshProvider", "Your own machines (SSH)", None,
+                  "declare hosts under providers.ssh.hosts (address, user, key_path, gpu, gpu_count, host_key)"),
 )
 
 PROVIDER_NAMES: tuple[str, ...] = tuple(e.name for e in PROVIDERS)
@@ -81,6 +93,8 @@ def load_settings(name: str, raw: Mapping[str, Any] | None = None) -> BaseModel:
 
 def create_provider(name: str, settings: BaseModel | Mapping[str, Any] | None = None) -> Provider:
     """Import the adapter (and so its SDK) and build it. ImportError means the SDK extra is missing."""
+    from pydantic import BaseModel
+
     e = entry(name)
     if not isinstance(settings, BaseModel):
         settings = load_settings(e.name, settings)

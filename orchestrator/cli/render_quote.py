@@ -18,6 +18,9 @@ def _age(days: int, approximate: bool) -> str:
 
 def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes: int) -> None:
     console = Console()
+    if not console.is_terminal:
+        # Piped output (less, grep, a file) must not be cut to 80 columns like a narrow terminal.
+        console = Console(width=250)
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col, justify in (
         ("PROVIDER", "left"), ("INSTANCE", "left"), ("REGION/ZONE", "left"), ("GPUS", "left"),

@@ -49,28 +49,25 @@ class CatalogError(Exception):
     pass
 
 
+_COLUMNS = ("provider", "instance_type", "region", "zone", "gpu", "gpu_count", "vram_gb", "vcpus", "memory_gb",
+            "interconnect", "market", "price_hr", "price_as_of", "price_as_of_approximate")
+
+
 def _read_offers(path: Path) -> tuple[Offer, ...]:
+    # Positional parsing with memoised enums and dates: this runs on every `orch quote`.
+    markets = {m.value: m for m in Market}
+    links = {i.value: i for i in Interconnect}
+    dates: dict[str, date] = {}
     offers: list[Offer] = []
     with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            offers.append(
-                Offer(
-                    provider=row["provider"],
-                    instance_type=row["instance_type"],
-                    region=row["region"],
-                    zone=row["zone"] or None,
-                    gpu=row["gpu"],
-                    gpu_count=int(row["gpu_count"]),
-                    vram_gb=float(row["vram_gb"]),
-                    vcpus=float(row["vcpus"]),
-                    memory_gb=float(row["memory_gb"]),
-                    interconnect=Interconnect(row["interconnect"]),
-                    market=Market(row["market"]),
-                    price_hr=float(row["price_hr"]),
-                    price_as_of=date.fromisoformat(row["price_as_of"]),
-                    price_as_of_approximate=row["price_as_of_approximate"] == "true",
-                )
-            )
+        reader = csv.reader(f)
+        if tuple(next(reader, ())) != _COLUMNS:
+            raise ValueError(f"{path}: unexpected columns")
+        for (provider, itype, region, zone, gpu, count, vram, vcpus, mem, link, market, price, as_of,
+             approx) in reader:
+            day = dates.get(as_of) or dates.setdefault(as_of, date.fromisoformat(as_of))
+            offers.append(Offer(provider, itype, region, zone or None, gpu, int(count), float(vram), float(vcpus),
+                                float(mem), links[link], markets[market], float(price), day, approx == "true"))
     return tuple(offers)
 
 

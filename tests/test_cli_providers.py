@@ -1,0 +1,41 @@
+"""``orch providers`` with no credentials at all, and with a broken or SDK-less configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_", "GOOGLE_"))}
+    env.update(PYTHONPATH=str(ROOT))
+    env.pop("RUNPOD_API_KEY", None), env.pop("VAST_API_KEY", None), env.pop("LAMBDA_API_KEY", None)
+    if config is not None:
+        env["ORCH_CONFIG"] = str(config)
+    return subprocess.run([sys.executable, "-m", "orchestrator", "providers", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=60)
+
+
+def test_no_config_lists_every_provider_not_configured_with_the_fix() -> None:
+    out = run("--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["provider"] for r in rows] == ["aws", "gcp", "azure", "runpod", "vastai", "lambda", "ssh"]
+    assert all(r["status"] == "not configured" for r in rows)
+    by = {r["provider"]: r["detail"] for r in rows}
+    assert "aws configure" in by["aws"] and "RUNPOD_API_KEY" in by["runpod"] and "az login" in by["azure"]
+
+
+def test_table_output_and_bad_config_is_one_clear_line(tmp_path: Path) -> None:
+    out = run()
+    assert out.returncode == 0 and "not configured" in out.stdout
+    bad = tmp_path / "config.yaml"
+    bad.write_text("providers:\n  awz: {}\n")
+    out = run(config=bad)
+    assert out.returncode == 2
+    assert "did you mean aws" in out.stderr and "Traceback" not in out.stderr

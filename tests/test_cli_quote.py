@@ -1,0 +1,87 @@
+"""``orch quote`` as a user runs it: a real process, exit codes, one-line errors, no heavy imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("boto3", "botocore", "google", "azure", "sqlmodel", "sqlalchemy", "alembic", "paramiko", "psycopg",
+         "orchestrator.store", "apscheduler")
+
+
+def orch(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=60)
+
+
+def test_quote_table_lists_offers_cheapest_first() -> None:
+    out = orch("quote", "--gpu", "A100-80G", "--count", "4")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["PROVIDER", "INSTANCE", "REGION/ZONE"]
+    assert {"azure", "gcp", "runpod"} <= {line.split()[0] for line in lines[1:] if line.strip()}
+    assert "as of" in out.stdout and "approximate" in out.stdout
+
+
+def test_quote_json_is_a_list_sorted_by_total_price() -> None:
+    out = orch("quote", "--gpu", "a100:80gb", "--count", "4", "--nodes", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert rows and all(r["gpu"] == "A100-80G" and r["gpu_count"] == 4 and r["nodes"] == 2 for r in rows)
+    totals = [r["total_price_hr"] for r in rows]
+    assert totals == sorted(totals)
+    assert all(r["total_price_hr"] == pytest.approx(2 * r["price_hr"]) for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gpu", "A100-90G"], "did you mean A100-80G"),
+        (["--gpu", "A100-80G", "--count", "0"], "--count must be 1 or more"),
+        (["--gpu", "A100-80G", "--count", "-2"], "--count must be 1 or more"),
+        (["--gpu", "A100-80G", "--nodes", "0"], "--nodes must be 1 or more"),
+        (["--gpu", "A100-80G", "--max-price", "-1"], "--max-price must not be negative"),
+        (["--gpu", "A100-80G", "--provider", "awz"], "did you mean aws"),
+        (["--gpu", "A100-80G", "--region", "us-[east"], "malformed region glob"),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_line(args: list[str], needle: str) -> None:
+    out = orch("quote", *args)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_no_match_exits_1_with_suggestions() -> None:
+    out = orch("quote", "--gpu", "H100", "--count", "3")
+    assert out.returncode == 1
+    assert "no offer matches 3×H100-80G" in out.stderr
+    assert "--count 2" in out.stderr and "--count 4" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_quote_and_help_import_no_sdk_and_no_database() -> None:
+    code = (
+        "import sys, contextlib, io\n"
+        "from orchestrator.cli.main import app\n"
+        "for argv in (['quote','--gpu','A100-80G','--count','4','--json'], ['quote','--gpu','H100'], ['--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            app(argv, standalone_mode=False)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        f"heavy = {HEAVY!r}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
