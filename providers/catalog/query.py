@@ -31,7 +31,7 @@ def offer_matches(offer: Offer, req: GpuRequest) -> bool:
         return False
     if req.interconnect is not None and offer.interconnect is not req.interconnect:
         return False
-    if offer.zone and offer.zone in req.exclude_zones:
+    if req.exclude_zones and (offer.zone in req.exclude_zones or offer.region in req.exclude_zones):
         return False
     return req.max_price_hr is None or offer.price_hr * req.nodes <= req.max_price_hr
 
