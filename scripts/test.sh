@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # System tools the tests use: an OpenSSH server (SSH provider, e2e) and rclone (checkpoint uploads).
 need=()
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v /usr/sbin/sshd >/dev/null 2>&1 || need+=(openssh-server)
 command -v rclone >/dev/null 2>&1 || need+=(rclone)
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
