@@ -1,0 +1,1 @@
+"""The engine: launching, reconciling, recovering and idling, written against the EngineStore port."""

@@ -1,0 +1,102 @@
+"""What the engine needs from the store, as one narrow protocol, and the values it trades in.
+
+The engine (launching, reconciling, recovering, idling) is written against ``EngineStore`` so that its
+crash-safety rule is visible in one place: every cloud-changing step writes the store BEFORE
+(``AttemptState.LAUNCH_REQUESTED`` with the launch id) and AFTER (``LAUNCHED`` with the instance id).
+``orchestrator.engine.sqlstore`` implements it on the SQLModel store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from orchestrator.engine.jobspec import JobSpec
+from providers.base import Instance, Offer
+
+
+class AttemptState(StrEnum):
+    """One job's run on one instance. Transitions only move right (terminal states end it)."""
+
+    PLANNED = "planned"                    # offer chosen, launch id minted; nothing asked of the cloud yet
+    LAUNCH_REQUESTED = "launch_requested"  # written BEFORE provider.launch: a crash here is healed by adoption
+    LAUNCHED = "launched"                  # written AFTER: the cloud said yes, instance id known
+    RUNNING = "running"                    # the instance is up and the job is running on it
+    TERMINATE_REQUESTED = "terminate_requested"  # orch asked the cloud to end it; not gone until confirmed
+    PREEMPTED = "preempted"                # terminal: reclaimed by the cloud; a new attempt replaces it
+    SUCCEEDED = "succeeded"                # terminal: the job exited 0
+    FAILED = "failed"                      # terminal: the job or its launch failed for good
+    TERMINATED = "terminated"              # terminal: orch ended it (down, idle, budget)
+
+    @property
+    def is_live(self) -> bool:
+        return self in (AttemptState.PLANNED, AttemptState.LAUNCH_REQUESTED, AttemptState.LAUNCHED,
+                        AttemptState.RUNNING, AttemptState.TERMINATE_REQUESTED)
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"          # wants an instance
+    LAUNCHING = "launching"
+    RUNNING = "running"
+    RECOVERING = "recovering"    # preempted, replacement being launched
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"          # torn down on request (down, prune)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    id: int
+    job_id: int
+    launch_id: str
+    state: AttemptState
+    offer: Offer
+    instance_id: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    checkpoint_restored: str | None = None
+    reason: str | None = None
+    node_rank: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: int
+    name: str
+    spec: JobSpec
+    status: JobStatus
+    desired_active: bool
+    relaunch_count: int
+    spent_usd: float
+    created_at: datetime
+
+
+class EngineStore(Protocol):
+    """Every method commits before it returns: a crash after a call never loses what it wrote."""
+
+    def active_jobs(self) -> Sequence[JobRecord]: ...
+    def jobs_to_tear_down(self) -> Sequence[JobRecord]: ...
+    def job(self, job_id: int) -> JobRecord: ...
+    def live_attempts(self) -> Sequence[AttemptRecord]: ...
+    def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]: ...
+    def attempt_by_launch_id(self, launch_id: str) -> AttemptRecord | None: ...
+    def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]: ...
+    def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
+        """Mirror the cloud's view into the instances table (only rows whose state changed are written);
+        an instance row becomes TERMINATED only here, when the cloud says so or no longer lists it."""
+        ...
+
+    def plan_attempt(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
+                     now: datetime) -> AttemptRecord: ...
+    def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
+                          instance: Instance | None = None, reason: str | None = None) -> None: ...
+    def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None: ...
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None: ...
+    def last_checkpoint(self, job_id: int) -> str | None: ...
+    def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None: ...
+    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
+              data: dict[str, object] | None = None) -> None: ...

@@ -1,0 +1,459 @@
+"""The reconcile loop: make the clouds match the store, crash-safely.
+
+Order of every tick (Karpenter / Ray v2 style): LIST THE CLOUDS FIRST, then compare with the store.
+
+1. passive sync: each live attempt is matched to what its provider lists under its launch id —
+   adopt (LAUNCH_REQUESTED + instance seen -> LAUNCHED), re-ask an idempotent launch for a request
+   the cloud never saw (orch died just before calling), confirm terminations, notice preemptions;
+2. active steps: launch jobs that want an instance (planner's cheapest eligible offer, the next one on
+   capacity/quota errors), relaunch preempted jobs at once, tear down what was asked down, terminate
+   tagged orphans the store does not know after a grace period, stop idle instances.
+
+Every step that changes a cloud is written to the store before (LAUNCH_REQUESTED with the launch id,
+TERMINATE_REQUESTED) and after (LAUNCHED with the instance id, TERMINATED once the cloud confirms), so
+a process killed at any point resumes correctly: no duplicate launch (launch ids are idempotency
+keys), no leaked instance (orphans are collected), no forgotten job (state lives in the store).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from orchestrator.crashpoints import crashpoint
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EngineStore, JobRecord, JobStatus
+from orchestrator.idle import IdleAction, UtilSample, idle_verdict
+from orchestrator.observability import DaemonMetrics
+from orchestrator.planner import gather_offers, plan
+from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext, RecoveryPolicy
+from orchestrator.spend import accrued_usd, would_break_budget
+from providers.base import Capability, Instance, InstanceState, LaunchSpec, Market, Offer, Provider, new_launch_id
+from providers.errors import MOVE_ON_ERRORS, InstanceNotFoundError, ProviderError
+
+log = logging.getLogger("orch.reconcile")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    """What the monitor learned from an instance's agent (over SSH) this tick."""
+
+    gpu_util_pct: tuple[float, ...] = ()
+    notice: str | None = None                # a preemption notice the agent heard, with its source
+    checkpoints: tuple[tuple[str, int | None], ...] = ()   # committed (uri, step), oldest first
+    exit_code: int | None = None             # the job process ended with this code
+
+
+class Monitor:
+    """Reads an instance's agent. The default reads nothing (providers' own state still counts)."""
+
+    def read(self, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        return None
+
+
+#: Renders the startup script for an attempt: (job, offer, checkpoint to restore) -> script text.
+StartupRenderer = Callable[[JobRecord, Offer, str | None], str]
+
+
+@dataclass
+class EngineConfig:
+    owner: str
+    orphan_grace: timedelta = timedelta(minutes=10)
+    #: After a preemption NOTICE the old machine keeps running so the agent can upload its checkpoint;
+    #: orch ends it after this long if the cloud has not reclaimed it by then.
+    notice_drain: timedelta = timedelta(minutes=2)
+    ssh_public_key: str = ""
+    use_live_offers: bool = False
+
+
+@dataclass
+class TickReport:
+    launched: int = 0
+    adopted: int = 0
+    preempted: int = 0
+    relaunched: int = 0
+    terminated: int = 0
+    orphans_terminated: int = 0
+    idle_stopped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing changed: the clouds and the store agree."""
+        return not (self.launched or self.adopted or self.preempted or self.relaunched or self.terminated
+                    or self.orphans_terminated or self.idle_stopped)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        store: EngineStore,
+        providers: Mapping[str, Provider],
+        catalog: Sequence[Offer],
+        config: EngineConfig,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        monitor: Monitor | None = None,
+        recovery: RecoveryPolicy | None = None,
+        render_startup: StartupRenderer | None = None,
+        metrics: DaemonMetrics | None = None,
+    ) -> None:
+        self.store = store
+        self.providers = dict(providers)
+        self.catalog = list(catalog)
+        self.config = config
+        self.clock = clock
+        self.monitor = monitor or Monitor()
+        self.recovery = recovery or DefaultRecoveryPolicy()
+        self.render_startup = render_startup or (lambda job, offer, ckpt: "")
+        self.metrics = metrics
+        self._orphans_seen: dict[tuple[str, str], datetime] = {}
+        self._samples: dict[int, list[UtilSample]] = {}
+        self._spend_marks: dict[int, datetime] = {}
+        self._asked_to_end: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------------------------------------------
+    def tick(self) -> TickReport:
+        report = TickReport()
+        now = self.clock()
+        listed, failed = self._list_clouds(report)
+        by_launch: dict[str, Instance] = {}
+        for instances in listed.values():
+            for inst in instances:
+                if inst.launch_id:
+                    prev = by_launch.get(inst.launch_id)
+                    # A terminated row may linger beside a live one with the same launch id: prefer live.
+                    if prev is None or (prev.state.is_gone and not inst.state.is_gone):
+                        by_launch[inst.launch_id] = inst
+        jobs = {j.id: j for j in self.store.active_jobs()}
+        for attempt in self.store.live_attempts():
+            if attempt.offer.provider in failed or attempt.offer.provider not in self.providers:
+                continue
+            self._sync_attempt(attempt, by_launch.get(attempt.launch_id), jobs, now, report)
+        for name, instances in listed.items():
+            self.store.observe_instances(name, instances, now)
+        self._tear_down(now, report)
+        self._sweep_unowned(listed, now, report)
+        self._launch_pending(now, report)
+        self._publish_metrics(listed)
+        return report
+
+    # --- 1. the clouds first -------------------------------------------------------------------------
+    def _list_clouds(self, report: TickReport) -> tuple[dict[str, list[Instance]], set[str]]:
+        listed: dict[str, list[Instance]] = {}
+        failed: set[str] = set()
+        for name, provider in self.providers.items():
+            try:
+                listed[name] = provider.list_instances(self.config.owner)
+            except ProviderError as exc:
+                # An unlistable cloud is NOT an empty cloud: skip its attempts this tick.
+                failed.add(name)
+                report.errors.append(f"{name}: list failed: {exc}")
+        return listed, failed
+
+    # --- 2. passive sync per attempt -----------------------------------------------------------------
+    def _sync_attempt(self, attempt: AttemptRecord, inst: Instance | None, jobs: Mapping[int, JobRecord],
+                      now: datetime, report: TickReport) -> None:
+        job = jobs.get(attempt.job_id) or self.store.job(attempt.job_id)
+        provider = self.providers[attempt.offer.provider]
+        if attempt.state is AttemptState.TERMINATE_REQUESTED:
+            if inst is None or inst.state is InstanceState.TERMINATED or inst.state.is_gone:
+                self._accrue(attempt, job, now)
+                self.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="confirmed gone")
+                report.terminated += 1
+            elif attempt.instance_id:
+                self._terminate(provider, attempt.instance_id, report)
+            return
+        if attempt.state in (AttemptState.PLANNED, AttemptState.LAUNCH_REQUESTED):
+            if inst is not None and not inst.state.is_gone:
+                self.store.set_attempt_state(attempt.id, AttemptState.LAUNCHED, now, instance=inst)
+                self.store.event("adopted", f"adopted {inst.provider} {inst.instance_id} for launch "
+                                 f"{attempt.launch_id}", now, job_id=attempt.job_id)
+                report.adopted += 1
+                return
+            # The cloud never saw it (orch died before asking): ask again with the SAME launch id.
+            self._request_launch(job, attempt, now, report)
+            return
+        # LAUNCHED / RUNNING
+        if inst is None or inst.state is InstanceState.TERMINATED:
+            self._accrue(attempt, job, now)
+            if attempt.offer.market is Market.SPOT:
+                self._on_preempted(job, attempt, inst, "instance gone" if inst is None else
+                                   (inst.raw_reason or inst.raw_state or "terminated"), now, report)
+            else:
+                self.store.set_attempt_state(attempt.id, AttemptState.FAILED, now,
+                                             reason="instance disappeared")
+                self.store.set_job_status(job.id, JobStatus.PENDING, now)
+                self.store.event("instance-lost", f"{attempt.offer.provider} instance {attempt.instance_id} "
+                                 "disappeared; relaunching", now, job_id=job.id)
+            return
+        if inst.state is InstanceState.PREEMPTED:
+            self._accrue(attempt, job, now)
+            self._on_preempted(job, attempt, inst, inst.raw_reason or inst.raw_state, now, report)
+            return
+        if inst.state is InstanceState.RUNNING:
+            if attempt.state is AttemptState.LAUNCHED:
+                self.store.set_attempt_state(attempt.id, AttemptState.RUNNING, now, instance=inst)
+                self.store.set_job_status(job.id, JobStatus.RUNNING, now)
+            self._accrue(attempt, job, now)
+            self._watch(job, replace(attempt, state=AttemptState.RUNNING), inst, now, report)
+
+    def _watch(self, job: JobRecord, attempt: AttemptRecord, inst: Instance, now: datetime,
+               report: TickReport) -> None:
+        agent = self.monitor.read(attempt, inst)
+        if agent is not None:
+            for uri, step in agent.checkpoints:
+                self.store.record_checkpoint(job.id, attempt.id, uri, step, now)
+            if agent.gpu_util_pct:
+                samples = self._samples.setdefault(attempt.id, [])
+                samples.append(UtilSample(now, agent.gpu_util_pct))
+                horizon = now - job.spec.idle.window - timedelta(minutes=5)
+                self._samples[attempt.id] = [s for s in samples if s.at >= horizon]
+            if agent.exit_code is not None:
+                ok = agent.exit_code == 0
+                self._end_attempt(attempt, inst, AttemptState.SUCCEEDED if ok else AttemptState.FAILED,
+                                  f"job exited {agent.exit_code}", now, report)
+                self.store.set_job_status(job.id, JobStatus.SUCCEEDED if ok else JobStatus.FAILED, now)
+                return
+            if agent.notice:
+                # Act on the cloud's own notice: the replacement starts during the notice window.
+                self._on_preempted(job, attempt, inst, f"notice: {agent.notice}", now, report)
+                return
+        verdict = idle_verdict(self._samples.get(attempt.id, ()), job.spec.idle, now)
+        if verdict.idle:
+            action = job.spec.idle.action
+            provider = self.providers[attempt.offer.provider]
+            if action is IdleAction.STOP and Capability.STOP in provider.capabilities:
+                try:
+                    provider.stop(inst.instance_id)
+                except ProviderError as exc:
+                    report.errors.append(f"stop {inst.instance_id}: {exc}")
+                    return
+                self.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="idle: stopped")
+            else:
+                self._end_attempt(attempt, inst, AttemptState.TERMINATED, f"idle: {verdict.reason}", now, report)
+            self.store.set_job_status(job.id, JobStatus.STOPPED, now)
+            self.store.event("idle-shutdown", f"{action.value} {inst.provider} {inst.instance_id}: {verdict.reason}",
+                             now, job_id=job.id)
+            report.idle_stopped += 1
+            if self.metrics:
+                self.metrics.idle_shutdowns.labels(action.value).inc()
+
+    # --- recovery ------------------------------------------------------------------------------------
+    def _on_preempted(self, job: JobRecord, attempt: AttemptRecord, inst: Instance | None, reason: str,
+                      now: datetime, report: TickReport) -> None:
+        noticed_at = self.clock()
+        self.store.set_attempt_state(attempt.id, AttemptState.PREEMPTED, now, reason=reason)
+        self.store.set_job_status(job.id, JobStatus.RECOVERING, now)
+        self.store.event("preempted", f"{attempt.offer.provider} {attempt.instance_id} preempted ({reason})", now,
+                         job_id=job.id, data={"zone": attempt.offer.zone, "region": attempt.offer.region})
+        report.preempted += 1
+        if self.metrics:
+            self.metrics.preemptions.labels(attempt.offer.provider).inc()
+        # A reclaimed machine that still exists (Vast outbid -> stopped, Azure deallocated) still bills: end
+        # it. One only NOTICED keeps running for the notice window so its checkpoint can upload; the sweep
+        # ends it after ``notice_drain``.
+        noticed = reason.startswith("notice")
+        if inst is not None and inst.state is not InstanceState.TERMINATED and not noticed:
+            self._terminate(self.providers[attempt.offer.provider], inst.instance_id, report)
+        history = [a for a in self.store.attempts_for_job(job.id) if a.state is AttemptState.PREEMPTED]
+        preemptions = [Preemption(a.ended_at or now, a.offer.provider, a.offer.zone, a.offer.region)
+                       for a in history]
+        if not any(a.id == attempt.id for a in history):
+            preemptions.append(Preemption(now, attempt.offer.provider, attempt.offer.zone, attempt.offer.region))
+        fresh = self.store.job(job.id)
+        spec = fresh.spec
+        decision = self.recovery.decide(RecoveryContext(
+            now=now, relaunch_count=fresh.relaunch_count, max_relaunches=spec.max_relaunches,
+            markets=spec.plan.markets, preemptions=preemptions, cooldown=spec.cooldown,
+            spent_usd=fresh.spent_usd, budget_usd=spec.budget_usd, deadline=spec.deadline,
+            remaining_hours=spec.estimated_hours,
+        ))
+        if decision.action is RecoveryAction.GIVE_UP:
+            self.store.set_job_status(job.id, JobStatus.FAILED, now)
+            self.store.event("gave-up", decision.reason, now, job_id=job.id)
+            return
+        self.store.event("recovering", decision.reason, now, job_id=job.id,
+                         data={"exclude": sorted(decision.exclude_places)})
+        launched = self._launch_job(fresh, now, report, exclude=decision.exclude_places, markets=decision.markets,
+                                    relaunch=True)
+        if launched is not None:
+            report.relaunched += 1
+            if self.metrics:
+                self.metrics.relaunch_latency.observe((self.clock() - noticed_at).total_seconds())
+
+    # --- 3. active steps -----------------------------------------------------------------------------
+    def _launch_pending(self, now: datetime, report: TickReport) -> None:
+        live_jobs = {a.job_id for a in self.store.live_attempts()}
+        for job in self.store.active_jobs():
+            if job.id in live_jobs or job.status not in (JobStatus.PENDING, JobStatus.RECOVERING):
+                continue
+            self._launch_job(job, now, report, relaunch=job.status is JobStatus.RECOVERING)
+
+    def _launch_job(self, job: JobRecord, now: datetime, report: TickReport, *,
+                    exclude: frozenset[str] = frozenset(), markets: frozenset[Market] | None = None,
+                    relaunch: bool = False) -> AttemptRecord | None:
+        """Try eligible offers cheapest first; move on after capacity/quota errors. Returns the attempt."""
+        req = replace(job.spec.plan, exclude_zones=job.spec.plan.exclude_zones | exclude,
+                      markets=markets or job.spec.plan.markets,
+                      providers_allow=tuple(p for p in (job.spec.plan.providers_allow or self.providers)
+                                            if p in self.providers))
+        live = [p for p in self.providers.values()
+                if self.config.use_live_offers and Capability.LIVE_OFFERS in p.capabilities]
+        the_plan = plan(req, gather_offers(req.gpu_request(), self.catalog, live))
+        checkpoint = self.store.last_checkpoint(job.id)
+        hours = job.spec.estimated_hours or 1.0
+        refused: list[str] = []
+        for candidate in the_plan.eligible:
+            offer = candidate.offer
+            if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
+                refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
+                continue
+            attempt = self.store.plan_attempt(job.id, offer, new_launch_id(), checkpoint, now)
+            self.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
+            relaunch = False  # counted once per recovery, not per offer tried
+            if self._request_launch(job, attempt, now, report):
+                return attempt
+        if refused:
+            self.store.event("budget-refused", f"launch refused: would break the budget ${job.spec.budget_usd:.2f} "
+                             f"({', '.join(refused[:3])})", now, job_id=job.id)
+        self.store.set_job_status(job.id, JobStatus.PENDING, now)
+        if not the_plan.eligible:
+            self.store.event("no-offer", "no eligible offer for the job's constraints", now, job_id=job.id)
+        return None
+
+    def _request_launch(self, job: JobRecord, attempt: AttemptRecord, now: datetime, report: TickReport) -> bool:
+        provider = self.providers[attempt.offer.provider]
+        self.store.set_attempt_state(attempt.id, AttemptState.LAUNCH_REQUESTED, now)
+        crashpoint("before-launch-call")
+        spec = LaunchSpec(
+            launch_id=attempt.launch_id, owner=self.config.owner, job=job.name, offer=attempt.offer,
+            ssh_public_key=self.config.ssh_public_key,
+            startup_script=self.render_startup(job, attempt.offer, attempt.checkpoint_restored),
+            image=job.spec.image, disk_gb=job.spec.disk_gb, max_price_hr=job.spec.max_price_hr,
+        )
+        try:
+            inst = provider.launch(spec)
+        except MOVE_ON_ERRORS as exc:
+            self.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=type(exc).__name__)
+            self.store.event("launch-refused", f"{provider.name} {attempt.offer.instance_type} "
+                             f"{attempt.offer.region}: {exc}; trying the next offer", now, job_id=job.id)
+            return False
+        except ProviderError as exc:
+            # Ambiguous failure: the cloud may have created it anyway. Leave nothing behind.
+            self._clean_up_launch(provider, attempt.launch_id, report)
+            self.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=str(exc)[:300])
+            self.store.event("launch-failed", f"{provider.name}: {exc}", now, job_id=job.id)
+            report.errors.append(f"launch {attempt.launch_id}: {exc}")
+            return False
+        crashpoint("after-launch-call")
+        self.store.set_attempt_state(attempt.id, AttemptState.LAUNCHED, now, instance=inst)
+        crashpoint("after-launched-written")
+        self.store.event("launched", f"{provider.name} {inst.instance_id} ({attempt.offer.instance_type}, "
+                         f"{attempt.offer.market.value}, ${attempt.offer.price_hr:.2f}/h) launch {attempt.launch_id}",
+                         now, job_id=job.id)
+        report.launched += 1
+        return True
+
+    def _clean_up_launch(self, provider: Provider, launch_id: str, report: TickReport) -> None:
+        try:
+            for inst in provider.list_instances(self.config.owner):
+                if inst.launch_id == launch_id and not inst.state.is_gone:
+                    self._terminate(provider, inst.instance_id, report)
+        except ProviderError as exc:
+            report.errors.append(f"cleanup {launch_id}: {exc} (the orphan collector will retry)")
+
+    def _tear_down(self, now: datetime, report: TickReport) -> None:
+        for job in self.store.jobs_to_tear_down():
+            for attempt in self.store.attempts_for_job(job.id):
+                if not attempt.state.is_live or attempt.state is AttemptState.TERMINATE_REQUESTED:
+                    continue
+                provider = self.providers.get(attempt.offer.provider)
+                if provider is None:
+                    continue
+                self.store.set_attempt_state(attempt.id, AttemptState.TERMINATE_REQUESTED, now, reason="down")
+                crashpoint("after-terminate-requested")
+                if attempt.instance_id:
+                    self._terminate(provider, attempt.instance_id, report)
+            if job.status is not JobStatus.STOPPED:
+                self.store.set_job_status(job.id, JobStatus.STOPPED, now)
+
+    def _end_attempt(self, attempt: AttemptRecord, inst: Instance, state: AttemptState, reason: str,
+                     now: datetime, report: TickReport) -> None:
+        self.store.set_attempt_state(attempt.id, AttemptState.TERMINATE_REQUESTED, now, reason=reason)
+        self._terminate(self.providers[attempt.offer.provider], inst.instance_id, report)
+        self.store.set_attempt_state(attempt.id, state, now, reason=reason)
+
+    def _terminate(self, provider: Provider, instance_id: str, report: TickReport) -> None:
+        try:
+            provider.terminate(instance_id)
+        except InstanceNotFoundError:
+            pass
+        except ProviderError as exc:
+            report.errors.append(f"terminate {provider.name} {instance_id}: {exc}")
+
+    def _sweep_unowned(self, listed: Mapping[str, list[Instance]], now: datetime, report: TickReport) -> None:
+        """End machines no live attempt owns: stragglers of ended attempts (after a notice's drain time)
+        and orphans (tagged as orch's, unknown to the store) after the grace period."""
+        live = {a.launch_id for a in self.store.live_attempts()}
+        # PREEMPTED counts: a Vast instance outbid to "stopped" still bills its disk until destroyed.
+        candidates = [(name, inst) for name, instances in listed.items() for inst in instances
+                      if inst.state is not InstanceState.TERMINATED and inst.owner == self.config.owner
+                      and inst.launch_id not in live]
+        ended = self.store.attempts_by_launch_ids([i.launch_id for _, i in candidates if i.launch_id])
+        seen_now: set[tuple[str, str]] = set()
+        for name, inst in candidates:
+            attempt = ended.get(inst.launch_id or "")
+            if attempt is not None:
+                reason = attempt.reason or ""
+                if inst.state is InstanceState.STOPPED and reason == "idle: stopped":
+                    continue  # stopped on purpose, keeping its disk
+                drain = self.config.notice_drain if reason.startswith("notice") else timedelta(0)
+                key = (name, inst.instance_id)
+                if now - (attempt.ended_at or now) >= drain and key not in self._asked_to_end:
+                    # Once per process: a cloud may keep listing a reclaimed instance (AWS, ~1 h).
+                    self._asked_to_end.add(key)
+                    self._terminate(self.providers[name], inst.instance_id, report)
+                    report.terminated += 1
+                continue
+            key = (name, inst.instance_id)
+            seen_now.add(key)
+            first = self._orphans_seen.setdefault(key, now)
+            if now - first >= self.config.orphan_grace:
+                self._terminate(self.providers[name], inst.instance_id, report)
+                self.store.event("orphan-terminated", f"{name} {inst.instance_id} (launch {inst.launch_id}) is "
+                                 "tagged as orch's but unknown to the store", now)
+                report.orphans_terminated += 1
+                if self.metrics:
+                    self.metrics.orphans_terminated.labels(name).inc()
+        self._orphans_seen = {k: v for k, v in self._orphans_seen.items() if k in seen_now}
+
+    def _accrue(self, attempt: AttemptRecord, job: JobRecord, now: datetime) -> None:
+        since = self._spend_marks.get(attempt.id) or attempt.started_at or attempt.created_at
+        if since is None or now <= since:
+            self._spend_marks[attempt.id] = now
+            return
+        usd = accrued_usd(attempt.offer.price_hr, since, now)
+        if usd > 0:
+            self.store.add_spend(job.id, attempt.id, usd, since, now)
+        self._spend_marks[attempt.id] = now
+
+    def _publish_metrics(self, listed: Mapping[str, list[Instance]]) -> None:
+        if self.metrics is None:
+            return
+        self.metrics.instances.clear()
+        burn = 0.0
+        for name, instances in listed.items():
+            for inst in instances:
+                if not inst.state.is_gone and inst.state is not InstanceState.STOPPED:
+                    self.metrics.instances.labels(name, inst.market.value).inc()
+                    burn += inst.price_hr or 0.0
+        self.metrics.burn_usd_per_hour.set(burn)
+        self.metrics.jobs.clear()
+        for job in self.store.active_jobs():
+            self.metrics.jobs.labels(job.status.value).inc()
