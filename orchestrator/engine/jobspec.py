@@ -18,7 +18,6 @@ class JobSpec:
     cooldown: timedelta = timedelta(minutes=30)
     budget_usd: float | None = None
     deadline: datetime | None = None
-    estimated_hours: float | None = None
     disk_gb: int = 100
     image: str | None = None
     max_price_hr: float | None = None

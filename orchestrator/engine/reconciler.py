@@ -272,7 +272,7 @@ class Reconciler:
             now=now, relaunch_count=fresh.relaunch_count, max_relaunches=spec.max_relaunches,
             markets=spec.plan.markets, preemptions=preemptions, cooldown=spec.cooldown,
             spent_usd=fresh.spent_usd, budget_usd=spec.budget_usd, deadline=spec.deadline,
-            remaining_hours=spec.estimated_hours,
+            remaining_hours=spec.plan.estimated_hours,
         ))
         if decision.action is RecoveryAction.GIVE_UP:
             self.store.set_job_status(job.id, JobStatus.FAILED, now)
@@ -307,7 +307,7 @@ class Reconciler:
                 if self.config.use_live_offers and Capability.LIVE_OFFERS in p.capabilities]
         the_plan = plan(req, gather_offers(req.gpu_request(), self.catalog, live))
         checkpoint = self.store.last_checkpoint(job.id)
-        hours = job.spec.estimated_hours or 1.0
+        hours = job.spec.plan.estimated_hours or 1.0
         refused: list[str] = []
         for candidate in the_plan.eligible:
             offer = candidate.offer
@@ -380,6 +380,7 @@ class Reconciler:
                 crashpoint("after-terminate-requested")
                 if attempt.instance_id:
                     self._terminate(provider, attempt.instance_id, report)
+                report.terminated += 1
             if job.status is not JobStatus.STOPPED:
                 self.store.set_job_status(job.id, JobStatus.STOPPED, now)
 

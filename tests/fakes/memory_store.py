@@ -1,0 +1,109 @@
+"""An in-memory EngineStore for fast engine unit tests. The SQL store passes the same engine tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from providers.base import Instance, Offer
+
+
+@dataclass
+class Event:
+    at: datetime
+    kind: str
+    message: str
+    job_id: int | None
+
+
+@dataclass
+class MemoryStore:
+    jobs: dict[int, JobRecord] = field(default_factory=dict)
+    attempts: dict[int, AttemptRecord] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    checkpoints: dict[int, list[tuple[str, int | None]]] = field(default_factory=dict)
+    instances: dict[tuple[str, str], Instance] = field(default_factory=dict)
+
+    def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
+        job = JobRecord(len(self.jobs) + 1, spec.name, spec, JobStatus.PENDING, True, 0, 0.0, now)
+        self.jobs[job.id] = job
+        return job
+
+    def request_down(self, job_id: int) -> None:
+        self.jobs[job_id] = replace(self.jobs[job_id], desired_active=False)
+
+    # --- EngineStore ---------------------------------------------------------------------------------
+    def active_jobs(self) -> Sequence[JobRecord]:
+        return [j for j in self.jobs.values() if j.desired_active]
+
+    def jobs_to_tear_down(self) -> Sequence[JobRecord]:
+        return [j for j in self.jobs.values() if not j.desired_active and any(
+            a.job_id == j.id and a.state.is_live for a in self.attempts.values())]
+
+    def job(self, job_id: int) -> JobRecord:
+        return self.jobs[job_id]
+
+    def live_attempts(self) -> Sequence[AttemptRecord]:
+        return [a for a in self.attempts.values() if a.state.is_live]
+
+    def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]:
+        return [a for a in self.attempts.values() if a.job_id == job_id]
+
+    def attempt_by_launch_id(self, launch_id: str) -> AttemptRecord | None:
+        return next((a for a in self.attempts.values() if a.launch_id == launch_id), None)
+
+    def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]:
+        wanted = set(launch_ids)
+        return {a.launch_id: a for a in self.attempts.values() if a.launch_id in wanted}
+
+    def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
+        for inst in instances:
+            self.instances[(provider, inst.instance_id)] = inst
+
+    def plan_attempt(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
+                     now: datetime) -> AttemptRecord:
+        a = AttemptRecord(len(self.attempts) + 1, job_id, launch_id, AttemptState.PLANNED, offer, None, now,
+                          checkpoint_restored=checkpoint)
+        self.attempts[a.id] = a
+        return a
+
+    def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
+                          instance: Instance | None = None, reason: str | None = None) -> None:
+        a = self.attempts[attempt_id]
+        changes: dict[str, object] = {"state": state}
+        if instance is not None:
+            changes["instance_id"] = instance.instance_id
+        if reason is not None:
+            changes["reason"] = reason
+        if state is AttemptState.RUNNING and a.started_at is None:
+            changes["started_at"] = now
+        if not state.is_live:
+            changes["ended_at"] = now
+        self.attempts[attempt_id] = replace(a, **changes)  # type: ignore[arg-type]
+
+    def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None:
+        j = self.jobs[job_id]
+        self.jobs[job_id] = replace(j, status=status, relaunch_count=j.relaunch_count + int(relaunched))
+
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None:
+        j = self.jobs[job_id]
+        self.jobs[job_id] = replace(j, spent_usd=j.spent_usd + usd)
+
+    def last_checkpoint(self, job_id: int) -> str | None:
+        found = self.checkpoints.get(job_id)
+        return found[-1][0] if found else None
+
+    def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None:
+        found = self.checkpoints.setdefault(job_id, [])
+        if (uri, step) not in found:
+            found.append((uri, step))
+
+    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
+              data: dict[str, object] | None = None) -> None:
+        self.events.append(Event(now, kind, message, job_id))
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]

@@ -1,0 +1,210 @@
+"""The reconcile engine against in-memory clouds and store: launch, move on, recover, idle, collect."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.ports import AttemptState, JobStatus
+from orchestrator.engine.reconciler import AgentReport, EngineConfig, Monitor, Reconciler
+from orchestrator.idle import IdlePolicy
+from orchestrator.planner import PlanRequest
+from providers.base import Instance, InstanceState, Market, Offer
+from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
+from providers.gpus import Interconnect
+from tests.fakes.memory_provider import MemoryProvider
+from tests.fakes.memory_store import MemoryStore
+
+OWNER = "tester"
+
+
+def offer(provider: str, price: float, market: Market = Market.SPOT, zone: str | None = None,
+          region: str = "r1") -> Offer:
+    return Offer(provider, f"{provider}.8x", region, zone, "A100-80G", 8, 80, 96, 1152, Interconnect.NVLINK, market,
+                 price, date(2025, 12, 1), True)
+
+
+CATALOG = [
+    offer("aws", 10.0, zone="use1-az1", region="us-east-1"),
+    offer("aws", 11.0, zone="use1-az2", region="us-east-1"),
+    offer("gcp", 12.0, region="us-central1"),
+    offer("gcp", 30.0, market=Market.ON_DEMAND, region="us-central1"),
+]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kw: float) -> None:
+        self.now += timedelta(**kw)
+
+
+class ScriptedMonitor(Monitor):
+    def __init__(self) -> None:
+        self.reports: dict[str, AgentReport] = {}
+
+    def read(self, attempt, instance):  # type: ignore[no-untyped-def]
+        return self.reports.get(instance.instance_id)
+
+
+@pytest.fixture
+def world():  # type: ignore[no-untyped-def]
+    clock = Clock()
+    store = MemoryStore()
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    monitor = ScriptedMonitor()
+    rec = Reconciler(store, {"aws": aws, "gcp": gcp}, CATALOG, EngineConfig(owner=OWNER), clock=clock,
+                     monitor=monitor)
+    return clock, store, aws, gcp, monitor, rec
+
+
+def spec(**kw: object) -> JobSpec:
+    base = JobSpec(name="train", plan=PlanRequest(gpus=("A100-80G",), count=8, estimated_hours=2))
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def live(*providers: MemoryProvider) -> list[Instance]:
+    return [i for p in providers for i in p.live()]
+
+
+def settle(rec: Reconciler, clock: Clock, n: int = 5) -> None:
+    for _ in range(n):
+        clock.advance(seconds=30)
+        if rec.tick().quiet:
+            return
+    raise AssertionError("did not settle")
+
+
+def test_launches_the_cheapest_and_moves_on_after_capacity_and_quota(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    aws.fail("launch", InsufficientCapacityError("no cap", provider="aws"), QuotaExceededError("q", provider="aws"))
+    rec.tick()
+    [inst] = live(aws, gcp)
+    assert inst.provider == "gcp" and inst.launch_id
+    assert [a.state for a in store.attempts_for_job(job.id)] == [AttemptState.FAILED, AttemptState.FAILED,
+                                                                AttemptState.LAUNCHED]
+    assert store.kinds().count("launch-refused") == 2
+    settle(rec, clock)
+    assert store.job(job.id).status is JobStatus.RUNNING
+
+
+def test_ambiguous_launch_failure_leaves_nothing_behind(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _, rec = world
+    store.add_job(spec(), clock())
+    real_launch = aws.launch
+
+    def launch_then_fail(s):  # type: ignore[no-untyped-def]
+        real_launch(s)
+        raise ProviderUnavailableError("timeout after accept", provider="aws")
+
+    aws.launch = launch_then_fail  # type: ignore[method-assign]
+    rec.tick()
+    assert [i.provider for i in live(aws, gcp)] == ["gcp"]
+
+
+def test_preemption_relaunches_elsewhere_excluding_the_zone(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _monitor, rec = world
+    job = store.add_job(spec(), clock())
+    rec.tick()
+    [first] = live(aws, gcp)
+    assert (first.provider, first.zone) == ("aws", "use1-az1")
+    store.record_checkpoint(job.id, 1, "s3://ckpt/step-40", 40, clock())
+    aws.preempt(first.instance_id, "Server.SpotInstanceTermination")
+    clock.advance(seconds=30)
+    report = rec.tick()
+    assert report.preempted == 1 and report.relaunched == 1
+    [second] = live(aws, gcp)
+    assert (second.provider, second.zone) == ("aws", "use1-az2")       # not the preempted zone
+    attempts = store.attempts_for_job(job.id)
+    assert attempts[-1].checkpoint_restored == "s3://ckpt/step-40"
+    assert store.job(job.id).relaunch_count == 1
+    # Preempted again in az2 within the cool-down: both AWS zones are out, GCP is next.
+    aws.preempt(second.instance_id)
+    clock.advance(seconds=30)
+    rec.tick()
+    [third] = live(aws, gcp)
+    assert third.provider == "gcp"
+
+
+def test_notice_launches_the_replacement_and_drains_the_old_machine(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, monitor, rec = world
+    store.add_job(spec(), clock())
+    rec.tick()
+    clock.advance(seconds=30)
+    rec.tick()
+    [old] = live(aws, gcp)
+    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice="aws spot/instance-action")
+    clock.advance(seconds=10)
+    rec.tick()
+    assert len(live(aws, gcp)) == 2                  # the old one drains while the new one starts
+    clock.advance(minutes=3)
+    rec.tick()
+    assert [i.instance_id for i in live(aws, gcp)] != [old.instance_id] and len(live(aws, gcp)) == 1
+
+
+def test_idle_gpus_for_the_window_are_terminated_busy_ones_kept(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, monitor, rec = world
+    store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10))), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
+    for _ in range(10):                                # 9 minutes of 2%: not yet the whole window
+        clock.advance(minutes=1)
+        rec.tick()
+    assert live(aws, gcp)
+    for _ in range(3):
+        clock.advance(minutes=1)
+        rec.tick()
+    assert live(aws, gcp) == []
+    assert "idle-shutdown" in store.kinds()
+
+
+def test_down_terminates_and_confirms(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    rec.tick()
+    store.request_down(job.id)
+    settle(rec, clock)
+    assert live(aws, gcp) == []
+    assert [a.state for a in store.attempts_for_job(job.id)] == [AttemptState.TERMINATED]
+
+
+def test_orphans_are_terminated_after_the_grace(world) -> None:  # type: ignore[no-untyped-def]
+    clock, _store, aws, _gcp, _, rec = world
+    aws.plant(Instance("aws", "i-orphan", "lffffffffffff", OWNER, InstanceState.RUNNING, "p4d", "us-east-1"))
+    aws.plant(Instance("aws", "i-theirs", "l000000000000", "someone-else", InstanceState.RUNNING, "p4d", "us-east-1"))
+    rec.tick()
+    assert {i.instance_id for i in live(aws)} == {"i-orphan", "i-theirs"}
+    clock.advance(minutes=11)
+    rec.tick()
+    assert {i.instance_id for i in live(aws)} == {"i-theirs"}
+
+
+def test_budget_refuses_a_launch_with_an_event(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _, rec = world
+    store.add_job(spec(budget_usd=15.0), clock())       # cheapest is 10 $/h x 2 h = 20 > 15
+    rec.tick()
+    assert live(aws, gcp) == []
+    assert "budget-refused" in store.kinds()
+
+
+def test_adopts_an_instance_launched_before_a_crash(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    # A previous process wrote LAUNCH_REQUESTED, the cloud created the instance, then the process died.
+    attempt = store.plan_attempt(job.id, CATALOG[0], "labcdefabcdef", None, clock())
+    store.set_attempt_state(attempt.id, AttemptState.LAUNCH_REQUESTED, clock())
+    from providers.base import LaunchSpec
+
+    aws.launch(LaunchSpec("labcdefabcdef", OWNER, "train", CATALOG[0]))
+    report = rec.tick()
+    assert report.adopted == 1 and report.launched == 0
+    assert len(live(aws, gcp)) == 1
