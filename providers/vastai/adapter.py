@@ -37,8 +37,8 @@ from providers.base import (
 from providers.catalog.query import offer_matches
 from providers.errors import (
     AuthError,
-    InsufficientCapacityError,
     InstanceNotFoundError,
+    InsufficientCapacityError,
     InvalidRequestError,
     PriceTooLowError,
     ProviderError,
@@ -122,7 +122,7 @@ def translate_error(response: httpx.Response) -> ProviderError | None:
     if code in _CREDIT_CODES or status in (402, 411) or "credit" in words:
         return QuotaExceededError(f"not enough credit: {msg}", provider=PROVIDER, code=code,
                                   hint="add credit at https://cloud.vast.ai/billing/")
-    if code == "invalid_price" or "bid" in words and ("low" in words or "below" in words):
+    if code == "invalid_price" or ("bid" in words and ("low" in words or "below" in words)):
         return PriceTooLowError(f"bid refused: {msg}", provider=PROVIDER, code=code or "invalid_price")
     if status == 403:
         return AuthError(f"not allowed ({where}): {msg}", provider=PROVIDER, code=code, hint=AUTH_HINT)
@@ -492,4 +492,4 @@ def _with_offer(spec: LaunchSpec, offer: Offer) -> LaunchSpec:
     return replace(spec, offer=offer)
 
 
-__all__: Iterable[str] = ("VastProvider", "translate_error", "map_state", "parse_instance", "offer_price_hr")
+__all__: Iterable[str] = ("VastProvider", "map_state", "offer_price_hr", "parse_instance", "translate_error")

@@ -71,8 +71,7 @@ def _offer(ask_id: int, machine_id: int, gpu_name: str, num_gpus: int, gpu_ram: 
         "inet_up_cost": 0.004, "inet_down_cost": 0.004, "direct_port_count": direct_ports,
         "reliability": reliability, "reliability2": reliability, "score": round(reliability * 100, 2),
         "geolocation": geolocation, "verified": verified, "verification": "verified" if verified else "unverified",
-        "rentable": rentable, "rented": rented, "is_bid": False, "datacenter": True, "external": False,
-        "static_ip": True, "bw_nvlink": bw_nvlink, "public_ipaddr": f"203.0.113.{machine_id % 250 + 1}",
+        "rentable": rentable, "rented": rented, "is_bid": False, "static_ip": True, "bw_nvlink": bw_nvlink, "public_ipaddr": f"203.0.113.{machine_id % 250 + 1}",
     }
 
 
@@ -403,7 +402,8 @@ def _matches(row: dict[str, Any], filters: dict[str, Any]) -> bool:
             if op in ("in", "notin") and not isinstance(arg, list):
                 raise _BadQuery(f"{op} on {fname} takes a list")
             if fname == "gpu_name":
-                value, arg = _norm_gpu(value), ([_norm_gpu(a) for a in arg] if isinstance(arg, list) else _norm_gpu(arg))
+                value = _norm_gpu(value)
+                arg = [_norm_gpu(a) for a in arg] if isinstance(arg, list) else _norm_gpu(arg)
             try:
                 if not FILTER_OPS[op](value, arg):
                     return False
@@ -446,7 +446,7 @@ class _Handler(BaseHTTPRequestHandler):
     fake: VastFake
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _serve(self) -> None:
@@ -467,7 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    do_GET = do_PUT = do_POST = do_DELETE = _serve  # noqa: N815 - stdlib naming
+    do_GET = do_PUT = do_POST = do_DELETE = _serve
 
 
 def main(argv: list[str] | None = None) -> None:
