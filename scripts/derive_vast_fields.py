@@ -152,6 +152,9 @@ def main(path: str) -> None:
     search_req = facts(search["requestBody"]["content"]["application/json"]["schema"])
     search_req["properties"]["type"]["enum"] = sorted({*search_req["properties"]["type"]["enum"], "on-demand"})
     search_req["additionalProperties"] = False
+    order = search_req["properties"]["order"]
+    # The spec puts minItems/maxItems 2 on the list of sort entries; its prose says each ENTRY has two.
+    order["items"].update(minItems=order.pop("minItems"), maxItems=order.pop("maxItems"))
 
     def response(route: str, method: str, status: str) -> Any:
         return facts(paths[route][method]["responses"][status]["content"]["application/json"]["schema"])
@@ -190,6 +193,9 @@ def main(path: str) -> None:
             "send 'on-demand'; both are accepted",
             "PUT /api/v0/asks/{id} env: the spec types it as a docker-flags string; the vast CLI sends an object "
             "({\"-p 10022:10022\": \"1\"}); both are accepted",
+            "POST /api/v0/bundles order: the spec sets minItems/maxItems 2 on the list of sort entries, while "
+            "its description (and the vast CLI) make each entry a [field, direction] pair; the schema here "
+            "bounds each entry",
             "PUT /api/v0/asks/{id} price: null (on-demand) is sent by the vast CLI; the spec types a number",
             "PUT /api/v0/asks/{id} out of credit: the spec documents no response for it; the fake answers 403 "
             "with error 'insufficient_credit' (an unverified identifier)",

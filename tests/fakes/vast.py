@@ -71,7 +71,8 @@ def _offer(ask_id: int, machine_id: int, gpu_name: str, num_gpus: int, gpu_ram: 
         "inet_up_cost": 0.004, "inet_down_cost": 0.004, "direct_port_count": direct_ports,
         "reliability": reliability, "reliability2": reliability, "score": round(reliability * 100, 2),
         "geolocation": geolocation, "verified": verified, "verification": "verified" if verified else "unverified",
-        "rentable": rentable, "rented": rented, "is_bid": False, "static_ip": True, "bw_nvlink": bw_nvlink, "public_ipaddr": f"203.0.113.{machine_id % 250 + 1}",
+        "rentable": rentable, "rented": rented, "is_bid": False, "static_ip": True, "bw_nvlink": bw_nvlink,
+        "public_ipaddr": f"203.0.113.{machine_id % 250 + 1}",
     }
 
 
@@ -110,6 +111,7 @@ class Recorded:
     query: dict[str, list[str]]
     body: Any
     authorized: bool
+    user_agent: str = ""
 
 
 @dataclass
@@ -189,7 +191,8 @@ class VastFake:
         query = parse_qs(split.query)
         authorized = headers.get("authorization", "") == f"Bearer {self.state.api_key}"
         with self.lock:
-            self.state.requests.append(Recorded(method, path, query, copy.deepcopy(body), authorized))
+            self.state.requests.append(Recorded(method, path, query, copy.deepcopy(body), authorized,
+                                                headers.get("user-agent", "")))
         if self.state.slow_s:
             time.sleep(self.state.slow_s)   # slowness IS the behaviour under test here (client timeouts)
         route = _route(method, path)
@@ -422,16 +425,22 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("GET", re.compile(r"^/api/v1/instances$"), "list"),
 )
 
-#: (method, spec path) of every route the fake serves, for the spec test.
-SERVED_ROUTES: tuple[tuple[str, str], ...] = (
-    ("post", "/api/v0/bundles"),
-    ("put", "/api/v0/asks/{id}"),
-    ("put", "/api/v0/instances/bid_price/{id}"),
-    ("get", "/api/v0/instances/{id}"),
-    ("put", "/api/v0/instances/{id}"),
-    ("delete", "/api/v0/instances/{id}"),
-    ("get", "/api/v1/instances"),
-)
+#: route name -> (method, path as the spec spells it), for the spec test.
+SPEC_ROUTES: dict[str, tuple[str, str]] = {
+    "search": ("post", "/api/v0/bundles"),
+    "create": ("put", "/api/v0/asks/{id}"),
+    "bid": ("put", "/api/v0/instances/bid_price/{id}"),
+    "show": ("get", "/api/v0/instances/{id}"),
+    "manage": ("put", "/api/v0/instances/{id}"),
+    "destroy": ("delete", "/api/v0/instances/{id}"),
+    "list": ("get", "/api/v1/instances"),
+}
+
+
+def spec_route(method: str, raw_path: str) -> tuple[str, str] | None:
+    """The spec's (method, path) for a request the fake serves, or None."""
+    found = _route(method, urlsplit(raw_path).path.rstrip("/"))
+    return SPEC_ROUTES[found[0]] if found else None
 
 
 def _route(method: str, path: str) -> tuple[str, int | None] | None:
