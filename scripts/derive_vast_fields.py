@@ -37,24 +37,121 @@ ROUTES = (
 
 #: What the fake serves. Offer fields are typed from the spec's search-response example (the schema itself
 #: says only "object, additionalProperties: true"), falling back to the request filter's eq type.
-OFFER_FIELDS = (
-    "id ask_contract_id bundle_id machine_id host_id num_gpus gpu_name gpu_ram gpu_total_ram gpu_arch compute_cap "
-    "cuda_max_good driver_version cpu_arch cpu_cores cpu_cores_effective cpu_ram disk_space disk_bw dph_base "
-    "dph_total min_bid storage_cost inet_up inet_down inet_up_cost inet_down_cost direct_port_count reliability "
-    "reliability2 score geolocation verified verification rentable rented is_bid static_ip bw_nvlink public_ipaddr"
-).split()
-INSTANCE_FIELDS = (
-    "id machine_id host_id bundle_id label actual_status intended_status cur_state next_state status_msg image_uuid "
-    "image_args image_runtype onstart num_gpus gpu_name gpu_ram gpu_totalram gpu_arch cpu_arch cpu_cores "
-    "cpu_cores_effective cpu_ram disk_space geolocation public_ipaddr ssh_host ssh_idx ssh_port direct_port_count "
-    "ports is_bid min_bid dph_base dph_total storage_cost reliability2 verification rentable start_date"
-).split()
+OFFER_FIELDS = [
+    "id",
+    "ask_contract_id",
+    "bundle_id",
+    "machine_id",
+    "host_id",
+    "num_gpus",
+    "gpu_name",
+    "gpu_ram",
+    "gpu_total_ram",
+    "gpu_arch",
+    "compute_cap",
+    "cuda_max_good",
+    "driver_version",
+    "cpu_arch",
+    "cpu_cores",
+    "cpu_cores_effective",
+    "cpu_ram",
+    "disk_space",
+    "disk_bw",
+    "dph_base",
+    "dph_total",
+    "min_bid",
+    "storage_cost",
+    "inet_up",
+    "inet_down",
+    "inet_up_cost",
+    "inet_down_cost",
+    "direct_port_count",
+    "reliability",
+    "reliability2",
+    "score",
+    "geolocation",
+    "verified",
+    "verification",
+    "rentable",
+    "rented",
+    "is_bid",
+    "static_ip",
+    "bw_nvlink",
+    "public_ipaddr",
+]
+INSTANCE_FIELDS = [
+    "id",
+    "machine_id",
+    "host_id",
+    "bundle_id",
+    "label",
+    "actual_status",
+    "intended_status",
+    "cur_state",
+    "next_state",
+    "status_msg",
+    "image_uuid",
+    "image_args",
+    "image_runtype",
+    "onstart",
+    "num_gpus",
+    "gpu_name",
+    "gpu_ram",
+    "gpu_totalram",
+    "gpu_arch",
+    "cpu_arch",
+    "cpu_cores",
+    "cpu_cores_effective",
+    "cpu_ram",
+    "disk_space",
+    "geolocation",
+    "public_ipaddr",
+    "ssh_host",
+    "ssh_idx",
+    "ssh_port",
+    "direct_port_count",
+    "ports",
+    "is_bid",
+    "min_bid",
+    "dph_base",
+    "dph_total",
+    "storage_cost",
+    "reliability2",
+    "verification",
+    "rentable",
+    "start_date",
+]
 INTEGER_OFFER_FIELDS = frozenset(
-    "id ask_contract_id bundle_id machine_id host_id num_gpus gpu_ram gpu_total_ram compute_cap cpu_cores cpu_ram "
-    "direct_port_count".split())
-CREATE_FIELDS = "image label disk runtype target_state price env onstart args image_login".split()
-KEEP = ("type", "enum", "items", "properties", "additionalProperties", "minimum", "maximum", "minItems",
-        "maxItems", "required", "maxLength", "$ref")
+    [
+        "id",
+        "ask_contract_id",
+        "bundle_id",
+        "machine_id",
+        "host_id",
+        "num_gpus",
+        "gpu_ram",
+        "gpu_total_ram",
+        "compute_cap",
+        "cpu_cores",
+        "cpu_ram",
+        "direct_port_count",
+    ]
+)
+CREATE_FIELDS = ["image", "label", "disk", "runtype", "target_state", "price", "env", "onstart", "args", "image_login"]
+KEEP = (
+    "type",
+    "enum",
+    "items",
+    "properties",
+    "additionalProperties",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "required",
+    "maxLength",
+    "$ref",
+)
 
 
 def facts(schema: Any) -> Any:
@@ -98,15 +195,22 @@ def union(*types: Any) -> Any:
 
 
 def main(path: str) -> None:
-    spec = yaml.safe_load(open(path, encoding="utf-8"))
+    with open(path, encoding="utf-8") as fh:
+        spec = yaml.safe_load(fh)
     paths = spec["paths"]
     comps = spec["components"]["schemas"]
 
     routes = []
     for method, route in ROUTES:
         op = paths[route][method]
-        routes.append({"method": method, "path": route, "operationId": op.get("operationId"),
-                       "statuses": sorted(int(s) for s in op["responses"])})
+        routes.append(
+            {
+                "method": method,
+                "path": route,
+                "operationId": op.get("operationId"),
+                "statuses": sorted(int(s) for s in op["responses"]),
+            }
+        )
 
     search = paths["/api/v0/bundles"]["post"]
     example = search["responses"]["200"]["content"]["application/json"]["example"]["offers"]
@@ -116,8 +220,11 @@ def main(path: str) -> None:
         if f in example and example[f] is not None:
             t = json_type(example[f])
             # A whole number in the example is still a measure (price, bandwidth): only counts/ids are integers.
-            offer_props[f] = {"type": "integer" if t == "integer" and f in INTEGER_OFFER_FIELDS
-                              else ("number" if t == "integer" else t)}
+            offer_props[f] = {
+                "type": "integer"
+                if t == "integer" and f in INTEGER_OFFER_FIELDS
+                else ("number" if t == "integer" else t)
+            }
         elif f in filters and "eq" in filters[f].get("properties", {}):
             offer_props[f] = {"type": filters[f]["properties"]["eq"]["type"]}
         else:
@@ -133,7 +240,7 @@ def main(path: str) -> None:
         if a is None and b is None:
             raise SystemExit(f"instance field {f} is not in the spec")
         if f == "ports":
-            inst_props[f] = facts(b)            # see deviations: the component says array of integers
+            inst_props[f] = facts(b)  # see deviations: the component says array of integers
         else:
             merged = facts(a or b)
             merged["type"] = union((a or {}).get("type"), (b or {}).get("type"))
@@ -171,7 +278,8 @@ def main(path: str) -> None:
             responses.setdefault(f"{method} {route}", {})[status] = schema
     responses["post /api/v0/bundles"]["200"]["properties"]["offers"]["items"] = {"$ref": "#/$defs/offer"}
     responses["get /api/v0/instances/{id}"]["200"]["properties"]["instances"] = {
-        "anyOf": [{"$ref": "#/$defs/instance"}, {"type": "null"}]}
+        "anyOf": [{"$ref": "#/$defs/instance"}, {"type": "null"}]
+    }
     responses["get /api/v1/instances"]["200"]["properties"]["instances"]["items"] = {"$ref": "#/$defs/instance"}
 
     out = {
@@ -184,15 +292,15 @@ def main(path: str) -> None:
             "put /api/v0/instances/bid_price/{id}": {"401": "bad key; documented on sibling routes"},
         },
         "deviations": [
-            "GET /api/v0/instances/{id} answers {\"instances\": null} for an unknown id (the vast CLI and dstack "
+            'GET /api/v0/instances/{id} answers {"instances": null} for an unknown id (the vast CLI and dstack '
             "rely on it); the spec types instances as the Instance object only",
             "ports: components.schemas.Instance types it as an array of integers, GET /api/v1/instances as the "
-            "docker port map {\"22/tcp\": [{HostIp, HostPort}]}; the fake serves the map everywhere, as the vast "
+            'docker port map {"22/tcp": [{HostIp, HostPort}]}; the fake serves the map everywhere, as the vast '
             "CLI reads ports['22/tcp']",
             "POST /api/v0/bundles type: the spec's enum says 'ondemand' while its own example and the vast CLI "
             "send 'on-demand'; both are accepted",
             "PUT /api/v0/asks/{id} env: the spec types it as a docker-flags string; the vast CLI sends an object "
-            "({\"-p 10022:10022\": \"1\"}); both are accepted",
+            '({"-p 10022:10022": "1"}); both are accepted',
             "POST /api/v0/bundles order: the spec sets minItems/maxItems 2 on the list of sort entries, while "
             "its description (and the vast CLI) make each entry a [field, direction] pair; the schema here "
             "bounds each entry",
@@ -203,17 +311,26 @@ def main(path: str) -> None:
             "low_bid_creates_stopped the fake answers 200 {success: false} and leaves a stopped instance",
         ],
         "$defs": {
-            "offer": {"type": "object", "required": ["id", "num_gpus", "gpu_name", "gpu_ram", "dph_base",
-                                                     "min_bid", "storage_cost"],
-                      "properties": offer_props, "additionalProperties": False},
-            "instance": {"type": "object", "required": ["id", "actual_status", "intended_status", "label"],
-                         "properties": inst_props, "additionalProperties": False},
+            "offer": {
+                "type": "object",
+                "required": ["id", "num_gpus", "gpu_name", "gpu_ram", "dph_base", "min_bid", "storage_cost"],
+                "properties": offer_props,
+                "additionalProperties": False,
+            },
+            "instance": {
+                "type": "object",
+                "required": ["id", "actual_status", "intended_status", "label"],
+                "properties": inst_props,
+                "additionalProperties": False,
+            },
             "create_request": create_req,
             "search_request": search_req,
-            "manage_request": facts(paths["/api/v0/instances/{id}"]["put"]["requestBody"]["content"][
-                "application/json"]["schema"]),
-            "bid_request": facts(paths["/api/v0/instances/bid_price/{id}"]["put"]["requestBody"]["content"][
-                "application/json"]["schema"]),
+            "manage_request": facts(
+                paths["/api/v0/instances/{id}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
+            ),
+            "bid_request": facts(
+                paths["/api/v0/instances/bid_price/{id}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
+            ),
             "list_params": {p["name"]: facts(p["schema"]) for p in list_op["parameters"]},
         },
         "responses": responses,

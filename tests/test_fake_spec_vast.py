@@ -94,7 +94,8 @@ def _drive(f: VastFake, url: str) -> None:
         raw.put("/instances/424242/", json={"state": "stopped"})                                     # 404
         for fault in VastFake.FAULTS:
             f.inject(fault, 1)
-            raw.put("/asks/7001002/", json={"client_id": "me", "image": "x"})
+            ask = 7003002 if fault == "lost-answer" else 7001002     # lost-answer really rents its ask
+            raw.put(f"/asks/{ask}/", json={"client_id": "me", "image": "x"})
         raw.put("/asks/7001002/", json={"client_id": "me", "label": "no-image"})                     # 400
         raw.put("/asks/7001002/", json={"client_id": "me", "image": "x", "price": 500})             # 400
         raw.put("/asks/1/", json={"client_id": "me", "image": "x"})                                  # 404
@@ -155,7 +156,7 @@ def test_every_answer_is_a_documented_status_with_a_valid_body(fake: tuple[VastF
 
 
 def test_requests_the_adapter_sends_match_the_request_schemas(fake: tuple[VastFake, str, list[Exchange]]) -> None:
-    f, url, seen = fake
+    f, url, _seen = fake
     _drive(f, url)
     by_route = {"post /api/v0/bundles": "search_request", "put /api/v0/asks/{id}": "create_request",
                 "put /api/v0/instances/{id}": "manage_request", "put /api/v0/instances/bid_price/{id}": "bid_request"}

@@ -265,7 +265,6 @@ class VastProvider(Provider):
         """The POST /bundles/ body for ``req`` in ``market``: the careful filters plus what ``req`` pins."""
         s = self.settings
         body: dict[str, Any] = {
-            "verified": {"eq": s.verified},
             "rentable": {"eq": s.rentable},
             "rented": {"eq": s.rented},
             "reliability": {"gte": s.min_reliability},
@@ -275,6 +274,8 @@ class VastProvider(Provider):
             "order": [["min_bid" if market is Market.SPOT else "dph_total", "asc"]],
             "limit": s.offer_limit,
         }
+        if s.verified is not None:
+            body["verified"] = {"eq": s.verified}
         if s.min_direct_ports:
             body["direct_port_count"] = {"gte": s.min_direct_ports}
         if s.min_cuda is not None:

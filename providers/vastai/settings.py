@@ -49,7 +49,7 @@ class Settings(BaseModel):
     timeout_s: float = 30.0
 
     # Offer filters (sent to POST /bundles/ as {"field": {"op": value}}).
-    verified: bool = True
+    verified: bool | None = True                    # None: verified and unverified machines alike
     rentable: bool = True
     rented: bool = False
     min_reliability: float = Field(0.98, ge=0.0, le=1.0)

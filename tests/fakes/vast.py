@@ -130,7 +130,8 @@ class FakeState:
 class VastFake:
     """The fake's state and behaviour; ``start()`` serves it on 127.0.0.1 in a daemon thread."""
 
-    FAULTS = ("capacity", "quota", "throttle", "auth", "server-error")
+    #: "lost-answer" creates the instance, then answers 503 (the reply was lost on the way back).
+    FAULTS = ("capacity", "quota", "throttle", "auth", "server-error", "lost-answer")
 
     def __init__(self, api_key: str = DEFAULT_API_KEY) -> None:
         self.state = FakeState(api_key=api_key)
@@ -172,7 +173,7 @@ class VastFake:
             pass
 
         Handler.fake = fake
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = _QuietServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="vast-fake", daemon=True)
         self._thread.start()
@@ -268,6 +269,8 @@ class VastFake:
                 return 200, {"success": False, "error": "invalid_price", "msg": msg}
             return 400, {"success": False, "error": "invalid_price", "msg": msg, "ask_id": ask_id}
         iid = self._new_instance(offer, body, price, stopped=False)
+        if fault == "lost-answer":
+            return 503, {"success": False, "error": "server_error", "msg": "upstream timed out"}
         return 200, {"success": True, "new_contract": iid}
 
     def _new_instance(self, offer: dict[str, Any], body: dict[str, Any], price: float | None, *,
@@ -449,6 +452,12 @@ def _route(method: str, path: str) -> tuple[str, int | None] | None:
         if m == method and match:
             return name, int(match.group(1)) if match.groups() else None
     return None
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out (the slow switch) hangs up mid-answer: expected, not worth a traceback.
+        pass
 
 
 class _Handler(BaseHTTPRequestHandler):
