@@ -1,0 +1,84 @@
+"""Settings for the Vast.ai adapter: endpoint, credentials and the offer filters a careful user sets.
+
+SDK-free (pydantic only). The API key comes from, in order: the ``api_key`` field, ``$VAST_API_KEY``,
+then the files the vast CLI writes: ``$XDG_CONFIG_HOME/vastai/vast_api_key`` (the CLI's current
+place, ``~/.config/vastai/vast_api_key`` by default) and the legacy ``~/.vast_api_key``.
+The key is a SecretStr: it is never printed, logged or put in a repr.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from providers.retry import RetryPolicy
+
+ENV_API_KEY = "VAST_API_KEY"
+
+
+def cli_key_files() -> tuple[Path, ...]:
+    """Where the vast CLI keeps the key (vast-cli ``vastai/cli/util.py``: APIKEY_FILE, APIKEY_FILE_HOME)."""
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return (config_home / "vastai" / "vast_api_key", Path.home() / ".vast_api_key")
+
+
+def discover_api_key() -> SecretStr | None:
+    """The key from the environment or the CLI's files, or None when none is set up."""
+    value = os.environ.get(ENV_API_KEY, "").strip()
+    if value:
+        return SecretStr(value)
+    for path in cli_key_files():
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if text:
+            return SecretStr(text)
+    return None
+
+
+class Settings(BaseModel):
+    """What the Vast adapter needs. Defaults are the conservative filters the vast CLI applies, tightened."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    api_key: SecretStr | None = None
+    base_url: str = "https://console.vast.ai/api/v0"
+    timeout_s: float = 30.0
+
+    # Offer filters (sent to POST /bundles/ as {"field": {"op": value}}).
+    verified: bool | None = True                    # None: verified and unverified machines alike
+    rentable: bool = True
+    rented: bool = False
+    min_reliability: float = Field(0.98, ge=0.0, le=1.0)
+    min_direct_ports: int = Field(1, ge=0)          # direct_port_count >= this: ssh without Vast's proxy
+    min_cuda: float | None = 12.1                   # cuda_max_good >= this
+    min_inet_down_mbps: float | None = 200.0        # inet_down >= this (Mb/s as Vast reports it)
+    offer_limit: int = Field(64, ge=1, le=1000)
+
+    # What a launch asks for.
+    disk_gb: int = Field(100, ge=8)                 # used when a LaunchSpec leaves it at its default
+    image: str = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
+    ssh_container_port: int = 10022                 # mapped with "-p 10022:10022" (direct ssh)
+    #: interruptible bid = min_bid * bid_markup, unless the spec sets max_price_hr
+    bid_markup: float = Field(1.1, ge=1.0)
+
+    # Client behaviour.
+    min_interval_s: float = Field(0.25, ge=0.0)     # Vast answers 429 to bursts; space calls out
+    retry_attempts: int = Field(6, ge=1)
+    retry_initial_wait_s: float = Field(0.5, ge=0.0)
+    retry_max_wait_s: float = Field(8.0, ge=0.0)
+    retry_deadline_s: float = Field(60.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _fill_api_key(self) -> Settings:
+        if self.api_key is None:
+            object.__setattr__(self, "api_key", discover_api_key())
+        return self
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
+                           max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)
