@@ -401,7 +401,7 @@ class Reconciler:
     def _sweep_unowned(self, listed: Mapping[str, list[Instance]], now: datetime, report: TickReport) -> None:
         """End machines no live attempt owns: stragglers of ended attempts (after a notice's drain time)
         and orphans (tagged as orch's, unknown to the store) after the grace period."""
-        live = {a.launch_id for a in self.store.live_attempts()}
+        live = self.store.all_live_launch_ids()
         # PREEMPTED counts: a Vast instance outbid to "stopped" still bills its disk until destroyed.
         candidates = [(name, inst) for name, instances in listed.items() for inst in instances
                       if inst.state is not InstanceState.TERMINATED and inst.owner == self.config.owner

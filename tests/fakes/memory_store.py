@@ -49,6 +49,9 @@ class MemoryStore:
     def live_attempts(self) -> Sequence[AttemptRecord]:
         return [a for a in self.attempts.values() if a.state.is_live]
 
+    def all_live_launch_ids(self) -> set[str]:
+        return {a.launch_id for a in self.attempts.values() if a.state.is_live}
+
     def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]:
         return [a for a in self.attempts.values() if a.job_id == job_id]
 

@@ -1,0 +1,122 @@
+"""``orch daemon``: APScheduler jobs in a thread pool, each also callable once (``orch tick``).
+
+Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans) and catalog refresh (a
+hook; the refresh itself comes later). Reconcile ticks never overlap (max_instances=1, coalesce), and
+every one is logged as a JSON line with what it changed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from orchestrator.engine.reconciler import Reconciler, TickReport
+from orchestrator.observability import DaemonMetrics
+
+log = logging.getLogger("orch.daemon")
+
+
+class DaemonLockError(RuntimeError):
+    pass
+
+
+class SingleDaemonLock:
+    """On SQLite only one daemon may run: an exclusive lock on a file beside the database.
+
+    The OS releases the lock when the process dies (even by SIGKILL), so a crash never wedges it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = self.path.open("a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise DaemonLockError(
+                f"another orch daemon ({holder}) already uses this SQLite database ({self.path}); SQLite "
+                "allows one daemon. Stop it, or use PostgreSQL (ORCH_DATABASE_URL) to run several."
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}\n")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def catalog_refresh_hook() -> None:
+    """Where a periodic catalog refresh will run (each cloud's pricing API). Nothing to refresh yet."""
+    log.debug("catalog refresh: no refresher configured")
+
+
+@dataclass
+class DaemonSettings:
+    reconcile_interval_s: float = 15.0
+    refresh_interval_s: float = 6 * 3600.0
+    workers: int = 4
+
+
+def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> TickReport:
+    """One reconcile tick, logged; errors are logged and counted, never kill the daemon."""
+    try:
+        report = reconciler.tick()
+    except Exception:
+        log.exception("reconcile tick failed")
+        if metrics:
+            metrics.ticks.labels("reconcile", "error").inc()
+        raise
+    if metrics:
+        metrics.ticks.labels("reconcile", "ok").inc()
+    log.info("reconcile tick", extra={"fields": {
+        "launched": report.launched, "adopted": report.adopted, "preempted": report.preempted,
+        "relaunched": report.relaunched, "terminated": report.terminated,
+        "orphans_terminated": report.orphans_terminated, "idle_stopped": report.idle_stopped,
+        "errors": report.errors[:5]}})
+    return report
+
+
+def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettings, metrics: DaemonMetrics,
+               stop: threading.Event) -> None:
+    """Run the scheduler until ``stop`` is set. The reconciler is built once (it keeps in-memory
+    windows: GPU samples, orphan first-seen times) and its ticks never overlap."""
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    reconciler = make_reconciler()
+    scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(settings.workers)},
+                                    job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
+
+    def reconcile_job() -> None:
+        try:
+            run_tick(reconciler, metrics)
+        except Exception:  # logged in run_tick; the next tick tries again
+            pass
+
+    scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
+                      next_run_time=__import__("datetime").datetime.now())
+    scheduler.add_job(catalog_refresh_hook, "interval", seconds=settings.refresh_interval_s, id="catalog-refresh")
+    scheduler.start()
+    log.info("daemon started", extra={"fields": {"interval_s": settings.reconcile_interval_s}})
+    try:
+        stop.wait()
+    finally:
+        scheduler.shutdown(wait=True)
+        log.info("daemon stopped")
