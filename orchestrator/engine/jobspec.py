@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from orchestrator.idle import IdlePolicy
 from orchestrator.planner import PlanRequest
+
+if TYPE_CHECKING:
+    from orchestrator.manifest.schema import Manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,3 +25,35 @@ class JobSpec:
     disk_gb: int = 100
     image: str | None = None
     max_price_hr: float | None = None
+
+
+def jobspec_from_manifest(manifest: Manifest, applied_at: datetime) -> JobSpec:
+    """Map a validated manifest onto what the engine and the planner need."""
+    from orchestrator.idle import IdleAction
+    from orchestrator.planner import DataSource
+    from providers.base import Market
+    from providers.gpus import Interconnect
+
+    r = manifest.resources
+    markets = {
+        "spot": frozenset({Market.SPOT}),
+        "on-demand": frozenset({Market.ON_DEMAND}),
+        "auto": frozenset(Market),
+    }[manifest.market.value]
+    p = manifest.policies
+    plan = PlanRequest(
+        gpus=tuple(r.gpu), count=r.count, nodes=r.nodes, markets=markets,
+        providers_allow=tuple(manifest.providers.allow), providers_deny=tuple(manifest.providers.deny),
+        regions_allow=tuple(manifest.regions.allow), regions_deny=tuple(manifest.regions.deny),
+        max_price_hr=manifest.max_price_hr, min_vram_gb=r.min_vram_gb,
+        interconnect=Interconnect(r.interconnect) if r.interconnect else None,
+        estimated_hours=p.estimated_hours, budget_usd=p.budget_usd,
+        data=tuple(DataSource(d.source, d.region, d.size_gb) for d in manifest.data),
+    )
+    return JobSpec(
+        name=manifest.name, plan=plan,
+        idle=IdlePolicy(p.idle.min_gpu_util_pct, p.idle.window, IdleAction(p.idle.action.value)),
+        max_relaunches=p.max_relaunches, cooldown=p.preempted_zone_cooldown, budget_usd=p.budget_usd,
+        deadline=p.deadline_at(applied_at), disk_gb=int(r.disk_gb or 100), image=manifest.image,
+        max_price_hr=manifest.max_price_hr / r.nodes if manifest.max_price_hr else None,
+    )

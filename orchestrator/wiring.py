@@ -1,0 +1,32 @@
+"""Building the configured providers from orch's config (the one place the CLI and daemon do it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.config import ConfigError, OrchConfig
+
+if TYPE_CHECKING:
+    from providers.base import Provider
+
+
+def build_providers(config: OrchConfig, only: set[str] | None = None) -> dict[str, Provider]:
+    """Every enabled provider (or those in ``only``), built; a bad section raises ConfigError."""
+    from pydantic import ValidationError
+
+    from providers.registry import create_provider, entry
+
+    built: dict[str, Provider] = {}
+    for name in config.enabled_providers():
+        if only is not None and name not in only:
+            continue
+        try:
+            built[name] = create_provider(name, config.provider_settings(name))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"{config.path}: providers.{name}.{where}: {first['msg']}") from None
+        except ImportError as exc:
+            extra = entry(name).extra
+            raise ConfigError(f"provider {name} needs {exc.name}: pip install 'orch[{extra}]'") from None
+    return built
