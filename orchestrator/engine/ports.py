@@ -73,6 +73,7 @@ class JobRecord:
     relaunch_count: int
     spent_usd: float
     created_at: datetime
+    manifest_json: str = "{}"   # the validated manifest, for rendering what runs on the instance
 
 
 class EngineStore(Protocol):

@@ -56,6 +56,18 @@ class Monitor:
         return None
 
 
+class Bootstrapper:
+    """Starts the job on a freshly running instance (over SSH: agent + rendered script, detached).
+
+    ``start`` returns True once the job is started (idempotent: a second call finds it running), False
+    while the instance is not reachable yet (the next tick tries again). The default starts nothing:
+    the provider's startup script (user data) does the work.
+    """
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        return True
+
+
 #: Renders the startup script for an attempt: (job, offer, checkpoint to restore) -> script text.
 StartupRenderer = Callable[[JobRecord, Offer, str | None], str]
 
@@ -99,6 +111,7 @@ class Reconciler:
         *,
         clock: Callable[[], datetime] = utcnow,
         monitor: Monitor | None = None,
+        bootstrapper: Bootstrapper | None = None,
         recovery: RecoveryPolicy | None = None,
         render_startup: StartupRenderer | None = None,
         metrics: DaemonMetrics | None = None,
@@ -109,6 +122,7 @@ class Reconciler:
         self.config = config
         self.clock = clock
         self.monitor = monitor or Monitor()
+        self.bootstrapper = bootstrapper or Bootstrapper()
         self.recovery = recovery or DefaultRecoveryPolicy()
         self.render_startup = render_startup or (lambda job, offer, ckpt: "")
         self.metrics = metrics
@@ -198,8 +212,18 @@ class Reconciler:
             return
         if inst.state is InstanceState.RUNNING:
             if attempt.state is AttemptState.LAUNCHED:
+                try:
+                    started = self.bootstrapper.start(job, attempt, inst)
+                except Exception as exc:  # a bootstrap bug must not stop the tick for other jobs
+                    log.exception("bootstrap failed")
+                    report.errors.append(f"bootstrap {attempt.launch_id}: {exc}")
+                    started = False
+                if not started:
+                    return
                 self.store.set_attempt_state(attempt.id, AttemptState.RUNNING, now, instance=inst)
                 self.store.set_job_status(job.id, JobStatus.RUNNING, now)
+                self.store.event("started", f"job running on {inst.provider} {inst.instance_id}", now,
+                                 job_id=job.id)
             self._accrue(attempt, job, now)
             self._watch(job, replace(attempt, state=AttemptState.RUNNING), inst, now, report)
 
