@@ -96,14 +96,17 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-def _env_prefix(env: Mapping[str, str] | None) -> str:
-    # SSH "env" requests are refused unless the server's AcceptEnv lists the name: export in the shell instead.
-    if not env:
-        return ""
-    parts = []
-    for name, value in env.items():
+def _check_env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    for name in env or {}:
         if not _ENV_NAME.match(name):
             raise ValueError(f"invalid environment variable name {name!r}")
+    return env or {}
+
+
+def _env_prefix(env: Mapping[str, str] | None) -> str:
+    # SSH "env" requests are refused unless the server's AcceptEnv lists the name: export in the shell instead.
+    parts = []
+    for name, value in _check_env(env).items():
         parts.append(f"export {name}={shlex.quote(value)}; ")
     return "".join(parts)
 
@@ -128,7 +131,7 @@ class LocalTransport:
     def exec(
         self, cmd: str, timeout: float, env: Mapping[str, str] | None = None, stdin: bytes | str | None = None
     ) -> ExecResult:
-        full_env = {**os.environ, **(env or {})}
+        full_env = {**os.environ, **_check_env(env)}
         data = stdin.encode() if isinstance(stdin, str) else stdin
         proc = subprocess.Popen(
             ["/bin/sh", "-c", cmd], cwd=self.root, env=full_env, start_new_session=True,
