@@ -269,3 +269,18 @@ def test_fake_nvidia_smi_reflects_state_between_polls(sshd: Sshd, store: HostKey
                                                                  "1, 3, 0, 81920, 60.00"]
         assert t.exec("nvidia-smi -L", timeout=10).stdout.count("GPU ") == 2
         assert len(sshd.nvidia_smi_calls) == 3
+
+
+def test_two_machines_are_separate(tmp_path: Path) -> None:
+    from tests.support.sshd import sshd_servers
+
+    store = HostKeyStore(tmp_path / "kh")
+    with sshd_servers(2, tmp_path / "machines") as (a, b):
+        assert a.port != b.port and a.host_fingerprint != b.host_fingerprint
+        with _ssh(a, store) as ta, _ssh(b, store) as tb:
+            ta.put(b"A", "who")
+            tb.put(b"B", "who")
+            assert ta.exec("cat who; echo $ORCH_MACHINE_ROOT", timeout=10).stdout == f"A{a.workdir}\n"
+            assert tb.get("who") == b"B"
+        pids = [s.pid for s in (a, b)]
+    assert all(not Path(f"/proc/{p}").exists() for p in pids), "stopped servers leave no process"
