@@ -1,0 +1,4 @@
+"""Machines you already own, reached over SSH; and the SSH transport orch uses to reach every instance.
+
+``providers.ssh.settings`` is SDK-free; ``adapter``, ``transport`` and ``hostkeys`` import paramiko when used.
+"""

@@ -1,0 +1,219 @@
+"""The SSH provider: bring your own machines.
+
+A configured host is an "instance" while it is reserved for a launch. ``launch`` reserves the host the
+offer names (``offer.instance_type`` is the host name), then proves over SSH that it answers, that its
+host key is the pinned one, and that ``verify_command`` (default ``nvidia-smi -L``) succeeds; on any
+failure the reservation is released before the error is raised. ``terminate`` releases the reservation
+and nothing else: orch's processes on the machine are stopped by the orchestrator's runtime, not here,
+and the machine itself keeps running (it is yours).
+
+Host keys of configured hosts are never trusted on first contact: the key (or its fingerprint) must be
+in the config or already in orch's known_hosts store.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+from providers.base import (
+    Availability,
+    Capability,
+    GpuRequest,
+    Instance,
+    InstanceState,
+    LaunchSpec,
+    Market,
+    Offer,
+    Provider,
+)
+from providers.catalog.query import match_offers
+from providers.errors import (
+    AuthError,
+    InsufficientCapacityError,
+    InvalidRequestError,
+    ProviderError,
+    ProviderUnavailableError,
+)
+from providers.ssh.errors import (
+    ExecTimeoutError,
+    HostKeyError,
+    HostKeyMismatchError,
+    TransportAuthError,
+    TransportError,
+)
+from providers.ssh.hostkeys import HostKeyStore, HostTrust
+from providers.ssh.reservations import HostReservedError, Reservation, ReservationBook
+from providers.ssh.settings import HostSettings, Settings
+from providers.ssh.transport import ExecResult, SshTransport
+
+__all__ = ["SshProvider", "translate_error"]
+
+NAME = "ssh"
+
+
+class VerifyFailedError(Exception):
+    """verify_command exited non-zero on the host."""
+
+    def __init__(self, host: str, command: str, result: ExecResult) -> None:
+        self.host = host
+        self.result = result
+        detail = (result.stderr.strip() or result.stdout.strip())[-500:]
+        super().__init__(f"host {host}: {command!r} exited {result.exit_code}: {detail}")
+
+
+def translate_error(exc: Exception, host: str = "") -> ProviderError:
+    """The ONE place SSH/reservation failures become taxonomy errors."""
+    where = f"host {host}: " if host else ""
+    if isinstance(exc, HostReservedError):
+        return InsufficientCapacityError(str(exc), provider=NAME, code="reserved")
+    if isinstance(exc, VerifyFailedError):
+        # The machine answers but cannot serve GPUs now: the planner should move on to another offer.
+        return InsufficientCapacityError(str(exc), provider=NAME, code="verify-failed",
+                                         hint="check the GPU driver on the host, or set verify_command")
+    if isinstance(exc, HostKeyError):
+        code = "host-key-changed" if isinstance(exc, HostKeyMismatchError) else "host-key-unknown"
+        return AuthError(f"{where}{exc}", provider=NAME, code=code,
+                         hint="pin the host's key with host_key or host_key_fingerprint in providers.ssh.hosts")
+    if isinstance(exc, TransportAuthError):
+        return AuthError(f"{where}{exc}", provider=NAME, code="key-refused",
+                         hint="add the public half of key_path to the host's ~/.ssh/authorized_keys")
+    if isinstance(exc, ExecTimeoutError):
+        return ProviderUnavailableError(f"{where}{exc}", provider=NAME, code="timeout")
+    if isinstance(exc, TransportError):
+        return ProviderUnavailableError(f"{where}{exc}", provider=NAME, code="unreachable")
+    return ProviderUnavailableError(f"{where}{type(exc).__name__}: {exc}", provider=NAME)
+
+
+class SshProvider(Provider):
+    name = NAME
+    capabilities = frozenset({Capability.HOST_KEYS})
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.book = ReservationBook(settings.state_path)
+        self.host_keys = HostKeyStore(settings.known_hosts_path)
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _host(self, name: str) -> HostSettings:
+        host = self.settings.host(name)
+        if host is None:
+            known = ", ".join(h.name for h in self.settings.hosts) or "none"
+            raise InvalidRequestError(f"no configured host named {name!r} (configured: {known})", provider=NAME)
+        return host
+
+    def trust(self, host: HostSettings) -> HostTrust:
+        """Configured hosts: only config keys/fingerprints or the store. Never first-contact."""
+        return HostTrust(
+            keys=(host.host_key,) if host.host_key else (),
+            fingerprints=(host.host_key_fingerprint,) if host.host_key_fingerprint else (),
+            allow_first_contact=False,
+        )
+
+    def transport(self, instance_id: str) -> SshTransport:
+        """A transport to a configured host, with its key and host key rules (the caller closes it)."""
+        host = self._host(instance_id)
+        s = self.settings
+        return SshTransport(
+            host.address, host.port, host.user, key_path=s.host_key_path(host), host_keys=self.host_keys,
+            trust=self.trust(host), connect_timeout=s.connect_timeout_s, auth_timeout=s.auth_timeout_s,
+            banner_timeout=s.auth_timeout_s, reconnect_deadline_s=s.reconnect_deadline_s, workdir=host.workdir,
+        )
+
+    def _instance(self, res: Reservation) -> Instance:
+        host = self.settings.host(res.host)
+        if host is None:
+            # Reserved, then removed from the config: still listed so it can be released.
+            return Instance(provider=NAME, instance_id=res.host, launch_id=res.launch_id, owner=res.owner,
+                            job=res.job, state=InstanceState.RUNNING, instance_type=res.host, region="unknown",
+                            raw_state="reserved", raw_reason="host no longer in config", created_at=res.reserved_at)
+        if host.host_key:
+            keys: tuple[str, ...] = (host.host_key,)
+        else:
+            keys = tuple(k.line for k in self.host_keys.keys_for(host.address, host.port))
+        extra = [("key_path", str(self.settings.host_key_path(host)))]
+        if host.workdir:
+            extra.append(("workdir", host.workdir))
+        return Instance(
+            provider=NAME, instance_id=host.name, launch_id=res.launch_id, owner=res.owner, job=res.job,
+            state=InstanceState.RUNNING, instance_type=host.name, region=host.region, zone=None,
+            market=Market.ON_DEMAND, raw_state="reserved", public_ip=host.address, ssh_port=host.port,
+            ssh_user=host.user, host_keys=keys, created_at=res.reserved_at,
+            price_hr=self.settings.host_price(host), extra=tuple(extra),
+        )
+
+    # -- the protocol --------------------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        if not self.settings.hosts:
+            raise AuthError("no hosts configured", provider=NAME,
+                            hint="declare machines under providers.ssh.hosts in orch's config")
+        import paramiko
+
+        for host in self.settings.hosts:
+            path = self.settings.host_key_path(host)
+            try:
+                paramiko.PKey.from_path(path)
+            except FileNotFoundError:
+                raise AuthError(f"host {host.name}: key file {path} does not exist", provider=NAME,
+                                hint="set key_path (provider-wide or per host) to a readable private key") from None
+            except (OSError, paramiko.SSHException, ValueError) as exc:
+                raise AuthError(f"host {host.name}: cannot read key {path}: {exc}", provider=NAME,
+                                hint="use an unencrypted key file readable by orch") from None
+
+    def offers(self, req: GpuRequest) -> list[Offer]:
+        today = date.today()
+        offers = []
+        for host in self.settings.hosts:
+            reserved = self.book.get(host.name) is not None
+            offers.append(Offer(
+                provider=NAME, instance_type=host.name, region=host.region, zone=None, gpu=host.gpu,
+                gpu_count=host.gpu_count, vram_gb=host.vram_gb, vcpus=host.vcpus, memory_gb=host.memory_gb,
+                interconnect=host.resolved_interconnect, market=Market.ON_DEMAND,
+                price_hr=self.settings.host_price(host), price_as_of=today, source="config",
+                availability=Availability.NOT_AVAILABLE if reserved else Availability.AVAILABLE,
+                offer_id=host.name,
+            ))
+        return match_offers(offers, req)
+
+    def launch(self, spec: LaunchSpec) -> Instance:
+        if spec.offer.market is not Market.ON_DEMAND:
+            raise InvalidRequestError("own machines have no spot market", provider=NAME)
+        host = self._host(spec.offer.instance_type)
+        wanted = Reservation(host=host.name, launch_id=spec.launch_id, owner=spec.owner, job=spec.job,
+                             reserved_at=datetime.now(UTC))
+        try:
+            res, new = self.book.reserve(wanted)
+        except HostReservedError as exc:
+            raise translate_error(exc, host.name) from exc
+        if not new:
+            return self._instance(res)
+        try:
+            self._verify(host)
+        except BaseException as exc:
+            self.book.release(host.name, spec.launch_id)
+            if isinstance(exc, Exception):
+                raise translate_error(exc, host.name) from exc
+            raise
+        return self._instance(res)
+
+    def _verify(self, host: HostSettings) -> None:
+        command = self.settings.verify_command
+        with self.transport(host.name) as t:
+            result = t.exec(command, timeout=self.settings.verify_timeout_s)
+        if not result.ok:
+            raise VerifyFailedError(host.name, command, result)
+
+    def get(self, instance_id: str) -> Instance | None:
+        res = self.book.get(instance_id) if self._safe_name(instance_id) else None
+        return self._instance(res) if res is not None else None
+
+    def list_instances(self, owner: str) -> list[Instance]:
+        return [self._instance(r) for r in self.book.all() if r.owner == owner]
+
+    def terminate(self, instance_id: str) -> None:
+        if self._safe_name(instance_id):
+            self.book.release(instance_id)
+
+    @staticmethod
+    def _safe_name(name: str) -> bool:
+        # Instance ids become file names under state_dir: never let one escape it.
+        return bool(name) and "/" not in name and name not in (".", "..") and not name.startswith(".")

@@ -1,0 +1,247 @@
+"""The SSH provider (bring your own machines) against a REAL sshd on 127.0.0.1."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from providers.base import Availability, GpuRequest, InstanceState, LaunchSpec, Market, new_launch_id
+from providers.errors import AuthError, InsufficientCapacityError, InvalidRequestError, ProviderUnavailableError
+from providers.registry import create_provider
+from providers.ssh.adapter import SshProvider
+from providers.ssh.hostkeys import HostKeyStore
+from providers.ssh.reservations import HostReservedError, Reservation, ReservationBook
+from providers.ssh.settings import Settings
+from tests.support.sshd import Sshd, free_port, sshd  # noqa: F401 - fixture
+
+OWNER = "alice"
+
+
+def _host(server: Sshd, name: str = "box1", **over: Any) -> dict[str, Any]:
+    h: dict[str, Any] = {"name": name, "address": server.host, "port": server.port, "user": server.user,
+                         "gpu": "A100-80G", "gpu_count": 1, "vcpus": 8, "memory_gb": 64,
+                         "host_key": server.host_key_line}
+    h.update(over)
+    return {k: v for k, v in h.items() if v is not None}
+
+
+def _provider(tmp_path: Path, server: Sshd, hosts: list[dict[str, Any]] | None = None, **over: Any) -> SshProvider:
+    raw: dict[str, Any] = {
+        "hosts": hosts if hosts is not None else [_host(server)],
+        "key_path": str(server.client_key_path),
+        "state_dir": str(tmp_path / "state"),
+        "known_hosts": str(tmp_path / "known_hosts"),
+        "connect_timeout_s": 5.0,
+        "reconnect_deadline_s": 0.0,
+    }
+    raw.update(over)
+    p = create_provider("ssh", raw)
+    assert isinstance(p, SshProvider)
+    return p
+
+
+def _spec(p: SshProvider, host: str = "box1", owner: str = OWNER, launch_id: str | None = None) -> LaunchSpec:
+    offer = next(o for o in p.offers(GpuRequest(count=p.settings.host(host).gpu_count)) if o.instance_type == host)
+    return LaunchSpec(launch_id=launch_id or new_launch_id(), owner=owner, job="train", offer=offer)
+
+
+# -- reservations --------------------------------------------------------------------------------------
+def test_two_providers_sharing_a_state_dir_cannot_reserve_the_same_host(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p1, p2 = _provider(tmp_path, sshd), _provider(tmp_path, sshd)
+    mine = p1.launch(_spec(p1))
+    with pytest.raises(InsufficientCapacityError) as info:
+        p2.launch(_spec(p2, owner="bob"))
+    assert mine.launch_id in str(info.value) and OWNER in str(info.value)
+    got = p2.get("box1")
+    assert got is not None and got.launch_id == mine.launch_id and got.owner == OWNER
+    assert p2.list_instances("bob") == []
+    [offer] = p2.offers(GpuRequest(gpus=("A100-80G",)))
+    assert offer.availability is Availability.NOT_AVAILABLE
+    p1.terminate("box1")
+    assert p2.launch(_spec(p2, owner="bob")).owner == "bob"
+
+
+def _race(state_dir: str, i: int, results: Any) -> None:
+    book = ReservationBook(Path(state_dir))
+    try:
+        book.reserve(Reservation("box1", f"l{i:012x}", f"p{i}", "j", datetime.now(UTC)))
+        results.put(i)
+    except HostReservedError:
+        results.put(-1)
+
+
+def test_concurrent_processes_reserve_a_host_exactly_once(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(str(tmp_path), i, results)) for i in range(6)]
+    for pr in procs:
+        pr.start()
+    for pr in procs:
+        pr.join(30)
+    outcomes = [results.get(timeout=5) for _ in procs]
+    winners = [o for o in outcomes if o >= 0]
+    assert len(winners) == 1
+    held = ReservationBook(tmp_path).get("box1")
+    assert held is not None and held.owner == f"p{winners[0]}"
+
+
+def test_launch_is_idempotent_and_returns_ssh_details(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd)
+    spec = _spec(p)
+    inst = p.launch(spec)
+    calls = len(sshd.nvidia_smi_calls)
+    assert calls == 1 and sshd.nvidia_smi_calls[0] == "-L"
+    again = p.launch(spec)
+    assert again.instance_id == inst.instance_id == "box1"
+    assert len(sshd.nvidia_smi_calls) == calls, "an existing reservation is returned, not re-verified"
+    assert inst.state is InstanceState.RUNNING
+    assert (inst.public_ip, inst.ssh_port, inst.ssh_user) == (sshd.host, sshd.port, sshd.user)
+    assert inst.host_keys == (sshd.host_key_line,)
+    assert dict(inst.extra)["key_path"] == str(sshd.client_key_path)
+    assert [i.instance_id for i in p.list_instances(OWNER)] == ["box1"]
+    with p.transport(inst.instance_id) as t:
+        assert t.exec("nvidia-smi -L", timeout=10).stdout.startswith("GPU 0: ")
+
+
+def test_terminate_releases_and_missing_is_fine(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd)
+    p.launch(_spec(p))
+    p.terminate("box1")
+    assert p.get("box1") is None and p.list_instances(OWNER) == []
+    p.terminate("box1")
+    p.terminate("never-configured")
+    p.terminate("../escape")
+
+
+def test_launch_of_an_unknown_host_is_invalid(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd)
+    spec = _spec(p)
+    bogus = dataclasses.replace(spec, offer=dataclasses.replace(spec.offer, instance_type="nope"))
+    with pytest.raises(InvalidRequestError, match="box1"):
+        p.launch(bogus)
+
+
+# -- verification ----------------------------------------------------------------------------------------
+def test_failing_verify_command_releases_the_reservation(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd)
+    sshd.fail_nvidia_smi("NVIDIA-SMI has failed: driver not loaded")
+    with pytest.raises(InsufficientCapacityError) as info:
+        p.launch(_spec(p))
+    assert info.value.code == "verify-failed" and "driver not loaded" in str(info.value)
+    assert p.get("box1") is None and p.list_instances(OWNER) == []
+    sshd.fail_nvidia_smi(None)
+    assert p.launch(_spec(p)).instance_id == "box1"
+
+
+def test_verify_command_stand_in(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    sshd.write_command("gpu-check", '#!/bin/sh\n[ -f "$ORCH_MACHINE_ROOT/healthy" ]\n')
+    p = _provider(tmp_path, sshd, verify_command="gpu-check")
+    with pytest.raises(InsufficientCapacityError):
+        p.launch(_spec(p))
+    (sshd.workdir / "healthy").touch()
+    assert p.launch(_spec(p)).state is InstanceState.RUNNING
+    assert sshd.nvidia_smi_calls == []
+
+
+def test_unknown_host_key_is_refused_with_a_clear_message(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd, hosts=[_host(sshd, host_key=None)])
+    with pytest.raises(AuthError) as info:
+        p.launch(_spec(p))
+    msg = str(info.value)
+    assert info.value.code == "host-key-unknown"
+    assert sshd.host_fingerprint in msg and "host_key" in msg and "box1" in msg
+    assert p.get("box1") is None
+    assert HostKeyStore(tmp_path / "known_hosts").keys_for(sshd.host, sshd.port) == (), "never auto-accepted"
+
+
+def test_key_already_in_the_store_is_trusted(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    HostKeyStore(tmp_path / "known_hosts").pin(sshd.host, sshd.port, [sshd.host_key_line])
+    p = _provider(tmp_path, sshd, hosts=[_host(sshd, host_key=None)])
+    inst = p.launch(_spec(p))
+    assert inst.host_keys == (sshd.host_key_line,)
+
+
+def test_configured_fingerprint_pins_the_key(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd, hosts=[_host(sshd, host_key=None, host_key_fingerprint=sshd.host_fingerprint)])
+    inst = p.launch(_spec(p))
+    assert inst.host_keys == (sshd.host_key_line,), "the key seen is recorded and reported"
+
+
+def test_changed_host_key_is_refused_naming_both_fingerprints(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    old = sshd.host_fingerprint
+    p = _provider(tmp_path, sshd)
+    sshd.restart(new_host_key=True)
+    with pytest.raises(AuthError) as info:
+        p.launch(_spec(p))
+    assert info.value.code == "host-key-changed"
+    assert old in str(info.value) and sshd.host_fingerprint in str(info.value)
+    assert p.get("box1") is None
+
+
+def test_unreachable_host_is_provider_unavailable(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd, hosts=[_host(sshd, port=free_port())])
+    with pytest.raises(ProviderUnavailableError):
+        p.launch(_spec(p))
+    assert p.get("box1") is None
+
+
+# -- offers, settings, credentials ------------------------------------------------------------------------
+def test_offers_price_zero_by_default_and_configured_prices(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    hosts = [_host(sshd, "free"), _host(sshd, "priced", price_hr=1.25),
+             _host(sshd, "gamer", gpu="RTX 4090", gpu_count=2, region="lab-b")]
+    p = _provider(tmp_path, sshd, hosts=hosts)
+    by_name = {o.instance_type: o for o in p.offers(GpuRequest(gpus=("A100-80G",)))}
+    assert set(by_name) == {"free", "priced"}
+    assert by_name["free"].price_hr == 0.0 and by_name["priced"].price_hr == 1.25
+    assert all(o.source == "config" and o.market is Market.ON_DEMAND and o.region == "onprem"
+               for o in by_name.values())
+    [gamer] = p.offers(GpuRequest(gpus=("RTX4090-24G",), count=2))
+    assert (gamer.gpu, gamer.gpu_count, gamer.vram_gb, gamer.region) == ("RTX4090-24G", 2, 24.0, "lab-b")
+    internal = _provider(tmp_path, sshd, hosts=hosts, price_hr=0.4)
+    prices = {o.instance_type: o.price_hr for o in internal.offers(GpuRequest(gpus=("A100-80G",)))}
+    assert prices == {"free": 0.4, "priced": 1.25}
+    assert p.offers(GpuRequest(gpus=("A100-80G",), markets=frozenset({Market.SPOT}))) == []
+    assert [o.instance_type for o in p.offers(GpuRequest(regions=("lab-*",), count=2))] == ["gamer"]
+
+
+def test_settings_validation(sshd: Sshd) -> None:  # noqa: F811
+    with pytest.raises(ValidationError, match="unique"):
+        Settings.model_validate({"hosts": [_host(sshd), _host(sshd)]})
+    with pytest.raises(ValidationError, match="SHA256"):
+        Settings.model_validate({"hosts": [_host(sshd, host_key_fingerprint="md5:aa")]})
+    with pytest.raises(ValidationError, match="unknown GPU"):
+        Settings.model_validate({"hosts": [_host(sshd, gpu="Z9000")]})
+    with pytest.raises(ValidationError, match="host name"):
+        Settings.model_validate({"hosts": [_host(sshd, name="../x")]})
+
+
+def test_default_dirs_follow_orch_data_dir(tmp_path: Path) -> None:
+    s = Settings()
+    # tests/conftest.py points XDG_DATA_HOME into tmp_path
+    assert s.state_path == tmp_path / "xdg-data" / "orch" / "ssh"
+    assert s.known_hosts_path == tmp_path / "xdg-data" / "orch" / "known_hosts"
+
+
+def test_settings_import_does_not_import_paramiko() -> None:
+    code = "import sys, providers.ssh.settings; assert 'paramiko' not in sys.modules, 'paramiko imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+def test_check_credentials(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    _provider(tmp_path, sshd).check_credentials()
+    with pytest.raises(AuthError, match="no hosts"):
+        _provider(tmp_path, sshd, hosts=[]).check_credentials()
+    with pytest.raises(AuthError, match="does not exist"):
+        _provider(tmp_path, sshd, hosts=[_host(sshd, key_path=str(tmp_path / "missing"))]).check_credentials()
+    garbage = tmp_path / "garbage"
+    garbage.write_text("not a key")
+    with pytest.raises(AuthError, match="cannot read key"):
+        _provider(tmp_path, sshd, key_path=str(garbage)).check_credentials()
