@@ -48,7 +48,9 @@ def call_with_retry(
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(_is_retryable),
         stop=tenacity.stop_after_attempt(policy.attempts) | tenacity.stop_after_delay(policy.deadline_s),
-        wait=tenacity.wait_exponential_jitter(initial=policy.initial_wait_s, max=policy.max_wait_s),
+        # Exponential backoff plus up to one initial wait of jitter, so retrying clients do not march in step.
+        wait=tenacity.wait_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s)
+        + tenacity.wait_random(0, policy.initial_wait_s),
         sleep=sleep,
         reraise=True,
     )
