@@ -22,6 +22,7 @@ __all__ = [
     "AGENT_SCRIPT_NAME",
     "CHECKPOINT_MARKER",
     "LATEST_NAME",
+    "SECRETS_ENV_NAME",
     "STARTUP_SCRIPT_NAME",
     "RenderedNode",
     "agent_source",

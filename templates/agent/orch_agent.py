@@ -28,7 +28,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total,power.draw",
                     "--format=csv,noheader,nounits"]
@@ -109,7 +110,7 @@ class GpuSampler:
 def _http(method: str, url: str, headers: dict[str, str], timeout: float) -> tuple[int, str]:
     req = urllib.request.Request(url, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - fixed metadata URLs
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", "replace") if exc.fp else ""
