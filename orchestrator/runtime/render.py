@@ -153,7 +153,8 @@ def _restore(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
         'mkdir -p "$ORCH_CHECKPOINT_DIR"',
         "ORCH_RESUME_PATH=''",
         f"orch_latest=\"$( ({cat} 2>/dev/null || true) | tr -d '[:space:]')\"",
-        'case "$orch_latest" in step-[0-9]*) ;; *) orch_latest="" ;; esac',
+        # Only a well-formed name: LATEST is data from the store, never a path to follow.
+        '[[ "$orch_latest" =~ ^step-[0-9]+$ ]] || orch_latest=""',
         'if [ -n "$orch_latest" ]; then',
         f"  {fetch}",
         f'  if [ ! -f "$ORCH_CHECKPOINT_DIR/$orch_latest/{CHECKPOINT_MARKER}" ]; then',
