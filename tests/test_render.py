@@ -72,7 +72,8 @@ ORCH_RESUME_PATH=''
 orch_latest="$( (cat /store/tiny/LATEST 2>/dev/null || true) | tr -d '[:space:]')"
 [[ "$orch_latest" =~ ^step-[0-9]+$ ]] || orch_latest=""
 if [ -n "$orch_latest" ]; then
-  mkdir -p "$ORCH_CHECKPOINT_DIR/$orch_latest" && cp -R /store/tiny/"$orch_latest"/. "$ORCH_CHECKPOINT_DIR/$orch_latest"/
+  mkdir -p "$ORCH_CHECKPOINT_DIR/$orch_latest" && cp -R /store/tiny/"$orch_latest"/. \
+"$ORCH_CHECKPOINT_DIR/$orch_latest"/
   if [ ! -f "$ORCH_CHECKPOINT_DIR/$orch_latest/COMPLETE" ]; then
     echo "orch: restored checkpoint $orch_latest has no COMPLETE marker" >&2; exit 75
   fi
