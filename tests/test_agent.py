@@ -413,3 +413,59 @@ def test_agent_uses_only_the_standard_library() -> None:
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
+
+
+@pytest.fixture
+def moto_s3(tmp_path: Path) -> Any:
+    server = Path(sys.executable).parent / "moto_server"
+    if shutil.which("rclone") is None or not server.exists():
+        pytest.skip("needs rclone and moto_server")
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        _wait(up, "moto_server", 30)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_upload_to_s3_compatible_store_via_rclone(tmp_path: Path, moto_s3: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    from orchestrator.runtime.objectstore import parse_store
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)  # rclone refuses a CA bundle with its own transport
+    s3 = boto3.client("s3", endpoint_url=moto_s3, region_name="us-east-1")
+    s3.create_bucket(Bucket="orch-ckpt")
+    target = parse_store("s3://orch-ckpt/jobs/tiny", endpoint=moto_s3)
+    cfg = _config(tmp_path, store=tmp_path / "unused")
+    cfg["checkpoint"]["store"] = {"kind": target.kind.value, "path": target.path, "uri": target.uri,
+                                  "env": dict(target.env)}
+    agent = oa.Agent(cfg, clock=Clock(), sampler=oa.GpuSampler(3, _smi("")), poller=NoNotices())
+    _checkpoint(tmp_path / "ckpt", 8)
+    agent.tick()
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="orch-ckpt")["Contents"])
+    assert keys == ["jobs/tiny/LATEST", "jobs/tiny/step-8/COMPLETE", "jobs/tiny/step-8/model.pt",
+                    "jobs/tiny/step-8/optim.pt"]
+    assert s3.get_object(Bucket="orch-ckpt", Key="jobs/tiny/LATEST")["Body"].read() == b"step-8\n"
+    assert agent.store.read_latest() == "step-8"

@@ -118,3 +118,25 @@ def test_resume_refuses_a_checkpoint_without_marker(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert "no COMPLETE marker" in out.stderr
     assert not (tmp_path / "f.pt").exists()
+
+
+def test_checkpoint_now_by_file_is_taken_at_the_agreed_step(tmp_path: Path) -> None:
+    request = tmp_path / "ckpt" / "CHECKPOINT_NOW"
+    log = tmp_path / "steps.log"
+    proc = subprocess.Popen(_argv(tmp_path, "--out", str(tmp_path / "final.pt"), "--steps-log", str(log),
+                                  "--hold-at-step", "3", "--checkpoint-file", str(request)),
+                            cwd=tmp_path, env=_env(), start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: log.exists() and 3 in _steps(log), "step 3", proc)
+        request.parent.mkdir(parents=True, exist_ok=True)
+        request.write_text("aws spot-interruption\n")  # what the agent does
+        assert proc.wait(timeout=DEADLINE_S) == 0
+    finally:
+        if proc.poll() is None:
+            _agent_module().signal_tree(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-3"]  # consumed, and only step 3
+    assert sorted(p.name for p in (tmp_path / "ckpt" / "step-3").iterdir()) == [
+        "COMPLETE", "meta.json", "model.pt", "optim.pt", "rng-rank0.pt", "rng-rank1.pt"]
+    assert _steps(log) == list(range(1, STEPS + 1))
