@@ -1,0 +1,127 @@
+"""Put a job onto a reachable node over a Transport and start it so it outlives the SSH session.
+
+Steps: wait for SSH to answer; make the work dir; upload the agent, the rendered script, the agent
+config and (0600) the secrets env file; start the agent detached (setsid + nohup, stdin from
+/dev/null); the agent sources nothing itself: the start command loads the secrets file into the
+agent's environment and deletes it, so secret values live only in process memory afterwards.
+Finally read the first status the agent writes.
+
+The Transport is structural (typing.Protocol): providers/ssh/transport.py's SSH transport fits, and
+so does a local one in tests.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Protocol
+
+from orchestrator.runtime.render import (
+    AGENT_CONFIG_NAME,
+    AGENT_SCRIPT_NAME,
+    SECRETS_ENV_NAME,
+    STARTUP_SCRIPT_NAME,
+    agent_source,
+    render_node,
+)
+from orchestrator.runtime.render_input import RenderInput
+from orchestrator.runtime.status import AgentStatus, StatusFormatError, parse_status
+
+__all__ = ["BootstrapError", "BootstrapResult", "ExecResultLike", "Transport", "bootstrap", "wait_for_ssh"]
+
+
+class ExecResultLike(Protocol):
+    @property
+    def exit_code(self) -> int: ...
+    @property
+    def stdout(self) -> str | bytes: ...
+    @property
+    def stderr(self) -> str | bytes: ...
+
+
+class Transport(Protocol):
+    def exec(self, cmd: str, timeout: float) -> ExecResultLike: ...
+    def put(self, data_or_path: bytes | str, remote_path: str, mode: int) -> None: ...
+    def get(self, remote_path: str) -> bytes: ...
+
+
+class BootstrapError(RuntimeError):
+    """The node could not be prepared or the agent did not come up; the message says which step."""
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    work_dir: str
+    status_path: str
+    status: AgentStatus
+
+
+def _text(v: str | bytes) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
+def wait_for_ssh(transport: Transport, deadline_s: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep, interval_s: float = 2.0) -> None:
+    """Until ``true`` runs on the node; a fresh VM refuses or resets connections for a while."""
+    end = clock() + deadline_s
+    last: Exception | None = None
+    while True:
+        try:
+            if transport.exec("true", timeout=15).exit_code == 0:
+                return
+        except (OSError, EOFError, ConnectionError) as exc:  # the transport's connection failures
+            last = exc
+        if clock() >= end:
+            raise BootstrapError(f"SSH did not answer within {deadline_s:.0f}s: {last}")
+        sleep(interval_s)
+
+
+def _secrets_env(names: tuple[str, ...], values: Mapping[str, str]) -> bytes:
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise BootstrapError(f"secrets not set in the launch environment: {', '.join(missing)}")
+    return "".join(f"export {n}={shlex.quote(values[n])}\n" for n in names).encode()
+
+
+def start_command(work_dir: str) -> str:
+    """The shell line that starts the agent detached (exposed for tests and `orch render`)."""
+    w = shlex.quote(work_dir)
+    return (f"cd {w} && if [ -f {SECRETS_ENV_NAME} ]; then set -a; . ./{SECRETS_ENV_NAME}; set +a; "
+            f"rm -f {SECRETS_ENV_NAME}; fi && setsid nohup python3 {AGENT_SCRIPT_NAME} --config {AGENT_CONFIG_NAME} "
+            f"> agent.log 2>&1 < /dev/null & echo $!")
+
+
+def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
+              ssh_deadline_s: float = 300.0, status_deadline_s: float = 60.0,
+              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+              ) -> BootstrapResult:
+    """Upload and start. Idempotent enough to rerun: uploads overwrite, but it starts another agent,
+    so callers check the status file first when re-attaching."""
+    wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
+    node = render_node(ri)
+    work = ri.resolved_work_dir
+    res = transport.exec(f"mkdir -p {shlex.quote(work)}", timeout=30)
+    if res.exit_code != 0:
+        raise BootstrapError(f"mkdir {work}: {_text(res.stderr).strip()}")
+    join = lambda name: str(PurePosixPath(work) / name)  # noqa: E731
+    transport.put(agent_source(), join(AGENT_SCRIPT_NAME), 0o755)
+    transport.put(node.script.encode(), join(STARTUP_SCRIPT_NAME), 0o755)
+    transport.put(node.agent_config.encode(), join(AGENT_CONFIG_NAME), 0o644)
+    if ri.secrets:
+        transport.put(_secrets_env(ri.secrets, secret_values), join(SECRETS_ENV_NAME), 0o600)
+    res = transport.exec(start_command(work), timeout=30)
+    if res.exit_code != 0:
+        raise BootstrapError(f"starting the agent: {_text(res.stderr).strip()}")
+    status_path = ri.agent.status_path if ri.agent.status_path.startswith("/") else join(ri.agent.status_path)
+    end = clock() + status_deadline_s
+    while True:
+        try:
+            return BootstrapResult(work, status_path, parse_status(transport.get(status_path)))
+        except (OSError, StatusFormatError) as exc:
+            if clock() >= end:
+                raise BootstrapError(f"agent wrote no status at {status_path} within "
+                                     f"{status_deadline_s:.0f}s: {exc}") from None
+        sleep(0.5)

@@ -1,0 +1,302 @@
+"""Render one node's startup script and agent config from a RenderInput. Pure and deterministic.
+
+Same input, same bytes: every collection is emitted in a fixed order and every operand is quoted
+with ``shlex.quote``. The script's skeleton lives in templates/startup.sh.tmpl (string.Template);
+this module fills its sections. What each section does and why is in docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from string import Template
+
+from orchestrator.runtime.objectstore import StoreKind, StoreTarget, parse_store
+from orchestrator.runtime.render_input import Launcher, NotifyVia, RenderInput, RenderInputError, ResumeVia
+
+__all__ = [
+    "AGENT_CONFIG_NAME",
+    "AGENT_SCRIPT_NAME",
+    "CHECKPOINT_MARKER",
+    "LATEST_NAME",
+    "SECRETS_ENV_NAME",
+    "STARTUP_SCRIPT_NAME",
+    "RenderedNode",
+    "agent_source",
+    "render_agent_config",
+    "render_node",
+    "render_script",
+    "templates_dir",
+]
+
+STARTUP_SCRIPT_NAME = "startup.sh"
+AGENT_SCRIPT_NAME = "orch_agent.py"
+AGENT_CONFIG_NAME = "agent.json"
+SECRETS_ENV_NAME = "secrets.env"
+JOB_LOG_NAME = "job.log"
+CHECKPOINT_MARKER = "COMPLETE"
+LATEST_NAME = "LATEST"
+
+_Q = shlex.quote
+
+
+def templates_dir() -> Path:
+    """templates/ at the repository root (next to orchestrator/)."""
+    return Path(__file__).resolve().parents[2] / "templates"
+
+
+@cache
+def _template() -> Template:
+    return Template((templates_dir() / "startup.sh.tmpl").read_text(encoding="utf-8"))
+
+
+def agent_source() -> bytes:
+    """The agent's source, uploaded verbatim to every node."""
+    return (templates_dir() / "agent" / AGENT_SCRIPT_NAME).read_bytes()
+
+
+@dataclass(frozen=True)
+class RenderedNode:
+    """What goes onto one node: the startup script and the agent's JSON config (both text)."""
+
+    script: str
+    agent_config: str
+
+
+def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
+    env: list[tuple[str, str]] = []
+    if ri.interconnect == "nvlink":
+        # Use GPU peer-to-peer only where GPUs share NVLink; never route P2P through the CPU.
+        env.append(("NCCL_P2P_LEVEL", "NVL"))
+    # PCIe: leave P2P to NCCL's topology detection. Disabling it costs bandwidth on healthy machines;
+    # where a VM's P2P hangs, the manifest's env can set NCCL_P2P_DISABLE=1 (it overrides these).
+    if ri.is_multi_node:
+        if ri.socket_ifname:
+            env += [("GLOO_SOCKET_IFNAME", ri.socket_ifname), ("NCCL_SOCKET_IFNAME", ri.socket_ifname)]
+        else:
+            # A hint, not a choice: exclude loopback and docker bridges, let NCCL pick among the rest.
+            env.append(("NCCL_SOCKET_IFNAME", "^lo,docker"))
+        if not ri.infiniband:
+            env.append(("NCCL_IB_DISABLE", "1"))
+    user = {k for k, _ in ri.env}
+    return sorted((k, v) for k, v in env if k not in user)
+
+
+def _orch_env(ri: RenderInput) -> list[tuple[str, str]]:
+    env = [
+        ("ORCH_JOB_NAME", ri.job_name),
+        ("ORCH_NNODES", str(ri.nodes)),
+        ("ORCH_NODE_RANK", str(ri.node_rank)),
+        ("ORCH_NPROC_PER_NODE", str(ri.gpus_per_node)),
+        ("ORCH_MASTER_ADDR", ri.master_addr),
+        ("ORCH_MASTER_PORT", str(ri.master_port)),
+    ]
+    if ri.checkpoint:
+        env.append(("ORCH_CHECKPOINT_DIR", ri.checkpoint.local_dir))
+        if ri.checkpoint.notify_via is NotifyVia.FILE:
+            env.append(("ORCH_CHECKPOINT_NOW_FILE", ri.checkpoint.request_file))
+        else:
+            env.append(("ORCH_CHECKPOINT_SIGNAL", ri.checkpoint.notify_signal))
+    return sorted(env)
+
+
+def _stores(ri: RenderInput) -> tuple[StoreTarget | None, list[tuple[StoreTarget, str]]]:
+    endpoint = ri.checkpoint.store_endpoint if ri.checkpoint else ""
+    ckpt = parse_store(ri.checkpoint.store_uri, endpoint) if ri.checkpoint else None
+    data = [(parse_store(d.source, endpoint), d.path) for d in ri.data]
+    return ckpt, data
+
+
+def _rclone_env(ckpt: StoreTarget | None, data: list[tuple[StoreTarget, str]]) -> list[tuple[str, str]]:
+    merged: dict[str, str] = {}
+    for target in [ckpt, *(t for t, _ in data)]:
+        if target is not None:
+            merged.update(target.env)
+    return sorted(merged.items())
+
+
+def _section(title: str, lines: list[str]) -> str:
+    return "\n".join([f"# {title}", *lines]) if lines else f"# {title}: none"
+
+
+def _exports(pairs: list[tuple[str, str]]) -> list[str]:
+    return [f"export {k}={_Q(v)}" for k, v in pairs]
+
+
+def _local_copy_sh(src: str, dest: str) -> str:
+    return (f"mkdir -p {_Q(dest)} && if [ -d {_Q(src)} ]; then cp -R {_Q(src)}/. {_Q(dest)}/; "
+            f"else cp {_Q(src)} {_Q(dest)}/; fi")
+
+
+def _copy_sh(target: StoreTarget, src: str, dest: str) -> str:
+    if target.kind is StoreKind.LOCAL:
+        return _local_copy_sh(src, dest)
+    return f"mkdir -p {_Q(dest)} && rclone copy {_Q(src)} {_Q(dest)}"
+
+
+def _restore(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
+    if ri.checkpoint is None or ckpt is None:
+        return []
+    c = ri.checkpoint
+    latest = ckpt.child("LATEST")
+    cat = f"cat {_Q(latest)}" if ckpt.kind is StoreKind.LOCAL else f"rclone cat {_Q(latest)}"
+    restore_to = '"$ORCH_CHECKPOINT_DIR/$orch_latest"'
+    if ckpt.kind is StoreKind.LOCAL:
+        fetch = (f'mkdir -p {restore_to} && cp -R {_Q(ckpt.path.rstrip("/"))}/"$orch_latest"/. '
+                 f'{restore_to}/')
+    else:
+        fetch = f'mkdir -p {restore_to} && rclone copy {_Q(ckpt.path.rstrip("/"))}/"$orch_latest" {restore_to}'
+    lines = [
+        'mkdir -p "$ORCH_CHECKPOINT_DIR"',
+        "ORCH_RESUME_PATH=''",
+        f"orch_latest=\"$( ({cat} 2>/dev/null || true) | tr -d '[:space:]')\"",
+        # Only a well-formed name: LATEST is data from the store, never a path to follow.
+        '[[ "$orch_latest" =~ ^step-[0-9]+$ ]] || orch_latest=""',
+        'if [ -n "$orch_latest" ]; then',
+        f"  {fetch}",
+        f'  if [ ! -f "$ORCH_CHECKPOINT_DIR/$orch_latest/{CHECKPOINT_MARKER}" ]; then',
+        '    echo "orch: restored checkpoint $orch_latest has no ' + CHECKPOINT_MARKER + ' marker" >&2; exit 75',
+        "  fi",
+        '  ORCH_RESUME_PATH="$ORCH_CHECKPOINT_DIR/$orch_latest"',
+        '  echo "orch: resuming from $ORCH_RESUME_PATH" >&2',
+        "fi",
+        "export ORCH_RESUME_PATH",
+    ]
+    if c.resume_via is ResumeVia.ENV and c.resume_name != "ORCH_RESUME_PATH":
+        lines.append(f'if [ -n "$ORCH_RESUME_PATH" ]; then export {c.resume_name}="$ORCH_RESUME_PATH"; fi')
+    return lines
+
+
+def _launcher_argv(ri: RenderInput) -> list[str]:
+    n, g, r, a, p = ri.nodes, ri.gpus_per_node, ri.node_rank, ri.master_addr, str(ri.master_port)
+    if ri.launcher is Launcher.TORCHRUN:
+        head = ["torchrun", "--nnodes", str(n), "--nproc-per-node", str(g), "--node-rank", str(r),
+                "--master-addr", a, "--master-port", p]
+    elif ri.launcher is Launcher.ACCELERATE:
+        head = ["accelerate", "launch", *(["--multi_gpu"] if n * g > 1 else []), "--num_machines", str(n),
+                "--num_processes", str(n * g), "--machine_rank", str(r), "--main_process_ip", a,
+                "--main_process_port", p]
+    else:
+        head = ["deepspeed", "--num_nodes", str(n), "--num_gpus", str(g), "--master_addr", a, "--master_port", p,
+                "--node_rank", str(r)]
+        if ri.is_multi_node:
+            # Each node launches its own ranks (no pdsh/ssh fan-out); the hostfile only states world shape.
+            head += ["--no_ssh", "--hostfile", "hostfile"]
+    return [*head, ri.script, *ri.args]
+
+
+def _launch_lines(ri: RenderInput) -> list[str]:
+    """The job's command: run on the host, or inside the container as ``bash -c``."""
+    lines: list[str] = list(ri.setup)
+    resume_arg = ri.checkpoint is not None and ri.checkpoint.resume_via is ResumeVia.ARG
+    if resume_arg:
+        assert ri.checkpoint is not None
+        lines += ["orch_resume_args=()",
+                  'if [ -n "${ORCH_RESUME_PATH:-}" ]; then orch_resume_args=('
+                  f'{_Q(ri.checkpoint.resume_name)} "$ORCH_RESUME_PATH"); fi']
+    tail = ' "${orch_resume_args[@]}"' if resume_arg else ""
+    if ri.launcher is Launcher.COMMAND:
+        # Verbatim shell, not exec'd: a command may be a pipeline or a list ("a && b").
+        lines.append(f"{ri.command}{tail}")
+    else:
+        if ri.launcher is Launcher.DEEPSPEED and ri.is_multi_node:
+            hosts = "".join(f"node-{i} slots={ri.gpus_per_node}\\n" for i in range(ri.nodes))
+            lines.append(f"printf '{hosts}' > hostfile")
+        lines.append("exec " + " ".join(_Q(x) for x in _launcher_argv(ri)) + tail)
+    return lines
+
+
+def _docker_lines(ri: RenderInput, inner: list[str], passed_env: list[str]) -> list[str]:
+    mounts = ['"$ORCH_WORK_DIR:$ORCH_WORK_DIR"']
+    extra = sorted({p for p in [*(d.path for d in ri.data), *([ri.checkpoint.local_dir] if ri.checkpoint else [])]
+                    if p.startswith("/")})
+    mounts += [_Q(f"{p}:{p}") for p in extra]
+    argv = ["exec docker run --rm", f"--name {_Q('orch-' + ri.job_name)}", "--gpus all", "--ipc=host",
+            f"--shm-size={_Q(ri.shm_size)}", "--network host", *(f"-v {m}" for m in mounts),
+            '-w "$ORCH_WORK_DIR"', *(f"-e {name}" for name in passed_env), _Q(ri.image),
+            "bash -c " + _Q("\n".join(["set -euo pipefail", *inner]))]
+    return [" \\\n  ".join(argv)]
+
+
+def render_script(ri: RenderInput) -> str:
+    """The node's startup script. Deterministic: equal inputs give byte-identical output."""
+    if ri.launcher is not Launcher.COMMAND and ri.gpus_per_node < 1:
+        raise RenderInputError(f"launcher {ri.launcher.value!r} needs at least one process per node")
+    ckpt, data = _stores(ri)
+    orch_env, nccl = _orch_env(ri), _nccl_env(ri)
+    c = ri.checkpoint
+    secrets = [f': "${{{name}:?secret {name} is not set in the launch environment}}"' for name in ri.secrets]
+    secrets += [f"export {name}" for name in ri.secrets]
+    notify: list[str] = []
+    if c is not None and c.notify_via is NotifyVia.SIGNAL:
+        # The agent signals the whole process group; launchers (bash, torchrun) must not die of it.
+        # An ignored signal stays ignored across exec, and the training script installs its own handler.
+        notify.append(f"trap '' {c.notify_signal.removeprefix('SIG')}")
+    if c is not None and c.notify_via is NotifyVia.FILE:
+        notify.append('rm -f "$ORCH_CHECKPOINT_NOW_FILE"')
+    inner = _launch_lines(ri)
+    if ri.image:
+        # ``-e NAME`` passes the host's value through without writing it on the command line.
+        passed = {*(k for k, _ in orch_env), *(k for k, _ in nccl), *(k for k, _ in ri.env), *ri.secrets}
+        if c is not None:
+            passed.add("ORCH_RESUME_PATH")
+            if c.resume_via is ResumeVia.ENV:
+                passed.add(c.resume_name)
+        launch = _docker_lines(ri, inner, sorted(passed))
+    else:
+        launch = inner
+    text = _template().substitute(
+        job_name=ri.job_name,
+        node_rank=ri.node_rank,
+        nodes=ri.nodes,
+        launcher=ri.launcher.value,
+        where=f"docker image {ri.image}" if ri.image else "on the host",
+        exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env))),
+        secrets=_section("secrets (by name; values come from the launch environment)", secrets),
+        nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else ""),
+                      _exports(nccl)),
+        rclone=_section("rclone remotes (configuration only; credentials come from the environment)",
+                        _exports(_rclone_env(ckpt, data))),
+        data=_section("data staging", [_copy_sh(t, t.path, dest) for t, dest in data]),
+        restore=_section("restore the latest committed checkpoint", _restore(ri, ckpt)),
+        notify=_section("checkpoint-now notification", notify),
+        launch=_section("launch", launch),
+    )
+    return text
+
+
+def render_agent_config(ri: RenderInput) -> str:
+    """The agent's JSON config (sorted keys, so deterministic). Holds no secret values."""
+    ckpt, _ = _stores(ri)
+    a = ri.agent
+    checkpoint = None
+    if ri.checkpoint is not None and ckpt is not None:
+        c = ri.checkpoint
+        checkpoint = {
+            "dir": c.local_dir,
+            "marker": CHECKPOINT_MARKER,
+            "notify": {"via": c.notify_via.value, "signal": c.notify_signal, "file": c.request_file},
+            "store": {"kind": ckpt.kind.value, "path": ckpt.path, "uri": ckpt.uri, "env": dict(ckpt.env)},
+        }
+    config = {
+        "version": 1,
+        "job_name": ri.job_name,
+        "node_rank": ri.node_rank,
+        "command": ["bash", STARTUP_SCRIPT_NAME],
+        "job_log": JOB_LOG_NAME,
+        "status_path": a.status_path,
+        "sample_interval_s": a.sample_interval_s,
+        "notice_interval_s": a.notice_interval_s,
+        "window": a.window,
+        "cloud": a.cloud.value,
+        "metadata": {"aws": a.aws_metadata_url, "gcp": a.gcp_metadata_url, "azure": a.azure_metadata_url},
+        "checkpoint": checkpoint,
+    }
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
+def render_node(ri: RenderInput) -> RenderedNode:
+    return RenderedNode(script=render_script(ri), agent_config=render_agent_config(ri))

@@ -1,0 +1,289 @@
+"""Everything rendering a node's startup script needs, and nothing else.
+
+The manifest layer maps a job onto ``RenderInput`` (``render_input_from_manifest`` below accepts the
+documented plain-mapping shape); the renderer turns one ``RenderInput`` into bytes. Validation lives
+in ``__post_init__`` so an impossible input never reaches the renderer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "AgentSettings",
+    "CheckpointSpec",
+    "CloudKind",
+    "DataStage",
+    "Launcher",
+    "NotifyVia",
+    "RenderInput",
+    "RenderInputError",
+    "ResumeVia",
+    "render_input_from_manifest",
+]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_SIGNAL = re.compile(r"^SIG[A-Z0-9]+$")
+
+
+class RenderInputError(ValueError):
+    """The input cannot be rendered; the message says which field and why."""
+
+
+class Launcher(StrEnum):
+    TORCHRUN = "torchrun"
+    ACCELERATE = "accelerate"
+    DEEPSPEED = "deepspeed"
+    COMMAND = "command"
+
+
+class ResumeVia(StrEnum):
+    ARG = "arg"  # append ``<name> <path>`` to the script's arguments
+    ENV = "env"  # export ``<name>=<path>``
+
+
+class NotifyVia(StrEnum):
+    SIGNAL = "signal"  # the agent sends ``signal`` to the job's process group
+    FILE = "file"  # the agent creates ``file``; the script polls for it and deletes it
+
+
+class CloudKind(StrEnum):
+    AWS = "aws"
+    GCP = "gcp"
+    AZURE = "azure"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class DataStage:
+    """Copy ``source`` (s3://, gs://, az://, file:// or a path) to ``path`` on the node before start."""
+
+    source: str
+    path: str
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """Where the script checkpoints, where checkpoints are kept durably, how resume and "now" reach it.
+
+    ``store_endpoint`` is for S3-compatible stores (MinIO, R2, moto); empty means AWS itself.
+    """
+
+    local_dir: str
+    store_uri: str
+    resume_via: ResumeVia = ResumeVia.ARG
+    resume_name: str = "--resume-from"
+    notify_via: NotifyVia = NotifyVia.FILE
+    notify_signal: str = "SIGUSR1"
+    notify_file: str = ""  # default: <local_dir>/CHECKPOINT_NOW
+    store_endpoint: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.local_dir:
+            raise RenderInputError("checkpoint.dir must not be empty")
+        if not self.store_uri:
+            raise RenderInputError("checkpoint.store must not be empty")
+        if self.resume_via is ResumeVia.ENV and not _ENV_NAME.match(self.resume_name):
+            raise RenderInputError(f"checkpoint.resume.name {self.resume_name!r} is not an environment variable name")
+        if self.resume_via is ResumeVia.ARG and not self.resume_name.startswith("-"):
+            raise RenderInputError(f"checkpoint.resume.name {self.resume_name!r} must be a flag such as --resume-from")
+        if self.notify_via is NotifyVia.SIGNAL and not _SIGNAL.match(self.notify_signal):
+            raise RenderInputError(f"checkpoint.notify.signal {self.notify_signal!r} must look like SIGUSR1")
+
+    @property
+    def request_file(self) -> str:
+        """The checkpoint-now file (meaningful when ``notify_via`` is FILE)."""
+        return self.notify_file or f"{self.local_dir.rstrip('/')}/CHECKPOINT_NOW"
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """How the on-node agent runs. Empty metadata URLs mean the cloud's real link-local endpoint."""
+
+    status_path: str = "status.json"  # relative paths are relative to the job's work dir
+    sample_interval_s: float = 5.0
+    notice_interval_s: float = 5.0
+    window: int = 120
+    cloud: CloudKind = CloudKind.NONE
+    aws_metadata_url: str = ""
+    gcp_metadata_url: str = ""
+    azure_metadata_url: str = ""
+
+    def __post_init__(self) -> None:
+        if self.sample_interval_s <= 0 or self.notice_interval_s <= 0:
+            raise RenderInputError("agent intervals must be positive")
+        if self.window < 1:
+            raise RenderInputError("agent.window must be 1 or more")
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    """One node's share of one job. Tuples, not lists, and sorted env so rendering is deterministic."""
+
+    job_name: str
+    launcher: Launcher
+    script: str = ""
+    args: tuple[str, ...] = ()
+    command: str = ""
+    image: str = ""
+    shm_size: str = "16g"
+    setup: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    secrets: tuple[str, ...] = ()
+    data: tuple[DataStage, ...] = ()
+    checkpoint: CheckpointSpec | None = None
+    nodes: int = 1
+    gpus_per_node: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    interconnect: str = "pcie"  # nvlink | pcie
+    socket_ifname: str = ""  # multi-node: NCCL/Gloo interface; empty = a hint that excludes lo/docker
+    infiniband: bool = False
+    work_dir: str = ""  # empty: .orch/jobs/<job_name> under the SSH user's home
+    agent: AgentSettings = field(default_factory=AgentSettings)
+
+    def __post_init__(self) -> None:
+        if not _JOB_NAME.match(self.job_name):
+            raise RenderInputError(f"job name {self.job_name!r} must be lowercase letters, digits and '-'")
+        if self.launcher is Launcher.COMMAND:
+            if not self.command:
+                raise RenderInputError("launcher 'command' needs a command")
+        elif not self.script:
+            raise RenderInputError(f"launcher {self.launcher.value!r} needs a script")
+        if self.nodes < 1 or self.gpus_per_node < 0:
+            raise RenderInputError("nodes must be >= 1 and gpus per node >= 0")
+        if not 0 <= self.node_rank < self.nodes:
+            raise RenderInputError(f"node rank {self.node_rank} is outside 0..{self.nodes - 1}")
+        if not 0 < self.master_port < 65536:
+            raise RenderInputError(f"master port {self.master_port} is not a TCP port")
+        if self.interconnect not in ("nvlink", "pcie"):
+            raise RenderInputError(f"interconnect {self.interconnect!r} must be nvlink or pcie")
+        names = [k for k, _ in self.env]
+        for name in [*names, *self.secrets]:
+            if not _ENV_NAME.match(name):
+                raise RenderInputError(f"{name!r} is not an environment variable name")
+        if set(names) & set(self.secrets):
+            raise RenderInputError(f"{sorted(set(names) & set(self.secrets))} are both env and secrets")
+        if list(self.env) != sorted(self.env):
+            raise RenderInputError("env must be sorted by name (build it with sorted(mapping.items()))")
+        if self.image and self.checkpoint and self.checkpoint.notify_via is NotifyVia.SIGNAL:
+            # docker's signal proxy delivers to the container's PID 1 only, never to the training ranks.
+            raise RenderInputError("with an image, checkpoint notify must be 'file': docker does not deliver "
+                                   "signals to the training processes")
+
+    @property
+    def resolved_work_dir(self) -> str:
+        return self.work_dir or f".orch/jobs/{self.job_name}"
+
+    @property
+    def is_multi_node(self) -> bool:
+        return self.nodes > 1
+
+
+def _get(m: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    value = m.get(key, default)
+    return default if value is None else value
+
+
+def _mapping(m: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = m.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise RenderInputError(f"{key} must be a mapping")
+    return value
+
+
+def _strs(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise RenderInputError(f"{what} must be a list of strings")
+    return tuple(str(v) for v in value)
+
+
+def render_input_from_manifest(manifest: Mapping[str, Any], node_rank: int = 0,
+                               master_addr: str | None = None) -> RenderInput:
+    """Map the documented plain manifest shape (docs/runtime.md, "Render input") onto a RenderInput.
+
+    ``node_rank`` and ``master_addr`` are per-launch facts the manifest cannot know; they override it.
+    Raises RenderInputError naming the offending field.
+    """
+    if not isinstance(manifest, Mapping):
+        raise RenderInputError("manifest must be a mapping")
+    run = _mapping(manifest, "run")
+    res = _mapping(manifest, "resources")
+    net = _mapping(manifest, "network")
+    ag = _mapping(manifest, "agent")
+    meta = _mapping(ag, "metadata")
+    env = _mapping(run, "env")
+
+    data = []
+    for i, item in enumerate(run.get("data") or []):
+        if not isinstance(item, Mapping) or "source" not in item or "path" not in item:
+            raise RenderInputError(f"run.data[{i}] needs source and path")
+        data.append(DataStage(source=str(item["source"]), path=str(item["path"])))
+
+    ckpt: CheckpointSpec | None = None
+    if manifest.get("checkpoint"):
+        c = _mapping(manifest, "checkpoint")
+        resume = _mapping(c, "resume")
+        notify = _mapping(c, "notify")
+        try:
+            resume_via = ResumeVia(_get(resume, "via", "arg"))
+            notify_via = NotifyVia(_get(notify, "via", "file"))
+        except ValueError as exc:
+            raise RenderInputError(f"checkpoint: {exc}") from None
+        ckpt = CheckpointSpec(
+            local_dir=str(_get(c, "dir", "")),
+            store_uri=str(_get(c, "store", "")),
+            store_endpoint=str(_get(c, "endpoint", "")),
+            resume_via=resume_via,
+            resume_name=str(_get(resume, "name", "--resume-from" if resume_via is ResumeVia.ARG
+                                 else "ORCH_RESUME_FROM")),
+            notify_via=notify_via,
+            notify_signal=str(_get(notify, "signal", "SIGUSR1")),
+            notify_file=str(_get(notify, "file", "")),
+        )
+    try:
+        launcher = Launcher(_get(run, "launcher", "command" if run.get("command") else "torchrun"))
+        cloud = CloudKind(_get(ag, "cloud", "none"))
+    except ValueError as exc:
+        raise RenderInputError(str(exc)) from None
+    return RenderInput(
+        job_name=str(_get(manifest, "name", "")),
+        launcher=launcher,
+        script=str(_get(run, "script", "")),
+        args=_strs(run.get("args"), "run.args"),
+        command=str(_get(run, "command", "")),
+        image=str(_get(run, "image", "")),
+        shm_size=str(_get(run, "shm_size", "16g")),
+        setup=_strs(run.get("setup"), "run.setup"),
+        env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
+        secrets=tuple(sorted(_strs(run.get("secrets"), "run.secrets"))),
+        data=tuple(data),
+        checkpoint=ckpt,
+        nodes=int(_get(res, "nodes", 1)),
+        gpus_per_node=int(_get(res, "gpus_per_node", _get(res, "count", 1))),
+        node_rank=node_rank,
+        master_addr=master_addr or str(_get(net, "master_addr", "127.0.0.1")),
+        master_port=int(_get(net, "master_port", 29500)),
+        interconnect=str(_get(res, "interconnect", "pcie")),
+        socket_ifname=str(_get(net, "socket_ifname", "")),
+        infiniband=bool(_get(net, "infiniband", False)),
+        work_dir=str(_get(run, "work_dir", "")),
+        agent=AgentSettings(
+            status_path=str(_get(ag, "status_path", "status.json")),
+            sample_interval_s=float(_get(ag, "sample_interval_s", 5.0)),
+            notice_interval_s=float(_get(ag, "notice_interval_s", 5.0)),
+            window=int(_get(ag, "window", 120)),
+            cloud=cloud,
+            aws_metadata_url=str(_get(meta, "aws", "")),
+            gcp_metadata_url=str(_get(meta, "gcp", "")),
+            azure_metadata_url=str(_get(meta, "azure", "")),
+        ),
+    )

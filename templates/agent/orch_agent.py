@@ -1,0 +1,528 @@
+#!/usr/bin/env python3
+"""orch on-node agent. Python 3 standard library only: it must run on any image that has python3.
+
+What it does every tick (see docs/runtime.md for the formats):
+  * samples nvidia-smi into a rolling window (a missing nvidia-smi or "[N/A]" fields are not errors);
+  * polls the cloud's preemption notice (AWS IMDSv2, GCP metadata, Azure Scheduled Events) and, on a
+    new notice, asks the job to checkpoint now (signal to its process group, or a request file);
+  * uploads every completed checkpoint (<dir>/step-<N>/ holding the COMPLETE marker) to the durable
+    store, and only after the upload succeeded moves the store's LATEST pointer to it (never backwards);
+  * supervises the job (its own process group), recording pid and exit code;
+  * writes its whole state to the status file atomically (temp file + os.replace).
+
+Usage: orch_agent.py --config agent.json [--once] [--no-job]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total,power.draw",
+                    "--format=csv,noheader,nounits"]
+DEFAULT_METADATA = {"aws": "http://169.254.169.254", "gcp": "http://metadata.google.internal",
+                    "azure": "http://169.254.169.254"}
+STEP_DIR = re.compile(r"^step-(\d+)$")
+STATUS_VERSION = 1
+MAX_ERRORS = 20
+
+
+def _number(field: str) -> float | None:
+    field = field.strip()
+    if not field or field.startswith("[") or field.upper() in ("N/A", "NA"):
+        return None  # "[N/A]", "[Not Supported]", "[Unknown Error]"
+    try:
+        return float(field)
+    except ValueError:
+        return None
+
+
+def parse_nvidia_smi(text: str) -> list[dict[str, Any]]:
+    """Parse nvidia-smi CSV (index, util %, mem used MiB, mem total MiB, power W); unknown fields -> None."""
+    gpus = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 5 or not fields[0].isdigit():
+            continue
+        util, used, total, power = (_number(f) for f in fields[1:])
+        gpus.append({"index": int(fields[0]), "util": util, "mem_used_mib": used, "mem_total_mib": total,
+                     "power_w": power})
+    return gpus
+
+
+class GpuSampler:
+    """Keeps the last ``window`` samples. ``run`` is injectable: (argv, timeout) -> stdout text."""
+
+    def __init__(self, window: int, run: Callable[[list[str], float], str] | None = None) -> None:
+        self.samples: collections.deque[dict[str, Any]] = collections.deque(maxlen=window)
+        self.available = True
+        self.error: str | None = None
+        self._run = run or self._run_nvidia_smi
+
+    @staticmethod
+    def _run_nvidia_smi(argv: list[str], timeout: float) -> str:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=True)
+        return out.stdout
+
+    def sample(self, now: float) -> None:
+        try:
+            text = self._run(NVIDIA_SMI_QUERY, 10.0)
+        except FileNotFoundError:
+            self.available, self.error = False, "nvidia-smi not found"
+            return
+        except (subprocess.SubprocessError, OSError) as exc:
+            self.error = f"nvidia-smi failed: {exc}"
+            return
+        self.available, self.error = True, None
+        self.samples.append({"time": now, "gpus": parse_nvidia_smi(text)})
+
+    def summary(self) -> dict[str, Any]:
+        utils = [g["util"] for s in self.samples for g in s["gpus"] if g["util"] is not None]
+        mems = [g["mem_used_mib"] for s in self.samples for g in s["gpus"] if g["mem_used_mib"] is not None]
+        last = self.samples[-1] if self.samples else None
+        last_utils = [g["util"] for g in last["gpus"] if g["util"] is not None] if last else []
+        return {
+            "samples": len(self.samples),
+            "gpus": len(last["gpus"]) if last else 0,
+            "window_s": (self.samples[-1]["time"] - self.samples[0]["time"]) if self.samples else 0.0,
+            "mean_util": sum(utils) / len(utils) if utils else None,
+            "max_util": max(utils) if utils else None,
+            "last_mean_util": sum(last_utils) / len(last_utils) if last_utils else None,
+            "max_mem_used_mib": max(mems) if mems else None,
+        }
+
+
+# --- preemption notices --------------------------------------------------------------------------
+
+def _http(method: str, url: str, headers: dict[str, str], timeout: float) -> tuple[int, str]:
+    req = urllib.request.Request(url, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace") if exc.fp else ""
+
+
+class NoticePoller:
+    """Returns the notices the cloud shows now: a list of {cloud, kind, key, detail}. Errors are raised."""
+
+    def __init__(self, cloud: str, base_urls: dict[str, str], timeout: float = 2.0) -> None:
+        self.cloud = cloud
+        self.base = (base_urls.get(cloud) or DEFAULT_METADATA.get(cloud, "")).rstrip("/")
+        self.timeout = timeout
+
+    def poll(self) -> list[dict[str, Any]]:
+        if self.cloud == "aws":
+            return self._aws()
+        if self.cloud == "gcp":
+            return self._gcp()
+        if self.cloud == "azure":
+            return self._azure()
+        return []  # Vast, RunPod, Lambda, own machines: no notice to poll
+
+    def _aws(self) -> list[dict[str, Any]]:
+        code, token = _http("PUT", f"{self.base}/latest/api/token",
+                            {"X-aws-ec2-metadata-token-ttl-seconds": "21600"}, self.timeout)
+        if code != 200:
+            raise OSError(f"IMDSv2 token: HTTP {code}")
+        hdr = {"X-aws-ec2-metadata-token": token}
+        found = []
+        code, body = _http("GET", f"{self.base}/latest/meta-data/spot/instance-action", hdr, self.timeout)
+        if code == 200:
+            detail = json.loads(body)
+            found.append({"cloud": "aws", "kind": "spot-interruption",
+                          "key": f"aws:instance-action:{detail.get('action')}:{detail.get('time')}", "detail": detail})
+        elif code != 404:
+            raise OSError(f"spot/instance-action: HTTP {code}")
+        code, body = _http("GET", f"{self.base}/latest/meta-data/events/recommendations/rebalance", hdr,
+                           self.timeout)
+        if code == 200:
+            detail = json.loads(body)
+            found.append({"cloud": "aws", "kind": "rebalance-recommendation",
+                          "key": f"aws:rebalance:{detail.get('noticeTime')}", "detail": detail})
+        elif code != 404:
+            raise OSError(f"events/recommendations/rebalance: HTTP {code}")
+        return found
+
+    def _gcp(self) -> list[dict[str, Any]]:
+        code, body = _http("GET", f"{self.base}/computeMetadata/v1/instance/preempted",
+                           {"Metadata-Flavor": "Google"}, self.timeout)
+        if code != 200:
+            raise OSError(f"instance/preempted: HTTP {code}")
+        if body.strip().upper() == "TRUE":
+            return [{"cloud": "gcp", "kind": "preempted", "key": "gcp:preempted", "detail": {"preempted": True}}]
+        return []
+
+    def _azure(self) -> list[dict[str, Any]]:
+        code, body = _http("GET", f"{self.base}/metadata/scheduledevents?api-version=2020-07-01",
+                           {"Metadata": "true"}, self.timeout)
+        if code != 200:
+            raise OSError(f"scheduledevents: HTTP {code}")
+        doc = json.loads(body)
+        found = []
+        for ev in doc.get("Events", []):
+            if ev.get("EventType") in ("Preempt", "Terminate"):
+                kind = "preempt" if ev.get("EventType") == "Preempt" else "terminate"
+                found.append({"cloud": "azure", "kind": kind, "key": f"azure:{ev.get('EventId')}", "detail": ev})
+        return found
+
+
+# --- checkpoint store ----------------------------------------------------------------------------
+
+class Store:
+    """The durable store: rclone (``path`` is remote:path) or a local directory (plain copies)."""
+
+    def __init__(self, spec: dict[str, Any], rclone: str = "rclone") -> None:
+        self.kind = spec["kind"]
+        self.path = spec["path"].rstrip("/")
+        self.uri = spec.get("uri", self.path).rstrip("/")
+        self.env = {**os.environ, **spec.get("env", {})}
+        self.rclone = rclone
+
+    def _rclone(self, *args: str, timeout: float = 3600.0) -> str:
+        out = subprocess.run([self.rclone, *args], capture_output=True, text=True, env=self.env, timeout=timeout)
+        if out.returncode != 0:
+            raise OSError(f"rclone {args[0]} exited {out.returncode}: {out.stderr.strip()[-500:]}")
+        return out.stdout
+
+    def upload_dir(self, local: str, name: str, marker: str) -> None:
+        """Upload ``local`` as ``name``; the marker goes last so a partial copy never looks complete."""
+        dest = f"{self.path}/{name}"
+        if self.kind == "local":
+            tmp = f"{dest}.partial"
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(local, tmp, ignore=shutil.ignore_patterns(marker))
+            shutil.copy2(os.path.join(local, marker), os.path.join(tmp, marker))
+            shutil.rmtree(dest, ignore_errors=True)
+            os.replace(tmp, dest)
+            return
+        self._rclone("copy", local, dest, "--exclude", f"/{marker}")
+        self._rclone("copyto", os.path.join(local, marker), f"{dest}/{marker}")
+
+    def read_latest(self) -> str | None:
+        if self.kind == "local":
+            try:
+                with open(f"{self.path}/LATEST", encoding="utf-8") as fh:
+                    return fh.read().strip() or None
+            except FileNotFoundError:
+                return None
+        try:
+            return self._rclone("cat", f"{self.path}/LATEST", timeout=120).strip() or None
+        except OSError:
+            return None
+
+    def write_latest(self, name: str) -> None:
+        if self.kind == "local":
+            os.makedirs(self.path, exist_ok=True)
+            _atomic_write(f"{self.path}/LATEST", name + "\n")
+            return
+        with tempfile.NamedTemporaryFile("w", suffix=".latest", delete=False) as fh:
+            fh.write(name + "\n")
+        try:
+            self._rclone("copyto", fh.name, f"{self.path}/LATEST", timeout=300)
+        finally:
+            os.unlink(fh.name)
+
+
+def _atomic_write(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _step_of(name: str) -> int:
+    m = STEP_DIR.match(name)
+    return int(m.group(1)) if m else -1
+
+
+# --- process tree ----------------------------------------------------------------------------------
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its descendants (from /proc), parents first.
+
+    Needed because launchers do not keep their ranks in one process group: torchrun starts every worker
+    in a new session, so a signal to the job's process group never reaches the training processes.
+    """
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the command name may contain spaces and ')'
+        children.setdefault(ppid, []).append(int(entry))
+    tree, queue = [], [root]
+    while queue:
+        pid = queue.pop(0)
+        tree.append(pid)
+        queue.extend(sorted(children.get(pid, [])))
+    return tree
+
+
+def signal_tree(root: int, sig: int) -> int:
+    """Send ``sig`` to ``root`` and every descendant; returns how many were signalled."""
+    sent = 0
+    for pid in process_tree(root):
+        try:
+            os.kill(pid, sig)
+            sent += 1
+        except ProcessLookupError:
+            pass
+    return sent
+
+
+# --- the agent -----------------------------------------------------------------------------------
+
+class Agent:
+    """One node's agent. ``tick()`` does one round; ``run()`` loops until the job has exited.
+
+    Injectable for tests: ``clock`` (seconds), ``sampler`` (GpuSampler), ``poller`` (has ``poll()``),
+    ``store`` (Store), ``sleep``.
+    """
+
+    def __init__(self, config: dict[str, Any], clock: Callable[[], float] = time.time,
+                 sampler: GpuSampler | None = None, poller: Any = None, store: Store | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config = config
+        self.clock = clock
+        self.sleep = sleep
+        self.sampler = sampler or GpuSampler(int(config.get("window", 120)))
+        self.poller = poller or NoticePoller(config.get("cloud", "none"), config.get("metadata", {}))
+        ckpt = config.get("checkpoint") or None
+        self.ckpt = ckpt
+        self.store = store or (Store(ckpt["store"], config.get("rclone", "rclone")) if ckpt else None)
+        self.status_path = config.get("status_path", "status.json")
+        self.sample_interval = float(config.get("sample_interval_s", 5.0))
+        self.notice_interval = float(config.get("notice_interval_s", 5.0))
+        self.next_sample = 0.0
+        self.next_notice = 0.0
+        self.notices: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.checkpoints: list[dict[str, Any]] = []
+        self.failed_uploads: dict[str, int] = {}
+        self.errors: list[dict[str, Any]] = []
+        self.latest: str | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.job: dict[str, Any] = {"state": "pending", "pid": None, "exit_code": None, "started_at": None,
+                                    "ended_at": None}
+        self.started_at = clock()
+        self._restore_from_status()
+
+    def _restore_from_status(self) -> None:
+        # A restarted agent must not re-upload or forget what it already committed.
+        try:
+            with open(self.status_path, encoding="utf-8") as fh:
+                old = json.load(fh)
+        except (OSError, ValueError):
+            return
+        self.checkpoints = list(old.get("checkpoints", []))
+        self.latest = old.get("latest")
+        self.notices = list(old.get("notices", []))
+
+    def _error(self, where: str, exc: BaseException | str) -> None:
+        self.errors.append({"time": self.clock(), "where": where, "error": str(exc)})
+        del self.errors[:-MAX_ERRORS]
+
+    # job supervision
+    def start_job(self) -> None:
+        argv = self.config["command"]
+        log = open(self.config.get("job_log", "job.log"), "ab")  # noqa: SIM115 - owned by the child
+        try:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        except OSError as exc:
+            self.job.update(state="failed", ended_at=self.clock())
+            self._error("start", exc)
+            return
+        finally:
+            log.close()
+        self.job.update(state="running", pid=self.proc.pid, started_at=self.clock())
+
+    def _poll_job(self) -> None:
+        if self.proc is None or self.job["state"] != "running":
+            return
+        code = self.proc.poll()
+        if code is not None:
+            self.job.update(state="exited", exit_code=code, ended_at=self.clock())
+
+    @property
+    def job_done(self) -> bool:
+        return self.job["state"] in ("exited", "failed")
+
+    # checkpoint-now
+    def request_checkpoint(self, reason: str) -> None:
+        if not self.ckpt:
+            return
+        notify = self.ckpt.get("notify", {})
+        via = notify.get("via", "file")
+        try:
+            if via == "signal":
+                if self.proc is None or self.job["state"] != "running":
+                    raise OSError("no running job to signal")
+                sig = getattr(signal, notify.get("signal", "SIGUSR1"))
+                # Launchers ignore it (the startup script's trap); the training ranks handle it.
+                signal_tree(self.proc.pid, sig)
+            else:
+                path = notify["file"]
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(reason + "\n")
+        except (OSError, AttributeError, KeyError) as exc:
+            self._error("checkpoint-now", exc)
+            return
+        self.requests.append({"time": self.clock(), "via": via, "reason": reason})
+
+    def _poll_notices(self) -> None:
+        try:
+            current = self.poller.poll()
+        except (OSError, ValueError) as exc:
+            self._error("notice", exc)
+            return
+        seen = {n["key"] for n in self.notices}
+        for notice in current:
+            if notice["key"] in seen:
+                continue
+            self.notices.append({**notice, "seen_at": self.clock()})
+            self.request_checkpoint(f"{notice['cloud']} {notice['kind']}")
+
+    # checkpoints
+    def _scan_checkpoints(self) -> None:
+        if not self.ckpt or self.store is None:
+            return
+        root, marker = self.ckpt["dir"], self.ckpt.get("marker", "COMPLETE")
+        try:
+            names = os.listdir(root)
+        except FileNotFoundError:
+            return
+        committed = {c["name"] for c in self.checkpoints}
+        ready = sorted((n for n in names if STEP_DIR.match(n) and n not in committed
+                        and os.path.isfile(os.path.join(root, n, marker))), key=_step_of)
+        for name in ready:
+            try:
+                self.store.upload_dir(os.path.join(root, name), name, marker)
+            except (OSError, shutil.Error, subprocess.SubprocessError) as exc:
+                self.failed_uploads[name] = self.failed_uploads.get(name, 0) + 1
+                self._error(f"upload {name}", exc)
+                return  # keep order: never commit a later checkpoint past a failed one
+            self.failed_uploads.pop(name, None)
+            self.checkpoints.append({"name": name, "step": _step_of(name), "uri": f"{self.store.uri}/{name}",
+                                     "committed_at": self.clock()})
+            self._move_latest(name)
+
+    def _move_latest(self, name: str) -> None:
+        assert self.store is not None
+        current = self.store.read_latest()
+        if current is not None and _step_of(current) >= _step_of(name):
+            return  # LATEST never moves backwards (another node or an earlier life got further)
+        try:
+            self.store.write_latest(name)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self._error(f"latest {name}", exc)
+            return
+        self.latest = name
+
+    # status
+    def status(self) -> dict[str, Any]:
+        return {
+            "version": STATUS_VERSION,
+            "job_name": self.config.get("job_name"),
+            "node_rank": self.config.get("node_rank", 0),
+            "agent": {"pid": os.getpid(), "started_at": self.started_at, "heartbeat": self.clock()},
+            "job": dict(self.job),
+            "gpu": {"available": self.sampler.available, "error": self.sampler.error,
+                    "samples": list(self.sampler.samples), "summary": self.sampler.summary()},
+            "notices": self.notices,
+            "checkpoint_requests": self.requests,
+            "checkpoints": self.checkpoints,
+            "latest": self.latest,
+            "failed_uploads": dict(self.failed_uploads),
+            "errors": self.errors,
+        }
+
+    def write_status(self) -> None:
+        _atomic_write(self.status_path, json.dumps(self.status(), sort_keys=True) + "\n")
+
+    def tick(self) -> None:
+        now = self.clock()
+        if now >= self.next_sample:
+            self.sampler.sample(now)
+            self.next_sample = now + self.sample_interval
+        if now >= self.next_notice:
+            self._poll_notices()
+            self.next_notice = now + self.notice_interval
+        self._poll_job()
+        self._scan_checkpoints()
+        self.write_status()
+
+    def stop_job(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.job["state"] == "running":
+            signal_tree(self.proc.pid, sig)
+
+    def run(self) -> int:
+        """Start the job and tick until it has exited; a last tick uploads what it wrote at the end."""
+        self.start_job()
+        while not self.job_done:
+            self.tick()
+            self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
+        self.tick()
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="orch on-node agent")
+    parser.add_argument("--config", required=True, help="agent JSON config (rendered by orch)")
+    parser.add_argument("--once", action="store_true", help="one tick, then exit (tests, debugging)")
+    parser.add_argument("--no-job", action="store_true", help="do not start the job")
+    args = parser.parse_args(argv)
+    with open(args.config, encoding="utf-8") as fh:
+        agent = Agent(json.load(fh))
+    if args.once:
+        if not args.no_job:
+            agent.start_job()
+        agent.tick()
+        return 0
+    if args.no_job:
+        while True:
+            agent.tick()
+            agent.sleep(min(agent.sample_interval, agent.notice_interval))
+
+    def _on_term(signum: int, _frame: Any) -> None:
+        # The instance is going away: pass it on to the job (it may checkpoint), then record and leave.
+        agent.stop_job(signum)
+        agent.tick()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _on_term)
+    return agent.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""bootstrap over a Transport: files land, the agent starts detached, runs the job, reports status.
+
+A local Transport (bash in a temp "home") stands in for SSH; the SSH transport has the same shape.
+"""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrator.runtime.bootstrap import BootstrapError, bootstrap, wait_for_ssh
+from orchestrator.runtime.render_input import render_input_from_manifest
+from orchestrator.runtime.status import JobState, parse_status
+
+
+@dataclass(frozen=True)
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class LocalTransport:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.commands: list[str] = []
+
+    def _path(self, remote: str) -> Path:
+        return Path(remote) if remote.startswith("/") else self.home / remote
+
+    def exec(self, cmd: str, timeout: float) -> Result:
+        self.commands.append(cmd)
+        out = subprocess.run(["bash", "-c", cmd], cwd=self.home, capture_output=True, text=True, timeout=timeout,
+                             env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(self.home)})
+        return Result(out.returncode, out.stdout, out.stderr)
+
+    def put(self, data_or_path: bytes | str, remote_path: str, mode: int) -> None:
+        data = data_or_path if isinstance(data_or_path, bytes) else Path(data_or_path).read_bytes()
+        path = self._path(remote_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+
+    def get(self, remote_path: str) -> bytes:
+        return self._path(remote_path).read_bytes()
+
+
+def test_bootstrap_starts_agent_and_job_detached(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    manifest = {
+        "name": "boot",
+        "run": {"launcher": "command", "command": 'echo "tok=$TOK" > seen.txt', "secrets": ["TOK"]},
+        "checkpoint": {"dir": str(tmp_path / "ckpt"), "store": f"file://{tmp_path / 'store'}",
+                       "resume": {"via": "env", "name": "ORCH_RESUME_PATH"}},
+        "agent": {"sample_interval_s": 0.2, "notice_interval_s": 0.2},
+    }
+    transport = LocalTransport(home)
+    result = bootstrap(transport, render_input_from_manifest(manifest), {"TOK": "v@lue with 'quotes'"},
+                       ssh_deadline_s=5, status_deadline_s=30, sleep=lambda s: time.sleep(0.05))
+    work = home / ".orch" / "jobs" / "boot"
+    assert result.work_dir == ".orch/jobs/boot"
+    assert stat.S_IMODE((work / "startup.sh").stat().st_mode) == 0o755
+    assert "v@lue" not in (work / "startup.sh").read_text() and "v@lue" not in (work / "agent.json").read_text()
+
+    deadline = time.monotonic() + 30
+    while parse_status(transport.get(result.status_path)).job.state is not JobState.EXITED:
+        assert time.monotonic() < deadline, "job did not finish"
+        time.sleep(0.05)
+    status = parse_status(transport.get(result.status_path))
+    assert status.job.exit_code == 0
+    assert (work / "seen.txt").read_text() == "tok=v@lue with 'quotes'\n"
+    assert not (work / "secrets.env").exists()  # loaded into the agent's memory, then deleted
+    assert any("setsid nohup python3 orch_agent.py" in c for c in transport.commands)
+
+
+def test_missing_secret_value_fails_before_anything_starts(tmp_path: Path) -> None:
+    manifest = {"name": "boot", "run": {"launcher": "command", "command": "true", "secrets": ["TOK"]}}
+    transport = LocalTransport(tmp_path)
+    with pytest.raises(BootstrapError, match="TOK"):
+        bootstrap(transport, render_input_from_manifest(manifest), {}, ssh_deadline_s=1)
+    assert not any("setsid" in c for c in transport.commands)
+
+
+def test_wait_for_ssh_gives_up_at_the_deadline() -> None:
+    class Refusing:
+        def exec(self, cmd: str, timeout: float) -> Result:
+            raise ConnectionRefusedError("refused")
+
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    with pytest.raises(BootstrapError, match="did not answer"):
+        wait_for_ssh(Refusing(), 10, clock=lambda: now[0], sleep=sleep)  # type: ignore[arg-type]
+    assert now[0] >= 10

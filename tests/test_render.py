@@ -1,0 +1,317 @@
+"""Rendering a node's startup script: exact per launcher, deterministic, and the script really runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.runtime.objectstore import StoreKind, UnsupportedStoreError, parse_store
+from orchestrator.runtime.render import render_agent_config, render_script
+from orchestrator.runtime.render_input import (
+    Launcher,
+    NotifyVia,
+    RenderInput,
+    RenderInputError,
+    ResumeVia,
+    render_input_from_manifest,
+)
+
+
+def _manifest(**over: Any) -> dict[str, Any]:
+    m: dict[str, Any] = {
+        "name": "tiny",
+        "run": {"launcher": "torchrun", "script": "train.py", "args": ["--steps", "20"]},
+        "checkpoint": {"dir": "/ckpt", "store": "file:///store/tiny"},
+        "resources": {"gpus_per_node": 2},
+    }
+    for key, value in over.items():
+        m[key] = {**m.get(key, {}), **value} if isinstance(value, dict) else value
+    return m
+
+
+def _ri(**over: Any) -> RenderInput:
+    return render_input_from_manifest(_manifest(**over))
+
+
+def _launch_line(script: str) -> str:
+    return [line for line in script.splitlines() if line.startswith("exec ")][-1]
+
+
+EXPECTED_TORCHRUN = """#!/usr/bin/env bash
+# orch startup script: job tiny, node 0 of 1 (torchrun, on the host).
+# Rendered by orch from the job manifest; the on-node agent runs it in its own process group.
+# Secrets are referenced by name only: their values come from the agent's environment, never from here.
+set -euo pipefail
+cd "$(dirname "$0")"
+export ORCH_WORK_DIR="$PWD"
+# orch and job environment
+export ORCH_CHECKPOINT_DIR=/ckpt
+export ORCH_CHECKPOINT_NOW_FILE=/ckpt/CHECKPOINT_NOW
+export ORCH_JOB_NAME=tiny
+export ORCH_MASTER_ADDR=127.0.0.1
+export ORCH_MASTER_PORT=29500
+export ORCH_NNODES=1
+export ORCH_NODE_RANK=0
+export ORCH_NPROC_PER_NODE=2
+# secrets (by name; values come from the launch environment): none
+# NCCL for pcie: none
+# rclone remotes (configuration only; credentials come from the environment): none
+# data staging: none
+# restore the latest committed checkpoint
+mkdir -p "$ORCH_CHECKPOINT_DIR"
+ORCH_RESUME_PATH=''
+orch_latest="$( (cat /store/tiny/LATEST 2>/dev/null || true) | tr -d '[:space:]')"
+[[ "$orch_latest" =~ ^step-[0-9]+$ ]] || orch_latest=""
+if [ -n "$orch_latest" ]; then
+  mkdir -p "$ORCH_CHECKPOINT_DIR/$orch_latest" && cp -R /store/tiny/"$orch_latest"/. \
+"$ORCH_CHECKPOINT_DIR/$orch_latest"/
+  if [ ! -f "$ORCH_CHECKPOINT_DIR/$orch_latest/COMPLETE" ]; then
+    echo "orch: restored checkpoint $orch_latest has no COMPLETE marker" >&2; exit 75
+  fi
+  ORCH_RESUME_PATH="$ORCH_CHECKPOINT_DIR/$orch_latest"
+  echo "orch: resuming from $ORCH_RESUME_PATH" >&2
+fi
+export ORCH_RESUME_PATH
+# checkpoint-now notification
+rm -f "$ORCH_CHECKPOINT_NOW_FILE"
+# launch
+orch_resume_args=()
+if [ -n "${ORCH_RESUME_PATH:-}" ]; then orch_resume_args=(--resume-from "$ORCH_RESUME_PATH"); fi
+exec torchrun --nnodes 1 --nproc-per-node 2 --node-rank 0 --master-addr 127.0.0.1 --master-port 29500 train.py \
+--steps 20 "${orch_resume_args[@]}"
+""".replace("\\\n", "")
+
+
+def test_torchrun_script_exact() -> None:
+    assert render_script(_ri()) == EXPECTED_TORCHRUN
+
+
+MULTI = {"resources": {"nodes": 2, "gpus_per_node": 8}, "network": {"master_addr": "10.0.0.5", "master_port": 29400}}
+
+
+@pytest.mark.parametrize(("launcher", "expected"), [
+    ("torchrun", "exec torchrun --nnodes 2 --nproc-per-node 8 --node-rank 1 --master-addr 10.0.0.5 "
+                 "--master-port 29400 train.py --steps 20"),
+    ("accelerate", "exec accelerate launch --multi_gpu --num_machines 2 --num_processes 16 --machine_rank 1 "
+                   "--main_process_ip 10.0.0.5 --main_process_port 29400 train.py --steps 20"),
+    ("deepspeed", "exec deepspeed --num_nodes 2 --num_gpus 8 --master_addr 10.0.0.5 --master_port 29400 "
+                  "--node_rank 1 --no_ssh --hostfile hostfile train.py --steps 20"),
+])
+def test_each_launcher_multi_node_rendezvous(launcher: str, expected: str) -> None:
+    m = _manifest(run={"launcher": launcher}, **MULTI)
+    m.pop("checkpoint")
+    script = render_script(render_input_from_manifest(m, node_rank=1))
+    assert _launch_line(script) == expected
+    assert "export ORCH_NODE_RANK=1" in script.splitlines()
+    if launcher == "deepspeed":
+        assert "printf 'node-0 slots=8\\nnode-1 slots=8\\n' > hostfile" in script.splitlines()
+
+
+def test_single_node_launchers() -> None:
+    acc = render_script(_ri(run={"launcher": "accelerate"}, resources={"gpus_per_node": 1}))
+    assert _launch_line(acc) == ("exec accelerate launch --num_machines 1 --num_processes 1 --machine_rank 0 "
+                                 "--main_process_ip 127.0.0.1 --main_process_port 29500 train.py --steps 20 "
+                                 '"${orch_resume_args[@]}"')
+    ds = render_script(_ri(run={"launcher": "deepspeed"}))
+    assert "--no_ssh" not in ds and "hostfile" not in ds
+
+
+def test_command_launcher_runs_verbatim() -> None:
+    script = render_script(_ri(run={"launcher": "command", "command": "python a.py && python b.py"}))
+    assert script.splitlines()[-1] == 'python a.py && python b.py "${orch_resume_args[@]}"'
+
+
+def test_rendering_is_deterministic_whatever_the_mapping_order() -> None:
+    a = _manifest(run={"env": {"B": "2", "A": "1", "C": "x y"}, "secrets": ["TOK", "HF_TOKEN"]})
+    b = json.loads(json.dumps(a))
+    b["run"]["env"] = {"C": "x y", "A": "1", "B": "2"}
+    b["run"]["secrets"] = ["HF_TOKEN", "TOK"]
+    b = dict(reversed(list(b.items())))
+    ra, rb = render_input_from_manifest(a), render_input_from_manifest(b)
+    assert render_script(ra).encode() == render_script(rb).encode()
+    assert render_agent_config(ra) == render_agent_config(rb)
+    lines = render_script(ra).splitlines()
+    assert lines.index("export A=1") < lines.index("export B=2") < lines.index("export C='x y'")
+
+
+def test_nccl_env_follows_the_interconnect() -> None:
+    nvl = render_script(_ri(resources={"interconnect": "nvlink"}))
+    assert "export NCCL_P2P_LEVEL=NVL" in nvl
+    pcie = render_script(_ri(resources={"interconnect": "pcie"}))
+    assert "NCCL_" not in pcie  # PCIe: NCCL's own topology detection; P2P left on
+    multi = render_script(_ri(resources={"interconnect": "pcie", "nodes": 2}))
+    assert "export NCCL_SOCKET_IFNAME='^lo,docker'" in multi and "export NCCL_IB_DISABLE=1" in multi
+    ib = render_script(_ri(resources={"nodes": 2}, network={"infiniband": True, "socket_ifname": "ens5"}))
+    assert "NCCL_IB_DISABLE" not in ib
+    assert "export NCCL_SOCKET_IFNAME=ens5" in ib and "export GLOO_SOCKET_IFNAME=ens5" in ib
+    override = render_script(_ri(resources={"interconnect": "nvlink"}, run={"env": {"NCCL_P2P_LEVEL": "PIX"}}))
+    assert "export NCCL_P2P_LEVEL=PIX" in override and "NCCL_P2P_LEVEL=NVL" not in override
+
+
+def test_docker_vs_host() -> None:
+    host = render_script(_ri())
+    assert "docker" not in host
+    m = _manifest(run={"image": "pytorch/pytorch:2.4.0-cuda12.4", "shm_size": "32g", "secrets": ["HF_TOKEN"],
+                       "env": {"A": "1"}, "setup": ["pip install -r requirements.txt"],
+                       "data": [{"source": "s3://data/set", "path": "/data"}]},
+                  checkpoint={"resume": {"via": "env", "name": "RESUME_DIR"}})
+    script = render_script(render_input_from_manifest(m))
+    launch = script[script.index("exec docker run"):]
+    for part in ["--gpus all", "--ipc=host", "--shm-size=32g", "--network host",
+                 '-v "$ORCH_WORK_DIR:$ORCH_WORK_DIR"', "-v /ckpt:/ckpt", "-v /data:/data", "-e HF_TOKEN",
+                 "-e A", "-e RESUME_DIR", "-e ORCH_RESUME_PATH", "pytorch/pytorch:2.4.0-cuda12.4"]:
+        assert part in launch, part
+    # setup runs inside the container, before the launcher
+    assert "bash -c 'set -euo pipefail\npip install -r requirements.txt\nexec torchrun" in launch
+    assert "mkdir -p /data && rclone copy orchs3:data/set /data" in script  # staged on the host
+
+
+def test_docker_with_signal_notify_is_refused() -> None:
+    with pytest.raises(RenderInputError, match="notify must be 'file'"):
+        _ri(run={"image": "img"}, checkpoint={"notify": {"via": "signal"}})
+
+
+def test_signal_notify_makes_launchers_ignore_it() -> None:
+    script = render_script(_ri(checkpoint={"notify": {"via": "signal", "signal": "SIGUSR2"}}))
+    assert "trap '' USR2" in script.splitlines()
+    assert "export ORCH_CHECKPOINT_SIGNAL=SIGUSR2" in script
+
+
+def test_secrets_are_referenced_by_name_never_by_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_supersecret_value")
+    ri = _ri(run={"secrets": ["HF_TOKEN"]})
+    script, config = render_script(ri), render_agent_config(ri)
+    assert '"${HF_TOKEN:?secret HF_TOKEN is not set in the launch environment}"' in script
+    assert "hf_supersecret_value" not in script and "hf_supersecret_value" not in config
+
+
+def test_bad_inputs_are_refused() -> None:
+    with pytest.raises(RenderInputError, match="node rank"):
+        render_input_from_manifest(_manifest(), node_rank=3)
+    with pytest.raises(RenderInputError, match="needs a script"):
+        _ri(run={"script": ""})
+    with pytest.raises(RenderInputError, match="not an environment variable name"):
+        _ri(run={"env": {"BAD-NAME": "1"}})
+    with pytest.raises(RenderInputError, match="interconnect"):
+        _ri(resources={"interconnect": "infinityfabric"})
+    with pytest.raises(UnsupportedStoreError):
+        render_script(_ri(checkpoint={"store": "ftp://x/y"}))
+
+
+def test_store_uris_map_onto_rclone() -> None:
+    s3 = parse_store("s3://bucket/a/b", endpoint="http://127.0.0.1:5000")
+    assert s3.kind is StoreKind.RCLONE and s3.path == "orchs3:bucket/a/b"
+    assert dict(s3.env)["RCLONE_CONFIG_ORCHS3_ENDPOINT"] == "http://127.0.0.1:5000"
+    assert dict(s3.env)["RCLONE_CONFIG_ORCHS3_PROVIDER"] == "Other"
+    assert dict(parse_store("s3://bucket").env)["RCLONE_CONFIG_ORCHS3_PROVIDER"] == "AWS"
+    gs = parse_store("gs://b/p")
+    assert gs.path == "orchgcs:b/p" and dict(gs.env)["RCLONE_CONFIG_ORCHGCS_TYPE"] == "google cloud storage"
+    az = parse_store("az://acct/container/p")
+    assert az.path == "orchaz:container/p" and dict(az.env)["RCLONE_CONFIG_ORCHAZ_ACCOUNT"] == "acct"
+    assert parse_store("file:///srv/ckpt").path == "/srv/ckpt"
+    assert parse_store("/srv/ckpt").kind is StoreKind.LOCAL
+
+
+# --- the rendered script, run for real (command launcher, local store) ---------------------------
+
+PROBE = (f"{sys.executable} -c 'import json,os,sys; print(json.dumps({{\"argv\": sys.argv[1:], "
+         "\"resume\": os.environ.get(\"RESUME_DIR\"), \"tok\": os.environ.get(\"TOK\"), "
+         "\"data\": sorted(os.listdir(\"data\"))}))'")
+
+
+def _run_rendered(tmp: Path, resume: dict[str, str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    (tmp / "src").mkdir(exist_ok=True)
+    (tmp / "src" / "shard-0").write_text("x")
+    m = _manifest(run={"launcher": "command", "command": PROBE, "secrets": ["TOK"],
+                       "data": [{"source": str(tmp / "src"), "path": "data"}]},
+                  checkpoint={"dir": str(tmp / "ckpt"), "store": f"file://{tmp / 'store'}", "resume": resume})
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    (work / "startup.sh").write_text(render_script(render_input_from_manifest(m)))
+    return subprocess.run(["bash", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ["PATH"], **env})
+
+
+def _store_with_latest(tmp: Path, name: str, complete: bool = True) -> None:
+    d = tmp / "store" / name
+    d.mkdir(parents=True)
+    (d / "model.pt").write_text("w")
+    if complete:
+        (d / "COMPLETE").write_text("1\n")
+    (tmp / "store" / "LATEST").write_text(name + "\n")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is needed to run the rendered script")
+def test_rendered_script_restores_latest_and_passes_it_as_an_arg(tmp_path: Path) -> None:
+    _store_with_latest(tmp_path, "step-6")
+    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "s3cr3t"})
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["argv"] == ["--resume-from", str(tmp_path / "ckpt" / "step-6")]
+    assert got["tok"] == "s3cr3t" and got["data"] == ["shard-0"]
+    assert (tmp_path / "ckpt" / "step-6" / "model.pt").read_text() == "w"
+
+
+def test_rendered_script_passes_resume_by_env(tmp_path: Path) -> None:
+    _store_with_latest(tmp_path, "step-2")
+    out = _run_rendered(tmp_path, {"via": "env", "name": "RESUME_DIR"}, {"TOK": "t"})
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["argv"] == [] and got["resume"] == str(tmp_path / "ckpt" / "step-2")
+
+
+def test_rendered_script_fresh_start_without_latest(tmp_path: Path) -> None:
+    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "t"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["argv"] == []
+
+
+def test_rendered_script_refuses_an_incomplete_restore_and_a_missing_secret(tmp_path: Path) -> None:
+    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {})
+    assert out.returncode != 0 and "secret TOK is not set" in out.stderr
+    _store_with_latest(tmp_path, "step-3", complete=False)
+    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "t"})
+    assert out.returncode == 75 and "no COMPLETE marker" in out.stderr
+
+
+def test_latest_that_is_not_a_checkpoint_name_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "LATEST").write_text("step-1/../../etc\n")
+    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "t"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["argv"] == []
+
+
+# --- orch render ---------------------------------------------------------------------------------
+
+def test_orch_render_cli(tmp_path: Path) -> None:
+    from orchestrator.cli.main import app
+
+    path = tmp_path / "job.yaml"
+    path.write_text("name: tiny\nrun: {launcher: torchrun, script: train.py, args: ['--steps', '20']}\n"
+                    "checkpoint: {dir: /ckpt, store: 'file:///store/tiny'}\nresources: {gpus_per_node: 2}\n")
+    runner = CliRunner()
+    out = runner.invoke(app, ["render", str(path), "--part", "script"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout == EXPECTED_TORCHRUN
+    both = runner.invoke(app, ["render", str(path), "--node-rank", "0"])
+    assert both.exit_code == 0 and "# ===== agent.json =====" in both.stdout
+    bad = runner.invoke(app, ["render", str(path), "--node-rank", "5"])
+    assert bad.exit_code == 2 and "node rank 5" in bad.output
+
+
+def test_render_input_is_frozen() -> None:
+    ri = _ri()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ri.nodes = 3  # type: ignore[misc]
+    assert ri.launcher is Launcher.TORCHRUN and ri.checkpoint is not None
+    assert ri.checkpoint.resume_via is ResumeVia.ARG and ri.checkpoint.notify_via is NotifyVia.FILE
