@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.lr_base import Faults, FakeServer, Recorded, Reply, bearer_ok, serve_forever_cli
+from tests.fakes.lr_base import FakeServer, Faults, Recorded, Reply, bearer_ok, serve_forever_cli
 
 API = "/api/v1"
 
@@ -276,8 +276,9 @@ class LambdaFake:
 
     def _as_json(self, inst: _Inst) -> dict[str, Any]:
         running = inst.status in ("active", "unhealthy")
+        reason = "vm-has-not-launched" if inst.status == "booting" else "vm-is-terminating"
         action = {"available": running} if running else {
-            "available": False, "reason_code": "vm-has-not-launched" if inst.status == "booting" else "vm-is-terminating",
+            "available": False, "reason_code": reason,
             "reason_description": f"The instance is {inst.status}.",
         }
         out: dict[str, Any] = {

@@ -91,9 +91,9 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _RequestHandler)
