@@ -144,7 +144,7 @@ class LambdaFake:
         authorized = bearer_ok(headers, self.api_key)
         with self._lock:
             reply = self._dispatch(method, path, body, authorized)
-            self.requests.append(Recorded(method, path, body, authorized, reply.status))
+            self.requests.append(Recorded(method, path, body, authorized, reply.status, reply.body, self.clock()))
         if self.slow_s and self.faults.take("slow"):
             time.sleep(self.slow_s)  # the switch models a slow server; tests use it with a client timeout
         return reply

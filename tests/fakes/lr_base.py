@@ -26,6 +26,8 @@ class Recorded:
     body: Any
     authorized: bool
     status: int = 0
+    reply: Any = None
+    at: float = 0.0          # the fake's clock when the request arrived
 
 
 @dataclass(slots=True)
@@ -72,6 +74,7 @@ class FakeServer:
 
         class _RequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            wbufsize = 1 << 16  # headers and body leave in one segment (no Nagle + delayed-ACK stalls)
 
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -109,7 +112,8 @@ class FakeServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> FakeServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-http", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fake-http", daemon=True)
         self._thread.start()
         return self
 

@@ -147,7 +147,7 @@ class RunPodFake:
         authorized = bearer_ok(headers, self.api_key)
         with self._lock:
             reply = self._http(method, path.split("?", 1)[0], body, authorized)
-            self.requests.append(Recorded(method, path, body, authorized, reply.status))
+            self.requests.append(Recorded(method, path, body, authorized, reply.status, reply.body))
         if self.slow_s and self.faults.take("slow"):
             time.sleep(self.slow_s)  # the switch models a slow server; tests pair it with a client timeout
         return reply
