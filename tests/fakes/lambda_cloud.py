@@ -40,6 +40,17 @@ REGIONS = {
     "asia-northeast-1": "Tokyo, Japan",
 }
 
+# The routes this fake serves (method, spec path template).
+ROUTES = (
+    ("get", f"{API}/instance-types"),
+    ("get", f"{API}/instances"),
+    ("get", f"{API}/instances/{{id}}"),
+    ("post", f"{API}/instance-operations/launch"),
+    ("post", f"{API}/instance-operations/terminate"),
+    ("get", f"{API}/ssh-keys"),
+    ("post", f"{API}/ssh-keys"),
+)
+
 # Lambda's own launch-request fields (InstanceLaunchRequest.properties); anything else is refused.
 LAUNCH_FIELDS = frozenset({
     "region_name", "instance_type_name", "ssh_key_names", "file_system_names", "file_system_mounts",
