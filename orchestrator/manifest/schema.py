@@ -75,8 +75,9 @@ def _scalar_text(value: object) -> object:
     return value
 
 
-EnvValue = Annotated[str, BeforeValidator(_scalar_text)]
-Arg = Annotated[str, BeforeValidator(_scalar_text)]
+_SCALAR_JSON = {"type": ["string", "number", "boolean"]}
+EnvValue = Annotated[str, BeforeValidator(_scalar_text), WithJsonSchema(_SCALAR_JSON)]
+Arg = Annotated[str, BeforeValidator(_scalar_text), WithJsonSchema(_SCALAR_JSON)]
 
 
 def _parse_deadline(value: object) -> datetime | timedelta:
@@ -200,7 +201,9 @@ def _gpu_list(value: object) -> object:
 class Resources(_Model):
     """The machines: ``count`` GPUs in each of ``nodes`` machines."""
 
-    gpu: Annotated[list[GpuName], BeforeValidator(_gpu_list)] = Field(
+    gpu: Annotated[list[GpuName], BeforeValidator(_gpu_list),
+                   WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
+                                                                  "minItems": 1}]})] = Field(
         min_length=1, description="A GPU name or a list of acceptable ones (any alias; stored canonical).")
     count: int = Field(1, ge=1, le=64, description="GPUs per node.")
     nodes: int = Field(1, ge=1, le=256, description="Machines.")
@@ -378,7 +381,9 @@ class Manifest(_Model):
     providers: ProviderFilter = Field(default_factory=ProviderFilter)
     regions: RegionFilter = Field(default_factory=RegionFilter)
     image: str | None = Field(None, min_length=1, description="Docker image to run in (default: the host).")
-    setup: Annotated[list[str], BeforeValidator(lambda v: v.splitlines() if isinstance(v, str) else v)] = Field(
+    setup: Annotated[list[str], BeforeValidator(lambda v: v.splitlines() if isinstance(v, str) else v),
+                     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})
+                     ] = Field(
         default_factory=list, description="Shell lines run once per node before the job.")
     run: Run
     data: list[DataItem] = Field(default_factory=list)
