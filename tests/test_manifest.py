@@ -272,7 +272,8 @@ def test_several_documents_in_one_file(tmp_path: Path) -> None:
                     + "  bogus: 1\n")
     with pytest.raises(ManifestError) as info:
         load_manifests([path])
-    assert (info.value.line, info.value.field) == (18, "run.bogus")   # positions count from the top of the file, not of the document
+    # Positions count from the top of the file, not of the document.
+    assert (info.value.line, info.value.field) == (18, "run.bogus")
 
 
 def test_unreadable_missing_and_empty_inputs(tmp_path: Path) -> None:
@@ -324,3 +325,8 @@ def test_error_format_without_position() -> None:
     assert str(ManifestError("x.yaml", "cannot read: denied")) == "x.yaml: cannot read: denied"
     e = ManifestError("x.yaml", "bad", line=3, col=5, field="a.b", hint="fix it")
     assert str(e) == "x.yaml:3:5: a.b: bad (fix it)"
+
+
+def test_control_characters_are_reported_at_their_position(tmp_path: Path) -> None:
+    e = _one(MINIMAL.replace("name: tiny", "name: ti\x0cny"), tmp_path)
+    assert (e.line, e.col) == (3, 9) and "#x000c" in e.message

@@ -40,7 +40,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 
 
 def test_migrations_dir_is_the_repository_one() -> None:
-    assert MIGRATIONS_DIR == Path(__file__).resolve().parents[1] / "migrations"
+    assert Path(__file__).resolve().parents[1] / "migrations" == MIGRATIONS_DIR
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").exists()
     assert head_revision() == "0001"
 
@@ -48,7 +48,7 @@ def test_migrations_dir_is_the_repository_one() -> None:
 def test_upgrade_head_matches_the_models(engine: Engine) -> None:
     upgrade(engine)
     assert current_revision(engine) == head_revision()
-    assert TABLES <= set(inspect(engine).get_table_names())
+    assert set(inspect(engine).get_table_names()) >= TABLES
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), SQLModel.metadata)
     assert diff == []

@@ -124,10 +124,9 @@ def test_daemon_lock_refuses_a_second_daemon_on_sqlite(tmp_path: Path) -> None:
     try:
         path = lock_path(store)
         assert path is not None and path.name == "orch.db.lock"
-        with daemon_lock(store):
-            with pytest.raises(DaemonAlreadyRunningError, match=r"another orch daemon \(pid \d+\).*PostgreSQL"):
-                with daemon_lock(store):
-                    pass
+        pattern = r"another orch daemon \(pid \d+\).*PostgreSQL"
+        with daemon_lock(store), pytest.raises(DaemonAlreadyRunningError, match=pattern), daemon_lock(store):
+            pass
         with daemon_lock(store):   # released: it can be taken again
             pass
     finally:

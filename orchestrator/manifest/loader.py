@@ -111,8 +111,18 @@ class _Builder:
         raise _BuildError(f"unsupported YAML node {type(node).__name__}", _pos(node.start_mark))
 
 
+def _line_col(text: str, index: int) -> _Pos:
+    before = text[:index]
+    return _Pos(before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1)
+
+
 def _parse_documents(path: Path, text: str) -> list[_Document]:
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        pos = _line_col(text, exc.position)
+        raise ManifestError(path, f"character #x{exc.character:04x} is not allowed in YAML", line=pos.line,
+                            col=pos.col, hint="remove control characters") from None
     docs: list[_Document] = []
     try:
         while loader.check_node():
@@ -129,8 +139,12 @@ def _parse_documents(path: Path, text: str) -> list[_Document]:
         message = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
         raise ManifestError(path, f"YAML syntax error: {message}", line=_pos(mark).line, col=_pos(mark).col,
                             hint="check the indentation and quoting") from None
+    except yaml.reader.ReaderError as exc:
+        pos = _line_col(text, exc.position)
+        raise ManifestError(path, f"character #x{exc.character:04x} is not allowed in YAML", line=pos.line,
+                            col=pos.col, hint="remove control characters") from None
     except yaml.YAMLError as exc:
-        raise ManifestError(path, f"YAML error: {exc}") from None
+        raise ManifestError(path, f"YAML error: {' '.join(str(exc).split())}") from None
     except (ValueError, OverflowError, RecursionError) as exc:
         # PyYAML's constructors can raise plain errors on odd scalars (e.g. out-of-range timestamps).
         raise ManifestError(path, f"unreadable YAML value: {type(exc).__name__}") from None
