@@ -1,0 +1,69 @@
+"""``orch db upgrade`` and ``orch db current``: the store's schema migrations."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.errors import fail
+from orchestrator.cli.main import app
+
+db_app = typer.Typer(help="The state store (SQLite file, or PostgreSQL via ORCH_DATABASE_URL).",
+                     no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+UrlOpt = Annotated[str | None, typer.Option("--url", help="Database URL (default: $ORCH_DATABASE_URL, "
+                                                          "else the SQLite file in orch's data directory).")]
+
+
+@db_app.command("upgrade")
+def upgrade_cmd(url: UrlOpt = None, revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
+                ) -> None:
+    """Bring the database schema up to date (alembic upgrade head)."""
+    from orchestrator.store.db import StoreError, current_revision, database_url, make_engine, redact, upgrade
+
+    target = url or database_url()
+    try:
+        engine = make_engine(target)
+        try:
+            before = current_revision(engine)
+            upgrade(engine, revision)
+            after = current_revision(engine)
+        finally:
+            engine.dispose()
+    except StoreError as exc:
+        fail(str(exc))
+    except Exception as exc:
+        fail(f"cannot upgrade {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1)
+    if before == after:
+        sys.stdout.write(f"{redact(target)}: already at {after}\n")
+    else:
+        sys.stdout.write(f"{redact(target)}: upgraded {before or '(empty)'} -> {after}\n")
+
+
+@db_app.command("current")
+def current_cmd(url: UrlOpt = None) -> None:
+    """Show the database's schema revision and the newest this orch knows."""
+    from orchestrator.store.db import StoreError, current_revision, database_url, head_revision, make_engine, redact
+
+    target = url or database_url()
+    try:
+        engine = make_engine(target)
+        try:
+            current = current_revision(engine)
+        finally:
+            engine.dispose()
+        head = head_revision()
+    except StoreError as exc:
+        fail(str(exc))
+    except Exception as exc:
+        fail(f"cannot read {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1)
+    state = "up to date" if current == head else "run `orch db upgrade`"
+    sys.stdout.write(f"{redact(target)}: {current or '(empty)'} (head {head}; {state})\n")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""

@@ -1,0 +1,45 @@
+"""``orch schema`` and ``orch validate``: the manifest JSON Schema, and checking manifests offline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.errors import EXIT_BAD_INPUT
+from orchestrator.cli.main import app
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of job manifests (for editors: see docs/manifests.md)."""
+    import json
+
+    from orchestrator.manifest import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=False) + "\n")
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="Manifest files or directories (*.yaml, *.yml).",
+                                                show_default=False)],
+) -> None:
+    """Check manifests without touching any cloud or database; exit 2 on any error."""
+    from orchestrator.manifest import ManifestError, load_manifests
+
+    try:
+        loaded = load_manifests(paths)
+    except ManifestError as exc:
+        for error in exc.errors:
+            sys.stderr.write(error.format() + "\n")
+        raise SystemExit(EXIT_BAD_INPUT) from None
+    for path in paths:
+        if path.is_dir():
+            root = path.resolve()
+            n = sum(1 for m in loaded if m.source.resolve().is_relative_to(root))
+        else:
+            n = sum(1 for m in loaded if m.source.resolve() == path.resolve())
+        sys.stdout.write(f"ok {path} ({n} jobs)\n")

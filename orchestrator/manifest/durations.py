@@ -1,0 +1,87 @@
+"""Durations ("30s", "15m", "2h", "1d", "1h30m") and prices ("$2.50", "2.5", "2.5/h") as manifests write them."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import timedelta
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?[smhdw])+$")
+_PART_RE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_PRICE_RE = re.compile(r"^\$?\s*(\d+(?:\.\d+)?|\.\d+)\s*(?:/\s*(?:h|hr|hour))?$")
+
+DURATION_PATTERN = r"^(\d+(\.\d+)?[smhdw])+$"
+PRICE_PATTERN = r"^\$?\s*(\d+(\.\d+)?|\.\d+)\s*(/\s*(h|hr|hour))?$"
+
+DURATION_HINT = "write a duration like 30s, 15m, 2h, 1d or 1h30m"
+PRICE_HINT = "write a price in US dollars like 2.5, \"$2.50\" or 2.5/h"
+
+
+class HintedValueError(ValueError):
+    """A validation failure with a fix-it hint; the loader shows the hint in parentheses."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def parse_duration(value: object) -> timedelta:
+    """A non-negative duration: a timedelta, a number of seconds, or text such as "1h30m"."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise HintedValueError("a duration must be text such as 15m, not a boolean", DURATION_HINT)
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        if not _DURATION_RE.match(text):
+            if text.startswith("-"):
+                raise HintedValueError("a duration cannot be negative", DURATION_HINT)
+            raise HintedValueError(f"{value!r} is not a duration", DURATION_HINT)
+        seconds = sum(float(n) * _UNITS[u] for n, u in _PART_RE.findall(text))
+    else:
+        raise HintedValueError(f"a duration must be text such as 15m, not {type(value).__name__}", DURATION_HINT)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise HintedValueError("a duration cannot be negative", DURATION_HINT)
+    if seconds > 10 * 365 * 86400:
+        raise HintedValueError("a duration longer than ten years is surely a typo", DURATION_HINT)
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest text that parse_duration reads back to the same whole seconds ("1h30m")."""
+    seconds = round(value.total_seconds())
+    if seconds == 0:
+        return "0s"
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        n, seconds = divmod(seconds, size)
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts)
+
+
+def parse_price(value: object) -> float:
+    """A non-negative amount of US dollars (per hour where the field says so)."""
+    if isinstance(value, bool):
+        raise HintedValueError("a price must be a number, not a boolean", PRICE_HINT)
+    if isinstance(value, int | float):
+        amount = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if text.startswith(("-", "$-")):
+            raise HintedValueError("a price cannot be negative", PRICE_HINT)
+        match = _PRICE_RE.match(text)
+        if not match:
+            raise HintedValueError(f"{value!r} is not a price", PRICE_HINT)
+        amount = float(match.group(1))
+    else:
+        raise HintedValueError(f"a price must be a number, not {type(value).__name__}", PRICE_HINT)
+    if not math.isfinite(amount):
+        raise HintedValueError("a price must be a finite number", PRICE_HINT)
+    if amount < 0:
+        raise HintedValueError("a price cannot be negative", PRICE_HINT)
+    return amount

@@ -1,0 +1,426 @@
+"""The job manifest (``apiVersion: orch/v1``, ``kind: Job``): what to run, on what, under which limits.
+
+Values are validated and normalised here: GPU names become canonical (``A100-80G``), provider names
+become orch's names, durations become timedeltas, prices floats. docs/manifests.md documents every field.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from orchestrator.manifest.durations import (
+    DURATION_HINT,
+    DURATION_PATTERN,
+    PRICE_PATTERN,
+    HintedValueError,
+    format_duration,
+    parse_duration,
+    parse_price,
+)
+
+API_VERSION = "orch/v1"
+NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]*$"
+_ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Environment names that, in ``env:``, almost surely carry a credential: those belong in ``secrets:``.
+_SECRETISH_ENV_RE = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)$", re.I)
+DATA_SCHEMES = ("s3", "gs", "az", "https")
+STORE_SCHEMES = ("s3", "gs", "az")
+
+
+def _duration_json(description: str) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": [{"type": "string", "pattern": DURATION_PATTERN},
+                                     {"type": "number", "minimum": 0}], "description": description})
+
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+    _duration_json("A duration: 30s, 15m, 2h, 1d, 1h30m, or a number of seconds."),
+]
+
+Price = Annotated[
+    float,
+    BeforeValidator(parse_price),
+    WithJsonSchema({"anyOf": [{"type": "string", "pattern": PRICE_PATTERN}, {"type": "number", "minimum": 0}],
+                    "description": "US dollars: 2.5, \"$2.50\" or 2.5/h."}),
+]
+
+
+def _scalar_text(value: object) -> object:
+    """Plain config values may be written as YAML numbers/booleans; the process sees text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+_SCALAR_JSON = {"type": ["string", "number", "boolean"]}
+EnvValue = Annotated[str, BeforeValidator(_scalar_text), WithJsonSchema(_SCALAR_JSON)]
+Arg = Annotated[str, BeforeValidator(_scalar_text), WithJsonSchema(_SCALAR_JSON)]
+
+
+def _parse_deadline(value: object) -> datetime | timedelta:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return _parse_deadline(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        except ValueError:
+            pass
+        try:
+            return parse_duration(text)
+        except HintedValueError:
+            raise HintedValueError(
+                f"{value!r} is neither a date-time nor a duration",
+                "write an ISO date-time like 2025-07-01T18:00:00Z, or a duration from apply like 36h",
+            ) from None
+    if isinstance(value, timedelta | int | float) and not isinstance(value, bool):
+        return parse_duration(value)
+    raise HintedValueError("a deadline must be a date-time or a duration", DURATION_HINT)
+
+
+def _dump_deadline(value: datetime | timedelta) -> str:
+    return format_duration(value) if isinstance(value, timedelta) else value.isoformat()
+
+
+Deadline = Annotated[
+    datetime | timedelta,
+    PlainValidator(_parse_deadline),
+    PlainSerializer(_dump_deadline, return_type=str),
+    WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"},
+                              {"type": "string", "pattern": DURATION_PATTERN}],
+                    "description": "An ISO date-time (UTC if no offset), or a duration counted from apply."}),
+]
+
+
+class _Model(BaseModel):
+    # Strict: a YAML string is not silently a number. Enum fields opt out (they take their values).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True,
+                              use_enum_values=False)
+
+
+class MarketChoice(StrEnum):
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    AUTO = "auto"
+
+
+class Launcher(StrEnum):
+    TORCHRUN = "torchrun"
+    ACCELERATE = "accelerate"
+    DEEPSPEED = "deepspeed"
+    COMMAND = "command"
+
+
+class IdleAction(StrEnum):
+    STOP = "stop"
+    TERMINATE = "terminate"
+
+
+def _canonical_gpu(name: str) -> str:
+    from providers.gpus import UnknownGpuError, canonical_names, resolve_gpu
+
+    try:
+        return resolve_gpu(name).name
+    except UnknownGpuError as exc:
+        hint = (f"did you mean {' or '.join(exc.suggestions)}?" if exc.suggestions
+                else f"known: {', '.join(canonical_names())}")
+        raise HintedValueError(f"unknown GPU {name!r}", hint) from None
+
+
+def _canonical_provider(name: str) -> str:
+    from providers.registry import PROVIDER_NAMES, UnknownProviderError, canonical_provider
+
+    try:
+        return canonical_provider(name)
+    except UnknownProviderError as exc:
+        hint = (f"did you mean {' or '.join(exc.suggestions)}?" if exc.suggestions
+                else f"known: {', '.join(PROVIDER_NAMES)}")
+        raise HintedValueError(f"unknown provider {name!r}", hint) from None
+
+
+def _region_glob(pattern: str) -> str:
+    from orchestrator.quote import QuoteInputError, check_region_glob
+
+    try:
+        return check_region_glob(pattern)
+    except QuoteInputError as exc:
+        raise HintedValueError(str(exc)) from None
+
+
+def _secret_name(name: str) -> str:
+    if not _ENV_NAME_RE.match(name):
+        # Never repeat the text back: it may be the credential itself.
+        raise HintedValueError("give the NAME of an environment variable, not its value",
+                               "e.g. secrets: [HF_TOKEN, WANDB_API_KEY]; names are A-Z, 0-9 and _")
+    return name
+
+
+def _env_key(key: str) -> str:
+    if not _ENV_KEY_RE.match(key):
+        raise HintedValueError(f"{key!r} is not an environment variable name", "use letters, digits and _")
+    if _SECRETISH_ENV_RE.search(key):
+        raise HintedValueError(f"{key} looks like a credential",
+                               f"list its name under secrets: and export {key} where orch runs")
+    return key
+
+
+EnvKey = Annotated[str, AfterValidator(_env_key)]
+GpuName = Annotated[str, AfterValidator(_canonical_gpu)]
+ProviderName = Annotated[str, AfterValidator(_canonical_provider)]
+RegionGlob = Annotated[str, AfterValidator(_region_glob)]
+SecretName = Annotated[str, AfterValidator(_secret_name)]
+
+
+def _gpu_list(value: object) -> object:
+    return [value] if isinstance(value, str) else value
+
+
+class Resources(_Model):
+    """The machines: ``count`` GPUs in each of ``nodes`` machines."""
+
+    gpu: Annotated[list[GpuName], BeforeValidator(_gpu_list),
+                   WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
+                                                                  "minItems": 1}]})] = Field(
+        min_length=1, description="A GPU name or a list of acceptable ones (any alias; stored canonical).")
+    count: int = Field(1, ge=1, le=64, description="GPUs per node.")
+    nodes: int = Field(1, ge=1, le=256, description="Machines.")
+    min_vram_gb: float | None = Field(None, ge=0, description="Least memory per GPU, GB.")
+    interconnect: Literal["nvlink", "pcie"] | None = Field(None, description="GPU-to-GPU link within a node.")
+    vcpus_per_gpu: float | None = Field(None, ge=0, description="Least vCPUs per GPU.")
+    ram_gb_per_gpu: float | None = Field(None, ge=0, description="Least host RAM per GPU, GB.")
+    disk_gb: float | None = Field(None, ge=0, description="Least local disk, GB.")
+
+    @field_validator("gpu")
+    @classmethod
+    def _unique(cls, names: list[str]) -> list[str]:
+        return list(dict.fromkeys(names))
+
+
+class ProviderFilter(_Model):
+    """Provider names (aws, gcp, azure, runpod, vastai, lambda, ssh; aliases accepted)."""
+
+    allow: list[ProviderName] = Field(default_factory=list, description="Only these (empty: any).")
+    deny: list[ProviderName] = Field(default_factory=list, description="Never these.")
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _unique(cls, names: list[str]) -> list[str]:
+        return list(dict.fromkeys(names))
+
+
+class RegionFilter(_Model):
+    """Region or zone globs (``us-*``, ``europe-west4-?``), matched against both region and zone."""
+
+    allow: list[RegionGlob] = Field(default_factory=list, description="Only these (empty: any).")
+    deny: list[RegionGlob] = Field(default_factory=list, description="Never these.")
+
+
+class Run(_Model):
+    """What to start on every node."""
+
+    launcher: Launcher = Field(strict=False, description="torchrun, accelerate, deepspeed, or command (run as given).")
+    script: str | None = Field(None, min_length=1, description="The training script (not for launcher: command).")
+    args: list[Arg] = Field(default_factory=list, description="Arguments after the script.")
+    command: str | None = Field(None, min_length=1, description="The shell command, for launcher: command.")
+    backend: Literal["nccl", "gloo"] | None = Field(None, description="torch.distributed backend (default nccl).")
+    config: str | None = Field(None, min_length=1,
+                               description="accelerate config file or deepspeed JSON config, relative to the job.")
+
+    @model_validator(mode="after")
+    def _launcher_fields(self) -> Run:
+        if self.launcher is Launcher.COMMAND:
+            if self.command is None:
+                raise HintedValueError("launcher 'command' needs run.command", "e.g. command: python train.py")
+            if self.script is not None:
+                raise HintedValueError("launcher 'command' takes run.command, not run.script",
+                                       "put the script inside command")
+        else:
+            if self.script is None:
+                raise HintedValueError(f"launcher {self.launcher.value!r} needs run.script",
+                                       "e.g. script: train.py")
+            if self.command is not None:
+                raise HintedValueError(f"run.command is only for launcher 'command', not {self.launcher.value!r}",
+                                       "use script and args")
+        if self.config is not None and self.launcher not in (Launcher.ACCELERATE, Launcher.DEEPSPEED):
+            raise HintedValueError("run.config is only for launchers accelerate and deepspeed")
+        return self
+
+
+def _check_uri(uri: str, schemes: tuple[str, ...]) -> str:
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme not in schemes or not rest.strip("/"):
+        raise HintedValueError(f"{uri!r} is not a {' / '.join(s + '://' for s in schemes)} URI",
+                               f"e.g. {schemes[0]}://my-bucket/path")
+    return uri
+
+
+class DataItem(_Model):
+    """A data set copied to every node before the run starts."""
+
+    source: str = Field(description="s3://, gs://, az:// or https:// URI.")
+    path: str = Field(min_length=1, description="Where it goes on the node.")
+    size_gb: float | None = Field(None, ge=0, description="Its size, for egress cost and disk checks.")
+    region: str | None = Field(None, min_length=1, description="Where the bucket lives (egress is free nearby).")
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, uri: str) -> str:
+        return _check_uri(uri, DATA_SCHEMES)
+
+
+class Resume(_Model):
+    """How the script is told where to resume from: one command-line argument or one environment variable."""
+
+    arg: str | None = Field(None, min_length=1, description="e.g. --resume-from; its value is the local path.")
+    env: str | None = Field(None, pattern=ENV_NAME_PATTERN, description="e.g. RESUME_FROM.")
+
+    @model_validator(mode="after")
+    def _one(self) -> Resume:
+        if (self.arg is None) == (self.env is None):
+            raise HintedValueError("give exactly one of resume.arg or resume.env", "e.g. arg: --resume-from")
+        return self
+
+
+class Notify(_Model):
+    """How the script is asked to checkpoint now (before a preemption): a signal or a file that appears."""
+
+    signal: str | None = Field(None, description="e.g. SIGUSR1.")
+    file: str | None = Field(None, min_length=1, description="A path the agent creates; the script polls for it.")
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, name: str | None) -> str | None:
+        if name is None:
+            return None
+        canonical = name.upper() if name.upper().startswith("SIG") else "SIG" + name.upper()
+        if canonical not in signal.Signals.__members__ or canonical in ("SIGKILL", "SIGSTOP"):
+            raise HintedValueError(f"{name!r} is not a signal a process can catch", "e.g. SIGUSR1 or SIGTERM")
+        return canonical
+
+    @model_validator(mode="after")
+    def _one(self) -> Notify:
+        if (self.signal is None) == (self.file is None):
+            raise HintedValueError("give exactly one of notify.signal or notify.file", "e.g. signal: SIGUSR1")
+        return self
+
+
+class Checkpoint(_Model):
+    """Where the script writes checkpoints and where orch keeps them durably."""
+
+    path: str = Field(min_length=1, description="Local directory the script writes checkpoints into.")
+    store: str = Field(description="Durable s3://, gs:// or az:// URI they are uploaded to.")
+    every: Duration | None = Field(None, description="How often the script checkpoints (for loss estimates).")
+    resume: Resume = Field(default_factory=lambda: Resume(arg="--resume-from"))
+    notify: Notify | None = None
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, uri: str) -> str:
+        return _check_uri(uri, STORE_SCHEMES)
+
+
+class IdlePolicy(_Model):
+    min_gpu_util_pct: float = Field(5, ge=0, le=100, description="Below this mean GPU utilisation, it is idle.")
+    window: Duration = Field(timedelta(minutes=15), description="For this long.")
+    action: IdleAction = Field(IdleAction.TERMINATE, strict=False, description="stop (keep the disk) or terminate.")
+
+
+class Policies(_Model):
+    idle: IdlePolicy = Field(default_factory=IdlePolicy)
+    budget_usd: Price | None = Field(None, description="Stop the job when its spend reaches this.")
+    deadline: Deadline | None = None
+    max_relaunches: int = Field(10, ge=0, description="Give up after this many relaunches.")
+    preempted_zone_cooldown: Duration = Field(timedelta(minutes=30),
+                                              description="Avoid a zone this long after a preemption there.")
+    estimated_hours: float | None = Field(None, gt=0, description="Expected run time, for cost estimates.")
+
+    def deadline_at(self, applied_at: datetime) -> datetime | None:
+        """The deadline as a UTC instant, a relative one counted from ``applied_at``."""
+        if self.deadline is None:
+            return None
+        if isinstance(self.deadline, timedelta):
+            return applied_at.astimezone(UTC) + self.deadline
+        return self.deadline
+
+
+class Manifest(_Model):
+    """One job. Unknown fields are errors."""
+
+    model_config = ConfigDict(title="orch Job manifest (orch/v1)")
+
+    api_version: Literal["orch/v1"] = Field(alias="apiVersion")
+    kind: Literal["Job"]
+    name: str = Field(pattern=NAME_PATTERN, description="Lower-case DNS label: letters, digits, '-'.")
+    resources: Resources
+    market: MarketChoice = Field(MarketChoice.AUTO, strict=False,
+                                 description="spot, on-demand, or auto (cheapest).")
+    max_price_hr: Price | None = Field(None, description="Most $/h for the whole job (all nodes).")
+    providers: ProviderFilter = Field(default_factory=ProviderFilter)
+    regions: RegionFilter = Field(default_factory=RegionFilter)
+    image: str | None = Field(None, min_length=1, description="Docker image to run in (default: the host).")
+    setup: Annotated[list[str], BeforeValidator(lambda v: v.splitlines() if isinstance(v, str) else v),
+                     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})
+                     ] = Field(
+        default_factory=list, description="Shell lines run once per node before the job.")
+    run: Run
+    data: list[DataItem] = Field(default_factory=list)
+    checkpoint: Checkpoint | None = None
+    policies: Policies = Field(default_factory=Policies)
+    env: dict[EnvKey, EnvValue] = Field(default_factory=dict, description="Plain configuration, NAME: value.")
+    secrets: list[SecretName] = Field(default_factory=list, description="Names of environment variables read at launch "
+                               "on the machine running orch; their values are never stored.")
+
+    @field_validator("secrets")
+    @classmethod
+    def _secrets(cls, names: list[str]) -> list[str]:
+        if len(set(names)) != len(names):
+            raise HintedValueError("a secret is listed twice")
+        return names
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        clash = set(self.env) & set(self.secrets)
+        if clash:
+            raise HintedValueError(f"{', '.join(sorted(clash))} is both in env and in secrets", "keep one")
+        for provider in self.providers.allow:
+            if provider in self.providers.deny:
+                raise HintedValueError(f"provider {provider!r} is both allowed and denied")
+        return self
+
+    @property
+    def total_gpus(self) -> int:
+        return self.resources.count * self.resources.nodes
+
+    def to_json(self) -> dict[str, Any]:
+        """The canonical JSON form: what the store keeps, and what ``model_validate`` reads back."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema editors validate manifests with (by alias: ``apiVersion``)."""
+    schema = Manifest.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema

@@ -1,0 +1,34 @@
+"""The state store: SQLModel tables, Alembic migrations, typed operations and row leases.
+
+``open_store()`` then ``with store.transaction() as tx:`` and the functions in ``repo``/``leases``.
+Importing this package imports SQLAlchemy: the CLI imports it inside commands only.
+"""
+
+from orchestrator.store.db import Store, StoreError, database_url, open_store
+from orchestrator.store.models import (
+    Attempt,
+    AttemptState,
+    CheckpointRow,
+    DesiredState,
+    Event,
+    InstanceRow,
+    Job,
+    JobStatus,
+    Spend,
+)
+
+__all__ = [
+    "Attempt",
+    "AttemptState",
+    "CheckpointRow",
+    "DesiredState",
+    "Event",
+    "InstanceRow",
+    "Job",
+    "JobStatus",
+    "Spend",
+    "Store",
+    "StoreError",
+    "database_url",
+    "open_store",
+]

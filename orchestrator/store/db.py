@@ -1,0 +1,181 @@
+"""Where the store lives and how it is opened: engine, sessions, and schema upgrades.
+
+URL: ``$ORCH_DATABASE_URL`` (e.g. ``postgresql+psycopg://orch@db/orch``), else the SQLite file
+``<data dir>/orch.db``. A new, empty database is brought to the latest schema on first open; an
+existing one behind the code must be upgraded on purpose with ``orch db upgrade``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, inspect, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlmodel import Session, create_engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+_PG_UPGRADE_LOCK = 0x6F726368   # "orch": one process upgrades a PostgreSQL schema at a time
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used as it is; the message says what to do."""
+
+
+def database_url() -> str:
+    explicit = os.environ.get("ORCH_DATABASE_URL")
+    if explicit:
+        return explicit
+    from orchestrator.config import data_dir
+
+    return f"sqlite:///{data_dir() / 'orch.db'}"
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is reported by create_engine; never echo a password
+        return "<unparsable database URL>"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise StoreError(f"bad database URL {redact(url)!r}: {exc}") from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(f"orch's store runs on SQLite or PostgreSQL, not {parsed.get_backend_name()} "
+                         "(sqlite:///path/orch.db or postgresql+psycopg://user@host/db)")
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 10})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() not in ("psycopg", ""):
+        raise StoreError(f"use the psycopg 3 driver: postgresql+psycopg://... (got {parsed.drivername})")
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "":
+        url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ImportError as exc:
+        raise StoreError(f"the driver for {redact(url)} is not installed ({exc.name}); "
+                         "pip install 'orch[postgres]'") from None
+
+
+def alembic_config(connection: Connection | None = None) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise StoreError(f"no migrations found in {MIGRATIONS_DIR}")
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run the migrations up to ``revision`` in one transaction (PostgreSQL: under an advisory lock)."""
+    from alembic import command
+
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_UPGRADE_LOCK})
+        command.upgrade(alembic_config(conn), revision)
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Upgrade a database with no orch tables; refuse one whose schema is not the code's."""
+    head = head_revision()
+    current = current_revision(engine)
+    if current == head:
+        return
+    if current is None:
+        names = set(inspect(engine).get_table_names())
+        if names & {"jobs", "instances", "attempts"}:
+            raise StoreError(f"{redact(str(engine.url))} has orch-like tables but no migration record; "
+                             "point ORCH_DATABASE_URL at an empty database")
+        upgrade(engine)
+        return
+    from alembic.script import ScriptDirectory
+
+    known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    if current not in known:
+        raise StoreError(f"the database schema ({current}) is newer than this orch knows (head {head}); "
+                         "upgrade orch")
+    raise StoreError(f"the database schema is at {current}, this orch needs {head}: run `orch db upgrade`")
+
+
+@dataclass
+class Store:
+    """An opened store. ``transaction()`` is the unit of work: all of it commits, or none of it."""
+
+    engine: Engine
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def url(self) -> str:
+        return redact(self.engine.url.render_as_string(hide_password=False))
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A session in one transaction; commits on success, rolls back on any exception.
+
+        Rows stay readable after the block (no expiry on commit), detached from the session.
+        """
+        with Session(self.engine, expire_on_commit=False) as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_store(url: str | None = None, *, auto_upgrade: bool = True) -> Store:
+    """Open the store at ``url`` (default: database_url()), creating the schema in an empty database."""
+    engine = make_engine(url or database_url())
+    try:
+        if auto_upgrade:
+            ensure_schema(engine)
+    except StoreError:
+        engine.dispose()
+        raise
+    except Exception as exc:
+        engine.dispose()
+        raise StoreError(f"cannot open the store at {redact(url or database_url())}: "
+                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    return Store(engine)

@@ -1,0 +1,136 @@
+"""Who works on which job: row leases, so several daemons can share one PostgreSQL store.
+
+A daemon takes leases on jobs (``lease_owner``, ``lease_expires_at``) and renews them every tick; a
+lease that is not renewed expires and another daemon takes the job over. On PostgreSQL the claim is
+``SELECT ... FOR UPDATE SKIP LOCKED``: two daemons claiming at once get different rows and never wait
+on each other. SQLite has no row locks, so there one daemon runs at a time, guarded by a lock file
+next to the database (``daemon_lock``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import or_
+from sqlmodel import Session, col, select
+
+from orchestrator.store.db import Store
+from orchestrator.store.models import DesiredState, Job
+from orchestrator.store.types import utcnow
+
+DEFAULT_TTL = timedelta(seconds=90)
+
+
+def claim_jobs(tx: Session, owner: str, *, ttl: timedelta = DEFAULT_TTL, limit: int | None = None,
+               desired_states: Sequence[DesiredState] = (DesiredState.ACTIVE, DesiredState.PRUNED,
+                                                         DesiredState.DELETED),
+               now: datetime | None = None) -> list[Job]:
+    """Lease to ``owner`` the jobs that are free, expired, or already its own; return them.
+
+    Rows another transaction is claiming right now are skipped (PostgreSQL), not waited for. The
+    leases hold once the caller's transaction commits.
+    """
+    now = now or utcnow()
+    query = (
+        select(Job)
+        .where(col(Job.desired_state).in_([s.value for s in desired_states]))
+        .where(or_(col(Job.lease_owner).is_(None), Job.lease_owner == owner,
+                   col(Job.lease_expires_at).is_(None), col(Job.lease_expires_at) <= now))
+        .order_by(col(Job.id))
+        .with_for_update(skip_locked=True)   # SQLite ignores it: the database lock serialises writers
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    jobs = list(tx.exec(query))
+    for job in jobs:
+        job.lease_owner = owner
+        job.lease_expires_at = now + ttl
+        tx.add(job)
+    tx.flush()
+    return jobs
+
+
+def renew_leases(tx: Session, owner: str, job_ids: Sequence[int], *, ttl: timedelta = DEFAULT_TTL,
+                 now: datetime | None = None) -> list[int]:
+    """Extend ``owner``'s leases; return the ids still held (a lost lease is not renewed)."""
+    now = now or utcnow()
+    held = list(tx.exec(select(Job).where(col(Job.id).in_(list(job_ids)), Job.lease_owner == owner,
+                                          col(Job.lease_expires_at) > now).with_for_update()))
+    for job in held:
+        job.lease_expires_at = now + ttl
+        tx.add(job)
+    tx.flush()
+    return sorted(j.id for j in held if j.id is not None)
+
+
+def release_leases(tx: Session, owner: str, job_ids: Sequence[int] | None = None) -> int:
+    """Give up ``owner``'s leases (all of them when ``job_ids`` is None); return how many."""
+    query = select(Job).where(Job.lease_owner == owner)
+    if job_ids is not None:
+        query = query.where(col(Job.id).in_(list(job_ids)))
+    jobs = list(tx.exec(query.with_for_update()))
+    for job in jobs:
+        job.lease_owner = None
+        job.lease_expires_at = None
+        tx.add(job)
+    tx.flush()
+    return len(jobs)
+
+
+def holds_lease(job: Job, owner: str, now: datetime | None = None) -> bool:
+    now = now or utcnow()
+    return job.lease_owner == owner and job.lease_expires_at is not None and job.lease_expires_at > now
+
+
+class DaemonAlreadyRunningError(RuntimeError):
+    pass
+
+
+def lock_path(store: Store) -> Path | None:
+    """The lock file of a SQLite store (``orch.db.lock``); None for a server database."""
+    if store.dialect != "sqlite":
+        return None
+    database = store.engine.url.database
+    if not database or database == ":memory:":
+        return None
+    return Path(database).expanduser().resolve().with_name(Path(database).name + ".lock")
+
+
+@contextmanager
+def daemon_lock(store: Store) -> Iterator[None]:
+    """Hold the one-daemon lock of a SQLite store for the block; a no-op on PostgreSQL (leases do it).
+
+    Raises DaemonAlreadyRunningError, naming the holder's pid, when another process holds it. The
+    lock is the OS's (flock): it vanishes with the process, so a crashed daemon leaves nothing stale.
+    """
+    path = lock_path(store)
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise DaemonAlreadyRunningError(
+                f"another orch daemon (pid {holder}) is using {store.engine.url.database}; "
+                f"stop it first, or use PostgreSQL (ORCH_DATABASE_URL=postgresql+psycopg://...) to run "
+                f"several daemons at once (lock file: {path})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

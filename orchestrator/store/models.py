@@ -1,0 +1,173 @@
+"""The store's tables. Jobs are desired state; instances, attempts, checkpoints, events and spend are history.
+
+Every timestamp is an aware UTC datetime. Changing a table means a new Alembic migration in
+migrations/versions/ (tests/test_migrations.py checks the models and migrations agree).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import JSON, Column, Field, SQLModel
+
+from orchestrator.store.types import UTCDateTime, utcnow
+
+
+class DesiredState(StrEnum):
+    ACTIVE = "active"      # in the applied manifests: keep it running until it finishes
+    PRUNED = "pruned"      # gone from the manifests with --prune: stop it, keep its history
+    DELETED = "deleted"    # `orch down`: stop it and forget it in listings
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    LAUNCHING = "launching"
+    RUNNING = "running"
+    RECOVERING = "recovering"   # preempted or lost; relaunching from the last checkpoint
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"         # by idle policy, budget, deadline, prune or down
+
+    @property
+    def is_final(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
+
+
+class AttemptState(StrEnum):
+    PLANNED = "planned"
+    LAUNCH_REQUESTED = "launch_requested"   # written BEFORE the cloud call: a crash leaves a launch id to adopt
+    LAUNCHED = "launched"
+    BOOTSTRAPPING = "bootstrapping"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TERMINATED = "terminated"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_ATTEMPT_STATES
+
+
+FINAL_ATTEMPT_STATES = frozenset({AttemptState.PREEMPTED, AttemptState.SUCCEEDED, AttemptState.FAILED,
+                                  AttemptState.TERMINATED})
+_FORWARD = (AttemptState.PLANNED, AttemptState.LAUNCH_REQUESTED, AttemptState.LAUNCHED,
+            AttemptState.BOOTSTRAPPING, AttemptState.RUNNING)
+
+# planned -> launch_requested -> launched -> bootstrapping -> running, and from any of these to an end.
+# Steps may be skipped forward (a poll can find a machine already running); nothing goes back.
+ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
+    state: frozenset(_FORWARD[i + 1:]) | FINAL_ATTEMPT_STATES for i, state in enumerate(_FORWARD)
+} | {state: frozenset() for state in FINAL_ATTEMPT_STATES}
+
+
+
+class Job(SQLModel, table=True):
+    __tablename__ = "jobs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(sa.String(63), nullable=False, unique=True))
+    manifest: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    manifest_hash: str = Field(sa_column=Column(sa.String(80), nullable=False))
+    source_path: str | None = Field(default=None)
+    desired_state: str = Field(default=DesiredState.ACTIVE.value, index=True)
+    status: str = Field(default=JobStatus.PENDING.value, index=True)
+    status_reason: str | None = Field(default=None)
+    applied_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    relaunch_count: int = Field(default=0, nullable=False)
+    lease_owner: str | None = Field(default=None)
+    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+
+
+class InstanceRow(SQLModel, table=True):
+    """One machine orch asked a cloud for, keyed by orch's launch id (known before the cloud answers)."""
+
+    __tablename__ = "instances"
+
+    id: int | None = Field(default=None, primary_key=True)
+    provider: str = Field(nullable=False)
+    instance_id: str | None = Field(default=None, index=True)   # the cloud's id, once it answered
+    launch_id: str = Field(sa_column=Column(sa.String(64), nullable=False, unique=True))
+    owner: str = Field(nullable=False)
+    job_id: int | None = Field(default=None, foreign_key="jobs.id", index=True)
+    instance_type: str = Field(default="")
+    region: str = Field(default="")
+    zone: str | None = Field(default=None)
+    market: str = Field(default="on-demand")
+    price_hr: float = Field(default=0.0)
+    gpu: str = Field(default="")
+    gpu_count: int = Field(default=0)
+    state: str = Field(default="pending", index=True)
+    raw_state: str | None = Field(default=None)
+    public_ip: str | None = Field(default=None)
+    ssh_port: int | None = Field(default=None)
+    ssh_user: str | None = Field(default=None)
+    host_keys: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    terminated_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+
+
+class Attempt(SQLModel, table=True):
+    """One node of one launch of a job. A job's n-th launch is ``generation`` n; its nodes share it."""
+
+    __tablename__ = "attempts"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True, nullable=False)
+    generation: int = Field(default=0, nullable=False)
+    node_rank: int = Field(default=0, nullable=False)
+    launch_id: str = Field(sa_column=Column(sa.String(64), nullable=False, unique=True))
+    state: str = Field(default=AttemptState.PLANNED.value, index=True)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    checkpoint_restored: str | None = Field(default=None)    # the checkpoint URI this attempt resumed from
+    exit_code: int | None = Field(default=None)
+    reason: str | None = Field(default=None)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class CheckpointRow(SQLModel, table=True):
+    __tablename__ = "checkpoints"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True, nullable=False)
+    attempt_id: int | None = Field(default=None, foreign_key="attempts.id")
+    uri: str = Field(nullable=False)
+    step: int | None = Field(default=None)
+    committed_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
+
+
+class Event(SQLModel, table=True):
+    """Append-only history: what orch did and saw, for ``orch status`` and post-mortems."""
+
+    __tablename__ = "events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False, index=True)
+    job_id: int | None = Field(default=None, foreign_key="jobs.id", index=True)
+    kind: str = Field(nullable=False, index=True)
+    message: str = Field(default="")
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Spend(SQLModel, table=True):
+    """Money spent by one attempt over [from_ts, to_ts): rows never overlap for one attempt."""
+
+    __tablename__ = "spend"
+
+    id: int | None = Field(default=None, primary_key=True)
+    attempt_id: int | None = Field(default=None, foreign_key="attempts.id", index=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True, nullable=False)
+    from_ts: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    to_ts: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    usd: float = Field(nullable=False)
+
+
+TABLES = (Job, InstanceRow, Attempt, CheckpointRow, Event, Spend)

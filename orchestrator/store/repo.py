@@ -1,0 +1,436 @@
+"""The store's typed operations. Each takes the Session of the caller's transaction, so several
+operations commit together or not at all::
+
+    with store.transaction() as tx:
+        result = apply_jobs(tx, specs, prune=True)
+        record_event(tx, "apply", f"{len(result.created)} created")
+
+Rows returned are the SQLModel table objects; after the transaction they are detached but readable.
+Times are injected (``now=``) where the caller has a clock; else the current UTC time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from orchestrator.store.models import (
+    ATTEMPT_TRANSITIONS,
+    Attempt,
+    AttemptState,
+    CheckpointRow,
+    DesiredState,
+    Event,
+    InstanceRow,
+    Job,
+    JobStatus,
+    Spend,
+)
+from orchestrator.store.types import utcnow
+
+
+class NotFoundError(LookupError):
+    pass
+
+
+class InvalidTransitionError(ValueError):
+    pass
+
+
+# -- jobs ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A job as applied: its name, canonical manifest JSON (Manifest.to_json()), hash and source file."""
+
+    name: str
+    manifest: dict[str, Any]
+    manifest_hash: str
+    source_path: str | None = None
+
+    @classmethod
+    def from_loaded(cls, manifest: Any, source: Any, content_hash: str) -> JobSpec:
+        """From one ``orchestrator.manifest.LoadedManifest`` (``JobSpec.from_loaded(*loaded)``)."""
+        return cls(manifest.name, manifest.to_json(), content_hash, str(source))
+
+
+class Change(StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    PRUNED = "pruned"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    created: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    pruned: tuple[str, ...] = ()
+    changes: dict[str, Change] = field(default_factory=dict)
+
+
+def get_job(tx: Session, name: str) -> Job | None:
+    return tx.exec(select(Job).where(Job.name == name)).first()
+
+
+def require_job(tx: Session, name: str) -> Job:
+    job = get_job(tx, name)
+    if job is None:
+        raise NotFoundError(f"no job named {name!r}")
+    return job
+
+
+def get_job_by_id(tx: Session, job_id: int) -> Job | None:
+    return tx.get(Job, job_id)
+
+
+def list_jobs(tx: Session, *, desired_states: Sequence[DesiredState] | None = None,
+              statuses: Sequence[JobStatus] | None = None, include_deleted: bool = False) -> list[Job]:
+    """Jobs by name. Deleted jobs are left out unless asked for (or named in ``desired_states``)."""
+    query = select(Job)
+    if desired_states is not None:
+        query = query.where(col(Job.desired_state).in_([s.value for s in desired_states]))
+    elif not include_deleted:
+        query = query.where(Job.desired_state != DesiredState.DELETED.value)
+    if statuses is not None:
+        query = query.where(col(Job.status).in_([s.value for s in statuses]))
+    return list(tx.exec(query.order_by(Job.name)))
+
+
+def upsert_job(tx: Session, spec: JobSpec, *, now: datetime | None = None) -> tuple[Job, Change]:
+    """Create the job, or update its manifest when the hash differs. Re-applying a pruned or deleted
+    job makes it active again (and pending, if it had finished)."""
+    now = now or utcnow()
+    job = get_job(tx, spec.name)
+    if job is None:
+        job = Job(name=spec.name, manifest=spec.manifest, manifest_hash=spec.manifest_hash,
+                  source_path=spec.source_path, applied_at=now, created_at=now, updated_at=now)
+        tx.add(job)
+        tx.flush()
+        _event(tx, "job.created", f"job {spec.name} created", job.id, {"hash": spec.manifest_hash}, now)
+        return job, Change.CREATED
+    revived = job.desired_state != DesiredState.ACTIVE.value
+    if job.manifest_hash == spec.manifest_hash and not revived:
+        if job.source_path != spec.source_path:
+            job.source_path = spec.source_path
+            tx.add(job)
+        return job, Change.UNCHANGED
+    previous = job.manifest_hash
+    job.manifest = spec.manifest
+    job.manifest_hash = spec.manifest_hash
+    job.source_path = spec.source_path
+    job.desired_state = DesiredState.ACTIVE.value
+    job.applied_at = now
+    job.updated_at = now
+    if revived and JobStatus(job.status).is_final:
+        job.status = JobStatus.PENDING.value
+        job.status_reason = None
+        job.relaunch_count = 0
+    tx.add(job)
+    tx.flush()
+    _event(tx, "job.updated", f"job {spec.name} updated", job.id,
+           {"hash": spec.manifest_hash, "previous_hash": previous, "revived": revived}, now)
+    return job, Change.UPDATED
+
+
+def apply_jobs(tx: Session, specs: Sequence[JobSpec], *, prune: bool = False,
+               now: datetime | None = None) -> ApplyResult:
+    """Make the jobs table hold exactly ``specs`` as active jobs (with ``prune``: others become pruned).
+
+    Runs inside the caller's transaction: if anything raises, nothing of it is kept.
+    """
+    now = now or utcnow()
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"job {dup!r} appears twice in one apply")
+    changes: dict[str, Change] = {}
+    for spec in specs:
+        _, change = upsert_job(tx, spec, now=now)
+        changes[spec.name] = change
+    if prune:
+        for job in list_jobs(tx, desired_states=[DesiredState.ACTIVE]):
+            if job.name not in changes:
+                set_desired_state(tx, job.name, DesiredState.PRUNED, now=now)
+                changes[job.name] = Change.PRUNED
+    by = {c: tuple(sorted(n for n, v in changes.items() if v is c)) for c in Change}
+    return ApplyResult(by[Change.CREATED], by[Change.UPDATED], by[Change.UNCHANGED], by[Change.PRUNED], changes)
+
+
+def set_desired_state(tx: Session, name: str, state: DesiredState, *, now: datetime | None = None) -> Job:
+    now = now or utcnow()
+    job = require_job(tx, name)
+    if job.desired_state != state.value:
+        job.desired_state = state.value
+        job.updated_at = now
+        tx.add(job)
+        _event(tx, f"job.{state.value}", f"job {name} is now {state.value}", job.id, {}, now)
+    return job
+
+
+def set_job_status(tx: Session, job: Job | int, status: JobStatus, reason: str | None = None, *,
+                   now: datetime | None = None) -> Job:
+    """Set a job's status (and why), with an event when it changes."""
+    now = now or utcnow()
+    row = _job(tx, job)
+    if row.status != status.value or row.status_reason != reason:
+        old = row.status
+        row.status = status.value
+        row.status_reason = reason
+        row.updated_at = now
+        tx.add(row)
+        _event(tx, "job.status", f"job {row.name}: {old} -> {status.value}" + (f" ({reason})" if reason else ""),
+               row.id, {"from": old, "to": status.value, "reason": reason}, now)
+    return row
+
+
+def count_relaunch(tx: Session, job: Job | int, *, now: datetime | None = None) -> int:
+    """Add one to the job's relaunch count and return the new count."""
+    row = _job(tx, job)
+    row.relaunch_count += 1
+    row.updated_at = now or utcnow()
+    tx.add(row)
+    return row.relaunch_count
+
+
+def _job(tx: Session, job: Job | int) -> Job:
+    job_id = job if isinstance(job, int) else job.id
+    row = tx.get(Job, job_id) if job_id is not None else None
+    if row is None:
+        raise NotFoundError(f"no job with id {job_id}")
+    return row
+
+
+# -- attempts -----------------------------------------------------------------------------------------
+
+def create_attempt(tx: Session, job_id: int, launch_id: str, *, generation: int = 0, node_rank: int = 0,
+                   checkpoint_restored: str | None = None, now: datetime | None = None) -> Attempt:
+    now = now or utcnow()
+    attempt = Attempt(job_id=job_id, launch_id=launch_id, generation=generation, node_rank=node_rank,
+                      checkpoint_restored=checkpoint_restored, created_at=now, updated_at=now)
+    tx.add(attempt)
+    tx.flush()
+    return attempt
+
+
+def get_attempt(tx: Session, attempt_id: int) -> Attempt | None:
+    return tx.get(Attempt, attempt_id)
+
+
+def get_attempt_by_launch_id(tx: Session, launch_id: str) -> Attempt | None:
+    return tx.exec(select(Attempt).where(Attempt.launch_id == launch_id)).first()
+
+
+def list_attempts(tx: Session, job_id: int, *, generation: int | None = None,
+                  states: Sequence[AttemptState] | None = None) -> list[Attempt]:
+    query = select(Attempt).where(Attempt.job_id == job_id)
+    if generation is not None:
+        query = query.where(Attempt.generation == generation)
+    if states is not None:
+        query = query.where(col(Attempt.state).in_([s.value for s in states]))
+    return list(tx.exec(query.order_by(col(Attempt.generation), col(Attempt.node_rank))))
+
+
+def latest_generation(tx: Session, job_id: int) -> int | None:
+    return tx.exec(select(func.max(Attempt.generation)).where(Attempt.job_id == job_id)).first()
+
+
+def transition_attempt(tx: Session, attempt: Attempt | int, to: AttemptState, *, reason: str | None = None,
+                       exit_code: int | None = None, now: datetime | None = None) -> Attempt:
+    """Move an attempt along its state machine (models.ATTEMPT_TRANSITIONS); same state is a no-op.
+
+    Sets ``started_at`` on reaching running and ``ended_at`` on reaching an end state.
+    Raises InvalidTransitionError for a step backwards or out of an end state.
+    """
+    now = now or utcnow()
+    row = tx.get(Attempt, attempt if isinstance(attempt, int) else attempt.id)
+    if row is None:
+        raise NotFoundError(f"no attempt {attempt!r}")
+    current = AttemptState(row.state)
+    if current is to:
+        return row
+    if to not in ATTEMPT_TRANSITIONS[current]:
+        raise InvalidTransitionError(f"attempt {row.launch_id}: cannot go from {current.value} to {to.value}")
+    row.state = to.value
+    row.updated_at = now
+    if to is AttemptState.RUNNING and row.started_at is None:
+        row.started_at = now
+    if to.is_final:
+        row.ended_at = now
+    if reason is not None:
+        row.reason = reason
+    if exit_code is not None:
+        row.exit_code = exit_code
+    tx.add(row)
+    _event(tx, "attempt.state", f"attempt {row.launch_id}: {current.value} -> {to.value}"
+           + (f" ({reason})" if reason else ""), row.job_id,
+           {"launch_id": row.launch_id, "from": current.value, "to": to.value, "reason": reason,
+            "exit_code": exit_code}, now)
+    return row
+
+
+# -- instances ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class InstanceRecord:
+    """What is known of one machine. ``None`` fields leave the stored value as it is on update."""
+
+    provider: str
+    launch_id: str
+    owner: str
+    job_id: int | None = None
+    instance_id: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    market: str | None = None
+    price_hr: float | None = None
+    gpu: str | None = None
+    gpu_count: int | None = None
+    state: str | None = None
+    raw_state: str | None = None
+    public_ip: str | None = None
+    ssh_port: int | None = None
+    ssh_user: str | None = None
+    host_keys: tuple[str, ...] | None = None
+
+
+_GONE_STATES = ("terminated", "preempted")
+
+
+def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = None) -> InstanceRow:
+    """Insert or update the instance row keyed by ``launch_id`` (idempotent; safe to repeat)."""
+    now = now or utcnow()
+    row = get_instance_by_launch_id(tx, rec.launch_id)
+    if row is None:
+        row = InstanceRow(provider=rec.provider, launch_id=rec.launch_id, owner=rec.owner, created_at=now)
+    for name in ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "gpu",
+                 "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user"):
+        value = getattr(rec, name)
+        if value is not None:
+            setattr(row, name, value)
+    if rec.host_keys is not None:
+        row.host_keys = list(rec.host_keys)
+    row.provider = rec.provider
+    row.owner = rec.owner
+    if row.state in _GONE_STATES and row.terminated_at is None:
+        row.terminated_at = now
+    row.updated_at = now
+    tx.add(row)
+    tx.flush()
+    return row
+
+
+def get_instance_by_launch_id(tx: Session, launch_id: str) -> InstanceRow | None:
+    return tx.exec(select(InstanceRow).where(InstanceRow.launch_id == launch_id)).first()
+
+
+def get_instance(tx: Session, provider: str, instance_id: str) -> InstanceRow | None:
+    return tx.exec(select(InstanceRow).where(InstanceRow.provider == provider,
+                                             InstanceRow.instance_id == instance_id)).first()
+
+
+def list_instances(tx: Session, *, job_id: int | None = None, provider: str | None = None,
+                   live_only: bool = False) -> list[InstanceRow]:
+    """Instances, oldest first; ``live_only`` leaves out terminated and preempted ones."""
+    query = select(InstanceRow)
+    if job_id is not None:
+        query = query.where(InstanceRow.job_id == job_id)
+    if provider is not None:
+        query = query.where(InstanceRow.provider == provider)
+    if live_only:
+        query = query.where(col(InstanceRow.state).not_in(_GONE_STATES))
+    return list(tx.exec(query.order_by(col(InstanceRow.id))))
+
+
+def mark_instance_gone(tx: Session, launch_id: str, state: str = "terminated", raw_state: str | None = None, *,
+                       now: datetime | None = None) -> InstanceRow:
+    row = get_instance_by_launch_id(tx, launch_id)
+    if row is None:
+        raise NotFoundError(f"no instance with launch id {launch_id}")
+    if state not in _GONE_STATES:
+        raise ValueError(f"{state!r} is not a gone state ({', '.join(_GONE_STATES)})")
+    now = now or utcnow()
+    row.state = state
+    if raw_state is not None:
+        row.raw_state = raw_state
+    row.terminated_at = row.terminated_at or now
+    row.updated_at = now
+    tx.add(row)
+    return row
+
+
+# -- checkpoints, events, spend -----------------------------------------------------------------------
+
+def record_checkpoint(tx: Session, job_id: int, uri: str, *, attempt_id: int | None = None,
+                      step: int | None = None, committed_at: datetime | None = None) -> CheckpointRow:
+    row = CheckpointRow(job_id=job_id, attempt_id=attempt_id, uri=uri, step=step,
+                        committed_at=committed_at or utcnow())
+    tx.add(row)
+    tx.flush()
+    _event(tx, "checkpoint", f"checkpoint {uri}" + (f" at step {step}" if step is not None else ""), job_id,
+           {"uri": uri, "step": step, "attempt_id": attempt_id}, row.committed_at)
+    return row
+
+
+def latest_checkpoint(tx: Session, job_id: int) -> CheckpointRow | None:
+    """The most recently committed checkpoint of the job, or None."""
+    query = (select(CheckpointRow).where(CheckpointRow.job_id == job_id)
+             .order_by(col(CheckpointRow.committed_at).desc(), col(CheckpointRow.id).desc()))
+    return tx.exec(query).first()
+
+
+def record_event(tx: Session, kind: str, message: str = "", *, job_id: int | None = None,
+                 data: dict[str, Any] | None = None, ts: datetime | None = None) -> Event:
+    """Append one event (events are never updated or deleted). ``data`` must be JSON-serialisable."""
+    return _event(tx, kind, message, job_id, data or {}, ts or utcnow())
+
+
+def _event(tx: Session, kind: str, message: str, job_id: int | None, data: dict[str, Any], ts: datetime) -> Event:
+    row = Event(ts=ts, job_id=job_id, kind=kind, message=message, data=data)
+    tx.add(row)
+    return row
+
+
+def list_events(tx: Session, *, job_id: int | None = None, after_id: int | None = None,
+                kinds: Sequence[str] | None = None, limit: int | None = None) -> list[Event]:
+    """Events oldest first; ``after_id`` pages forward (tail -f style)."""
+    query = select(Event)
+    if job_id is not None:
+        query = query.where(Event.job_id == job_id)
+    if after_id is not None:
+        query = query.where(col(Event.id) > after_id)
+    if kinds is not None:
+        query = query.where(col(Event.kind).in_(list(kinds)))
+    query = query.order_by(col(Event.id))
+    if limit is not None:
+        query = query.limit(limit)
+    return list(tx.exec(query))
+
+
+def record_spend(tx: Session, job_id: int, from_ts: datetime, to_ts: datetime, usd: float, *,
+                 attempt_id: int | None = None) -> Spend:
+    if to_ts < from_ts:
+        raise ValueError("spend interval ends before it starts")
+    if usd < 0:
+        raise ValueError("spend cannot be negative")
+    row = Spend(job_id=job_id, attempt_id=attempt_id, from_ts=from_ts, to_ts=to_ts, usd=usd)
+    tx.add(row)
+    tx.flush()
+    return row
+
+
+def total_spend(tx: Session, job_id: int) -> float:
+    return float(tx.exec(select(func.coalesce(func.sum(Spend.usd), 0.0)).where(Spend.job_id == job_id)).one())
+
+
+def last_spend_until(tx: Session, attempt_id: int) -> datetime | None:
+    """Up to when an attempt's spend is recorded: the next record should start here."""
+    return tx.exec(select(func.max(Spend.to_ts)).where(Spend.attempt_id == attempt_id)).first()
