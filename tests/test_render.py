@@ -293,20 +293,32 @@ def test_latest_that_is_not_a_checkpoint_name_is_ignored(tmp_path: Path) -> None
 
 # --- orch render ---------------------------------------------------------------------------------
 
-def test_orch_render_cli(tmp_path: Path) -> None:
+def test_orch_render_cli_on_a_real_manifest(tmp_path: Path) -> None:
     from orchestrator.cli.main import app
 
     path = tmp_path / "job.yaml"
-    path.write_text("name: tiny\nrun: {launcher: torchrun, script: train.py, args: ['--steps', '20']}\n"
-                    "checkpoint: {dir: /ckpt, store: 'file:///store/tiny'}\nresources: {gpus_per_node: 2}\n")
+    path.write_text(
+        "apiVersion: orch/v1\nkind: Job\nname: tiny\n"
+        "resources: {gpu: L4, count: 2, nodes: 2}\n"
+        "run: {launcher: torchrun, script: train.py, args: ['--steps', 20]}\n"
+        "checkpoint: {path: /ckpt, store: 's3://bucket/tiny', resume: {env: RESUME_FROM}}\n"
+        "secrets: [HF_TOKEN]\n")
     runner = CliRunner()
-    out = runner.invoke(app, ["render", str(path), "--part", "script"])
+    out = runner.invoke(app, ["render", str(path), "--part", "script", "--node-rank", "1", "--master-addr", "10.1.2.3"])
     assert out.exit_code == 0, out.output
-    assert out.stdout == EXPECTED_TORCHRUN
-    both = runner.invoke(app, ["render", str(path), "--node-rank", "0"])
+    script = out.stdout
+    assert "torchrun --nnodes 2 --nproc-per-node 2 --node-rank 1 --master-addr 10.1.2.3" in script
+    assert "export RESUME_FROM" in script or "RESUME_FROM=" in script
+    assert "HF_TOKEN" in script and "rclone cat orchs3:bucket/tiny/LATEST" in script
+    both = runner.invoke(app, ["render", str(path)])
     assert both.exit_code == 0 and "# ===== agent.json =====" in both.stdout
     bad = runner.invoke(app, ["render", str(path), "--node-rank", "5"])
-    assert bad.exit_code == 2 and "node rank 5" in bad.output
+    assert bad.exit_code == 2 and "--node-rank 5 is outside 0..1" in bad.output
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: orch/v1\nkind: Job\nname: tiny\nresources: {gpu: A100-90G}\n"
+                      "run: {launcher: torchrun, script: t.py}\n")
+    out = runner.invoke(app, ["render", str(broken)])
+    assert out.exit_code == 2 and "did you mean A100-80G" in out.output
 
 
 def test_render_input_is_frozen() -> None:

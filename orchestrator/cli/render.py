@@ -21,27 +21,31 @@ class Part(StrEnum):
 
 @app.command()
 def render(
-    manifest: Annotated[Path, typer.Argument(help="Job manifest (YAML; shape in docs/runtime.md).")],
+    manifest: Annotated[Path, typer.Argument(help="Job manifest (YAML, apiVersion orch/v1).")],
     node_rank: Annotated[int, typer.Option("--node-rank", help="Which node's script to render.")] = 0,
     master_addr: Annotated[str | None, typer.Option("--master-addr", help="Node 0's address.")] = None,
     part: Annotated[Part, typer.Option("--part", help="all, script (startup.sh) or agent (agent.json).")]
     = Part.all,
 ) -> None:
     """Print the startup script and agent config a node would get. Secrets appear by name only."""
-    import yaml
-
+    from orchestrator.manifest import ManifestError, load_manifests
+    from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
     from orchestrator.runtime.objectstore import UnsupportedStoreError
     from orchestrator.runtime.render import AGENT_CONFIG_NAME, STARTUP_SCRIPT_NAME, render_node
-    from orchestrator.runtime.render_input import RenderInputError, render_input_from_manifest
+    from orchestrator.runtime.render_input import RenderInputError
 
     try:
-        doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    except OSError as exc:
-        fail(f"cannot read {manifest}: {exc.strerror}", EXIT_BAD_INPUT)
-    except yaml.YAMLError as exc:
-        fail(f"{manifest} is not valid YAML: {exc}", EXIT_BAD_INPUT)
+        loaded = load_manifests([manifest])
+    except ManifestError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    if len(loaded) != 1:
+        fail(f"{manifest} holds {len(loaded)} jobs; render takes a file with one", EXIT_BAD_INPUT)
+    job = loaded[0].manifest
+    if not 0 <= node_rank < job.resources.nodes:
+        fail(f"--node-rank {node_rank} is outside 0..{job.resources.nodes - 1} for job {job.name}", EXIT_BAD_INPUT)
+    facts = LaunchFacts(node_rank=node_rank, master_addr=master_addr or "127.0.0.1")
     try:
-        node = render_node(render_input_from_manifest(doc, node_rank=node_rank, master_addr=master_addr))
+        node = render_node(render_input_for(job, facts))
     except (RenderInputError, UnsupportedStoreError) as exc:
         fail(f"{manifest}: {exc}", EXIT_BAD_INPUT)
     if part is Part.script:

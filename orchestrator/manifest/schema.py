@@ -408,6 +408,10 @@ class Manifest(_Model):
         for provider in self.providers.allow:
             if provider in self.providers.deny:
                 raise HintedValueError(f"provider {provider!r} is both allowed and denied")
+        if self.image and self.checkpoint and self.checkpoint.notify and self.checkpoint.notify.signal:
+            # Docker delivers signals to the container's PID 1 only, never to the training ranks.
+            raise HintedValueError("with an image, checkpoint.notify must be a file, not a signal",
+                                   "e.g. notify: {file: /ckpt/CHECKPOINT_NOW}")
         return self
 
     @property

@@ -1,0 +1,71 @@
+"""A validated job manifest, plus the per-launch facts it cannot know, as one node's RenderInput."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestrator.manifest.schema import Launcher as ManifestLauncher
+from orchestrator.manifest.schema import Manifest
+from orchestrator.runtime.render_input import (
+    AgentSettings,
+    CheckpointSpec,
+    CloudKind,
+    DataStage,
+    Launcher,
+    NotifyVia,
+    RenderInput,
+    ResumeVia,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFacts:
+    """What orch learns at launch: where the node is, how many GPUs it has, which cloud it is on."""
+
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    gpus_per_node: int | None = None          # the offer's; default the manifest's count
+    interconnect: str | None = None           # the offer's; default the manifest's (or pcie)
+    cloud: CloudKind = CloudKind.NONE
+    metadata_urls: dict[str, str] = field(default_factory=dict)   # cloud -> base URL override (tests)
+    store_endpoint: str = ""                  # S3-compatible endpoint for the checkpoint store
+    work_dir: str = ""
+    sample_interval_s: float = 5.0
+    notice_interval_s: float = 5.0
+
+
+def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
+    ckpt = None
+    c = manifest.checkpoint
+    if c is not None:
+        resume_via = ResumeVia.ARG if c.resume.arg else ResumeVia.ENV
+        notify = c.notify
+        ckpt = CheckpointSpec(
+            local_dir=c.path, store_uri=c.store, store_endpoint=facts.store_endpoint,
+            resume_via=resume_via, resume_name=c.resume.arg or c.resume.env or "",
+            notify_via=NotifyVia.SIGNAL if notify and notify.signal else NotifyVia.FILE,
+            notify_signal=(notify.signal if notify and notify.signal else "SIGUSR1"),
+            notify_file=(notify.file if notify and notify.file else ""),
+        )
+    run = manifest.run
+    launcher = Launcher(run.launcher.value)
+    args = tuple(run.args)
+    if run.config and run.launcher in (ManifestLauncher.ACCELERATE, ManifestLauncher.DEEPSPEED):
+        # The launcher's own config file travels as a launcher-specific flag ahead of the script args.
+        args = ("--deepspeed_config", run.config, *args) if launcher is Launcher.DEEPSPEED else args
+    return RenderInput(
+        job_name=manifest.name, launcher=launcher, script=run.script or "", args=args,
+        command=run.command or "", image=manifest.image or "", setup=tuple(manifest.setup),
+        env=tuple(sorted(manifest.env.items())), secrets=tuple(sorted(manifest.secrets)),
+        data=tuple(DataStage(d.source, d.path) for d in manifest.data), checkpoint=ckpt,
+        nodes=manifest.resources.nodes, gpus_per_node=facts.gpus_per_node or manifest.resources.count,
+        node_rank=facts.node_rank, master_addr=facts.master_addr, master_port=facts.master_port,
+        interconnect=facts.interconnect or manifest.resources.interconnect or "pcie", work_dir=facts.work_dir,
+        agent=AgentSettings(
+            sample_interval_s=facts.sample_interval_s, notice_interval_s=facts.notice_interval_s,
+            cloud=facts.cloud, aws_metadata_url=facts.metadata_urls.get("aws", ""),
+            gcp_metadata_url=facts.metadata_urls.get("gcp", ""),
+            azure_metadata_url=facts.metadata_urls.get("azure", ""),
+        ),
+    )
