@@ -3,7 +3,7 @@
 The engine (launching, reconciling, recovering, idling) is written against ``EngineStore`` so that its
 crash-safety rule is visible in one place: every cloud-changing step writes the store BEFORE
 (``AttemptState.LAUNCH_REQUESTED`` with the launch id) and AFTER (``LAUNCHED`` with the instance id).
-``orchestrator.engine.sqlstore`` implements it on the SQLModel store.
+``orchestrator.engine.sqlstore`` implements it on the SQLModel store; the state enums are the store's.
 """
 
 from __future__ import annotations
@@ -11,40 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Protocol
 
 from orchestrator.engine.jobspec import JobSpec
+from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Instance, Offer
-
-
-class AttemptState(StrEnum):
-    """One job's run on one instance. Transitions only move right (terminal states end it)."""
-
-    PLANNED = "planned"                    # offer chosen, launch id minted; nothing asked of the cloud yet
-    LAUNCH_REQUESTED = "launch_requested"  # written BEFORE provider.launch: a crash here is healed by adoption
-    LAUNCHED = "launched"                  # written AFTER: the cloud said yes, instance id known
-    RUNNING = "running"                    # the instance is up and the job is running on it
-    TERMINATE_REQUESTED = "terminate_requested"  # orch asked the cloud to end it; not gone until confirmed
-    PREEMPTED = "preempted"                # terminal: reclaimed by the cloud; a new attempt replaces it
-    SUCCEEDED = "succeeded"                # terminal: the job exited 0
-    FAILED = "failed"                      # terminal: the job or its launch failed for good
-    TERMINATED = "terminated"              # terminal: orch ended it (down, idle, budget)
-
-    @property
-    def is_live(self) -> bool:
-        return self in (AttemptState.PLANNED, AttemptState.LAUNCH_REQUESTED, AttemptState.LAUNCHED,
-                        AttemptState.RUNNING, AttemptState.TERMINATE_REQUESTED)
-
-
-class JobStatus(StrEnum):
-    PENDING = "pending"          # wants an instance
-    LAUNCHING = "launching"
-    RUNNING = "running"
-    RECOVERING = "recovering"    # preempted, replacement being launched
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    STOPPED = "stopped"          # torn down on request (down, prune)
 
 
 @dataclass(frozen=True, slots=True)

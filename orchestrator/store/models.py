@@ -42,6 +42,7 @@ class AttemptState(StrEnum):
     LAUNCHED = "launched"
     BOOTSTRAPPING = "bootstrapping"
     RUNNING = "running"
+    TERMINATE_REQUESTED = "terminate_requested"   # orch asked the cloud to end it; gone once confirmed
     PREEMPTED = "preempted"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -51,13 +52,19 @@ class AttemptState(StrEnum):
     def is_final(self) -> bool:
         return self in FINAL_ATTEMPT_STATES
 
+    @property
+    def is_live(self) -> bool:
+        """Not final: the attempt may still own a machine."""
+        return self not in FINAL_ATTEMPT_STATES
+
 
 FINAL_ATTEMPT_STATES = frozenset({AttemptState.PREEMPTED, AttemptState.SUCCEEDED, AttemptState.FAILED,
                                   AttemptState.TERMINATED})
 _FORWARD = (AttemptState.PLANNED, AttemptState.LAUNCH_REQUESTED, AttemptState.LAUNCHED,
-            AttemptState.BOOTSTRAPPING, AttemptState.RUNNING)
+            AttemptState.BOOTSTRAPPING, AttemptState.RUNNING, AttemptState.TERMINATE_REQUESTED)
 
-# planned -> launch_requested -> launched -> bootstrapping -> running, and from any of these to an end.
+# planned -> launch_requested -> launched -> bootstrapping -> running -> terminate_requested, and from any of
+# these to an end.
 # Steps may be skipped forward (a poll can find a machine already running); nothing goes back.
 ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
     state: frozenset(_FORWARD[i + 1:]) | FINAL_ATTEMPT_STATES for i, state in enumerate(_FORWARD)
