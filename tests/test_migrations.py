@@ -92,3 +92,23 @@ def test_offline_sql_renders(capsys: pytest.CaptureFixture[str]) -> None:
     command.upgrade(cfg, "head", sql=True)
     out = capsys.readouterr().out
     assert "CREATE TABLE jobs" in out and "TIMESTAMP WITH TIME ZONE" in out
+
+
+def test_orch_db_upgrade_and_current_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    url = f"sqlite:///{tmp_path / 'cli' / 'orch.db'}"
+    monkeypatch.setenv("ORCH_DATABASE_URL", url)
+    runner = CliRunner()
+    result = runner.invoke(app, ["db", "current"])
+    assert result.exit_code == 0 and "(empty)" in result.stdout and "run `orch db upgrade`" in result.stdout
+    result = runner.invoke(app, ["db", "upgrade"])
+    assert result.exit_code == 0 and "upgraded (empty) -> 0001" in result.stdout
+    result = runner.invoke(app, ["db", "upgrade"])
+    assert result.exit_code == 0 and "already at 0001" in result.stdout
+    result = runner.invoke(app, ["db", "current"])
+    assert result.exit_code == 0 and "0001 (head 0001; up to date)" in result.stdout
+    result = runner.invoke(app, ["db", "current", "--url", "mysql://u:secret@h/d"])
+    assert result.exit_code == 2 and "SQLite or PostgreSQL" in result.stderr and "secret" not in result.stderr

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT
+from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
 from orchestrator.cli.main import app
 
 
@@ -36,6 +36,8 @@ def validate(
         for error in exc.errors:
             sys.stderr.write(error.format() + "\n")
         raise SystemExit(EXIT_BAD_INPUT) from None
+    except Exception as exc:   # a bug in orch, not in the manifest: still one line, no traceback
+        fail(f"internal error while validating: {type(exc).__name__}: {exc}", code=1)
     for path in paths:
         if path.is_dir():
             root = path.resolve()

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -33,6 +34,9 @@ from orchestrator.store.models import (
     Spend,
 )
 from orchestrator.store.types import utcnow
+
+if TYPE_CHECKING:
+    from orchestrator.manifest import Manifest
 
 
 class NotFoundError(LookupError):
@@ -55,7 +59,7 @@ class JobSpec:
     source_path: str | None = None
 
     @classmethod
-    def from_loaded(cls, manifest: Any, source: Any, content_hash: str) -> JobSpec:
+    def from_loaded(cls, manifest: Manifest, source: Path | str, content_hash: str) -> JobSpec:
         """From one ``orchestrator.manifest.LoadedManifest`` (``JobSpec.from_loaded(*loaded)``)."""
         return cls(manifest.name, manifest.to_json(), content_hash, str(source))
 
