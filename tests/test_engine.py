@@ -8,10 +8,14 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptState, JobStatus
+from orchestrator.engine.ports import AttemptState, JobRecord, JobStatus
 from orchestrator.engine.reconciler import AgentReport, EngineConfig, Monitor, Reconciler
+from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.idle import IdlePolicy
+from orchestrator.manifest.schema import Manifest
 from orchestrator.planner import PlanRequest
+from orchestrator.store import open_store, repo
+from orchestrator.store.models import DesiredState, Job
 from providers.base import Instance, InstanceState, Market, Offer
 from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
 from providers.gpus import Interconnect
@@ -54,10 +58,42 @@ class ScriptedMonitor(Monitor):
         return self.reports.get(instance.instance_id)
 
 
-@pytest.fixture
-def world():  # type: ignore[no-untyped-def]
+class SqlHarness(SqlEngineStore):
+    """The SQL store plus the two test verbs the memory store has (jobs come from real manifests)."""
+
+    def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
+        doc = {"apiVersion": "orch/v1", "kind": "Job", "name": spec.name,
+               "resources": {"gpu": list(spec.plan.gpus), "count": spec.plan.count},
+               "run": {"launcher": "command", "command": "python train.py"},
+               "policies": {"estimated_hours": spec.plan.estimated_hours,
+                            "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,
+                                     "window": f"{int(spec.idle.window.total_seconds())}s"}}}
+        if spec.budget_usd is not None:
+            doc["policies"]["budget_usd"] = spec.budget_usd  # type: ignore[index]
+        m = Manifest.model_validate(doc)
+        with self.store.transaction() as tx:
+            repo.apply_jobs(tx, [repo.JobSpec(m.name, m.to_json(), "h-" + m.name)], now=now)
+            row = repo.require_job(tx, m.name)
+        return self.job(row.id or 0)
+
+    def request_down(self, job_id: int) -> None:
+        with self.store.transaction() as tx:
+            row = tx.get(Job, job_id)
+            assert row is not None
+            repo.set_desired_state(tx, row.name, DesiredState.DELETED)
+
+    def kinds(self) -> list[str]:
+        with self.store.transaction() as tx:
+            return [e.kind for e in repo.list_events(tx)]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def world(request, tmp_path):  # type: ignore[no-untyped-def]
     clock = Clock()
-    store = MemoryStore()
+    if request.param == "memory":
+        store = MemoryStore()
+    else:
+        store = SqlHarness(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=CATALOG)
     aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
     monitor = ScriptedMonitor()
     rec = Reconciler(store, {"aws": aws, "gcp": gcp}, CATALOG, EngineConfig(owner=OWNER), clock=clock,

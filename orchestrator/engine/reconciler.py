@@ -135,6 +135,7 @@ class Reconciler:
     def tick(self) -> TickReport:
         report = TickReport()
         now = self.clock()
+        self.store.begin_tick(now)
         listed, failed = self._list_clouds(report)
         by_launch: dict[str, Instance] = {}
         for instances in listed.values():
@@ -459,7 +460,8 @@ class Reconciler:
         self._orphans_seen = {k: v for k, v in self._orphans_seen.items() if k in seen_now}
 
     def _accrue(self, attempt: AttemptRecord, job: JobRecord, now: datetime) -> None:
-        since = self._spend_marks.get(attempt.id) or attempt.started_at or attempt.created_at
+        since = (self._spend_marks.get(attempt.id) or self.store.spend_mark(attempt.id) or attempt.started_at
+                 or attempt.created_at)
         if since is None or now <= since:
             self._spend_marks[attempt.id] = now
             return

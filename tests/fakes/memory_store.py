@@ -26,6 +26,7 @@ class MemoryStore:
     events: list[Event] = field(default_factory=list)
     checkpoints: dict[int, list[tuple[str, int | None]]] = field(default_factory=dict)
     instances: dict[tuple[str, str], Instance] = field(default_factory=dict)
+    spend_marks: dict[int, datetime] = field(default_factory=dict)
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
         job = JobRecord(len(self.jobs) + 1, spec.name, spec, JobStatus.PENDING, True, 0, 0.0, now)
@@ -36,6 +37,12 @@ class MemoryStore:
         self.jobs[job_id] = replace(self.jobs[job_id], desired_active=False)
 
     # --- EngineStore ---------------------------------------------------------------------------------
+    def begin_tick(self, now: datetime) -> None:
+        return None
+
+    def spend_mark(self, attempt_id: int) -> datetime | None:
+        return self.spend_marks.get(attempt_id)
+
     def active_jobs(self) -> Sequence[JobRecord]:
         return [j for j in self.jobs.values() if j.desired_active]
 
@@ -94,6 +101,7 @@ class MemoryStore:
     def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None:
         j = self.jobs[job_id]
         self.jobs[job_id] = replace(j, spent_usd=j.spent_usd + usd)
+        self.spend_marks[attempt_id] = until
 
     def last_checkpoint(self, job_id: int) -> str | None:
         found = self.checkpoints.get(job_id)

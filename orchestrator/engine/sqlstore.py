@@ -1,0 +1,227 @@
+"""EngineStore on the SQL store (SQLite or PostgreSQL). Every method is its own committed transaction.
+
+With ``lease_owner`` set (several daemons on PostgreSQL), ``begin_tick`` claims or renews row leases
+(``SELECT ... FOR UPDATE SKIP LOCKED``) and the job-scoped reads return only the jobs this daemon
+holds; ``all_live_launch_ids`` still spans every daemon, so nobody mistakes another's machine for an
+orphan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from orchestrator.engine.jobspec import JobSpec, jobspec_from_manifest
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.store import repo
+from orchestrator.store.db import Store
+from orchestrator.store.leases import claim_jobs
+from orchestrator.store.models import (
+    FINAL_ATTEMPT_STATES,
+    Attempt,
+    AttemptState,
+    CheckpointRow,
+    DesiredState,
+    InstanceRow,
+    Job,
+    JobStatus,
+    Spend,
+)
+from providers.base import Instance, Market, Offer
+from providers.gpus import Interconnect, gpu_by_name
+
+_LIVE_STATES = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
+_GONE = ("terminated", "preempted")
+
+
+class SqlEngineStore:
+    def __init__(self, store: Store, owner: str, *, catalog: Sequence[Offer] = (), lease_owner: str | None = None,
+                 lease_ttl: timedelta = timedelta(seconds=90)) -> None:
+        self.store = store
+        self.owner = owner
+        self.lease_owner = lease_owner
+        self.lease_ttl = lease_ttl
+        self._catalog = {o.key: o for o in catalog}
+        self._specs: dict[tuple[int, str], JobSpec] = {}
+        self._leased: set[int] | None = None
+
+    # --- leases --------------------------------------------------------------------------------------
+    def begin_tick(self, now: datetime) -> None:
+        if self.lease_owner is None:
+            return
+        with self.store.transaction() as tx:
+            self._leased = {j.id for j in claim_jobs(tx, self.lease_owner, ttl=self.lease_ttl, now=now)
+                            if j.id is not None}
+
+    def _mine(self, job_id: int) -> bool:
+        return self._leased is None or job_id in self._leased
+
+    # --- reading -------------------------------------------------------------------------------------
+    def _spec(self, row: Job) -> JobSpec:
+        key = (row.id or 0, row.manifest_hash)
+        spec = self._specs.get(key)
+        if spec is None:
+            from orchestrator.manifest.schema import Manifest
+
+            spec = jobspec_from_manifest(Manifest.model_validate(row.manifest), row.applied_at)
+            self._specs[key] = spec
+        return spec
+
+    def _record(self, row: Job, spent: float) -> JobRecord:
+        assert row.id is not None
+        return JobRecord(id=row.id, name=row.name, spec=self._spec(row), status=JobStatus(row.status),
+                         desired_active=row.desired_state == DesiredState.ACTIVE.value,
+                         relaunch_count=row.relaunch_count, spent_usd=spent, created_at=row.created_at,
+                         manifest_json=json.dumps(row.manifest))
+
+    def _jobs(self, where_active: bool) -> list[JobRecord]:
+        with self.store.transaction() as tx:
+            q = select(Job)
+            q = (q.where(Job.desired_state == DesiredState.ACTIVE.value) if where_active
+                 else q.where(Job.desired_state != DesiredState.ACTIVE.value))
+            rows = [r for r in tx.exec(q.order_by(col(Job.id))) if self._mine(r.id or 0)]
+            spent = dict(tx.exec(select(Spend.job_id, func.sum(Spend.usd)).group_by(col(Spend.job_id))).all())
+        return [self._record(r, float(spent.get(r.id, 0.0) or 0.0)) for r in rows]
+
+    def active_jobs(self) -> Sequence[JobRecord]:
+        return self._jobs(True)
+
+    def jobs_to_tear_down(self) -> Sequence[JobRecord]:
+        live_jobs = {a.job_id for a in self.live_attempts()}
+        return [j for j in self._jobs(False) if j.id in live_jobs]
+
+    def job(self, job_id: int) -> JobRecord:
+        with self.store.transaction() as tx:
+            row = tx.get(Job, job_id)
+            if row is None:
+                raise repo.NotFoundError(f"no job {job_id}")
+            spent = repo.total_spend(tx, job_id)
+        return self._record(row, spent)
+
+    def _offer(self, inst: InstanceRow) -> Offer:
+        market = Market(inst.market)
+        known = self._catalog.get((inst.provider, inst.instance_type, inst.region, inst.zone, market))
+        if known is not None:
+            return known
+        try:
+            model = gpu_by_name(inst.gpu)
+            vram, link = float(model.vram_gb), model.default_interconnect
+        except KeyError:
+            vram, link = 0.0, Interconnect.PCIE
+        return Offer(inst.provider, inst.instance_type, inst.region, inst.zone, inst.gpu, max(inst.gpu_count, 1), vram,
+                     0.0, 0.0, link, market, inst.price_hr, inst.created_at.date(), True, "store")
+
+    def _attempts(self, q: object) -> list[AttemptRecord]:
+        with self.store.transaction() as tx:
+            rows = list(tx.exec(q))  # type: ignore[call-overload]
+        return [self._attempt(a, i) for a, i in rows]
+
+    def _attempt(self, a: Attempt, inst: InstanceRow) -> AttemptRecord:
+        assert a.id is not None
+        return AttemptRecord(id=a.id, job_id=a.job_id, launch_id=a.launch_id, state=AttemptState(a.state),
+                             offer=self._offer(inst), instance_id=inst.instance_id, created_at=a.created_at,
+                             started_at=a.started_at, ended_at=a.ended_at, checkpoint_restored=a.checkpoint_restored,
+                             reason=a.reason, node_rank=a.node_rank)
+
+    def _joined(self):  # type: ignore[no-untyped-def]
+        return select(Attempt, InstanceRow).join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id)
+
+    def live_attempts(self) -> Sequence[AttemptRecord]:
+        found = self._attempts(self._joined().where(col(Attempt.state).in_(_LIVE_STATES)).order_by(col(Attempt.id)))
+        return [a for a in found if self._mine(a.job_id)]
+
+    def all_live_launch_ids(self) -> set[str]:
+        with self.store.transaction() as tx:
+            return set(tx.exec(select(Attempt.launch_id).where(col(Attempt.state).in_(_LIVE_STATES))))
+
+    def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]:
+        return self._attempts(self._joined().where(Attempt.job_id == job_id).order_by(col(Attempt.id)))
+
+    def attempt_by_launch_id(self, launch_id: str) -> AttemptRecord | None:
+        found = self._attempts(self._joined().where(Attempt.launch_id == launch_id))
+        return found[0] if found else None
+
+    def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]:
+        out: dict[str, AttemptRecord] = {}
+        ids = list(dict.fromkeys(launch_ids))
+        for i in range(0, len(ids), 500):
+            for a in self._attempts(self._joined().where(col(Attempt.launch_id).in_(ids[i:i + 500]))):
+                out[a.launch_id] = a
+        return out
+
+    def last_checkpoint(self, job_id: int) -> str | None:
+        with self.store.transaction() as tx:
+            row = repo.latest_checkpoint(tx, job_id)
+            return row.uri if row else None
+
+    def spend_mark(self, attempt_id: int) -> datetime | None:
+        with self.store.transaction() as tx:
+            return repo.last_spend_until(tx, attempt_id)
+
+    # --- writing -------------------------------------------------------------------------------------
+    def plan_attempt(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
+                     now: datetime) -> AttemptRecord:
+        with self.store.transaction() as tx:
+            generation = (repo.latest_generation(tx, job_id) or 0) + 1
+            a = repo.create_attempt(tx, job_id, launch_id, generation=generation, checkpoint_restored=checkpoint,
+                                    now=now)
+            inst = repo.record_instance(tx, repo.InstanceRecord(
+                provider=offer.provider, launch_id=launch_id, owner=self.owner, job_id=job_id,
+                instance_type=offer.instance_type, region=offer.region, zone=offer.zone, market=offer.market.value,
+                price_hr=offer.price_hr, gpu=offer.gpu, gpu_count=offer.gpu_count, state="pending"), now=now)
+            record = self._attempt(a, inst)
+        return AttemptRecord(**{**{f: getattr(record, f) for f in record.__dataclass_fields__}, "offer": offer})
+
+    def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
+                          instance: Instance | None = None, reason: str | None = None) -> None:
+        with self.store.transaction() as tx:
+            row = repo.transition_attempt(tx, attempt_id, state, reason=reason, now=now)
+            if instance is not None:
+                repo.record_instance(tx, _instance_record(instance, row.launch_id, self.owner, row.job_id), now=now)
+
+    def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None:
+        with self.store.transaction() as tx:
+            repo.set_job_status(tx, job_id, status, now=now)
+            if relaunched:
+                repo.count_relaunch(tx, job_id, now=now)
+
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None:
+        with self.store.transaction() as tx:
+            repo.record_spend(tx, job_id, since, until, usd, attempt_id=attempt_id)
+
+    def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None:
+        with self.store.transaction() as tx:
+            exists = tx.exec(select(CheckpointRow.id).where(CheckpointRow.job_id == job_id,
+                                                            CheckpointRow.uri == uri)).first()
+            if exists is None:
+                repo.record_checkpoint(tx, job_id, uri, attempt_id=attempt_id, step=step, committed_at=at)
+
+    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
+              data: dict[str, object] | None = None) -> None:
+        with self.store.transaction() as tx:
+            repo.record_event(tx, kind, message, job_id=job_id, data=dict(data or {}), ts=now)
+
+    def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
+        listed = {i.launch_id: i for i in instances if i.launch_id}
+        with self.store.transaction() as tx:
+            rows = tx.exec(select(InstanceRow).where(InstanceRow.provider == provider,
+                                                     col(InstanceRow.state).not_in(_GONE)))
+            for row in rows:
+                inst = listed.get(row.launch_id)
+                if inst is None:
+                    if row.instance_id is not None:     # the cloud answered once and no longer lists it
+                        repo.mark_instance_gone(tx, row.launch_id, "terminated", "not listed", now=now)
+                    continue
+                if (row.state, row.raw_state, row.public_ip) != (inst.state.value, inst.raw_state, inst.public_ip):
+                    repo.record_instance(tx, _instance_record(inst, row.launch_id, self.owner, row.job_id), now=now)
+
+
+def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | None) -> repo.InstanceRecord:
+    return repo.InstanceRecord(
+        provider=inst.provider, launch_id=launch_id, owner=owner, job_id=job_id, instance_id=inst.instance_id,
+        state=inst.state.value, raw_state=inst.raw_state or None, public_ip=inst.public_ip, ssh_port=inst.ssh_port,
+        ssh_user=inst.ssh_user, host_keys=inst.host_keys or None)
