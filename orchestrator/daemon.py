@@ -2,64 +2,22 @@
 
 Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans) and catalog refresh (a
 hook; the refresh itself comes later). Reconcile ticks never overlap (max_instances=1, coalesce), and
-every one is logged as a JSON line with what it changed.
+every one is logged as a JSON line with what it changed. The one-daemon rule on SQLite is the store's
+(``orchestrator.store.leases.daemon_lock``); on PostgreSQL several daemons share jobs through row leases.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO
+from datetime import datetime
 
 from orchestrator.engine.reconciler import Reconciler, TickReport
 from orchestrator.observability import DaemonMetrics
 
 log = logging.getLogger("orch.daemon")
-
-
-class DaemonLockError(RuntimeError):
-    pass
-
-
-class SingleDaemonLock:
-    """On SQLite only one daemon may run: an exclusive lock on a file beside the database.
-
-    The OS releases the lock when the process dies (even by SIGKILL), so a crash never wedges it.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: IO[str] | None = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = self.path.open("a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            fh.close()
-            raise DaemonLockError(
-                f"another orch daemon ({holder}) already uses this SQLite database ({self.path}); SQLite "
-                "allows one daemon. Stop it, or use PostgreSQL (ORCH_DATABASE_URL) to run several."
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()}\n")
-        fh.flush()
-        self._fh = fh
-
-    def release(self) -> None:
-        if self._fh is not None:
-            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
-            self._fh.close()
-            self._fh = None
 
 
 def catalog_refresh_hook() -> None:
@@ -111,7 +69,7 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
             pass
 
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
-                      next_run_time=__import__("datetime").datetime.now())
+                      next_run_time=datetime.now())
     scheduler.add_job(catalog_refresh_hook, "interval", seconds=settings.refresh_interval_s, id="catalog-refresh")
     scheduler.start()
     log.info("daemon started", extra={"fields": {"interval_s": settings.reconcile_interval_s}})

@@ -318,7 +318,17 @@ class Reconciler:
         for job in self.store.active_jobs():
             if job.id in live_jobs or job.status not in (JobStatus.PENDING, JobStatus.RECOVERING):
                 continue
-            self._launch_job(job, now, report, relaunch=job.status is JobStatus.RECOVERING)
+            # FIX (daemon branch): a job whose relaunch failed comes back here PENDING; it must still keep
+            # its preempted zones out for the cool-down (tests/test_daemon.py proves it was re-chosen).
+            self._launch_job(job, now, report, relaunch=job.status is JobStatus.RECOVERING,
+                             exclude=self._cooling_places(job, now))
+
+    def _cooling_places(self, job: JobRecord, now: datetime) -> frozenset[str]:
+        """Zones (or regions) where this job was preempted within its cool-down."""
+        if job.relaunch_count == 0 and job.status is JobStatus.PENDING:
+            return frozenset()   # never preempted: no history to read (keeps a steady tick query-free)
+        return frozenset(a.offer.zone or a.offer.region for a in self.store.attempts_for_job(job.id)
+                         if a.state is AttemptState.PREEMPTED and now - (a.ended_at or now) < job.spec.cooldown)
 
     def _launch_job(self, job: JobRecord, now: datetime, report: TickReport, *,
                     exclude: frozenset[str] = frozenset(), markets: frozenset[Market] | None = None,

@@ -1,0 +1,138 @@
+"""``orch daemon`` (reconcile forever) and ``orch tick`` (reconcile once, or until quiet).
+
+Both build the engine through ``orchestrator.service`` and, on SQLite, hold the store's one-daemon lock
+(a second one exits 2 with the holder's pid). On PostgreSQL several daemons run at once and share the
+jobs through row leases. Heavy imports stay inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.cli.errors import fail
+from orchestrator.cli.main import app
+
+if TYPE_CHECKING:
+    from orchestrator.engine.reconciler import TickReport
+
+
+def _report_doc(report: TickReport) -> dict[str, object]:
+    return {"launched": report.launched, "adopted": report.adopted, "preempted": report.preempted,
+            "relaunched": report.relaunched, "terminated": report.terminated,
+            "orphans_terminated": report.orphans_terminated, "idle_stopped": report.idle_stopped,
+            "quiet": report.quiet, "errors": list(report.errors)}
+
+
+def _configure_logging(fmt: str) -> None:
+    import logging
+
+    from orchestrator.observability import configure_json_logging
+
+    if fmt == "json":
+        configure_json_logging()
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("orch")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def _build():  # type: ignore[no-untyped-def]
+    from orchestrator.config import ConfigError
+    from orchestrator.service import build_service
+    from orchestrator.store.db import StoreError
+
+    try:
+        return build_service()
+    except (ConfigError, StoreError) as exc:
+        fail(str(exc))
+
+
+@app.command("tick")
+def tick_cmd(
+    until_quiet: Annotated[bool, typer.Option("--until-quiet", help="Tick again until nothing changes.")] = False,
+    max_ticks: Annotated[int, typer.Option("--max-ticks", min=1, help="At most this many ticks.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per tick.")] = False,
+) -> None:
+    """Run reconcile tick(s) now: list the clouds, adopt, launch, recover, idle, collect orphans."""
+    from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock
+
+    service = _build()
+    try:
+        with daemon_lock(service.store):
+            count = max_ticks if until_quiet else 1
+            for n in range(1, count + 1):
+                report = service.reconciler.tick()
+                doc = {"tick": n, **_report_doc(report)}
+                if as_json:
+                    sys.stdout.write(json.dumps(doc) + "\n")
+                else:
+                    changed = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("tick", "quiet", "errors")
+                                       and v)
+                    sys.stdout.write(f"tick {n}: {changed or 'quiet'}\n")
+                    for err in report.errors:
+                        sys.stdout.write(f"  error: {err}\n")
+                sys.stdout.flush()
+                if report.quiet and not report.errors:
+                    break
+            else:
+                if until_quiet:
+                    fail(f"not quiet after {max_ticks} ticks", code=1)
+    except DaemonAlreadyRunningError as exc:
+        fail(str(exc))
+    finally:
+        service.close()
+
+
+@app.command("daemon")
+def daemon_cmd(
+    interval: Annotated[float, typer.Option("--interval", min=0.05, help="Seconds between reconcile ticks.")] = 15.0,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", help="Serve Prometheus /metrics here.")
+                            ] = None,
+    metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address for /metrics (keep it local).")
+                            ] = "127.0.0.1",
+    log_format: Annotated[str, typer.Option("--log-format", help="json or text.")] = "json",
+) -> None:
+    """Reconcile forever (until SIGTERM/SIGINT): launch, watch, recover, stop idle machines."""
+    import logging
+    import signal
+    import threading
+
+    from orchestrator.daemon import DaemonSettings, run_daemon
+    from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, release_leases
+
+    if log_format not in ("json", "text"):
+        fail(f"--log-format must be json or text, not {log_format!r}")
+    _configure_logging(log_format)
+    log = logging.getLogger("orch.daemon")
+    service = _build()
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        with daemon_lock(service.store):
+            if metrics_port is not None:
+                service.metrics.serve(metrics_port, metrics_host)
+                log.info("metrics", extra={"fields": {"url": f"http://{metrics_host}:{metrics_port}/metrics"}})
+            log.info("store", extra={"fields": {"url": service.store.url, "lease_owner": service.lease_owner}})
+            run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval), service.metrics,
+                       stop)
+            if service.lease_owner is not None:
+                # Hand the jobs back at once instead of making the others wait for the leases to expire.
+                with service.store.transaction() as tx:
+                    release_leases(tx, service.lease_owner)
+    except DaemonAlreadyRunningError as exc:
+        fail(str(exc))
+    finally:
+        service.close()

@@ -1,0 +1,177 @@
+"""Building the reconcile engine from orch's config and store: the ONE place the CLI (``orch tick``,
+``orch daemon``) and the tests construct a ``Reconciler``.
+
+Providers come from ``build_providers(load_config())``, the store from ``open_store()``
+(``$ORCH_DATABASE_URL`` or the SQLite file), the catalog from the shipped snapshot. On PostgreSQL the
+engine store takes row leases as ``<hostname>-<pid>`` so several daemons share the work; on SQLite there
+is no lease owner (one daemon, guarded by ``orchestrator.store.leases.daemon_lock``).
+
+Engine knobs live in an optional ``daemon:`` section of the config file, each overridable by an env var
+(handy for subprocess tests and containers)::
+
+    daemon:
+      orphan_grace_s: 600       # ORCH_ORPHAN_GRACE_S: a tagged instance unknown to the store lives this long
+      notice_drain_s: 120       # ORCH_NOTICE_DRAIN_S: a noticed machine keeps running this long to upload
+      lease_ttl_s: 90           # ORCH_LEASE_TTL_S: PostgreSQL row leases expire after this
+      use_live_offers: false    # ORCH_USE_LIVE_OFFERS: merge providers' live prices into the catalog
+      ssh_public_key: "ssh-ed25519 ..."   # ORCH_SSH_PUBLIC_KEY: put on every launched machine
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.config import ConfigError, OrchConfig, load_config
+
+if TYPE_CHECKING:
+    from orchestrator.engine.reconciler import Monitor, Reconciler
+    from orchestrator.engine.sqlstore import SqlEngineStore
+    from orchestrator.observability import DaemonMetrics
+    from orchestrator.store.db import Store
+    from providers.base import Offer, Provider
+
+#: Passed as ``lease_owner`` to mean "decide from the database": hostname-pid on PostgreSQL, else None.
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    orphan_grace: timedelta = timedelta(minutes=10)
+    notice_drain: timedelta = timedelta(minutes=2)
+    lease_ttl: timedelta = timedelta(seconds=90)
+    use_live_offers: bool = False
+    ssh_public_key: str = ""
+
+
+_ENV = {
+    "orphan_grace_s": "ORCH_ORPHAN_GRACE_S",
+    "notice_drain_s": "ORCH_NOTICE_DRAIN_S",
+    "lease_ttl_s": "ORCH_LEASE_TTL_S",
+    "use_live_offers": "ORCH_USE_LIVE_OFFERS",
+    "ssh_public_key": "ORCH_SSH_PUBLIC_KEY",
+}
+
+
+def _daemon_section(config: OrchConfig) -> dict[str, Any]:
+    if config.path is None or not config.path.exists():
+        return {}
+    import yaml
+
+    raw = yaml.safe_load(config.path.read_text()) or {}
+    section = raw.get("daemon") if isinstance(raw, dict) else None
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{config.path}: daemon: must be a mapping")
+    unknown = sorted(set(section) - set(_ENV))
+    if unknown:
+        raise ConfigError(f"{config.path}: daemon.{unknown[0]}: unknown key (known: {', '.join(sorted(_ENV))})")
+    return dict(section)
+
+
+def load_service_settings(config: OrchConfig) -> ServiceSettings:
+    """The ``daemon:`` section of the config, each key overridden by its env var when set."""
+    values = _daemon_section(config)
+    for key, env in _ENV.items():
+        if os.environ.get(env) is not None:
+            values[key] = os.environ[env]
+
+    def seconds(key: str, default: timedelta) -> timedelta:
+        if key not in values:
+            return default
+        try:
+            s = float(values[key])
+        except (TypeError, ValueError):
+            raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds: {values[key]!r}") from None
+        if s < 0:
+            raise ConfigError(f"daemon.{key} ({_ENV[key]}): must be >= 0")
+        return timedelta(seconds=s)
+
+    live = values.get("use_live_offers", False)
+    if isinstance(live, str):
+        live = live.strip().lower() in ("1", "true", "yes", "on")
+    base = ServiceSettings()
+    return ServiceSettings(
+        orphan_grace=seconds("orphan_grace_s", base.orphan_grace),
+        notice_drain=seconds("notice_drain_s", base.notice_drain),
+        lease_ttl=seconds("lease_ttl_s", base.lease_ttl),
+        use_live_offers=bool(live),
+        ssh_public_key=str(values.get("ssh_public_key") or ""),
+    )
+
+
+def default_lease_owner() -> str:
+    """``<hostname>-<pid>``: unique per daemon process, readable in the jobs table."""
+    return os.environ.get("ORCH_LEASE_OWNER") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class Service:
+    """A built engine and what it holds open; ``close()`` releases the store and the providers' clients."""
+
+    reconciler: Reconciler
+    engine_store: SqlEngineStore
+    store: Store
+    providers: dict[str, Provider]
+    metrics: DaemonMetrics
+    settings: ServiceSettings
+    lease_owner: str | None
+
+    def close(self) -> None:
+        for provider in self.providers.values():
+            close = getattr(provider, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # closing a client must never mask the caller's own error
+                    pass
+        self.store.close()
+
+
+def build_service(
+    *,
+    config: OrchConfig | None = None,
+    store_url: str | None = None,
+    store: Store | None = None,
+    providers: Mapping[str, Provider] | None = None,
+    catalog: Sequence[Offer] | None = None,
+    settings: ServiceSettings | None = None,
+    lease_owner: str | None = AUTO,
+    clock: Callable[[], datetime] | None = None,
+    monitor: Monitor | None = None,
+    metrics: DaemonMetrics | None = None,
+) -> Service:
+    """Build the Reconciler from config + store. Every argument overrides what the config would give
+    (tests inject fakes' providers, a catalog, a clock, a scripted monitor)."""
+    from orchestrator.engine.reconciler import EngineConfig, Reconciler
+    from orchestrator.engine.sqlstore import SqlEngineStore
+    from orchestrator.observability import DaemonMetrics
+    from orchestrator.store.db import open_store
+    from orchestrator.wiring import build_providers
+
+    config = config or load_config()
+    settings = settings or load_service_settings(config)
+    built = dict(providers) if providers is not None else build_providers(config)
+    if catalog is None:
+        from providers.catalog import load_catalog
+
+        catalog = load_catalog().offers
+    opened = store or open_store(store_url)
+    owner_of_leases = (default_lease_owner() if opened.dialect == "postgresql" else None) \
+        if lease_owner == AUTO else lease_owner
+    metrics = metrics or DaemonMetrics()
+    engine_store = SqlEngineStore(opened, config.owner, catalog=catalog, lease_owner=owner_of_leases,
+                                  lease_ttl=settings.lease_ttl)
+    engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
+                                 notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
+                                 use_live_offers=settings.use_live_offers)
+    extra: dict[str, Any] = {}
+    if clock is not None:
+        extra["clock"] = clock
+    reconciler = Reconciler(engine_store, built, catalog, engine_config, monitor=monitor, metrics=metrics, **extra)
+    return Service(reconciler, engine_store, opened, built, metrics, settings, owner_of_leases)
