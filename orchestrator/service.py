@@ -123,6 +123,7 @@ class Service:
     lease_owner: str | None
 
     def close(self) -> None:
+        self.engine_store.flush()       # buffered spend rows
         for provider in self.providers.values():
             close = getattr(provider, "close", None)
             if callable(close):

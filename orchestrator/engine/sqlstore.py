@@ -46,55 +46,123 @@ class SqlEngineStore:
         self.lease_owner = lease_owner
         self.lease_ttl = lease_ttl
         self._catalog = {o.key: o for o in catalog}
-        self._specs: dict[tuple[int, str], JobSpec] = {}
+        self._specs: dict[tuple[int, str], tuple[JobSpec, str]] = {}
         self._leased: set[int] | None = None
+        # Hot-path state (see "steady ticks" below): spend rows waiting to be written in one bulk insert, and
+        # the tick's reads of jobs/attempts, valid until this store writes a job or an attempt.
+        self._pending_spend: list[dict[str, object]] = []
+        self._version = 0
+        self._reads: dict[str, tuple[int, object]] = {}
+        #: Each job's total spend, kept up to date by ``flush``. Only the lease holder accrues a job's spend,
+        #: so a job's total is re-read whenever this store (re)gains its lease.
+        self._spent: dict[int, float] = {}
 
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> None:
+        self.flush()
+        self._reads.clear()     # other processes may have written since the last tick
         if self.lease_owner is None:
             return
         with self.store.transaction() as tx:
-            self._leased = {j.id for j in claim_jobs(tx, self.lease_owner, ttl=self.lease_ttl, now=now)
-                            if j.id is not None}
+            leased = {j.id for j in claim_jobs(tx, self.lease_owner, ttl=self.lease_ttl, now=now)
+                      if j.id is not None}
+        self._spent = {k: v for k, v in self._spent.items() if self._leased is not None and k in self._leased
+                       and k in leased}
+        self._leased = leased
 
     def _mine(self, job_id: int) -> bool:
         return self._leased is None or job_id in self._leased
 
     # --- reading -------------------------------------------------------------------------------------
-    def _spec(self, row: Job) -> JobSpec:
+    def _spec(self, row: Job) -> tuple[JobSpec, str]:
         key = (row.id or 0, row.manifest_hash)
-        spec = self._specs.get(key)
-        if spec is None:
+        found = self._specs.get(key)
+        if found is None:
             from orchestrator.manifest.schema import Manifest
 
-            spec = jobspec_from_manifest(Manifest.model_validate(row.manifest), row.applied_at)
-            self._specs[key] = spec
-        return spec
+            found = (jobspec_from_manifest(Manifest.model_validate(row.manifest), row.applied_at),
+                     json.dumps(row.manifest))
+            self._specs[key] = found
+        return found
 
     def _record(self, row: Job, spent: float) -> JobRecord:
         assert row.id is not None
-        return JobRecord(id=row.id, name=row.name, spec=self._spec(row), status=JobStatus(row.status),
+        spec, manifest_json = self._spec(row)
+        return JobRecord(id=row.id, name=row.name, spec=spec, status=JobStatus(row.status),
                          desired_active=row.desired_state == DesiredState.ACTIVE.value,
                          relaunch_count=row.relaunch_count, spent_usd=spent, created_at=row.created_at,
-                         manifest_json=json.dumps(row.manifest))
+                         manifest_json=manifest_json)
+
+    # --- steady ticks --------------------------------------------------------------------------------
+    # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
+    # make it so: the tick's reads of jobs and live attempts are kept until this store writes a job or an
+    # attempt (``_version``), and spend rows are written in one bulk insert (``flush``) before any read of
+    # spend and at the start of every tick. A process killed before a flush loses no money: the next one
+    # continues from ``spend_mark`` (the last STORED interval end) and accrues the lost interval again.
+    def _cached(self, key: str, load):  # type: ignore[no-untyped-def]
+        hit = self._reads.get(key)
+        if hit is not None and hit[0] == self._version:
+            return hit[1]
+        value = load()
+        self._reads[key] = (self._version, value)
+        return value
+
+    def _wrote(self) -> None:
+        self._version += 1
+
+    def flush(self) -> None:
+        """Write the buffered spend rows (one transaction, one bulk insert)."""
+        if not self._pending_spend:
+            return
+        rows, self._pending_spend = self._pending_spend, []
+        from sqlalchemy import insert
+
+        with self.store.transaction() as tx:
+            tx.execute(insert(Spend), rows)
+        for row in rows:
+            job_id = int(row["job_id"])  # type: ignore[call-overload]
+            if job_id in self._spent:
+                self._spent[job_id] += float(row["usd"])  # type: ignore[arg-type]
 
     def _jobs(self, where_active: bool) -> list[JobRecord]:
+        self.flush()
         with self.store.transaction() as tx:
-            q = select(Job)
+            # Plain columns; a job's manifest is read (and parsed) only when its hash is new to this process.
+            q = select(Job.id, Job.name, Job.manifest_hash, Job.status, Job.desired_state,  # type: ignore[call-overload]
+                       Job.relaunch_count, Job.created_at)
             q = (q.where(Job.desired_state == DesiredState.ACTIVE.value) if where_active
                  else q.where(Job.desired_state != DesiredState.ACTIVE.value))
-            rows = [r for r in tx.exec(q.order_by(col(Job.id))) if self._mine(r.id or 0)]
-            spent = dict(tx.exec(select(Spend.job_id, func.sum(Spend.usd)).group_by(col(Spend.job_id))).all())
-        return [self._record(r, float(spent.get(r.id, 0.0) or 0.0)) for r in rows]
+            rows = [r for r in tx.exec(q.order_by(col(Job.id))).all() if self._mine(r[0])]
+            missing = [r[0] for r in rows if (r[0], r[2]) not in self._specs]
+            for i in range(0, len(missing), 500):
+                for full in tx.exec(select(Job).where(col(Job.id).in_(missing[i:i + 500]))):
+                    self._spec(full)
+            unknown = [r[0] for r in rows if r[0] not in self._spent]
+            for i in range(0, len(unknown), 500):
+                chunk = unknown[i:i + 500]
+                sums = dict(tx.exec(select(Spend.job_id, func.sum(Spend.usd))  # type: ignore[call-overload]
+                                    .where(col(Spend.job_id).in_(chunk)).group_by(col(Spend.job_id))).all())
+                for job_id in chunk:
+                    self._spent[job_id] = float(sums.get(job_id) or 0.0)
+        out = []
+        for job_id, name, manifest_hash, status, desired, relaunches, created in rows:
+            spec, manifest_json = self._specs[(job_id, manifest_hash)]
+            out.append(JobRecord(id=job_id, name=name, spec=spec, status=JobStatus(status),
+                                 desired_active=desired == DesiredState.ACTIVE.value, relaunch_count=relaunches,
+                                 spent_usd=self._spent[job_id], created_at=created, manifest_json=manifest_json))
+        return out
 
     def active_jobs(self) -> Sequence[JobRecord]:
-        return self._jobs(True)
+        return list(self._cached("active", lambda: self._jobs(True)))
 
     def jobs_to_tear_down(self) -> Sequence[JobRecord]:
         live_jobs = {a.job_id for a in self.live_attempts()}
-        return [j for j in self._jobs(False) if j.id in live_jobs]
+        if not live_jobs:
+            return []
+        return [j for j in self._cached("inactive", lambda: self._jobs(False)) if j.id in live_jobs]
 
     def job(self, job_id: int) -> JobRecord:
+        self.flush()
         with self.store.transaction() as tx:
             row = tx.get(Job, job_id)
             if row is None:
@@ -131,8 +199,12 @@ class SqlEngineStore:
         return select(Attempt, InstanceRow).join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id)
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
-        found = self._attempts(self._joined().where(col(Attempt.state).in_(_LIVE_STATES)).order_by(col(Attempt.id)))
-        return [a for a in found if self._mine(a.job_id)]
+        def load() -> list[AttemptRecord]:
+            found = self._attempts(self._joined().where(col(Attempt.state).in_(_LIVE_STATES))
+                                   .order_by(col(Attempt.id)))
+            return [a for a in found if self._mine(a.job_id)]
+
+        return list(self._cached("live", load))
 
     def all_live_launch_ids(self) -> set[str]:
         with self.store.transaction() as tx:
@@ -159,6 +231,7 @@ class SqlEngineStore:
             return row.uri if row else None
 
     def spend_mark(self, attempt_id: int) -> datetime | None:
+        self.flush()
         with self.store.transaction() as tx:
             return repo.last_spend_until(tx, attempt_id)
 
@@ -174,6 +247,7 @@ class SqlEngineStore:
                 instance_type=offer.instance_type, region=offer.region, zone=offer.zone, market=offer.market.value,
                 price_hr=offer.price_hr, gpu=offer.gpu, gpu_count=offer.gpu_count, state="pending"), now=now)
             record = self._attempt(a, inst)
+        self._wrote()
         return AttemptRecord(**{**{f: getattr(record, f) for f in record.__dataclass_fields__}, "offer": offer})
 
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
@@ -182,16 +256,21 @@ class SqlEngineStore:
             row = repo.transition_attempt(tx, attempt_id, state, reason=reason, now=now)
             if instance is not None:
                 repo.record_instance(tx, _instance_record(instance, row.launch_id, self.owner, row.job_id), now=now)
+        self._wrote()
 
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None:
         with self.store.transaction() as tx:
             repo.set_job_status(tx, job_id, status, now=now)
             if relaunched:
                 repo.count_relaunch(tx, job_id, now=now)
+        self._wrote()
 
     def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None:
-        with self.store.transaction() as tx:
-            repo.record_spend(tx, job_id, since, until, usd, attempt_id=attempt_id)
+        """Buffered (see "steady ticks"): written by the next ``flush``, before any read of spend."""
+        if until < since or usd < 0:
+            raise ValueError("spend must be a non-negative amount over a forward interval")
+        self._pending_spend.append({"job_id": job_id, "attempt_id": attempt_id, "from_ts": since, "to_ts": until,
+                                    "usd": usd})
 
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None:
         with self.store.transaction() as tx:
@@ -208,16 +287,23 @@ class SqlEngineStore:
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         listed = {i.launch_id: i for i in instances if i.launch_id}
         with self.store.transaction() as tx:
-            rows = tx.exec(select(InstanceRow).where(InstanceRow.provider == provider,
-                                                     col(InstanceRow.state).not_in(_GONE)))
-            for row in rows:
-                inst = listed.get(row.launch_id)
+            # Plain columns, not ORM rows: this runs for every instance of every tick.
+            rows = tx.exec(select(InstanceRow.launch_id, InstanceRow.instance_id, InstanceRow.state,  # type: ignore[call-overload]
+                                  InstanceRow.raw_state, InstanceRow.public_ip, InstanceRow.job_id)
+                           .where(InstanceRow.provider == provider, col(InstanceRow.state).not_in(_GONE))).all()
+            changed = False
+            for launch_id, instance_id, state, raw_state, public_ip, job_id in rows:
+                inst = listed.get(launch_id)
                 if inst is None:
-                    if row.instance_id is not None:     # the cloud answered once and no longer lists it
-                        repo.mark_instance_gone(tx, row.launch_id, "terminated", "not listed", now=now)
+                    if instance_id is not None:     # the cloud answered once and no longer lists it
+                        repo.mark_instance_gone(tx, launch_id, "terminated", "not listed", now=now)
+                        changed = True
                     continue
-                if (row.state, row.raw_state, row.public_ip) != (inst.state.value, inst.raw_state, inst.public_ip):
-                    repo.record_instance(tx, _instance_record(inst, row.launch_id, self.owner, row.job_id), now=now)
+                if (state, raw_state, public_ip) != (inst.state.value, inst.raw_state or None, inst.public_ip):
+                    repo.record_instance(tx, _instance_record(inst, launch_id, self.owner, job_id), now=now)
+                    changed = True
+        if changed:
+            self._wrote()
 
 
 def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | None) -> repo.InstanceRecord:
