@@ -56,6 +56,7 @@ class SqlEngineStore:
         #: Each job's total spend, kept up to date by ``flush``. Only the lease holder accrues a job's spend,
         #: so a job's total is re-read whenever this store (re)gains its lease.
         self._spent: dict[int, float] = {}
+        self._built_offers: dict[tuple[object, ...], Offer] = {}
 
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> None:
@@ -171,22 +172,36 @@ class SqlEngineStore:
         return self._record(row, spent)
 
     def _offer(self, inst: InstanceRow) -> Offer:
-        market = Market(inst.market)
-        known = self._catalog.get((inst.provider, inst.instance_type, inst.region, inst.zone, market))
+        return self._offer_of(inst.provider, inst.instance_type, inst.region, inst.zone, inst.market, inst.gpu,
+                              inst.gpu_count, inst.price_hr, inst.created_at)
+
+    def _offer_of(self, provider: str, instance_type: str, region: str, zone: str | None, market_s: str, gpu: str,
+                  gpu_count: int, price_hr: float, created_at: datetime) -> Offer:
+        market = Market(market_s)
+        known = self._catalog.get((provider, instance_type, region, zone, market))
         if known is not None:
             return known
+        key = (provider, instance_type, region, zone, market_s, gpu, gpu_count, price_hr)
+        cached = self._built_offers.get(key)
+        if cached is not None:
+            return cached
         try:
-            model = gpu_by_name(inst.gpu)
+            model = gpu_by_name(gpu)
             vram, link = float(model.vram_gb), model.default_interconnect
         except KeyError:
             vram, link = 0.0, Interconnect.PCIE
-        return Offer(inst.provider, inst.instance_type, inst.region, inst.zone, inst.gpu, max(inst.gpu_count, 1), vram,
-                     0.0, 0.0, link, market, inst.price_hr, inst.created_at.date(), True, "store")
+        offer = Offer(provider, instance_type, region, zone, gpu, max(gpu_count, 1), vram, 0.0, 0.0, link, market,
+                      price_hr, created_at.date(), True, "store")
+        self._built_offers[key] = offer
+        return offer
 
     def _attempts(self, q: object) -> list[AttemptRecord]:
+        # Plain columns, not ORM rows (the live attempts are read every tick, one per instance).
         with self.store.transaction() as tx:
-            rows = list(tx.exec(q))  # type: ignore[call-overload]
-        return [self._attempt(a, i) for a, i in rows]
+            rows = tx.exec(q).all()  # type: ignore[call-overload]
+        return [AttemptRecord(id=r[0], job_id=r[1], launch_id=r[2], state=AttemptState(r[3]),
+                              offer=self._offer_of(*r[11:20]), instance_id=r[10], created_at=r[4], started_at=r[5],
+                              ended_at=r[6], checkpoint_restored=r[7], reason=r[8], node_rank=r[9]) for r in rows]
 
     def _attempt(self, a: Attempt, inst: InstanceRow) -> AttemptRecord:
         assert a.id is not None
@@ -196,7 +211,13 @@ class SqlEngineStore:
                              reason=a.reason, node_rank=a.node_rank)
 
     def _joined(self):  # type: ignore[no-untyped-def]
-        return select(Attempt, InstanceRow).join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id)
+        return (select(Attempt.id, Attempt.job_id, Attempt.launch_id, Attempt.state,  # type: ignore[call-overload]
+                       Attempt.created_at, Attempt.started_at, Attempt.ended_at, Attempt.checkpoint_restored,
+                       Attempt.reason, Attempt.node_rank, InstanceRow.instance_id,
+                       InstanceRow.provider, InstanceRow.instance_type, InstanceRow.region, InstanceRow.zone,
+                       InstanceRow.market, InstanceRow.gpu, InstanceRow.gpu_count, InstanceRow.price_hr,
+                       InstanceRow.created_at)
+                .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id))
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
         def load() -> list[AttemptRecord]:
