@@ -207,6 +207,28 @@ class LaunchOutcome:
     ticks: int = 0
 
 
+SSH_KEY_ENV = "ORCH_SSH_PUBLIC_KEY"
+_DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
+
+
+def ssh_public_key(environ: Mapping[str, str] | None = None) -> str:
+    """The public key machines are launched with (clouds such as Lambda require one): ``$ORCH_SSH_PUBLIC_KEY``
+    (the key itself, or the path of a .pub file), else the user's usual ~/.ssh/*.pub; "" when none."""
+    import os
+
+    env = os.environ if environ is None else environ
+    value = env.get(SSH_KEY_ENV, "").strip()
+    if value.startswith(("ssh-", "ecdsa-", "sk-")):
+        return value
+    candidates = [value] if value else list(_DEFAULT_KEYS)
+    for candidate in candidates:
+        try:
+            return Path(candidate).expanduser().read_text().strip()
+        except OSError:
+            continue
+    return ""
+
+
 @dataclass
 class Engine:
     """A Reconciler on the SQL store with the configured providers (what the CLI ticks by itself)."""
@@ -232,7 +254,8 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
     if not launches_allowed:
         engine_store = _NoNewLaunches(engine_store)
     reconciler = Reconciler(engine_store, providers, catalog,
-                            EngineConfig(owner=config.owner, use_live_offers=use_live_offers), clock=clock)
+                            EngineConfig(owner=config.owner, use_live_offers=use_live_offers,
+                                         ssh_public_key=ssh_public_key()), clock=clock)
     lock: AbstractContextManager[None] = daemon_lock(store) if lock_path(store) is not None else nullcontext()
     return Engine(store, reconciler, lock)
 
@@ -410,7 +433,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
         else:
             rows = repo.list_jobs(tx)
         names = {r.id: r.name for r in tx.exec(select(Job))}
-        live = [_instance_view(i, names) for i in repo.list_instances(tx, live_only=True)]
+        live = [_instance_view(i, names) for i in _live_rows(tx)]
         views: list[JobView] = []
         for r in rows:
             mine = tuple(i for i in live if i.job == r.name)
@@ -421,6 +444,22 @@ def status(store: Store, job: str | None = None) -> StatusReport:
     if job is not None:
         live = [i for i in live if i.job == job]
     return StatusReport(tuple(views), tuple(live))
+
+
+def _live_rows(tx: Any, job_ids: Sequence[int] | None = None) -> list[Any]:
+    """Instance rows that may be a machine: not gone, and either the cloud named it (an instance id) or a
+    live attempt is still asking for it. A row of a launch that failed before the cloud answered is none."""
+    from sqlmodel import col, select
+
+    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, InstanceRow
+
+    q = select(InstanceRow).where(col(InstanceRow.state).not_in(("terminated", "preempted")))
+    if job_ids is not None:
+        q = q.where(col(InstanceRow.job_id).in_(list(job_ids)))
+    rows = list(tx.exec(q.order_by(col(InstanceRow.id))))
+    asking = {a for a in tx.exec(select(Attempt.launch_id).where(
+        col(Attempt.state).not_in([s.value for s in FINAL_ATTEMPT_STATES])))}
+    return [r for r in rows if r.instance_id or r.launch_id in asking]
 
 
 def _instance_view(i: Any, names: Mapping[int | None, str]) -> InstanceView:
@@ -471,15 +510,14 @@ def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
     """Machines of these jobs the store still believes may exist: a live attempt, or a live instance row."""
     from sqlmodel import col, select
 
-    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, InstanceRow, Job
+    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, Job
 
     final = [s.value for s in FINAL_ATTEMPT_STATES]
     with store.transaction() as tx:
         ids = {r.id: r.name for r in tx.exec(select(Job).where(col(Job.name).in_(list(jobs))))}
         if not ids:
             return []
-        rows = list(tx.exec(select(InstanceRow).where(col(InstanceRow.job_id).in_(list(ids)),
-                                                      col(InstanceRow.state).not_in(("terminated", "preempted")))))
+        rows = _live_rows(tx, [i for i in ids if i is not None])
         live_attempts = list(tx.exec(select(Attempt).where(col(Attempt.job_id).in_(list(ids)),
                                                            col(Attempt.state).not_in(final))))
     out = [_instance_view(r, ids) for r in rows]
