@@ -379,6 +379,8 @@ def _orch(env: dict[str, str], *args: str, **kw: object) -> subprocess.Completed
 
 def test_subprocess_apply_status_follow_down(tmp_path: Path, env: dict[str, str], clouds: FakeClouds) -> None:
     path = write(tmp_path, "proc", gpu="RTX4090", market="on-demand")
+    # Create the schema first: two processes opening one brand-new SQLite file race to create it.
+    assert _orch(env, "status").returncode == 0
     follower = subprocess.Popen([sys.executable, "-m", "orchestrator", "events", "-f", "--json", "--poll", "0.05",
                                  "--max-wait", "60"], cwd=ROOT, env={**os.environ, **env},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
