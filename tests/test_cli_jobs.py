@@ -289,9 +289,7 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
     assert launched, out + err
     for name, choice in expected.items():
         if choice is None:
-            # deepspeed.yaml allows only aws/gcp/azure: see the xfail test below for what the engine does
-            if name != "gpt-pretrain":
-                assert name in waiting
+            assert name in waiting
             continue
         assert name in launched, f"{name} not launched (expected {choice}):\n{out}\n{err}"
         line = launched[name]
@@ -328,8 +326,6 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
     assert after["jobs"] == [] and after["totals"]["live_instances"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="engine: a job whose providers.allow names only unconfigured providers "
-                   "is launched on any configured one (reconciler._launch_job empties providers_allow)")
 def test_a_job_never_lands_on_a_provider_it_does_not_allow(env: dict[str, str], clouds: FakeClouds) -> None:
     run("apply", str(EXAMPLES / "deepspeed.yaml"), "--launch")   # allows aws, gcp, azure only
     try:
