@@ -57,13 +57,14 @@ def test_fake_answers_and_adapter_requests_follow_the_discovery_document(gcp: Gc
     spec_ = gcp.launch_spec(new_launch_id(), "alice", Market.SPOT)
     inst = p.launch(spec_)
     zone, name = inst.instance_id.split("/")
-    method, path, body = next(r for r in gcp.fake.state.requests if r[0] == "POST" and r[1].endswith("/instances"))
+    body = next(r[2] for r in gcp.fake.state.requests if r[0] == "POST" and r[1].endswith("/instances"))
     assert not list(validator("Instance").iter_errors(body))
     assert body["scheduling"]["provisioningModel"] == "SPOT"
     assert body["scheduling"]["instanceTerminationAction"] == "STOP"
     assert body["labels"] == {"orch-launch-id": spec_.launch_id, "orch-owner": "alice", "orch-job": "contract"}
     assert {"key": "startup-script", "value": spec_.startup_script} in body["metadata"]["items"]
-    status, doc = gcp.fake.handle("GET", f"/compute/v1/projects/{gcp.fake.project}/zones/{zone}/instances/{name}", {}, {})
+    path = f"/compute/v1/projects/{gcp.fake.project}/zones/{zone}/instances/{name}"
+    status, doc = gcp.fake.handle("GET", path, {}, {})
     assert status == 200 and not list(validator("Instance").iter_errors(doc))
     for op in gcp.fake.state.operations.values():
         assert not list(validator("Operation").iter_errors(op))

@@ -193,7 +193,8 @@ class GcpProvider(Provider):
         while op.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
                 raise ProviderUnavailableError(f"operation {op.name} did not finish", provider="gcp")
-            op = self._call(lambda: ops.wait(project=self.project, zone=zone, operation=op.name, retry=None,
+            name = op.name
+            op = self._call(lambda: ops.wait(project=self.project, zone=zone, operation=name, retry=None,
                                              timeout=self.settings.timeout_s))
         error = operation_error(op)
         if error is not None:
@@ -275,8 +276,9 @@ class GcpProvider(Provider):
             name=spec.name, machine_type=f"zones/{zone}/machineTypes/{machine}",
             labels={LABEL_LAUNCH_ID: spec.launch_id, LABEL_OWNER: spec.owner, LABEL_JOB: spec.job[:63]},
             scheduling=scheduling, guest_accelerators=accelerators, metadata=compute_v1.Metadata(items=items),
-            disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
-                source_image=self.settings.image, disk_size_gb=spec.disk_gb))],
+            disks=[compute_v1.AttachedDisk(
+                boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
+                    source_image=self.settings.image, disk_size_gb=spec.disk_gb))],
             network_interfaces=[compute_v1.NetworkInterface(network=self.settings.network, access_configs=[
                 compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])],
         )

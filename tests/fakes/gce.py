@@ -167,14 +167,16 @@ class GceFake:
             code = "ZONE_RESOURCE_POOL_EXHAUSTED" if fault == "capacity" else "QUOTA_EXCEEDED"
             message = ("The zone does not have enough resources available to fulfill the request." if fault ==
                        "capacity" else "Quota 'NVIDIA_A100_80GB_GPUS' exceeded.")
-            op = self._operation(zone, "insert", link, done=True, error={"errors": [{"code": code, "message": message}]},
+            op = self._operation(zone, "insert", link, done=True,
+                                 error={"errors": [{"code": code, "message": message}]},
                                  http_status=503 if fault == "capacity" else 403)
             return 200, op
         if (zone, name) in self.state.instances:
             return 409, _error(409, "alreadyExists", f"The resource '{link}' already exists")
         n = next(self._ids)
         inst = {
-            "kind": "compute#instance", "id": str(n), "name": name, "zone": f"{BASE}/projects/{self.project}/zones/{zone}",
+            "kind": "compute#instance", "id": str(n), "name": name,
+            "zone": f"{BASE}/projects/{self.project}/zones/{zone}",
             "machineType": body.get("machineType", ""), "status": "PROVISIONING", "selfLink": link,
             "creationTimestamp": _now(), "labels": body.get("labels", {}), "scheduling": body.get("scheduling", {}),
             "guestAccelerators": body.get("guestAccelerators", []), "metadata": body.get("metadata", {}),
