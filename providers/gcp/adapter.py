@@ -193,9 +193,8 @@ class GcpProvider(Provider):
         while op.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
                 raise ProviderUnavailableError(f"operation {op.name} did not finish", provider="gcp")
-            name = op.name
-            op = self._call(lambda: ops.wait(project=self.project, zone=zone, operation=name, retry=None,
-                                             timeout=self.settings.timeout_s))
+            op = self._call(lambda name=op.name: ops.wait(project=self.project, zone=zone, operation=name,
+                                                          retry=None, timeout=self.settings.timeout_s))
         error = operation_error(op)
         if error is not None:
             raise error
