@@ -264,7 +264,7 @@ class AwsProvider(Provider):
         def once() -> T:
             try:
                 return fn()
-            except Exception as exc:  # noqa: BLE001 - everything leaves through the taxonomy
+            except Exception as exc:  # everything leaves through the taxonomy
                 raise translate_error(exc) from exc
         if self._sleep is None:
             return call_with_retry(once, self.policy)
