@@ -1,1 +1,1 @@
-"""AWS EC2 through boto3. Import ``providers.aws.adapter`` only when AWS is used (it imports boto3)."""
+"""AWS EC2 provider. Importing this package imports no SDK; ``providers.aws.adapter`` imports boto3."""

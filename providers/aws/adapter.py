@@ -1,28 +1,39 @@
-"""AWS EC2 on boto3: on-demand and spot multi-GPU instances, tagged with orch's launch id and owner.
+"""The AWS EC2 adapter, on boto3.
 
-Instance ids are ``<region>/<i-...>`` so that every call knows which regional endpoint to use.
-Idempotency: RunInstances gets ClientToken = launch id, AND the adapter first looks for a live instance
-tagged with that launch id, because a ClientToken is scoped to one region/account and not honoured by
-every EC2-compatible endpoint (moto ignores it), and a retried call after a timeout must not double-buy.
+Instance ids are ``"<region>/<ec2 instance id>"`` (``us-east-1/i-0abc...``): EC2 ids are only unique
+within a region and every call needs the region, so the id carries it. An id that does not parse is
+an instance orch never launched: ``get`` returns None, ``terminate`` succeeds.
+
+botocore's own retries are switched off (``total_max_attempts=1``): transient errors are translated and
+retried by providers.retry, so one policy with one deadline governs every call.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterable
+from datetime import UTC, date, datetime
 from typing import Any, ClassVar, TypeVar
 
 import boto3
-import botocore.exceptions
 from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
 
 from providers.aws.settings import Settings
 from providers.base import (
     TAG_JOB,
     TAG_LAUNCH_ID,
     TAG_OWNER,
-    Availability,
     Capability,
     GpuRequest,
     Instance,
@@ -44,10 +55,16 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.retry import call_with_retry
+from providers.retry import RetryPolicy, call_with_retry
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+PROVIDER = "aws"
+AUTH_HINT = "run `aws configure` or set AWS_PROFILE / AWS_ACCESS_KEY_ID"
+
+# State reason codes EC2 gives an instance the spot market reclaimed (terminate / stop-hibernate behaviour).
+SPOT_REASON_CODES = frozenset({"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"})
 _STATES = {
     "pending": InstanceState.PENDING,
     "running": InstanceState.RUNNING,
@@ -56,296 +73,403 @@ _STATES = {
     "stopped": InstanceState.STOPPED,
     "terminated": InstanceState.TERMINATED,
 }
-#: StateReason codes with which EC2 itself ends a spot instance.
-SPOT_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
+_ALIVE_STATES = ["pending", "running", "stopping", "stopped"]
 
-_CAPACITY = {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-             "InsufficientReservedInstanceCapacity", "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow",
-             "Unsupported"}
-_QUOTA = {"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotFleetRequestCountExceeded",
-          "InsufficientFreeAddressesInSubnet"}
-_THROTTLE = {"RequestLimitExceeded", "Throttling", "ThrottlingException", "SlowDown"}
-_AUTH = {"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
-         "ExpiredToken", "OptInRequired", "Blocked", "PendingVerification"}
-_NOT_FOUND = {"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"}
-_UNAVAILABLE = {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"}
+_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+                       "InsufficientReservedInstanceCapacity", "MaxSpotInstanceCountExceeded",
+                       "SpotCapacityNotAvailable"})
+_QUOTA = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotFleetRequestCountExceeded",
+                    "ResourceLimitExceeded"})
+_THROTTLE = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
+                       "RequestThrottled", "SlowDown"})
+_AUTH = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
+                   "ExpiredToken", "ExpiredTokenException", "AccessDenied", "AccessDeniedException",
+                   "OptInRequired", "UnrecognizedClientException"})
+_NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+_UNAVAILABLE = frozenset({"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable",
+                          "ServerInternal", "RequestTimeout", "RequestExpired"})
 
 
-def translate_error(exc: Exception) -> ProviderError:
-    """The one place AWS errors become orch's taxonomy."""
+def translate_error(exc: BaseException) -> ProviderError:
+    """The ONE place botocore errors become orch's taxonomy. Codes first; HTTP status only as fallback.
+
+    (EC2 sends InsufficientInstanceCapacity with HTTP 500, so the status alone would call it transient.)
+    """
     if isinstance(exc, ProviderError):
         return exc
-    if isinstance(exc, botocore.exceptions.NoCredentialsError | botocore.exceptions.PartialCredentialsError
-                  | botocore.exceptions.ProfileNotFound):
-        return AuthError(str(exc), provider="aws",
-                         hint="run `aws configure`, or set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
-    if isinstance(exc, botocore.exceptions.ClientError):
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return AuthError(f"no usable AWS credentials: {exc}", provider=PROVIDER, hint=AUTH_HINT)
+    if isinstance(exc, NoRegionError):
+        return InvalidRequestError(f"no AWS region: {exc}", provider=PROVIDER)
+    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)):
+        return ProviderUnavailableError(f"cannot reach AWS: {exc}", provider=PROVIDER)
+    if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = str(err.get("Code", ""))
-        message = str(err.get("Message", code))
+        message = str(err.get("Message", "")) or str(exc)
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         if code == "SpotMaxPriceTooLow":
-            return PriceTooLowError(message, provider="aws", code=code)
+            return PriceTooLowError(message, provider=PROVIDER, code=code)
         if code in _CAPACITY:
-            return InsufficientCapacityError(message, provider="aws", code=code)
+            return InsufficientCapacityError(message, provider=PROVIDER, code=code)
         if code in _QUOTA:
-            return QuotaExceededError(message, provider="aws", code=code,
-                                      hint="request a quota increase in the Service Quotas console")
-        if code in _THROTTLE or status == 429:
-            return RateLimitedError(message, provider="aws", code=code)
-        if code in _AUTH or status in (401, 403):
-            return AuthError(message, provider="aws", code=code, hint="check the IAM permissions of these credentials")
+            return QuotaExceededError(message, provider=PROVIDER, code=code)
+        if code in _THROTTLE:
+            return RateLimitedError(message, provider=PROVIDER, code=code)
+        if code in _AUTH:
+            return AuthError(message, provider=PROVIDER, code=code, hint=AUTH_HINT)
         if code in _NOT_FOUND:
-            return InstanceNotFoundError(message, provider="aws", code=code)
+            return InstanceNotFoundError(message, provider=PROVIDER, code=code)
         if code in _UNAVAILABLE or status >= 500:
-            return ProviderUnavailableError(message, provider="aws", code=code)
-        return InvalidRequestError(message, provider="aws", code=code)
-    if isinstance(exc, botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectionError
-                  | botocore.exceptions.ReadTimeoutError | botocore.exceptions.ConnectTimeoutError):
-        return ProviderUnavailableError(str(exc), provider="aws")
-    if isinstance(exc, botocore.exceptions.BotoCoreError):
-        return InvalidRequestError(str(exc), provider="aws")
-    raise exc
+            return ProviderUnavailableError(message, provider=PROVIDER, code=code or str(status))
+        if status == 429:
+            return RateLimitedError(message, provider=PROVIDER, code=code)
+        if code.startswith(("InvalidParameter", "Invalid", "MissingParameter", "Unsupported")) or 400 <= status < 500:
+            return InvalidRequestError(message, provider=PROVIDER, code=code)
+        return ProviderUnavailableError(message, provider=PROVIDER, code=code or None)
+    if isinstance(exc, BotoCoreError):
+        return ProviderUnavailableError(f"AWS client error: {exc}", provider=PROVIDER)
+    return ProviderUnavailableError(f"unexpected error talking to AWS: {exc!r}", provider=PROVIDER)
 
 
-def _split(instance_id: str) -> tuple[str, str]:
-    region, sep, iid = instance_id.partition("/")
-    if not sep or not iid.startswith("i-"):
-        raise InstanceNotFoundError(f"not an orch AWS instance id: {instance_id!r}", provider="aws")
-    return region, iid
+def encode_id(region: str, ec2_id: str) -> str:
+    return f"{region}/{ec2_id}"
 
 
-def _tags(raw: dict[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+def decode_id(instance_id: str) -> tuple[str, str] | None:
+    """(region, ec2 id), or None when the id is not one this adapter made."""
+    region, sep, ec2_id = instance_id.partition("/")
+    if not sep or not region or not ec2_id.startswith("i-"):
+        return None
+    return region, ec2_id
+
+
+def map_state(raw_state: str, reason_code: str | None) -> InstanceState:
+    """EC2 state name (+ StateReason.Code) -> orch's state. A spot reclaim reads PREEMPTED in any end state."""
+    if reason_code in SPOT_REASON_CODES and raw_state in ("shutting-down", "terminated", "stopping", "stopped"):
+        return InstanceState.PREEMPTED
+    try:
+        return _STATES[raw_state]
+    except KeyError:
+        raise ProviderUnavailableError(f"unknown EC2 instance state {raw_state!r}", provider=PROVIDER) from None
+
+
+def to_instance(region: str, raw: dict[str, Any], ssh_user: str = "ubuntu") -> Instance:
+    """One describe_instances item -> Instance."""
+    tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+    raw_state = raw.get("State", {}).get("Name", "")
+    reason = raw.get("StateReason") or {}
+    code = reason.get("Code") or None
+    launched = raw.get("LaunchTime")
+    return Instance(
+        provider=PROVIDER,
+        instance_id=encode_id(region, raw["InstanceId"]),
+        launch_id=tags.get(TAG_LAUNCH_ID),
+        owner=tags.get(TAG_OWNER),
+        job=tags.get(TAG_JOB),
+        state=map_state(raw_state, code),
+        instance_type=raw.get("InstanceType", ""),
+        region=region,
+        zone=(raw.get("Placement") or {}).get("AvailabilityZone"),
+        market=Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND,
+        raw_state=raw_state,
+        raw_reason=code or raw.get("StateTransitionReason") or None,
+        public_ip=raw.get("PublicIpAddress"),
+        private_ip=raw.get("PrivateIpAddress"),
+        ssh_user=ssh_user,
+        created_at=launched if isinstance(launched, datetime) else None,
+        extra=(("ec2_instance_id", raw["InstanceId"]),),
+    )
+
+
+def merge_spot_prices(catalog: Iterable[Offer], history: Iterable[dict[str, Any]]) -> list[Offer]:
+    """Replace catalog spot offers with live per-AZ ones where the spot price history has them.
+
+    ``catalog`` and ``history`` are for ONE region (the history comes from that region's endpoint).
+    ``history`` items are describe_spot_price_history entries; the latest per (type, AZ) wins. A catalog
+    spot offer with live prices for its (type, region) becomes one live offer per AZ; everything else
+    (on-demand rows, types without live prices) passes through unchanged.
+    """
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for h in history:
+        if not str(h.get("ProductDescription", "")).startswith("Linux/UNIX"):
+            continue
+        key = (h["InstanceType"], h.get("AvailabilityZoneId") or h["AvailabilityZone"])
+        if key not in latest or h["Timestamp"] > latest[key]["Timestamp"]:
+            latest[key] = h
+    out: list[Offer] = []
+    replaced: set[tuple[str, str]] = set()
+    for offer in catalog:
+        live = [h for (itype, _), h in sorted(latest.items()) if itype == offer.instance_type]
+        if offer.market is not Market.SPOT or not live:
+            out.append(offer)
+            continue
+        if (offer.instance_type, offer.region) in replaced:
+            continue
+        replaced.add((offer.instance_type, offer.region))
+        for h in live:
+            ts = h["Timestamp"]
+            out.append(_replace_price(offer, zone=h.get("AvailabilityZoneId") or h["AvailabilityZone"],
+                                      price=float(h["SpotPrice"]),
+                                      as_of=ts.date() if isinstance(ts, datetime) else date.today()))
+    return out
+
+
+def _replace_price(o: Offer, *, zone: str, price: float, as_of: date) -> Offer:
+    return Offer(
+        provider=o.provider, instance_type=o.instance_type, region=o.region, zone=zone, gpu=o.gpu,
+        gpu_count=o.gpu_count, vram_gb=o.vram_gb, vcpus=o.vcpus, memory_gb=o.memory_gb,
+        interconnect=o.interconnect, market=o.market, price_hr=price, price_as_of=as_of,
+        price_as_of_approximate=False, source="live", availability=o.availability, offer_id=o.offer_id,
+    )
 
 
 class AwsProvider(Provider):
-    name: ClassVar[str] = "aws"
+    """EC2 through boto3. See the module docstring for the instance id format."""
+
+    name: ClassVar[str] = PROVIDER
     capabilities: ClassVar[frozenset[Capability]] = frozenset({
-        Capability.SPOT, Capability.STOP, Capability.TAGS, Capability.LIVE_OFFERS, Capability.MULTI_NODE,
-        Capability.PREEMPTION_NOTICE})
+        Capability.SPOT, Capability.STOP, Capability.TAGS, Capability.LIVE_OFFERS,
+        Capability.MULTI_NODE, Capability.PREEMPTION_NOTICE,
+    })
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, session: boto3.Session | None = None,
+                 sleep: Callable[[float], None] | None = None) -> None:
+        """``session`` is a seam for tests (a session holding moto's fake keys); normally boto3's default
+        chain (env, ``settings.profile``, SSO, instance role) supplies credentials."""
         self.settings = settings
-        self._session = boto3.session.Session(profile_name=settings.profile)
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._lock = threading.Lock()
+        self.policy = RetryPolicy(attempts=settings.retry_attempts, initial_wait_s=settings.retry_initial_wait_s,
+                                  max_wait_s=settings.retry_max_wait_s, deadline_s=settings.retry_deadline_s)
+        self._sleep = sleep
+        if session is None:
+            session = boto3.Session(profile_name=settings.profile) if settings.profile else boto3.Session()
+        self._session = session
         self._config = Config(retries={"total_max_attempts": 1, "mode": "standard"},
-                              connect_timeout=settings.timeout_s, read_timeout=settings.timeout_s)
-        self._policy = settings.retry_policy()
-        self._zone_names: dict[str, dict[str, str]] = {}
+                              connect_timeout=settings.connect_timeout_s, read_timeout=settings.read_timeout_s)
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._amis: dict[str, str] = {}
+        self._lock = threading.Lock()
 
-    # --- plumbing ------------------------------------------------------------------------------------
+    # -- plumbing ---------------------------------------------------------------------------------------
     def _client(self, service: str, region: str) -> Any:
         with self._lock:
             key = (service, region)
             if key not in self._clients:
-                self._clients[key] = self._session.client(service, region_name=region,
-                                                          endpoint_url=self.settings.endpoint_url, config=self._config)
+                self._clients[key] = self._session.client(
+                    service, region_name=region, endpoint_url=self.settings.endpoint_url, config=self._config)
             return self._clients[key]
 
     def _call(self, fn: Callable[[], T]) -> T:
+        """Run one SDK call: translate its errors, retry the transient ones under the policy."""
         def once() -> T:
             try:
                 return fn()
-            except Exception as exc:
+            except Exception as exc:  # everything leaves through the taxonomy
                 raise translate_error(exc) from exc
-
-        return call_with_retry(once, self._policy)
-
-    def _to_instance(self, region: str, raw: dict[str, Any]) -> Instance:
-        tags = _tags(raw)
-        raw_state = raw["State"]["Name"]
-        reason = raw.get("StateReason", {}).get("Code") or None
-        state = _STATES.get(raw_state, InstanceState.PENDING)
-        market = Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND
-        reclaimed = state in (InstanceState.TERMINATED, InstanceState.STOPPING, InstanceState.STOPPED)
-        if reclaimed and reason in SPOT_REASONS:
-            state = InstanceState.PREEMPTED
-        return Instance(
-            provider="aws", instance_id=f"{region}/{raw['InstanceId']}", launch_id=tags.get(TAG_LAUNCH_ID),
-            owner=tags.get(TAG_OWNER), job=tags.get(TAG_JOB), state=state, instance_type=raw.get("InstanceType", ""),
-            region=region, zone=raw.get("Placement", {}).get("AvailabilityZone"), market=market, raw_state=raw_state,
-            raw_reason=reason, public_ip=raw.get("PublicIpAddress"), private_ip=raw.get("PrivateIpAddress"),
-            ssh_user=self.settings.ssh_user, created_at=raw.get("LaunchTime"),
-        )
+        if self._sleep is None:
+            return call_with_retry(once, self.policy)
+        return call_with_retry(once, self.policy, sleep=self._sleep)
 
     def _describe(self, region: str, **kwargs: Any) -> list[dict[str, Any]]:
         ec2 = self._client("ec2", region)
 
-        def run() -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
+        def pages() -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = []
             for page in ec2.get_paginator("describe_instances").paginate(**kwargs):
-                for reservation in page.get("Reservations", []):
-                    out.extend(reservation.get("Instances", []))
-            return out
+                for res in page.get("Reservations", []):
+                    found.extend(res.get("Instances", []))
+            return found
+        return self._call(pages)
 
-        return self._call(run)
-
-    # --- Provider ------------------------------------------------------------------------------------
+    # -- Provider ---------------------------------------------------------------------------------------
     def check_credentials(self) -> None:
         sts = self._client("sts", self.settings.regions[0])
         self._call(lambda: sts.get_caller_identity())
 
     def offers(self, req: GpuRequest) -> list[Offer]:
-        """Catalog offers for the configured regions, with spot prices replaced by live price history
-        (the latest per availability zone, when it is fresher than ``spot_price_max_age_h``)."""
-        catalog = [o for o in load_catalog().offers if o.provider == "aws" and o.region in self.settings.regions]
-        found = match_offers(catalog, req)
-        live: list[Offer] = []
-        for region in self.settings.regions:
-            spot_types = sorted({o.instance_type for o in found if o.region == region and o.market is Market.SPOT})
-            if not spot_types:
-                continue
-            prices = self._spot_prices(region, spot_types)
-            for o in found:
-                if o.region == region and o.market is Market.SPOT and o.instance_type in prices:
-                    for zone, price in sorted(prices[o.instance_type].items()):
-                        live.append(Offer(o.provider, o.instance_type, region, zone, o.gpu, o.gpu_count, o.vram_gb,
-                                          o.vcpus, o.memory_gb, o.interconnect, Market.SPOT, price,
-                                          datetime.now(UTC).date(), False, "live", Availability.UNKNOWN))
-        replaced = {(o.instance_type, o.region) for o in live}
-        kept = [o for o in found if not (o.market is Market.SPOT and (o.instance_type, o.region) in replaced)]
-        return match_offers([*kept, *live], req)
+        """Catalog offers in the configured regions, GPU counts confirmed and spot prices made live.
 
-    def _spot_prices(self, region: str, instance_types: list[str]) -> dict[str, dict[str, float]]:
-        ec2 = self._client("ec2", region)
-        now = datetime.now(UTC)
-        history = self._call(lambda: ec2.describe_spot_price_history(
-            InstanceTypes=instance_types, ProductDescriptions=["Linux/UNIX"], StartTime=now))
-        fresh_after = now - timedelta(hours=self.settings.spot_price_max_age_h)
-        latest: dict[tuple[str, str], tuple[datetime, float]] = {}
-        for row in history.get("SpotPriceHistory", []):
-            ts = row["Timestamp"]
-            if ts < fresh_after:
-                continue  # stale history is not a live price
-            key = (row["InstanceType"], row["AvailabilityZone"])
-            if key not in latest or ts > latest[key][0]:
-                latest[key] = (ts, float(row["SpotPrice"]))
-        out: dict[str, dict[str, float]] = {}
-        for (itype, zone), (_, price) in latest.items():
-            out.setdefault(itype, {})[zone] = price
-        return out
+        Live data is best effort: a region whose API fails keeps its catalog rows (a quote should not
+        fail because one region throttles), but auth errors are raised.
+        """
+        if req.providers and PROVIDER not in req.providers:
+            return []
+        regions = set(self.settings.regions)
+        # Spot prices are replaced per AZ below, so match on markets/region first, price after merging.
+        loose = GpuRequest(gpus=req.gpus, count=req.count, nodes=req.nodes, markets=req.markets,
+                           providers=(PROVIDER,), regions=req.regions, min_vram_gb=req.min_vram_gb,
+                           interconnect=req.interconnect)
+        base = [o for o in match_offers(load_catalog().offers, loose) if o.region in regions]
+        base = list(dict.fromkeys(base))  # the shipped catalog repeats some rows
+        merged: list[Offer] = []
+        for region in sorted({o.region for o in base}):
+            rows = [o for o in base if o.region == region]
+            types = sorted({o.instance_type for o in rows})
+            try:
+                gpu_counts = self._gpu_counts(region, types)
+                rows = [o for o in rows if gpu_counts.get(o.instance_type, o.gpu_count) == o.gpu_count]
+                if Market.SPOT in req.markets:
+                    rows = merge_spot_prices(rows, self._spot_history(region, types))
+            except AuthError:
+                raise
+            except ProviderError as exc:
+                log.warning("aws %s: live offer data unavailable, using the catalog: %s", region, exc)
+            merged.extend(rows)
+        return match_offers(merged, req)
 
-    def _ami(self, region: str) -> str:
-        if region in self.settings.amis:
-            return self.settings.amis[region]
-        ec2 = self._client("ec2", region)
-        images = self._call(lambda: ec2.describe_images(
-            Owners=["amazon"], Filters=[{"Name": "name", "Values": [self.settings.ami_name_pattern]},
-                                        {"Name": "state", "Values": ["available"]}])).get("Images", [])
-        if not images:
-            raise InvalidRequestError(f"no AMI matches {self.settings.ami_name_pattern!r} in {region}",
-                                      provider="aws", hint=f"set providers.aws.amis.{region} in orch's config")
-        return str(max(images, key=lambda i: i.get("CreationDate", ""))["ImageId"])
-
-    def _zone_name(self, region: str, zone: str | None) -> str | None:
-        """The catalog names zones by AZ id (use1-az1); RunInstances wants the account's AZ name."""
-        if not zone:
-            return None
-        if region not in self._zone_names:
-            ec2 = self._client("ec2", region)
-            zones = self._call(lambda: ec2.describe_availability_zones()).get("AvailabilityZones", [])
-            self._zone_names[region] = {z.get("ZoneId", ""): z["ZoneName"] for z in zones} | {
-                z["ZoneName"]: z["ZoneName"] for z in zones}
-        return self._zone_names[region].get(zone)
-
-    def _key_name(self, region: str, spec: LaunchSpec) -> str | None:
-        if self.settings.key_name:
-            return self.settings.key_name
-        if not spec.ssh_public_key:
-            return None
-        name = f"orch-{spec.owner}"
+    def _gpu_counts(self, region: str, types: list[str]) -> dict[str, int]:
         ec2 = self._client("ec2", region)
         try:
-            self._call(lambda: ec2.import_key_pair(KeyName=name, PublicKeyMaterial=spec.ssh_public_key.encode()))
-        except InvalidRequestError as exc:
-            if exc.code != "InvalidKeyPair.Duplicate":
-                raise
-        return name
+            found = self._call(lambda: ec2.describe_instance_types(InstanceTypes=types)["InstanceTypes"])
+        except InvalidRequestError:  # a type this region does not have: skip confirmation, keep the catalog
+            return {}
+        return {t["InstanceType"]: sum(g.get("Count", 0) for g in t["GpuInfo"]["Gpus"])
+                for t in found if t.get("GpuInfo")}
 
-    def _find_by_launch_id(self, region: str, launch_id: str) -> Instance | None:
-        found = self._describe(region, Filters=[
-            {"Name": f"tag:{TAG_LAUNCH_ID}", "Values": [launch_id]},
-            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}])
-        return self._to_instance(region, found[0]) if found else None
+    def _spot_history(self, region: str, types: list[str]) -> list[dict[str, Any]]:
+        ec2 = self._client("ec2", region)
+        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+
+        def fetch() -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            for page in ec2.get_paginator("describe_spot_price_history").paginate(
+                    InstanceTypes=types, ProductDescriptions=["Linux/UNIX"], StartTime=start):
+                out.extend(page.get("SpotPriceHistory", []))
+            return out
+        return self._call(fetch)
 
     def launch(self, spec: LaunchSpec) -> Instance:
         region = spec.offer.region
+        if region not in self.settings.regions:
+            raise InvalidRequestError(
+                f"region {region} is not in aws.regions {self.settings.regions}: orch could not list "
+                "(and so garbage-collect) an instance there", provider=PROVIDER)
+        # Each attempt dedupes first: a retried RunInstances whose first try did land must not double it.
+        return self._call(lambda: self._launch_once(spec, region))
+
+    def _find_by_launch_id(self, region: str, launch_id: str) -> dict[str, Any] | None:
+        found = self._describe(region, Filters=[
+            {"Name": f"tag:{TAG_LAUNCH_ID}", "Values": [launch_id]},
+            {"Name": "instance-state-name", "Values": _ALIVE_STATES},
+        ])
+        found.sort(key=lambda r: (str(r.get("LaunchTime", "")), r["InstanceId"]))
+        return found[0] if found else None
+
+    def _launch_once(self, spec: LaunchSpec, region: str) -> Instance:
         existing = self._find_by_launch_id(region, spec.launch_id)
         if existing is not None:
-            return existing
+            return to_instance(region, existing, self.settings.ssh_user)
+        ec2 = self._client("ec2", region)
         tags = [{"Key": TAG_LAUNCH_ID, "Value": spec.launch_id}, {"Key": TAG_OWNER, "Value": spec.owner},
                 {"Key": TAG_JOB, "Value": spec.job}, {"Key": "Name", "Value": spec.name}]
         params: dict[str, Any] = {
-            "ImageId": self._ami(region), "InstanceType": spec.offer.instance_type, "MinCount": 1, "MaxCount": 1,
+            "ImageId": spec.image or self._ami(region),
+            "InstanceType": spec.offer.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
             "ClientToken": spec.launch_id,
+            "UserData": spec.startup_script,
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
                                   {"ResourceType": "volume", "Tags": tags}],
-            "BlockDeviceMappings": [{"DeviceName": self.settings.root_device,
-                                     "Ebs": {"VolumeSize": spec.disk_gb, "VolumeType": "gp3",
-                                             "DeleteOnTermination": True}}],
-            "InstanceInitiatedShutdownBehavior": "terminate",
+            "BlockDeviceMappings": [{"DeviceName": self.settings.root_device_name,
+                                     "Ebs": {"VolumeSize": spec.disk_gb, "DeleteOnTermination": True}}],
         }
-        if spec.startup_script:
-            params["UserData"] = spec.startup_script   # botocore base64-encodes RunInstances UserData itself
-        key = self._key_name(region, spec)
-        if key:
-            params["KeyName"] = key
+        key_name = self.settings.key_name or self._import_key(region, spec, tags)
+        if key_name:
+            params["KeyName"] = key_name
         if self.settings.security_group_ids:
             params["SecurityGroupIds"] = list(self.settings.security_group_ids)
-        if region in self.settings.subnet_ids:
-            params["SubnetId"] = self.settings.subnet_ids[region]
-        zone = self._zone_name(region, spec.offer.zone)
-        if zone and region not in self.settings.subnet_ids:
-            params["Placement"] = {"AvailabilityZone": zone}
+        if self.settings.subnet_id:
+            params["SubnetId"] = self.settings.subnet_id
+        elif spec.offer.zone:
+            params["Placement"] = {"AvailabilityZone": self._zone_name(region, spec.offer.zone)}
         if spec.offer.market is Market.SPOT:
-            options: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
-            if spec.max_price_hr:
-                options["MaxPrice"] = f"{spec.max_price_hr:.4f}"
-            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
+            spot: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
+            if spec.max_price_hr is not None:
+                spot["MaxPrice"] = f"{spec.max_price_hr:.4f}"
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
+        reservation = ec2.run_instances(**params)
+        return to_instance(region, reservation["Instances"][0], self.settings.ssh_user)
+
+    def _import_key(self, region: str, spec: LaunchSpec, tags: list[dict[str, str]]) -> str | None:
+        """Import the spec's public key as key pair ``orch-<launch id>``; an existing one is reused."""
+        if not spec.ssh_public_key:
+            return None
+        name = f"orch-{spec.launch_id}"
         ec2 = self._client("ec2", region)
+        try:
+            ec2.import_key_pair(KeyName=name, PublicKeyMaterial=spec.ssh_public_key.encode(),
+                                TagSpecifications=[{"ResourceType": "key-pair", "Tags": tags}])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "InvalidKeyPair.Duplicate":
+                raise
+        return name
 
-        def run() -> Instance:
-            # A retry after a lost answer must not buy a second machine: look again before each call.
-            again = self._find_by_launch_id(region, spec.launch_id)
-            if again is not None:
-                return again
-            try:
-                out = ec2.run_instances(**params)
-            except Exception as exc:
-                raise translate_error(exc) from exc
-            return self._to_instance(region, out["Instances"][0])
+    def _ami(self, region: str) -> str:
+        if self.settings.ami:
+            return self.settings.ami
+        if region in self._amis:
+            return self._amis[region]
+        ec2 = self._client("ec2", region)
+        images = ec2.describe_images(Owners=list(self.settings.ami_owners), Filters=[
+            {"Name": "name", "Values": [self.settings.ami_name_pattern]},
+            {"Name": "state", "Values": ["available"]},
+            {"Name": "architecture", "Values": ["x86_64"]},
+        ])["Images"]
+        if not images:
+            raise InvalidRequestError(
+                f"no AMI in {region} matches {self.settings.ami_name_pattern!r} (owners {self.settings.ami_owners});"
+                " set aws.ami", provider=PROVIDER)
+        newest = max(images, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
+        self._amis[region] = newest["ImageId"]
+        return newest["ImageId"]
 
-        return call_with_retry(run, self._policy)
+    def _zone_name(self, region: str, zone: str) -> str:
+        """The catalog names AZs by id (``use1-az2``, the same in every account); EC2 placement wants names."""
+        if zone.startswith(region):
+            return zone
+        zones = self._client("ec2", region).describe_availability_zones(
+            Filters=[{"Name": "zone-id", "Values": [zone]}])["AvailabilityZones"]
+        if not zones:
+            raise InvalidRequestError(f"availability zone {zone} is not in {region}", provider=PROVIDER)
+        return str(zones[0]["ZoneName"])
 
     def get(self, instance_id: str) -> Instance | None:
-        region, iid = _split(instance_id)
+        parsed = decode_id(instance_id)
+        if parsed is None:
+            return None
+        region, ec2_id = parsed
         try:
-            found = self._describe(region, InstanceIds=[iid])
+            found = self._describe(region, InstanceIds=[ec2_id])
         except InstanceNotFoundError:
             return None
-        return self._to_instance(region, found[0]) if found else None
+        return to_instance(region, found[0], self.settings.ssh_user) if found else None
 
     def list_instances(self, owner: str) -> list[Instance]:
         out: list[Instance] = []
         for region in self.settings.regions:
             for raw in self._describe(region, Filters=[{"Name": f"tag:{TAG_OWNER}", "Values": [owner]}]):
-                out.append(self._to_instance(region, raw))
+                out.append(to_instance(region, raw, self.settings.ssh_user))
         return out
 
     def terminate(self, instance_id: str) -> None:
-        region, iid = _split(instance_id)
+        parsed = decode_id(instance_id)
+        if parsed is None:
+            return
+        region, ec2_id = parsed
         ec2 = self._client("ec2", region)
         try:
-            self._call(lambda: ec2.terminate_instances(InstanceIds=[iid]))
+            self._call(lambda: ec2.terminate_instances(InstanceIds=[ec2_id]))
         except InstanceNotFoundError:
             return
 
     def stop(self, instance_id: str) -> None:
-        region, iid = _split(instance_id)
+        parsed = decode_id(instance_id)
+        if parsed is None:
+            raise InstanceNotFoundError(f"{instance_id} is not an orch AWS instance id", provider=PROVIDER)
+        region, ec2_id = parsed
         ec2 = self._client("ec2", region)
-        self._call(lambda: ec2.stop_instances(InstanceIds=[iid]))
+        self._call(lambda: ec2.stop_instances(InstanceIds=[ec2_id]))
 
     def close(self) -> None:
         with self._lock:

@@ -1,5 +1,8 @@
-"""Settings for the AWS adapter (SDK-free). Credentials are NOT here: boto3's default chain finds them
-(environment, ``~/.aws`` profiles, SSO, instance roles)."""
+"""Settings for the AWS adapter. SDK-free: importing this module must not import boto3.
+
+Credentials are deliberately absent: boto3's default chain finds them (environment, ``profile``,
+SSO, instance role). Nothing here is secret, so settings can be printed and logged.
+"""
 
 from __future__ import annotations
 
@@ -7,33 +10,37 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.retry import RetryPolicy
-
 
 def _default_regions() -> list[str]:
-    return [os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"]
+    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+    return [region]
 
 
 class Settings(BaseModel):
+    """What the AWS adapter needs besides credentials.
+
+    ``regions`` bounds everything: offers are only returned, launches only accepted, and instances only
+    listed in these regions, so nothing orch launches can fall outside its garbage collection.
+    ``endpoint_url`` points every client at one endpoint (tests: moto); None means AWS itself.
+    ``ami`` wins over the lookup ``ami_owners`` + ``ami_name_pattern`` (newest match per region).
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     regions: list[str] = Field(default_factory=_default_regions, min_length=1)
-    profile: str | None = None                 # a named profile in ~/.aws/config
-    endpoint_url: str | None = None            # an EC2-compatible endpoint (tests: moto on 127.0.0.1)
-    amis: dict[str, str] = Field(default_factory=dict)   # region -> AMI id; else the newest DLAMI is looked up
-    ami_name_pattern: str = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*"
-    key_name: str | None = None                # an existing key pair; else the launch's public key is imported
+    endpoint_url: str | None = None
+    profile: str | None = None
+    key_name: str | None = None
     security_group_ids: list[str] = Field(default_factory=list)
-    subnet_ids: dict[str, str] = Field(default_factory=dict)   # region -> subnet id
-    root_device: str = "/dev/sda1"
+    subnet_id: str | None = None
+    ami: str | None = None
+    ami_owners: list[str] = Field(default_factory=lambda: ["amazon"])
+    ami_name_pattern: str = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
     ssh_user: str = "ubuntu"
-    timeout_s: float = 30.0
-    spot_price_max_age_h: float = 24.0         # older spot price history is stale, not live
-    retry_attempts: int = 6
-    retry_initial_wait_s: float = 0.5
-    retry_max_wait_s: float = 8.0
-    retry_deadline_s: float = 60.0
-
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
-                           max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)
+    root_device_name: str = "/dev/sda1"
+    retry_attempts: int = Field(default=6, ge=1)
+    retry_initial_wait_s: float = Field(default=0.5, ge=0)
+    retry_max_wait_s: float = Field(default=8.0, ge=0)
+    retry_deadline_s: float = Field(default=60.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=60.0, gt=0)

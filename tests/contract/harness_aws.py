@@ -1,28 +1,28 @@
-"""Contract harness for AWS: the real AwsProvider (boto3) against moto behind tests/fakes/aws.py."""
+"""Contract harness for AWS: the real boto3 adapter against moto in server mode (tests/fakes/aws.py)."""
 
 from __future__ import annotations
 
-import os
-
-from providers.aws.adapter import AwsProvider
-from providers.aws.settings import Settings
-from providers.base import LaunchSpec, Market, Offer
-from providers.catalog import load_catalog
+from providers.base import LaunchSpec, Market, Offer, Provider
 from tests.contract.harness import Fault, ProviderHarness
-from tests.fakes.aws import AwsFake, fake_credentials_env
+
+REGION = "us-east-1"
+INSTANCE_TYPE = "g5.48xlarge"  # a real catalog offer in us-east-1 (A10G x8); moto knows its GpuInfo
+_FAULTS = {
+    Fault.CAPACITY: "capacity",
+    Fault.QUOTA: "quota",
+    Fault.THROTTLE: "throttle",
+    Fault.AUTH: "auth",
+    Fault.SERVER_ERROR: "server-error",
+}
 
 
-def fast_settings(url: str, **overrides: object) -> Settings:
-    values: dict[str, object] = dict(regions=["us-east-1"], endpoint_url=url, amis={"us-east-1": "ami-12c6146b"},
-                                     timeout_s=5.0, retry_attempts=4, retry_initial_wait_s=0.001,
-                                     retry_max_wait_s=0.01, retry_deadline_s=5.0)
-    values.update(overrides)
-    return Settings.model_validate(values)
+def catalog_offer(market: Market, instance_type: str = INSTANCE_TYPE, region: str = REGION) -> Offer:
+    from providers.catalog import load_catalog
 
-
-def catalog_offer(instance_type: str, region: str, market: Market) -> Offer:
-    return next(o for o in load_catalog().offers if o.provider == "aws" and o.instance_type == instance_type
-                and o.region == region and o.market is market)
+    for offer in load_catalog().offers:
+        if (offer.provider, offer.instance_type, offer.region, offer.market) == ("aws", instance_type, region, market):
+            return offer
+    raise LookupError(f"the shipped catalog has no aws {instance_type} {region} {market}")
 
 
 class AwsHarness(ProviderHarness):
@@ -30,40 +30,48 @@ class AwsHarness(ProviderHarness):
     supports_spot = True
     supported_faults = frozenset(Fault)
     preempted_reason = "Server.SpotInstanceTermination"
-    missing_instance_id = "us-east-1/i-0123456789abcdef0"
+    missing_instance_id = f"{REGION}/i-0123456789abcdef0"
 
     def __init__(self) -> None:
-        for key, value in fake_credentials_env().items():
-            os.environ.setdefault(key, value)
-        self.fake = AwsFake()
-        self.url = self.fake.start()
-        self._providers: list[AwsProvider] = []
+        import boto3
 
-    def provider(self) -> AwsProvider:
-        p = AwsProvider(fast_settings(self.url))
-        self._providers.append(p)
-        return p
+        from providers.aws.adapter import AwsProvider
+        from providers.aws.settings import Settings
+        from tests.fakes.aws import FAKE_ENV, FakeAws
+
+        self.fake = FakeAws()
+        # Fake keys live in this session only: nothing is written to os.environ or settings.
+        session = boto3.Session(aws_access_key_id=FAKE_ENV["AWS_ACCESS_KEY_ID"],
+                                aws_secret_access_key=FAKE_ENV["AWS_SECRET_ACCESS_KEY"], region_name=REGION)
+        settings = Settings(
+            regions=[REGION], endpoint_url=self.fake.endpoint_url,
+            # moto's image list has Canonical's Ubuntu images; this exercises the newest-match AMI lookup.
+            ami_owners=["099720109477"], ami_name_pattern="ubuntu/images/hvm-ssd/ubuntu-*-amd64-server-*",
+            retry_attempts=4, retry_initial_wait_s=0.001, retry_max_wait_s=0.01, retry_deadline_s=5.0,
+        )
+        self._provider = AwsProvider(settings, session=session)
+
+    def provider(self) -> Provider:
+        return self._provider
 
     def launch_spec(self, launch_id: str, owner: str, market: Market = Market.ON_DEMAND) -> LaunchSpec:
-        return LaunchSpec(launch_id=launch_id, owner=owner, job="contract",
-                          offer=catalog_offer("p4d.24xlarge", "us-east-1", market),
-                          ssh_public_key="", startup_script="#!/bin/bash\necho hello\n", disk_gb=100)
+        return LaunchSpec(launch_id=launch_id, owner=owner, job="contract-job", offer=catalog_offer(market),
+                          startup_script="#!/bin/sh\necho orch\n")
 
     def inject(self, fault: Fault, times: int = 1) -> None:
-        self.fake.inject(fault.value, -1 if fault is Fault.THROTTLE else times)
+        self.fake.fail("RunInstances", _FAULTS[fault], times)
 
     def preempt(self, instance_id: str) -> None:
-        region, iid = instance_id.split("/", 1)
-        self.fake.interrupt(region, iid)
+        region, _, ec2_id = instance_id.partition("/")
+        self.fake.interrupt(ec2_id, region)
 
     def reset(self) -> None:
         self.fake.reset()
 
     def close(self) -> None:
-        for p in self._providers:
-            p.close()
-        self.fake.stop()
+        self._provider.close()
+        self.fake.close()
 
 
-def make_harness() -> AwsHarness:
+def make_harness() -> ProviderHarness:
     return AwsHarness()

@@ -1,154 +1,183 @@
-"""AWS for tests: moto's server app (a maintained EC2 emulator) behind a small fault-injecting WSGI layer.
+"""moto in server mode behind a small WSGI wrapper that injects EC2 faults and plants spot prices.
 
-moto never runs out of capacity and never reclaims a spot instance, so this wrapper answers chosen EC2
-Actions with EC2's own error XML (capacity, quota, throttling, auth, 5xx) for the next N calls, and
-``interrupt`` reclaims an instance the way EC2 does: terminated, StateReason
-Server.SpotInstanceTermination. That last part reaches into moto's in-process backend (moto 5.x).
+moto (pinned behaviour: moto 5.2.x) is the EC2/STS emulator; this module adds only what moto cannot do:
 
-    python -m tests.fakes.aws --port 5000
+* ``fail(action, fault, times)``: answer the next ``times`` calls of an EC2 Action (``RunInstances``)
+  with the EC2 error XML and HTTP status AWS uses for that fault.
+* ``plant_spot_prices(...)``: answer DescribeSpotPriceHistory from planted rows (moto returns a
+  constant 0.00001 from 2006 for every type/AZ).
+* ``interrupt(instance_id)``: reclaim a spot instance the way EC2 does (terminated with StateReason
+  Server.SpotInstanceTermination). This edits moto's in-process backend (moto internals, moto 5.2).
+* ``requests`` counts every Action seen; ``sent`` keeps each Action's last form parameters, so tests can
+  check what the adapter put on the wire (MaxPrice, UserData...), which moto does not store.
 """
 
 from __future__ import annotations
 
-import argparse
+import io
 import threading
-import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
 
-from werkzeug.serving import make_server
+from moto.server import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import WSGIRequestHandler, make_server
 
-from tests.contract.harness import Fault
+ACCOUNT_ID = "123456789012"  # moto's default account
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
 
-ACCOUNT_ID = "123456789012"
-
-#: fault -> (HTTP status, EC2 error code)
-FAULT_ERRORS: dict[str, tuple[int, str]] = {
-    Fault.CAPACITY.value: (500, "InsufficientInstanceCapacity"),
-    Fault.QUOTA.value: (400, "VcpuLimitExceeded"),
-    Fault.THROTTLE.value: (503, "RequestLimitExceeded"),
-    Fault.AUTH.value: (403, "UnauthorizedOperation"),
-    Fault.SERVER_ERROR.value: (500, "InternalError"),
+# fault name -> (EC2 error code, HTTP status) as EC2 sends them.
+FAULTS: dict[str, tuple[str, int]] = {
+    "capacity": ("InsufficientInstanceCapacity", 500),
+    "quota": ("VcpuLimitExceeded", 400),
+    "throttle": ("RequestLimitExceeded", 503),
+    "auth": ("AuthFailure", 401),
+    "unauthorized": ("UnauthorizedOperation", 403),
+    "server-error": ("InternalError", 500),
+    "unavailable": ("Unavailable", 503),
+    "price-too-low": ("SpotMaxPriceTooLow", 400),
 }
 
 
-def _error_xml(code: str) -> bytes:
-    return (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code>"
-            f"<Message>injected {code}</Message></Error></Errors><RequestID>orch-fault</RequestID></Response>"
-            ).encode()
+@dataclass(frozen=True, slots=True)
+class SpotPrice:
+    instance_type: str
+    zone: str          # AZ name, e.g. us-east-1a
+    zone_id: str       # AZ id, e.g. use1-az6
+    price: float
+    timestamp: datetime
 
 
-class AwsFake:
-    """moto in a thread on 127.0.0.1, with ``inject``, ``interrupt``, ``reset`` and request counts."""
+class _Quiet(WSGIRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _region_of(environ: dict[str, Any]) -> str:
+    # SigV4: "Credential=AKID/20240101/us-east-1/ec2/aws4_request"
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    try:
+        return auth.split("Credential=", 1)[1].split("/")[2]
+    except IndexError:
+        return "us-east-1"
+
+
+class FakeAws:
+    """A running moto server on 127.0.0.1:<free port>. ``endpoint_url`` is what the adapter uses."""
 
     def __init__(self) -> None:
-        from moto.server import DomainDispatcherApplication, create_backend_app
-
         self._moto = DomainDispatcherApplication(create_backend_app)
-        self._faults: list[tuple[str, str, int]] = []   # (action, fault, remaining)
         self._lock = threading.Lock()
-        self.actions: Counter[str] = Counter()
-        self.last_params: dict[str, dict[str, str]] = {}   # action -> its query parameters, as sent
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self.url = ""
+        self._faults: dict[str, list[tuple[str, int, int]]] = {}   # action -> [(code, status, remaining)]
+        self._spot: list[SpotPrice] | None = None
+        self.requests: Counter[str] = Counter()
+        self.sent: dict[str, dict[str, str]] = {}
+        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-aws", daemon=True)
+        self._thread.start()
+        self.endpoint_url = f"http://127.0.0.1:{self._server.server_port}"
 
-    # --- WSGI ----------------------------------------------------------------------------------------
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        action = self._action(environ)
-        if action:
-            self.actions[action] += 1
-            self.last_params[action] = environ.get("orch.params", {})
-            fault = self._take_fault(action)
-            if fault is not None:
-                status, code = FAULT_ERRORS[fault]
-                body = _error_xml(code)
-                start_response(f"{status} Error", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))])
-                return [body]
-        return self._moto(environ, start_response)
-
-    @staticmethod
-    def _action(environ: dict[str, Any]) -> str | None:
-        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
-        if "Action" in query:
-            return query["Action"][0]
-        if environ.get("REQUEST_METHOD") == "POST" and "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            body = environ["wsgi.input"].read(length)
-            import io
-
-            environ["wsgi.input"] = io.BytesIO(body)
-            form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
-            if "Action" in form:
-                environ["orch.params"] = {k: v[0] for k, v in form.items()}
-                return form["Action"][0]
-        return None
-
-    def _take_fault(self, action: str) -> str | None:
+    # -- switches ---------------------------------------------------------------------------------------
+    def fail(self, action: str, fault: str, times: int = 1) -> None:
+        """Fail the next ``times`` calls of ``action`` with ``fault`` (a FAULTS key or an EC2 error code)."""
+        code, status = FAULTS.get(fault, (fault, 400))
         with self._lock:
-            for i, (act, fault, remaining) in enumerate(self._faults):
-                if act == action and remaining != 0:
-                    if remaining > 0:
-                        self._faults[i] = (act, fault, remaining - 1)
-                    return fault
-        return None
+            self._faults.setdefault(action, []).append((code, status, times))
 
-    # --- switches ------------------------------------------------------------------------------------
-    def inject(self, fault: str, times: int = 1, action: str = "RunInstances") -> None:
-        """The next ``times`` calls of ``action`` fail with ``fault`` (-1: until reset)."""
+    def plant_spot_prices(self, prices: Iterable[SpotPrice]) -> None:
         with self._lock:
-            self._faults.append((action, fault, times))
+            self._spot = list(prices)
 
-    def interrupt(self, region: str, instance_id: str) -> None:
-        """Reclaim a spot instance as EC2 does (moto internals: pinned to moto 5.x)."""
+    def interrupt(self, ec2_instance_id: str, region: str = "us-east-1") -> None:
+        """Reclaim a spot instance as EC2 does. moto internals (moto 5.2): Instance.terminate + state_reason."""
         from moto.ec2.models import ec2_backends
         from moto.ec2.models.instances import StateReason
 
-        backend = ec2_backends[ACCOUNT_ID][region]
-        inst = backend.get_instance(instance_id)
-        inst.terminate()
-        inst.state_reason = StateReason("Server.SpotInstanceTermination: Spot instance termination",
-                                        "Server.SpotInstanceTermination")
-        inst._reason = "Server.SpotInstanceTermination"
+        instance = ec2_backends[ACCOUNT_ID][region].get_instance(ec2_instance_id)
+        instance.terminate()
+        instance.state_reason = StateReason(
+            "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")
+        instance._reason = "Server.SpotInstanceTermination"
 
     def reset(self) -> None:
+        """Forget faults, planted prices and counters, and clear moto's state."""
         with self._lock:
             self._faults.clear()
-        self.actions.clear()
-        self.last_params.clear()
-        req = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST", data=b"")
-        urllib.request.urlopen(req, timeout=10).read()
+            self._spot = None
+            self.requests.clear()
+            self.sent.clear()
+        req = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
 
-    # --- lifecycle -----------------------------------------------------------------------------------
-    def start(self, port: int = 0) -> str:
-        self._server = make_server("127.0.0.1", port, self, threaded=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        return self.url
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+    # -- WSGI -------------------------------------------------------------------------------------------
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        body = b""
+        if environ.get("REQUEST_METHOD") == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(body)
+        params = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        action = params.get("Action")
+        if action:
+            with self._lock:
+                self.requests[action] += 1
+                self.sent[action] = params
+                fault = self._take_fault(action)
+                spot = self._spot
+            if fault is not None:
+                return self._error(start_response, *fault)
+            if action == "DescribeSpotPriceHistory" and spot is not None:
+                return self._spot_history(start_response, spot, params, _region_of(environ))
+        return self._moto(environ, start_response)  # type: ignore[no-any-return]
 
+    def _take_fault(self, action: str) -> tuple[str, int] | None:
+        queue = self._faults.get(action)
+        if not queue:
+            return None
+        code, status, remaining = queue[0]
+        if remaining <= 1:
+            queue.pop(0)
+        else:
+            queue[0] = (code, status, remaining - 1)
+        return code, status
 
-def fake_credentials_env() -> dict[str, str]:
-    return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1"}
+    @staticmethod
+    def _error(start_response: Callable[..., Any], code: str, status: int) -> Iterator[bytes]:
+        xml = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{escape(code)}</Code>"
+               f"<Message>injected {escape(code)}</Message></Error></Errors>"
+               "<RequestID>fake-aws-fault</RequestID></Response>").encode()
+        start_response(f"{status} Injected", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
+        return iter([xml])
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="moto EC2 with orch's fault switches")
-    parser.add_argument("--port", type=int, default=5000)
-    args = parser.parse_args()
-    fake = AwsFake()
-    print(f"serving on {fake.start(args.port)}", flush=True)
-    threading.Event().wait()
-
-
-if __name__ == "__main__":
-    main()
+    @staticmethod
+    def _spot_history(start_response: Callable[..., Any], spot: list[SpotPrice], params: dict[str, str],
+                      region: str) -> Iterator[bytes]:
+        types = {v for k, v in params.items() if k.startswith("InstanceType.")}
+        items = "".join(
+            f"<item><instanceType>{p.instance_type}</instanceType><productDescription>Linux/UNIX</productDescription>"
+            f"<spotPrice>{p.price:.6f}</spotPrice><timestamp>{p.timestamp.strftime('%Y-%m-%dT%H:%M:%S.000Z')}"
+            f"</timestamp><availabilityZone>{p.zone}</availabilityZone>"
+            f"<availabilityZoneId>{p.zone_id}</availabilityZoneId></item>"
+            for p in spot if p.zone.startswith(region) and (not types or p.instance_type in types))
+        xml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse "
+               "xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>fake-aws-spot</requestId>"
+               f"<spotPriceHistorySet>{items}</spotPriceHistorySet><nextToken></nextToken>"
+               "</DescribeSpotPriceHistoryResponse>").encode()
+        start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
+        return iter([xml])
