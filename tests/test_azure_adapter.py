@@ -67,7 +67,7 @@ class _Resp:
         self.status_code = status
         self.reason = "x"
         self.headers = {"content-type": "application/json"}
-        self._body = ('{"error": {"code": "%s", "message": "m"}}' % code).encode()
+        self._body = (f'{{"error": {{"code": "{code}", "message": "m"}}}}').encode()
         self.request = None
         self.content_type = "application/json"
 

@@ -166,9 +166,11 @@ class AzureProvider(Provider):
             state, reason = InstanceState.PREEMPTED, EVICTED
         return Instance(
             provider="azure", instance_id=vm.name, launch_id=tags.get(TAG_LAUNCH_ID), owner=tags.get(TAG_OWNER),
-            job=tags.get(TAG_JOB), state=state, instance_type=vm.hardware_profile.vm_size if vm.hardware_profile else "",
+            job=tags.get(TAG_JOB), state=state,
+            instance_type=vm.hardware_profile.vm_size if vm.hardware_profile else "",
             region=vm.location or "", zone=(vm.zones[0] if vm.zones else None),
-            market=Market.SPOT if spot else Market.ON_DEMAND, raw_state=f"PowerState/{power}" if power else provisioning,
+            market=Market.SPOT if spot else Market.ON_DEMAND,
+            raw_state=f"PowerState/{power}" if power else provisioning,
             raw_reason=reason, ssh_user=self.settings.admin_username)
 
     def _power(self, name: str) -> str | None:

@@ -97,10 +97,9 @@ class ArmFake:
                 return self._vm(method, m, body)
             if m := _NIC.match(path):
                 return self._nic(method, m, body)
-            if m := _DISK.match(path):
-                if method == "DELETE":
-                    self.state.disks_deleted.append(m.group("name"))
-                    return 202, None, self._lro({"status": "Succeeded"})
+            if (m := _DISK.match(path)) and method == "DELETE":
+                self.state.disks_deleted.append(m.group("name"))
+                return 202, None, self._lro({"status": "Succeeded"})
         return 404, _err("InvalidResourceType", f"no such path {path}"), {}
 
     def _vm(self, method: str, m: re.Match[str], body: Any) -> tuple[int, Any, dict[str, str]]:
