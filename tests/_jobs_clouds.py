@@ -1,7 +1,7 @@
 """Local fake clouds for the job-command tests, and an orch config file pointing at them.
 
-Vast.ai, Lambda and RunPod fakes run in this process (threads on 127.0.0.1), so an ``orch`` subprocess
-reaches them too. Their inventories are widened so that every example manifest has somewhere to go:
+Vast.ai, Lambda, RunPod, GCE and Azure ARM fakes run in this process (threads on 127.0.0.1), so an
+``orch`` subprocess reaches them too. Their inventories are widened so that every example manifest has somewhere to go:
 Vast gets an L4 (spot, for examples/command.yaml) and Lambda gets 8x A100 80GB capacity in us-east-1.
 """
 
@@ -15,6 +15,8 @@ import yaml
 
 from providers.base import Instance, Provider
 from providers.registry import create_provider
+from tests.fakes.azure_arm import ArmFake
+from tests.fakes.gce import GceFake
 from tests.fakes.lambda_cloud import DEFAULT_CAPACITY, LambdaFake, start_lambda_fake
 from tests.fakes.lr_base import FakeServer
 from tests.fakes.runpod import RunPodFake, start_runpod_fake
@@ -23,6 +25,9 @@ from tests.fakes.vast import DEFAULT_API_KEY, VastFake, _offer
 OWNER = "tester"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJobsCliTestKeyForTheFakeClouds orch-test"
 L4_ASK = 7004001
+ARM_SUB = "00000000-0000-0000-0000-000000000000"
+ARM_SUBNET = (f"/subscriptions/{ARM_SUB}/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v"
+              "/subnets/default")
 _FAST = {"retry_attempts": 2, "retry_initial_wait_s": 0.001, "retry_max_wait_s": 0.01, "retry_deadline_s": 2.0,
          "timeout_s": 5.0}
 
@@ -35,6 +40,8 @@ class FakeClouds:
     lambda_server: FakeServer
     runpod: RunPodFake
     runpod_server: FakeServer
+    gce: GceFake
+    arm: ArmFake
 
     def sections(self) -> dict[str, dict[str, Any]]:
         return {
@@ -42,6 +49,10 @@ class FakeClouds:
             "lambda": {"base_url": f"{self.lambda_server.url}/api/v1", "min_interval_s": 0.0,
                        "launch_interval_s": 0.0, **_FAST},
             "runpod": {"graphql_url": f"{self.runpod_server.url}/graphql", "min_interval_s": 0.0, **_FAST},
+            "gcp": {"project": self.gce.project, "zones": ["us-east5-a", "us-central1-a"], "api_endpoint": self.gce.url,
+                    "anonymous_credentials": True, "operation_timeout_s": 10.0, **_FAST},
+            "azure": {"subscription_id": ARM_SUB, "resource_group": "orch-test", "subnet_id": ARM_SUBNET,
+                      "base_url": self.arm.url, "static_token": "test-token", "polling_interval_s": 0.0, **_FAST},
         }
 
     def env(self) -> dict[str, str]:
@@ -62,13 +73,16 @@ class FakeClouds:
         self.lambda_fake.reset()
         self.lambda_fake.capacity = dict(DEFAULT_CAPACITY) | {"gpu_8x_a100_80gb_sxm4": ("us-east-1",)}
         self.runpod.reset()
+        self.gce.reset()
+        self.arm.reset()
 
     def providers(self) -> dict[str, Provider]:
         """The real adapters against the fakes (with credentials from env())."""
         out: dict[str, Provider] = {}
         for name, section in self.sections().items():
             key = {"vastai": DEFAULT_API_KEY, "lambda": self.lambda_fake.api_key, "runpod": self.runpod.api_key}
-            out[name] = create_provider(name, {**section, "api_key": key[name]})
+            extra = {"api_key": key[name]} if name in key else {}
+            out[name] = create_provider(name, {**section, **extra})
         return out
 
     def live_instances(self) -> dict[str, list[Instance]]:
@@ -87,12 +101,18 @@ class FakeClouds:
             vast = len(self.vast.state.instances)          # destroy removes the row
         lam = sum(1 for i in self.lambda_fake.instances.values() if i.status not in ("terminated", "terminating"))
         rp = sum(1 for p in self.runpod.pods.values() if p.desired != "TERMINATED")
-        return {"vastai": vast, "lambda": lam, "runpod": rp}
+        with self.gce.lock:
+            gcp = len(self.gce.state.instances)            # delete removes the VM
+        with self.arm.lock:
+            azure = len(self.arm.state.vms)
+        return {"vastai": vast, "lambda": lam, "runpod": rp, "gcp": gcp, "azure": azure}
 
     def close(self) -> None:
         self.vast.stop()
         self.lambda_server.stop()
         self.runpod_server.stop()
+        self.gce.stop()
+        self.arm.stop()
 
 
 def start_clouds() -> FakeClouds:
@@ -100,6 +120,9 @@ def start_clouds() -> FakeClouds:
     url = vast.start()
     lam, lam_server = start_lambda_fake()
     rp, rp_server = start_runpod_fake()
-    clouds = FakeClouds(vast, url, lam, lam_server, rp, rp_server)
+    gce, arm = GceFake(), ArmFake()
+    gce.start()
+    arm.start()
+    clouds = FakeClouds(vast, url, lam, lam_server, rp, rp_server, gce, arm)
     clouds.reset()
     return clouds
