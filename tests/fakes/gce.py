@@ -139,7 +139,9 @@ class GceFake:
         op: dict[str, Any] = {
             "kind": "compute#operation", "id": op_id, "name": name,
             "zone": f"{BASE}/projects/{project}/zones/{zone}", "operationType": op_type,
-            "targetLink": target_link, "targetId": "" if isinstance(target, str) else target["id"],
+            "targetLink": target_link,
+            # A failed insert still names the id GCE had allocated for the instance.
+            "targetId": str(next(self._ids)) + "000000000" if isinstance(target, str) else target["id"],
             "status": "RUNNING", "user": user, "progress": 0,
             "insertTime": _now(), "startTime": _now(),
             "selfLink": f"{BASE}/projects/{project}/zones/{zone}/operations/{name}",
