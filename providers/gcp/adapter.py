@@ -252,9 +252,8 @@ class GcpProvider(Provider):
             if self._clock() > deadline:
                 raise ProviderUnavailableError(f"operation {op.name} still {op.status.name} after "
                                                f"{self.settings.operation_timeout_s:.0f}s", provider="gcp")
-            name = op.name
-            op = self._call(lambda: ops.wait(project=project, zone=zone, operation=name, retry=None,
-                                             timeout=self.settings.timeout_s))
+            op = self._call(lambda name=op.name: ops.wait(project=project, zone=zone, operation=name,
+                                                          retry=None, timeout=self.settings.timeout_s))
         if op.error.errors:
             raise translate_error(OperationError(op))
         return op

@@ -328,7 +328,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_DELETE = _serve
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
