@@ -1,1 +1,1 @@
-"""Google Compute Engine through google-cloud-compute (REST). The SDK is imported by adapter.py only."""
+"""Google Compute Engine: the adapter (``providers.gcp.adapter``) and its SDK-free settings."""

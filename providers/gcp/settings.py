@@ -1,30 +1,37 @@
-"""Settings for the GCP adapter (SDK-free). Credentials: Application Default Credentials only."""
+"""Settings for the GCP adapter (SDK-free). Credentials are NOT here: Application Default Credentials
+(``gcloud auth application-default login``, GOOGLE_APPLICATION_CREDENTIALS, a metadata server) find them.
+
+``project`` may be left unset: the adapter resolves it lazily from ADC's project or GOOGLE_CLOUD_PROJECT,
+so importing or validating these settings never touches google.auth.
+"""
 
 from __future__ import annotations
-
-import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from providers.retry import RetryPolicy
 
+#: A public Deep Learning VM image family with NVIDIA drivers and CUDA (driver installed at first boot).
+DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
+
 
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    project: str | None = Field(default_factory=lambda: os.environ.get("GOOGLE_CLOUD_PROJECT")
-                                or os.environ.get("CLOUDSDK_CORE_PROJECT"))
-    zones: list[str] = Field(default_factory=list)   # preferred zones; a region's first zone otherwise
-    api_endpoint: str | None = None                  # tests: the fake on http://127.0.0.1:PORT
-    anonymous_credentials: bool = False              # tests only
-    image: str = "projects/deeplearning-platform-release/global/images/family/common-cu124-ubuntu-2204"
+    project: str | None = None                 # None: ADC's project, else GOOGLE_CLOUD_PROJECT
+    zones: list[str] = Field(default_factory=list)   # where to launch; a region with none here -> "<region>-a"
+    api_endpoint: str | None = None            # e.g. http://127.0.0.1:PORT for the test fake
     network: str = "global/networks/default"
-    #: A spot VM that is reclaimed is STOPPED (kept, visible as TERMINATED) rather than deleted: orch sees
-    #: the preemption, records it, then deletes the VM itself.
-    spot_termination_action: str = "STOP"
-    ssh_user: str = "orch"
-    timeout_s: float = 30.0
-    operation_timeout_s: float = 300.0
+    subnetwork: str | None = None              # regions/R/subnetworks/S; None: the network's auto subnet
+    external_ip: bool = True                   # an ephemeral public IP, so orch can SSH in
+    image: str = DEFAULT_IMAGE
+    disk_gb: int | None = None                 # None: LaunchSpec.disk_gb
+    disk_type: str = "pd-balanced"
+    spot_termination_action: str = Field(default="STOP", pattern="^(STOP|DELETE)$")
+    ssh_user: str = "root"
+    anonymous_credentials: bool = False        # tests only: no ADC lookup at all
+    timeout_s: float = 30.0                    # per HTTP call
+    operation_timeout_s: float = 300.0         # how long launch waits for the insert operation
     retry_attempts: int = 6
     retry_initial_wait_s: float = 0.5
     retry_max_wait_s: float = 8.0
@@ -33,3 +40,15 @@ class Settings(BaseModel):
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
                            max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)
+
+    def zone_for(self, region: str, zone: str | None = None) -> str:
+        """The zone to launch an offer in: its own zone, else the first configured one in its region."""
+        if zone:
+            return zone
+        for z in self.zones:
+            if z.rsplit("-", 1)[0] == region:
+                return z
+        return f"{region}-a"
+
+    def zones_in(self, region: str) -> list[str]:
+        return [z for z in self.zones if z.rsplit("-", 1)[0] == region] or [f"{region}-a"]
