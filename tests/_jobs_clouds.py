@@ -16,7 +16,7 @@ import yaml
 from providers.base import Instance, Provider
 from providers.registry import create_provider
 from tests.fakes.azure_arm import ArmFake
-from tests.fakes.gce import GceFake
+from tests.fakes.gce import GceServer
 from tests.fakes.lambda_cloud import DEFAULT_CAPACITY, LambdaFake, start_lambda_fake
 from tests.fakes.lr_base import FakeServer
 from tests.fakes.runpod import RunPodFake, start_runpod_fake
@@ -40,7 +40,7 @@ class FakeClouds:
     lambda_server: FakeServer
     runpod: RunPodFake
     runpod_server: FakeServer
-    gce: GceFake
+    gce: GceServer
     arm: ArmFake
 
     def sections(self) -> dict[str, dict[str, Any]]:
@@ -49,7 +49,7 @@ class FakeClouds:
             "lambda": {"base_url": f"{self.lambda_server.url}/api/v1", "min_interval_s": 0.0,
                        "launch_interval_s": 0.0, **_FAST},
             "runpod": {"graphql_url": f"{self.runpod_server.url}/graphql", "min_interval_s": 0.0, **_FAST},
-            "gcp": {"project": self.gce.project, "zones": ["us-east5-a", "us-central1-a"], "api_endpoint": self.gce.url,
+            "gcp": {"project": "orch-test", "zones": ["us-east5-a", "us-central1-a"], "api_endpoint": self.gce.endpoint,
                     "anonymous_credentials": True, "operation_timeout_s": 10.0, **_FAST},
             "azure": {"subscription_id": ARM_SUB, "resource_group": "orch-test", "subnet_id": ARM_SUBNET,
                       "base_url": self.arm.url, "static_token": "test-token", "polling_interval_s": 0.0, **_FAST},
@@ -73,7 +73,7 @@ class FakeClouds:
         self.lambda_fake.reset()
         self.lambda_fake.capacity = dict(DEFAULT_CAPACITY) | {"gpu_8x_a100_80gb_sxm4": ("us-east-1",)}
         self.runpod.reset()
-        self.gce.reset()
+        self.gce.fake.reset()
         self.arm.reset()
 
     def providers(self) -> dict[str, Provider]:
@@ -101,8 +101,7 @@ class FakeClouds:
             vast = len(self.vast.state.instances)          # destroy removes the row
         lam = sum(1 for i in self.lambda_fake.instances.values() if i.status not in ("terminated", "terminating"))
         rp = sum(1 for p in self.runpod.pods.values() if p.desired != "TERMINATED")
-        with self.gce.lock:
-            gcp = len(self.gce.state.instances)            # delete removes the VM
+        gcp = sum(1 for i in self.gce.fake._state.instances.values() if i.get("status") != "TERMINATED")
         with self.arm.lock:
             azure = len(self.arm.state.vms)
         return {"vastai": vast, "lambda": lam, "runpod": rp, "gcp": gcp, "azure": azure}
@@ -120,8 +119,7 @@ def start_clouds() -> FakeClouds:
     url = vast.start()
     lam, lam_server = start_lambda_fake()
     rp, rp_server = start_runpod_fake()
-    gce, arm = GceFake(), ArmFake()
-    gce.start()
+    gce, arm = GceServer().start(), ArmFake()
     arm.start()
     clouds = FakeClouds(vast, url, lam, lam_server, rp, rp_server, gce, arm)
     clouds.reset()
