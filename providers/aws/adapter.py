@@ -55,7 +55,7 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.retry import RetryPolicy, call_with_retry
+from providers.retry import call_with_retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -238,8 +238,7 @@ class AwsProvider(Provider):
         """``session`` is a seam for tests (a session holding moto's fake keys); normally boto3's default
         chain (env, ``settings.profile``, SSO, instance role) supplies credentials."""
         self.settings = settings
-        self.policy = RetryPolicy(attempts=settings.retry_attempts, initial_wait_s=settings.retry_initial_wait_s,
-                                  max_wait_s=settings.retry_max_wait_s, deadline_s=settings.retry_deadline_s)
+        self.policy = settings.retry_policy()
         self._sleep = sleep
         if session is None:
             session = boto3.Session(profile_name=settings.profile) if settings.profile else boto3.Session()

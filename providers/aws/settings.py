@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from providers.settings_base import RetrySettings
 
 
 def _default_regions() -> list[str]:
@@ -16,7 +18,7 @@ def _default_regions() -> list[str]:
     return [region]
 
 
-class Settings(BaseModel):
+class Settings(RetrySettings):
     """What the AWS adapter needs besides credentials.
 
     ``regions`` bounds everything: offers are only returned, launches only accepted, and instances only
@@ -38,9 +40,5 @@ class Settings(BaseModel):
     ami_name_pattern: str = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
     ssh_user: str = "ubuntu"
     root_device_name: str = "/dev/sda1"
-    retry_attempts: int = Field(default=6, ge=1)
-    retry_initial_wait_s: float = Field(default=0.5, ge=0)
-    retry_max_wait_s: float = Field(default=8.0, ge=0)
-    retry_deadline_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)

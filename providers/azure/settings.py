@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
-from providers.retry import RetryPolicy
+from providers.settings_base import RetrySettings
 
 
-class Settings(BaseModel):
+class Settings(RetrySettings):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     subscription_id: str | None = Field(default_factory=lambda: os.environ.get("AZURE_SUBSCRIPTION_ID"))
@@ -26,11 +26,4 @@ class Settings(BaseModel):
     static_token: SecretStr | None = None     # tests only: a fixed bearer token, which allows http://
     polling_interval_s: float = 5.0
     timeout_s: float = 30.0
-    retry_attempts: int = 6
-    retry_initial_wait_s: float = 0.5
-    retry_max_wait_s: float = 8.0
-    retry_deadline_s: float = 60.0
 
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
-                           max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)

@@ -7,15 +7,15 @@ so importing or validating these settings never touches google.auth.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from providers.retry import RetryPolicy
+from providers.settings_base import RetrySettings
 
 #: A public Deep Learning VM image family with NVIDIA drivers and CUDA (driver installed at first boot).
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 
 
-class Settings(BaseModel):
+class Settings(RetrySettings):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     project: str | None = None                 # None: ADC's project, else GOOGLE_CLOUD_PROJECT
@@ -32,14 +32,7 @@ class Settings(BaseModel):
     anonymous_credentials: bool = False        # tests only: no ADC lookup at all
     timeout_s: float = 30.0                    # per HTTP call
     operation_timeout_s: float = 300.0         # how long launch waits for the insert operation
-    retry_attempts: int = 6
-    retry_initial_wait_s: float = 0.5
-    retry_max_wait_s: float = 8.0
-    retry_deadline_s: float = 60.0
 
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
-                           max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)
 
     def zone_for(self, region: str, zone: str | None = None) -> str:
         """The zone to launch an offer in: its own zone, else the first configured one in its region."""
