@@ -10,7 +10,8 @@ deleted). Ranks agree on the step through an all-reduce, so all of them checkpoi
 
 Resume: --resume-from DIR (or $ORCH_RESUME_PATH / the env var named by --resume-env) continues at
 the step after the checkpoint. Rank 0 appends "step <N> loss <x>" to --steps-log for each step done.
---hold-at-step N (tests) waits after step N until a checkpoint-now request arrives.
+--hold-at-step N (tests) waits after step N until a checkpoint-now request arrives; --hang-after-hold then
+hangs until killed (a reclaimed machine), so the test's kill cannot race the end of the run.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def _args() -> argparse.Namespace:
     p.add_argument("--steps-log", default="steps.log")
     p.add_argument("--out", default="final.pt")
     p.add_argument("--hold-at-step", type=int, default=0)
+    p.add_argument("--hang-after-hold", action="store_true",
+                   help="(tests) after the held step's checkpoint, hang until killed, like a reclaimed machine")
     return p.parse_args()
 
 
@@ -149,6 +152,9 @@ def main() -> None:
         now = _agree(_checkpoint_requested(args))
         if now or step % args.ckpt_every == 0:
             _save(args, step, ddp, optim, rank)
+        if step == args.hold_at_step and args.hang_after_hold:
+            while True:  # the test kills the tree; finishing here would race it
+                time.sleep(0.05)
 
     if rank == 0:
         torch.save(model.state_dict(), args.out)

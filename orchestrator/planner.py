@@ -117,7 +117,8 @@ def gather_offers(req: GpuRequest, catalog: Iterable[Offer], live: Sequence[Offe
             found = source.offers(req)
         except ProviderError:
             continue
-        for o in found:
+        # A live source may answer more broadly than asked (interconnect, region): hold it to the request.
+        for o in match_offers(found, req):
             key = o.key if o.key in merged else (*o.key, o.offer_id)
             merged[key] = o
     return list(merged.values())

@@ -244,3 +244,13 @@ def test_adopts_an_instance_launched_before_a_crash(world) -> None:  # type: ign
     report = rec.tick()
     assert report.adopted == 1 and report.launched == 0
     assert len(live(aws, gcp)) == 1
+
+
+def test_an_allow_list_of_unconfigured_providers_launches_nothing() -> None:
+    clock, store = Clock(), MemoryStore()
+    aws = MemoryProvider("aws", CATALOG)
+    rec = Reconciler(store, {"aws": aws}, CATALOG, EngineConfig(owner=OWNER), clock=clock)
+    base = spec()
+    store.add_job(replace(base, plan=replace(base.plan, providers_allow=("azure",))), clock())
+    rec.tick()
+    assert aws.live() == [] and "no-offer" in store.kinds()

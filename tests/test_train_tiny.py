@@ -82,7 +82,8 @@ def test_checkpoint_now_kill_and_resume_matches_uninterrupted_run(tmp_path: Path
     run = tmp_path / "run"
     run.mkdir()
     log1 = run / "steps-1.log"
-    cmd = " ".join(_argv(run, "--out", str(run / "final.pt"), "--steps-log", str(log1), "--hold-at-step", "4"))
+    cmd = " ".join(_argv(run, "--out", str(run / "final.pt"), "--steps-log", str(log1), "--hold-at-step", "4",
+                          "--hang-after-hold"))
     proc = subprocess.Popen(["bash", "-c", f"trap '' USR1; exec {cmd}"], cwd=run, env=_env(),
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

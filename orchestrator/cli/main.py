@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "db",
     "render",
     "daemon",
+    "jobs",
 )
 
 

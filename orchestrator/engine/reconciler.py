@@ -334,10 +334,15 @@ class Reconciler:
                     exclude: frozenset[str] = frozenset(), markets: frozenset[Market] | None = None,
                     relaunch: bool = False) -> AttemptRecord | None:
         """Try eligible offers cheapest first; move on after capacity/quota errors. Returns the attempt."""
+        # Only configured providers can launch; an allow list none of which is configured means no offer
+        # (an empty allow list would mean "any provider").
+        usable = tuple(p for p in (job.spec.plan.providers_allow or self.providers) if p in self.providers)
+        if not usable:
+            self.store.set_job_status(job.id, JobStatus.PENDING, now)
+            self.store.event("no-offer", "none of the job's allowed providers is configured", now, job_id=job.id)
+            return None
         req = replace(job.spec.plan, exclude_zones=job.spec.plan.exclude_zones | exclude,
-                      markets=markets or job.spec.plan.markets,
-                      providers_allow=tuple(p for p in (job.spec.plan.providers_allow or self.providers)
-                                            if p in self.providers))
+                      markets=markets or job.spec.plan.markets, providers_allow=usable)
         live = [p for p in self.providers.values()
                 if self.config.use_live_offers and Capability.LIVE_OFFERS in p.capabilities]
         the_plan = plan(req, gather_offers(req.gpu_request(), self.catalog, live))

@@ -111,8 +111,33 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(alembic_config(conn), revision)
 
 
+@contextmanager
+def _sqlite_schema_lock(engine: Engine) -> Iterator[None]:
+    """Two processes opening one new SQLite file at once must not both create the schema: the second
+    would see half-made tables. PostgreSQL serialises this with an advisory lock inside ``upgrade``."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        yield
+        return
+    import fcntl
+
+    lock = Path(database).with_name(Path(database).name + ".schema-lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 def ensure_schema(engine: Engine) -> None:
     """Upgrade a database with no orch tables; refuse one whose schema is not the code's."""
+    with _sqlite_schema_lock(engine):
+        _ensure_schema(engine)
+
+
+def _ensure_schema(engine: Engine) -> None:
     head = head_revision()
     current = current_revision(engine)
     if current == head:

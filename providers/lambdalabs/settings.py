@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
-from providers.retry import RetryPolicy
+from providers.settings_base import RetrySettings
 
 KEY_FILE = Path("~/.lambda_cloud/lambda_keys")
 
@@ -35,7 +35,7 @@ def default_api_key() -> SecretStr | None:
     return SecretStr(value) if value else None
 
 
-class Settings(BaseModel):
+class Settings(RetrySettings):
     """The ``providers.lambda`` section of orch's config."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -48,11 +48,4 @@ class Settings(BaseModel):
     # 12 seconds (five a minute). orch waits for its turn rather than collecting 429s.
     min_interval_s: float = 1.0
     launch_interval_s: float = 12.0
-    retry_attempts: int = 6
-    retry_initial_wait_s: float = 0.5
-    retry_max_wait_s: float = 8.0
-    retry_deadline_s: float = 60.0
 
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
-                           max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)

@@ -14,9 +14,9 @@ import tomllib
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
-from providers.retry import RetryPolicy
+from providers.settings_base import RetrySettings
 
 CONFIG_FILE = Path("~/.runpod/config.toml")
 
@@ -42,7 +42,7 @@ def default_api_key() -> SecretStr | None:
     return SecretStr(value) if value else None
 
 
-class Settings(BaseModel):
+class Settings(RetrySettings):
     """The ``providers.runpod`` section of orch's config."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -58,11 +58,4 @@ class Settings(BaseModel):
     ports: str = "22/tcp,10022/tcp"
     timeout_s: float = 30.0
     min_interval_s: float = 0.0
-    retry_attempts: int = 6
-    retry_initial_wait_s: float = 0.5
-    retry_max_wait_s: float = 8.0
-    retry_deadline_s: float = 60.0
 
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
-                           max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)

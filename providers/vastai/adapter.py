@@ -241,7 +241,7 @@ class VastProvider(Provider):
         self.settings = settings
         self._today = today
         key = settings.api_key.get_secret_value() if settings.api_key else None
-        self._policy = settings.retry
+        self._policy = settings.retry_policy()
         http = HttpSettings(base_url=settings.base_url.rstrip("/"), api_key=key, timeout_s=settings.timeout_s,
                             retry=self._policy)
         limiter = RateLimiter(settings.min_interval_s)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import ConfigDict, Field, SecretStr, model_validator
 
-from providers.retry import RetryPolicy
+from providers.settings_base import RetrySettings
 
 ENV_API_KEY = "VAST_API_KEY"
 
@@ -39,7 +39,7 @@ def discover_api_key() -> SecretStr | None:
     return None
 
 
-class Settings(BaseModel):
+class Settings(RetrySettings):
     """What the Vast adapter needs. Defaults are the conservative filters the vast CLI applies, tightened."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -67,10 +67,6 @@ class Settings(BaseModel):
 
     # Client behaviour.
     min_interval_s: float = Field(0.25, ge=0.0)     # Vast answers 429 to bursts; space calls out
-    retry_attempts: int = Field(6, ge=1)
-    retry_initial_wait_s: float = Field(0.5, ge=0.0)
-    retry_max_wait_s: float = Field(8.0, ge=0.0)
-    retry_deadline_s: float = Field(60.0, gt=0.0)
 
     @model_validator(mode="after")
     def _fill_api_key(self) -> Settings:
@@ -78,7 +74,3 @@ class Settings(BaseModel):
             object.__setattr__(self, "api_key", discover_api_key())
         return self
 
-    @property
-    def retry(self) -> RetryPolicy:
-        return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
-                           max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)

@@ -1,0 +1,592 @@
+"""What ``orch plan / apply / status / down / events`` do, without the CLI: typed, testable on its own.
+
+The CLI (orchestrator/cli/jobs.py) parses flags, calls one function here, and prints the value it gets
+back. Launching and tearing down go through the engine's Reconciler on the SQL store, exactly as the
+daemon would, so a command never knows a cloud's details.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.config import OrchConfig
+    from orchestrator.engine.reconciler import Reconciler, TickReport
+    from orchestrator.manifest import LoadedManifest
+    from orchestrator.planner import OfferSource, Plan, PlannedOffer
+    from orchestrator.store import Store
+    from orchestrator.store.repo import ApplyResult
+    from providers.base import Offer, Provider
+
+
+class JobsError(RuntimeError):
+    """An operation failed (exit 1); the message says what and, where it can, what to do."""
+
+
+class BadInputError(ValueError):
+    """The user's input cannot be used (exit 2)."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- manifests ----------------------------------------------------------------------------------------
+
+def load(paths: Sequence[Path]) -> list[LoadedManifest]:
+    """Load and validate manifests; raises orchestrator.manifest.ManifestError with every problem."""
+    from orchestrator.manifest import load_manifests
+
+    return load_manifests(list(paths))
+
+
+# -- plan ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """One job's plan: ``options`` are the chosen offer then up to ``alternatives`` more, cheapest first."""
+
+    name: str
+    source: str
+    plan: Plan
+    alternatives: int
+    estimated_hours: float | None
+
+    @property
+    def options(self) -> tuple[PlannedOffer, ...]:
+        return self.plan.eligible[: 1 + self.alternatives]
+
+    @property
+    def vram_rejects(self) -> tuple[PlannedOffer, ...]:
+        return tuple(p for p in self.plan.rejected if "vram-below-need" in p.flags)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.name,
+            "source": self.source,
+            "estimated_hours": self.estimated_hours,
+            "chosen": planned_json(self.plan.chosen) if self.plan.chosen else None,
+            "alternatives": [planned_json(p) for p in self.options[1:]],
+            "eligible_count": len(self.plan.eligible),
+            "rejected": [planned_json(p) for p in self.plan.rejected],
+        }
+
+
+def planned_json(p: PlannedOffer) -> dict[str, Any]:
+    o = p.offer
+    return {
+        "provider": o.provider, "instance_type": o.instance_type, "region": o.region, "zone": o.zone,
+        "gpu": o.gpu, "gpu_count": o.gpu_count, "vram_gb": o.vram_gb, "market": o.market.value,
+        "nodes": p.nodes, "price_hr": round(o.price_hr, 4), "total_price_hr": round(p.total_price_hr, 4),
+        "estimated_total_usd": round(p.expected_cost_usd, 2) if p.expected_cost_usd is not None else None,
+        "source": o.source, "flags": list(p.flags), "notes": list(p.notes),
+    }
+
+
+def plan_jobs(loaded: Sequence[LoadedManifest], catalog: Iterable[Offer], live: Sequence[OfferSource] = (),
+              *, alternatives: int = 4, only_providers: Sequence[str] | None = None,
+              now: datetime | None = None) -> list[JobPlan]:
+    """Rank every offer for each manifest, the way the engine will when it launches.
+
+    ``only_providers`` (the configured ones, for ``--configured``) keeps offers of those providers only:
+    what ``orch apply --launch`` can actually get."""
+    from orchestrator.engine.jobspec import jobspec_from_manifest
+    from orchestrator.planner import gather_offers, plan
+
+    if alternatives < 0:
+        raise BadInputError(f"--alternatives must be 0 or more, got {alternatives}")
+    offers = [o for o in catalog if only_providers is None or o.provider in only_providers]
+    now = now or utcnow()
+    out: list[JobPlan] = []
+    for m in loaded:
+        req = jobspec_from_manifest(m.manifest, now).plan
+        found = gather_offers(req.gpu_request(), offers, live)
+        if only_providers is not None:
+            found = [o for o in found if o.provider in only_providers]
+        the_plan = plan(req, found)
+        out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours))
+    return out
+
+
+def live_sources(providers: Mapping[str, Provider]) -> list[Provider]:
+    """The configured providers that can price offers live."""
+    from providers.base import Capability
+
+    return [p for p in providers.values() if Capability.LIVE_OFFERS in p.capabilities]
+
+
+# -- apply --------------------------------------------------------------------------------------------
+
+def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False,
+          now: datetime | None = None) -> ApplyResult:
+    """Record the manifests as the desired state in ONE transaction: all of it, or (on error) nothing."""
+    from orchestrator.store import repo
+
+    specs = [repo.JobSpec.from_loaded(*m) for m in loaded]
+    now = now or utcnow()
+    try:
+        with store.transaction() as tx:
+            result = repo.apply_jobs(tx, specs, prune=prune, now=now)
+            repo.record_event(tx, "apply", f"{len(result.created)} created, {len(result.updated)} updated, "
+                              f"{len(result.unchanged)} unchanged, {len(result.pruned)} pruned",
+                              data={"created": list(result.created), "updated": list(result.updated),
+                                    "pruned": list(result.pruned)}, ts=now)
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    return result
+
+
+def daemon_running(store: Store, now: datetime | None = None) -> bool:
+    """Whether a daemon is looking after this store: the SQLite daemon lock is held, or (PostgreSQL)
+    some job carries an unexpired lease."""
+    from sqlmodel import col, select
+
+    from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, lock_path
+    from orchestrator.store.models import Job
+
+    if lock_path(store) is not None:
+        try:
+            with daemon_lock(store):
+                return False
+        except DaemonAlreadyRunningError:
+            return True
+    now = now or utcnow()
+    with store.transaction() as tx:
+        leased = tx.exec(select(Job.id).where(col(Job.lease_owner).is_not(None),
+                                              col(Job.lease_expires_at) > now).limit(1)).first()
+    return leased is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A machine the engine got for a job during this command."""
+
+    job: str
+    provider: str
+    instance_id: str
+    instance_type: str
+    region: str
+    market: str
+    price_hr: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job": self.job, "provider": self.provider, "instance_id": self.instance_id,
+                "instance_type": self.instance_type, "region": self.region, "market": self.market,
+                "price_hr": self.price_hr}
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    id: int
+    ts: datetime
+    job: str | None
+    kind: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "ts": self.ts.isoformat(), "job": self.job, "kind": self.kind,
+                "message": self.message, "data": self.data}
+
+    def line(self) -> str:
+        return f"{self.ts:%Y-%m-%d %H:%M:%S} {self.job or '-':<16} {self.kind:<16} {self.message}"
+
+
+@dataclass
+class LaunchOutcome:
+    launches: list[Launch] = field(default_factory=list)
+    #: jobs still waiting for a machine after the ticks, with the last reason the store gives
+    waiting: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    ticks: int = 0
+
+
+SSH_KEY_ENV = "ORCH_SSH_PUBLIC_KEY"
+_DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
+
+
+def ssh_public_key(environ: Mapping[str, str] | None = None) -> str:
+    """The public key machines are launched with (clouds such as Lambda require one): ``$ORCH_SSH_PUBLIC_KEY``
+    (the key itself, or the path of a .pub file), else the user's usual ~/.ssh/*.pub; "" when none."""
+    import os
+
+    env = os.environ if environ is None else environ
+    value = env.get(SSH_KEY_ENV, "").strip()
+    if value.startswith(("ssh-", "ecdsa-", "sk-")):
+        return value
+    candidates = [value] if value else list(_DEFAULT_KEYS)
+    for candidate in candidates:
+        try:
+            return Path(candidate).expanduser().read_text().strip()
+        except OSError:
+            continue
+    return ""
+
+
+@dataclass
+class Engine:
+    """A Reconciler on the SQL store with the configured providers (what the CLI ticks by itself)."""
+
+    store: Store
+    reconciler: Reconciler
+    lock: AbstractContextManager[None]
+
+    def tick(self) -> TickReport:
+        return self.reconciler.tick()
+
+
+def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provider],
+                 catalog: Sequence[Offer], *, launches_allowed: bool = True, use_live_offers: bool = True,
+                 clock: Callable[[], datetime] = utcnow) -> Engine:
+    """The engine the daemon would run; ``launches_allowed=False`` keeps it from starting new jobs
+    (``orch down`` must not launch what is pending while it tears something else down)."""
+    from orchestrator.engine.reconciler import EngineConfig, Reconciler
+    from orchestrator.engine.sqlstore import SqlEngineStore
+    from orchestrator.store.leases import daemon_lock, lock_path
+
+    engine_store: Any = SqlEngineStore(store, config.owner, catalog=catalog)
+    if not launches_allowed:
+        engine_store = _NoNewLaunches(engine_store)
+    reconciler = Reconciler(engine_store, providers, catalog,
+                            EngineConfig(owner=config.owner, use_live_offers=use_live_offers,
+                                         ssh_public_key=ssh_public_key()), clock=clock)
+    lock: AbstractContextManager[None] = daemon_lock(store) if lock_path(store) is not None else nullcontext()
+    return Engine(store, reconciler, lock)
+
+
+class _NoNewLaunches:
+    """An EngineStore view whose active jobs are only those that already have a live attempt."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def active_jobs(self) -> Sequence[Any]:
+        live = {a.job_id for a in self._inner.live_attempts()}
+        return [j for j in self._inner.active_jobs() if j.id in live]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _live_instance_ids(store: Store) -> set[str]:
+    from orchestrator.store import repo
+
+    with store.transaction() as tx:
+        return {i.launch_id for i in repo.list_instances(tx, live_only=True)}
+
+
+def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[Launch], None] | None = None,
+                   on_tick: Callable[[int], None] | None = None) -> LaunchOutcome:
+    """Tick until the clouds and the store agree (or ``max_ticks``), holding the SQLite daemon lock so a
+    daemon cannot start meanwhile. Reports every machine that appeared, and what still waits, and why."""
+    from orchestrator.store import repo
+    from orchestrator.store.models import DesiredState, JobStatus
+    from providers.errors import ProviderError
+
+    outcome = LaunchOutcome()
+    seen = _live_instance_ids(engine.store)
+    start_event = _last_event_id(engine.store)
+    with engine.lock:
+        for n in range(max_ticks):
+            try:
+                report = engine.tick()
+            except ProviderError as exc:
+                raise JobsError(f"launch failed: {exc}") from None
+            outcome.ticks = n + 1
+            outcome.errors.extend(report.errors)
+            for launch in _new_launches(engine.store, seen):
+                outcome.launches.append(launch)
+                if on_launch:
+                    on_launch(launch)
+            if on_tick:
+                on_tick(n + 1)
+            if report.quiet:
+                break
+    with engine.store.transaction() as tx:
+        jobs = repo.list_jobs(tx, desired_states=[DesiredState.ACTIVE], statuses=[JobStatus.PENDING,
+                                                                                   JobStatus.RECOVERING])
+        for job in jobs:
+            events = [e for e in repo.list_events(tx, job_id=job.id, after_id=start_event)
+                      if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")]
+            outcome.waiting[job.name] = events[-1].message if events else "no launch was attempted"
+    return outcome
+
+
+def _new_launches(store: Store, seen: set[str]) -> list[Launch]:
+    from orchestrator.store import repo
+    from orchestrator.store.models import Job
+
+    out: list[Launch] = []
+    with store.transaction() as tx:
+        for inst in repo.list_instances(tx, live_only=True):
+            if inst.launch_id in seen or not inst.instance_id:
+                continue
+            seen.add(inst.launch_id)
+            job = tx.get(Job, inst.job_id) if inst.job_id is not None else None
+            out.append(Launch(job.name if job else "-", inst.provider, inst.instance_id, inst.instance_type,
+                              inst.region, inst.market, inst.price_hr))
+    return out
+
+
+def _last_event_id(store: Store) -> int:
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from orchestrator.store.models import Event
+
+    with store.transaction() as tx:
+        return int(tx.exec(select(func.coalesce(func.max(Event.id), 0))).one())
+
+
+# -- status -------------------------------------------------------------------------------------------
+
+_BURNING_STATES = frozenset({"pending", "running", "stopping"})
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceView:
+    job: str | None
+    provider: str
+    instance_id: str | None
+    launch_id: str
+    instance_type: str
+    region: str
+    market: str
+    state: str
+    price_hr: float
+
+    @property
+    def burning(self) -> bool:
+        return self.state in _BURNING_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job": self.job, "provider": self.provider, "instance_id": self.instance_id,
+                "launch_id": self.launch_id, "instance_type": self.instance_type, "region": self.region,
+                "market": self.market, "state": self.state, "price_hr": self.price_hr,
+                "burning": self.burning}
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    name: str
+    status: str
+    desired_state: str
+    instances: tuple[InstanceView, ...]
+    burn_hr: float
+    spent_usd: float
+    relaunches: int
+    last_event: EventView | None
+
+    @property
+    def current(self) -> InstanceView | None:
+        return self.instances[-1] if self.instances else None
+
+    def to_json(self) -> dict[str, Any]:
+        cur = self.current
+        return {"name": self.name, "status": self.status, "desired_state": self.desired_state,
+                "provider": cur.provider if cur else None, "instance_id": cur.instance_id if cur else None,
+                "region": cur.region if cur else None, "market": cur.market if cur else None,
+                "burn_usd_per_hour": round(self.burn_hr, 4), "spent_usd": round(self.spent_usd, 4),
+                "relaunches": self.relaunches,
+                "last_event": self.last_event.to_json() if self.last_event else None}
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    jobs: tuple[JobView, ...]
+    instances: tuple[InstanceView, ...]   # live ones
+
+    @property
+    def burn_hr(self) -> float:
+        return sum(i.price_hr for i in self.instances if i.burning)
+
+    @property
+    def spent_usd(self) -> float:
+        return sum(j.spent_usd for j in self.jobs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": [j.to_json() for j in self.jobs], "instances": [i.to_json() for i in self.instances],
+                "totals": {"burn_usd_per_hour": round(self.burn_hr, 4), "spent_usd": round(self.spent_usd, 4),
+                           "jobs": len(self.jobs), "live_instances": len(self.instances)}}
+
+
+def status(store: Store, job: str | None = None) -> StatusReport:
+    """Jobs (all not deleted, or the one named; a named deleted job is shown too), their live machines,
+    money burning now and spent so far. Raises JobsError when ``job`` names no job."""
+    from sqlmodel import col, select
+
+    from orchestrator.store import repo
+    from orchestrator.store.models import Event, Job
+
+    with store.transaction() as tx:
+        if job is not None:
+            row = repo.get_job(tx, job)
+            if row is None:
+                raise JobsError(f"no job named {job!r}")
+            rows = [row]
+        else:
+            rows = repo.list_jobs(tx)
+        names = {r.id: r.name for r in tx.exec(select(Job))}
+        live = [_instance_view(i, names) for i in _live_rows(tx)]
+        views: list[JobView] = []
+        for r in rows:
+            mine = tuple(i for i in live if i.job == r.name)
+            last = tx.exec(select(Event).where(Event.job_id == r.id).order_by(col(Event.id).desc()).limit(1)).first()
+            views.append(JobView(r.name, r.status, r.desired_state, mine,
+                                 sum(i.price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
+                                 r.relaunch_count, _event_view(last, names) if last else None))
+    if job is not None:
+        live = [i for i in live if i.job == job]
+    return StatusReport(tuple(views), tuple(live))
+
+
+def _live_rows(tx: Any, job_ids: Sequence[int] | None = None) -> list[Any]:
+    """Instance rows that may be a machine: not gone, and either the cloud named it (an instance id) or a
+    live attempt is still asking for it. A row of a launch that failed before the cloud answered is none."""
+    from sqlmodel import col, select
+
+    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, InstanceRow
+
+    q = select(InstanceRow).where(col(InstanceRow.state).not_in(("terminated", "preempted")))
+    if job_ids is not None:
+        q = q.where(col(InstanceRow.job_id).in_(list(job_ids)))
+    rows = list(tx.exec(q.order_by(col(InstanceRow.id))))
+    asking = {a for a in tx.exec(select(Attempt.launch_id).where(
+        col(Attempt.state).not_in([s.value for s in FINAL_ATTEMPT_STATES])))}
+    return [r for r in rows if r.instance_id or r.launch_id in asking]
+
+
+def _instance_view(i: Any, names: Mapping[int | None, str]) -> InstanceView:
+    return InstanceView(names.get(i.job_id), i.provider, i.instance_id, i.launch_id, i.instance_type, i.region,
+                        i.market, i.state, float(i.price_hr or 0.0))
+
+
+def _event_view(e: Any, names: Mapping[int | None, str]) -> EventView:
+    return EventView(int(e.id), e.ts, names.get(e.job_id), e.kind, e.message, dict(e.data or {}))
+
+
+# -- down ---------------------------------------------------------------------------------------------
+
+def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = False,
+              now: datetime | None = None) -> list[str]:
+    """Mark jobs for teardown (desired state DELETED) in one transaction; return their names.
+
+    Raises JobsError when a named job does not exist or nothing matches."""
+    from orchestrator.store import repo
+    from orchestrator.store.models import DesiredState
+
+    now = now or utcnow()
+    with store.transaction() as tx:
+        if everything:
+            targets = [j.name for j in repo.list_jobs(tx)]
+        else:
+            missing = [n for n in names if repo.get_job(tx, n) is None]
+            if missing:
+                raise JobsError(f"no job named {', '.join(repr(n) for n in missing)}")
+            targets = list(dict.fromkeys(names))
+        for name in targets:
+            repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)
+    return targets
+
+
+@dataclass
+class DownOutcome:
+    jobs: list[str]
+    remaining: list[InstanceView]
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def confirmed(self) -> bool:
+        return not self.remaining
+
+
+def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
+    """Machines of these jobs the store still believes may exist: a live attempt, or a live instance row."""
+    from sqlmodel import col, select
+
+    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, Job
+
+    final = [s.value for s in FINAL_ATTEMPT_STATES]
+    with store.transaction() as tx:
+        ids = {r.id: r.name for r in tx.exec(select(Job).where(col(Job.name).in_(list(jobs))))}
+        if not ids:
+            return []
+        rows = _live_rows(tx, [i for i in ids if i is not None])
+        live_attempts = list(tx.exec(select(Attempt).where(col(Attempt.job_id).in_(list(ids)),
+                                                           col(Attempt.state).not_in(final))))
+    out = [_instance_view(r, ids) for r in rows]
+    known = {v.launch_id for v in out}
+    for a in live_attempts:
+        if a.launch_id not in known:
+            out.append(InstanceView(ids.get(a.job_id), "?", None, a.launch_id, "", "", "", a.state, 0.0))
+    return out
+
+
+def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeout_s: float = 300.0,
+              poll_s: float = 1.0, on_tick: Callable[[list[InstanceView]], None] | None = None,
+              monotonic: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+              ) -> DownOutcome:
+    """Tick the engine (or, with ``engine=None``, let a running daemon work) until every machine of
+    ``jobs`` is confirmed gone by its provider, or ``timeout_s`` passes."""
+    deadline = monotonic() + timeout_s
+    outcome = DownOutcome(list(jobs), live_machines(store, jobs))
+    ctx: AbstractContextManager[None] = engine.lock if engine is not None else nullcontext()
+    with ctx:
+        while True:
+            if engine is not None:
+                report = engine.tick()
+                outcome.errors.extend(report.errors)
+            outcome.remaining = live_machines(store, jobs)
+            if on_tick:
+                on_tick(outcome.remaining)
+            if not outcome.remaining or monotonic() >= deadline:
+                return outcome
+            sleep(poll_s)
+
+
+# -- events -------------------------------------------------------------------------------------------
+
+def events(store: Store, job: str | None = None, *, after_id: int | None = None,
+           limit: int | None = None) -> list[EventView]:
+    """The append-only event log, oldest first (all events, or one job's). Raises JobsError for an
+    unknown job name."""
+    from sqlmodel import select
+
+    from orchestrator.store import repo
+    from orchestrator.store.models import Job
+
+    with store.transaction() as tx:
+        job_id: int | None = None
+        if job is not None:
+            row = repo.get_job(tx, job)
+            if row is None:
+                raise JobsError(f"no job named {job!r}")
+            job_id = row.id
+        names = {r.id: r.name for r in tx.exec(select(Job))}
+        rows = repo.list_events(tx, job_id=job_id, after_id=after_id, limit=limit)
+        return [_event_view(e, names) for e in rows]
+
+
+def follow(store: Store, job: str | None = None, *, after_id: int | None = None, poll_s: float = 1.0,
+           max_wait_s: float | None = None, monotonic: Callable[[], float] = time.monotonic,
+           sleep: Callable[[float], None] = time.sleep) -> Iterator[EventView]:
+    """Events after ``after_id`` as they are appended, polling every ``poll_s``; ends after ``max_wait_s``
+    with no new event (None: never; the caller stops it with Ctrl-C)."""
+    last = after_id
+    quiet_since = monotonic()
+    while True:
+        batch = events(store, job, after_id=last)
+        for e in batch:
+            last = e.id
+            yield e
+        if batch:
+            quiet_since = monotonic()
+        elif max_wait_s is not None and monotonic() - quiet_since >= max_wait_s:
+            return
+        sleep(poll_s)

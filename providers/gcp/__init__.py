@@ -1,0 +1,1 @@
+"""Google Compute Engine: the adapter (``providers.gcp.adapter``) and its SDK-free settings."""

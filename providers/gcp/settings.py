@@ -1,0 +1,47 @@
+"""Settings for the GCP adapter (SDK-free). Credentials are NOT here: Application Default Credentials
+(``gcloud auth application-default login``, GOOGLE_APPLICATION_CREDENTIALS, a metadata server) find them.
+
+``project`` may be left unset: the adapter resolves it lazily from ADC's project or GOOGLE_CLOUD_PROJECT,
+so importing or validating these settings never touches google.auth.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field
+
+from providers.settings_base import RetrySettings
+
+#: A public Deep Learning VM image family with NVIDIA drivers and CUDA (driver installed at first boot).
+DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
+
+
+class Settings(RetrySettings):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    project: str | None = None                 # None: ADC's project, else GOOGLE_CLOUD_PROJECT
+    zones: list[str] = Field(default_factory=list)   # where to launch; a region with none here -> "<region>-a"
+    api_endpoint: str | None = None            # e.g. http://127.0.0.1:PORT for the test fake
+    network: str = "global/networks/default"
+    subnetwork: str | None = None              # regions/R/subnetworks/S; None: the network's auto subnet
+    external_ip: bool = True                   # an ephemeral public IP, so orch can SSH in
+    image: str = DEFAULT_IMAGE
+    disk_gb: int | None = None                 # None: LaunchSpec.disk_gb
+    disk_type: str = "pd-balanced"
+    spot_termination_action: str = Field(default="STOP", pattern="^(STOP|DELETE)$")
+    ssh_user: str = "root"
+    anonymous_credentials: bool = False        # tests only: no ADC lookup at all
+    timeout_s: float = 30.0                    # per HTTP call
+    operation_timeout_s: float = 300.0         # how long launch waits for the insert operation
+
+
+    def zone_for(self, region: str, zone: str | None = None) -> str:
+        """The zone to launch an offer in: its own zone, else the first configured one in its region."""
+        if zone:
+            return zone
+        for z in self.zones:
+            if z.rsplit("-", 1)[0] == region:
+                return z
+        return f"{region}-a"
+
+    def zones_in(self, region: str) -> list[str]:
+        return [z for z in self.zones if z.rsplit("-", 1)[0] == region] or [f"{region}-a"]

@@ -1,0 +1,183 @@
+"""moto in server mode behind a small WSGI wrapper that injects EC2 faults and plants spot prices.
+
+moto (pinned behaviour: moto 5.2.x) is the EC2/STS emulator; this module adds only what moto cannot do:
+
+* ``fail(action, fault, times)``: answer the next ``times`` calls of an EC2 Action (``RunInstances``)
+  with the EC2 error XML and HTTP status AWS uses for that fault.
+* ``plant_spot_prices(...)``: answer DescribeSpotPriceHistory from planted rows (moto returns a
+  constant 0.00001 from 2006 for every type/AZ).
+* ``interrupt(instance_id)``: reclaim a spot instance the way EC2 does (terminated with StateReason
+  Server.SpotInstanceTermination). This edits moto's in-process backend (moto internals, moto 5.2).
+* ``requests`` counts every Action seen; ``sent`` keeps each Action's last form parameters, so tests can
+  check what the adapter put on the wire (MaxPrice, UserData...), which moto does not store.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
+
+from moto.server import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import WSGIRequestHandler, make_server
+
+ACCOUNT_ID = "123456789012"  # moto's default account
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+# fault name -> (EC2 error code, HTTP status) as EC2 sends them.
+FAULTS: dict[str, tuple[str, int]] = {
+    "capacity": ("InsufficientInstanceCapacity", 500),
+    "quota": ("VcpuLimitExceeded", 400),
+    "throttle": ("RequestLimitExceeded", 503),
+    "auth": ("AuthFailure", 401),
+    "unauthorized": ("UnauthorizedOperation", 403),
+    "server-error": ("InternalError", 500),
+    "unavailable": ("Unavailable", 503),
+    "price-too-low": ("SpotMaxPriceTooLow", 400),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SpotPrice:
+    instance_type: str
+    zone: str          # AZ name, e.g. us-east-1a
+    zone_id: str       # AZ id, e.g. use1-az6
+    price: float
+    timestamp: datetime
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _region_of(environ: dict[str, Any]) -> str:
+    # SigV4: "Credential=AKID/20240101/us-east-1/ec2/aws4_request"
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    try:
+        return auth.split("Credential=", 1)[1].split("/")[2]
+    except IndexError:
+        return "us-east-1"
+
+
+class FakeAws:
+    """A running moto server on 127.0.0.1:<free port>. ``endpoint_url`` is what the adapter uses."""
+
+    def __init__(self) -> None:
+        self._moto = DomainDispatcherApplication(create_backend_app)
+        self._lock = threading.Lock()
+        self._faults: dict[str, list[tuple[str, int, int]]] = {}   # action -> [(code, status, remaining)]
+        self._spot: list[SpotPrice] | None = None
+        self.requests: Counter[str] = Counter()
+        self.sent: dict[str, dict[str, str]] = {}
+        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-aws", daemon=True)
+        self._thread.start()
+        self.endpoint_url = f"http://127.0.0.1:{self._server.server_port}"
+
+    # -- switches ---------------------------------------------------------------------------------------
+    def fail(self, action: str, fault: str, times: int = 1) -> None:
+        """Fail the next ``times`` calls of ``action`` with ``fault`` (a FAULTS key or an EC2 error code)."""
+        code, status = FAULTS.get(fault, (fault, 400))
+        with self._lock:
+            self._faults.setdefault(action, []).append((code, status, times))
+
+    def plant_spot_prices(self, prices: Iterable[SpotPrice]) -> None:
+        with self._lock:
+            self._spot = list(prices)
+
+    def interrupt(self, ec2_instance_id: str, region: str = "us-east-1") -> None:
+        """Reclaim a spot instance as EC2 does. moto internals (moto 5.2): Instance.terminate + state_reason."""
+        from moto.ec2.models import ec2_backends
+        from moto.ec2.models.instances import StateReason
+
+        instance = ec2_backends[ACCOUNT_ID][region].get_instance(ec2_instance_id)
+        instance.terminate()
+        instance.state_reason = StateReason(
+            "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")
+        instance._reason = "Server.SpotInstanceTermination"
+
+    def reset(self) -> None:
+        """Forget faults, planted prices and counters, and clear moto's state."""
+        with self._lock:
+            self._faults.clear()
+            self._spot = None
+            self.requests.clear()
+            self.sent.clear()
+        req = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    # -- WSGI -------------------------------------------------------------------------------------------
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        body = b""
+        if environ.get("REQUEST_METHOD") == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(body)
+        params = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        action = params.get("Action")
+        if action:
+            with self._lock:
+                self.requests[action] += 1
+                self.sent[action] = params
+                fault = self._take_fault(action)
+                spot = self._spot
+            if fault is not None:
+                return self._error(start_response, *fault)
+            if action == "DescribeSpotPriceHistory" and spot is not None:
+                return self._spot_history(start_response, spot, params, _region_of(environ))
+        return self._moto(environ, start_response)  # type: ignore[no-any-return]
+
+    def _take_fault(self, action: str) -> tuple[str, int] | None:
+        queue = self._faults.get(action)
+        if not queue:
+            return None
+        code, status, remaining = queue[0]
+        if remaining <= 1:
+            queue.pop(0)
+        else:
+            queue[0] = (code, status, remaining - 1)
+        return code, status
+
+    @staticmethod
+    def _error(start_response: Callable[..., Any], code: str, status: int) -> Iterator[bytes]:
+        xml = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{escape(code)}</Code>"
+               f"<Message>injected {escape(code)}</Message></Error></Errors>"
+               "<RequestID>fake-aws-fault</RequestID></Response>").encode()
+        start_response(f"{status} Injected", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
+        return iter([xml])
+
+    @staticmethod
+    def _spot_history(start_response: Callable[..., Any], spot: list[SpotPrice], params: dict[str, str],
+                      region: str) -> Iterator[bytes]:
+        types = {v for k, v in params.items() if k.startswith("InstanceType.")}
+        items = "".join(
+            f"<item><instanceType>{p.instance_type}</instanceType><productDescription>Linux/UNIX</productDescription>"
+            f"<spotPrice>{p.price:.6f}</spotPrice><timestamp>{p.timestamp.strftime('%Y-%m-%dT%H:%M:%S.000Z')}"
+            f"</timestamp><availabilityZone>{p.zone}</availabilityZone>"
+            f"<availabilityZoneId>{p.zone_id}</availabilityZoneId></item>"
+            for p in spot if p.zone.startswith(region) and (not types or p.instance_type in types))
+        xml = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse "
+               "xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>fake-aws-spot</requestId>"
+               f"<spotPriceHistorySet>{items}</spotPriceHistorySet><nextToken></nextToken>"
+               "</DescribeSpotPriceHistoryResponse>").encode()
+        start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
+        return iter([xml])

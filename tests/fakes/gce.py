@@ -1,0 +1,372 @@
+"""A small, faithful fake of the Google Compute Engine REST API (compute/v1), for the calls orch makes.
+
+Routes (``/compute/v1/projects/P/...``): zones/Z/instances (POST insert with ?requestId=, GET list with
+``filter``), zones/Z/instances/NAME (GET, DELETE), zones/Z/instances/NAME/stop (POST),
+aggregated/instances (GET with ``filter``), zones/Z/operations (GET list with ``filter``),
+zones/Z/operations/OP (GET) and zones/Z/operations/OP/wait (POST).
+
+Shapes follow the discovery document (camelCase, int64 as strings, selfLink/zone as full URLs); the
+contract test validates them against it. Errors use Google's JSON error format; failed operations carry
+``error.errors[].code`` and ``httpErrorStatusCode``. A repeated insert with a known requestId returns the
+first insert's operation (GCE's dedupe). Time does not pass on its own: every read of an operation or
+instance moves it one step on (Operation RUNNING -> DONE; instance PROVISIONING -> STAGING -> RUNNING;
+STOPPING -> TERMINATED after stop, -> gone after delete), so tests observe transitions without sleeping.
+
+Switches (``GceFake.inject``) apply to instance inserts: capacity and quota fail the operation,
+throttle (429), auth (401) and server-error (503) fail the HTTP call. ``delay_s`` slows every response;
+``preempt(zone, name)`` does what GCE does to a spot VM.
+
+    python -m tests.fakes.gce --port 8089
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+BASE = "https://www.googleapis.com/compute/v1"
+FAULTS = ("capacity", "quota", "throttle", "auth", "server-error")
+_PATH = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/(?P<rest>.*)$")
+_TERM = re.compile(r'\(?\s*(?P<field>[A-Za-z0-9_.\-]+)\s*(?P<op>=|!=|eq|ne)\s*"?(?P<value>[^"()\s]*)"?\s*\)?')
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: dict[str, Any] | None
+
+
+@dataclass
+class _State:
+    instances: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)   # (zone, name) -> Instance
+    operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (zone, op) -> Operation
+    request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)            # requestId -> (zone, op)
+    pending: dict[tuple[str, str], str] = field(default_factory=dict)                # (zone, name) -> "stop"|"delete"
+    faults: dict[str, int] = field(default_factory=dict)
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+
+def _error(code: int, status: str, reason: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": status,
+                      "errors": [{"reason": reason, "domain": "global", "message": message}]}}
+
+
+def matches_filter(resource: dict[str, Any], expr: str) -> bool:
+    """GCE list filters, the subset orch sends: ``a = "b"`` terms joined by AND or juxtaposed."""
+    expr = re.sub(r"\bAND\b", " ", expr)
+    for m in _TERM.finditer(expr):
+        value: Any = resource
+        for part in m.group("field").split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        equal = str(value) == m.group("value") if value is not None else False
+        if equal != (m.group("op") in ("=", "eq")):
+            return False
+    return True
+
+
+class GceFake:
+    """The fake's state and logic, separate from HTTP so tests can reach in (``preempt``, ``inject``)."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self._lock = threading.RLock()
+        self._state = _State()
+        self._ids = itertools.count(1000)
+
+    # --- switches ------------------------------------------------------------------------------------
+    def inject(self, fault: str, times: int = 1) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {FAULTS}")
+        with self._lock:
+            self._state.faults[fault] = times
+
+    def reset(self) -> None:
+        with self._lock:
+            self._state = _State()
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._state.requests)
+
+    def instance(self, zone: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._state.instances.get((zone, name))
+
+    def preempt(self, zone: str, name: str) -> None:
+        """GCE reclaiming a spot VM: TERMINATED (STOP action) or gone (DELETE), plus a system operation."""
+        with self._lock:
+            inst = self._state.instances[(zone, name)]
+            project = inst["selfLink"].split("/projects/")[1].split("/")[0]
+            op = self._new_op(project, zone, "compute.instances.preempted", inst, user="system")
+            op.update(status="DONE", progress=100, endTime=_now(),
+                      statusMessage="Instance was preempted.")
+            if inst.get("scheduling", {}).get("instanceTerminationAction") == "DELETE":
+                del self._state.instances[(zone, name)]
+            else:
+                inst["status"] = "TERMINATED"
+            self._state.pending.pop((zone, name), None)
+
+    # --- helpers -------------------------------------------------------------------------------------
+    def _take_fault(self) -> str | None:
+        for fault in FAULTS:
+            left = self._state.faults.get(fault, 0)
+            if left > 0:
+                self._state.faults[fault] = left - 1
+                return fault
+        return None
+
+    def _new_op(self, project: str, zone: str, op_type: str, target: dict[str, Any] | str,
+                user: str = "orch@example.iam.gserviceaccount.com") -> dict[str, Any]:
+        op_id = str(next(self._ids))
+        name = f"operation-{op_id}"
+        target_link = target if isinstance(target, str) else target["selfLink"]
+        op: dict[str, Any] = {
+            "kind": "compute#operation", "id": op_id, "name": name,
+            "zone": f"{BASE}/projects/{project}/zones/{zone}", "operationType": op_type,
+            "targetLink": target_link,
+            # A failed insert still names the id GCE had allocated for the instance.
+            "targetId": str(next(self._ids)) + "000000000" if isinstance(target, str) else target["id"],
+            "status": "RUNNING", "user": user, "progress": 0,
+            "insertTime": _now(), "startTime": _now(),
+            "selfLink": f"{BASE}/projects/{project}/zones/{zone}/operations/{name}",
+        }
+        self._state.operations[(zone, name)] = op
+        return op
+
+    def _advance_op(self, op: dict[str, Any]) -> None:
+        if op["status"] != "DONE":
+            op.update(status="DONE", progress=100, endTime=_now())
+
+    def _advance_instance(self, key: tuple[str, str]) -> None:
+        inst = self._state.instances.get(key)
+        if inst is None:
+            return
+        action = self._state.pending.get(key)
+        if action == "delete":
+            del self._state.instances[key]
+            del self._state.pending[key]
+        elif action == "stop":
+            inst["status"] = "TERMINATED"
+            del self._state.pending[key]
+        elif inst["status"] == "PROVISIONING":
+            inst["status"] = "STAGING"
+        elif inst["status"] == "STAGING":
+            inst["status"] = "RUNNING"
+
+    def _build_instance(self, project: str, zone: str, body: dict[str, Any]) -> dict[str, Any]:
+        inst = json.loads(json.dumps(body))
+        inst.update({
+            "kind": "compute#instance", "id": str(next(self._ids)) + "000000000",
+            "status": "PROVISIONING", "creationTimestamp": _now(),
+            "zone": f"{BASE}/projects/{project}/zones/{zone}",
+            "selfLink": f"{BASE}/projects/{project}/zones/{zone}/instances/{body['name']}",
+            "machineType": f"{BASE}/projects/{project}/{body.get('machineType', '')}",
+        })
+        for i, nic in enumerate(inst.get("networkInterfaces", [])):
+            nic.setdefault("name", f"nic{i}")
+            nic["networkIP"] = f"10.128.0.{len(self._state.instances) + 2}"
+            for ac in nic.get("accessConfigs", []):
+                ac["natIP"] = f"34.1.0.{len(self._state.instances) + 2}"
+        for disk in inst.get("disks", []):
+            disk.pop("initializeParams", None)   # output Instances show the disk, not how it was made
+            disk.setdefault("type", "PERSISTENT")
+            disk["source"] = f"{BASE}/projects/{project}/zones/{zone}/disks/{body['name']}"
+        return inst
+
+    # --- the API -------------------------------------------------------------------------------------
+    def handle(self, method: str, path: str, query: dict[str, str], body: dict[str, Any] | None
+               ) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self._state.requests.append(RecordedRequest(method, path, dict(query), body))
+            m = _PATH.match(path)
+            if m is None:
+                return 404, _error(404, "NOT_FOUND", "notFound", f"no such path {path}")
+            project, parts = m.group("project"), m.group("rest").split("/")
+            return self._route(method, project, parts, query, body)
+
+    def _route(self, method: str, project: str, parts: list[str], query: dict[str, str],
+               body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        flt = query.get("filter", "")
+        if parts == ["aggregated", "instances"] and method == "GET":
+            for key in list(self._state.instances):
+                self._advance_instance(key)
+            items: dict[str, Any] = {}
+            for (zone, _), inst in sorted(self._state.instances.items()):
+                if matches_filter(inst, flt):
+                    items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(inst)
+            return 200, {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
+                         "items": items, "selfLink": f"{BASE}/projects/{project}/aggregated/instances"}
+        if len(parts) < 3 or parts[0] != "zones":
+            return 404, _error(404, "NOT_FOUND", "notFound", "unknown resource")
+        zone, kind, rest = parts[1], parts[2], parts[3:]
+        if kind == "instances":
+            return self._instances(method, project, zone, rest, query, body)
+        if kind == "operations":
+            return self._operations(method, project, zone, rest, flt)
+        return 404, _error(404, "NOT_FOUND", "notFound", f"unknown collection {kind}")
+
+    def _instances(self, method: str, project: str, zone: str, rest: list[str], query: dict[str, str],
+                   body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        if not rest and method == "POST":
+            return self._insert(project, zone, query.get("requestId"), body or {})
+        if not rest and method == "GET":
+            for key in [k for k in self._state.instances if k[0] == zone]:
+                self._advance_instance(key)
+            found = [i for (z, _), i in sorted(self._state.instances.items())
+                     if z == zone and matches_filter(i, query.get("filter", ""))]
+            return 200, {"kind": "compute#instanceList", "id": f"projects/{project}/zones/{zone}/instances",
+                         "items": found, "selfLink": f"{BASE}/projects/{project}/zones/{zone}/instances"}
+        key = (zone, rest[0])
+        if key not in self._state.instances:
+            return 404, _error(404, "NOT_FOUND", "notFound",
+                               f"The resource 'projects/{project}/zones/{zone}/instances/{rest[0]}' was not found")
+        inst = self._state.instances[key]
+        if len(rest) == 1 and method == "GET":
+            self._advance_instance(key)
+            if key not in self._state.instances:
+                return 404, _error(404, "NOT_FOUND", "notFound", f"The resource '{rest[0]}' was not found")
+            return 200, inst
+        if len(rest) == 1 and method == "DELETE":
+            op = self._new_op(project, zone, "delete", inst)
+            inst["status"] = "STOPPING"
+            self._state.pending[key] = "delete"
+            return 200, op
+        if rest[1:] == ["stop"] and method == "POST":
+            op = self._new_op(project, zone, "stop", inst)
+            if inst["status"] != "TERMINATED":
+                inst["status"] = "STOPPING"
+                self._state.pending[key] = "stop"
+            return 200, op
+        return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"unsupported {method} on instance")
+
+    def _insert(self, project: str, zone: str, request_id: str | None, body: dict[str, Any]
+                ) -> tuple[int, dict[str, Any]]:
+        if request_id and request_id in self._state.request_ids:
+            return 200, self._state.operations[self._state.request_ids[request_id]]
+        fault = self._take_fault()
+        if fault == "throttle":
+            return 429, _error(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "Rate Limit Exceeded")
+        if fault == "auth":
+            return 401, _error(401, "UNAUTHENTICATED", "authError", "Request had invalid authentication credentials.")
+        if fault == "server-error":
+            return 503, _error(503, "UNAVAILABLE", "backendError", "Backend Error")
+        name = body.get("name", "")
+        if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
+            return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"Invalid value for field 'resource.name': '{name}'")
+        if (zone, name) in self._state.instances:
+            return 409, _error(409, "ALREADY_EXISTS", "alreadyExists",
+                               f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists")
+        target = f"{BASE}/projects/{project}/zones/{zone}/instances/{name}"
+        if fault in ("capacity", "quota"):
+            op = self._new_op(project, zone, "insert", target)
+            if fault == "capacity":
+                code, status = "ZONE_RESOURCE_POOL_EXHAUSTED", 503
+                msg = f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available."
+            else:
+                code, status = "QUOTA_EXCEEDED", 403
+                msg = f"Quota 'NVIDIA_L4_GPUS' exceeded. Limit: 0.0 in region {zone.rsplit('-', 1)[0]}."
+            op.update(error={"errors": [{"code": code, "message": msg}]}, httpErrorStatusCode=status,
+                      httpErrorMessage="SERVICE UNAVAILABLE" if status == 503 else "FORBIDDEN")
+        else:
+            inst = self._build_instance(project, zone, body)
+            self._state.instances[(zone, name)] = inst
+            op = self._new_op(project, zone, "insert", inst)
+        if request_id:
+            self._state.request_ids[request_id] = (zone, op["name"])
+        return 200, op
+
+    def _operations(self, method: str, project: str, zone: str, rest: list[str], flt: str
+                    ) -> tuple[int, dict[str, Any]]:
+        if not rest and method == "GET":
+            found = [o for (z, _), o in sorted(self._state.operations.items()) if z == zone and matches_filter(o, flt)]
+            return 200, {"kind": "compute#operationList", "id": f"projects/{project}/zones/{zone}/operations",
+                         "items": found, "selfLink": f"{BASE}/projects/{project}/zones/{zone}/operations"}
+        op = self._state.operations.get((zone, rest[0]))
+        if op is None:
+            return 404, _error(404, "NOT_FOUND", "notFound", f"The resource operation '{rest[0]}' was not found")
+        if (len(rest) == 1 and method == "GET") or (rest[1:] == ["wait"] and method == "POST"):
+            self._advance_op(op)
+            return 200, op
+        return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"unsupported {method} on operation")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: GceFake
+    protocol_version = "HTTP/1.1"
+
+    def _serve(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw.strip() else None
+        if self.fake.delay_s:
+            time.sleep(self.fake.delay_s)   # a slow cloud, on purpose; 0 in the test suite
+        status, payload = self.fake.handle(self.command, url.path, query, body)
+        out = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    do_GET = do_POST = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class GceServer:
+    """The fake on 127.0.0.1 in a daemon thread. ``endpoint`` is what client_options.api_endpoint takes."""
+
+    def __init__(self, port: int = 0, fake: GceFake | None = None) -> None:
+        self.fake = fake or GceFake()
+        handler = type("Handler", (_Handler,), {"fake": self.fake})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> GceServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A fake Google Compute Engine REST API on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each answer")
+    args = parser.parse_args()
+    server = GceServer(args.port, GceFake(delay_s=args.delay))
+    print(f"fake GCE at {server.endpoint}/compute/v1/", flush=True)
+    try:
+        server._httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""GcpProvider details the contract suite does not pin: error translation, request shapes, requestId
+determinism, preemption detection, lazy project/credential resolution. Against tests/fakes/gce.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("google.cloud.compute_v1")
+
+import google.auth
+import google.auth.exceptions
+import requests.exceptions
+from google.api_core import exceptions as gexc
+from google.cloud import compute_v1
+
+from providers.base import LABEL_JOB, LABEL_LAUNCH_ID, LABEL_OWNER, InstanceState, LaunchSpec, Market
+from providers.errors import (
+    AuthError,
+    InstanceNotFoundError,
+    InsufficientCapacityError,
+    InvalidRequestError,
+    ProviderUnavailableError,
+    QuotaExceededError,
+    RateLimitedError,
+)
+from providers.gcp.adapter import (
+    PREEMPTED_OPERATION,
+    GcpProvider,
+    OperationError,
+    label_value,
+    machine_shape,
+    request_id,
+    translate_error,
+)
+from providers.gcp.settings import Settings
+from tests.contract.harness_gcp import catalog_offer
+from tests.fakes.gce import GceServer
+
+PROJECT = "orch-test"
+ZONE = "us-central1-a"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[GceServer]:
+    srv = GceServer().start()
+    yield srv
+    srv.stop()
+
+
+def _settings(server: GceServer, **overrides: Any) -> Settings:
+    base: dict[str, Any] = dict(project=PROJECT, zones=[ZONE, "us-east1-b"], api_endpoint=server.endpoint,
+                                anonymous_credentials=True, retry_attempts=4, retry_initial_wait_s=0.001,
+                                retry_max_wait_s=0.01, retry_deadline_s=5.0, operation_timeout_s=10.0)
+    return Settings(**(base | overrides))
+
+
+@pytest.fixture
+def provider(server: GceServer) -> Iterator[GcpProvider]:
+    server.fake.reset()
+    p = GcpProvider(_settings(server))
+    yield p
+    p.close()
+    server.fake.reset()
+
+
+def _spec(launch_id: str, market: Market = Market.ON_DEMAND, instance_type: str = "g2-standard-24",
+          region: str = "us-central1", **kw: Any) -> LaunchSpec:
+    return LaunchSpec(launch_id=launch_id, owner="alice", job="Train_Llama.v2", offer=catalog_offer(market,
+                      instance_type, region), **kw)
+
+
+def _inserts(server: GceServer) -> list[Any]:
+    return [r for r in server.fake.requests if r.method == "POST" and r.path.endswith("/instances")]
+
+
+# --- translate_error ---------------------------------------------------------------------------------
+def _http(status: int, reason: str, message: str = "boom") -> gexc.GoogleAPICallError:
+    return gexc.from_http_status(status, message, errors=[{"reason": reason, "message": message}])
+
+
+def _op(code: str, status: int, op_type: str = "insert") -> OperationError:
+    op = compute_v1.Operation(name="operation-1", status="DONE", operation_type=op_type,
+                              http_error_status_code=status,
+                              error=compute_v1.Error(errors=[compute_v1.Errors(code=code, message="m")]))
+    return OperationError(op)
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected", "code"),
+    [
+        (_op("ZONE_RESOURCE_POOL_EXHAUSTED", 503), InsufficientCapacityError, "ZONE_RESOURCE_POOL_EXHAUSTED"),
+        (_op("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", 503), InsufficientCapacityError,
+         "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"),
+        (_op("SOMETHING_NEW", 503), InsufficientCapacityError, "SOMETHING_NEW"),   # 503 on an insert op
+        (_op("SOMETHING_NEW", 503, "delete"), ProviderUnavailableError, "SOMETHING_NEW"),
+        (_op("QUOTA_EXCEEDED", 403), QuotaExceededError, "QUOTA_EXCEEDED"),
+        (_op("INVALID_FIELD_VALUE", 400), InvalidRequestError, "INVALID_FIELD_VALUE"),
+        (_http(403, "quotaExceeded"), QuotaExceededError, "quotaExceeded"),
+        (_http(403, "rateLimitExceeded"), RateLimitedError, "rateLimitExceeded"),
+        (_http(429, "rateLimitExceeded"), RateLimitedError, "rateLimitExceeded"),
+        (_http(429, ""), RateLimitedError, None),
+        (_http(401, "authError"), AuthError, "authError"),
+        (_http(403, "forbidden"), AuthError, "forbidden"),
+        (_http(404, "notFound"), InstanceNotFoundError, "notFound"),
+        (_http(400, "invalid"), InvalidRequestError, "invalid"),
+        (_http(409, "alreadyExists"), InvalidRequestError, "alreadyExists"),
+        (_http(500, "backendError"), ProviderUnavailableError, "backendError"),
+        (_http(503, "backendError"), ProviderUnavailableError, "backendError"),
+        # Structured codes decide, never the message text:
+        (_http(400, "invalid", "quota exceeded; resource pool exhausted"), InvalidRequestError, "invalid"),
+    ],
+)
+def test_translate_error(exc: Exception, expected: type, code: str | None) -> None:
+    out = translate_error(exc)
+    assert type(out) is expected
+    assert out.code == code
+    assert out.provider == "gcp"
+
+
+def test_translate_auth_and_transport_errors() -> None:
+    out = translate_error(google.auth.exceptions.DefaultCredentialsError("no ADC"))
+    assert isinstance(out, AuthError) and "gcloud auth application-default login" in (out.hint or "")
+    assert isinstance(translate_error(requests.exceptions.ConnectionError("reset")), ProviderUnavailableError)
+    with pytest.raises(KeyError):
+        translate_error(KeyError("a bug is not a cloud error"))
+
+
+# --- request shapes ----------------------------------------------------------------------------------
+def test_machine_shape() -> None:
+    assert machine_shape("n1-standard-8+4xT4") == ("n1-standard-8", "nvidia-tesla-t4", 4)
+    assert machine_shape("n1-standard-8+8xV100") == ("n1-standard-8", "nvidia-tesla-v100", 8)
+    assert machine_shape("a2-ultragpu-4g") == ("a2-ultragpu-4g", None, 0)
+    with pytest.raises(InvalidRequestError):
+        machine_shape("n1-standard-8+4xZZ9")
+
+
+def test_n1_launch_attaches_accelerators(provider: GcpProvider, server: GceServer) -> None:
+    inst = provider.launch(_spec("l0000000000a1", instance_type="n1-standard-8+4xT4"))
+    (insert,) = _inserts(server)
+    body = insert.body
+    assert insert.path == f"/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances"
+    assert body["machineType"] == f"zones/{ZONE}/machineTypes/n1-standard-8"
+    assert body["guestAccelerators"] == [{"acceleratorType": f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4",
+                                          "acceleratorCount": 4}]
+    assert body["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert inst.instance_type == "n1-standard-8+4xT4"      # reads back in the catalog's spelling
+    assert inst.instance_id == f"{ZONE}/orch-alice-l0000000000a1"
+
+
+def test_accelerator_optimized_launch_has_no_guest_accelerators(provider: GcpProvider, server: GceServer) -> None:
+    inst = provider.launch(_spec("l0000000000a2", ssh_public_key="ssh-ed25519 AAAAKEY me",
+                                 startup_script="#!/bin/sh\necho boot\n"))
+    body = _inserts(server)[0].body
+    assert body["machineType"] == f"zones/{ZONE}/machineTypes/g2-standard-24"
+    assert "guestAccelerators" not in body
+    assert body["labels"] == {LABEL_LAUNCH_ID: "l0000000000a2", LABEL_OWNER: "alice", LABEL_JOB: "train_llama-v2"}
+    meta = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    assert meta["startup-script"] == "#!/bin/sh\necho boot\n"
+    assert meta["ssh-keys"] == "root:ssh-ed25519 AAAAKEY me"
+    assert body["scheduling"]["provisioningModel"] == "STANDARD"
+    assert body["disks"][0]["boot"] is True and body["disks"][0]["initializeParams"]["diskSizeGb"] == "100"
+    assert inst.market is Market.ON_DEMAND and inst.job == "train_llama-v2"
+
+
+def test_region_maps_to_configured_zone(provider: GcpProvider, server: GceServer) -> None:
+    inst = provider.launch(_spec("l0000000000a3", region="us-east1"))
+    assert inst.zone == "us-east1-b" and inst.region == "us-east1"
+    assert _inserts(server)[0].path.endswith("/zones/us-east1-b/instances")
+
+
+def test_spot_scheduling_fields(provider: GcpProvider, server: GceServer) -> None:
+    inst = provider.launch(_spec("l0000000000b1", Market.SPOT))
+    sched = _inserts(server)[0].body["scheduling"]
+    assert sched == {"provisioningModel": "SPOT", "instanceTerminationAction": "STOP",
+                     "automaticRestart": False, "onHostMaintenance": "TERMINATE"}
+    assert inst.market is Market.SPOT
+
+
+def test_label_value() -> None:
+    assert label_value("Train_Llama.v2") == "train_llama-v2"
+    assert len(label_value("x" * 100)) == 63
+
+
+# --- idempotency -------------------------------------------------------------------------------------
+def test_request_id_is_a_deterministic_uuid() -> None:
+    assert request_id("l0123456789ab") == request_id("l0123456789ab")
+    assert request_id("l0123456789ab") != request_id("l0123456789ac")
+    assert uuid.UUID(request_id("l0123456789ab")).version == 5
+
+
+def test_retried_insert_reuses_the_request_id(provider: GcpProvider, server: GceServer) -> None:
+    server.fake.inject("server-error", times=1)
+    inst = provider.launch(_spec("l0000000000c1"))
+    inserts = _inserts(server)
+    assert len(inserts) == 2
+    assert {r.query["requestId"] for r in inserts} == {request_id("l0000000000c1")}
+    assert [i.instance_id for i in provider.list_instances("alice")] == [inst.instance_id]
+
+
+def test_second_launch_finds_the_instance_by_name(provider: GcpProvider, server: GceServer) -> None:
+    first = provider.launch(_spec("l0000000000c2"))
+    second = provider.launch(_spec("l0000000000c2"))
+    assert first.instance_id == second.instance_id
+    assert len(_inserts(server)) == 1
+
+
+def test_sdk_retry_is_off(server: GceServer) -> None:
+    server.fake.reset()
+    p = GcpProvider(_settings(server, retry_attempts=1))
+    server.fake.inject("server-error", times=1)
+    with pytest.raises(ProviderUnavailableError):
+        p.launch(_spec("l0000000000c3"))
+    assert len(_inserts(server)) == 1        # neither the SDK nor anything else tried again
+    p.close()
+
+
+# --- states and preemption ---------------------------------------------------------------------------
+def test_preempted_spot_reads_preempted(provider: GcpProvider, server: GceServer) -> None:
+    inst = provider.launch(_spec("l0000000000d1", Market.SPOT))
+    server.fake.preempt(ZONE, "orch-alice-l0000000000d1")
+    got = provider.get(inst.instance_id)
+    assert got is not None
+    assert (got.state, got.raw_state, got.raw_reason) == (InstanceState.PREEMPTED, "TERMINATED", PREEMPTED_OPERATION)
+    ops = [r for r in server.fake.requests if r.path.endswith("/operations") and r.method == "GET"]
+    assert 'operationType = "compute.instances.preempted"' in ops[-1].query["filter"]
+    assert "orch-alice-l0000000000d1" in ops[-1].query["filter"]
+
+
+def test_stopped_spot_without_preemption_is_stopped(provider: GcpProvider, server: GceServer) -> None:
+    preempted = provider.launch(_spec("l0000000000d2", Market.SPOT))
+    stopped = provider.launch(_spec("l0000000000d3", Market.SPOT))
+    server.fake.preempt(ZONE, "orch-alice-l0000000000d2")   # another instance's preemption must not count
+    provider.stop(stopped.instance_id)
+    states = {i.instance_id: i.state for i in provider.list_instances("alice")}
+    assert states[preempted.instance_id] is InstanceState.PREEMPTED
+    assert states[stopped.instance_id] in (InstanceState.STOPPING, InstanceState.STOPPED)
+    got = provider.get(stopped.instance_id)
+    assert got is not None and got.state is InstanceState.STOPPED and got.raw_state == "TERMINATED"
+
+
+def test_lifecycle_states_and_terminate(provider: GcpProvider) -> None:
+    inst = provider.launch(_spec("l0000000000d4"))
+    assert inst.state is InstanceState.PENDING and inst.raw_state in ("PROVISIONING", "STAGING")
+    seen = {inst.raw_state}
+    for _ in range(5):   # the fake moves one step per read; bounded
+        got = provider.get(inst.instance_id)
+        assert got is not None
+        seen.add(got.raw_state)
+        if got.state is InstanceState.RUNNING:
+            break
+    assert "RUNNING" in seen and got.public_ip and got.private_ip
+    provider.terminate(inst.instance_id)
+    provider.terminate(inst.instance_id)
+    assert provider.get(inst.instance_id) is None
+    provider.terminate(f"{ZONE}/orch-alice-l999999999999")
+    assert provider.get("not-an-id") is None
+
+
+def test_list_instances_spans_zones_and_filters_owner(provider: GcpProvider, server: GceServer) -> None:
+    a = provider.launch(_spec("l0000000000e1"))
+    b = provider.launch(_spec("l0000000000e2", region="us-east1"))
+    other = LaunchSpec(launch_id="l0000000000e3", owner="bob", job="j", offer=catalog_offer(Market.ON_DEMAND))
+    provider.launch(other)
+    assert sorted(i.instance_id for i in provider.list_instances("alice")) == sorted([a.instance_id, b.instance_id])
+    assert [i.owner for i in provider.list_instances("bob")] == ["bob"]
+    agg = [r for r in server.fake.requests if r.path.endswith("/aggregated/instances")]
+    assert agg[-1].query["filter"] == f'labels.{LABEL_OWNER} = "bob"'
+
+
+# --- credentials and project -------------------------------------------------------------------------
+def test_check_credentials_without_adc(server: GceServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_adc(**_: Any) -> Any:
+        raise google.auth.exceptions.DefaultCredentialsError("Your default credentials were not found.")
+
+    monkeypatch.setattr(google.auth, "default", no_adc)
+    p = GcpProvider(_settings(server, anonymous_credentials=False))
+    with pytest.raises(AuthError) as err:
+        p.check_credentials()
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in (err.value.hint or "")
+
+
+def test_project_is_resolved_lazily(server: GceServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    p = GcpProvider(_settings(server, project=None))        # building it looks nothing up
+    with pytest.raises(AuthError) as err:
+        p.check_credentials()
+    assert "project" in str(err.value)
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "from-env")
+    q = GcpProvider(_settings(server, project=None))
+    server.fake.reset()
+    q.check_credentials()
+    assert server.fake.requests[-1].path.startswith("/compute/v1/projects/from-env/")
+
+
+def test_check_credentials_makes_one_cheap_call(provider: GcpProvider, server: GceServer) -> None:
+    provider.check_credentials()
+    assert server.fake.requests[-1].query.get("maxResults") == "1"
+
+
+def test_settings_import_is_sdk_free() -> None:
+    code = ("import sys, providers.gcp.settings as s; s.Settings(); "
+            "bad = [m for m in sys.modules if m.startswith('google')]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
