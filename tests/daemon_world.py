@@ -117,12 +117,12 @@ def running_fakes() -> Iterator[Fakes]:
         server.stop()
 
 
-def manifest_doc(name: str, *, gpus: list[str] | None = None, market: str = "auto",
+def manifest_doc(name: str, *, gpus: list[str] | None = None, count: int = 1, market: str = "auto",
                  providers: list[str] | None = None, idle_pct: float = 5, idle_window: str = "10m",
                  cooldown: str = "30m") -> dict[str, Any]:
     doc: dict[str, Any] = {
         "apiVersion": "orch/v1", "kind": "Job", "name": name,
-        "resources": {"gpu": gpus or GPUS, "count": 1}, "market": market,
+        "resources": {"gpu": gpus or GPUS, "count": count}, "market": market,
         "run": {"launcher": "command", "command": "python train.py"},
         "policies": {"estimated_hours": 2, "preempted_zone_cooldown": cooldown,
                      "idle": {"min_gpu_util_pct": idle_pct, "window": idle_window}},

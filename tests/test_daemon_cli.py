@@ -62,7 +62,7 @@ def test_daemon_serves_metrics_refuses_a_second_one_on_sqlite_and_stops_on_sigte
         assert 'orch_instances{market="spot",provider="vastai"} 1.0' in body
         assert "orch_burn_usd_per_hour" in body and 'orch_ticks_total{job="reconcile",outcome="ok"}' in body
 
-        second = subprocess.run(cmd[:-2] + ["--metrics-port", str(free_port())], cwd=ROOT, env=env, text=True,
+        second = subprocess.run([*cmd[:-2], "--metrics-port", str(free_port())], cwd=ROOT, env=env, text=True,
                                 capture_output=True, timeout=60)
         assert second.returncode == 2
         assert "another orch daemon" in second.stderr and f"pid {daemon.pid}" in second.stderr

@@ -61,7 +61,7 @@ def tick_all(daemons: dict[str, Service], clock: Clock, rounds: int) -> None:
         clock.advance(seconds=10)
         barrier = threading.Barrier(len(daemons))
 
-        def run(service: Service) -> None:
+        def run(service: Service, barrier: threading.Barrier = barrier) -> None:
             try:
                 barrier.wait(timeout=30)
                 service.reconciler.tick()

@@ -14,6 +14,7 @@ Not a test: it asserts nothing; it reports.
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing
 import socket
 import sys
@@ -136,7 +137,7 @@ def main() -> None:
         rows.append((n, first, best))
         print(f"{n:>6} instances: first tick {first:.3f} s CPU, steady tick {best:.3f} s CPU "
               f"({best / n * 1e6:.0f} us/instance)", flush=True)
-    for (n0, _, t0), (n1, _, t1) in zip(rows, rows[1:], strict=False):
+    for (n0, _, t0), (n1, _, t1) in itertools.pairwise(rows):
         print(f"growth {n0} -> {n1} ({n1 / n0:.0f}x instances): steady CPU x{t1 / t0:.1f}")
     last = rows[-1]
     print(f"target: {last[0]} instances <= 1 s CPU per steady tick: {'met' if last[2] <= 1.0 else 'NOT met'} "
