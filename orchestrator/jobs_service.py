@@ -246,16 +246,19 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
                  clock: Callable[[], datetime] = utcnow) -> Engine:
     """The engine the daemon would run; ``launches_allowed=False`` keeps it from starting new jobs
     (``orch down`` must not launch what is pending while it tears something else down)."""
-    from orchestrator.engine.reconciler import EngineConfig, Reconciler
-    from orchestrator.engine.sqlstore import SqlEngineStore
+    from dataclasses import replace
+
+    from orchestrator.service import build_service, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
-    engine_store: Any = SqlEngineStore(store, config.owner, catalog=catalog)
+    # The daemon's construction (build_service), without leases: the CLI acts as a one-shot daemon.
+    base = load_service_settings(config)
+    settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=base.ssh_public_key or ssh_public_key())
+    service = build_service(config=config, store=store, providers=providers, catalog=catalog, settings=settings,
+                            lease_owner=None, clock=clock)
+    reconciler = service.reconciler
     if not launches_allowed:
-        engine_store = _NoNewLaunches(engine_store)
-    reconciler = Reconciler(engine_store, providers, catalog,
-                            EngineConfig(owner=config.owner, use_live_offers=use_live_offers,
-                                         ssh_public_key=ssh_public_key()), clock=clock)
+        reconciler.store = _NoNewLaunches(reconciler.store)  # type: ignore[assignment]
     lock: AbstractContextManager[None] = daemon_lock(store) if lock_path(store) is not None else nullcontext()
     return Engine(store, reconciler, lock)
 
