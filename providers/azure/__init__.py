@@ -1,0 +1,1 @@
+"""Azure Virtual Machines (ARM via azure-mgmt-compute / azure-mgmt-network). SDK-free to import."""
