@@ -50,8 +50,8 @@ from providers.base import (
 )
 from providers.errors import (
     AuthError,
-    InsufficientCapacityError,
     InstanceNotFoundError,
+    InsufficientCapacityError,
     InvalidRequestError,
     ProviderError,
     ProviderUnavailableError,

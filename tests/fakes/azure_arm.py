@@ -168,7 +168,8 @@ class FakeArm:
             if path.startswith("/_fake/"):
                 return self._control(path[len("/_fake/"):], body or {})
             if not headers.get("authorization", "").startswith("Bearer "):
-                return 401, {}, _err("AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing.")
+                return 401, {}, _err("AuthenticationFailed",
+                                     "Authentication failed. The 'Authorization' header is missing.")
             if "api-version" not in query:
                 return 400, {}, _err("MissingApiVersionParameter", "The api-version query parameter is required.")
             m = _OP.match(path)
@@ -189,7 +190,7 @@ class FakeArm:
             if op == "vm":
                 return self._vm(method, sub, rg, name, action, query, body, fault)
             if op == "nic":
-                return self._nic(method, sub, rg, name, body)
+                return self._nic(method, sub, rg, name, query, body)
             return self._disk(method, sub, rg, name)
 
     def _take_fault(self, opname: str) -> Fault | None:
@@ -202,7 +203,8 @@ class FakeArm:
     @staticmethod
     def _fault_response(f: Fault) -> tuple[int, dict[str, str], Any]:
         if f.kind == "capacity":
-            return 409, {}, _err("SkuNotAvailable", "The requested VM size is currently not available in this location.")
+            return 409, {}, _err("SkuNotAvailable",
+                                 "The requested VM size is currently not available in this location.")
         if f.kind == "quota":
             return 409, {}, _err("OperationNotAllowed",
                                  "Operation could not be completed as it results in exceeding approved "
@@ -287,7 +289,8 @@ class FakeArm:
             if "$expand" in query and "$filter" not in query:
                 return 400, {}, _err("InvalidParameter", "$expand=instanceView requires a valid $filter.")
             return self._page([self._public(v) for (g, _), v in self.state.vms.items() if g.lower() == rg.lower()],
-                              query, f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines")
+                              query, f"/subscriptions/{sub}/resourceGroups/{rg}/providers/"
+                                     "Microsoft.Compute/virtualMachines")
         key = (rg, name)
         vm = self._lookup(self.state.vms, key)
         if action:
@@ -420,9 +423,10 @@ class FakeArm:
 
     # -- NICs and disks ------------------------------------------------------------------------------
 
-    def _nic(self, method: str, sub: str, rg: str, name: str | None, body: Any) -> tuple[int, dict[str, str], Any]:
+    def _nic(self, method: str, sub: str, rg: str, name: str | None, query: dict[str, list[str]],
+             body: Any) -> tuple[int, dict[str, str], Any]:
         if name is None:
-            return self._page([v for (g, _), v in self.state.nics.items() if g.lower() == rg.lower()], {},
+            return self._page([v for (g, _), v in self.state.nics.items() if g.lower() == rg.lower()], query,
                               f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces")
         key = (rg, name)
         nic = self._lookup(self.state.nics, key)
@@ -481,7 +485,8 @@ class FakeArm:
 
     # -- helpers -------------------------------------------------------------------------------------
 
-    def _page(self, items: list[dict[str, Any]], query: dict[str, list[str]], path: str) -> tuple[int, dict[str, str], Any]:
+    def _page(self, items: list[dict[str, Any]], query: dict[str, list[str]],
+              path: str) -> tuple[int, dict[str, str], Any]:
         start = int(query.get("$skiptoken", ["0"])[0])
         size = self.state.page_size
         out: dict[str, Any] = {"value": items[start:start + size]}
@@ -524,7 +529,7 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeArm
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _dispatch(self) -> None:
@@ -536,7 +541,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode(errors="replace")
         headers = {k.lower(): v for k, v in self.headers.items()}
-        status, extra, payload = self.fake.handle(self.command, parts.path, parse_qs(parts.query), headers, body)
+        try:
+            status, extra, payload = self.fake.handle(self.command, parts.path, parse_qs(parts.query), headers, body)
+        except Exception as exc:  # a fake bug must answer, not hang the client until its read timeout
+            status, extra, payload = 500, {}, _err("FakeArmBug", f"{type(exc).__name__}: {exc}")
         data = json.dumps(payload).encode() if payload is not None else b""
         self.send_response(status)
         self.send_header("x-ms-request-id", str(uuid.uuid4()))
