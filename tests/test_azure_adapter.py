@@ -1,89 +1,404 @@
-"""Azure beyond the contract: the ARM body sent, NIC and disk clean-up, LRO failures, translation."""
+"""The Azure adapter through the real azure-mgmt clients against tests/fakes/azure_arm.py."""
 
 from __future__ import annotations
 
 import base64
+import json
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 import pytest
-from azure.core.exceptions import HttpResponseError
 
-from providers.azure.adapter import translate_error
-from providers.base import Market, new_launch_id
+pytest.importorskip("azure.mgmt.compute")
+pytest.importorskip("azure.mgmt.network")
+
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
+
+from providers.azure.adapter import (
+    EVICTION_REASON,
+    TAG_STOPPED,
+    AzureProvider,
+    map_state,
+    translate_error,
+)
+from providers.azure.settings import Settings
+from providers.base import TAG_JOB, TAG_LAUNCH_ID, TAG_OWNER, InstanceState, LaunchSpec, Market
 from providers.errors import (
     AuthError,
+    InstanceNotFoundError,
     InsufficientCapacityError,
+    InvalidRequestError,
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
 )
-from tests.contract.harness_azure import AzureHarness
+from providers.retry import RetryPolicy
+from tests.contract.harness_azure import RG, SUB, SUBNET, catalog_offer, make_settings
+from tests.fakes.azure_arm import FakeArm
+
+OWNER = "alice"
 
 
 @pytest.fixture(scope="module")
-def azure() -> Iterator[AzureHarness]:
-    h = AzureHarness()
-    yield h
-    h.close()
+def _fake() -> Iterator[FakeArm]:
+    fake = FakeArm()
+    fake.serve()
+    yield fake
+    fake.close()
 
 
-def test_spot_vm_body_tags_custom_data_and_nic(azure: AzureHarness) -> None:
-    azure.reset()
-    p = azure.provider()
-    spec = azure.launch_spec(new_launch_id(), "alice", Market.SPOT)
-    p.launch(spec)
-    body = next(b for m, path, b in azure.fake.state.requests if m == "PUT" and "virtualMachines" in path)
-    props = body["properties"]
-    assert props["priority"] == "Spot" and props["evictionPolicy"] == "Deallocate"
-    assert props["billingProfile"]["maxPrice"] == -1
-    assert body["tags"] == {"orch:launch-id": spec.launch_id, "orch:owner": "alice", "orch:job": "contract"}
-    assert base64.b64decode(props["osProfile"]["customData"]).decode() == spec.startup_script
-    assert props["hardwareProfile"]["vmSize"] == "Standard_NC24ads_A100_v4"
-    nic_id = props["networkProfile"]["networkInterfaces"][0]["id"]
-    assert nic_id.endswith(f"/networkInterfaces/{spec.name}-nic") and f"{spec.name}-nic" in azure.fake.state.nics
+@pytest.fixture
+def fake(_fake: FakeArm) -> Iterator[FakeArm]:
+    _fake.reset()
+    yield _fake
+    _fake.reset()
 
 
-def test_terminate_removes_vm_nic_and_disk(azure: AzureHarness) -> None:
-    azure.reset()
-    p = azure.provider()
-    inst = p.launch(azure.launch_spec(new_launch_id(), "alice"))
-    p.terminate(inst.instance_id)
-    assert azure.fake.state.vms == {} and azure.fake.state.nics == {}
-    assert f"{inst.instance_id}-os" in azure.fake.state.disks_deleted
+@pytest.fixture
+def provider(fake: FakeArm) -> Iterator[AzureProvider]:
+    p = AzureProvider(make_settings(fake.url), retry=RetryPolicy.fast())  # type: ignore[arg-type]
+    yield p
+    p.close()
 
 
-def test_allocation_failure_inside_the_lro_leaves_nothing_behind(azure: AzureHarness) -> None:
-    azure.reset()
-    p = azure.provider()
-    azure.fake.inject("capacity-lro")
-    with pytest.raises(InsufficientCapacityError) as err:
-        p.launch(azure.launch_spec(new_launch_id(), "alice"))
-    assert err.value.code == "AllocationFailed"
-    assert azure.fake.state.vms == {} and azure.fake.state.nics == {}
+def spec(launch_id: str = "l0123456789ab", market: Market = Market.ON_DEMAND, **kw: Any) -> LaunchSpec:
+    return LaunchSpec(launch_id=launch_id, owner=OWNER, job="train-7", offer=catalog_offer(market),
+                      ssh_public_key="ssh-ed25519 AAAAC3Nza alice@laptop", startup_script="#!/bin/sh\necho hi\n",
+                      disk_gb=256, **kw)
+
+
+def puts(fake: FakeArm, kind: str) -> list[Any]:
+    return [r for r in fake.requests if r.method == "PUT" and f"/{kind}/" in r.path]
+
+
+# -- translate_error -------------------------------------------------------------------------------
 
 
 class _Resp:
-    def __init__(self, status: int, code: str) -> None:
+    """The little of an azure-core HttpResponse that HttpResponseError reads."""
+
+    def __init__(self, status: int, body: dict[str, Any] | None) -> None:
         self.status_code = status
-        self.reason = "x"
-        self.headers = {"content-type": "application/json"}
-        self._body = (f'{{"error": {{"code": "{code}", "message": "m"}}}}').encode()
-        self.request = None
-        self.content_type = "application/json"
+        self.reason = "reason"
+        self._text = json.dumps(body) if body is not None else ""
+        self.headers: dict[str, str] = {}
 
-    def text(self, encoding: str | None = None) -> str:
-        return self._body.decode()
+    def text(self) -> str:
+        return self._text
 
-    def body(self) -> bytes:
-        return self._body
+
+def http_error(status: int, code: str | None) -> HttpResponseError:
+    body = {"error": {"code": code, "message": f"{code} happened"}} if code else None
+    return HttpResponseError(response=_Resp(status, body))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
-    ("status", "code", "cls"),
-    [(409, "SkuNotAvailable", InsufficientCapacityError), (200, "AllocationFailed", InsufficientCapacityError),
-     (409, "OperationNotAllowed", QuotaExceededError), (429, "TooManyRequests", RateLimitedError),
-     (403, "AuthorizationFailed", AuthError), (500, "InternalServerError", ProviderUnavailableError)],
+    ("status", "code", "expected"),
+    [
+        (409, "SkuNotAvailable", InsufficientCapacityError),
+        (200, "AllocationFailed", InsufficientCapacityError),
+        (200, "ZonalAllocationFailed", InsufficientCapacityError),
+        (409, "OverconstrainedAllocationRequest", InsufficientCapacityError),
+        (409, "OperationNotAllowed", QuotaExceededError),
+        (409, "QuotaExceeded", QuotaExceededError),
+        (429, "TooManyRequests", RateLimitedError),
+        (429, None, RateLimitedError),
+        (401, "InvalidAuthenticationToken", AuthError),
+        (403, "AuthorizationFailed", AuthError),
+        (404, "ResourceNotFound", InstanceNotFoundError),
+        (404, None, InstanceNotFoundError),
+        (400, "InvalidParameter", InvalidRequestError),
+        (400, None, InvalidRequestError),
+        (500, "InternalServerError", ProviderUnavailableError),
+        (503, None, ProviderUnavailableError),
+    ],
 )
-def test_translate_error(status: int, code: str, cls: type) -> None:
-    err = translate_error(HttpResponseError(response=_Resp(status, code)))  # type: ignore[arg-type]
-    assert type(err) is cls
+def test_translate_error_table(status: int, code: str | None, expected: type) -> None:
+    err = translate_error(http_error(status, code))
+    assert type(err) is expected
+    assert err.provider == "azure"
+    assert err.code == (code or str(status))
+
+
+def test_translate_auth_and_transport_errors() -> None:
+    auth = translate_error(ClientAuthenticationError("no token"))
+    assert isinstance(auth, AuthError) and auth.hint and "az login" in auth.hint
+    assert isinstance(translate_error(ServiceRequestError("connection refused")), ProviderUnavailableError)
+    assert translate_error(ServiceRequestError("x")).retryable
+
+
+# -- state mapping ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prov", "power", "spot", "stopped", "expected"),
+    [
+        ("Creating", None, False, False, InstanceState.PENDING),
+        ("Creating", "starting", True, False, InstanceState.PENDING),
+        ("Succeeded", "running", False, False, InstanceState.RUNNING),
+        ("Succeeded", "stopping", False, False, InstanceState.STOPPING),
+        ("Succeeded", "deallocating", True, False, InstanceState.STOPPING),
+        ("Succeeded", "stopped", False, False, InstanceState.STOPPED),
+        ("Succeeded", "deallocated", False, False, InstanceState.STOPPED),
+        ("Succeeded", "deallocated", True, False, InstanceState.PREEMPTED),
+        ("Succeeded", "deallocated", True, True, InstanceState.STOPPED),
+        ("Deleting", "stopping", False, False, InstanceState.STOPPING),
+        ("Failed", None, False, False, InstanceState.TERMINATED),
+    ],
+)
+def test_map_state(prov: str, power: str | None, spot: bool, stopped: bool, expected: InstanceState) -> None:
+    state, raw_state, reason = map_state(prov, power, spot=spot, stopped_by_orch=stopped)
+    assert state is expected
+    assert raw_state
+    assert (reason == EVICTION_REASON) == (expected is InstanceState.PREEMPTED)
+
+
+# -- what is sent ----------------------------------------------------------------------------------
+
+
+def test_vm_body_spot_tags_customdata_and_nic(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec(market=Market.SPOT, max_price_hr=1.25)
+    inst = provider.launch(s)
+    assert inst.instance_id == s.name and inst.market is Market.SPOT and inst.private_ip
+
+    (nic_put,) = puts(fake, "networkInterfaces")
+    assert nic_put.path.endswith(f"/resourceGroups/{RG}/providers/Microsoft.Network/networkInterfaces/{s.name}-nic")
+    assert nic_put.body["tags"] == {TAG_LAUNCH_ID: s.launch_id, TAG_OWNER: OWNER, TAG_JOB: "train-7"}
+    assert nic_put.body["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] == SUBNET
+
+    (vm_put,) = puts(fake, "virtualMachines")
+    body = vm_put.body
+    props = body["properties"]
+    assert vm_put.path.endswith(f"/virtualMachines/{s.name}") and "api-version" in vm_put.query
+    assert body["location"] == "eastus"
+    assert body["tags"] == {TAG_LAUNCH_ID: s.launch_id, TAG_OWNER: OWNER, TAG_JOB: "train-7"}
+    assert props["hardwareProfile"]["vmSize"] == "Standard_NC24ads_A100_v4"
+    assert props["priority"] == "Spot" and props["evictionPolicy"] == "Deallocate"
+    assert props["billingProfile"]["maxPrice"] == 1.25
+    os_profile = props["osProfile"]
+    assert base64.b64decode(os_profile["customData"]).decode() == s.startup_script
+    assert os_profile["adminUsername"] == "orch" and os_profile["computerName"] == s.name
+    linux = os_profile["linuxConfiguration"]
+    assert linux["disablePasswordAuthentication"] is True
+    assert linux["ssh"]["publicKeys"] == [{"path": "/home/orch/.ssh/authorized_keys", "keyData": s.ssh_public_key}]
+    os_disk = props["storageProfile"]["osDisk"]
+    assert os_disk["diskSizeGB"] == 256 and os_disk["name"] == f"{s.name}-osdisk"
+    assert os_disk["deleteOption"] == "Delete"
+    assert props["storageProfile"]["imageReference"]["publisher"] == "microsoft-dsvm"
+    (nic_ref,) = props["networkProfile"]["networkInterfaces"]
+    assert nic_ref["id"].endswith(f"/networkInterfaces/{s.name}-nic")
+    assert nic_ref["properties"] == {"primary": True, "deleteOption": "Delete"}
+    # the bearer header reached the fake over plain http
+    assert vm_put.headers["authorization"] == "Bearer fake-token"
+
+
+def test_on_demand_body_has_no_spot_fields_and_spot_defaults_to_on_demand_cap(
+        fake: FakeArm, provider: AzureProvider) -> None:
+    provider.launch(spec("l00000000000a"))
+    provider.launch(spec("l00000000000b", Market.SPOT))
+    on_demand, spot = (r.body["properties"] for r in puts(fake, "virtualMachines"))
+    assert not {"priority", "evictionPolicy", "billingProfile"} & set(on_demand)
+    assert spot["billingProfile"] == {"maxPrice": -1}
+
+
+def test_launch_is_idempotent_without_a_second_put(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec()
+    first = provider.launch(s)
+    second = provider.launch(s)
+    assert first.instance_id == second.instance_id
+    assert len(puts(fake, "virtualMachines")) == 1 and len(puts(fake, "networkInterfaces")) == 1
+
+
+# -- terminate and cleanup -------------------------------------------------------------------------
+
+
+def test_terminate_removes_vm_nic_and_disk(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec()
+    provider.launch(s)
+    assert fake.state.nics and fake.state.disks
+    provider.terminate(s.name)
+    assert provider.get(s.name) is None
+    assert not fake.state.vms and not fake.state.nics and not fake.state.disks
+    provider.terminate(s.name)  # missing == success
+
+
+def test_terminate_deletes_an_orphaned_nic(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec()
+    provider._create_nic(s, provider._tags(s))  # a launch that died between the NIC and the VM
+    assert [k[1] for k in fake.state.nics] == [f"{s.name}-nic"]
+    provider.terminate(s.name)
+    assert not fake.state.nics
+    assert any(r.method == "DELETE" and r.path.endswith(f"/networkInterfaces/{s.name}-nic") for r in fake.requests)
+
+
+def test_capacity_refused_at_once_leaves_nothing(fake: FakeArm, provider: AzureProvider) -> None:
+    fake.inject("capacity")
+    with pytest.raises(InsufficientCapacityError) as info:
+        provider.launch(spec())
+    assert info.value.code == "SkuNotAvailable"
+    assert not fake.state.vms and not fake.state.nics
+    assert len(puts(fake, "virtualMachines")) == 1  # capacity is not retried in place
+
+
+def test_allocation_failure_inside_the_lro(fake: FakeArm, provider: AzureProvider) -> None:
+    fake.inject("capacity-lro")
+    with pytest.raises(InsufficientCapacityError) as info:
+        provider.launch(spec())
+    assert info.value.code == "AllocationFailed"
+    assert not fake.state.vms and not fake.state.nics and not fake.state.disks
+
+
+def test_quota(fake: FakeArm, provider: AzureProvider) -> None:
+    fake.inject("quota")
+    with pytest.raises(QuotaExceededError):
+        provider.launch(spec())
+
+
+def test_sdk_retries_are_off_and_ours_are_bounded(fake: FakeArm, provider: AzureProvider) -> None:
+    fake.inject("server-error", times=100, ops=frozenset({"vm.get"}))
+    with pytest.raises(ProviderUnavailableError):
+        provider.get("orch-alice-l0123456789ab")
+    gets = [r for r in fake.requests if r.method == "GET"]
+    assert len(gets) == RetryPolicy.fast().attempts
+
+
+def test_throttle_is_rate_limited_after_retries(fake: FakeArm, provider: AzureProvider) -> None:
+    fake.inject("throttle", times=100)
+    with pytest.raises(RateLimitedError):
+        provider.list_instances(OWNER)
+    assert len(fake.requests) == RetryPolicy.fast().attempts
+
+
+def test_slow_server_times_out_as_unavailable(fake: FakeArm) -> None:
+    p = AzureProvider(make_settings(fake.url, read_timeout_s=0.05),  # type: ignore[arg-type]
+                      retry=RetryPolicy(attempts=2, initial_wait_s=0.001, max_wait_s=0.001, deadline_s=5))
+    fake.slow(0.5)
+    try:
+        with pytest.raises(ProviderUnavailableError):
+            p.get("orch-alice-l0123456789ab")
+    finally:
+        fake.slow(0)
+        p.close()
+
+
+# -- reading state ---------------------------------------------------------------------------------
+
+
+def test_eviction_reads_preempted_and_orch_stop_reads_stopped(fake: FakeArm, provider: AzureProvider) -> None:
+    evicted, stopped = spec("l0000000000e1", Market.SPOT), spec("l0000000000e2", Market.SPOT)
+    provider.launch(evicted)
+    provider.launch(stopped)
+    fake.evict(evicted.name)
+    got = provider.get(evicted.name)
+    assert got is not None and got.state is InstanceState.PREEMPTED
+    assert got.raw_reason == EVICTION_REASON and got.raw_state == "PowerState/deallocated"
+
+    provider.stop(stopped.name)
+    got = _poll(lambda: provider.get(stopped.name), lambda i: i is not None and i.state is InstanceState.STOPPED)
+    assert got is not None and got.raw_state == "PowerState/deallocated" and got.raw_reason is None
+    vm = fake.state.vms[(RG, stopped.name)]
+    assert TAG_STOPPED in vm["tags"] and vm["tags"][TAG_LAUNCH_ID] == stopped.launch_id
+
+
+def test_simulate_eviction_api(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec(market=Market.SPOT)
+    provider.launch(s)
+    provider.compute().virtual_machines.simulate_eviction(RG, s.name)
+    got = provider.get(s.name)
+    assert got is not None and got.state is InstanceState.PREEMPTED
+
+
+def test_list_instances_filters_by_owner_across_pages(fake: FakeArm, provider: AzureProvider) -> None:
+    fake.state.page_size = 1
+    mine = [spec(f"l00000000000{i}") for i in range(3)]
+    for s in mine:
+        provider.launch(s)
+    other = LaunchSpec(launch_id="l0000000000ff", owner="bob", job="j", offer=catalog_offer(Market.ON_DEMAND))
+    provider.launch(other)
+    listed = provider.list_instances(OWNER)
+    assert sorted(i.instance_id for i in listed) == sorted(s.name for s in mine)
+    assert all(i.owner == OWNER and i.state is InstanceState.RUNNING and i.private_ip for i in listed)
+    assert [i.instance_id for i in provider.list_instances("bob")] == [other.name]
+
+
+# -- credentials and settings ----------------------------------------------------------------------
+
+
+def test_check_credentials(fake: FakeArm) -> None:
+    with pytest.raises(AuthError) as info:
+        AzureProvider(Settings(subscription_id=None, resource_group=RG)).check_credentials()
+    assert info.value.hint and "AZURE_SUBSCRIPTION_ID" in info.value.hint
+    with pytest.raises(AuthError) as info:
+        AzureProvider(Settings(subscription_id=SUB, resource_group=None)).check_credentials()
+    assert info.value.hint and "resource_group" in info.value.hint
+
+    class Broken:
+        def get_token(self, *scopes: str, **kw: Any) -> Any:
+            raise ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token")
+
+    p = AzureProvider(make_settings(fake.url), retry=RetryPolicy.fast(), credential=Broken())  # type: ignore[arg-type]
+    with pytest.raises(AuthError) as info:
+        p.check_credentials()
+    assert info.value.hint and "az login" in info.value.hint
+
+    ok = AzureProvider(make_settings(fake.url), retry=RetryPolicy.fast())  # type: ignore[arg-type]
+    ok.check_credentials()
+    fake.inject("auth", times=100)
+    with pytest.raises(AuthError):
+        ok.check_credentials()
+    ok.close()
+
+
+def test_settings_do_not_import_the_sdk_and_hide_the_token() -> None:
+    code = ("import sys, providers.azure.settings as s; "
+            "assert not [m for m in sys.modules if m.startswith('azure')], 'azure imported'; "
+            "x = s.Settings(static_token='sekrit'); "
+            "assert 'sekrit' not in repr(x) and 'sekrit' not in str(x.model_dump())")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the fake itself -------------------------------------------------------------------------------
+
+
+def test_fake_demands_a_bearer_token_and_speaks_arm_errors(fake: FakeArm) -> None:
+    url = f"{fake.url}/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines/x"
+    r = httpx.get(url, params={"api-version": "2026-04-01"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "AuthenticationFailed"
+    r = httpx.get(url, params={"api-version": "2026-04-01"}, headers={"Authorization": "Bearer t"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "ResourceNotFound"
+
+
+def test_fake_runs_standalone() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.azure_arm", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        reply = _poll(lambda: _try_post(f"{base}/_fake/reset"), lambda r: r is not None)
+        assert reply is not None and reply.json() == {"ok": True}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _try_post(url: str) -> httpx.Response | None:
+    try:
+        return httpx.post(url, json={})
+    except httpx.TransportError:
+        return None
+
+
+def _poll(fn: Any, ok: Any, deadline_s: float = 10.0) -> Any:
+    end = time.monotonic() + deadline_s
+    value = fn()
+    while not ok(value) and time.monotonic() < end:
+        time.sleep(0.02)
+        value = fn()
+    return value

@@ -1,1 +1,1 @@
-"""Azure VMs through azure-mgmt-compute and azure-mgmt-network. The SDKs are imported by adapter.py only."""
+"""Azure Virtual Machines (ARM via azure-mgmt-compute / azure-mgmt-network). SDK-free to import."""

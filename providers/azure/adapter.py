@@ -1,23 +1,40 @@
-"""Azure virtual machines on azure-mgmt-compute + azure-mgmt-network (a NIC per VM).
+"""Azure Virtual Machines through azure-mgmt-compute and azure-mgmt-network.
 
-Ids are the VM name (``orch-<owner>-<launch_id>``) in the configured resource group; tags carry
-orch:launch-id / orch:owner / orch:job. ARM PUTs are idempotent by name and a GET first makes a repeat
-launch return the existing VM. Launch waits for the create's long-running operation, because Azure
-reports AllocationFailed only there; it does not wait for the OS to boot.
+Shape of what orch creates, per instance (all in ``settings.resource_group``, all tagged with orch's ids):
+``<name>-nic`` in ``settings.subnet_id``, then the VM ``<name>`` with OS disk ``<name>-osdisk``. NIC and
+disk are attached with ``deleteOption: Delete`` so ARM removes them with the VM; ``terminate`` still
+deletes them explicitly (404/204 == success) to heal leftovers of a half-done launch.
+
+Spot VMs use ``evictionPolicy: Deallocate``: an evicted VM stays visible (PowerState/deallocated), so
+``get`` reports it PREEMPTED instead of vanishing; it still bills its disk until orch terminates it.
+A deallocated Spot VM that orch itself stopped carries the ``orch:stopped`` tag and reads STOPPED.
+
+The SDK's own retries are off (``retry_total=0``): providers.retry is the one retry policy.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
-from azure.core import exceptions as aexc
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.core.pipeline import PipelineRequest
 from azure.core.pipeline.policies import SansIOHTTPPolicy
+from azure.core.polling import LROPoller
 from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.compute import models as cm
 from azure.mgmt.network import NetworkManagementClient
+from azure.mgmt.network import models as nm
 
-from providers.azure.settings import Settings
 from providers.base import (
     TAG_JOB,
     TAG_LAUNCH_ID,
@@ -31,7 +48,6 @@ from providers.base import (
     Offer,
     Provider,
 )
-from providers.catalog import load_catalog, match_offers
 from providers.errors import (
     AuthError,
     InstanceNotFoundError,
@@ -42,255 +58,462 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.retry import call_with_retry
+from providers.retry import RetryPolicy, call_with_retry
+
+from .settings import Settings
+
+NAME = "azure"
+TAG_STOPPED = "orch:stopped"          # set by ``stop`` so a deallocated Spot VM is not read as evicted
+EVICTION_REASON = "Azure eviction: Spot VM deallocated by the platform"
+AUTH_HINT = "run `az login` or set AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET"
 
 T = TypeVar("T")
-_CAPACITY = {"SkuNotAvailable", "AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",
-             "OverconstrainedZonalAllocationRequest", "SpotVMEvictionNotAllowed"}
-_QUOTA = {"OperationNotAllowed", "QuotaExceeded", "ResourceQuotaExceeded"}
-_AUTH = {"AuthenticationFailed", "AuthorizationFailed", "InvalidAuthenticationToken", "ExpiredAuthenticationToken",
-         "LinkedAuthorizationFailed"}
-_NOT_FOUND = {"ResourceNotFound", "NotFound", "ResourceGroupNotFound"}
-EVICTED = "Azure Spot eviction"
-_HINT = "run `az login`, or set AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET"
+
+_CAPACITY_CODES = frozenset({
+    "skunotavailable", "allocationfailed", "zonalallocationfailed", "overconstrainedallocationrequest",
+    "overconstrainedzonalallocationrequest",
+})
+_QUOTA_CODES = frozenset({"operationnotallowed", "quotaexceeded"})
+_THROTTLE_CODES = frozenset({"toomanyrequests", "throttled"})
+_AUTH_CODES = frozenset({
+    "authorizationfailed", "invalidauthenticationtoken", "authenticationfailed", "expiredauthenticationtoken",
+    "invalidauthenticationtokentenant", "linkedauthorizationfailed",
+})
+_NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound", "resourcegroupnotfound"})
 
 
-def translate_error(exc: Exception) -> ProviderError:
-    """The one place Azure SDK errors become orch's taxonomy (by ARM error code, then HTTP status)."""
+def translate_error(exc: BaseException) -> ProviderError:
+    """The one place Azure SDK errors become orch's taxonomy (codes from ARM's error body, then status)."""
     if isinstance(exc, ProviderError):
         return exc
-    if isinstance(exc, aexc.ClientAuthenticationError):
-        return AuthError(str(exc.message or exc), provider="azure", hint=_HINT)
-    if isinstance(exc, aexc.HttpResponseError):
-        code = getattr(exc.error, "code", None) if exc.error is not None else None
-        status = int(exc.status_code or 0)
-        msg = str(getattr(exc.error, "message", None) or exc.message or exc)
-        if code in _CAPACITY:
-            return InsufficientCapacityError(msg, provider="azure", code=code)
-        if code in _QUOTA:
-            return QuotaExceededError(msg, provider="azure", code=code, hint="request a quota increase for this family")
-        if code in ("TooManyRequests", "RetryableError") or status == 429:
-            return RateLimitedError(msg, provider="azure", code=code)
-        if code in _AUTH or status in (401, 403):
-            return AuthError(msg, provider="azure", code=code, hint=_HINT)
-        if code in _NOT_FOUND or status == 404:
-            return InstanceNotFoundError(msg, provider="azure", code=code)
-        if status >= 500:
-            return ProviderUnavailableError(msg, provider="azure", code=code)
-        return InvalidRequestError(msg, provider="azure", code=code)
-    if isinstance(exc, aexc.ServiceRequestError | aexc.ServiceResponseError):
-        return ProviderUnavailableError(str(exc), provider="azure")
-    raise exc
+    if isinstance(exc, HttpResponseError):
+        code = (exc.error.code if exc.error is not None and exc.error.code else "") or ""
+        status = exc.status_code or (exc.response.status_code if exc.response is not None else None)
+        message = (exc.error.message if exc.error is not None and exc.error.message else None) or exc.message
+        key = code.lower()
+        kw: dict[str, Any] = {"provider": NAME, "code": code or (str(status) if status else None)}
+        if key in _CAPACITY_CODES:
+            return InsufficientCapacityError(message, **kw)
+        if key in _QUOTA_CODES:
+            return QuotaExceededError(message, **kw)
+        if key in _THROTTLE_CODES or status == 429:
+            return RateLimitedError(message, **kw)
+        if key in _AUTH_CODES or status in (401, 403) or isinstance(exc, ClientAuthenticationError):
+            return AuthError(message, hint=AUTH_HINT, **kw)
+        if key in _NOT_FOUND_CODES or status == 404:
+            return InstanceNotFoundError(message, **kw)
+        if status is not None and status >= 500:
+            return ProviderUnavailableError(message, **kw)
+        if key == "invalidparameter" or status == 400:
+            return InvalidRequestError(message, **kw)
+        if status is None:  # an LRO that failed with a code we do not know: a failed operation, not a bug
+            return ProviderUnavailableError(message, **kw)
+        return InvalidRequestError(message, **kw)
+    if isinstance(exc, ClientAuthenticationError):
+        return AuthError(str(exc), provider=NAME, hint=AUTH_HINT)
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return ProviderUnavailableError(str(exc), provider=NAME, code=type(exc).__name__)
+    if isinstance(exc, AzureError):
+        return ProviderUnavailableError(str(exc), provider=NAME, code=type(exc).__name__)
+    return ProviderUnavailableError(str(exc), provider=NAME, code=type(exc).__name__)
 
 
-class _StaticToken(SansIOHTTPPolicy):  # type: ignore[type-arg]
-    """Tests only: a fixed bearer header, so the SDK talks to a plain-http fake."""
+class StaticTokenCredential:
+    """A fixed bearer token (tests against a local fake only). Never used unless settings.static_token."""
 
     def __init__(self, token: str) -> None:
         self._token = token
 
-    def on_request(self, request: Any) -> None:
-        request.http_request.headers["Authorization"] = f"Bearer {self._token}"
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken(self._token, 2**31 - 1)
+
+
+class StaticBearerPolicy(SansIOHTTPPolicy):  # type: ignore[type-arg]
+    """Sets ``Authorization: Bearer <token>`` without the https check of the SDK's bearer policy."""
+
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def on_request(self, request: PipelineRequest) -> None:  # type: ignore[type-arg]
+        request.http_request.headers["Authorization"] = self._header
+
+
+def _lower(value: Any) -> str:
+    """Lower-case text of an ARM string or SDK enum (whose str() is its class-qualified name)."""
+    if value is None:
+        return ""
+    return str(getattr(value, "value", value)).lower()
+
+
+def map_state(provisioning_state: str | None, power_state: str | None, *, spot: bool,
+              stopped_by_orch: bool, failure: str | None = None) -> tuple[InstanceState, str, str | None]:
+    """(state, raw_state, raw_reason) from ARM's provisioningState and the instance view's PowerState/*.
+
+    ``power_state`` is the part after ``PowerState/`` (running, deallocated, ...); ``failure`` is the
+    message of a ``ProvisioningState/failed/*`` status, if any.
+    """
+    prov = _lower(provisioning_state)
+    power = _lower(power_state)
+    raw = f"PowerState/{power}" if power else f"ProvisioningState/{prov or 'unknown'}"
+    if prov == "deleting":
+        return InstanceState.STOPPING, "ProvisioningState/deleting", None
+    if prov == "creating":
+        return InstanceState.PENDING, raw, None
+    if power == "running":
+        return InstanceState.RUNNING, raw, failure
+    if power == "starting":
+        return InstanceState.PENDING, raw, None
+    if power in ("stopping", "deallocating"):
+        return InstanceState.STOPPING, raw, None
+    if power == "deallocated" and spot and not stopped_by_orch:
+        return InstanceState.PREEMPTED, raw, EVICTION_REASON
+    if power in ("stopped", "deallocated"):
+        return InstanceState.STOPPED, raw, None
+    if prov == "failed":
+        return InstanceState.TERMINATED, "ProvisioningState/failed", failure or "provisioning failed"
+    return InstanceState.PENDING, raw, None
 
 
 class AzureProvider(Provider):
-    name: ClassVar[str] = "azure"
-    capabilities: ClassVar[frozenset[Capability]] = frozenset({
-        Capability.SPOT, Capability.STOP, Capability.TAGS, Capability.MULTI_NODE, Capability.PREEMPTION_NOTICE})
+    """Azure VMs in one resource group. instance_id == VM name (== instance_name(owner, launch_id))."""
 
-    def __init__(self, settings: Settings) -> None:
+    name: ClassVar[str] = NAME
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({
+        Capability.SPOT, Capability.STOP, Capability.TAGS, Capability.MULTI_NODE, Capability.PREEMPTION_NOTICE,
+    })
+
+    def __init__(self, settings: Settings, *, retry: RetryPolicy | None = None,
+                 credential: Any = None, sleep: Callable[[float], None] | None = None) -> None:
         self.settings = settings
-        self._policy = settings.retry_policy()
+        self.retry = retry or RetryPolicy(
+            attempts=settings.retry_attempts, initial_wait_s=settings.retry_initial_wait_s,
+            max_wait_s=settings.retry_max_wait_s, deadline_s=settings.retry_deadline_s,
+        )
+        self._sleep = sleep
+        self._credential = credential
         self._compute: ComputeManagementClient | None = None
         self._network: NetworkManagementClient | None = None
 
-    # --- plumbing ------------------------------------------------------------------------------------
-    @property
-    def rg(self) -> str:
-        if not self.settings.resource_group:
-            raise AuthError("no resource group configured", provider="azure",
-                            hint="set providers.azure.resource_group in orch's config")
-        return self.settings.resource_group
+    # -- clients ------------------------------------------------------------------------------------
 
-    def _clients(self) -> tuple[ComputeManagementClient, NetworkManagementClient]:
-        if self._compute is None or self._network is None:
-            if not self.settings.subscription_id:
-                raise AuthError("no Azure subscription configured", provider="azure",
-                                hint="set providers.azure.subscription_id or AZURE_SUBSCRIPTION_ID")
-            kwargs: dict[str, Any] = {"retry_total": 0, "connection_timeout": self.settings.timeout_s,
-                                      "read_timeout": self.settings.timeout_s}
-            if self.settings.base_url:
-                kwargs["base_url"] = self.settings.base_url
-            if self.settings.static_token is not None:
-                credential: Any = object()
-                kwargs["authentication_policy"] = _StaticToken(self.settings.static_token.get_secret_value())
+    def _cred(self) -> Any:
+        if self._credential is None:
+            if self.settings.static_token:
+                self._credential = StaticTokenCredential(self.settings.static_token)
             else:
                 from azure.identity import DefaultAzureCredential
 
-                credential = DefaultAzureCredential()
-            self._compute = ComputeManagementClient(credential, self.settings.subscription_id, **kwargs)
-            self._network = NetworkManagementClient(credential, self.settings.subscription_id, **kwargs)
-        return self._compute, self._network
+                self._credential = DefaultAzureCredential()
+        return self._credential
 
-    def _call(self, fn: Callable[[], T]) -> T:
-        def once() -> T:
-            try:
-                return fn()
-            except Exception as exc:
-                raise translate_error(exc) from exc
+    def _client_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {
+            "retry_total": 0,
+            "polling_interval": self.settings.polling_interval_s,
+            "connection_timeout": self.settings.connect_timeout_s,
+            "read_timeout": self.settings.read_timeout_s,
+        }
+        if self.settings.base_url:
+            kw["base_url"] = self.settings.base_url
+        if self.settings.static_token:
+            kw["authentication_policy"] = StaticBearerPolicy(self.settings.static_token)
+        return kw
 
-        return call_with_retry(once, self._policy)
+    def _require_config(self) -> tuple[str, str]:
+        s = self.settings
+        if not s.subscription_id:
+            raise AuthError("no Azure subscription configured", provider=NAME,
+                            hint="set AZURE_SUBSCRIPTION_ID or providers.azure.subscription_id")
+        if not s.resource_group:
+            raise AuthError("no Azure resource group configured", provider=NAME,
+                            hint="set providers.azure.resource_group (or ORCH_AZURE_RESOURCE_GROUP)")
+        return s.subscription_id, s.resource_group
 
-    def _poll(self) -> dict[str, Any]:
-        return {"polling_interval": self.settings.polling_interval_s}
+    @property
+    def rg(self) -> str:
+        return self._require_config()[1]
 
-    def _to_instance(self, vm: Any, power: str | None) -> Instance:
-        tags = dict(vm.tags or {})
-        spot = (vm.priority or "").lower() == "spot"
-        provisioning = (vm.provisioning_state or "").lower()
-        if power in ("running",):
-            state = InstanceState.RUNNING
-        elif power in ("starting",) or provisioning in ("creating", "updating"):
-            state = InstanceState.PENDING
-        elif power in ("stopping", "deallocating"):
-            state = InstanceState.STOPPING
-        elif power in ("stopped", "deallocated"):
-            state = InstanceState.STOPPED
-        elif provisioning == "deleting":
-            state = InstanceState.STOPPING
-        else:
-            state = InstanceState.PENDING
-        reason = None
-        # orch never deallocates a Spot VM itself (idle "stop" terminates spot): deallocated Spot = evicted.
-        if spot and power == "deallocated":
-            state, reason = InstanceState.PREEMPTED, EVICTED
-        return Instance(
-            provider="azure", instance_id=vm.name, launch_id=tags.get(TAG_LAUNCH_ID), owner=tags.get(TAG_OWNER),
-            job=tags.get(TAG_JOB), state=state,
-            instance_type=vm.hardware_profile.vm_size if vm.hardware_profile else "",
-            region=vm.location or "", zone=(vm.zones[0] if vm.zones else None),
-            market=Market.SPOT if spot else Market.ON_DEMAND,
-            raw_state=f"PowerState/{power}" if power else provisioning,
-            raw_reason=reason, ssh_user=self.settings.admin_username)
+    def compute(self) -> ComputeManagementClient:
+        if self._compute is None:
+            sub, _ = self._require_config()
+            self._compute = ComputeManagementClient(self._cred(), sub, **self._client_kwargs())
+        return self._compute
 
-    def _power(self, name: str) -> str | None:
-        compute, _ = self._clients()
-        view = self._call(lambda: compute.virtual_machines.instance_view(self.rg, name))
-        for status in view.statuses or []:
-            if status.code and status.code.startswith("PowerState/"):
-                return str(status.code.split("/", 1)[1])
-        return None
-
-    def _get_vm(self, name: str) -> Any | None:
-        compute, _ = self._clients()
-        try:
-            return self._call(lambda: compute.virtual_machines.get(self.rg, name))
-        except InstanceNotFoundError:
-            return None
-
-    # --- Provider ------------------------------------------------------------------------------------
-    def check_credentials(self) -> None:
-        if self.settings.static_token is None:
-            from azure.identity import DefaultAzureCredential
-
-            try:
-                DefaultAzureCredential().get_token("https://management.azure.com/.default")
-            except Exception as exc:
-                raise AuthError(f"no usable Azure credentials: {type(exc).__name__}", provider="azure",
-                                hint=_HINT) from exc
-        compute, _ = self._clients()
-        self._call(lambda: list(compute.virtual_machines.list(self.rg)))
-
-    def offers(self, req: GpuRequest) -> list[Offer]:
-        """Catalog offers (Azure prices come from the Retail Prices API: a later refresh)."""
-        return match_offers([o for o in load_catalog().offers if o.provider == "azure"], req)
-
-    def launch(self, spec: LaunchSpec) -> Instance:
-        existing = self._get_vm(spec.name)
-        if existing is not None:
-            return self._to_instance(existing, self._power(spec.name))
-        if not self.settings.subnet_id:
-            raise InvalidRequestError("no subnet configured for the VM's NIC", provider="azure",
-                                      hint="set providers.azure.subnet_id to an existing subnet's resource id")
-        compute, network = self._clients()
-        from azure.mgmt.compute import models as cm
-        from azure.mgmt.network import models as nm
-
-        tags = {TAG_LAUNCH_ID: spec.launch_id, TAG_OWNER: spec.owner, TAG_JOB: spec.job}
-        nic_body = nm.NetworkInterface(location=spec.offer.region, tags=tags, ip_configurations=[
-            nm.NetworkInterfaceIPConfiguration(name="ipconfig1", subnet=nm.Subnet(id=self.settings.subnet_id),
-                                               private_ip_allocation_method="Dynamic")])
-        nic = self._call(lambda: network.network_interfaces.begin_create_or_update(
-            self.rg, f"{spec.name}-nic", nic_body, **self._poll()).result())
-        linux = cm.LinuxConfiguration(disable_password_authentication=True)
-        if spec.ssh_public_key:
-            linux.ssh = cm.SshConfiguration(public_keys=[cm.SshPublicKey(
-                path=f"/home/{self.settings.admin_username}/.ssh/authorized_keys", key_data=spec.ssh_public_key)])
-        os_profile = cm.OSProfile(computer_name=spec.name[:64], admin_username=self.settings.admin_username,
-                                  linux_configuration=linux)
-        if spec.startup_script:
-            os_profile.custom_data = base64.b64encode(spec.startup_script.encode()).decode()
-        body = cm.VirtualMachine(
-            location=spec.offer.region, tags=tags,
-            hardware_profile=cm.HardwareProfile(vm_size=spec.offer.instance_type),
-            storage_profile=cm.StorageProfile(
-                image_reference=cm.ImageReference(publisher=self.settings.image_publisher,
-                                                  offer=self.settings.image_offer, sku=self.settings.image_sku,
-                                                  version=self.settings.image_version),
-                os_disk=cm.OSDisk(name=f"{spec.name}-os", create_option="FromImage", delete_option="Delete",
-                                  disk_size_gb=spec.disk_gb)),
-            os_profile=os_profile,
-            network_profile=cm.NetworkProfile(network_interfaces=[
-                cm.NetworkInterfaceReference(id=nic.id, primary=True, delete_option="Delete")]),
-        )
-        if spec.offer.market is Market.SPOT:
-            body.priority = "Spot"
-            body.eviction_policy = self.settings.eviction_policy
-            body.billing_profile = cm.BillingProfile(max_price=spec.max_price_hr if spec.max_price_hr else -1)
-        try:
-            vm = self._call(lambda: compute.virtual_machines.begin_create_or_update(
-                self.rg, spec.name, body, **self._poll()).result())
-        except (InsufficientCapacityError, QuotaExceededError, AuthError, InvalidRequestError):
-            self._delete_leftovers(spec.name)   # a refused VM must not leave its NIC (or a failed VM) behind
-            raise
-        return self._to_instance(vm, self._power(spec.name))
-
-    def get(self, instance_id: str) -> Instance | None:
-        vm = self._get_vm(instance_id)
-        if vm is None:
-            return None
-        return self._to_instance(vm, self._power(instance_id))
-
-    def list_instances(self, owner: str) -> list[Instance]:
-        compute, _ = self._clients()
-        vms = self._call(lambda: list(compute.virtual_machines.list(self.rg)))
-        mine = [vm for vm in vms if (vm.tags or {}).get(TAG_OWNER) == owner]
-        return [self._to_instance(vm, self._power(vm.name)) for vm in mine]
-
-    def terminate(self, instance_id: str) -> None:
-        compute, _ = self._clients()
-        try:
-            self._call(lambda: compute.virtual_machines.begin_delete(self.rg, instance_id, **self._poll()).result())
-        except InstanceNotFoundError:
-            pass
-        self._delete_leftovers(instance_id)
-
-    def _delete_leftovers(self, name: str) -> None:
-        compute, network = self._clients()
-        for fn in (lambda: compute.virtual_machines.begin_delete(self.rg, name, **self._poll()).result(),
-                   lambda: network.network_interfaces.begin_delete(self.rg, f"{name}-nic", **self._poll()).result(),
-                   lambda: compute.disks.begin_delete(self.rg, f"{name}-os", **self._poll()).result()):
-            try:
-                self._call(fn)
-            except InstanceNotFoundError:
-                pass
-
-    def stop(self, instance_id: str) -> None:
-        compute, _ = self._clients()
-        self._call(lambda: compute.virtual_machines.begin_deallocate(self.rg, instance_id, **self._poll()).result())
+    def network(self) -> NetworkManagementClient:
+        if self._network is None:
+            sub, _ = self._require_config()
+            self._network = NetworkManagementClient(self._cred(), sub, **self._client_kwargs())
+        return self._network
 
     def close(self) -> None:
         for client in (self._compute, self._network):
             if client is not None:
                 client.close()
         self._compute = self._network = None
+
+    # -- calling ------------------------------------------------------------------------------------
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """Run one SDK call with translation and orch's retry policy."""
+
+        def once() -> T:
+            try:
+                return fn()
+            except ProviderError:
+                raise
+            except Exception as exc:  # every SDK failure goes through translate_error
+                raise translate_error(exc) from exc
+
+        if self._sleep is not None:
+            return call_with_retry(once, self.retry, sleep=self._sleep)
+        return call_with_retry(once, self.retry)
+
+    def _wait(self, poller: LROPoller[Any], timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for an LRO; True when done. A failed LRO raises (translated)."""
+        try:
+            poller.wait(timeout=timeout_s)
+            if not poller.done():
+                return False
+            poller.result()
+            return True
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise translate_error(exc) from exc
+
+    def _absent_ok(self, fn: Callable[[], T]) -> T | None:
+        try:
+            return self._call(fn)
+        except InstanceNotFoundError:
+            return None
+
+    # -- protocol -----------------------------------------------------------------------------------
+
+    def check_credentials(self) -> None:
+        self._require_config()
+        try:
+            self._cred().get_token("https://management.azure.com/.default")
+        except Exception as exc:
+            raise AuthError(f"cannot get an Azure token: {type(exc).__name__}", provider=NAME,
+                            hint=AUTH_HINT) from exc
+        self._call(lambda: next(iter(self.compute().virtual_machines.list(self.rg)), None))
+
+    def offers(self, req: GpuRequest) -> list[Offer]:
+        """Catalog offers (ARM has no GPU price API; the retail prices API feeds ``orch catalog refresh``)."""
+        from providers.catalog import load_catalog, match_offers
+
+        azure_only = [o for o in load_catalog().offers if o.provider == NAME]
+        return match_offers(azure_only, req)
+
+    def launch(self, spec: LaunchSpec) -> Instance:
+        rg = self.rg
+        existing = self.get(spec.name)
+        if existing is not None:
+            return existing
+        if not self.settings.subnet_id:
+            raise InvalidRequestError("providers.azure.subnet_id is not set", provider=NAME,
+                                      hint="the full resource id of an existing subnet for the NICs")
+        tags = self._tags(spec)
+        nic = self._create_nic(spec, tags)
+        body = self.vm_body(spec, nic_id=nic.id or "", tags=tags)
+        vm_ops = self.compute().virtual_machines
+        try:
+            poller = self._call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
+            self._wait(poller, self.settings.create_wait_s)
+        except (InsufficientCapacityError, QuotaExceededError, InvalidRequestError, AuthError,
+                RateLimitedError, ProviderUnavailableError):
+            self._cleanup_failed_launch(spec.name)
+            raise
+        got = self.get(spec.name)
+        if got is None:  # accepted but not yet readable (eventual consistency): report what we asked for
+            return Instance(provider=NAME, instance_id=spec.name, launch_id=spec.launch_id, owner=spec.owner,
+                            job=spec.job, state=InstanceState.PENDING, instance_type=spec.offer.instance_type,
+                            region=spec.offer.region, market=spec.offer.market, raw_state="accepted",
+                            ssh_user=self.settings.admin_username)
+        return got
+
+    def get(self, instance_id: str) -> Instance | None:
+        rg = self.rg
+        vm = self._absent_ok(lambda: self.compute().virtual_machines.get(rg, instance_id, expand="instanceView"))
+        if vm is None:
+            return None
+        return self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
+                                 private_ip=self._nic_ip(instance_id))
+
+    def list_instances(self, owner: str) -> list[Instance]:
+        rg = self.rg
+        vms = self._call(lambda: list(self.compute().virtual_machines.list(rg)))
+        ips = self._nic_ips()
+        found: list[Instance] = []
+        for vm in vms:
+            if (vm.tags or {}).get(TAG_OWNER) != owner or not vm.name:
+                continue
+            name = vm.name
+            view = self._absent_ok(lambda name=name: self.compute().virtual_machines.instance_view(rg, name))
+            found.append(self._to_instance(vm, view, private_ip=ips.get(name)))
+        return found
+
+    def terminate(self, instance_id: str) -> None:
+        rg = self.rg
+        vm_ops = self.compute().virtual_machines
+        poller = self._absent_ok(lambda: vm_ops.begin_delete(rg, instance_id))
+        if poller is not None:
+            try:
+                done = self._wait(poller, self.settings.delete_wait_s)
+            except InstanceNotFoundError:
+                done = True
+            if not done:
+                return  # deleteOption=Delete removes NIC and disk when ARM finishes
+        nic_ops = self.network().network_interfaces
+        disk_ops = self.compute().disks
+        self._absent_ok(lambda: nic_ops.begin_delete(rg, f"{instance_id}-nic"))
+        self._absent_ok(lambda: disk_ops.begin_delete(rg, f"{instance_id}-osdisk"))
+
+    def stop(self, instance_id: str) -> None:
+        """Deallocate (no compute billing, disk kept), after tagging it so it is not read as evicted."""
+        rg = self.rg
+        vm_ops = self.compute().virtual_machines
+        vm = self._call(lambda: vm_ops.get(rg, instance_id))
+        tags = {**(vm.tags or {}), TAG_STOPPED: datetime.now().astimezone().isoformat(timespec="seconds")}
+        update = cm.VirtualMachineUpdate(tags=tags)
+        self._wait(self._call(lambda: vm_ops.begin_update(rg, instance_id, update)), self.settings.create_wait_s)
+        self._call(lambda: vm_ops.begin_deallocate(rg, instance_id))
+
+    # -- pieces -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _tags(spec: LaunchSpec) -> dict[str, str]:
+        return {TAG_LAUNCH_ID: spec.launch_id, TAG_OWNER: spec.owner, TAG_JOB: spec.job}
+
+    def _create_nic(self, spec: LaunchSpec, tags: dict[str, str]) -> nm.NetworkInterface:
+        rg = self.rg
+        nic_body = nm.NetworkInterface(
+            location=spec.offer.region,
+            tags=tags,
+            properties=nm.NetworkInterfacePropertiesFormat(ip_configurations=[
+                nm.NetworkInterfaceIPConfiguration(
+                    name="ipconfig1",
+                    properties=nm.NetworkInterfaceIPConfigurationPropertiesFormat(
+                        subnet=nm.Subnet(id=self.settings.subnet_id),
+                        private_ip_allocation_method="Dynamic",
+                    ),
+                ),
+            ]),
+        )
+        nic_ops = self.network().network_interfaces
+        poller = self._call(lambda: nic_ops.begin_create_or_update(rg, f"{spec.name}-nic", nic_body))
+        self._wait(poller, self.settings.create_wait_s)
+        nic: nm.NetworkInterface = self._call(lambda: nic_ops.get(rg, f"{spec.name}-nic"))
+        return nic
+
+    def vm_body(self, spec: LaunchSpec, *, nic_id: str, tags: dict[str, str]) -> cm.VirtualMachine:
+        """The VirtualMachine PUT body for ``spec`` (public so tests can read what is sent)."""
+        s = self.settings
+        img = s.image
+        props = cm.VirtualMachineProperties(
+            hardware_profile=cm.HardwareProfile(vm_size=spec.offer.instance_type),
+            storage_profile=cm.StorageProfile(
+                image_reference=cm.ImageReference(publisher=img.publisher, offer=img.offer, sku=img.sku,
+                                                  version=img.version),
+                os_disk=cm.OSDisk(
+                    name=f"{spec.name}-osdisk", create_option="FromImage", disk_size_gb=spec.disk_gb,
+                    delete_option="Delete", managed_disk=cm.ManagedDiskParameters(storage_account_type=s.os_disk_type),
+                ),
+            ),
+            os_profile=cm.OSProfile(
+                computer_name=spec.name[:64],
+                admin_username=s.admin_username,
+                custom_data=base64.b64encode(spec.startup_script.encode()).decode() if spec.startup_script else None,
+                linux_configuration=cm.LinuxConfiguration(
+                    disable_password_authentication=True,
+                    ssh=cm.SshConfiguration(public_keys=[
+                        cm.SshPublicKey(path=f"/home/{s.admin_username}/.ssh/authorized_keys",
+                                        key_data=spec.ssh_public_key),
+                    ]) if spec.ssh_public_key else None,
+                ),
+            ),
+            network_profile=cm.NetworkProfile(network_interfaces=[
+                cm.NetworkInterfaceReference(
+                    id=nic_id, properties=cm.NetworkInterfaceReferenceProperties(primary=True, delete_option="Delete"),
+                ),
+            ]),
+        )
+        if spec.offer.market is Market.SPOT:
+            props.priority = "Spot"
+            props.eviction_policy = "Deallocate"
+            props.billing_profile = cm.BillingProfile(max_price=spec.max_price_hr if spec.max_price_hr else -1)
+        zones = [spec.offer.zone] if spec.offer.zone else None
+        return cm.VirtualMachine(location=spec.offer.region, tags=tags, zones=zones, properties=props)
+
+    def _cleanup_failed_launch(self, name: str) -> None:
+        """Best effort after a refused or failed create: no VM, NIC or disk left behind."""
+        try:
+            self.terminate(name)
+        except ProviderError:
+            pass  # GC finds the tagged leftovers later
+
+    def _nic_ip(self, name: str) -> str | None:
+        rg = self.rg
+        nic = self._absent_ok(lambda: self.network().network_interfaces.get(rg, f"{name}-nic"))
+        return _first_private_ip(nic) if nic is not None else None
+
+    def _nic_ips(self) -> dict[str, str]:
+        rg = self.rg
+        nics = self._call(lambda: list(self.network().network_interfaces.list(rg)))
+        ips: dict[str, str] = {}
+        for nic in nics:
+            ip = _first_private_ip(nic)
+            if nic.name and nic.name.endswith("-nic") and ip:
+                ips[nic.name[: -len("-nic")]] = ip
+        return ips
+
+    def _to_instance(self, vm: cm.VirtualMachine, view: cm.VirtualMachineInstanceView | None,
+                     *, private_ip: str | None) -> Instance:
+        props = vm.properties
+        tags = vm.tags or {}
+        power: str | None = None
+        failure: str | None = None
+        prov = props.provisioning_state if props else None
+        for status in (view.statuses if view and view.statuses else []):
+            code = status.code or ""
+            if code.startswith("PowerState/"):
+                power = code.split("/", 1)[1]
+            elif code.lower().startswith("provisioningstate/"):
+                parts = code.split("/")
+                if prov is None:
+                    prov = parts[1] if len(parts) > 1 else None
+                if len(parts) > 2 and parts[1].lower() == "failed":
+                    failure = f"{parts[2]}: {status.message or status.display_status or ''}".strip()
+        spot = _lower(props.priority if props else None) == "spot"
+        state, raw_state, reason = map_state(prov, power, spot=spot, stopped_by_orch=TAG_STOPPED in tags,
+                                             failure=failure)
+        size = props.hardware_profile.vm_size if props and props.hardware_profile else ""
+        extra: tuple[tuple[str, str], ...] = (("resource_group", self.rg),)
+        if props and props.vm_id:
+            extra += (("vm_id", props.vm_id),)
+        return Instance(
+            provider=NAME,
+            instance_id=vm.name or "",
+            launch_id=tags.get(TAG_LAUNCH_ID),
+            owner=tags.get(TAG_OWNER),
+            job=tags.get(TAG_JOB),
+            state=state,
+            instance_type=str(getattr(size, "value", size) or ""),
+            region=vm.location or "",
+            zone=(vm.zones or [None])[0],
+            market=Market.SPOT if spot else Market.ON_DEMAND,
+            raw_state=raw_state,
+            raw_reason=reason,
+            private_ip=private_ip,
+            ssh_user=self.settings.admin_username,
+            created_at=props.time_created if props else None,
+            extra=extra,
+        )
+
+
+def _first_private_ip(nic: nm.NetworkInterface) -> str | None:
+    configs = nic.properties.ip_configurations if nic.properties and nic.properties.ip_configurations else []
+    for cfg in configs:
+        if cfg.properties and cfg.properties.private_ip_address:
+            return str(cfg.properties.private_ip_address)
+    return None

@@ -1,29 +1,62 @@
-"""Settings for the Azure adapter (SDK-free). Credentials: DefaultAzureCredential only."""
+"""Settings for the Azure adapter. SDK-free: importing this module must not import azure.*.
+
+Credentials are deliberately absent: ``DefaultAzureCredential`` finds them (AZURE_CLIENT_ID /
+AZURE_TENANT_ID / AZURE_CLIENT_SECRET, managed identity, ``az login``). ``static_token`` exists for
+tests against a local fake ARM over http:// only; it is excluded from repr and serialisation.
+"""
 
 from __future__ import annotations
 
 import os
 
-from pydantic import ConfigDict, Field, SecretStr
-
-from providers.settings_base import RetrySettings
+from pydantic import BaseModel, ConfigDict, Field
 
 
-class Settings(RetrySettings):
+def _env_subscription() -> str | None:
+    return os.environ.get("AZURE_SUBSCRIPTION_ID") or None
+
+
+def _env_resource_group() -> str | None:
+    return os.environ.get("ORCH_AZURE_RESOURCE_GROUP") or None
+
+
+class ImageRef(BaseModel):
+    """A marketplace image. The default is Microsoft's Ubuntu 22.04 Data Science VM (NVIDIA drivers, CUDA)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    subscription_id: str | None = Field(default_factory=lambda: os.environ.get("AZURE_SUBSCRIPTION_ID"))
-    resource_group: str | None = None
-    subnet_id: str | None = None              # an existing subnet's resource id, for the VMs' NICs
-    image_publisher: str = "microsoft-dsvm"
-    image_offer: str = "ubuntu-hpc"
-    image_sku: str = "2204"
-    image_version: str = "latest"
-    admin_username: str = "orch"
-    #: Deallocate keeps an evicted Spot VM visible (so orch sees the eviction), then orch deletes it.
-    eviction_policy: str = "Deallocate"
-    base_url: str | None = None               # an ARM endpoint override (tests: the fake on 127.0.0.1)
-    static_token: SecretStr | None = None     # tests only: a fixed bearer token, which allows http://
-    polling_interval_s: float = 5.0
-    timeout_s: float = 30.0
+    publisher: str = "microsoft-dsvm"
+    offer: str = "ubuntu-hpc"
+    sku: str = "2204"
+    version: str = "latest"
 
+
+class Settings(BaseModel):
+    """What the Azure adapter needs besides credentials.
+
+    Every VM orch creates lives in ``resource_group`` (its id is the VM name) and gets one NIC in
+    ``subnet_id`` (an existing subnet's full resource id). The region comes from the offer.
+    ``base_url`` points both ARM clients at another endpoint (tests: the fake ARM); None means Azure.
+    ``create_wait_s`` bounds how long ``launch`` waits on the create operation so that allocation
+    failures surface as InsufficientCapacityError; past it, launch returns a PENDING instance.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subscription_id: str | None = Field(default_factory=_env_subscription)
+    resource_group: str | None = Field(default_factory=_env_resource_group)
+    subnet_id: str | None = None
+    image: ImageRef = Field(default_factory=ImageRef)
+    admin_username: str = "orch"
+    os_disk_type: str = "Premium_LRS"
+    base_url: str | None = None
+    static_token: str | None = Field(default=None, repr=False, exclude=True)
+    polling_interval_s: float = Field(default=15.0, ge=0)
+    create_wait_s: float = Field(default=20.0, ge=0)
+    delete_wait_s: float = Field(default=180.0, ge=0)
+    retry_attempts: int = Field(default=6, ge=1)
+    retry_initial_wait_s: float = Field(default=0.5, ge=0)
+    retry_max_wait_s: float = Field(default=8.0, ge=0)
+    retry_deadline_s: float = Field(default=60.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=60.0, gt=0)

@@ -1,60 +1,72 @@
-"""Contract harness for Azure: the real AzureProvider (azure-mgmt-compute/-network) against the ARM fake."""
+"""Contract harness for Azure: the real adapter (azure-mgmt-*) against tests/fakes/azure_arm.py."""
 
 from __future__ import annotations
 
-from providers.azure.adapter import EVICTED, AzureProvider
-from providers.azure.settings import Settings
-from providers.base import LaunchSpec, Market, Offer
+from providers.base import LaunchSpec, Market, Offer, Provider
 from providers.catalog import load_catalog
+from providers.retry import RetryPolicy
 from tests.contract.harness import Fault, ProviderHarness
-from tests.fakes.azure_arm import ArmFake
+from tests.fakes.azure_arm import FakeArm
 
 SUB = "00000000-0000-0000-0000-000000000000"
-SUBNET = f"/subscriptions/{SUB}/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/subnets/default"
+RG = "orch-test"
+SUBNET = f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Network/virtualNetworks/vnet/subnets/default"
+INSTANCE_TYPE = "Standard_NC24ads_A100_v4"
+REGION = "eastus"
+
+_FAULTS = {
+    Fault.CAPACITY: "capacity",
+    Fault.QUOTA: "quota",
+    Fault.THROTTLE: "throttle",
+    Fault.AUTH: "auth",
+    Fault.SERVER_ERROR: "server-error",
+}
 
 
-def fast_settings(url: str, **overrides: object) -> Settings:
-    values: dict[str, object] = dict(subscription_id=SUB, resource_group="orch-test", subnet_id=SUBNET, base_url=url,
-                                     static_token="test-token", polling_interval_s=0.0, timeout_s=5.0,
-                                     retry_attempts=4, retry_initial_wait_s=0.001, retry_max_wait_s=0.01,
-                                     retry_deadline_s=5.0)
-    values.update(overrides)
-    return Settings.model_validate(values)
+def catalog_offer(market: Market) -> Offer:
+    for o in load_catalog().offers:
+        if o.provider == "azure" and o.instance_type == INSTANCE_TYPE and o.region == REGION and o.market is market:
+            return o
+    raise LookupError(f"catalog has no azure {INSTANCE_TYPE} {REGION} {market}")
 
 
-def catalog_offer(instance_type: str, region: str, market: Market) -> Offer:
-    return next(o for o in load_catalog().offers if o.provider == "azure" and o.instance_type == instance_type
-                and o.region == region and o.market is market)
+def make_settings(url: str, **overrides: object) -> object:
+    from providers.azure.settings import Settings
+
+    return Settings(subscription_id=SUB, resource_group=RG, subnet_id=SUBNET, base_url=url, static_token="fake-token",
+                    polling_interval_s=0, **overrides)
 
 
 class AzureHarness(ProviderHarness):
     name = "azure"
     supports_spot = True
     supported_faults = frozenset(Fault)
-    preempted_reason = EVICTED
-    missing_instance_id = "orch-nobody-l000000000000"
+    preempted_reason = "Azure eviction"
 
     def __init__(self) -> None:
-        self.fake = ArmFake()
-        self.url = self.fake.start()
-        self._providers: list[AzureProvider] = []
+        import providers.azure.adapter  # noqa: F401 - raise ImportError here when the SDK extra is missing
 
-    def provider(self) -> AzureProvider:
-        p = AzureProvider(fast_settings(self.url))
+        self.fake = FakeArm()
+        self.url = self.fake.serve()
+        self._providers: list[Provider] = []
+
+    def provider(self) -> Provider:
+        from providers.azure.adapter import AzureProvider
+
+        p = AzureProvider(make_settings(self.url), retry=RetryPolicy.fast())  # type: ignore[arg-type]
         self._providers.append(p)
         return p
 
     def launch_spec(self, launch_id: str, owner: str, market: Market = Market.ON_DEMAND) -> LaunchSpec:
-        return LaunchSpec(launch_id=launch_id, owner=owner, job="contract",
-                          offer=catalog_offer("Standard_NC24ads_A100_v4", "eastus", market),
-                          ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOrchTestKey orch",
-                          startup_script="#!/bin/bash\necho hello\n")
+        return LaunchSpec(launch_id=launch_id, owner=owner, job="contract-job", offer=catalog_offer(market),
+                          ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests test",
+                          startup_script="#!/bin/sh\necho hello\n")
 
     def inject(self, fault: Fault, times: int = 1) -> None:
-        self.fake.inject(fault.value, -1 if fault is Fault.THROTTLE else times)
+        self.fake.inject(_FAULTS[fault], times)
 
     def preempt(self, instance_id: str) -> None:
-        self.fake.evict(instance_id)
+        self.fake.evict(instance_id, RG)
 
     def reset(self) -> None:
         self.fake.reset()
@@ -62,8 +74,8 @@ class AzureHarness(ProviderHarness):
     def close(self) -> None:
         for p in self._providers:
             p.close()
-        self.fake.stop()
+        self.fake.close()
 
 
-def make_harness() -> AzureHarness:
+def make_harness() -> ProviderHarness:
     return AzureHarness()

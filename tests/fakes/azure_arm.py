@@ -1,239 +1,576 @@
-"""A small Azure Resource Manager fake: Microsoft.Compute virtualMachines and Microsoft.Network
-networkInterfaces, with ARM's long-running-operation flow, as azure-mgmt-compute/-network drive it.
+"""A small fake of Azure Resource Manager for Microsoft.Compute VMs/disks and Microsoft.Network NICs.
 
-PUT answers 201 + the resource (provisioningState Creating) + an Azure-AsyncOperation URL whose status
-goes InProgress -> Succeeded (or Failed with an error); DELETE and actions answer 202 with the same
-headers; every answer carries Retry-After: 0. Errors are ``{"error": {"code", "message"}}``.
-Switches: capacity (SkuNotAvailable at once, or AllocationFailed in the LRO), quota
-(OperationNotAllowed), throttle (429), auth (401), server error (500), a delay, and ``evict(name)``
-(a Spot VM deallocated by the platform).
+Speaks the wire shapes azure-mgmt-compute / azure-mgmt-network use (ComputeRP / NetworkRP swagger):
+resources under ``/subscriptions/S/resourceGroups/RG/providers/<ns>/<type>/<name>``, any api-version,
+errors as ``{"error": {"code", "message"}}``, long-running operations as 201/202 plus an
+``Azure-AsyncOperation`` header whose URL answers ``{"status": "InProgress"}`` then ``Succeeded`` (or
+``Failed`` with an error), always with ``Retry-After: 0``. Every request is recorded.
 
-    python -m tests.fakes.azure_arm --port 8090
+Switches (``FakeArm`` methods, or POST /_fake/<switch> with a JSON body when run standalone):
+capacity (SkuNotAvailable 409 at once, or AllocationFailed inside the create LRO), quota
+(OperationNotAllowed 409), throttle (429), auth (401), server_error (500), slow (delay every response),
+evict(name) (a Spot VM is evicted the way its evictionPolicy says). ``python -m tests.fakes.azure_arm``.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import re
 import threading
 import time
-import urllib.parse
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-_VM = re.compile(r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Compute/"
-                 r"virtualMachines(?:/(?P<name>[^/]+)(?:/(?P<action>instanceView|deallocate|start|powerOff))?)?$", re.I)
-_NIC = re.compile(r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Network/"
-                  r"networkInterfaces/(?P<name>[^/]+)$", re.I)
-_DISK = re.compile(r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Compute/"
-                   r"disks/(?P<name>[^/]+)$", re.I)
-_OP = re.compile(r"^/_orch_ops/(?P<id>\d+)$")
+_RES = re.compile(
+    r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
+    r"(?P<ns>Microsoft\.Compute|Microsoft\.Network)/(?P<type>virtualMachines|disks|networkInterfaces)"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<action>[A-Za-z]+))?)?$",
+    re.IGNORECASE,
+)
+_OP = re.compile(r"^/subscriptions/(?P<sub>[^/]+)/providers/(?P<ns>[^/]+)/locations/(?P<loc>[^/]+)/"
+                 r"operations/(?P<id>[^/]+)$", re.IGNORECASE)
 
 
 @dataclass
-class ArmState:
-    vms: dict[str, dict[str, Any]] = field(default_factory=dict)
-    power: dict[str, str] = field(default_factory=dict)         # vm -> running|deallocated|stopped|starting
-    evicted: set[str] = field(default_factory=set)
-    nics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    disks_deleted: list[str] = field(default_factory=list)
-    ops: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # op id -> remaining statuses
-    faults: list[list[Any]] = field(default_factory=list)
-    requests: list[tuple[str, str, Any]] = field(default_factory=list)
-    delay_s: float = 0.0
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
 
 
-class ArmFake:
-    def __init__(self) -> None:
-        self.state = ArmState()
-        self.lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._server: ThreadingHTTPServer | None = None
-        self.url = ""
+@dataclass
+class Fault:
+    kind: str                    # capacity | capacity-lro | quota | throttle | auth | server-error
+    remaining: int
+    ops: frozenset[str] | None   # None: every request; else e.g. {"vm.put"}
 
-    # --- switches ------------------------------------------------------------------------------------
-    def inject(self, fault: str, times: int = 1) -> None:
-        """The next ``times`` VM creations fail with ``fault``; -1 until reset. ``capacity-lro`` fails the
-        creation inside its long-running operation (AllocationFailed) rather than at once."""
-        with self.lock:
-            self.state.faults.append([fault, times])
 
-    def evict(self, name: str) -> None:
-        with self.lock:
-            self.state.power[name] = "deallocated"
-            self.state.evicted.add(name)
+@dataclass
+class Operation:
+    id: str
+    polls_left: int
+    on_done: Any                 # callable() -> None, applied once when the operation succeeds
+    error: dict[str, str] | None = None
+    status: str = "InProgress"
 
-    def reset(self) -> None:
-        with self.lock:
-            self.state = ArmState()
 
-    # --- model ---------------------------------------------------------------------------------------
-    def _take_fault(self) -> str | None:
-        for entry in self.state.faults:
-            if entry[1] != 0:
-                if entry[1] > 0:
-                    entry[1] -= 1
-                return str(entry[0])
-        return None
+@dataclass
+class State:
+    vms: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)      # (rg, name) -> resource
+    nics: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    ops: dict[str, Operation] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+    slow_s: float = 0.0
+    lro_polls: int = 1           # InProgress answers before an operation completes
+    page_size: int = 50
+    nic_counter: int = 3
 
-    def _lro(self, final: dict[str, Any]) -> dict[str, str]:
-        op = str(next(self._ids))
-        self.state.ops[op] = [{"status": "InProgress"}, final]
-        return {"Azure-AsyncOperation": f"{self.url}/_orch_ops/{op}", "Retry-After": "0"}
 
-    def handle(self, method: str, path: str, body: Any) -> tuple[int, Any, dict[str, str]]:
-        with self.lock:
-            self.state.requests.append((method, path, body))
-            if m := _OP.match(path):
-                steps = self.state.ops.get(m.group("id"))
-                if not steps:
-                    return 404, _err("NotFound", "no such operation"), {}
-                status = steps.pop(0) if len(steps) > 1 else steps[0]
-                return 200, status, {"Retry-After": "0"}
-            if m := _VM.match(path):
-                return self._vm(method, m, body)
-            if m := _NIC.match(path):
-                return self._nic(method, m, body)
-            if (m := _DISK.match(path)) and method == "DELETE":
-                self.state.disks_deleted.append(m.group("name"))
-                return 202, None, self._lro({"status": "Succeeded"})
-        return 404, _err("InvalidResourceType", f"no such path {path}"), {}
-
-    def _vm(self, method: str, m: re.Match[str], body: Any) -> tuple[int, Any, dict[str, str]]:
-        name, action = m.group("name"), m.group("action")
-        base = f"/subscriptions/{m.group('sub')}/resourceGroups/{m.group('rg')}/providers/Microsoft.Compute"
-        if name is None:
-            return 200, {"value": [self._view(n) for n in self.state.vms]}, {}
-        if method == "PUT":
-            return self._create(name, base, body)
-        vm = self.state.vms.get(name)
-        if vm is None:
-            return 404, _err("ResourceNotFound", f"The Resource 'Microsoft.Compute/virtualMachines/{name}' under "
-                             f"resource group '{m.group('rg')}' was not found."), {}
-        if method == "GET" and action == "instanceView":
-            return 200, self._instance_view(name), {}
-        if method == "GET":
-            return 200, self._view(name), {}
-        if method == "DELETE":
-            del self.state.vms[name]
-            self.state.power.pop(name, None)
-            return 202, None, self._lro({"status": "Succeeded"})
-        if method == "POST" and action in ("deallocate", "powerOff", "start"):
-            self.state.power[name] = {"deallocate": "deallocated", "powerOff": "stopped", "start": "running"}[action]
-            self.state.evicted.discard(name)
-            return 202, None, self._lro({"status": "Succeeded"})
-        return 405, _err("MethodNotAllowed", method), {}
-
-    def _create(self, name: str, base: str, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
-        fault = self._take_fault()
-        if fault == "throttle":
-            return 429, _err("TooManyRequests", "The request is being throttled."), {"Retry-After": "0"}
-        if fault == "auth":
-            return 401, _err("AuthenticationFailed", "Authentication failed."), {}
-        if fault == "server-error":
-            return 500, _err("InternalServerError", "An internal error occurred."), {}
-        if fault == "capacity":
-            return 409, _err("SkuNotAvailable", "The requested size for resource is currently not available in "
-                             "location 'eastus'."), {}
-        if fault == "quota":
-            return 409, _err("OperationNotAllowed", "Operation could not be completed as it results in exceeding "
-                             "approved standardNCADSA100v4Family Cores quota."), {}
-        props = dict(body.get("properties", {}))
-        props.pop("provisioningState", None)
-        vm = {"id": f"{base}/virtualMachines/{name}", "name": name, "type": "Microsoft.Compute/virtualMachines",
-              "location": body.get("location", ""), "tags": body.get("tags", {}),
-              "properties": {**props, "provisioningState": "Succeeded", "vmId": f"vm-{next(self._ids)}"}}
-        created = name not in self.state.vms
-        if fault == "capacity-lro":
-            headers = self._lro({"status": "Failed", "error": {"code": "AllocationFailed", "message":
-                                 "Allocation failed. We do not have sufficient capacity for the requested VM size."}})
-            return 201, {**vm, "properties": {**vm["properties"], "provisioningState": "Creating"}}, headers
-        self.state.vms[name] = vm
-        self.state.power.setdefault(name, "running")
-        shown = {**vm, "properties": {**vm["properties"], "provisioningState": "Creating"}}
-        return (201 if created else 200), shown, self._lro({"status": "Succeeded"})
-
-    def _view(self, name: str) -> dict[str, Any]:
-        return self.state.vms[name]
-
-    def _instance_view(self, name: str) -> dict[str, Any]:
-        power = self.state.power.get(name, "running")
-        statuses = [{"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded"},
-                    {"code": f"PowerState/{power}", "level": "Info", "displayStatus": f"VM {power}"}]
-        return {"computerName": name, "statuses": statuses}
-
-    def _nic(self, method: str, m: re.Match[str], body: Any) -> tuple[int, Any, dict[str, str]]:
-        name = m.group("name")
-        nic_id = f"/subscriptions/{m.group('sub')}/resourceGroups/{m.group('rg')}/providers/Microsoft.Network/" \
-                 f"networkInterfaces/{name}"
-        if method == "PUT":
-            nic = {"id": nic_id, "name": name, "location": body.get("location", ""), "tags": body.get("tags", {}),
-                   "properties": {**body.get("properties", {}), "provisioningState": "Succeeded"}}
-            self.state.nics[name] = nic
-            return 201, nic, self._lro({"status": "Succeeded"})
-        nic = self.state.nics.get(name)
-        if nic is None:
-            return 404, _err("NotFound", f"Resource {nic_id} not found."), {}
-        if method == "GET":
-            return 200, nic, {}
-        if method == "DELETE":
-            del self.state.nics[name]
-            return 202, None, self._lro({"status": "Succeeded"})
-        return 405, _err("MethodNotAllowed", method), {}
-
-    # --- server --------------------------------------------------------------------------------------
-    def start(self, port: int = 0) -> str:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self) -> None:
-                parsed = urllib.parse.urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-                if fake.state.delay_s:
-                    time.sleep(fake.state.delay_s)
-                status, doc, headers = fake.handle(self.command, parsed.path, body)
-                data = b"" if doc is None else json.dumps(doc).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("x-ms-request-id", "orch-fake")
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_DELETE = _serve
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        return self.url
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
 
 
 def _err(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+class FakeArm:
+    """The fake's state and switches; ``serve()`` starts it on 127.0.0.1 in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- switches ------------------------------------------------------------------------------------
+
+    def inject(self, kind: str, times: int = 1, ops: frozenset[str] | None = None) -> None:
+        """Fail the next ``times`` matching requests. Default ops: VM create for capacity/quota/5xx."""
+        if ops is None and kind in ("capacity", "capacity-lro", "quota", "server-error"):
+            ops = frozenset({"vm.put"})
+        with self.lock:
+            self.state.faults.append(Fault(kind, times, ops))
+
+    def slow(self, seconds: float) -> None:
+        with self.lock:
+            self.state.slow_s = seconds
+
+    def evict(self, name: str, rg: str | None = None) -> None:
+        """Evict a Spot VM now: Deallocate -> PowerState/deallocated; Delete -> the VM (and its parts) go."""
+        with self.lock:
+            key = self._find_vm(name, rg)
+            vm = self.state.vms[key]
+            props = vm["properties"]
+            if props.get("priority") != "Spot":
+                raise ValueError(f"{name} is not a Spot VM")
+            if props.get("evictionPolicy", "Deallocate") == "Delete":
+                self._delete_vm_now(key)
+            else:
+                vm["_power"] = "deallocated"
+
+    def reset(self) -> None:
+        with self.lock:
+            self.state = State()
+
+    @property
+    def requests(self) -> list[Recorded]:
+        with self.lock:
+            return list(self.state.requests)
+
+    def _find_vm(self, name: str, rg: str | None) -> tuple[str, str]:
+        for key in self.state.vms:
+            if key[1].lower() == name.lower() and (rg is None or key[0].lower() == rg.lower()):
+                return key
+        raise KeyError(name)
+
+    # -- server --------------------------------------------------------------------------------------
+
+    def serve(self, port: int = 0) -> str:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self.url
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    # -- the API -------------------------------------------------------------------------------------
+
+    def handle(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
+               body: Any) -> tuple[int, dict[str, str], Any]:
+        with self.lock:
+            self.state.requests.append(Recorded(method, path, query, headers, body))
+            slow = self.state.slow_s
+        if slow:
+            time.sleep(slow)  # models a slow server, so client timeouts can be exercised
+        with self.lock:
+            if path.startswith("/_fake/"):
+                return self._control(path[len("/_fake/"):], body or {})
+            if not headers.get("authorization", "").startswith("Bearer "):
+                return 401, {}, _err("AuthenticationFailed",
+                                     "Authentication failed. The 'Authorization' header is missing.")
+            if "api-version" not in query:
+                return 400, {}, _err("MissingApiVersionParameter", "The api-version query parameter is required.")
+            m = _OP.match(path)
+            if m and method == "GET":
+                return self._poll(m.group("id"), monitor="monitor" in query)
+            m = _RES.match(path)
+            if not m:
+                return 404, {}, _err("InvalidResourceType", f"no route for {method} {path}")
+            rtype = m.group("type").lower()
+            op = {"virtualmachines": "vm", "networkinterfaces": "nic", "disks": "disk"}[rtype]
+            action = (m.group("action") or "").lower()
+            opname = f"{op}.{action or method.lower()}" if m.group("name") else f"{op}.list"
+            fault = self._take_fault(opname)
+            if fault is not None and fault.kind != "capacity-lro":
+                return self._fault_response(fault)
+            rg, name = m.group("rg"), m.group("name")
+            sub = m.group("sub")
+            if op == "vm":
+                return self._vm(method, sub, rg, name, action, query, body, fault)
+            if op == "nic":
+                return self._nic(method, sub, rg, name, query, body)
+            return self._disk(method, sub, rg, name)
+
+    def _take_fault(self, opname: str) -> Fault | None:
+        for f in self.state.faults:
+            if f.remaining > 0 and (f.ops is None or opname in f.ops):
+                f.remaining -= 1
+                return f
+        return None
+
+    @staticmethod
+    def _fault_response(f: Fault) -> tuple[int, dict[str, str], Any]:
+        if f.kind == "capacity":
+            return 409, {}, _err("SkuNotAvailable",
+                                 "The requested VM size is currently not available in this location.")
+        if f.kind == "quota":
+            return 409, {}, _err("OperationNotAllowed",
+                                 "Operation could not be completed as it results in exceeding approved "
+                                 "standardNCADSA100v4Family Cores quota.")
+        if f.kind == "throttle":
+            return 429, {"Retry-After": "0"}, _err("TooManyRequests", "The request is being throttled.")
+        if f.kind == "auth":
+            return 401, {}, _err("InvalidAuthenticationToken", "The access token is invalid.")
+        return 500, {}, _err("InternalServerError", "An internal server error occurred.")
+
+    def _control(self, switch: str, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        if switch == "inject":
+            ops = body.get("ops")
+            self.inject(body["kind"], int(body.get("times", 1)), frozenset(ops) if ops else None)
+        elif switch == "slow":
+            self.slow(float(body.get("seconds", 0)))
+        elif switch == "evict":
+            self.evict(body["name"], body.get("resource_group"))
+        elif switch == "reset":
+            self.reset()
+        else:
+            return 404, {}, _err("UnknownSwitch", switch)
+        return 200, {}, {"ok": True}
+
+    # -- LROs ----------------------------------------------------------------------------------------
+
+    def _start_op(self, sub: str, ns: str, location: str, on_done: Any,
+                  error: dict[str, str] | None = None) -> dict[str, str]:
+        op = Operation(uuid.uuid4().hex, self.state.lro_polls, on_done, error)
+        self.state.ops[op.id] = op
+        url = f"{self._base()}/subscriptions/{sub}/providers/{ns}/locations/{location}/operations/{op.id}"
+        return {"Azure-AsyncOperation": f"{url}?api-version=2024-01-01",
+                "Location": f"{url}?monitor=true&api-version=2024-01-01", "Retry-After": "0"}
+
+    def _base(self) -> str:
+        return self.url if self._server is not None else "http://127.0.0.1"
+
+    def _poll(self, op_id: str, *, monitor: bool) -> tuple[int, dict[str, str], Any]:
+        op = self.state.ops.get(op_id)
+        if op is None:
+            return 404, {}, _err("ResourceNotFound", f"operation {op_id} not found")
+        if op.status == "InProgress":
+            if op.polls_left > 0:
+                op.polls_left -= 1
+            else:
+                op.status = "Failed" if op.error else "Succeeded"
+                if op.on_done is not None:
+                    op.on_done()
+        if monitor:  # the Location URL: 202 while running, then 200/204
+            return (202, {"Retry-After": "0"}, None) if op.status == "InProgress" else (204, {}, None)
+        out: dict[str, Any] = {"name": op.id, "status": op.status, "startTime": _now()}
+        if op.status == "Failed" and op.error:
+            out["error"] = op.error
+        return 200, {"Retry-After": "0"}, out
+
+    # -- VMs -----------------------------------------------------------------------------------------
+
+    def _vm_view(self, vm: dict[str, Any]) -> dict[str, Any]:
+        prov = vm["properties"]["provisioningState"]
+        statuses: list[dict[str, Any]] = []
+        failure = vm.get("_failure")
+        if failure:
+            statuses.append({"code": f"ProvisioningState/failed/{failure['code']}", "level": "Error",
+                             "displayStatus": "Provisioning failed", "message": failure["message"]})
+        else:
+            statuses.append({"code": f"ProvisioningState/{prov.lower()}", "level": "Info",
+                             "displayStatus": f"Provisioning {prov.lower()}"})
+        if vm.get("_power"):
+            statuses.append({"code": f"PowerState/{vm['_power']}", "level": "Info",
+                             "displayStatus": f"VM {vm['_power']}"})
+        return {"computerName": vm["properties"].get("osProfile", {}).get("computerName"), "statuses": statuses}
+
+    @staticmethod
+    def _public(res: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in res.items() if not k.startswith("_")}
+
+    def _vm(self, method: str, sub: str, rg: str, name: str | None, action: str, query: dict[str, list[str]],
+            body: Any, fault: Fault | None) -> tuple[int, dict[str, str], Any]:
+        if name is None:
+            if method != "GET":
+                return 405, {}, _err("MethodNotAllowed", method)
+            if "$expand" in query and "$filter" not in query:
+                return 400, {}, _err("InvalidParameter", "$expand=instanceView requires a valid $filter.")
+            return self._page([self._public(v) for (g, _), v in self.state.vms.items() if g.lower() == rg.lower()],
+                              query, f"/subscriptions/{sub}/resourceGroups/{rg}/providers/"
+                                     "Microsoft.Compute/virtualMachines")
+        key = (rg, name)
+        vm = self._lookup(self.state.vms, key)
+        if action:
+            return self._vm_action(sub, action, vm, key)
+        if method == "GET":
+            if vm is None:
+                return 404, {}, _err("ResourceNotFound", f"The Resource 'Microsoft.Compute/virtualMachines/{name}' "
+                                                         f"under resource group '{rg}' was not found.")
+            out = self._public(vm)
+            if query.get("$expand", [""])[0].lower() == "instanceview":
+                out = {**out, "properties": {**out["properties"], "instanceView": self._vm_view(vm)}}
+            return 200, {}, out
+        if method == "PUT":
+            return self._vm_put(sub, rg, name, vm, body, fault)
+        if method == "PATCH":
+            if vm is None:
+                return 404, {}, _err("ResourceNotFound", name)
+            if isinstance(body, dict) and "tags" in body:
+                vm["tags"] = dict(body["tags"] or {})
+            return 200, {}, self._public(vm)
+        if method == "DELETE":
+            if vm is None:
+                return 204, {}, None
+            vm["properties"]["provisioningState"] = "Deleting"
+            vm["_power"] = "stopping"
+            headers = self._start_op(sub, "Microsoft.Compute", vm["location"],
+                                     lambda: self._delete_vm_now(self._key_of(self.state.vms, key)))
+            return 202, headers, None
+        return 405, {}, _err("MethodNotAllowed", method)
+
+    def _vm_put(self, sub: str, rg: str, name: str, vm: dict[str, Any] | None, body: Any,
+                fault: Fault | None) -> tuple[int, dict[str, str], Any]:
+        if not isinstance(body, dict) or not body.get("location"):
+            return 400, {}, _err("InvalidParameter", "The value of parameter location is invalid.")
+        props = body.get("properties") or {}
+        if not (props.get("hardwareProfile") or {}).get("vmSize"):
+            return 400, {}, _err("InvalidParameter", "vmSize is required.")
+        if "evictionPolicy" in props and props.get("priority") != "Spot":
+            return 400, {}, _err("InvalidParameter", "evictionPolicy can only be set for Spot VMs.")
+        for ref in (props.get("networkProfile") or {}).get("networkInterfaces") or []:
+            if self._by_id(self.state.nics, ref.get("id", "")) is None:
+                return 400, {}, _err("InvalidParameter", f"Network interface {ref.get('id')} not found.")
+        if vm is not None:  # ARM PUT is create-or-update: same name, same resource
+            vm["tags"] = dict(body.get("tags") or {})
+            return 200, {"Retry-After": "0"}, self._public(vm)
+        vm_id = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
+        stored_props = json.loads(json.dumps(props))
+        stored_props.update({"provisioningState": "Creating", "vmId": str(uuid.uuid4()), "timeCreated": _now()})
+        os_disk = (stored_props.get("storageProfile") or {}).get("osDisk") or {}
+        os_disk.setdefault("name", f"{name}_OsDisk_1_{uuid.uuid4().hex[:8]}")
+        vm = {"id": vm_id, "name": name, "type": "Microsoft.Compute/virtualMachines", "location": body["location"],
+              "tags": dict(body.get("tags") or {}), "properties": stored_props, "_power": "starting"}
+        if body.get("zones"):
+            vm["zones"] = list(body["zones"])
+        key = (rg, name)
+        self.state.vms[key] = vm
+        disk_id = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks/{os_disk['name']}"
+        self.state.disks[(rg, os_disk["name"])] = {"id": disk_id, "name": os_disk["name"], "location": body["location"],
+                                                   "managedBy": vm_id, "properties": {}}
+        for ref in (stored_props.get("networkProfile") or {}).get("networkInterfaces") or []:
+            nic = self._by_id(self.state.nics, ref["id"])
+            if nic is not None:
+                nic["properties"]["virtualMachine"] = {"id": vm_id}
+        error = None
+        if fault is not None:  # capacity-lro: the create is accepted, then fails while allocating
+            error = {"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient capacity "
+                                                            "for the requested VM size in this region."}
+
+        def done() -> None:
+            live = self.state.vms.get(key)
+            if live is None:
+                return
+            if error:
+                live["properties"]["provisioningState"] = "Failed"
+                live["_failure"] = error
+                live["_power"] = None
+            else:
+                live["properties"]["provisioningState"] = "Succeeded"
+                live["_power"] = "running"
+
+        headers = self._start_op(sub, "Microsoft.Compute", body["location"], done, error)
+        return 201, headers, self._public(vm)
+
+    def _vm_action(self, sub: str, action: str, vm: dict[str, Any] | None,
+                   key: tuple[str, str]) -> tuple[int, dict[str, str], Any]:
+        if vm is None:
+            return 404, {}, _err("ResourceNotFound", key[1])
+        if action == "instanceview":
+            return 200, {}, self._vm_view(vm)
+        if action == "simulateeviction":
+            if vm["properties"].get("priority") != "Spot":
+                return 409, {}, _err("OperationNotAllowed", "simulateEviction is only for Spot VMs.")
+            self.evict(key[1], key[0])
+            return 204, {}, None
+        transitions = {"deallocate": ("deallocating", "deallocated"), "poweroff": ("stopping", "stopped"),
+                       "start": ("starting", "running")}
+        if action not in transitions:
+            return 404, {}, _err("InvalidResourceType", action)
+        during, after = transitions[action]
+        vm["_power"] = during
+
+        def done() -> None:
+            live = self.state.vms.get(key)
+            if live is not None:
+                live["_power"] = after
+
+        return 202, self._start_op(sub, "Microsoft.Compute", vm["location"], done), None
+
+    def _delete_vm_now(self, key: tuple[str, str] | None) -> None:
+        """Remove a VM; its NICs and OS disk go with it where their deleteOption says Delete."""
+        if key is None or key not in self.state.vms:
+            return
+        vm = self.state.vms.pop(key)
+        props = vm["properties"]
+        for ref in (props.get("networkProfile") or {}).get("networkInterfaces") or []:
+            nic_key = self._key_by_id(self.state.nics, ref.get("id", ""))
+            if nic_key is None:
+                continue
+            if (ref.get("properties") or {}).get("deleteOption") == "Delete":
+                self.state.nics.pop(nic_key, None)
+            else:
+                self.state.nics[nic_key]["properties"].pop("virtualMachine", None)
+        os_disk = (props.get("storageProfile") or {}).get("osDisk") or {}
+        disk_key = self._lookup_key(self.state.disks, (key[0], os_disk.get("name", "")))
+        if disk_key is not None:
+            if os_disk.get("deleteOption") == "Delete":
+                self.state.disks.pop(disk_key, None)
+            else:
+                self.state.disks[disk_key].pop("managedBy", None)
+
+    # -- NICs and disks ------------------------------------------------------------------------------
+
+    def _nic(self, method: str, sub: str, rg: str, name: str | None, query: dict[str, list[str]],
+             body: Any) -> tuple[int, dict[str, str], Any]:
+        if name is None:
+            return self._page([v for (g, _), v in self.state.nics.items() if g.lower() == rg.lower()], query,
+                              f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces")
+        key = (rg, name)
+        nic = self._lookup(self.state.nics, key)
+        if method == "GET":
+            if nic is None:
+                return 404, {}, _err("ResourceNotFound", f"The Resource 'Microsoft.Network/networkInterfaces/{name}' "
+                                                         f"under resource group '{rg}' was not found.")
+            return 200, {}, nic
+        if method == "PUT":
+            if not isinstance(body, dict) or not body.get("location"):
+                return 400, {}, _err("InvalidParameter", "location is required.")
+            configs = (body.get("properties") or {}).get("ipConfigurations") or []
+            if not configs or not all(((c.get("properties") or {}).get("subnet") or {}).get("id") for c in configs):
+                return 400, {}, _err("InvalidParameter", "ipConfigurations[].properties.subnet.id is required.")
+            nic_id = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}"
+            if nic is None:
+                self.state.nic_counter += 1
+                ip = f"10.0.0.{self.state.nic_counter}"
+            else:
+                ip = nic["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+            props = json.loads(json.dumps(body.get("properties") or {}))
+            for c in props["ipConfigurations"]:
+                c.setdefault("properties", {})["privateIPAddress"] = ip
+                c["properties"]["provisioningState"] = "Succeeded"
+                c["id"] = f"{nic_id}/ipConfigurations/{c.get('name', 'ipconfig1')}"
+            props["provisioningState"] = "Succeeded"
+            if nic is not None and "virtualMachine" in nic["properties"]:
+                props["virtualMachine"] = nic["properties"]["virtualMachine"]
+            new = {"id": nic_id, "name": name, "type": "Microsoft.Network/networkInterfaces",
+                   "location": body["location"], "tags": dict(body.get("tags") or {}), "properties": props}
+            self.state.nics[key] = new
+            headers = self._start_op(sub, "Microsoft.Network", body["location"], None)
+            return (200 if nic is not None else 201), headers, new
+        if method == "DELETE":
+            if nic is None:
+                return 204, {}, None
+            if nic["properties"].get("virtualMachine"):
+                return 400, {}, _err("NicInUse", f"Network Interface {nic['id']} is used by existing resource "
+                                                 f"{nic['properties']['virtualMachine']['id']}.")
+            self.state.nics.pop(self._key_of(self.state.nics, key), None)
+            return 202, self._start_op(sub, "Microsoft.Network", nic["location"], None), None
+        return 405, {}, _err("MethodNotAllowed", method)
+
+    def _disk(self, method: str, sub: str, rg: str, name: str | None) -> tuple[int, dict[str, str], Any]:
+        if name is None or method not in ("DELETE", "GET"):
+            return 405, {}, _err("MethodNotAllowed", method)
+        disk = self._lookup(self.state.disks, (rg, name))
+        if method == "GET":
+            return (200, {}, self._public(disk)) if disk else (404, {}, _err("ResourceNotFound", name))
+        if disk is None:
+            return 204, {}, None
+        if disk.get("managedBy"):
+            return 409, {}, _err("OperationNotAllowed", f"Disk {name} is attached to VM {disk['managedBy']}.")
+        self.state.disks.pop(self._key_of(self.state.disks, (rg, name)), None)
+        return 202, self._start_op(sub, "Microsoft.Compute", disk["location"], None), None
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _page(self, items: list[dict[str, Any]], query: dict[str, list[str]],
+              path: str) -> tuple[int, dict[str, str], Any]:
+        start = int(query.get("$skiptoken", ["0"])[0])
+        size = self.state.page_size
+        out: dict[str, Any] = {"value": items[start:start + size]}
+        if start + size < len(items):
+            out["nextLink"] = f"{self._base()}{path}?api-version=2024-01-01&$skiptoken={start + size}"
+        return 200, {}, out
+
+    @staticmethod
+    def _lookup_key(table: dict[tuple[str, str], Any], key: tuple[str, str]) -> tuple[str, str] | None:
+        # ARM names are case-insensitive
+        for k in table:
+            if k[0].lower() == key[0].lower() and k[1].lower() == key[1].lower():
+                return k
+        return None
+
+    def _lookup(self, table: dict[tuple[str, str], Any], key: tuple[str, str]) -> Any:
+        k = self._lookup_key(table, key)
+        return table[k] if k is not None else None
+
+    def _key_of(self, table: dict[tuple[str, str], Any], key: tuple[str, str]) -> tuple[str, str] | None:
+        return self._lookup_key(table, key)
+
+    @staticmethod
+    def _key_by_id(table: dict[tuple[str, str], Any], rid: str) -> tuple[str, str] | None:
+        for k, v in table.items():
+            if v["id"].lower() == rid.lower():
+                return k
+        return None
+
+    def _by_id(self, table: dict[tuple[str, str], Any], rid: str) -> Any:
+        k = self._key_by_id(table, rid)
+        return table[k] if k is not None else None
+
+    def vms(self) -> Iterator[dict[str, Any]]:
+        with self.lock:
+            yield from (self._public(v) for v in list(self.state.vms.values()))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeArm
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _dispatch(self) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            status, extra, payload = self.fake.handle(self.command, parts.path, parse_qs(parts.query), headers, body)
+        except Exception as exc:  # a fake bug must answer, not hang the client until its read timeout
+            status, extra, payload = 500, {}, _err("FakeArmBug", f"{type(exc).__name__}: {exc}")
+        data = json.dumps(payload).encode() if payload is not None else b""
+        self.send_response(status)
+        self.send_header("x-ms-request-id", str(uuid.uuid4()))
+        for k, v in extra.items():
+            self.send_header(k, v)
+        if data:
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if data:
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _dispatch
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="a fake Azure Resource Manager for VMs and NICs")
-    parser.add_argument("--port", type=int, default=8090)
+    parser = argparse.ArgumentParser(description="A fake Azure Resource Manager on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=8443)
     args = parser.parse_args()
-    fake = ArmFake()
-    print(f"serving on {fake.start(args.port)}", flush=True)
-    threading.Event().wait()
+    fake = FakeArm()
+    print(f"fake ARM on {fake.serve(args.port)}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.close()
 
 
 if __name__ == "__main__":
