@@ -15,7 +15,7 @@ import yaml
 
 from providers.base import Instance, Provider
 from providers.registry import create_provider
-from tests.fakes.azure_arm import ArmFake
+from tests.fakes.azure_arm import FakeArm
 from tests.fakes.gce import GceServer
 from tests.fakes.lambda_cloud import DEFAULT_CAPACITY, LambdaFake, start_lambda_fake
 from tests.fakes.lr_base import FakeServer
@@ -41,7 +41,7 @@ class FakeClouds:
     runpod: RunPodFake
     runpod_server: FakeServer
     gce: GceServer
-    arm: ArmFake
+    arm: FakeArm
 
     def sections(self) -> dict[str, dict[str, Any]]:
         return {
@@ -52,7 +52,8 @@ class FakeClouds:
             "gcp": {"project": "orch-test", "zones": ["us-east5-a", "us-central1-a"], "api_endpoint": self.gce.endpoint,
                     "anonymous_credentials": True, "operation_timeout_s": 10.0, **_FAST},
             "azure": {"subscription_id": ARM_SUB, "resource_group": "orch-test", "subnet_id": ARM_SUBNET,
-                      "base_url": self.arm.url, "static_token": "test-token", "polling_interval_s": 0.0, **_FAST},
+                      "base_url": self.arm.url, "static_token": "test-token", "polling_interval_s": 0.0,
+                      **{k: v for k, v in _FAST.items() if k != "timeout_s"}},
         }
 
     def env(self) -> dict[str, str]:
@@ -103,7 +104,7 @@ class FakeClouds:
         rp = sum(1 for p in self.runpod.pods.values() if p.desired != "TERMINATED")
         gcp = sum(1 for i in self.gce.fake._state.instances.values() if i.get("status") != "TERMINATED")
         with self.arm.lock:
-            azure = len(self.arm.state.vms)
+            azure = len(self.arm.state.vms)                # delete removes the VM
         return {"vastai": vast, "lambda": lam, "runpod": rp, "gcp": gcp, "azure": azure}
 
     def close(self) -> None:
@@ -111,7 +112,7 @@ class FakeClouds:
         self.lambda_server.stop()
         self.runpod_server.stop()
         self.gce.stop()
-        self.arm.stop()
+        self.arm.close()
 
 
 def start_clouds() -> FakeClouds:
@@ -119,8 +120,8 @@ def start_clouds() -> FakeClouds:
     url = vast.start()
     lam, lam_server = start_lambda_fake()
     rp, rp_server = start_runpod_fake()
-    gce, arm = GceServer().start(), ArmFake()
-    arm.start()
+    gce, arm = GceServer().start(), FakeArm()
+    arm.serve()
     clouds = FakeClouds(vast, url, lam, lam_server, rp, rp_server, gce, arm)
     clouds.reset()
     return clouds

@@ -185,10 +185,7 @@ class AzureProvider(Provider):
     def __init__(self, settings: Settings, *, retry: RetryPolicy | None = None,
                  credential: Any = None, sleep: Callable[[float], None] | None = None) -> None:
         self.settings = settings
-        self.retry = retry or RetryPolicy(
-            attempts=settings.retry_attempts, initial_wait_s=settings.retry_initial_wait_s,
-            max_wait_s=settings.retry_max_wait_s, deadline_s=settings.retry_deadline_s,
-        )
+        self.retry = retry or settings.retry_policy()
         self._sleep = sleep
         self._credential = credential
         self._compute: ComputeManagementClient | None = None

@@ -11,6 +11,8 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers.settings_base import RetrySettings
+
 
 def _env_subscription() -> str | None:
     return os.environ.get("AZURE_SUBSCRIPTION_ID") or None
@@ -31,7 +33,7 @@ class ImageRef(BaseModel):
     version: str = "latest"
 
 
-class Settings(BaseModel):
+class Settings(RetrySettings):
     """What the Azure adapter needs besides credentials.
 
     Every VM orch creates lives in ``resource_group`` (its id is the VM name) and gets one NIC in
@@ -54,9 +56,5 @@ class Settings(BaseModel):
     polling_interval_s: float = Field(default=15.0, ge=0)
     create_wait_s: float = Field(default=20.0, ge=0)
     delete_wait_s: float = Field(default=180.0, ge=0)
-    retry_attempts: int = Field(default=6, ge=1)
-    retry_initial_wait_s: float = Field(default=0.5, ge=0)
-    retry_max_wait_s: float = Field(default=8.0, ge=0)
-    retry_deadline_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)
