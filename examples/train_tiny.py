@@ -10,7 +10,8 @@ deleted). Ranks agree on the step through an all-reduce, so all of them checkpoi
 
 Resume: --resume-from DIR (or $ORCH_RESUME_PATH / the env var named by --resume-env) continues at
 the step after the checkpoint. Rank 0 appends "step <N> loss <x>" to --steps-log for each step done.
---hold-at-step N (tests) waits after step N until a checkpoint-now request arrives.
+--hold-at-step N (tests) waits after step N until a checkpoint-now request arrives; --step-sleep S
+(tests) sleeps S seconds after every step.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--steps-log", default="steps.log")
     p.add_argument("--out", default="final.pt")
     p.add_argument("--hold-at-step", type=int, default=0)
+    # A test aid (tests/e2e): seconds to sleep after each step, so a job this tiny lives long enough
+    # to be noticed, checkpointed and preempted. Sleeping does not touch any RNG: weights are unchanged.
+    p.add_argument("--step-sleep", type=float, default=0.0)
     return p.parse_args()
 
 
@@ -146,6 +150,8 @@ def main() -> None:
         if step == args.hold_at_step:
             while not _agree(_requested or bool(args.checkpoint_file and os.path.exists(args.checkpoint_file))):
                 time.sleep(0.05)  # a test aid: wait for the external checkpoint-now request
+        if args.step_sleep > 0:
+            time.sleep(args.step_sleep)
         now = _agree(_checkpoint_requested(args))
         if now or step % args.ckpt_every == 0:
             _save(args, step, ddp, optim, rank)
