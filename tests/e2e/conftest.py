@@ -51,6 +51,8 @@ SEED = 1234
 #: How long machine A keeps running after its interruption notice before the "cloud" kills it.
 NOTICE_WINDOW_S = 3.0
 WORK = Path(".orch") / "jobs" / JOB  # the job's work dir, relative to each machine's working root
+#: A secret value that must never land in a file on a machine (moto accepts any credentials).
+SECRET_VALUE = f"e2e-secret-{uuid.uuid4().hex}"
 
 
 def require_tools() -> None:
@@ -176,6 +178,28 @@ def poll_until(cond: Callable[[], Any], what: str, deadline_s: float, interval_s
         time.sleep(interval_s)
 
 
+def agents_on(machine: Sshd) -> int:
+    """How many orch agents run on the machine (a child forked by an agent, before its exec, is not one)."""
+    agents = set()
+    for pid in machine_processes(machine):
+        with contextlib.suppress(OSError):
+            if b"orch_agent.py" in Path(f"/proc/{pid}/cmdline").read_bytes() and not _gone(pid):
+                agents.add(pid)
+    return len({p for p in agents if _ppid(p) not in agents})
+
+
+def _ppid(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2:].split()[1])
+
+
+def files_containing(machine: Sshd, needle: str) -> list[Path]:
+    return [p for p in machine.root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
 def steps_logged(machine: Sshd) -> list[int]:
     path = machine.workdir / WORK / "steps.log"
     if not path.exists():
@@ -189,7 +213,11 @@ def steps_logged(machine: Sshd) -> list[int]:
 def s3_endpoint() -> Iterator[str]:
     """moto's S3 in server mode on 127.0.0.1 (an ephemeral port), for the whole module."""
     require_tools()
+    import logging
+
     from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per S3 request otherwise
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -224,7 +252,7 @@ def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Bucket:
 
     # The job's credentials: secrets the bootstrapper reads from THIS process's environment by name.
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_VALUE)
     # rclone 1.60 refuses an S3 endpoint when AWS_CA_BUNDLE is set (LoadCustomCABundleError). The remote
     # sessions never inherit it (sshd gives them a clean environment); the test's own boto3 needs it gone too.
     monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)

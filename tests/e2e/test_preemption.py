@@ -5,6 +5,7 @@ latest checkpoint from S3 (moto, through rclone) and finishes with the weights o
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -13,11 +14,14 @@ import pytest
 from orchestrator.engine.ports import AttemptState, JobRecord, JobStatus
 from tests.e2e.conftest import (
     NOTICE_WINDOW_S,
+    SECRET_VALUE,
     STEPS,
     WORK,
     Bucket,
     World,
     add_job,
+    agents_on,
+    files_containing,
     job_manifest,
     kill_machine,
     poll_until,
@@ -66,6 +70,8 @@ def _finish_on_b(world: World, job: JobRecord, bucket: Bucket, restored_step: in
     assert (61.0, 64.0) in [r.gpu_util_pct for r in world.monitor.reports["host-b"]]
     # Both hosts are released: A by the drain sweep or the preemption, B when the job ended.
     assert world.provider.list_instances("e2e") == []
+    # The secret reached rclone (uploads worked) by name only: its value is in no file on either machine.
+    assert files_containing(world.a, SECRET_VALUE) == files_containing(world.b, SECRET_VALUE) == []
 
 
 def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Bucket, s3_endpoint: str,
@@ -91,14 +97,24 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     poll_until(lambda: time.monotonic() - noticed >= NOTICE_WINDOW_S, "the end of the notice window",
                NOTICE_WINDOW_S + 1)
     assert kill_machine(world.a) >= 3  # agent, startup/torchrun, ranks
+    reclaimed = time.monotonic()
     restored = _step_of(bucket.latest())
     a_steps = steps_logged(world.a)
     assert restored >= 8 and a_steps[-1] < STEPS, (restored, a_steps[-1:])
 
     world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b")
-    running_b = time.monotonic() - noticed
+    running_b, after_reclaim = time.monotonic() - noticed, time.monotonic() - reclaimed
     poll_until(lambda: steps_logged(world.b), "B's first training step", 60.0)
     stepping_b = time.monotonic() - noticed
+    # Bootstrapping again (a restarted daemon, a repeated tick) finds the agent and starts no second one.
+    b_running = world.running_on(job, "host-b")
+    inst_b = world.provider.get("host-b")
+    assert b_running is not None and inst_b is not None
+    status_b = world.b.workdir / WORK / "status.json"
+    agent_b = json.loads(status_b.read_text())["agent"]
+    assert world.rec.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
+    assert json.loads(status_b.read_text())["agent"]["started_at"] == agent_b["started_at"]
+    assert agents_on(world.b) == 1
     [a_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
     assert a_attempt.state is AttemptState.PREEMPTED
     assert a_attempt.reason and a_attempt.reason.startswith("notice: aws spot-interruption")
@@ -106,7 +122,8 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     assert b_attempt.checkpoint_restored == f"{bucket.uri}/step-{restored}"
     assert world.store.job(job.id).relaunch_count == 1
     lost = a_steps[-1] - restored
-    print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (first step on B: {stepping_b:.1f}s); "
+    print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (window {NOTICE_WINDOW_S:.0f}s; reclaim -> "
+          f"running on B {after_reclaim:.1f}s; first step on B: {stepping_b:.1f}s after the notice); "
           f"restored step-{restored}; A reached step {a_steps[-1]}; steps lost: {lost}")
     _finish_on_b(world, job, bucket, restored, a_steps, reference_weights)
 
