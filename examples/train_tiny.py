@@ -11,7 +11,8 @@ deleted). Ranks agree on the step through an all-reduce, so all of them checkpoi
 Resume: --resume-from DIR (or $ORCH_RESUME_PATH / the env var named by --resume-env) continues at
 the step after the checkpoint. Rank 0 appends "step <N> loss <x>" to --steps-log for each step done.
 --hold-at-step N (tests) waits after step N until a checkpoint-now request arrives; --hang-after-hold then
-hangs until killed (a reclaimed machine), so the test's kill cannot race the end of the run.
+hangs until killed (a reclaimed machine), so the test's kill cannot race the end of the run; --step-sleep S
+(tests) sleeps S seconds after every step.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--hold-at-step", type=int, default=0)
     p.add_argument("--hang-after-hold", action="store_true",
                    help="(tests) after the held step's checkpoint, hang until killed, like a reclaimed machine")
+    # A test aid (tests/e2e): seconds to sleep after each step, so a job this tiny lives long enough
+    # to be noticed, checkpointed and preempted. Sleeping does not touch any RNG: weights are unchanged.
+    p.add_argument("--step-sleep", type=float, default=0.0)
     return p.parse_args()
 
 
@@ -149,6 +153,8 @@ def main() -> None:
         if step == args.hold_at_step:
             while not _agree(_requested or bool(args.checkpoint_file and os.path.exists(args.checkpoint_file))):
                 time.sleep(0.05)  # a test aid: wait for the external checkpoint-now request
+        if args.step_sleep > 0:
+            time.sleep(args.step_sleep)
         now = _agree(_checkpoint_requested(args))
         if now or step % args.ckpt_every == 0:
             _save(args, step, ddp, optim, rank)

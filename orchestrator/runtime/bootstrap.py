@@ -29,6 +29,12 @@ from orchestrator.runtime.render import (
 )
 from orchestrator.runtime.render_input import RenderInput
 from orchestrator.runtime.status import AgentStatus, StatusFormatError, parse_status
+from providers.ssh.errors import TransportError
+
+# Fix found by the e2e (tests/e2e): the SSH transport raises TransportError subclasses (unreachable,
+# RemotePathError for a status file not written yet), which are not OSError. Both waits below treat
+# them like the OSError of a local transport: not ready yet, try again until the deadline.
+_NOT_READY: tuple[type[BaseException], ...] = (OSError, EOFError, ConnectionError, TransportError)
 
 __all__ = ["BootstrapError", "BootstrapResult", "ExecResultLike", "Transport", "bootstrap", "wait_for_ssh"]
 
@@ -72,7 +78,7 @@ def wait_for_ssh(transport: Transport, deadline_s: float, clock: Callable[[], fl
         try:
             if transport.exec("true", timeout=15).exit_code == 0:
                 return
-        except (OSError, EOFError, ConnectionError) as exc:  # the transport's connection failures
+        except _NOT_READY as exc:  # the transport's connection failures
             last = exc
         if clock() >= end:
             raise BootstrapError(f"SSH did not answer within {deadline_s:.0f}s: {last}")
@@ -120,7 +126,7 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
     while True:
         try:
             return BootstrapResult(work, status_path, parse_status(transport.get(status_path)))
-        except (OSError, StatusFormatError) as exc:
+        except (*_NOT_READY, StatusFormatError) as exc:
             if clock() >= end:
                 raise BootstrapError(f"agent wrote no status at {status_path} within "
                                      f"{status_deadline_s:.0f}s: {exc}") from None

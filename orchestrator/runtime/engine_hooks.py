@@ -1,0 +1,290 @@
+"""The engine's Bootstrapper and Monitor over SSH: start a job on a machine, read its agent back.
+
+* ``TransportPool``: ONE kept-alive transport per instance, shared by both hooks. SSH-provider hosts
+  use ``SshProvider.transport(id)`` (configured key, pinned host key); cloud instances get an
+  ``SshTransport`` to ``public_ip:ssh_port`` as ``ssh_user`` with orch's key, pinned to the keys the
+  provider's API exposes (``Instance.host_keys``) or, where it exposes none, recorded on first contact.
+* ``SshBootstrapper``: maps the job's manifest (``JobRecord.manifest_json``, the mapping
+  ``render_input_from_manifest`` takes) plus per-attempt facts (node rank, launch id, the checkpoint
+  the store expects to restore) and per-machine facts (``NodeSettings``: the cloud whose metadata the
+  agent polls, metadata URL overrides, master port) into a ``RenderInput`` and runs
+  ``orchestrator.runtime.bootstrap.bootstrap``. Idempotent: an agent this launch already started is
+  found (its ``startup.sh`` carries ``ORCH_LAUNCH_ID``; its status is present and fresh or its pid
+  alive) and not started twice. Returns False while SSH does not answer yet. Secret values are read
+  from this process's environment by NAME at launch and never stored.
+* ``SshMonitor``: reads the agent's status file and turns it into the engine's ``AgentReport``.
+  Unreachable or unreadable: None (the engine then relies on the provider's own state).
+
+docs/e2e.md shows them driving the engine end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import Protocol, runtime_checkable
+
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.reconciler import AgentReport, Bootstrapper, Monitor
+from orchestrator.runtime.bootstrap import BootstrapError, bootstrap
+from orchestrator.runtime.render_input import CloudKind, RenderInput, render_input_from_manifest
+from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
+from providers.base import Instance, Provider
+from providers.ssh.errors import TransportError
+from providers.ssh.hostkeys import HostKeyStore, HostTrust
+from providers.ssh.transport import SshTransport, Transport
+
+__all__ = ["NodeSettings", "SshBootstrapper", "SshMonitor", "TransportPool", "render_input_for"]
+
+log = logging.getLogger("orch.runtime.hooks")
+
+#: Exit code reported when the agent could not start the job at all (the shell's "cannot execute").
+COULD_NOT_START = 127
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    """Facts about one machine that no manifest can know. Defaults leave the rendered value alone.
+
+    ``cloud`` None: derived from the provider name (aws, gcp, azure; every other provider polls
+    nothing). Metadata URLs: empty means the cloud's real link-local address. ``master_port``: where a
+    machine cannot use the manifest's port (several test "machines" share one loopback).
+    """
+
+    cloud: CloudKind | None = None
+    aws_metadata_url: str = ""
+    gcp_metadata_url: str = ""
+    azure_metadata_url: str = ""
+    master_port: int | None = None
+
+
+def _node_settings(table: Mapping[str, NodeSettings], instance: Instance) -> NodeSettings:
+    """``"<provider>/<instance id>"`` first, then ``"<provider>"``, else defaults."""
+    return (table.get(f"{instance.provider}/{instance.instance_id}") or table.get(instance.provider)
+            or NodeSettings())
+
+
+def _cloud_of(provider: str) -> CloudKind:
+    try:
+        return CloudKind(provider)
+    except ValueError:
+        return CloudKind.NONE
+
+
+def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
+                     node: NodeSettings = NodeSettings()) -> RenderInput:
+    """The RenderInput for one attempt on one machine (pure: no I/O)."""
+    manifest = json.loads(job.manifest_json or "{}")
+    manifest.setdefault("name", job.name)
+    ri = render_input_from_manifest(manifest, node_rank=attempt.node_rank)
+    a = ri.agent
+    agent = replace(
+        a,
+        cloud=node.cloud or _cloud_of(instance.provider),
+        aws_metadata_url=node.aws_metadata_url or a.aws_metadata_url,
+        gcp_metadata_url=node.gcp_metadata_url or a.gcp_metadata_url,
+        azure_metadata_url=node.azure_metadata_url or a.azure_metadata_url,
+    )
+    env = dict(ri.env)
+    # ORCH_LAUNCH_ID marks whose agent runs on the machine (the idempotency check greps for it).
+    # ORCH_RESTORE_HINT is informational: startup.sh restores the store's LATEST, never older than it.
+    env["ORCH_LAUNCH_ID"] = attempt.launch_id
+    env["ORCH_RESTORE_HINT"] = attempt.checkpoint_restored or ""
+    return replace(ri, agent=agent, env=tuple(sorted(env.items())),
+                   master_port=node.master_port or ri.master_port)
+
+
+def _status_path(ri: RenderInput) -> str:
+    sp = ri.agent.status_path
+    return sp if sp.startswith("/") else str(PurePosixPath(ri.resolved_work_dir) / sp)
+
+
+@runtime_checkable
+class TransportSource(Protocol):
+    """A provider that knows how to reach its own instances (the SSH provider)."""
+
+    def transport(self, instance_id: str) -> SshTransport: ...
+
+
+class TransportPool:
+    """One transport per (provider, instance id), created on first use and kept alive."""
+
+    def __init__(self, providers: Mapping[str, Provider], *, key_path: Path | None = None,
+                 host_keys: HostKeyStore | None = None, connect_timeout_s: float = 10.0,
+                 reconnect_deadline_s: float = 5.0) -> None:
+        self.providers = providers
+        self.key_path = key_path
+        self.host_keys = host_keys
+        self.connect_timeout_s = connect_timeout_s
+        self.reconnect_deadline_s = reconnect_deadline_s
+        self._lock = threading.Lock()
+        self._pool: dict[tuple[str, str], Transport] = {}
+
+    def get(self, instance: Instance) -> Transport:
+        key = (instance.provider, instance.instance_id)
+        with self._lock:
+            found = self._pool.get(key)
+            if found is None:
+                found = self._pool[key] = self._make(instance)
+            return found
+
+    def _make(self, instance: Instance) -> Transport:
+        provider = self.providers.get(instance.provider)
+        if isinstance(provider, TransportSource):
+            return provider.transport(instance.instance_id)
+        if not instance.public_ip:
+            raise TransportError(f"{instance.provider} {instance.instance_id} has no public address yet")
+        if self.key_path is None or self.host_keys is None:
+            raise TransportError("no SSH key / host key store configured for cloud instances")
+        # Keys from the provider's API are pinned; without any, the first key seen is recorded and enforced.
+        trust = HostTrust(keys=instance.host_keys, allow_first_contact=not instance.host_keys)
+        return SshTransport(instance.public_ip, instance.ssh_port, instance.ssh_user, key_path=self.key_path,
+                            host_keys=self.host_keys, trust=trust, connect_timeout=self.connect_timeout_s,
+                            reconnect_deadline_s=self.reconnect_deadline_s)
+
+    def drop(self, instance: Instance) -> None:
+        with self._lock:
+            t = self._pool.pop((instance.provider, instance.instance_id), None)
+        if t is not None:
+            t.close()
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, {}
+        for t in pool.values():
+            t.close()
+
+
+def _read_status(t: Transport, path: str) -> AgentStatus | None:
+    try:
+        return parse_status(t.get(path))
+    except (TransportError, StatusFormatError):
+        return None
+
+
+class SshBootstrapper(Bootstrapper):
+    """Starts the job over SSH (see the module docstring). ``environ``: where secret values come from."""
+
+    def __init__(self, pool: TransportPool, node_settings: Mapping[str, NodeSettings] | None = None, *,
+                 environ: Mapping[str, str] | None = None, probe_timeout_s: float = 10.0,
+                 status_deadline_s: float = 60.0, fresh_s: float = 30.0,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.pool = pool
+        self.node_settings = dict(node_settings or {})
+        self.environ = environ if environ is not None else os.environ
+        self.probe_timeout_s = probe_timeout_s
+        self.status_deadline_s = status_deadline_s
+        self.fresh_s = fresh_s
+        self.wall_clock = wall_clock
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance))
+        try:
+            t = self.pool.get(instance)
+            if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
+                return False
+        except TransportError as exc:
+            log.info("bootstrap %s: %s %s not reachable yet: %s", attempt.launch_id, instance.provider,
+                     instance.instance_id, exc)
+            return False
+        if self._already_started(t, ri, attempt.launch_id):
+            return True
+        # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
+        secrets = {name: self.environ[name] for name in ri.secrets if name in self.environ}
+        try:
+            bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s)
+        except TransportError as exc:
+            log.info("bootstrap %s: lost the machine mid-way (%s); next tick retries", attempt.launch_id, exc)
+            return False
+        except BootstrapError:
+            raise
+        return True
+
+    def _already_started(self, t: Transport, ri: RenderInput, launch_id: str) -> bool:
+        """True when this launch's agent is on the machine (running, or its job already ended).
+
+        A status file left by ANOTHER launch of the same job is moved aside: a new agent would otherwise
+        reload its notices and checkpoints as its own (and report the old notice as a new one).
+        """
+        work = ri.resolved_work_dir
+        status_path = _status_path(ri)
+        mark = shlex.quote(f"ORCH_LAUNCH_ID={launch_id}")
+        ours = t.exec(f"grep -qsF {mark} {shlex.quote(str(PurePosixPath(work) / 'startup.sh'))}",
+                      timeout=self.probe_timeout_s).exit_code == 0
+        status = _read_status(t, status_path)
+        if not ours:
+            if status is not None:
+                q = shlex.quote(status_path)
+                t.exec(f"mv -f {q} {q}.previous", timeout=self.probe_timeout_s)
+            return False
+        if status is None:
+            return False
+        if status.job.state in (JobState.EXITED, JobState.FAILED):
+            return True
+        if self.wall_clock() - status.heartbeat <= self.fresh_s:
+            return True
+        alive = t.exec(f"kill -0 {int(status.agent_pid)}", timeout=self.probe_timeout_s)
+        return alive.exit_code == 0
+
+
+class SshMonitor(Monitor):
+    """Reads the agent's status over the pooled transport. ``jobs`` looks a job up (``store.job``).
+
+    GPU utilization is reported only while the agent's heartbeat is fresh (a dead agent's last sample
+    must not feed idle detection); notices, checkpoints and the exit code are facts and always reported.
+    Checkpoints are the committed ones up to the store's LATEST, by step, so the engine's last recorded
+    checkpoint is the one a restart restores.
+    """
+
+    def __init__(self, pool: TransportPool, jobs: Callable[[int], JobRecord],
+                 node_settings: Mapping[str, NodeSettings] | None = None, *, stale_s: float = 60.0,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.pool = pool
+        self.jobs = jobs
+        self.node_settings = dict(node_settings or {})
+        self.stale_s = stale_s
+        self.wall_clock = wall_clock
+
+    def read(self, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        job = self.jobs(attempt.job_id)
+        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance))
+        try:
+            t = self.pool.get(instance)
+        except TransportError:
+            return None
+        status = _read_status(t, _status_path(ri))
+        return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
+
+
+def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -> AgentReport:
+    """The engine's view of one status document (pure; ``now`` is wall-clock seconds)."""
+    util: tuple[float, ...] = ()
+    if status.gpu_samples and now - status.heartbeat <= stale_s:
+        util = tuple(g.util for g in status.gpu_samples[-1].gpus if g.util is not None)
+    notice = None
+    if status.notices:
+        n = status.notices[-1]
+        notice = f"{n.cloud} {n.kind} (agent, {n.key})"
+    latest_step = _step(status.latest)
+    commits = sorted((c for c in status.checkpoints if latest_step is not None and c.step <= latest_step),
+                     key=lambda c: c.step)
+    exit_code = None
+    if status.job.state is JobState.EXITED:
+        exit_code = status.job.exit_code if status.job.exit_code is not None else COULD_NOT_START
+    elif status.job.state is JobState.FAILED:
+        exit_code = COULD_NOT_START
+    return AgentReport(gpu_util_pct=util, notice=notice,
+                       checkpoints=tuple((c.uri, c.step) for c in commits), exit_code=exit_code)
+
+
+def _step(name: str | None) -> int | None:
+    if not name or not name.startswith("step-") or not name[5:].isdigit():
+        return None
+    return int(name[5:])

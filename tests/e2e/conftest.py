@@ -1,0 +1,393 @@
+"""The e2e world: two real OpenSSH "machines", a fake AWS metadata server for machine A, moto S3 as
+the checkpoint store, the SSH provider over both hosts, and the engine with the SSH hooks.
+
+Everything the fixtures start is stopped at teardown: the processes under each machine's working root
+(agent, startup script, torchrun and its ranks), the sshd servers, the metadata server and moto.
+See docs/e2e.md for what is real and what stands in for what.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
+from orchestrator.engine.reconciler import AgentReport, EngineConfig, Reconciler
+from orchestrator.planner import PlanRequest
+from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, SshMonitor, TransportPool
+from orchestrator.runtime.render_input import CloudKind
+from providers.base import Capability, GpuRequest, Instance, InstanceState, LaunchSpec, Market, Offer
+from providers.catalog.query import match_offers
+from providers.errors import InsufficientCapacityError
+from providers.ssh.adapter import SshProvider
+from providers.ssh.settings import HostSettings, Settings
+from tests.fakes.memory_store import MemoryStore
+from tests.fakes.metadata import MetadataState, metadata_server
+from tests.support.sshd import SSHD, FakeGpu, Sshd, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "examples" / "train_tiny.py"
+OWNER = "e2e"
+JOB = "tiny"
+GPU = "A100-80G"
+STEPS = 60
+SEED = 1234
+#: How long machine A keeps running after its interruption notice before the "cloud" kills it.
+NOTICE_WINDOW_S = 3.0
+WORK = Path(".orch") / "jobs" / JOB  # the job's work dir, relative to each machine's working root
+#: A secret value that must never land in a file on a machine (moto accepts any credentials).
+SECRET_VALUE = f"e2e-secret-{uuid.uuid4().hex}"
+
+
+def require_tools() -> None:
+    """Skip ONLY when a real piece is missing; each is installed here and in CI."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pytest.skip("torch is not installed: the tiny DDP job cannot run (pip install torch, CPU wheel)")
+    if not SSHD.exists():
+        pytest.skip(f"{SSHD} is not installed (apt-get install openssh-server): machines are real sshd servers")
+    if shutil.which("rclone") is None:
+        pytest.skip("rclone is not installed (apt-get install rclone): the agent uploads checkpoints with it")
+
+
+# --- machine A as a spot machine ---------------------------------------------------------------------
+
+class SpotSshProvider(SshProvider):
+    """The real SSH provider, with named hosts sold as SPOT and a ``reclaim`` switch.
+
+    A test double for a spot cloud's API view of a machine: the SSH provider itself has no spot market
+    and no way to learn that one of your machines died. ``reclaim(host)`` makes the provider report the
+    reserved host as PREEMPTED (like Vast's ``exited``/RunPod's EXITED for an interruptible instance);
+    launches on a reclaimed host are refused as out of capacity. Everything else is SshProvider's.
+    """
+
+    capabilities = SshProvider.capabilities | {Capability.SPOT}
+
+    def __init__(self, settings: Settings, spot_hosts: frozenset[str]) -> None:
+        super().__init__(settings)
+        self.spot_hosts = spot_hosts
+        self.reclaimed: set[str] = set()
+
+    def reclaim(self, host: str) -> None:
+        self.reclaimed.add(host)
+
+    def _as_sold(self, inst: Instance) -> Instance:
+        if inst.instance_id not in self.spot_hosts:
+            return inst
+        inst = replace(inst, market=Market.SPOT)
+        if inst.instance_id in self.reclaimed:
+            inst = replace(inst, state=InstanceState.PREEMPTED, raw_state="reclaimed",
+                           raw_reason="spot host reclaimed (test)")
+        return inst
+
+    def offers(self, req: GpuRequest) -> list[Offer]:
+        mine = super().offers(replace(req, markets=frozenset(Market)))
+        sold = [replace(o, market=Market.SPOT) if o.instance_type in self.spot_hosts else o for o in mine]
+        return match_offers(sold, req)
+
+    def launch(self, spec: LaunchSpec) -> Instance:
+        if spec.offer.instance_type in self.reclaimed:
+            raise InsufficientCapacityError(f"{spec.offer.instance_type} was reclaimed", provider=self.name)
+        own = replace(spec, offer=replace(spec.offer, market=Market.ON_DEMAND))
+        return self._as_sold(super().launch(own))
+
+    def get(self, instance_id: str) -> Instance | None:
+        inst = super().get(instance_id)
+        return None if inst is None else self._as_sold(inst)
+
+    def list_instances(self, owner: str) -> list[Instance]:
+        return [self._as_sold(i) for i in super().list_instances(owner)]
+
+
+class RecordingMonitor(SshMonitor):
+    """SshMonitor that keeps every report it handed to the engine, per instance (for assertions)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.reports: dict[str, list[AgentReport]] = {}
+
+    def read(self, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        report = super().read(attempt, instance)
+        if report is not None:
+            self.reports.setdefault(instance.instance_id, []).append(report)
+        return report
+
+
+# --- processes on a machine ------------------------------------------------------------------------
+
+def machine_processes(machine: Sshd) -> list[int]:
+    """Pids of everything started in ``machine``'s sessions (sshd exports ORCH_MACHINE_ROOT to them)."""
+    mark = f"ORCH_MACHINE_ROOT={machine.workdir}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if mark in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2:].split()[0] in ("Z", "X")
+
+
+def kill_machine(machine: Sshd, deadline_s: float = 10.0) -> int:
+    """SIGKILL the process tree under the machine's working root, like a reclaim; returns how many."""
+    victims = machine_processes(machine)
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    poll_until(lambda: all(_gone(p) for p in victims), f"processes of {machine.workdir} to die", deadline_s)
+    return len(victims)
+
+
+def poll_until(cond: Callable[[], Any], what: str, deadline_s: float, interval_s: float = 0.1) -> Any:
+    """Poll ``cond`` until it returns something truthy (returned); AssertionError after the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline_s:.0f}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def agents_on(machine: Sshd) -> int:
+    """How many orch agents run on the machine (a child forked by an agent, before its exec, is not one)."""
+    agents = set()
+    for pid in machine_processes(machine):
+        with contextlib.suppress(OSError):
+            if b"orch_agent.py" in Path(f"/proc/{pid}/cmdline").read_bytes() and not _gone(pid):
+                agents.add(pid)
+    return len({p for p in agents if _ppid(p) not in agents})
+
+
+def _ppid(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(")") + 2:].split()[1])
+
+
+def files_containing(machine: Sshd, needle: str) -> list[Path]:
+    return [p for p in machine.root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def steps_logged(machine: Sshd) -> list[int]:
+    path = machine.workdir / WORK / "steps.log"
+    if not path.exists():
+        return []
+    return [int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith("step ")]
+
+
+# --- the checkpoint store ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 in server mode on 127.0.0.1 (an ephemeral port), for the whole module."""
+    require_tools()
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per S3 request otherwise
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@dataclass
+class Bucket:
+    client: Any
+    name: str
+    prefix: str
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.name}/{self.prefix}"
+
+    def latest(self) -> str | None:
+        try:
+            body = self.client.get_object(Bucket=self.name, Key=f"{self.prefix}/LATEST")["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            return None
+        return body.decode().strip() or None
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Bucket:
+    import boto3
+
+    # The job's credentials: secrets the bootstrapper reads from THIS process's environment by name.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_VALUE)
+    # rclone 1.60 refuses an S3 endpoint when AWS_CA_BUNDLE is set (LoadCustomCABundleError). The remote
+    # sessions never inherit it (sshd gives them a clean environment); the test's own boto3 needs it gone too.
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    name = f"orch-e2e-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=name)
+    return Bucket(client, name, f"ckpt/{JOB}")
+
+
+# --- the uninterrupted reference run ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def reference_weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The final weights of an uninterrupted run with the same seed, run directly with torchrun."""
+    require_tools()
+    import torch
+
+    work = tmp_path_factory.mktemp("reference")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+           "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", str(port), str(SCRIPT),
+           "--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", "--ckpt-dir", str(work / "ckpt"),
+           "--out", str(work / "final.pt"), "--steps-log", str(work / "steps.log")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, cwd=work, env=env, timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, f"reference run failed:\n{done.stderr[-3000:]}"
+    return dict(torch.load(work / "final.pt", weights_only=True))
+
+
+# --- the world --------------------------------------------------------------------------------------
+
+def make_store() -> MemoryStore:
+    """The ONE place the e2e builds its store (the SQL store replaces it when it lands)."""
+    return MemoryStore()
+
+
+def add_job(store: MemoryStore, manifest: dict[str, Any]) -> JobRecord:
+    spec = JobSpec(name=JOB, plan=PlanRequest(gpus=(GPU,), count=2, estimated_hours=1.0),
+                   cooldown=timedelta(minutes=30))
+    job = store.add_job(spec, datetime.now(UTC))
+    job = replace(job, manifest_json=json.dumps(manifest, sort_keys=True))
+    store.jobs[job.id] = job
+    return job
+
+
+def job_manifest(bucket: Bucket, s3_endpoint: str, args: list[str], *, resume: dict[str, str],
+                 notify: dict[str, str]) -> dict[str, Any]:
+    """The render-input mapping docs/runtime.md documents; relative dirs live in each machine's work dir."""
+    return {
+        "name": JOB,
+        "run": {"launcher": "torchrun", "script": str(SCRIPT),
+                "args": ["--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", *args],
+                "env": {"OMP_NUM_THREADS": "1", "AWS_REGION": "us-east-1"},
+                "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]},
+        "checkpoint": {"dir": "ckpt", "store": bucket.uri, "endpoint": s3_endpoint, "resume": resume,
+                       "notify": notify},
+        "resources": {"nodes": 1, "gpus_per_node": 2, "interconnect": "pcie"},
+        "agent": {"sample_interval_s": 0.5, "notice_interval_s": 0.5, "window": 20},
+    }
+
+
+@dataclass
+class World:
+    a: Sshd
+    b: Sshd
+    metadata: MetadataState
+    provider: SpotSshProvider
+    store: MemoryStore
+    monitor: RecordingMonitor
+    rec: Reconciler
+    pool: TransportPool
+    started: float = field(default_factory=time.monotonic)
+
+    def tick_until(self, cond: Callable[[], Any], what: str, deadline_s: float = 60.0) -> Any:
+        """Tick the engine (as the daemon would, but back to back) until ``cond`` holds."""
+        def step() -> Any:
+            report = self.rec.tick()
+            assert not [e for e in report.errors if "bootstrap" in e], report.errors
+            return cond()
+        return poll_until(step, what, deadline_s, interval_s=0.2)
+
+    def attempts(self, job: JobRecord) -> list[AttemptRecord]:
+        return list(self.store.attempts_for_job(job.id))
+
+    def running_on(self, job: JobRecord, host: str) -> AttemptRecord | None:
+        return next((a for a in self.attempts(job) if a.instance_id == host and a.state is AttemptState.RUNNING),
+                    None)
+
+
+def _host(name: str, machine: Sshd, price: float, region: str) -> HostSettings:
+    return HostSettings(name=name, address=machine.host, port=machine.port, user=machine.user,
+                        key_path=machine.client_key_path, gpu=GPU, gpu_count=2, vcpus=2, memory_gb=8,
+                        region=region, price_hr=price, host_key=machine.host_key_line, workdir=str(machine.workdir))
+
+
+def _torch_on_path(machine: Sshd) -> None:
+    # The "machine" has PyTorch installed: torchrun on its PATH is this interpreter's.
+    machine.write_command("torchrun", f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n')
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    require_tools()
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(Sshd(tmp_path / "machine-a", gpus=(FakeGpu(0, utilization=87),
+                                                                     FakeGpu(1, utilization=93))))
+        b = stack.enter_context(Sshd(tmp_path / "machine-b", gpus=(FakeGpu(0, utilization=61),
+                                                                     FakeGpu(1, utilization=64))))
+        for m in (a, b):
+            _torch_on_path(m)
+            # Registered after the server, so it runs first: nothing started on the machine outlives the test.
+            stack.callback(kill_machine, m)
+        url, metadata = stack.enter_context(metadata_server())
+        settings = Settings(
+            hosts=(_host("host-a", a, 0.40, "site-a"), _host("host-b", b, 0.90, "site-b")),
+            key_path=a.client_key_path, state_dir=tmp_path / "ssh-state", known_hosts=tmp_path / "known_hosts",
+            connect_timeout_s=3.0, auth_timeout_s=5.0, reconnect_deadline_s=1.0, verify_timeout_s=10.0,
+        )
+        provider = SpotSshProvider(settings, spot_hosts=frozenset({"host-a"}))
+        catalog = provider.offers(GpuRequest(gpus=(GPU,), count=2))
+        assert [(o.instance_type, o.market) for o in catalog] == [("host-a", Market.SPOT),
+                                                                  ("host-b", Market.ON_DEMAND)]
+        assert all(o.price_as_of == date.today() for o in catalog)
+        # Per-machine settings: A is an AWS spot stand-in whose metadata is the fake server; both machines
+        # share one loopback, so each gets its own torchrun master port.
+        nodes = {"ssh/host-a": NodeSettings(cloud=CloudKind.AWS, aws_metadata_url=url, master_port=free_port()),
+                 "ssh/host-b": NodeSettings(master_port=free_port())}
+        store = make_store()
+        pool = TransportPool({"ssh": provider})
+        stack.callback(pool.close)
+        monitor = RecordingMonitor(pool, store.job, nodes)
+        rec = Reconciler(store, {"ssh": provider}, catalog,
+                         EngineConfig(owner=OWNER, notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
+                         monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
+        yield World(a, b, metadata, provider, store, monitor, rec, pool)

@@ -1,0 +1,155 @@
+"""Preemption recovery end to end: the engine drives a real DDP job over real SSH, the job is preempted
+on machine A (with a spot notice, and without), orch relaunches it on machine B, which restores the
+latest checkpoint from S3 (moto, through rclone) and finishes with the weights of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from orchestrator.engine.ports import AttemptState, JobRecord, JobStatus
+from tests.e2e.conftest import (
+    NOTICE_WINDOW_S,
+    SECRET_VALUE,
+    STEPS,
+    WORK,
+    Bucket,
+    World,
+    add_job,
+    agents_on,
+    files_containing,
+    job_manifest,
+    kill_machine,
+    poll_until,
+    steps_logged,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+def _step_of(name: str | None) -> int:
+    assert name and name.startswith("step-"), name
+    return int(name.removeprefix("step-"))
+
+
+def _start_on_a(world: World, job: JobRecord) -> None:
+    """Tick until the job runs on A (cheaper), then until the engine has a committed checkpoint from it."""
+    world.tick_until(lambda: world.running_on(job, "host-a"), "the job to run on host-a")
+    world.tick_until(lambda: world.store.last_checkpoint(job.id), "a committed checkpoint reported from A")
+    # The GPU utilization the stand-in nvidia-smi shows on A reached the engine over SSH.
+    [attempt_a] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
+    assert (87.0, 93.0) in [r.gpu_util_pct for r in world.monitor.reports["host-a"]]
+    assert (87.0, 93.0) in [s.gpu_util_pct for s in world.rec._samples[attempt_a.id]]
+    assert any("--query-gpu" in c for c in world.a.nvidia_smi_calls)
+
+
+def _finish_on_b(world: World, job: JobRecord, bucket: Bucket, restored_step: int, lost_from: list[int],
+                 reference: dict[str, Any]) -> None:
+    """Tick until B has finished; check resume point, steps, weights. ``lost_from``: A's steps."""
+    world.tick_until(lambda: world.store.job(job.id).status is JobStatus.SUCCEEDED, "the job to succeed on B",
+                     deadline_s=90.0)
+    final = world.attempts(job)[-1]
+    assert (final.instance_id, final.state, final.reason) == ("host-b", AttemptState.SUCCEEDED, "job exited 0")
+    # B restored LATEST and resumed right after it: no step lost beyond it, none run twice after it.
+    b_steps = steps_logged(world.b)
+    assert b_steps == list(range(restored_step + 1, STEPS + 1)), b_steps[:5]
+    assert lost_from[: restored_step] == list(range(1, restored_step + 1))
+    job_log = (world.b.workdir / WORK / "job.log").read_text()
+    assert f"resuming from ckpt/step-{restored_step}" in job_log
+    assert bucket.latest() == f"step-{STEPS}"
+    import torch
+
+    weights = torch.load(world.b.workdir / WORK / "final.pt", weights_only=True)
+    assert weights.keys() == reference.keys()
+    assert all(torch.equal(weights[k], reference[k]) for k in reference)
+    # B's own GPU numbers reached the engine too.
+    assert (61.0, 64.0) in [r.gpu_util_pct for r in world.monitor.reports["host-b"]]
+    # Both hosts are released: A by the drain sweep or the preemption, B when the job ended.
+    assert world.provider.list_instances("e2e") == []
+    # The secret reached rclone (uploads worked) by name only: its value is in no file on either machine.
+    assert files_containing(world.a, SECRET_VALUE) == files_containing(world.b, SECRET_VALUE) == []
+
+
+def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Bucket, s3_endpoint: str,
+                                                      reference_weights: dict[str, Any]) -> None:
+    # The job holds after step 8 until asked to checkpoint now, then continues slowly: A is mid-run when
+    # the notice arrives and still training when the window ends.
+    manifest = job_manifest(bucket, s3_endpoint, ["--step-sleep", "0.15", "--hold-at-step", "8"],
+                            resume={"via": "arg", "name": "--resume-from"}, notify={"via": "file"})
+    job = add_job(world.store, manifest)
+    _start_on_a(world, job)
+
+    world.metadata.raise_aws_spot()
+    noticed = time.monotonic()
+    # The agent sees the notice, asks for a checkpoint now (step 8, where the job holds) and uploads it.
+    # No engine tick during the window: orch acts on the notice after the reclaim (see docs/e2e.md).
+    def notice_checkpoint_committed() -> bool:
+        attempt_a, inst = world.running_on(job, "host-a"), world.provider.get("host-a")
+        assert attempt_a is not None and inst is not None
+        report = world.monitor.read(attempt_a, inst)  # the agent's status over SSH, as orch reads it
+        return bool(report and report.notice and any(step == 8 for _, step in report.checkpoints))
+
+    poll_until(notice_checkpoint_committed, "the notice checkpoint (step-8) committed by A's agent", 30.0)
+    poll_until(lambda: time.monotonic() - noticed >= NOTICE_WINDOW_S, "the end of the notice window",
+               NOTICE_WINDOW_S + 1)
+    assert kill_machine(world.a) >= 3  # agent, startup/torchrun, ranks
+    reclaimed = time.monotonic()
+    restored = _step_of(bucket.latest())
+    a_steps = steps_logged(world.a)
+    assert restored >= 8 and a_steps[-1] < STEPS, (restored, a_steps[-1:])
+
+    world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b")
+    running_b, after_reclaim = time.monotonic() - noticed, time.monotonic() - reclaimed
+    poll_until(lambda: steps_logged(world.b), "B's first training step", 60.0)
+    stepping_b = time.monotonic() - noticed
+    # Bootstrapping again (a restarted daemon, a repeated tick) finds the agent and starts no second one.
+    b_running = world.running_on(job, "host-b")
+    inst_b = world.provider.get("host-b")
+    assert b_running is not None and inst_b is not None
+    status_b = world.b.workdir / WORK / "status.json"
+    agent_b = json.loads(status_b.read_text())["agent"]
+    assert world.rec.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
+    assert json.loads(status_b.read_text())["agent"]["started_at"] == agent_b["started_at"]
+    assert agents_on(world.b) == 1
+    [a_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
+    assert a_attempt.state is AttemptState.PREEMPTED
+    assert a_attempt.reason and a_attempt.reason.startswith("notice: aws spot-interruption")
+    [b_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-b"]
+    assert b_attempt.checkpoint_restored == f"{bucket.uri}/step-{restored}"
+    assert world.store.job(job.id).relaunch_count == 1
+    lost = a_steps[-1] - restored
+    print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (window {NOTICE_WINDOW_S:.0f}s; reclaim -> "
+          f"running on B {after_reclaim:.1f}s; first step on B: {stepping_b:.1f}s after the notice); "
+          f"restored step-{restored}; A reached step {a_steps[-1]}; steps lost: {lost}")
+    _finish_on_b(world, job, bucket, restored, a_steps, reference_weights)
+
+
+def test_spot_host_dies_without_notice_and_resumes_from_the_periodic_checkpoint(
+        world: World, bucket: Bucket, s3_endpoint: str, reference_weights: dict[str, Any]) -> None:
+    # Vast/RunPod style: no notice; the periodic checkpoints (every 5 steps) are the only defence.
+    manifest = job_manifest(bucket, s3_endpoint, ["--step-sleep", "0.15"],
+                            resume={"via": "env", "name": "ORCH_RESUME_FROM"}, notify={"via": "signal"})
+    job = add_job(world.store, manifest)
+    _start_on_a(world, job)
+
+    # A dies: its processes are killed, the machine stops answering, the provider reports it reclaimed.
+    kill_machine(world.a)
+    died = time.monotonic()
+    world.a.stop()
+    world.provider.reclaim("host-a")
+    restored = _step_of(bucket.latest())
+    a_steps = steps_logged(world.a)
+    assert restored % 5 == 0 and a_steps[-1] < STEPS, (restored, a_steps[-1:])
+    assert world.metadata.spot_action is None  # no notice was ever served
+
+    world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b")
+    running_b = time.monotonic() - died
+    [a_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
+    assert (a_attempt.state, a_attempt.reason) == (AttemptState.PREEMPTED, "spot host reclaimed (test)")
+    print(f"\n[e2e no notice] death -> running on B: {running_b:.1f}s; restored periodic step-{restored}; "
+          f"A reached step {a_steps[-1]}; steps lost: {a_steps[-1] - restored}")
+    _finish_on_b(world, job, bucket, restored, a_steps, reference_weights)

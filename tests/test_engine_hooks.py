@@ -1,0 +1,232 @@
+"""orchestrator.runtime.engine_hooks without sshd: status -> AgentReport, per-attempt render input, and the
+bootstrapper's reachability and idempotency over a local transport (tests/e2e drives them over real SSH)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.planner import PlanRequest
+from orchestrator.runtime.bootstrap import BootstrapError
+from orchestrator.runtime.engine_hooks import (
+    NodeSettings,
+    SshBootstrapper,
+    SshMonitor,
+    TransportPool,
+    render_input_for,
+    report_from_status,
+)
+from orchestrator.runtime.render_input import CloudKind
+from orchestrator.runtime.status import parse_status
+from providers.base import Instance, InstanceState, Market, Offer
+from providers.gpus import Interconnect
+from providers.ssh.errors import TransportUnreachableError
+from providers.ssh.transport import ExecResult, LocalTransport
+
+NOW = 1_764_676_200.0
+
+
+def _poll(cond: Callable[[], Any], deadline_s: float) -> Any:
+    end = time.monotonic() + deadline_s
+    while not (value := cond()):
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+    return value
+
+
+def _status(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "version": 1, "job_name": "tiny", "node_rank": 0,
+        "agent": {"pid": 4242, "started_at": NOW - 100, "heartbeat": NOW - 1},
+        "job": {"state": "running", "pid": 4250, "exit_code": None, "started_at": NOW - 99, "ended_at": None},
+        "gpu": {"available": True, "error": None,
+                "samples": [{"time": NOW - 6, "gpus": [{"index": 0, "util": 10.0, "mem_used_mib": 1.0,
+                                                        "mem_total_mib": 2.0, "power_w": 3.0}]},
+                            {"time": NOW - 1, "gpus": [
+                                {"index": 0, "util": 87.0, "mem_used_mib": 1.0, "mem_total_mib": 2.0, "power_w": 3.0},
+                                {"index": 1, "util": None, "mem_used_mib": None, "mem_total_mib": None,
+                                 "power_w": None},
+                                {"index": 2, "util": 93.0, "mem_used_mib": 1.0, "mem_total_mib": 2.0,
+                                 "power_w": 3.0}]}],
+                "summary": {"samples": 2, "gpus": 3, "window_s": 5.0, "mean_util": 60.0, "max_util": 93.0,
+                            "last_mean_util": 90.0, "max_mem_used_mib": 1.0}},
+        "notices": [], "checkpoint_requests": [],
+        "checkpoints": [{"name": "step-10", "step": 10, "uri": "s3://b/p/step-10", "committed_at": NOW - 20},
+                        {"name": "step-5", "step": 5, "uri": "s3://b/p/step-5", "committed_at": NOW - 30},
+                        {"name": "step-15", "step": 15, "uri": "s3://b/p/step-15", "committed_at": NOW - 2}],
+        "latest": "step-10", "failed_uploads": {}, "errors": [],
+    }
+    doc.update(over)
+    return doc
+
+
+def _report(**over: Any) -> Any:
+    return report_from_status(parse_status(json.dumps(_status(**over))), NOW)
+
+
+def test_report_carries_latest_sample_and_checkpoints_up_to_latest_by_step() -> None:
+    r = _report()
+    assert r.gpu_util_pct == (87.0, 93.0)           # the newest sample; [N/A] GPUs left out
+    # step-15 was uploaded but LATEST did not move to it: the store's last checkpoint must be LATEST.
+    assert r.checkpoints == (("s3://b/p/step-5", 5), ("s3://b/p/step-10", 10))
+    assert r.notice is None and r.exit_code is None
+
+
+def test_report_without_latest_has_no_checkpoints_and_a_stale_agent_no_utilization() -> None:
+    r = _report(latest=None, agent={"pid": 1, "started_at": NOW - 500, "heartbeat": NOW - 300})
+    assert r.checkpoints == () and r.gpu_util_pct == ()
+
+
+def test_report_notice_with_its_source_and_exit_codes() -> None:
+    notice = {"cloud": "aws", "kind": "spot-interruption", "key": "aws:instance-action:terminate:t",
+              "detail": {"action": "terminate"}, "seen_at": NOW - 3}
+    assert _report(notices=[notice]).notice == "aws spot-interruption (agent, aws:instance-action:terminate:t)"
+    exited = {"state": "exited", "pid": 1, "exit_code": 3, "started_at": NOW - 9, "ended_at": NOW - 2}
+    assert _report(job=exited).exit_code == 3
+    failed = {"state": "failed", "pid": None, "exit_code": None, "started_at": None, "ended_at": NOW}
+    assert _report(job=failed).exit_code == 127
+
+
+# --- render input per attempt -----------------------------------------------------------------------
+
+def _offer(provider: str) -> Offer:
+    return Offer(provider, "box", "r1", None, "A100-80G", 2, 80, 8, 64, Interconnect.PCIE, Market.SPOT, 1.0,
+                 date(2026, 12, 1))
+
+
+def _job(manifest: Mapping[str, Any]) -> JobRecord:
+    spec = JobSpec(name="tiny", plan=PlanRequest(gpus=("A100-80G",), count=2))
+    return JobRecord(1, "tiny", spec, JobStatus.LAUNCHING, True, 0, 0.0, datetime.now(UTC),
+                     manifest_json=json.dumps(manifest))
+
+
+def _attempt(provider: str = "ssh", launch_id: str = "labc123", ckpt: str | None = None) -> AttemptRecord:
+    return AttemptRecord(7, 1, launch_id, AttemptState.LAUNCHED, _offer(provider), "box", checkpoint_restored=ckpt)
+
+
+def _instance(provider: str = "ssh", instance_id: str = "box") -> Instance:
+    return Instance(provider, instance_id, "labc123", "me", InstanceState.RUNNING, "box", "r1")
+
+
+MANIFEST = {"name": "tiny", "run": {"launcher": "command", "command": "sleep 30", "env": {"A": "1"}},
+            "network": {"master_port": 29500}, "agent": {"sample_interval_s": 0.2, "notice_interval_s": 0.2,
+                                                         "metadata": {"gcp": "http://gcp.example"}}}
+
+
+def test_render_input_takes_the_cloud_from_the_provider_and_node_overrides() -> None:
+    aws = render_input_for(_job(MANIFEST), _attempt("aws", ckpt="s3://b/p/step-5"), _instance("aws"))
+    assert aws.agent.cloud is CloudKind.AWS and aws.agent.aws_metadata_url == ""
+    assert aws.agent.gcp_metadata_url == "http://gcp.example"          # the manifest's own value stays
+    assert dict(aws.env) == {"A": "1", "ORCH_LAUNCH_ID": "labc123", "ORCH_RESTORE_HINT": "s3://b/p/step-5"}
+    assert aws.master_port == 29500
+    own = render_input_for(_job(MANIFEST), _attempt(), _instance(),
+                           NodeSettings(cloud=CloudKind.AWS, aws_metadata_url="http://127.0.0.1:9", master_port=4000))
+    assert (own.agent.cloud, own.agent.aws_metadata_url, own.master_port) == (CloudKind.AWS, "http://127.0.0.1:9",
+                                                                              4000)
+    assert render_input_for(_job(MANIFEST), _attempt(), _instance()).agent.cloud is CloudKind.NONE
+
+
+# --- the bootstrapper over a local transport ---------------------------------------------------------
+
+class RecordingTransport(LocalTransport):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.commands: list[str] = []
+        self.down = False
+
+    def exec(self, cmd: str, timeout: float, env: Mapping[str, str] | None = None,
+             stdin: bytes | str | None = None) -> ExecResult:
+        if self.down:
+            raise TransportUnreachableError("connection refused", endpoint="test")
+        self.commands.append(cmd)
+        return super().exec(cmd, timeout, env, stdin)
+
+
+class OwnMachines:
+    """A provider that reaches its instances itself (as SshProvider.transport does)."""
+
+    def __init__(self, transport: RecordingTransport) -> None:
+        self.t = transport
+
+    def transport(self, instance_id: str) -> RecordingTransport:
+        return self.t
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> Iterator[RecordingTransport]:
+    t = RecordingTransport(tmp_path / "machine")
+    yield t
+    status = t.root / ".orch" / "jobs" / "tiny" / "status.json"
+    if status.exists():
+        doc = json.loads(status.read_text())
+        for pid in (doc["job"]["pid"], doc["agent"]["pid"]):   # both lead their own process groups
+            if pid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+
+
+def _hooks(t: RecordingTransport, environ: Mapping[str, str] | None = None) -> tuple[SshBootstrapper, SshMonitor]:
+    pool = TransportPool({"ssh": OwnMachines(t)})  # type: ignore[dict-item]
+    boot = SshBootstrapper(pool, environ=environ or {}, status_deadline_s=20)
+    return boot, SshMonitor(pool, lambda _: _job(MANIFEST))
+
+
+def test_unreachable_machine_is_not_started_yet(machine: RecordingTransport) -> None:
+    boot, monitor = _hooks(machine)
+    machine.down = True
+    assert boot.start(_job(MANIFEST), _attempt(), _instance()) is False
+    assert monitor.read(_attempt(), _instance()) is None
+
+
+def test_second_start_finds_the_running_agent(machine: RecordingTransport) -> None:
+    boot, monitor = _hooks(machine)
+    assert boot.start(_job(MANIFEST), _attempt(), _instance()) is True
+    assert boot.start(_job(MANIFEST), _attempt(), _instance()) is True
+    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
+    report = monitor.read(_attempt(), _instance())
+    assert report is not None and report.exit_code is None
+
+
+def test_a_status_left_by_another_launch_is_moved_aside(machine: RecordingTransport) -> None:
+    work = machine.root / ".orch" / "jobs" / "tiny"
+    work.mkdir(parents=True)
+    old = _status(notices=[{"cloud": "aws", "kind": "spot-interruption", "key": "k", "detail": {}, "seen_at": NOW}],
+                  agent={"pid": 999999, "started_at": NOW, "heartbeat": NOW})
+    (work / "status.json").write_text(json.dumps(old))
+    boot, monitor = _hooks(machine)
+    assert boot.start(_job(MANIFEST), _attempt(launch_id="lnew000"), _instance()) is True
+    report = monitor.read(_attempt(launch_id="lnew000"), _instance())
+    assert report is not None and report.notice is None            # the old launch's notice is not ours
+    assert json.loads((work / "status.json.previous").read_text())["notices"][0]["key"] == "k"
+
+
+def test_secret_values_come_from_the_environment_by_name(machine: RecordingTransport) -> None:
+    manifest = {**MANIFEST, "run": {"launcher": "command", "command": 'printf %s "$TOK" | sha256sum > tok.sha',
+                                    "secrets": ["TOK"]}}
+    boot, _ = _hooks(machine)
+    with pytest.raises(BootstrapError, match="TOK"):
+        boot.start(_job(manifest), _attempt(), _instance())
+    boot, monitor = _hooks(machine, {"TOK": "s3cr3t"})
+    assert boot.start(_job(manifest), _attempt(), _instance()) is True
+    monitor.jobs = lambda _: _job(manifest)
+
+    def exited() -> Any:
+        r = monitor.read(_attempt(), _instance())
+        return r if r is not None and r.exit_code is not None else None
+
+    assert _poll(exited, 20.0).exit_code == 0
+    seen = (machine.root / ".orch" / "jobs" / "tiny" / "tok.sha").read_text().split()[0]
+    assert seen == hashlib.sha256(b"s3cr3t").hexdigest()            # the job got the value...
+    assert not [p for p in machine.root.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # ...no file did
