@@ -46,6 +46,9 @@ class ServiceSettings:
     lease_ttl: timedelta = timedelta(seconds=90)
     use_live_offers: bool = False
     ssh_public_key: str = ""
+    #: orch's private key for reaching launched machines over SSH (agent bootstrap and monitoring). Unset:
+    #: no SSH bootstrap or monitoring; the providers' startup scripts and states are all orch uses.
+    ssh_private_key: str = ""
 
 
 _ENV = {
@@ -54,6 +57,7 @@ _ENV = {
     "lease_ttl_s": "ORCH_LEASE_TTL_S",
     "use_live_offers": "ORCH_USE_LIVE_OFFERS",
     "ssh_public_key": "ORCH_SSH_PUBLIC_KEY",
+    "ssh_private_key": "ORCH_SSH_PRIVATE_KEY",
 }
 
 
@@ -102,6 +106,7 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
         lease_ttl=seconds("lease_ttl_s", base.lease_ttl),
         use_live_offers=bool(live),
         ssh_public_key=str(values.get("ssh_public_key") or ""),
+        ssh_private_key=str(values.get("ssh_private_key") or ""),
     )
 
 
@@ -174,5 +179,18 @@ def build_service(
     extra: dict[str, Any] = {}
     if clock is not None:
         extra["clock"] = clock
+    if monitor is None and settings.ssh_private_key:
+        # Over SSH: start the agent and the job on each machine, then read its status every tick. Without
+        # a key orch leaves start-up to the providers' startup scripts and reads only the clouds' state.
+        from pathlib import Path
+
+        from orchestrator.config import data_dir
+        from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
+        from providers.ssh.hostkeys import HostKeyStore
+
+        pool = TransportPool(built, key_path=Path(settings.ssh_private_key).expanduser(),
+                             host_keys=HostKeyStore(data_dir() / "known_hosts"))
+        monitor = SshMonitor(pool, engine_store.job)
+        extra["bootstrapper"] = SshBootstrapper(pool)
     reconciler = Reconciler(engine_store, built, catalog, engine_config, monitor=monitor, metrics=metrics, **extra)
     return Service(reconciler, engine_store, opened, built, metrics, settings, owner_of_leases)

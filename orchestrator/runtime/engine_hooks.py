@@ -63,6 +63,9 @@ class NodeSettings:
     gcp_metadata_url: str = ""
     azure_metadata_url: str = ""
     master_port: int | None = None
+    store_endpoint: str = ""          # an S3-compatible endpoint for the checkpoint store (MinIO, R2, tests)
+    sample_interval_s: float = 5.0
+    notice_interval_s: float = 5.0
 
 
 def _node_settings(table: Mapping[str, NodeSettings], instance: Instance) -> NodeSettings:
@@ -82,8 +85,20 @@ def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
                      node: NodeSettings = NodeSettings()) -> RenderInput:
     """The RenderInput for one attempt on one machine (pure: no I/O)."""
     manifest = json.loads(job.manifest_json or "{}")
-    manifest.setdefault("name", job.name)
-    ri = render_input_from_manifest(manifest, node_rank=attempt.node_rank)
+    if manifest.get("apiVersion"):
+        # A job manifest as the store keeps it: validated, then mapped with this machine's facts.
+        from orchestrator.manifest.schema import Manifest
+        from orchestrator.runtime.from_manifest import LaunchFacts
+        from orchestrator.runtime.from_manifest import render_input_for as from_manifest
+
+        facts = LaunchFacts(node_rank=attempt.node_rank, gpus_per_node=attempt.offer.gpu_count,
+                            interconnect=attempt.offer.interconnect.value, store_endpoint=node.store_endpoint,
+                            sample_interval_s=node.sample_interval_s, notice_interval_s=node.notice_interval_s)
+        ri = from_manifest(Manifest.model_validate(manifest), facts)
+    else:
+        # The plain render-input mapping of docs/runtime.md (tools and tests that bypass manifests).
+        manifest.setdefault("name", job.name)
+        ri = render_input_from_manifest(manifest, node_rank=attempt.node_rank)
     a = ri.agent
     agent = replace(
         a,
