@@ -115,6 +115,7 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     assert world.rec.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
     assert json.loads(status_b.read_text())["agent"]["started_at"] == agent_b["started_at"]
     assert agents_on(world.b) == 1
+    assert getattr(world.pool.get(inst_b), "connect_count", None) == 1  # one kept-alive connection to B
     [a_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
     assert a_attempt.state is AttemptState.PREEMPTED
     assert a_attempt.reason and a_attempt.reason.startswith("notice: aws spot-interruption")
