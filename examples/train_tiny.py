@@ -166,6 +166,10 @@ def main() -> None:
         torch.save(model.state_dict(), args.out)
     if log is not None:
         log.close()
+    # Fix found by the e2e: without this barrier a rank sometimes tears gloo down while its peer is still
+    # in the last collective or saving, and the process aborts at exit ("terminate called without an
+    # active exception", exit -6) after all the work was done, turning a finished job into a failed one.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -33,7 +33,7 @@ from typing import Protocol, runtime_checkable
 
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.reconciler import AgentReport, Bootstrapper, Monitor
-from orchestrator.runtime.bootstrap import BootstrapError, bootstrap
+from orchestrator.runtime.bootstrap import bootstrap
 from orchestrator.runtime.render_input import CloudKind, RenderInput, render_input_from_manifest
 from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
 from providers.base import Instance, Provider
@@ -205,21 +205,16 @@ class SshBootstrapper(Bootstrapper):
             t = self.pool.get(instance)
             if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
                 return False
-        except TransportError as exc:
-            log.info("bootstrap %s: %s %s not reachable yet: %s", attempt.launch_id, instance.provider,
-                     instance.instance_id, exc)
-            return False
-        if self._already_started(t, ri, attempt.launch_id):
-            return True
-        # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
-        secrets = {name: self.environ[name] for name in ri.secrets if name in self.environ}
-        try:
+            if self._already_started(t, ri, attempt.launch_id):
+                return True
+            # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
+            secrets = {name: self.environ[name] for name in ri.secrets if name in self.environ}
             bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s)
         except TransportError as exc:
-            log.info("bootstrap %s: lost the machine mid-way (%s); next tick retries", attempt.launch_id, exc)
+            # Not reachable yet, or lost mid-way: the next tick retries (and finds a started agent).
+            log.info("bootstrap %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,
+                     instance.instance_id, exc)
             return False
-        except BootstrapError:
-            raise
         return True
 
     def _already_started(self, t: Transport, ri: RenderInput, launch_id: str) -> bool:

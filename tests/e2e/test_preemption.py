@@ -115,11 +115,15 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     assert world.rec.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
     assert json.loads(status_b.read_text())["agent"]["started_at"] == agent_b["started_at"]
     assert agents_on(world.b) == 1
+    assert getattr(world.pool.get(inst_b), "connect_count", None) == 1  # one kept-alive connection to B
     [a_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
     assert a_attempt.state is AttemptState.PREEMPTED
     assert a_attempt.reason and a_attempt.reason.startswith("notice: aws spot-interruption")
     [b_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-b"]
-    assert b_attempt.checkpoint_restored == f"{bucket.uri}/step-{restored}"
+    # The store's hint is what A's status said last; A can die after moving LATEST and before writing its
+    # status, so the hint may be one checkpoint behind. B restores LATEST itself (asserted below).
+    hint = b_attempt.checkpoint_restored
+    assert hint and hint.startswith(f"{bucket.uri}/step-") and 8 <= _step_of(hint.rsplit("/", 1)[1]) <= restored
     assert world.store.job(job.id).relaunch_count == 1
     lost = a_steps[-1] - restored
     print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (window {NOTICE_WINDOW_S:.0f}s; reclaim -> "
