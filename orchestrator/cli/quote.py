@@ -6,12 +6,15 @@ import json
 import sys
 from datetime import date
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
 from orchestrator.cli.main import app
+
+if TYPE_CHECKING:
+    from providers.base import GpuRequest, Offer, Provider
 
 
 class InterconnectOpt(StrEnum):
@@ -46,6 +49,8 @@ def quote(
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many rows.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list of offers (fields: docs/cli.md).")]
     = False,
+    live: Annotated[bool, typer.Option("--live", help="Add live offers from configured providers whose APIs "
+                                       "price without launching (Vast.ai, Lambda, RunPod, AWS spot).")] = False,
 ) -> None:
     """Price every matching offer across clouds from the offline catalog."""
     from orchestrator.quote import (
@@ -91,7 +96,10 @@ def quote(
         interconnect=Interconnect(interconnect.value) if interconnect else None,
     )
     catalog = load_catalog()
-    rows = run_quote(catalog.offers, req, SortKey(sort.value), limit, date.today())
+    offers = list(catalog.offers)
+    if live:
+        offers = _with_live_offers(req, offers)
+    rows = run_quote(offers, req, SortKey(sort.value), limit, date.today())
 
     if as_json:
         sys.stdout.write(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
@@ -110,3 +118,43 @@ def quote(
     from orchestrator.cli.render_quote import print_quote_table
 
     print_quote_table(rows, catalog, nodes)
+
+
+def _with_live_offers(req: GpuRequest, offers: list[Offer]) -> list[Offer]:
+    """Catalog plus live offers (marked source=live) from every configured provider that prices live.
+
+    Only here are SDKs imported: ``orch quote`` without --live stays offline and instant. A provider that
+    cannot be reached is skipped with a note on stderr; its catalog rows stay.
+    """
+    from orchestrator.config import ConfigError, load_config
+    from orchestrator.planner import gather_offers
+    from orchestrator.wiring import build_providers
+    from providers.base import Capability
+    from providers.errors import ProviderError
+
+    try:
+        providers = build_providers(load_config())
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    live = [p for p in providers.values() if Capability.LIVE_OFFERS in p.capabilities]
+    if not live:
+        sys.stderr.write("note: --live: no configured provider prices live (see `orch providers`)\n")
+
+    class _Noting:
+        """Says on stderr which provider could not be asked (gather_offers then skips it)."""
+
+        def __init__(self, provider: Provider) -> None:
+            self.provider = provider
+
+        def offers(self, r: GpuRequest) -> list[Offer]:
+            try:
+                return self.provider.offers(r)
+            except ProviderError as exc:
+                sys.stderr.write(f"note: --live: {exc}\n")
+                raise
+
+    try:
+        return gather_offers(req, offers, [_Noting(p) for p in live])
+    finally:
+        for p in providers.values():
+            p.close()
