@@ -51,3 +51,12 @@ def test_providers_ready_against_the_fakes(clouds: FakeClouds, tmp_path: Path) -
                       "vastai": "ready", "lambda": "ready", "ssh": "not configured"}
     for secret in clouds.env().values():
         assert secret not in out.stdout     # credentials are never printed
+
+
+def test_quote_live_table_marks_live_rows(clouds: FakeClouds, tmp_path: Path) -> None:
+    config = clouds.write_config(tmp_path / "config.yaml")
+    out = orch(clouds, config, "quote", "--gpu", "RTX4090", "--live")
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()[1:] if line.startswith("vastai")]
+    assert any("live" in r for r in rows)          # live rows beside the catalog's own vastai rows
+    assert "priced by the provider's API just now" in out.stdout

@@ -41,7 +41,8 @@ def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes:
             f"[yellow]{vcpu}[/]" if any("vcpu" in f for f in r.flags) else vcpu,
             f"[yellow]{ram}[/]" if any("ram" in f for f in r.flags) else ram,
             o.interconnect.value, o.market.value, f"{r.total_price_hr:.2f}", f"{o.price_per_gpu_hr:.2f}",
-            _age(r.age_days, o.price_as_of_approximate), f"[yellow]{flags}[/]" if flags else "",
+            "live" if o.source == "live" else _age(r.age_days, o.price_as_of_approximate),
+            f"[yellow]{flags}[/]" if flags else "",
         )
     console.print(table)
     providers = sorted({r.offer.provider for r in rows})
@@ -49,7 +50,9 @@ def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes:
     origin = "shipped catalog" if catalog.origin == "shipped" else f"catalog {catalog.origin}"
     console.print(
         f"[dim]{len(rows)} offers · prices from the {origin} ({catalog.source}); as of {dates}"
-        + (" — approximate dates, list prices only, not live" if catalog.approximate else "")
+        + (" — approximate dates, list prices" if catalog.approximate else "")
+        + ("; rows aged 'live' were priced by the provider's API just now" if any(r.offer.source == "live"
+                                                                                  for r in rows) else "; not live")
         + ". Flags: outside 2–4 vCPU and 8–16 GB RAM per GPU.[/]",
         highlight=False,
     )
