@@ -59,4 +59,4 @@ def test_quote_live_table_marks_live_rows(clouds: FakeClouds, tmp_path: Path) ->
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.splitlines()[1:] if line.startswith("vastai")]
     assert any("live" in r for r in rows)          # live rows beside the catalog's own vastai rows
-    assert "priced by the provider's API just now" in out.stdout
+    assert "priced by the provider's API just now" in " ".join(out.stdout.split())
