@@ -11,7 +11,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from enum import StrEnum
 
-from providers.base import LaunchSpec, Market, Provider
+from providers.base import LaunchSpec, Market, Offer, Provider
+
+
+def catalog_offer(provider: str, instance_type: str, region: str, market: Market) -> Offer:
+    """A real offer from the shipped catalog, for a harness to launch (fails loudly if the catalog lost it)."""
+    from providers.catalog import load_catalog
+
+    for offer in load_catalog().offers:
+        if (offer.provider, offer.instance_type, offer.region, offer.market) == (provider, instance_type, region,
+                                                                                 market):
+            return offer
+    raise LookupError(f"the shipped catalog has no {provider} {instance_type} {region} {market}")
 
 
 class Fault(StrEnum):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from providers.base import LaunchSpec, Market, Offer, Provider
 from tests.contract.harness import Fault, ProviderHarness
+from tests.contract.harness import catalog_offer as shared_catalog_offer
 
 REGION = "us-east-1"
 INSTANCE_TYPE = "g5.48xlarge"  # a real catalog offer in us-east-1 (A10G x8); moto knows its GpuInfo
@@ -17,12 +18,7 @@ _FAULTS = {
 
 
 def catalog_offer(market: Market, instance_type: str = INSTANCE_TYPE, region: str = REGION) -> Offer:
-    from providers.catalog import load_catalog
-
-    for offer in load_catalog().offers:
-        if (offer.provider, offer.instance_type, offer.region, offer.market) == ("aws", instance_type, region, market):
-            return offer
-    raise LookupError(f"the shipped catalog has no aws {instance_type} {region} {market}")
+    return shared_catalog_offer("aws", instance_type, region, market)
 
 
 class AwsHarness(ProviderHarness):

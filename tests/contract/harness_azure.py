@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from providers.base import LaunchSpec, Market, Offer, Provider
-from providers.catalog import load_catalog
 from providers.retry import RetryPolicy
 from tests.contract.harness import Fault, ProviderHarness
+from tests.contract.harness import catalog_offer as shared_catalog_offer
 from tests.fakes.azure_arm import FakeArm
 
 SUB = "00000000-0000-0000-0000-000000000000"
@@ -24,10 +24,7 @@ _FAULTS = {
 
 
 def catalog_offer(market: Market) -> Offer:
-    for o in load_catalog().offers:
-        if o.provider == "azure" and o.instance_type == INSTANCE_TYPE and o.region == REGION and o.market is market:
-            return o
-    raise LookupError(f"catalog has no azure {INSTANCE_TYPE} {REGION} {market}")
+    return shared_catalog_offer("azure", INSTANCE_TYPE, REGION, market)
 
 
 def make_settings(url: str, **overrides: object) -> object:

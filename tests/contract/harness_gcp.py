@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from providers.base import LaunchSpec, Market, Offer, Provider
-from providers.catalog import load_catalog
 from tests.contract.harness import Fault, ProviderHarness
+from tests.contract.harness import catalog_offer as shared_catalog_offer
 from tests.fakes.gce import GceServer
 
 PROJECT = "orch-test"
@@ -15,10 +15,7 @@ REGION = "us-central1"
 
 
 def catalog_offer(market: Market, instance_type: str = INSTANCE_TYPE, region: str = REGION) -> Offer:
-    for offer in load_catalog().offers:
-        if (offer.provider, offer.instance_type, offer.region, offer.market) == ("gcp", instance_type, region, market):
-            return offer
-    raise LookupError(f"no gcp {instance_type} {market} offer in {region} in the catalog")
+    return shared_catalog_offer("gcp", instance_type, region, market)
 
 
 class GcpHarness(ProviderHarness):
