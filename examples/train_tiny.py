@@ -4,7 +4,8 @@ Run: torchrun --nproc-per-node 2 examples/train_tiny.py --steps 20 --ckpt-dir ck
 
 Checkpoint convention (docs/runtime.md): <ckpt-dir>/step-<N>/ holds model.pt + optim.pt (rank 0),
 rng-rank<R>.pt (every rank) and meta.json (step = data position); the COMPLETE marker is written
-last, after every rank has finished writing. Checkpoints happen every --ckpt-every steps and when
+last, after every rank has finished writing (by each machine's local rank 0, so that on several nodes
+each node's agent knows its part is complete). Checkpoints happen every --ckpt-every steps and when
 asked to "checkpoint now": the --checkpoint-signal arrives, or the --checkpoint-file appears (then
 deleted). Ranks agree on the step through an all-reduce, so all of them checkpoint the same step.
 
@@ -104,7 +105,8 @@ def _save(args: argparse.Namespace, step: int, model: DDP, optim: torch.optim.Op
         torch.save(optim.state_dict(), final / "optim.pt")
         (final / "meta.json").write_text(json.dumps({"step": step, "seed": args.seed}) + "\n")
     dist.barrier()  # every rank's files are on disk before the marker says "complete"
-    if rank == 0:
+    # One marker per machine (its local rank 0): on several nodes each one's agent uploads its own part.
+    if int(os.environ.get("LOCAL_RANK", rank)) == 0:
         with open(final / MARKER, "w") as fh:
             fh.write(f"{step}\n")
             fh.flush()

@@ -469,3 +469,69 @@ def test_upload_to_s3_compatible_store_via_rclone(tmp_path: Path, moto_s3: str,
                     "jobs/tiny/step-8/optim.pt"]
     assert s3.get_object(Bucket="orch-ckpt", Key="jobs/tiny/LATEST")["Body"].read() == b"step-8\n"
     assert agent.store.read_latest() == "step-8"
+
+
+# --- multi-node checkpoints: every node's part, then node 0 commits ---------------------------------
+
+def _node(tmp: Path, rank: int, store_cfg: dict[str, Any] | None = None, nodes: int = 2) -> Any:
+    home = tmp / f"node-{rank}"
+    home.mkdir()
+    cfg = _config(home, store=tmp / "store", node_rank=rank, nodes=nodes)
+    if store_cfg is not None:
+        cfg["checkpoint"]["store"] = store_cfg
+    return oa.Agent(cfg, clock=Clock(), sampler=oa.GpuSampler(3, _smi("")), poller=NoNotices())
+
+
+def _part(home: Path, step: int, rank: int) -> None:
+    d = home / "ckpt" / f"step-{step}"
+    d.mkdir(parents=True)
+    if rank == 0:
+        (d / "model.pt").write_bytes(b"weights-%d" % step)
+    (d / f"rng-rank{rank}.pt").write_bytes(b"rng-%d-%d" % (rank, step))
+    (d / "COMPLETE").write_text(f"{step}\n")
+
+
+def test_multi_node_checkpoint_is_latest_only_once_every_node_uploaded_its_part(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    node0, node1 = _node(tmp_path, 0), _node(tmp_path, 1)
+    _part(tmp_path / "node-0", 5, 0)
+    node0.tick()
+    # Node 0's files are in, but node 1's are not: not complete, not LATEST.
+    assert (store / "step-5" / "model.pt").exists() and (store / "step-5" / "COMPLETE.node-0").exists()
+    assert not (store / "step-5" / "COMPLETE").exists() and not (store / "LATEST").exists()
+    assert node0.checkpoints == []
+    _part(tmp_path / "node-1", 5, 1)
+    node1.tick()
+    assert (store / "step-5" / "rng-rank1.pt").exists() and (store / "step-5" / "COMPLETE.node-1").exists()
+    assert not (store / "LATEST").exists()            # node 1 never moves LATEST
+    assert node1.checkpoints == [] and node1.parts == ["step-5"]
+    node0.tick()
+    assert (store / "step-5" / "COMPLETE").exists() and (store / "LATEST").read_text() == "step-5\n"
+    assert [c["name"] for c in node0.checkpoints] == ["step-5"]
+    assert sorted(os.listdir(store / "step-5")) == ["COMPLETE", "COMPLETE.node-0", "COMPLETE.node-1",
+                                                   "model.pt", "rng-rank0.pt", "rng-rank1.pt"]
+
+
+def test_multi_node_node_0_does_not_reupload_while_waiting(tmp_path: Path) -> None:
+    node0 = _node(tmp_path, 0, nodes=3)
+    _part(tmp_path / "node-0", 5, 0)
+    node0.tick()
+    (tmp_path / "store" / "step-5" / "model.pt").write_bytes(b"marked")
+    node0.tick()
+    assert (tmp_path / "store" / "step-5" / "model.pt").read_bytes() == b"marked"
+    assert node0.parts == ["step-5"] and node0.latest is None
+
+
+@pytest.mark.skipif(shutil.which("rclone") is None, reason="rclone is not installed")
+def test_multi_node_commit_through_real_rclone(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    store_cfg = {"kind": "rclone", "path": str(remote), "uri": "s3://b/p", "env": {}}
+    node0, node1 = _node(tmp_path, 0, store_cfg), _node(tmp_path, 1, store_cfg)
+    _part(tmp_path / "node-0", 3, 0)
+    _part(tmp_path / "node-1", 3, 1)
+    node0.tick()
+    assert not (remote / "LATEST").exists() and not node0.store.has("step-3/COMPLETE.node-1")
+    node1.tick()
+    assert node0.store.has("step-3/COMPLETE.node-1")
+    node0.tick()
+    assert (remote / "LATEST").read_text() == "step-3\n" and (remote / "step-3" / "COMPLETE").exists()

@@ -63,7 +63,7 @@ class SqlHarness(SqlEngineStore):
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
         doc = {"apiVersion": "orch/v1", "kind": "Job", "name": spec.name,
-               "resources": {"gpu": list(spec.plan.gpus), "count": spec.plan.count},
+               "resources": {"gpu": list(spec.plan.gpus), "count": spec.plan.count, "nodes": spec.plan.nodes},
                "run": {"launcher": "command", "command": "python train.py"},
                "policies": {"estimated_hours": spec.plan.estimated_hours,
                             "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,

@@ -32,6 +32,12 @@ class AttemptRecord:
     checkpoint_restored: str | None = None
     reason: str | None = None
     node_rank: int = 0
+    #: Attempts planned together for one start of a multi-node job share a generation (a gang).
+    generation: int = 0
+    #: Derived per tick, never stored: where this gang's node 0 listens (its address, and the
+    #: "<provider>/<instance id>" key whose node settings give the master port).
+    master_addr: str | None = None
+    master_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +77,10 @@ class EngineStore(Protocol):
         ...
 
     def plan_attempt(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
-                     now: datetime) -> AttemptRecord: ...
+                     now: datetime, *, node_rank: int = 0, generation: int | None = None) -> AttemptRecord:
+        """Write a PLANNED attempt. ``generation`` None starts a new one (latest + 1); a multi-node job's
+        other ranks pass the generation of its node 0."""
+        ...
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None) -> None: ...
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None: ...

@@ -130,6 +130,11 @@ class Reconciler:
         self._samples: dict[int, list[UtilSample]] = {}
         self._spend_marks: dict[int, datetime] = {}
         self._asked_to_end: set[tuple[str, str]] = set()
+        # Per tick: attempts a gang decision ended (their records read at the tick's start are stale), and
+        # the node-0 instances of multi-node gangs that are up (their ranks > 0 rendezvous with them).
+        self._ended: set[int] = set()
+        self._masters: dict[tuple[int, int], Instance] = {}
+        self._gang_running: dict[tuple[int, int], set[int]] = {}
 
     # ------------------------------------------------------------------------------------------------
     def tick(self) -> TickReport:
@@ -146,8 +151,20 @@ class Reconciler:
                     if prev is None or (prev.state.is_gone and not inst.state.is_gone):
                         by_launch[inst.launch_id] = inst
         jobs = {j.id: j for j in self.store.active_jobs()}
-        for attempt in self.store.live_attempts():
+        live = self.store.live_attempts()
+        self._ended = set()
+        self._masters = {}
+        self._gang_running = {}
+        for attempt in live:
+            if attempt.state is AttemptState.RUNNING:
+                self._gang_running.setdefault((attempt.job_id, attempt.generation), set()).add(attempt.node_rank)
+                inst = by_launch.get(attempt.launch_id)
+                if attempt.node_rank == 0 and inst is not None:
+                    self._masters[(attempt.job_id, attempt.generation)] = inst
+        for attempt in live:
             if attempt.offer.provider in failed or attempt.offer.provider not in self.providers:
+                continue
+            if attempt.id in self._ended:
                 continue
             self._sync_attempt(attempt, by_launch.get(attempt.launch_id), jobs, now, report)
         for name, instances in listed.items():
@@ -213,6 +230,14 @@ class Reconciler:
             return
         if inst.state is InstanceState.RUNNING:
             if attempt.state is AttemptState.LAUNCHED:
+                gang_key = (attempt.job_id, attempt.generation)
+                if attempt.node_rank > 0:
+                    # Node 0 starts first: it hosts the rendezvous the other nodes join.
+                    master = self._masters.get(gang_key)
+                    if master is None:
+                        return
+                    attempt = replace(attempt, master_addr=master.private_ip or master.public_ip or "127.0.0.1",
+                                      master_key=f"{master.provider}/{master.instance_id}")
                 try:
                     started = self.bootstrapper.start(job, attempt, inst)
                 except Exception as exc:  # a bootstrap bug must not stop the tick for other jobs
@@ -222,9 +247,18 @@ class Reconciler:
                 if not started:
                     return
                 self.store.set_attempt_state(attempt.id, AttemptState.RUNNING, now, instance=inst)
-                self.store.set_job_status(job.id, JobStatus.RUNNING, now)
-                self.store.event("started", f"job running on {inst.provider} {inst.instance_id}", now,
-                                 job_id=job.id)
+                if attempt.node_rank == 0:
+                    self._masters[gang_key] = inst
+                up = self._gang_running.setdefault(gang_key, set())
+                up.add(attempt.node_rank)
+                nodes = job.spec.plan.nodes
+                if len(up) >= nodes:
+                    self.store.set_job_status(job.id, JobStatus.RUNNING, now)
+                    where = f"{inst.provider} {inst.instance_id}" if nodes == 1 else f"{nodes} nodes on {inst.provider}"
+                    self.store.event("started", f"job running on {where}", now, job_id=job.id)
+                else:
+                    self.store.event("node-started", f"node {attempt.node_rank} of {nodes} running on "
+                                     f"{inst.provider} {inst.instance_id}", now, job_id=job.id)
             self._accrue(attempt, job, now)
             self._watch(job, replace(attempt, state=AttemptState.RUNNING), inst, now, report)
 
@@ -243,7 +277,12 @@ class Reconciler:
                 ok = agent.exit_code == 0
                 self._end_attempt(attempt, inst, AttemptState.SUCCEEDED if ok else AttemptState.FAILED,
                                   f"job exited {agent.exit_code}", now, report)
-                self.store.set_job_status(job.id, JobStatus.SUCCEEDED if ok else JobStatus.FAILED, now)
+                if not ok:
+                    self._end_gang(job, attempt, f"gang: node {attempt.node_rank} failed", now, report)
+                    self.store.set_job_status(job.id, JobStatus.FAILED, now)
+                elif not self._gang_live(job, attempt):
+                    # A multi-node job has succeeded once every node's process has exited 0.
+                    self.store.set_job_status(job.id, JobStatus.SUCCEEDED, now)
                 return
             if agent.notice:
                 # Act on the cloud's own notice: the replacement starts during the notice window.
@@ -262,6 +301,7 @@ class Reconciler:
                 self.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="idle: stopped")
             else:
                 self._end_attempt(attempt, inst, AttemptState.TERMINATED, f"idle: {verdict.reason}", now, report)
+            self._end_gang(job, attempt, f"idle: gang node {attempt.node_rank} idle", now, report)
             self.store.set_job_status(job.id, JobStatus.STOPPED, now)
             self.store.event("idle-shutdown", f"{action.value} {inst.provider} {inst.instance_id}: {verdict.reason}",
                              now, job_id=job.id)
@@ -286,6 +326,10 @@ class Reconciler:
         noticed = reason.startswith("notice")
         if inst is not None and inst.state is not InstanceState.TERMINATED and not noticed:
             self._terminate(self.providers[attempt.offer.provider], inst.instance_id, report)
+        # A multi-node job restarts as a whole: its other nodes end too (after the drain, on a notice, so
+        # whichever node writes the checkpoint can still upload it).
+        self._end_gang(job, attempt, f"{'notice: ' if noticed else ''}gang node {attempt.node_rank} preempted",
+                       now, report, drain=noticed)
         history = [a for a in self.store.attempts_for_job(job.id) if a.state is AttemptState.PREEMPTED]
         preemptions = [Preemption(a.ended_at or now, a.offer.provider, a.offer.zone, a.offer.region)
                        for a in history]
@@ -314,9 +358,16 @@ class Reconciler:
 
     # --- 3. active steps -----------------------------------------------------------------------------
     def _launch_pending(self, now: datetime, report: TickReport) -> None:
-        live_jobs = {a.job_id for a in self.store.live_attempts()}
+        live_by_job: dict[int, list[AttemptRecord]] = {}
+        for a in self.store.live_attempts():
+            live_by_job.setdefault(a.job_id, []).append(a)
         for job in self.store.active_jobs():
-            if job.id in live_jobs or job.status not in (JobStatus.PENDING, JobStatus.RECOVERING):
+            live = live_by_job.get(job.id)
+            if live:
+                if job.spec.plan.nodes > 1 and job.status in (JobStatus.LAUNCHING, JobStatus.RECOVERING):
+                    self._complete_gang(job, live, now, report)
+                continue
+            if job.status not in (JobStatus.PENDING, JobStatus.RECOVERING):
                 continue
             # FIX (daemon branch): a job whose relaunch failed comes back here PENDING; it must still keep
             # its preempted zones out for the cool-down (tests/test_daemon.py proves it was re-chosen).
@@ -346,17 +397,26 @@ class Reconciler:
         live = [p for p in self.providers.values()
                 if self.config.use_live_offers and Capability.LIVE_OFFERS in p.capabilities]
         the_plan = plan(req, gather_offers(req.gpu_request(), self.catalog, live))
+        eligible = [c.offer for c in the_plan.eligible]
+        if job.spec.plan.nodes > 1:
+            eligible = [o for o in eligible if Capability.MULTI_NODE in self.providers[o.provider].capabilities]
         checkpoint = self.store.last_checkpoint(job.id)
         hours = job.spec.plan.estimated_hours or 1.0
         refused: list[str] = []
         for candidate in the_plan.eligible:
             offer = candidate.offer
+            if offer not in eligible:
+                continue
             if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
                 refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
                 continue
             attempt = self.store.plan_attempt(job.id, offer, new_launch_id(), checkpoint, now)
             self.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
             relaunch = False  # counted once per recovery, not per offer tried
+            if job.spec.plan.nodes > 1:
+                if self._launch_gang(job, attempt, eligible, now, report):
+                    return attempt
+                continue
             if self._request_launch(job, attempt, now, report):
                 return attempt
         if refused:
@@ -367,6 +427,110 @@ class Reconciler:
             self.store.event("no-offer", "no eligible offer for the job's constraints", now, job_id=job.id)
         return None
 
+    # --- multi-node gangs ------------------------------------------------------------------------------
+    def _gang_offers(self, first: Offer, eligible: Sequence[Offer]) -> list[Offer]:
+        """Where a gang's other nodes may go: node 0's offer first, then the eligible offers of the same
+        provider, region, GPU and count (one site, so the nodes share a fast network), cheapest first."""
+        same = [o for o in eligible if o != first and o.provider == first.provider and o.region == first.region
+                and o.gpu == first.gpu and o.gpu_count == first.gpu_count]
+        return [first, *same]
+
+    def _launch_gang(self, job: JobRecord, first: AttemptRecord, eligible: Sequence[Offer], now: datetime,
+                     report: TickReport) -> bool:
+        """Launch node 0 (``first``, already PLANNED) and nodes 1..N-1 of its generation. All ranks are
+        written PLANNED before any cloud call, so a crash leaves the whole gang for the next tick to re-ask.
+        A rank the cloud refuses tries the next same-site offer; if none takes it the gang is ended."""
+        nodes = job.spec.plan.nodes
+        planned = [first, *(self.store.plan_attempt(job.id, first.offer, new_launch_id(), first.checkpoint_restored,
+                                                    now, node_rank=r, generation=first.generation)
+                            for r in range(1, nodes))]
+        if not self._request_launch(job, first, now, report):
+            self._abort_gang(job, first, "node 0 could not launch", now, report)
+            return False
+        for attempt in planned[1:]:
+            if not self._launch_rank(job, attempt, self._gang_offers(first.offer, eligible), now, report):
+                self._abort_gang(job, first, f"node {attempt.node_rank} found no capacity beside node 0", now, report)
+                return False
+        return True
+
+    def _launch_rank(self, job: JobRecord, attempt: AttemptRecord, offers: Sequence[Offer], now: datetime,
+                     report: TickReport) -> bool:
+        """Launch one rank of a gang: its planned offer, then each other offer of the site."""
+        if self._request_launch(job, attempt, now, report):
+            return True
+        for offer in offers:
+            if offer == attempt.offer:
+                continue
+            retry = self.store.plan_attempt(job.id, offer, new_launch_id(), attempt.checkpoint_restored, now,
+                                            node_rank=attempt.node_rank, generation=attempt.generation)
+            if self._request_launch(job, retry, now, report):
+                return True
+        return False
+
+    def _gang_live(self, job: JobRecord, attempt: AttemptRecord) -> list[AttemptRecord]:
+        """The other live attempts of ``attempt``'s gang (fresh from the store)."""
+        if job.spec.plan.nodes <= 1:
+            return []
+        return [a for a in self.store.attempts_for_job(job.id)
+                if a.generation == attempt.generation and a.id != attempt.id and a.state.is_live
+                and a.id not in self._ended]
+
+    def _end_gang(self, job: JobRecord, attempt: AttemptRecord, reason: str, now: datetime, report: TickReport,
+                  *, drain: bool = False) -> None:
+        """End every other live node of ``attempt``'s gang. ``drain``: leave their machines running for the
+        notice drain (the sweep ends them), as for a noticed node; otherwise terminate them now."""
+        for other in self._gang_live(job, attempt):
+            self._ended.add(other.id)
+            self._accrue(other, job, now)
+            if drain and other.instance_id:
+                self.store.set_attempt_state(other.id, AttemptState.TERMINATED, now, reason=reason)
+                continue
+            self.store.set_attempt_state(other.id, AttemptState.TERMINATE_REQUESTED, now, reason=reason)
+            provider = self.providers.get(other.offer.provider)
+            if other.instance_id and provider is not None:
+                self._terminate(provider, other.instance_id, report)
+            else:
+                # Never launched, or the cloud may still be creating it: the sweep ends what shows up.
+                self.store.set_attempt_state(other.id, AttemptState.TERMINATED, now, reason=reason)
+
+    def _abort_gang(self, job: JobRecord, attempt: AttemptRecord, reason: str, now: datetime,
+                    report: TickReport) -> None:
+        """End a gang that cannot be completed: its other nodes, then ``attempt`` itself."""
+        self._end_gang(job, attempt, f"gang: {reason}", now, report)
+        fresh = self.store.attempt_by_launch_id(attempt.launch_id)
+        if fresh is not None and fresh.state.is_live:
+            self._ended.add(fresh.id)
+            self.store.set_attempt_state(fresh.id, AttemptState.TERMINATE_REQUESTED, now, reason=f"gang: {reason}")
+            if fresh.instance_id:
+                self._terminate(self.providers[fresh.offer.provider], fresh.instance_id, report)
+            else:
+                self.store.set_attempt_state(fresh.id, AttemptState.TERMINATED, now, reason=f"gang: {reason}")
+        self.store.event("gang-aborted", f"multi-node launch abandoned: {reason}", now, job_id=job.id)
+
+    def _complete_gang(self, job: JobRecord, live: Sequence[AttemptRecord], now: datetime,
+                       report: TickReport) -> None:
+        """After a crash between planning a gang's ranks: plan the missing ranks beside node 0, or end the
+        gang when a rank was refused for good (the job then plans a new gang)."""
+        generation = max(a.generation for a in live)
+        gang = [a for a in live if a.generation == generation]
+        if len(gang) >= job.spec.plan.nodes:
+            return
+        have = {a.node_rank for a in gang}
+        head = next((a for a in gang if a.node_rank == 0), None)
+        if head is None:
+            self._abort_gang(job, gang[0], "node 0 is gone", now, report)
+            self.store.set_job_status(job.id, JobStatus.PENDING, now)
+            return
+        for rank in range(job.spec.plan.nodes):
+            if rank in have:
+                continue
+            attempt = self.store.plan_attempt(job.id, head.offer, new_launch_id(), head.checkpoint_restored, now,
+                                              node_rank=rank, generation=generation)
+            if not self._request_launch(job, attempt, now, report):
+                self._abort_gang(job, head, f"node {rank} could not launch", now, report)
+                self.store.set_job_status(job.id, JobStatus.PENDING, now)
+                return
+
     def _request_launch(self, job: JobRecord, attempt: AttemptRecord, now: datetime, report: TickReport) -> bool:
         provider = self.providers[attempt.offer.provider]
         self.store.set_attempt_state(attempt.id, AttemptState.LAUNCH_REQUESTED, now)
@@ -376,6 +540,7 @@ class Reconciler:
             ssh_public_key=self.config.ssh_public_key,
             startup_script=self.render_startup(job, attempt.offer, attempt.checkpoint_restored),
             image=job.spec.image, disk_gb=job.spec.disk_gb, max_price_hr=job.spec.max_price_hr,
+            node_rank=attempt.node_rank,
         )
         try:
             inst = provider.launch(spec)

@@ -201,14 +201,15 @@ class SqlEngineStore:
             rows = tx.exec(q).all()  # type: ignore[call-overload]
         return [AttemptRecord(id=r[0], job_id=r[1], launch_id=r[2], state=AttemptState(r[3]),
                               offer=self._offer_of(*r[11:20]), instance_id=r[10], created_at=r[4], started_at=r[5],
-                              ended_at=r[6], checkpoint_restored=r[7], reason=r[8], node_rank=r[9]) for r in rows]
+                              ended_at=r[6], checkpoint_restored=r[7], reason=r[8], node_rank=r[9],
+                              generation=r[20]) for r in rows]
 
     def _attempt(self, a: Attempt, inst: InstanceRow) -> AttemptRecord:
         assert a.id is not None
         return AttemptRecord(id=a.id, job_id=a.job_id, launch_id=a.launch_id, state=AttemptState(a.state),
                              offer=self._offer(inst), instance_id=inst.instance_id, created_at=a.created_at,
                              started_at=a.started_at, ended_at=a.ended_at, checkpoint_restored=a.checkpoint_restored,
-                             reason=a.reason, node_rank=a.node_rank)
+                             reason=a.reason, node_rank=a.node_rank, generation=a.generation)
 
     def _joined(self):  # type: ignore[no-untyped-def]
         return (select(Attempt.id, Attempt.job_id, Attempt.launch_id, Attempt.state,  # type: ignore[call-overload]
@@ -216,7 +217,7 @@ class SqlEngineStore:
                        Attempt.reason, Attempt.node_rank, InstanceRow.instance_id,
                        InstanceRow.provider, InstanceRow.instance_type, InstanceRow.region, InstanceRow.zone,
                        InstanceRow.market, InstanceRow.gpu, InstanceRow.gpu_count, InstanceRow.price_hr,
-                       InstanceRow.created_at)
+                       InstanceRow.created_at, Attempt.generation)
                 .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id))
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
@@ -258,11 +259,12 @@ class SqlEngineStore:
 
     # --- writing -------------------------------------------------------------------------------------
     def plan_attempt(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
-                     now: datetime) -> AttemptRecord:
+                     now: datetime, *, node_rank: int = 0, generation: int | None = None) -> AttemptRecord:
         with self.store.transaction() as tx:
-            generation = (repo.latest_generation(tx, job_id) or 0) + 1
-            a = repo.create_attempt(tx, job_id, launch_id, generation=generation, checkpoint_restored=checkpoint,
-                                    now=now)
+            if generation is None:
+                generation = (repo.latest_generation(tx, job_id) or 0) + 1
+            a = repo.create_attempt(tx, job_id, launch_id, generation=generation, node_rank=node_rank,
+                                    checkpoint_restored=checkpoint, now=now)
             inst = repo.record_instance(tx, repo.InstanceRecord(
                 provider=offer.provider, launch_id=launch_id, owner=self.owner, job_id=job_id,
                 instance_type=offer.instance_type, region=offer.region, zone=offer.zone, market=offer.market.value,

@@ -82,8 +82,14 @@ def _cloud_of(provider: str) -> CloudKind:
 
 
 def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
-                     node: NodeSettings = NodeSettings()) -> RenderInput:
-    """The RenderInput for one attempt on one machine (pure: no I/O)."""
+                     node: NodeSettings = NodeSettings(), master: NodeSettings | None = None) -> RenderInput:
+    """The RenderInput for one attempt on one machine (pure: no I/O).
+
+    A multi-node job's rank > 0 joins node 0's rendezvous: ``attempt.master_addr`` (the engine fills it
+    from node 0's instance) and node 0's master port (``master``: node 0's settings).
+    """
+    master_addr = attempt.master_addr or "127.0.0.1"
+    port_from = master if attempt.node_rank > 0 and master is not None else node
     manifest = json.loads(job.manifest_json or "{}")
     if manifest.get("apiVersion"):
         # A job manifest as the store keeps it: validated, then mapped with this machine's facts.
@@ -91,14 +97,16 @@ def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
         from orchestrator.runtime.from_manifest import LaunchFacts
         from orchestrator.runtime.from_manifest import render_input_for as from_manifest
 
-        facts = LaunchFacts(node_rank=attempt.node_rank, gpus_per_node=attempt.offer.gpu_count,
+        facts = LaunchFacts(node_rank=attempt.node_rank, master_addr=master_addr,
+                            gpus_per_node=attempt.offer.gpu_count,
                             interconnect=attempt.offer.interconnect.value, store_endpoint=node.store_endpoint,
                             sample_interval_s=node.sample_interval_s, notice_interval_s=node.notice_interval_s)
         ri = from_manifest(Manifest.model_validate(manifest), facts)
     else:
         # The plain render-input mapping of docs/runtime.md (tools and tests that bypass manifests).
         manifest.setdefault("name", job.name)
-        ri = render_input_from_manifest(manifest, node_rank=attempt.node_rank)
+        ri = render_input_from_manifest(manifest, node_rank=attempt.node_rank,
+                                        master_addr=attempt.master_addr)
     a = ri.agent
     agent = replace(
         a,
@@ -113,7 +121,7 @@ def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
     env["ORCH_LAUNCH_ID"] = attempt.launch_id
     env["ORCH_RESTORE_HINT"] = attempt.checkpoint_restored or ""
     return replace(ri, agent=agent, env=tuple(sorted(env.items())),
-                   master_port=node.master_port or ri.master_port)
+                   master_port=port_from.master_port or ri.master_port)
 
 
 def _status_path(ri: RenderInput) -> str:
@@ -200,7 +208,8 @@ class SshBootstrapper(Bootstrapper):
         self.wall_clock = wall_clock
 
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
-        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance))
+        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance),
+                              self.node_settings.get(attempt.master_key or ""))
         try:
             t = self.pool.get(instance)
             if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
@@ -264,7 +273,8 @@ class SshMonitor(Monitor):
 
     def read(self, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
         job = self.jobs(attempt.job_id)
-        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance))
+        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance),
+                              self.node_settings.get(attempt.master_key or ""))
         try:
             t = self.pool.get(instance)
         except TransportError:

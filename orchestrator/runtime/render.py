@@ -285,6 +285,7 @@ def render_agent_config(ri: RenderInput) -> str:
         "version": 1,
         "job_name": ri.job_name,
         "node_rank": ri.node_rank,
+        "nodes": ri.nodes,
         "command": ["bash", STARTUP_SCRIPT_NAME],
         "job_log": JOB_LOG_NAME,
         "status_path": a.status_path,

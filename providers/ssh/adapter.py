@@ -86,7 +86,8 @@ def translate_error(exc: Exception, host: str = "") -> ProviderError:
 
 class SshProvider(Provider):
     name = NAME
-    capabilities = frozenset({Capability.HOST_KEYS})
+    # Multi-node: the hosts of one region (site) are taken to share a network, as a rack or a LAN does.
+    capabilities = frozenset({Capability.HOST_KEYS, Capability.MULTI_NODE})
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -7,6 +7,8 @@ What it does every tick (see docs/runtime.md for the formats):
     new notice, asks the job to checkpoint now (signal to its process group, or a request file);
   * uploads every completed checkpoint (<dir>/step-<N>/ holding the COMPLETE marker) to the durable
     store, and only after the upload succeeded moves the store's LATEST pointer to it (never backwards);
+    multi-node: each node uploads its part and a COMPLETE.node-<rank> flag, and node 0 writes the
+    checkpoint's COMPLETE and moves LATEST only once every node's flag is in the store;
   * supervises the job (its own process group), recording pid and exit code;
   * writes its whole state to the status file atomically (temp file + os.replace).
 
@@ -212,6 +214,49 @@ class Store:
         self._rclone("copy", local, dest, "--exclude", f"/{marker}")
         self._rclone("copyto", os.path.join(local, marker), f"{dest}/{marker}")
 
+    def upload_part(self, local: str, name: str, marker: str, node_rank: int) -> None:
+        """One node's part of a multi-node checkpoint: its files, then ``<marker>.node-<rank>`` (its
+        "my part is in" flag). The checkpoint's own marker is node 0's to write, once every part is in."""
+        dest = f"{self.path}/{name}"
+        flag = f"{marker}.node-{node_rank}"
+        if self.kind == "local":
+            os.makedirs(dest, exist_ok=True)
+            for entry in os.listdir(local):
+                if entry != marker:
+                    src = os.path.join(local, entry)
+                    if os.path.isdir(src):
+                        shutil.copytree(src, os.path.join(dest, entry), dirs_exist_ok=True)
+                    else:
+                        shutil.copy2(src, os.path.join(dest, entry))
+            _atomic_write(os.path.join(dest, flag), "ok\n")
+            return
+        self._rclone("copy", local, dest, "--exclude", f"/{marker}")
+        self._rclone("copyto", os.path.join(local, marker), f"{dest}/{flag}")
+
+    def has(self, name: str) -> bool:
+        """Whether the object ``name`` (relative to the store's path) exists."""
+        if self.kind == "local":
+            return os.path.exists(f"{self.path}/{name}")
+        parent, _, leaf = name.rpartition("/")
+        try:
+            listed = self._rclone("lsf", f"{self.path}/{parent}" if parent else self.path, "--files-only",
+                                  timeout=120)
+        except OSError:
+            return False
+        return leaf in listed.splitlines()
+
+    def write_marker(self, name: str, marker: str) -> None:
+        """Write the checkpoint's own marker (multi-node: after every node's part is in)."""
+        if self.kind == "local":
+            _atomic_write(f"{self.path}/{name}/{marker}", "complete\n")
+            return
+        with tempfile.NamedTemporaryFile("w", suffix=".marker", delete=False) as fh:
+            fh.write("complete\n")
+        try:
+            self._rclone("copyto", fh.name, f"{self.path}/{name}/{marker}", timeout=300)
+        finally:
+            os.unlink(fh.name)
+
     def read_latest(self) -> str | None:
         if self.kind == "local":
             try:
@@ -330,6 +375,9 @@ class Agent:
         self.failed_uploads: dict[str, int] = {}
         self.errors: list[dict[str, Any]] = []
         self.latest: str | None = None
+        self.node_rank = int(config.get("node_rank", 0))
+        self.nodes = int(config.get("nodes", 1))
+        self.parts: list[str] = []           # multi-node: checkpoints whose part this node has uploaded
         self.proc: subprocess.Popen[bytes] | None = None
         self.job: dict[str, Any] = {"state": "pending", "pid": None, "exit_code": None, "started_at": None,
                                     "ended_at": None}
@@ -344,6 +392,7 @@ class Agent:
         except (OSError, ValueError):
             return
         self.checkpoints = list(old.get("checkpoints", []))
+        self.parts = list(old.get("parts", []))
         self.latest = old.get("latest")
         self.notices = list(old.get("notices", []))
 
@@ -426,16 +475,48 @@ class Agent:
         ready = sorted((n for n in names if STEP_DIR.match(n) and n not in committed
                         and os.path.isfile(os.path.join(root, n, marker))), key=_step_of)
         for name in ready:
-            try:
-                self.store.upload_dir(os.path.join(root, name), name, marker)
-            except (OSError, shutil.Error, subprocess.SubprocessError) as exc:
-                self.failed_uploads[name] = self.failed_uploads.get(name, 0) + 1
-                self._error(f"upload {name}", exc)
-                return  # keep order: never commit a later checkpoint past a failed one
+            if self.nodes > 1:
+                if not self._commit_part(root, name, marker):
+                    return
+                if self.node_rank != 0:
+                    continue
+            else:
+                try:
+                    self.store.upload_dir(os.path.join(root, name), name, marker)
+                except (OSError, shutil.Error, subprocess.SubprocessError) as exc:
+                    self.failed_uploads[name] = self.failed_uploads.get(name, 0) + 1
+                    self._error(f"upload {name}", exc)
+                    return  # keep order: never commit a later checkpoint past a failed one
             self.failed_uploads.pop(name, None)
             self.checkpoints.append({"name": name, "step": _step_of(name), "uri": f"{self.store.uri}/{name}",
                                      "committed_at": self.clock()})
             self._move_latest(name)
+
+    def _commit_part(self, root: str, name: str, marker: str) -> bool:
+        """Multi-node: upload this node's part once; on node 0, also wait (returning False, so the next
+        round asks again) until every node's part is in, then write the checkpoint's marker. Only then may
+        LATEST move: a checkpoint missing one node's files is never LATEST."""
+        assert self.store is not None
+        if name not in self.parts:
+            try:
+                self.store.upload_part(os.path.join(root, name), name, marker, self.node_rank)
+            except (OSError, shutil.Error, subprocess.SubprocessError) as exc:
+                self.failed_uploads[name] = self.failed_uploads.get(name, 0) + 1
+                self._error(f"upload {name}", exc)
+                return False
+            self.parts.append(name)
+            if self.node_rank != 0:
+                self.failed_uploads.pop(name, None)
+        if self.node_rank != 0:
+            return True
+        if not all(self.store.has(f"{name}/{marker}.node-{r}") for r in range(1, self.nodes)):
+            return False
+        try:
+            self.store.write_marker(name, marker)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self._error(f"marker {name}", exc)
+            return False
+        return True
 
     def _move_latest(self, name: str) -> None:
         assert self.store is not None
@@ -462,6 +543,7 @@ class Agent:
             "notices": self.notices,
             "checkpoint_requests": self.requests,
             "checkpoints": self.checkpoints,
+            "parts": self.parts,
             "latest": self.latest,
             "failed_uploads": dict(self.failed_uploads),
             "errors": self.errors,

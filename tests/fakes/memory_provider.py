@@ -24,13 +24,15 @@ class MemoryCloud:
 
     instances: dict[str, Instance] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
-    fail_next: dict[str, list[ProviderError]] = field(default_factory=dict)
+    # Per method, what its next calls do: an error to raise, or None for "this call succeeds".
+    fail_next: dict[str, list[ProviderError | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     ids: itertools.count = field(default_factory=lambda: itertools.count(1))  # type: ignore[type-arg]
 
 
 class MemoryProvider(Provider):
-    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.SPOT, Capability.TAGS, Capability.STOP})
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.SPOT, Capability.TAGS, Capability.STOP,
+                                                                Capability.MULTI_NODE})
 
     def __init__(self, name: str, offers: list[Offer], cloud: MemoryCloud | None = None) -> None:
         self.name = name  # type: ignore[misc]
@@ -38,7 +40,7 @@ class MemoryProvider(Provider):
         self.cloud = cloud or MemoryCloud()
 
     # --- switches -------------------------------------------------------------------------------
-    def fail(self, method: str, *errors: ProviderError) -> None:
+    def fail(self, method: str, *errors: ProviderError | None) -> None:
         self.cloud.fail_next.setdefault(method, []).extend(errors)
 
     def preempt(self, instance_id: str, reason: str = "spot-reclaimed") -> None:
@@ -57,7 +59,9 @@ class MemoryProvider(Provider):
         self.cloud.calls[method] += 1
         queue = self.cloud.fail_next.get(method)
         if queue:
-            raise queue.pop(0)
+            error = queue.pop(0)
+            if error is not None:
+                raise error
 
     # --- Provider -------------------------------------------------------------------------------
     def check_credentials(self) -> None:
@@ -73,12 +77,14 @@ class MemoryProvider(Provider):
             for inst in self.cloud.instances.values():
                 if inst.launch_id == spec.launch_id and not inst.state.is_gone:
                     return inst
-            iid = f"{self.name}-{next(self.cloud.ids)}"
+            n = next(self.cloud.ids)
+            iid = f"{self.name}-{n}"
             o = spec.offer
             inst = Instance(
                 provider=self.name, instance_id=iid, launch_id=spec.launch_id, owner=spec.owner,
                 state=InstanceState.RUNNING, instance_type=o.instance_type, region=o.region, zone=o.zone,
-                market=o.market, job=spec.job, raw_state="running", public_ip="127.0.0.1", price_hr=o.price_hr,
+                market=o.market, job=spec.job, raw_state="running", public_ip="127.0.0.1", private_ip=f"10.0.0.{n}",
+                price_hr=o.price_hr,
             )
             self.cloud.instances[iid] = inst
             return inst

@@ -74,9 +74,11 @@ class MemoryStore:
             self.instances[(provider, inst.instance_id)] = inst
 
     def plan_attempt(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
-                     now: datetime) -> AttemptRecord:
+                     now: datetime, *, node_rank: int = 0, generation: int | None = None) -> AttemptRecord:
+        if generation is None:
+            generation = max((a.generation for a in self.attempts.values() if a.job_id == job_id), default=0) + 1
         a = AttemptRecord(len(self.attempts) + 1, job_id, launch_id, AttemptState.PLANNED, offer, None, now,
-                          checkpoint_restored=checkpoint)
+                          checkpoint_restored=checkpoint, node_rank=node_rank, generation=generation)
         self.attempts[a.id] = a
         return a
 
