@@ -1,0 +1,192 @@
+"""A two-node job end to end: the engine launches a gang on two real SSH "machines" of one site, node 1
+joins node 0's rendezvous (torchrun --nnodes 2, gloo), both nodes upload their part of every checkpoint;
+a spot notice on NODE 1 makes the whole job checkpoint now, the site is reclaimed, and orch restarts the
+gang on the other site's two machines, which restore LATEST and finish with an uninterrupted run's weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.reconciler import EngineConfig, Reconciler
+from orchestrator.planner import PlanRequest
+from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, TransportPool
+from orchestrator.runtime.render_input import CloudKind
+from providers.base import GpuRequest, Market
+from providers.ssh.settings import HostSettings, Settings
+from tests.e2e.conftest import (
+    GPU,
+    JOB,
+    NOTICE_WINDOW_S,
+    OWNER,
+    SCRIPT,
+    SEED,
+    STEPS,
+    WORK,
+    Bucket,
+    RecordingMonitor,
+    SpotSshProvider,
+    kill_machine,
+    make_store,
+    poll_until,
+    require_tools,
+    steps_logged,
+)
+from tests.fakes.memory_store import MemoryStore
+from tests.fakes.metadata import MetadataState, metadata_server
+from tests.support.sshd import FakeGpu, Sshd, free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+HOSTS = {"a0": ("site-a", 0.40), "a1": ("site-a", 0.41), "b0": ("site-b", 0.90), "b1": ("site-b", 0.91)}
+
+
+@dataclass
+class GangWorld:
+    machines: dict[str, Sshd]
+    metadata: MetadataState
+    provider: SpotSshProvider
+    store: MemoryStore
+    monitor: RecordingMonitor
+    rec: Reconciler
+    ports: dict[str, int]
+
+    def tick_until(self, cond: Any, what: str, deadline_s: float = 60.0) -> Any:
+        def step() -> Any:
+            report = self.rec.tick()
+            assert not [e for e in report.errors if "bootstrap" in e], report.errors
+            return cond()
+        return poll_until(step, what, deadline_s, interval_s=0.2)
+
+    def running(self, job: JobRecord) -> dict[str, AttemptRecord]:
+        return {a.instance_id or "": a for a in self.store.attempts_for_job(job.id) if a.state is AttemptState.RUNNING}
+
+
+def _host(name: str, machine: Sshd) -> HostSettings:
+    region, price = HOSTS[name]
+    return HostSettings(name=f"host-{name}", address=machine.host, port=machine.port, user=machine.user,
+                        key_path=machine.client_key_path, gpu=GPU, gpu_count=1, vcpus=2, memory_gb=8,
+                        region=region, price_hr=price, host_key=machine.host_key_line, workdir=str(machine.workdir))
+
+
+@pytest.fixture
+def gang_world(tmp_path: Path) -> Iterator[GangWorld]:
+    require_tools()
+    import sys
+
+    with contextlib.ExitStack() as stack:
+        machines = {}
+        for i, name in enumerate(HOSTS):
+            m = stack.enter_context(Sshd(tmp_path / f"machine-{name}", gpus=(FakeGpu(0, utilization=70 + i),)))
+            m.write_command("torchrun", f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n')
+            stack.callback(kill_machine, m)
+            machines[name] = m
+        url, metadata = stack.enter_context(metadata_server())
+        settings = Settings(hosts=tuple(_host(n, m) for n, m in machines.items()),
+                            key_path=machines["a0"].client_key_path,
+                            state_dir=tmp_path / "ssh-state", known_hosts=tmp_path / "known_hosts",
+                            connect_timeout_s=3.0, auth_timeout_s=5.0, reconnect_deadline_s=1.0, verify_timeout_s=10.0)
+        provider = SpotSshProvider(settings, spot_hosts=frozenset({"host-a0", "host-a1"}))
+        catalog = provider.offers(GpuRequest(gpus=(GPU,), count=1))
+        assert sorted((o.instance_type, o.market) for o in catalog) == [
+            ("host-a0", Market.SPOT), ("host-a1", Market.SPOT), ("host-b0", Market.ON_DEMAND),
+            ("host-b1", Market.ON_DEMAND)]
+        # One loopback for every "machine": each node 0 needs its own rendezvous port. Only node 1 of site A
+        # is an AWS spot stand-in whose metadata server can raise a notice.
+        ports = {n: free_port() for n in machines}
+        nodes = {f"ssh/host-{n}": NodeSettings(master_port=ports[n]) for n in machines}
+        nodes["ssh/host-a1"] = NodeSettings(cloud=CloudKind.AWS, aws_metadata_url=url, master_port=ports["a1"])
+        store = make_store()
+        pool = TransportPool({"ssh": provider})
+        stack.callback(pool.close)
+        monitor = RecordingMonitor(pool, store.job, nodes)
+        rec = Reconciler(store, {"ssh": provider}, catalog,
+                         EngineConfig(owner=OWNER, notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
+                         monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
+        yield GangWorld(machines, metadata, provider, store, monitor, rec, ports)
+
+
+def _add_gang_job(world: GangWorld, bucket: Bucket, s3_endpoint: str) -> JobRecord:
+    manifest = {
+        "name": JOB,
+        "run": {"launcher": "torchrun", "script": str(SCRIPT),
+                "args": ["--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", "--step-sleep", "0.15",
+                         "--hold-at-step", "8"],
+                "env": {"OMP_NUM_THREADS": "1", "AWS_REGION": "us-east-1"},
+                "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]},
+        "checkpoint": {"dir": "ckpt", "store": bucket.uri, "endpoint": s3_endpoint,
+                       "resume": {"via": "arg", "name": "--resume-from"}, "notify": {"via": "signal"}},
+        "resources": {"nodes": 2, "gpus_per_node": 1, "interconnect": "pcie"},
+        "network": {"socket_ifname": "lo"},
+        "agent": {"sample_interval_s": 0.5, "notice_interval_s": 0.5, "window": 20},
+    }
+    spec = JobSpec(name=JOB, plan=PlanRequest(gpus=(GPU,), count=1, nodes=2, estimated_hours=1.0),
+                   cooldown=timedelta(minutes=30))
+    job = world.store.add_job(spec, datetime.now(UTC))
+    job = replace(job, manifest_json=json.dumps(manifest, sort_keys=True))
+    world.store.jobs[job.id] = job
+    return job
+
+
+def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site(
+        gang_world: GangWorld, bucket: Bucket, s3_endpoint: str, reference_weights: dict[str, Any]) -> None:
+    w = gang_world
+    job = _add_gang_job(w, bucket, s3_endpoint)
+    w.tick_until(lambda: {"host-a0", "host-a1"} <= set(w.running(job)), "the gang to run on site A")
+    running = w.running(job)
+    assert (running["host-a0"].node_rank, running["host-a1"].node_rank) == (0, 1)
+    assert running["host-a0"].generation == running["host-a1"].generation
+    assert w.store.job(job.id).status is JobStatus.RUNNING
+    # Node 1 joined node 0's rendezvous: node 0's address and port, world of 2 nodes.
+    script_a1 = (w.machines["a1"].workdir / WORK / "startup.sh").read_text()
+    rendezvous = f"--nnodes 2 --nproc-per-node 1 --node-rank {{}} --master-addr 127.0.0.1 --master-port {w.ports['a0']}"
+    assert rendezvous.format(1) in script_a1
+    assert rendezvous.format(0) in (w.machines["a0"].workdir / WORK / "startup.sh").read_text()
+    w.tick_until(lambda: w.store.last_checkpoint(job.id), "a committed checkpoint from the gang", 60.0)
+
+    # The notice reaches node 1 only; the job (both ranks) checkpoints at step 8 where it holds.
+    w.metadata.raise_aws_spot()
+    noticed = time.monotonic()
+    poll_until(lambda: bucket.latest() == "step-8", "step-8 committed (both nodes' parts, then LATEST)", 30.0)
+    keys = sorted(o["Key"].rsplit("/", 1)[1] for o in bucket.client.list_objects_v2(
+        Bucket=bucket.name, Prefix=f"{bucket.prefix}/step-8/")["Contents"])
+    assert {"model.pt", "optim.pt", "rng-rank0.pt", "rng-rank1.pt", "COMPLETE", "COMPLETE.node-0",
+            "COMPLETE.node-1"} <= set(keys)
+    poll_until(lambda: time.monotonic() - noticed >= NOTICE_WINDOW_S, "the end of the notice window",
+               NOTICE_WINDOW_S + 1)
+    # The site is reclaimed: both machines die (node 0 would lose its peer anyway).
+    for name in ("a0", "a1"):
+        kill_machine(w.machines[name])
+        w.provider.reclaim(f"host-{name}")
+    a_steps = steps_logged(w.machines["a0"])
+    restored = int((bucket.latest() or "").removeprefix("step-"))
+    assert restored >= 8 and a_steps[-1] < STEPS
+
+    w.tick_until(lambda: {"host-b0", "host-b1"} <= set(w.running(job)), "the gang to run again on site B", 90.0)
+    back = time.monotonic() - noticed
+    running = w.running(job)
+    assert (running["host-b0"].node_rank, running["host-b1"].node_rank) == (0, 1)
+    first_gen = min(a.generation for a in w.store.attempts_for_job(job.id))
+    assert running["host-b0"].generation == first_gen + 1
+    w.tick_until(lambda: w.store.job(job.id).status is JobStatus.SUCCEEDED, "the job to succeed on site B", 120.0)
+    b_steps = steps_logged(w.machines["b0"])
+    assert b_steps == list(range(restored + 1, STEPS + 1)), b_steps[:5]
+    assert f"resuming from ckpt/step-{restored}" in (w.machines["b0"].workdir / WORK / "job.log").read_text()
+    import torch
+
+    weights = torch.load(w.machines["b0"].workdir / WORK / "final.pt", weights_only=True)
+    assert all(torch.equal(weights[k], reference_weights[k]) for k in reference_weights)
+    assert w.provider.list_instances(OWNER) == []
+    print(f"\n[e2e 2 nodes] notice on node 1 -> gang running on site B: {back:.1f}s; restored step-{restored}; "
+          f"site A reached step {a_steps[-1]}; steps lost: {a_steps[-1] - restored}")
