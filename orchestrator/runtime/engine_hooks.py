@@ -64,6 +64,7 @@ class NodeSettings:
     azure_metadata_url: str = ""
     master_port: int | None = None
     store_endpoint: str = ""          # an S3-compatible endpoint for the checkpoint store (MinIO, R2, tests)
+    socket_ifname: str = ""           # multi-node: the interface of the machine's private network (NCCL, gloo)
     sample_interval_s: float = 5.0
     notice_interval_s: float = 5.0
 
@@ -100,6 +101,7 @@ def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
         facts = LaunchFacts(node_rank=attempt.node_rank, master_addr=master_addr,
                             gpus_per_node=attempt.offer.gpu_count,
                             interconnect=attempt.offer.interconnect.value, store_endpoint=node.store_endpoint,
+                            socket_ifname=node.socket_ifname,
                             sample_interval_s=node.sample_interval_s, notice_interval_s=node.notice_interval_s)
         ri = from_manifest(Manifest.model_validate(manifest), facts)
     else:

@@ -30,6 +30,7 @@ class LaunchFacts:
     cloud: CloudKind = CloudKind.NONE
     metadata_urls: dict[str, str] = field(default_factory=dict)   # cloud -> base URL override (tests)
     store_endpoint: str = ""                  # S3-compatible endpoint for the checkpoint store
+    socket_ifname: str = ""                   # multi-node: the private network's interface (default: a hint)
     work_dir: str = ""
     sample_interval_s: float = 5.0
     notice_interval_s: float = 5.0
@@ -62,6 +63,7 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
         nodes=manifest.resources.nodes, gpus_per_node=facts.gpus_per_node or manifest.resources.count,
         node_rank=facts.node_rank, master_addr=facts.master_addr, master_port=facts.master_port,
         interconnect=facts.interconnect or manifest.resources.interconnect or "pcie", work_dir=facts.work_dir,
+        socket_ifname=facts.socket_ifname,
         agent=AgentSettings(
             sample_interval_s=facts.sample_interval_s, notice_interval_s=facts.notice_interval_s,
             cloud=facts.cloud, aws_metadata_url=facts.metadata_urls.get("aws", ""),

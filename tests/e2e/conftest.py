@@ -18,26 +18,25 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
 from orchestrator.engine.reconciler import AgentReport, EngineConfig, Reconciler
-from orchestrator.planner import PlanRequest
+from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, SshMonitor, TransportPool
 from orchestrator.runtime.render_input import CloudKind
+from orchestrator.store import open_store
 from providers.base import Capability, GpuRequest, Instance, InstanceState, LaunchSpec, Market, Offer
 from providers.catalog.query import match_offers
 from providers.errors import InsufficientCapacityError
 from providers.ssh.adapter import SshProvider
 from providers.ssh.settings import HostSettings, Settings
-from tests.fakes.memory_store import MemoryStore
 from tests.fakes.metadata import MetadataState, metadata_server
 from tests.support.sshd import SSHD, FakeGpu, Sshd, free_port
 
@@ -287,34 +286,53 @@ def reference_weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
 
 # --- the world --------------------------------------------------------------------------------------
 
-def make_store() -> MemoryStore:
-    """The ONE place the e2e builds its store (the SQL store replaces it when it lands)."""
-    return MemoryStore()
+def make_store(path: Path, catalog: Sequence[Offer]) -> SqlEngineStore:
+    """The e2e's store: orch's own SQL store (SQLite), as the daemon uses it."""
+    return SqlEngineStore(open_store(f"sqlite:///{path}"), OWNER, catalog=catalog)
 
 
-def add_job(store: MemoryStore, manifest: dict[str, Any]) -> JobRecord:
-    spec = JobSpec(name=JOB, plan=PlanRequest(gpus=(GPU,), count=2, estimated_hours=1.0),
-                   cooldown=timedelta(minutes=30))
-    job = store.add_job(spec, datetime.now(UTC))
-    job = replace(job, manifest_json=json.dumps(manifest, sort_keys=True))
-    store.jobs[job.id] = job
+def add_job(store: SqlEngineStore, manifest_yaml: str, where: Path) -> JobRecord:
+    """``orch apply`` of one YAML manifest: the real loader and the real apply, then the job's record."""
+    from orchestrator import jobs_service
+
+    path = where / f"{JOB}.yaml"
+    path.write_text(manifest_yaml)
+    jobs_service.apply(store.store, jobs_service.load([path]))
+    [job] = [j for j in store.active_jobs() if j.name == JOB]
     return job
 
 
-def job_manifest(bucket: Bucket, s3_endpoint: str, args: list[str], *, resume: dict[str, str],
-                 notify: dict[str, str]) -> dict[str, Any]:
-    """The render-input mapping docs/runtime.md documents; relative dirs live in each machine's work dir."""
-    return {
-        "name": JOB,
-        "run": {"launcher": "torchrun", "script": str(SCRIPT),
-                "args": ["--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", *args],
-                "env": {"OMP_NUM_THREADS": "1", "AWS_REGION": "us-east-1"},
-                "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]},
-        "checkpoint": {"dir": "ckpt", "store": bucket.uri, "endpoint": s3_endpoint, "resume": resume,
-                       "notify": notify},
-        "resources": {"nodes": 1, "gpus_per_node": 2, "interconnect": "pcie"},
-        "agent": {"sample_interval_s": 0.5, "notice_interval_s": 0.5, "window": 20},
-    }
+def job_manifest(bucket: Bucket, args: list[str], *, resume: str, notify: str, nodes: int = 1,
+                 gpus: int = 2) -> str:
+    """The job as a user writes it (docs/manifests.md). Relative paths live in each machine's work dir.
+    ``resume``/``notify``: the YAML flow mappings for checkpoint.resume and checkpoint.notify."""
+    job_args = ", ".join(json.dumps(a) for a in
+                         ["--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", *args])
+    return f"""\
+apiVersion: orch/v1
+kind: Job
+name: {JOB}
+resources: {{gpu: {GPU}, count: {gpus}, nodes: {nodes}}}
+run:
+  launcher: torchrun
+  script: {SCRIPT}
+  args: [{job_args}]
+env: {{OMP_NUM_THREADS: "1", AWS_REGION: us-east-1}}
+secrets: [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY]
+checkpoint:
+  path: ckpt
+  store: {bucket.uri}
+  resume: {resume}
+  notify: {notify}
+policies:
+  estimated_hours: 1
+  preempted_zone_cooldown: 30m
+"""
+
+
+def node_settings(s3_endpoint: str, **kw: Any) -> NodeSettings:
+    """A machine's facts for the e2e: the moto S3 endpoint and fast agent loops."""
+    return NodeSettings(store_endpoint=s3_endpoint, sample_interval_s=0.5, notice_interval_s=0.5, **kw)
 
 
 @dataclass
@@ -323,7 +341,7 @@ class World:
     b: Sshd
     metadata: MetadataState
     provider: SpotSshProvider
-    store: MemoryStore
+    store: SqlEngineStore
     monitor: RecordingMonitor
     rec: Reconciler
     pool: TransportPool
@@ -357,7 +375,7 @@ def _torch_on_path(machine: Sshd) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+def world(tmp_path: Path, s3_endpoint: str) -> Iterator[World]:
     require_tools()
     with contextlib.ExitStack() as stack:
         a = stack.enter_context(Sshd(tmp_path / "machine-a", gpus=(FakeGpu(0, utilization=87),
@@ -381,9 +399,10 @@ def world(tmp_path: Path) -> Iterator[World]:
         assert all(o.price_as_of == date.today() for o in catalog)
         # Per-machine settings: A is an AWS spot stand-in whose metadata is the fake server; both machines
         # share one loopback, so each gets its own torchrun master port.
-        nodes = {"ssh/host-a": NodeSettings(cloud=CloudKind.AWS, aws_metadata_url=url, master_port=free_port()),
-                 "ssh/host-b": NodeSettings(master_port=free_port())}
-        store = make_store()
+        nodes = {"ssh/host-a": node_settings(s3_endpoint, cloud=CloudKind.AWS, aws_metadata_url=url,
+                                             master_port=free_port()),
+                 "ssh/host-b": node_settings(s3_endpoint, master_port=free_port())}
+        store = make_store(tmp_path / "orch.db", catalog)
         pool = TransportPool({"ssh": provider})
         stack.callback(pool.close)
         monitor = RecordingMonitor(pool, store.job, nodes)

@@ -7,43 +7,40 @@ gang on the other site's two machines, which restore LATEST and finish with an u
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from orchestrator.engine.reconciler import EngineConfig, Reconciler
-from orchestrator.planner import PlanRequest
-from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, TransportPool
+from orchestrator.engine.sqlstore import SqlEngineStore
+from orchestrator.runtime.engine_hooks import SshBootstrapper, TransportPool
 from orchestrator.runtime.render_input import CloudKind
 from providers.base import GpuRequest, Market
 from providers.ssh.settings import HostSettings, Settings
 from tests.e2e.conftest import (
     GPU,
-    JOB,
     NOTICE_WINDOW_S,
     OWNER,
-    SCRIPT,
-    SEED,
     STEPS,
     WORK,
     Bucket,
     RecordingMonitor,
     SpotSshProvider,
+    add_job,
+    job_manifest,
     kill_machine,
     make_store,
+    node_settings,
     poll_until,
     require_tools,
     steps_logged,
 )
-from tests.fakes.memory_store import MemoryStore
 from tests.fakes.metadata import MetadataState, metadata_server
 from tests.support.sshd import FakeGpu, Sshd, free_port
 
@@ -57,7 +54,7 @@ class GangWorld:
     machines: dict[str, Sshd]
     metadata: MetadataState
     provider: SpotSshProvider
-    store: MemoryStore
+    store: SqlEngineStore
     monitor: RecordingMonitor
     rec: Reconciler
     ports: dict[str, int]
@@ -81,7 +78,7 @@ def _host(name: str, machine: Sshd) -> HostSettings:
 
 
 @pytest.fixture
-def gang_world(tmp_path: Path) -> Iterator[GangWorld]:
+def gang_world(tmp_path: Path, s3_endpoint: str) -> Iterator[GangWorld]:
     require_tools()
     import sys
 
@@ -105,9 +102,11 @@ def gang_world(tmp_path: Path) -> Iterator[GangWorld]:
         # One loopback for every "machine": each node 0 needs its own rendezvous port. Only node 1 of site A
         # is an AWS spot stand-in whose metadata server can raise a notice.
         ports = {n: free_port() for n in machines}
-        nodes = {f"ssh/host-{n}": NodeSettings(master_port=ports[n]) for n in machines}
-        nodes["ssh/host-a1"] = NodeSettings(cloud=CloudKind.AWS, aws_metadata_url=url, master_port=ports["a1"])
-        store = make_store()
+        nodes = {f"ssh/host-{n}": node_settings(s3_endpoint, master_port=ports[n], socket_ifname="lo")
+                 for n in machines}
+        nodes["ssh/host-a1"] = node_settings(s3_endpoint, cloud=CloudKind.AWS, aws_metadata_url=url,
+                                             master_port=ports["a1"], socket_ifname="lo")
+        store = make_store(tmp_path / "orch.db", catalog)
         pool = TransportPool({"ssh": provider})
         stack.callback(pool.close)
         monitor = RecordingMonitor(pool, store.job, nodes)
@@ -117,32 +116,13 @@ def gang_world(tmp_path: Path) -> Iterator[GangWorld]:
         yield GangWorld(machines, metadata, provider, store, monitor, rec, ports)
 
 
-def _add_gang_job(world: GangWorld, bucket: Bucket, s3_endpoint: str) -> JobRecord:
-    manifest = {
-        "name": JOB,
-        "run": {"launcher": "torchrun", "script": str(SCRIPT),
-                "args": ["--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", "--step-sleep", "0.15",
-                         "--hold-at-step", "8"],
-                "env": {"OMP_NUM_THREADS": "1", "AWS_REGION": "us-east-1"},
-                "secrets": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]},
-        "checkpoint": {"dir": "ckpt", "store": bucket.uri, "endpoint": s3_endpoint,
-                       "resume": {"via": "arg", "name": "--resume-from"}, "notify": {"via": "signal"}},
-        "resources": {"nodes": 2, "gpus_per_node": 1, "interconnect": "pcie"},
-        "network": {"socket_ifname": "lo"},
-        "agent": {"sample_interval_s": 0.5, "notice_interval_s": 0.5, "window": 20},
-    }
-    spec = JobSpec(name=JOB, plan=PlanRequest(gpus=(GPU,), count=1, nodes=2, estimated_hours=1.0),
-                   cooldown=timedelta(minutes=30))
-    job = world.store.add_job(spec, datetime.now(UTC))
-    job = replace(job, manifest_json=json.dumps(manifest, sort_keys=True))
-    world.store.jobs[job.id] = job
-    return job
-
-
 def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site(
-        gang_world: GangWorld, bucket: Bucket, s3_endpoint: str, reference_weights: dict[str, Any]) -> None:
+        gang_world: GangWorld, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any]) -> None:
     w = gang_world
-    job = _add_gang_job(w, bucket, s3_endpoint)
+    # Two nodes of one GPU each: the same world of 2 ranks as the reference run.
+    manifest = job_manifest(bucket, ["--step-sleep", "0.15", "--hold-at-step", "8"],
+                            resume="{arg: --resume-from}", notify="{signal: SIGUSR1}", nodes=2, gpus=1)
+    job = add_job(w.store, manifest, tmp_path)
     w.tick_until(lambda: {"host-a0", "host-a1"} <= set(w.running(job)), "the gang to run on site A")
     running = w.running(job)
     assert (running["host-a0"].node_rank, running["host-a1"].node_rank) == (0, 1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,13 +75,13 @@ def _finish_on_b(world: World, job: JobRecord, bucket: Bucket, restored_step: in
     assert files_containing(world.a, SECRET_VALUE) == files_containing(world.b, SECRET_VALUE) == []
 
 
-def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Bucket, s3_endpoint: str,
+def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Bucket, tmp_path: Path,
                                                       reference_weights: dict[str, Any]) -> None:
     # The job holds after step 8 until asked to checkpoint now, then continues slowly: A is mid-run when
     # the notice arrives and still training when the window ends.
-    manifest = job_manifest(bucket, s3_endpoint, ["--step-sleep", "0.15", "--hold-at-step", "8"],
-                            resume={"via": "arg", "name": "--resume-from"}, notify={"via": "file"})
-    job = add_job(world.store, manifest)
+    manifest = job_manifest(bucket, ["--step-sleep", "0.15", "--hold-at-step", "8"],
+                            resume="{arg: --resume-from}", notify="{file: ckpt/CHECKPOINT_NOW}")
+    job = add_job(world.store, manifest, tmp_path)
     _start_on_a(world, job)
 
     world.metadata.raise_aws_spot()
@@ -133,11 +134,11 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
 
 
 def test_spot_host_dies_without_notice_and_resumes_from_the_periodic_checkpoint(
-        world: World, bucket: Bucket, s3_endpoint: str, reference_weights: dict[str, Any]) -> None:
+        world: World, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any]) -> None:
     # Vast/RunPod style: no notice; the periodic checkpoints (every 5 steps) are the only defence.
-    manifest = job_manifest(bucket, s3_endpoint, ["--step-sleep", "0.15"],
-                            resume={"via": "env", "name": "ORCH_RESUME_FROM"}, notify={"via": "signal"})
-    job = add_job(world.store, manifest)
+    manifest = job_manifest(bucket, ["--step-sleep", "0.15"], resume="{env: ORCH_RESUME_FROM}",
+                            notify="{signal: SIGUSR1}")
+    job = add_job(world.store, manifest, tmp_path)
     _start_on_a(world, job)
 
     # A dies: its processes are killed, the machine stops answering, the provider reports it reclaimed.
