@@ -535,3 +535,70 @@ def test_multi_node_commit_through_real_rclone(tmp_path: Path) -> None:
     assert node0.store.has("step-3/COMPLETE.node-1")
     node0.tick()
     assert (remote / "LATEST").read_text() == "step-3\n" and (remote / "step-3" / "COMPLETE").exists()
+
+
+# --- drain after a notice -------------------------------------------------------------------------------
+
+def _long_job(tmp_path: Path) -> list[str]:
+    # Keeps "training" until stopped; the trap stands in for the rendered script's ignoring of the notify signal.
+    return ["bash", "-c", "trap '' USR1; exec sleep 60"]
+
+
+def test_a_noticed_job_is_stopped_once_its_notice_checkpoint_is_committed(tmp_path: Path) -> None:
+    clock, poller = Clock(), ScriptedPoller()
+    agent = _agent(_config(tmp_path, store=tmp_path / "store", command=_long_job(tmp_path)), clock, poller)
+    agent.start_job()
+    try:
+        _checkpoint(tmp_path / "ckpt", 5)
+        agent.tick()                                 # a periodic checkpoint before any notice: keeps running
+        assert agent.job["state"] == "running" and not agent.job.get("drained")
+        poller.current = [{"cloud": "aws", "kind": "spot-interruption", "key": "aws:k1", "detail": {}}]
+        clock.t += 5
+        agent.tick()                                 # notice: checkpoint requested, none committed since
+        assert agent.job["state"] == "running" and (tmp_path / "ckpt" / "CHECKPOINT_NOW").exists()
+        _checkpoint(tmp_path / "ckpt", 7)            # the job's answer to the request
+        clock.t += 1
+        agent.tick()                                 # stopped at once, then the upload
+        assert agent.latest == "step-7" and agent.job["drained"] is True
+        assert json.loads((tmp_path / "status.json").read_text())["pending_uploads"] == 0
+        _wait(lambda: agent.proc.poll() is not None, "the drained job to stop")
+        agent.tick()
+    finally:
+        agent.stop_job(9)
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["job"]["state"] == "exited" and status["job"]["exit_code"] == -15
+    assert status["job"]["drained_at"] == 1006.0
+
+
+def test_pending_uploads_count_complete_checkpoints_not_yet_committed(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    cfg = _config(tmp_path, store=remote)
+    cfg["checkpoint"]["store"] = {"kind": "rclone", "path": str(remote), "uri": "s3://b/p", "env": {}}
+    cfg["rclone"] = str(tmp_path / "no-such-rclone")      # every upload fails
+    agent = oa.Agent(cfg, clock=Clock(), sampler=oa.GpuSampler(3, _smi("")), poller=NoNotices())
+    _checkpoint(tmp_path / "ckpt", 5)
+    _checkpoint(tmp_path / "ckpt", 6, complete=False)
+    agent.tick()
+    assert json.loads((tmp_path / "status.json").read_text())["pending_uploads"] == 1
+    assert parse_status((tmp_path / "status.json").read_bytes()).pending_uploads == 1
+
+
+def test_no_drain_on_multi_node_or_when_opted_out(tmp_path: Path) -> None:
+    for name, extra in (("multi", {"nodes": 2}), ("optout", {"drain_after_notice": False})):
+        home = tmp_path / name
+        home.mkdir()
+        clock, poller = Clock(), ScriptedPoller()
+        agent = _agent(_config(home, store=home / "store", command=_long_job(home), **extra), clock, poller)
+        agent.start_job()
+        try:
+            poller.current = [{"cloud": "aws", "kind": "spot-interruption", "key": "aws:k1", "detail": {}}]
+            agent.tick()
+            _checkpoint(home / "ckpt", 7)
+            (home / "store" / "step-7").mkdir(parents=True)
+            (home / "store" / "step-7" / "COMPLETE.node-1").write_text("ok\n")  # node 1's part is in
+            clock.t += 1
+            agent.tick()
+            assert agent.latest == "step-7", name    # committed after the notice, and yet:
+            assert agent.job["state"] == "running" and not agent.job.get("drained"), name
+        finally:
+            agent.stop_job(9)

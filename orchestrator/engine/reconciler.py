@@ -47,6 +47,7 @@ class AgentReport:
     notice: str | None = None                # a preemption notice the agent heard, with its source
     checkpoints: tuple[tuple[str, int | None], ...] = ()   # committed (uri, step), oldest first
     exit_code: int | None = None             # the job process ended with this code
+    pending_uploads: int = 0                 # checkpoints complete on the machine, not yet in the store
 
 
 class Monitor:
@@ -133,6 +134,7 @@ class Reconciler:
         # Per tick: attempts a gang decision ended (their records read at the tick's start are stale), and
         # the node-0 instances of multi-node gangs that are up (their ranks > 0 rendezvous with them).
         self._ended: set[int] = set()
+        self._by_launch: dict[str, Instance] = {}
         self._masters: dict[tuple[int, int], Instance] = {}
         self._gang_running: dict[tuple[int, int], set[int]] = {}
 
@@ -153,6 +155,7 @@ class Reconciler:
         jobs = {j.id: j for j in self.store.active_jobs()}
         live = self.store.live_attempts()
         self._ended = set()
+        self._by_launch = by_launch
         self._masters = {}
         self._gang_running = {}
         for attempt in live:
@@ -230,6 +233,8 @@ class Reconciler:
             return
         if inst.state is InstanceState.RUNNING:
             if attempt.state is AttemptState.LAUNCHED:
+                if self._predecessor_draining(job, attempt, now):
+                    return
                 gang_key = (attempt.job_id, attempt.generation)
                 if attempt.node_rank > 0:
                     # Node 0 starts first: it hosts the rendezvous the other nodes join.
@@ -262,6 +267,29 @@ class Reconciler:
             self._accrue(attempt, job, now)
             self._watch(job, replace(attempt, state=AttemptState.RUNNING), inst, now, report)
 
+    def _predecessor_draining(self, job: JobRecord, attempt: AttemptRecord, now: datetime) -> bool:
+        """Whether a noticed machine of this job is still uploading its notice checkpoint: then the
+        replacement (launched at once, so it boots meanwhile) starts its job only once that machine's
+        agent has committed and stopped, is unreachable, or ``notice_drain`` is over. It then restores the
+        notice checkpoint, not an older one, and one machine at a time writes the store."""
+        if job.relaunch_count == 0:
+            return False
+        for prev in self.store.attempts_for_job(job.id):
+            if (prev.generation >= attempt.generation or not (prev.reason or "").startswith("notice")
+                    or prev.ended_at is None or now - prev.ended_at >= self.config.notice_drain):
+                continue
+            inst = self._by_launch.get(prev.launch_id)
+            if inst is None or inst.state.is_gone or inst.state is InstanceState.TERMINATED:
+                continue
+            report = self.monitor.read(prev, inst)
+            if report is None or (report.exit_code is not None and report.pending_uploads == 0):
+                if report is not None:
+                    for uri, step in report.checkpoints:
+                        self.store.record_checkpoint(job.id, prev.id, uri, step, now)
+                continue
+            return True
+        return False
+
     def _watch(self, job: JobRecord, attempt: AttemptRecord, inst: Instance, now: datetime,
                report: TickReport) -> None:
         agent = self.monitor.read(attempt, inst)
@@ -273,7 +301,9 @@ class Reconciler:
                 samples.append(UtilSample(now, agent.gpu_util_pct))
                 horizon = now - job.spec.idle.window - timedelta(minutes=5)
                 self._samples[attempt.id] = [s for s in samples if s.at >= horizon]
-            if agent.exit_code is not None:
+            # A job stopped after its notice checkpoint (the agent drains a noticed machine) was preempted,
+            # not failed; one that finished during the notice window succeeded.
+            if agent.exit_code is not None and (agent.exit_code == 0 or not agent.notice):
                 ok = agent.exit_code == 0
                 self._end_attempt(attempt, inst, AttemptState.SUCCEEDED if ok else AttemptState.FAILED,
                                   f"job exited {agent.exit_code}", now, report)

@@ -303,7 +303,8 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
     elif status.job.state is JobState.FAILED:
         exit_code = COULD_NOT_START
     return AgentReport(gpu_util_pct=util, notice=notice,
-                       checkpoints=tuple((c.uri, c.step) for c in commits), exit_code=exit_code)
+                       checkpoints=tuple((c.uri, c.step) for c in commits), exit_code=exit_code,
+                       pending_uploads=status.pending_uploads)
 
 
 def _step(name: str | None) -> int | None:

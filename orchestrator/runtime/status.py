@@ -116,6 +116,10 @@ class AgentStatus:
     checkpoints: tuple[CheckpointCommit, ...]
     latest: str | None
     errors: tuple[str, ...]
+    #: Checkpoints complete on the node's disk and not yet committed (uploaded) by its agent.
+    pending_uploads: int = 0
+    #: The agent stopped the job after a notice, once a checkpoint taken since was complete on disk.
+    drained: bool = False
 
     @property
     def preempting(self) -> bool:
@@ -179,6 +183,8 @@ def parse_status(data: bytes | str) -> AgentStatus:
                               for c in doc.get("checkpoints", [])),
             latest=doc.get("latest"),
             errors=tuple(f"{e.get('where')}: {e.get('error')}" for e in doc.get("errors", [])),
+            pending_uploads=int(doc.get("pending_uploads", 0)),
+            drained=bool(job.get("drained", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StatusFormatError(f"status has an unexpected shape: {exc!r}") from None

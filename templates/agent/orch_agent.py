@@ -9,6 +9,8 @@ What it does every tick (see docs/runtime.md for the formats):
     store, and only after the upload succeeded moves the store's LATEST pointer to it (never backwards);
     multi-node: each node uploads its part and a COMPLETE.node-<rank> flag, and node 0 writes the
     checkpoint's COMPLETE and moves LATEST only once every node's flag is in the store;
+  * after a notice, once a checkpoint taken since is complete on disk, stops the job and goes on
+    uploading it (drain; single node); the status says how many complete checkpoints await upload;
   * supervises the job (its own process group), recording pid and exit code;
   * writes its whole state to the status file atomically (temp file + os.replace).
 
@@ -378,6 +380,7 @@ class Agent:
         self.node_rank = int(config.get("node_rank", 0))
         self.nodes = int(config.get("nodes", 1))
         self.parts: list[str] = []           # multi-node: checkpoints whose part this node has uploaded
+        self.notice_baseline: set[str] | None = None   # checkpoints complete on disk when the notice came
         self.proc: subprocess.Popen[bytes] | None = None
         self.job: dict[str, Any] = {"state": "pending", "pid": None, "exit_code": None, "started_at": None,
                                     "ended_at": None}
@@ -459,6 +462,8 @@ class Agent:
         for notice in current:
             if notice["key"] in seen:
                 continue
+            if self.notice_baseline is None:
+                self.notice_baseline = set(self._complete_local())
             self.notices.append({**notice, "seen_at": self.clock()})
             self.request_checkpoint(f"{notice['cloud']} {notice['kind']}")
 
@@ -544,6 +549,7 @@ class Agent:
             "checkpoint_requests": self.requests,
             "checkpoints": self.checkpoints,
             "parts": self.parts,
+            "pending_uploads": self._pending_uploads(),
             "latest": self.latest,
             "failed_uploads": dict(self.failed_uploads),
             "errors": self.errors,
@@ -561,8 +567,39 @@ class Agent:
             self._poll_notices()
             self.next_notice = now + self.notice_interval
         self._poll_job()
+        self._drain_after_notice()
         self._scan_checkpoints()
         self.write_status()
+
+    def _complete_local(self) -> list[str]:
+        """Names of the checkpoints complete on this node's disk (their marker written), by step."""
+        if not self.ckpt:
+            return []
+        root, marker = self.ckpt["dir"], self.ckpt.get("marker", "COMPLETE")
+        try:
+            names = os.listdir(root)
+        except FileNotFoundError:
+            return []
+        return sorted((n for n in names if STEP_DIR.match(n) and os.path.isfile(os.path.join(root, n, marker))),
+                      key=_step_of)
+
+    def _pending_uploads(self) -> int:
+        done = set(self.parts) if self.nodes > 1 and self.node_rank != 0 else {c["name"] for c in self.checkpoints}
+        return sum(1 for n in self._complete_local() if n not in done)
+
+    def _drain_after_notice(self) -> None:
+        """After a preemption notice, as soon as a checkpoint taken since is complete on disk, stop the
+        job (the upload goes on): the machine is going away, steps trained past that checkpoint would be
+        lost, and this machine writing checkpoints beside its replacement would interleave lineages.
+        Single-node only: on several nodes stopping one node's ranks makes the others fail before node 0
+        commits, so the notice window ends them instead. ``drain_after_notice: false`` opts out."""
+        if (self.nodes > 1 or self.notice_baseline is None or not self.ckpt or self.job["state"] != "running"
+                or self.job.get("drained") or not self.config.get("drain_after_notice", True)):
+            return
+        if set(self._complete_local()) - self.notice_baseline:
+            self.job["drained"] = True
+            self.job["drained_at"] = self.clock()
+            self.stop_job(signal.SIGTERM)
 
     def stop_job(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.job["state"] == "running":

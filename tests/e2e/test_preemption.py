@@ -6,6 +6,7 @@ latest checkpoint from S3 (moto, through rclone) and finishes with the weights o
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -86,27 +87,26 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
 
     world.metadata.raise_aws_spot()
     noticed = time.monotonic()
-    # The agent sees the notice, asks for a checkpoint now (step 8, where the job holds) and uploads it.
-    # No engine tick during the window: orch acts on the notice after the reclaim (see docs/e2e.md).
-    def notice_checkpoint_committed() -> bool:
-        attempt_a, inst = world.running_on(job, "host-a"), world.provider.get("host-a")
-        assert attempt_a is not None and inst is not None
-        report = world.monitor.read(attempt_a, inst)  # the agent's status over SSH, as orch reads it
-        return bool(report and report.notice and any(step == 8 for _, step in report.checkpoints))
-
-    poll_until(notice_checkpoint_committed, "the notice checkpoint (step-8) committed by A's agent", 30.0)
-    poll_until(lambda: time.monotonic() - noticed >= NOTICE_WINDOW_S, "the end of the notice window",
-               NOTICE_WINDOW_S + 1)
-    assert kill_machine(world.a) >= 3  # agent, startup/torchrun, ranks
-    reclaimed = time.monotonic()
-    restored = _step_of(bucket.latest())
+    # Like a real reclaim: the "cloud" kills A when the notice window ends, whatever orch is doing.
+    reclaim = threading.Timer(NOTICE_WINDOW_S, kill_machine, args=(world.a,))
+    reclaim.start()
+    try:
+        # orch ticks through the window as the daemon does: it reads the notice, launches B at once, and
+        # starts the job on B once A's agent has committed the notice checkpoint and stopped A's job.
+        world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b")
+        running_b = time.monotonic() - noticed
+    finally:
+        reclaim.join()
     a_steps = steps_logged(world.a)
-    assert restored >= 8 and a_steps[-1] < STEPS, (restored, a_steps[-1:])
-
-    world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b")
-    running_b, after_reclaim = time.monotonic() - noticed, time.monotonic() - reclaimed
     poll_until(lambda: steps_logged(world.b), "B's first training step", 60.0)
     stepping_b = time.monotonic() - noticed
+    job_log_b = (world.b.workdir / WORK / "job.log").read_text()
+    restored = int(job_log_b.split("resuming from ckpt/step-", 1)[1].split()[0])
+    assert restored >= 8 and a_steps[-1] < STEPS, (restored, a_steps[-1:])
+    # A stopped after its notice checkpoint: nothing it trained later was committed, LATEST is B's start.
+    status_a = json.loads((world.a.workdir / WORK / "status.json").read_text())
+    assert status_a["job"]["drained"] is True and status_a["job"]["state"] == "exited"
+    assert status_a["latest"] == f"step-{restored}"
     # Bootstrapping again (a restarted daemon, a repeated tick) finds the agent and starts no second one.
     b_running = world.running_on(job, "host-b")
     inst_b = world.provider.get("host-b")
@@ -120,16 +120,13 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     [a_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
     assert a_attempt.state is AttemptState.PREEMPTED
     assert a_attempt.reason and a_attempt.reason.startswith("notice: aws spot-interruption")
-    [b_attempt] = [a for a in world.attempts(job) if a.instance_id == "host-b"]
-    # The store's hint is what A's status said last; A can die after moving LATEST and before writing its
-    # status, so the hint may be one checkpoint behind. B restores LATEST itself (asserted below).
-    hint = b_attempt.checkpoint_restored
-    assert hint and hint.startswith(f"{bucket.uri}/step-") and 8 <= _step_of(hint.rsplit("/", 1)[1]) <= restored
+    # The store learnt A's notice checkpoint while B waited for it.
+    assert world.store.last_checkpoint(job.id) == f"{bucket.uri}/step-{restored}"
     assert world.store.job(job.id).relaunch_count == 1
     lost = a_steps[-1] - restored
-    print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (window {NOTICE_WINDOW_S:.0f}s; reclaim -> "
-          f"running on B {after_reclaim:.1f}s; first step on B: {stepping_b:.1f}s after the notice); "
-          f"restored step-{restored}; A reached step {a_steps[-1]}; steps lost: {lost}")
+    print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (window {NOTICE_WINDOW_S:.0f}s, engine ticking "
+          f"throughout; first step on B: {stepping_b:.1f}s after the notice); restored step-{restored} (the "
+          f"notice checkpoint or later); A stopped at step {a_steps[-1]}; steps lost: {lost}")
     _finish_on_b(world, job, bucket, restored, a_steps, reference_weights)
 
 

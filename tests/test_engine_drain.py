@@ -1,0 +1,87 @@
+"""The notice window in the engine: the replacement boots at once but starts its job only once the noticed
+machine has committed its notice checkpoint and stopped (or is unreachable, or the drain is over)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.engine.ports import AttemptState, JobStatus
+from orchestrator.engine.reconciler import AgentReport
+from tests.test_engine import live, settle, spec, world  # noqa: F401
+from tests.test_engine_multinode import RecordingBootstrapper
+
+NOTICE = "aws spot-interruption (agent, k1)"
+
+
+@pytest.fixture
+def noticed(world):  # type: ignore[no-untyped-def]  # noqa: F811
+    """A job running on its first machine, whose agent has just heard a notice (job still running)."""
+    clock, store, aws, gcp, monitor, rec = world
+    boot = RecordingBootstrapper()
+    rec.bootstrapper = boot
+    job = store.add_job(spec(), clock())
+    settle(rec, clock)
+    [old] = live(aws, gcp)
+    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice=NOTICE,
+                                                   checkpoints=(("s3://b/step-5", 5),))
+    clock.advance(seconds=5)
+    report = rec.tick()
+    assert report.preempted == 1 and report.relaunched == 1
+    [new] = [i for i in live(aws, gcp) if i.instance_id != old.instance_id]
+    return clock, store, aws, gcp, monitor, rec, boot, job, old, new
+
+
+def test_the_replacement_waits_for_the_noticed_machine_to_commit_and_stop(noticed) -> None:  # type: ignore[no-untyped-def]
+    clock, store, _aws, _gcp, monitor, rec, boot, job, old, new = noticed
+    for _ in range(3):
+        clock.advance(seconds=10)
+        rec.tick()
+    assert [iid for iid, *_ in boot.started] == [old.instance_id]      # the replacement is up, job not started
+    assert store.job(job.id).status is JobStatus.LAUNCHING
+    # The old machine's agent stopped the job after its notice checkpoint; the upload is still going.
+    monitor.reports[old.instance_id] = AgentReport(notice=NOTICE, exit_code=-15, pending_uploads=1,
+                                                   checkpoints=(("s3://b/step-5", 5),))
+    clock.advance(seconds=10)
+    rec.tick()
+    assert [iid for iid, *_ in boot.started] == [old.instance_id]
+    # Committed: now the replacement starts, and restores it.
+    monitor.reports[old.instance_id] = AgentReport(notice=NOTICE, exit_code=-15,
+                                                   checkpoints=(("s3://b/step-5", 5), ("s3://b/step-9", 9)))
+    clock.advance(seconds=10)
+    rec.tick()
+    assert [iid for iid, *_ in boot.started] == [old.instance_id, new.instance_id]
+    assert store.last_checkpoint(job.id) == "s3://b/step-9"            # the store knows what B restores
+    assert store.job(job.id).status is JobStatus.RUNNING
+
+
+def test_the_replacement_starts_when_the_drain_is_over(noticed) -> None:  # type: ignore[no-untyped-def]
+    clock, _store, _aws, _gcp, _monitor, rec, boot, _job, _old, new = noticed
+    clock.advance(seconds=60)
+    rec.tick()
+    assert new.instance_id not in [iid for iid, *_ in boot.started]
+    clock.advance(seconds=61)                                             # past the 2-minute drain
+    rec.tick()
+    assert new.instance_id in [iid for iid, *_ in boot.started]
+
+
+def test_an_unreachable_noticed_machine_does_not_hold_the_replacement(noticed) -> None:  # type: ignore[no-untyped-def]
+    clock, _store, _aws, _gcp, monitor, rec, boot, _job, old, new = noticed
+    del monitor.reports[old.instance_id]                                  # the monitor reads nothing: None
+    clock.advance(seconds=10)
+    rec.tick()
+    assert new.instance_id in [iid for iid, *_ in boot.started]
+
+
+def test_a_job_stopped_after_its_notice_is_preempted_not_failed(world) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    clock, store, aws, gcp, monitor, rec = world
+    job = store.add_job(spec(), clock())
+    settle(rec, clock)
+    [old] = live(aws, gcp)
+    # The first read after the notice already shows the drained job's exit (a slow tick, a long window).
+    monitor.reports[old.instance_id] = AgentReport(notice=NOTICE, exit_code=-15)
+    clock.advance(seconds=30)
+    report = rec.tick()
+    assert report.preempted == 1 and report.relaunched == 1
+    [first] = [a for a in store.attempts_for_job(job.id) if a.instance_id == old.instance_id]
+    assert first.state is AttemptState.PREEMPTED
+    assert store.job(job.id).status is not JobStatus.FAILED
