@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "render",
     "daemon",
     "jobs",
+    "simulate",
 )
 
 
