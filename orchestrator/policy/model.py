@@ -141,7 +141,8 @@ class Observation:
     ``available[z]``: zone z has spot now. ``notice[z]``: the cloud has said a spot instance in z will be
     preempted at the next tick (empty tuple when no notice service exists). ``preempted``: the instance the
     job was on was taken away at the start of this tick (the job is now idle). ``history[z]``: what has been
-    seen of zone z so far; read it, never change it.
+    seen of zone z so far; a live view, valid during ``decide`` only (the simulator updates it in place rather
+    than copying it every tick): read it, never change it, copy what must be kept.
     """
 
     tick: int

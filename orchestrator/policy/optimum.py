@@ -38,9 +38,14 @@ class OptimumResult:
 
 
 def waste_grid(spec: ProblemSpec, gap_h: float, max_levels: int) -> tuple[int, float]:
-    """(m, q): the waste step q = gap / m, as fine as ``max_levels`` steps over the slack allow."""
-    m = max(1, math.floor(max_levels * gap_h / (spec.deadline_h - spec.work_h)))
-    return m, gap_h / m
+    """(m, q): the waste step q = gap / m, as fine as ``max_levels`` steps over the slack allow; among the
+    finest quarter of those, one that holds the overhead exactly when there is one."""
+    m_max = max(1, math.floor(max_levels * gap_h / (spec.deadline_h - spec.work_h)))
+    for m in range(m_max, max(1, m_max // 4) - 1, -1):
+        steps = spec.overhead_h * m / gap_h
+        if abs(steps - round(steps)) < 1e-9:
+            return m, gap_h / m
+    return m_max, gap_h / m_max
 
 
 def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels: int = 1500,

@@ -10,8 +10,8 @@ Rules, in order (each with its reason):
    expected saving per hour, (1 - price) x the zone's observed availability (a Beta(1, 1) estimate from the
    zone's history so far). Reason: on a zone set the cheapest-and-most-available zone is the one least
    likely to cost another overhead soon; with one zone this is Uniform Progress's choice.
-4. A zone whose instance the cloud has announced will be preempted at the next tick is never launched into.
-   Reason: its overhead would be billed for no progress.
+4. When the overhead fills a tick, a zone that the cloud has announced will be preempted at the next tick is
+   never launched into. Reason: its instance would be billed for no progress.
 5. Hysteresis: on on-demand, stay while behind the line at t + 2d (cp < ep(t + 2d)) or no zone has spot.
 6. Taking risks: idle with a usable zone -> spot there.
 7. Uniform progress: idle and behind the line (cp < ep(t)) -> on-demand; otherwise wait.
@@ -34,11 +34,13 @@ def zone_score(obs: Observation, z: int) -> float:
 
 
 def best_zone(obs: Observation) -> int | None:
-    """The usable zone (spot now, no preemption notice) with the best score; the lowest index on ties."""
+    """The usable zone (spot now; no notice, if one tick could make no progress) with the best score; the lowest
+    index on ties."""
     best: int | None = None
     best_score = 0.0
+    doomed = bool(obs.notice) and obs.spec.overhead_h >= obs.gap_h
     for z, up in enumerate(obs.available):
-        if not up or (obs.notice and obs.notice[z]):
+        if not up or (doomed and obs.notice[z]):
             continue
         score = zone_score(obs, z)
         if best is None or score > best_score + 1e-12:
