@@ -78,7 +78,7 @@ def test_zone_sets_are_cut_to_the_shortest_and_directories_make_both_kinds(tmp_p
     with pytest.raises(TraceError, match="no such file or directory"):
         discover([tmp_path / "missing"])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(TraceError, match="no \\*.json"):
+    with pytest.raises(TraceError, match=r"no \*\.json"):
         discover([tmp_path / "empty"])
 
 
