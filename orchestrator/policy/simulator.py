@@ -14,6 +14,9 @@ from orchestrator.policy.model import Action, Mode, Observation, ProblemSpec, Zo
 from orchestrator.policy.traces import ZoneSet
 
 _EPS = 1e-9
+#: How much of the trace before a job's start its policy is shown ("what the trace so far says"), as a daemon
+#: keeps two weeks of a zone's availability record.
+HISTORY_H = 14 * 24.0
 
 
 class PolicyError(RuntimeError):
@@ -63,7 +66,8 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     """Run ``policy`` for one job starting at tick ``start_tick`` of ``zones``.
 
     Ticks past the end of the traces have no spot anywhere. With ``notice``, the policy is told one tick
-    ahead which zones will lose spot (as a cloud's preemption notice would).
+    ahead which zones will lose spot (as a cloud's preemption notice would). The policy's per-zone history
+    starts with the ``HISTORY_H`` hours of the trace before ``start_tick`` (never anything after ``now``).
     """
     gap = zones.gap_h
     n_zones = len(zones.zones)
@@ -75,6 +79,10 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     d = spec.overhead_h
     work = spec.work_h
     history = tuple(ZoneStats() for _ in range(n_zones))
+    # What the trace so far says: the zones as seen before the job started (up to HISTORY_H of it).
+    for i in range(max(0, start_tick - math.floor(HISTORY_H / gap)), start_tick):
+        for z in range(n_zones):
+            history[z].observe(avail_rows[z][i], gap)
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)

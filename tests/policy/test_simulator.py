@@ -82,6 +82,19 @@ def test_policy_sees_only_the_past_and_a_notice_only_when_asked() -> None:
     assert [o.notice for o in p2.seen[:3]] == [(False,), (True,), (False,)]
 
 
+def test_the_history_starts_with_the_trace_before_the_job_and_never_its_future(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import orchestrator.policy.simulator as sim
+
+    spec = ProblemSpec(work_h=1, deadline_h=3, overhead_h=0.1)
+    p = Scripted([WAIT, ON_DEMAND])
+    simulate(spec, zones("1101" "0" "111"), p, start_tick=4)         # 3 of the 4 hours before were up
+    assert p.history_seen[0] == pytest.approx((5.0, 3.0))           # those 4 hours, then tick 4 itself
+    monkeypatch.setattr(sim, "HISTORY_H", 2.0)                       # a shorter memory: the 2 hours before
+    p2 = Scripted([WAIT, ON_DEMAND])
+    simulate(spec, zones("1101" "0" "111"), p2, start_tick=4)
+    assert p2.history_seen[0] == pytest.approx((3.0, 1.0))
+
+
 def test_ticks_past_the_end_of_the_trace_have_no_spot() -> None:
     spec = ProblemSpec(work_h=2, deadline_h=6, overhead_h=0.5, spot_price=0.5)
     r = simulate(spec, zones("11"), GreedyPolicy(), keep_log=True)
