@@ -1,0 +1,205 @@
+"""``orch simulate``: replay spot policies on availability traces; cost, deadlines, and the offline optimum.
+
+Nothing heavy at module level: the policy package, numpy and matplotlib load inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
+from orchestrator.cli.main import app
+
+if TYPE_CHECKING:
+    from orchestrator.policy.evaluate import CaseResult, PolicySummary
+    from orchestrator.policy.model import ProblemSpec
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|s|d)?\s*$", re.IGNORECASE)
+_UNIT_H = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600, "d": 24.0}
+
+
+class DurationError(ValueError):
+    pass
+
+
+def parse_duration_h(flag: str, text: str) -> float:
+    """'48h', '12m', '0.2h', '720s', '2d' (a bare number is hours) -> hours."""
+    m = _DURATION.match(text)
+    if not m:
+        raise DurationError(f"{flag}: {text!r} is not a duration (examples: 48h, 12m, 0.2h, 720s)")
+    return float(m.group(1)) * _UNIT_H[(m.group(2) or "h").lower()]
+
+
+@app.command()
+def simulate(
+    traces: Annotated[list[Path], typer.Option("--traces", "-t", help="Trace files or directories (searched "
+                                               "recursively; each directory is also one multi-zone set).")],
+    work: Annotated[str, typer.Option("--work", help="Work the job needs (48h, 2880m, ...).")] = "48h",
+    deadline: Annotated[str, typer.Option("--deadline", help="Deadline after the job's start.")] = "72h",
+    overhead: Annotated[str, typer.Option("--overhead", help="Unproductive, billed start-up of every new "
+                                          "instance.")] = "12m",
+    spot_price: Annotated[float, typer.Option("--spot-price", help="Spot price relative to on-demand (0.3 = "
+                                              "30%).")] = 0.3,
+    trace_prices: Annotated[float | None, typer.Option("--trace-prices", help="Use the files' own spot price "
+                            "series, divided by this on-demand price (USD/h).")] = None,
+    policy: Annotated[list[str], typer.Option("--policy", "-p", help="Policy to run (repeatable): on-demand, "
+                      "greedy, uniform-progress, orch. Default: all.")] = [],  # noqa: B006
+    starts: Annotated[int, typer.Option("--starts", help="Start times per trace, spread evenly over it.")] = 8,
+    zones: Annotated[str, typer.Option("--zones", help="single (each file), multi (each directory as a zone "
+                                       "set) or both.")] = "both",
+    notice: Annotated[bool, typer.Option("--notice", help="Tell policies one tick ahead of a preemption.")]
+    = False,
+    no_optimum: Annotated[bool, typer.Option("--no-optimum", help="Skip the offline optimum.")] = False,
+    workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: one per CPU).")] = None,
+    per_trace: Annotated[bool, typer.Option("--per-trace", help="Also one row per trace and policy.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Summary and per-trace results as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="PNG of cost against deadline slack per policy "
+                                              "(needs the 'plot' extra: matplotlib).")] = None,
+) -> None:
+    """Replay spot policies on availability traces: normalized cost, deadlines met, and the optimum."""
+    from orchestrator.policy.evaluate import evaluate
+    from orchestrator.policy.model import ProblemError, ProblemSpec
+    from orchestrator.policy.registry import POLICY_NAMES, UnknownPolicyError, make_policy
+    from orchestrator.policy.traces import TraceError, discover
+
+    try:
+        spec = ProblemSpec(parse_duration_h("--work", work), parse_duration_h("--deadline", deadline),
+                           parse_duration_h("--overhead", overhead), spot_price)
+        names = tuple(dict.fromkeys(make_policy(p).name for p in policy)) or POLICY_NAMES
+        if starts < 1:
+            raise ValueError(f"--starts must be 1 or more, got {starts}")
+        if zones not in ("single", "multi", "both"):
+            raise ValueError(f"--zones must be single, multi or both, got {zones!r}")
+        if trace_prices is not None and not (math.isfinite(trace_prices) and trace_prices > 0):
+            raise ValueError(f"--trace-prices must be a positive on-demand price, got {trace_prices}")
+        if workers is not None and workers < 1:
+            raise ValueError(f"--workers must be 1 or more, got {workers}")
+        if plot is not None:
+            _check_matplotlib()
+        sets = discover(traces, single=zones != "multi", multi=zones != "single", on_demand_price=trace_prices)
+    except (DurationError, ProblemError, UnknownPolicyError, TraceError, ValueError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+
+    cases = evaluate(spec, sets, names, starts, notice=notice, with_optimum=not no_optimum, workers=workers)
+    if as_json:
+        sys.stdout.write(json.dumps(_to_json(spec, names, cases), indent=2) + "\n")
+    else:
+        _print_table(spec, names, cases, per_trace)
+    if plot is not None:
+        _plot(spec, sets, names, starts, notice, plot, workers)
+        if not as_json:
+            sys.stdout.write(f"plot: {plot}\n")
+
+
+def _check_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        raise ValueError("--plot needs matplotlib: pip install -e '.[plot]'") from None
+
+
+def _summaries(names: tuple[str, ...], cases: list[CaseResult]) -> list[PolicySummary]:
+    from orchestrator.policy.evaluate import all_results, summarize, summarize_optimum
+
+    rows = [summarize(n, all_results(cases, n)) for n in names]
+    opt = summarize_optimum(cases)
+    return rows + ([opt] if opt is not None else [])
+
+
+def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult], per_trace: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from orchestrator.policy.evaluate import summarize
+
+    runs = sum(len(c.starts) for c in cases)
+    table = Table(title=f"{len(cases)} zone sets x start times = {runs} jobs; work {spec.work_h:g} h, deadline "
+                  f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
+    for col in ("policy", "cost/on-demand mean", "worst", "deadline met", "finish h", "preemptions", "switches"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for s in _summaries(names, cases):
+        table.add_row(s.policy, f"{s.mean_cost:.3f}", f"{s.worst_cost:.3f}", f"{s.met_pct:.1f}%",
+                      "-" if s.mean_finish_h is None else f"{s.mean_finish_h:.1f}",
+                      f"{s.mean_preemptions:.1f}", f"{s.mean_switches:.1f}")
+    console = Console(width=max(100, Console().width))
+    console.print(table)
+    if per_trace:
+        detail = Table(title="per zone set (mean over its start times)")
+        for col in ("zone set", "zones", "starts", *names, *(["optimum"] if cases and cases[0].optimum else [])):
+            detail.add_column(col, justify="left" if col == "zone set" else "right")
+        for c in cases:
+            cells = []
+            for n in names:
+                s = summarize(n, c.results(n))
+                cells.append(f"{s.mean_cost:.3f}" + ("" if s.met_pct == 100 else f" ({s.met_pct:.0f}% met)"))
+            if c.optimum:
+                vals = [v for v in c.optimum if v is not None]
+                cells.append(f"{sum(vals) / len(vals):.3f}" if vals else "-")
+            detail.add_row(c.zone_set, str(c.zones), str(len(c.starts)), *cells)
+        console.print(detail)
+
+
+def _to_json(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult]) -> dict[str, object]:
+    from orchestrator.policy.evaluate import summarize
+
+    def row(s: PolicySummary) -> dict[str, object]:
+        return {"policy": s.policy, "runs": s.runs, "mean_cost": s.mean_cost, "worst_cost": s.worst_cost,
+                "deadline_met_pct": s.met_pct, "mean_finish_h": s.mean_finish_h,
+                "mean_preemptions": s.mean_preemptions, "mean_switches": s.mean_switches}
+
+    return {
+        "problem": {"work_h": spec.work_h, "deadline_h": spec.deadline_h, "overhead_h": spec.overhead_h,
+                    "spot_price": spec.spot_price},
+        "summary": [row(s) for s in _summaries(names, cases)],
+        "zone_sets": [
+            {"zone_set": c.zone_set, "zones": c.zones, "starts": list(c.starts),
+             "policies": [row(summarize(n, c.results(n))) for n in names],
+             "optimum": list(c.optimum) if c.optimum is not None else None}
+            for c in cases
+        ],
+    }
+
+
+def _plot(spec: ProblemSpec, sets: list, names: tuple[str, ...], starts: int, notice: bool, out: Path,
+          workers: int | None) -> None:
+    """Mean normalized cost against deadline slack (D/C from tight to loose), one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from orchestrator.policy.evaluate import all_results, evaluate, summarize
+    from orchestrator.policy.model import ProblemSpec
+
+    ratios = [r for r in (1.1, 1.25, 1.5, 1.75, 2.0) if spec.work_h * r >= spec.work_h + 2 * spec.overhead_h]
+    series: dict[str, list[float]] = {n: [] for n in names}
+    series["optimum"] = []
+    for r in ratios:
+        s2 = ProblemSpec(spec.work_h, spec.work_h * r, spec.overhead_h, spec.spot_price)
+        cases = evaluate(s2, sets, names, max(2, starts // 2), notice=notice, with_optimum=True, workers=workers)
+        for n in names:
+            series[n].append(summarize(n, all_results(cases, n)).mean_cost)
+        vals = [v for c in cases for v in (c.optimum or ()) if v is not None]
+        series["optimum"].append(sum(vals) / len(vals) if vals else float("nan"))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for n, ys in series.items():
+        ax.plot([100 * (r - 1) for r in ratios], ys, marker="o", label=n, linestyle="--" if n == "optimum" else "-")
+    ax.set_xlabel("deadline slack (D - C) / C, %")
+    ax.set_ylabel("cost / on-demand cost (mean)")
+    ax.set_title(f"work {spec.work_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=120)
+    except OSError as exc:
+        fail(f"--plot: cannot write {out}: {exc.strerror or exc}", EXIT_BAD_INPUT)
+    finally:
+        plt.close(fig)

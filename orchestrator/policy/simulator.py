@@ -1,0 +1,170 @@
+"""Replay one job on a zone set under one policy, applying the problem's rules exactly (see model.py).
+
+Within a tick, a new instance first pays what is left of its overhead, then makes progress; the job may
+finish part-way through a tick, and then only the part used is billed (per-second billing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from orchestrator.policy.base import SpotPolicy
+from orchestrator.policy.model import Action, Mode, Observation, ProblemSpec, ZoneStats
+from orchestrator.policy.traces import ZoneSet
+
+_EPS = 1e-9
+#: How much of the trace before a job's start its policy is shown ("what the trace so far says"), as a daemon
+#: keeps two weeks of a zone's availability record.
+HISTORY_H = 14 * 24.0
+
+
+class PolicyError(RuntimeError):
+    """A policy asked for something the rules forbid (spot in a zone that has none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TickRecord:
+    tick: int
+    available: tuple[bool, ...]
+    action: str
+    work_done_h: float
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """One job's outcome. ``normalized_cost`` is cost / the cost of on-demand alone (work + one overhead).
+
+    ``finish_h`` is None when the job did not finish by the deadline (``met`` False; cost is then what was
+    billed up to the deadline). ``switches`` counts changes from one running instance straight to another
+    (zone or market); ``launches`` counts every new instance, switches included.
+    """
+
+    policy: str
+    zone_set: str
+    start_tick: int
+    cost: float
+    normalized_cost: float
+    met: bool
+    finish_h: float | None
+    preemptions: int
+    switches: int
+    launches: int
+    spot_h: float
+    on_demand_h: float
+    log: tuple[TickRecord, ...] | None = None
+
+
+def window_ticks(spec: ProblemSpec, gap_h: float) -> int:
+    """Ticks from a job's start to its deadline (the last one may be cut by the deadline)."""
+    return math.ceil(spec.deadline_h / gap_h - _EPS)
+
+
+def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: int = 0,
+             notice: bool = False, keep_log: bool = False) -> SimResult:
+    """Run ``policy`` for one job starting at tick ``start_tick`` of ``zones``.
+
+    Ticks past the end of the traces have no spot anywhere. With ``notice``, the policy is told one tick
+    ahead which zones will lose spot (as a cloud's preemption notice would). The policy's per-zone history
+    starts with the ``HISTORY_H`` hours of the trace before ``start_tick`` (never anything after ``now``).
+    """
+    gap = zones.gap_h
+    n_zones = len(zones.zones)
+    total_ticks = zones.ticks
+    horizon = window_ticks(spec, gap)
+    avail_rows = [z.available for z in zones.zones]
+    price_rows = [z.prices for z in zones.zones]
+    k = spec.spot_price
+    d = spec.overhead_h
+    work = spec.work_h
+    history = tuple(ZoneStats() for _ in range(n_zones))
+    # What the trace so far says: the zones as seen before the job started (up to HISTORY_H of it).
+    for i in range(max(0, start_tick - math.floor(HISTORY_H / gap)), start_tick):
+        for z in range(n_zones):
+            history[z].observe(avail_rows[z][i], gap)
+    no_notice: tuple[bool, ...] = ()
+
+    policy.reset(spec, n_zones)
+    mode = Mode.IDLE
+    zone: int | None = None
+    ovh_left = 0.0
+    done = 0.0
+    cost = 0.0
+    spot_h = od_h = 0.0
+    preemptions = switches = launches = 0
+    finish: float | None = None
+    log: list[TickRecord] | None = [] if keep_log else None
+
+    def avail_at(i: int) -> tuple[bool, ...]:
+        if i >= total_ticks:
+            return (False,) * n_zones
+        return tuple(row[i] for row in avail_rows)
+
+    nxt = avail_at(start_tick)
+    for t in range(horizon):
+        idx = start_tick + t
+        now = nxt
+        nxt = avail_at(idx + 1)
+        elapsed = t * gap
+        preempted = False
+        if mode is Mode.SPOT and not now[zone]:  # type: ignore[index]
+            preempted = True
+            preemptions += 1
+            mode, zone, ovh_left = Mode.IDLE, None, 0.0
+        for z in range(n_zones):
+            history[z].observe(now[z], gap)
+        past_end = idx >= total_ticks
+        prices = (k,) * n_zones if past_end else tuple(k if row is None else row[idx] for row in price_rows)
+        obs = Observation(
+            tick=t, elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done, mode=mode, zone=zone,
+            overhead_left_h=ovh_left, available=now, spot_prices=prices,
+            notice=tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
+            preempted=preempted, history=history,
+        )
+        action: Action = policy.decide(obs)
+        if action.mode is Mode.SPOT and (action.zone is None or not 0 <= action.zone < n_zones
+                                         or not now[action.zone]):
+            raise PolicyError(f"{policy.name}: tick {t}: asked for {action} but spot there is not available")
+        if action.mode is Mode.IDLE:
+            mode, zone, ovh_left = Mode.IDLE, None, 0.0
+        elif action.mode is not mode or action.zone != zone:
+            if mode is not Mode.IDLE:
+                switches += 1
+            launches += 1
+            mode, zone, ovh_left = action.mode, action.zone, d
+        if mode is not Mode.IDLE:
+            price = 1.0 if mode is Mode.ON_DEMAND else prices[zone]  # type: ignore[index]
+            # A deadline part-way through the tick cuts it: what lies past the deadline is never run.
+            span = min(gap, spec.deadline_h - elapsed)
+            paid_ovh = min(span, ovh_left)
+            productive = span - paid_ovh
+            left = work - done
+            if productive >= left - _EPS:
+                billed = paid_ovh + left
+                finish = elapsed + billed
+                done = work
+                stop = True
+            else:
+                billed = span
+                ovh_left -= paid_ovh
+                done += productive
+                stop = False
+            cost += price * billed
+            if mode is Mode.ON_DEMAND:
+                od_h += billed
+            else:
+                spot_h += billed
+            if log is not None:
+                log.append(TickRecord(t, now, str(action), done, cost))
+            if stop:
+                break
+        elif log is not None:
+            log.append(TickRecord(t, now, str(action), done, cost))
+    met = finish is not None and finish <= spec.deadline_h + _EPS
+    return SimResult(
+        policy=policy.name, zone_set=zones.name, start_tick=start_tick, cost=cost,
+        normalized_cost=cost / spec.on_demand_cost, met=met, finish_h=finish, preemptions=preemptions,
+        switches=switches, launches=launches, spot_h=spot_h, on_demand_h=od_h,
+        log=tuple(log) if log is not None else None,
+    )
