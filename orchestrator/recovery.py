@@ -1,9 +1,13 @@
 """What to do after a preemption: the recovery policy, behind one small interface.
 
-The daemon gathers the facts (RecoveryContext); a RecoveryPolicy returns a decision. The default
-relaunches at once on the cheapest eligible offer anywhere, keeps recently preempted zones out for
-the job's cool-down, respects max relaunches and the budget, and falls back to on-demand when spot
-can no longer meet the deadline. A deadline-aware spot policy (Uniform Progress) can replace it.
+The daemon gathers the facts (RecoveryContext); a RecoveryPolicy returns a decision. It is asked after a
+preemption (``on_spot`` None: the job has no machine), again on every tick while a job it told to WAIT is
+recovering, and on every tick for a job running on spot that has a deadline and an estimate (``on_spot``
+True: KEEP, or RELAUNCH on on-demand to meet the deadline). The default relaunches at once on the cheapest
+eligible offer anywhere, keeps recently preempted zones out for the job's cool-down, respects max relaunches
+and the budget, and falls back to on-demand when spot can no longer meet the deadline.
+``orchestrator.policy.recovery.SpotPolicyRecovery`` puts any ``SpotPolicy`` of the simulator (Uniform
+Progress, orch's) behind this same interface: the daemon runs the code ``orch simulate`` measures.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from providers.base import Market
 class RecoveryAction(StrEnum):
     RELAUNCH = "relaunch"
     GIVE_UP = "give-up"
+    WAIT = "wait"     # no machine for now (spot may come back while the deadline allows): ask again next tick
+    KEEP = "keep"     # a running job stays where it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,14 @@ class RecoveryContext:
     budget_usd: float | None = None
     deadline: datetime | None = None
     remaining_hours: float | None = None      # estimated work left, when the manifest gives hours
+    estimated_hours: float | None = None      # the whole job's estimate (the manifest's)
+    started_at: datetime | None = None        # when the job was applied: its deadline counts from here
+    running_hours: float = 0.0                # hours its machines have run the job so far (progress estimate)
+    on_spot: bool | None = None               # True: reviewing a job running on spot; None: it has no machine
+    current_place: str | None = None          # where it runs (zone, else region), when on_spot
+    current_age_hours: float = 0.0            # how long that machine has run (its restart overhead is in it)
+    spot_places: tuple[str, ...] = ()         # zones/regions of its eligible spot offers
+    spot_price_ratio: float | None = None     # cheapest eligible spot $/h over cheapest on-demand $/h
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,18 +74,30 @@ class RecoveryPolicy(Protocol):
 DEADLINE_SAFETY = 1.25
 
 
+def give_up_reason(ctx: RecoveryContext) -> str | None:
+    """Why no relaunch may happen at all (max relaunches, budget, deadline passed), or None."""
+    if ctx.relaunch_count >= ctx.max_relaunches:
+        return f"max relaunches ({ctx.max_relaunches}) reached"
+    if ctx.budget_usd is not None and ctx.spent_usd >= ctx.budget_usd:
+        return f"budget ${ctx.budget_usd:.2f} spent (${ctx.spent_usd:.2f})"
+    if ctx.deadline is not None and ctx.now >= ctx.deadline:
+        return f"deadline {ctx.deadline.isoformat()} passed"
+    return None
+
+
+def cooling_places(ctx: RecoveryContext) -> frozenset[str]:
+    """Zones (else regions) preempted within the job's cool-down."""
+    return frozenset(p.zone or p.region for p in ctx.preemptions if ctx.now - p.at < ctx.cooldown)
+
+
 class DefaultRecoveryPolicy:
     def decide(self, ctx: RecoveryContext) -> RecoveryDecision:
-        if ctx.relaunch_count >= ctx.max_relaunches:
-            return RecoveryDecision(RecoveryAction.GIVE_UP, f"max relaunches ({ctx.max_relaunches}) reached")
-        if ctx.budget_usd is not None and ctx.spent_usd >= ctx.budget_usd:
-            return RecoveryDecision(RecoveryAction.GIVE_UP,
-                                    f"budget ${ctx.budget_usd:.2f} spent (${ctx.spent_usd:.2f})")
-        if ctx.deadline is not None and ctx.now >= ctx.deadline:
-            return RecoveryDecision(RecoveryAction.GIVE_UP, f"deadline {ctx.deadline.isoformat()} passed")
-        exclude = frozenset(
-            place for p in ctx.preemptions if ctx.now - p.at < ctx.cooldown for place in (p.zone or p.region,)
-        )
+        if ctx.on_spot:
+            return RecoveryDecision(RecoveryAction.KEEP, "keep running (the default moves nothing that runs)")
+        stop = give_up_reason(ctx)
+        if stop is not None:
+            return RecoveryDecision(RecoveryAction.GIVE_UP, stop)
+        exclude = cooling_places(ctx)
         markets = ctx.markets
         reason = "preempted: relaunch on the cheapest eligible offer"
         # A deadline outranks the market preference: a spot-only job still falls back to on-demand.

@@ -15,6 +15,9 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
       lease_ttl_s: 90           # ORCH_LEASE_TTL_S: PostgreSQL row leases expire after this
       use_live_offers: false    # ORCH_USE_LIVE_OFFERS: merge providers' live prices into the catalog
       ssh_public_key: "ssh-ed25519 ..."   # ORCH_SSH_PUBLIC_KEY: put on every launched machine
+      recovery_policy: default  # ORCH_RECOVERY_POLICY: default, or a policy of `orch simulate` (orch,
+                                #   uniform-progress, greedy, on-demand) for jobs with a deadline and an estimate
+      restart_overhead_s: 720   # ORCH_RESTART_OVERHEAD_S: what one restart costs (boot, setup, restore)
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class ServiceSettings:
     #: orch's private key for reaching launched machines over SSH (agent bootstrap and monitoring). Unset:
     #: no SSH bootstrap or monitoring; the providers' startup scripts and states are all orch uses.
     ssh_private_key: str = ""
+    recovery_policy: str = "default"
+    restart_overhead: timedelta = timedelta(minutes=12)
 
 
 _ENV = {
@@ -58,6 +63,8 @@ _ENV = {
     "use_live_offers": "ORCH_USE_LIVE_OFFERS",
     "ssh_public_key": "ORCH_SSH_PUBLIC_KEY",
     "ssh_private_key": "ORCH_SSH_PRIVATE_KEY",
+    "recovery_policy": "ORCH_RECOVERY_POLICY",
+    "restart_overhead_s": "ORCH_RESTART_OVERHEAD_S",
 }
 
 
@@ -107,7 +114,23 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
         use_live_offers=bool(live),
         ssh_public_key=str(values.get("ssh_public_key") or ""),
         ssh_private_key=str(values.get("ssh_private_key") or ""),
+        recovery_policy=_policy_name(values.get("recovery_policy")),
+        restart_overhead=seconds("restart_overhead_s", base.restart_overhead),
     )
+
+
+def _policy_name(value: object) -> str:
+    name = str(value or "default").strip().lower()
+    if name == "default":
+        return name
+    from orchestrator.policy.registry import POLICY_NAMES, UnknownPolicyError, make_policy
+
+    try:
+        make_policy(name)
+    except UnknownPolicyError:
+        raise ConfigError(f"daemon.recovery_policy (ORCH_RECOVERY_POLICY): unknown policy {name!r}; "
+                          f"choose from default, {', '.join(POLICY_NAMES)}") from None
+    return name
 
 
 def default_lease_owner() -> str:
@@ -177,6 +200,11 @@ def build_service(
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
                                  use_live_offers=settings.use_live_offers)
     extra: dict[str, Any] = {}
+    if settings.recovery_policy != "default":
+        from orchestrator.policy.recovery import recovery_for
+
+        extra["recovery"] = recovery_for(settings.recovery_policy,
+                                         overhead_h=settings.restart_overhead.total_seconds() / 3600)
     if clock is not None:
         extra["clock"] = clock
     if monitor is None and settings.ssh_private_key:

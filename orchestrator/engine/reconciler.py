@@ -137,6 +137,7 @@ class Reconciler:
         self._by_launch: dict[str, Instance] = {}
         self._masters: dict[tuple[int, int], Instance] = {}
         self._gang_running: dict[tuple[int, int], set[int]] = {}
+        self._spot_facts_cache: dict[int, tuple[tuple[str, ...], float | None]] = {}
 
     # ------------------------------------------------------------------------------------------------
     def tick(self) -> TickReport:
@@ -318,6 +319,11 @@ class Reconciler:
                 # Act on the cloud's own notice: the replacement starts during the notice window.
                 self._on_preempted(job, attempt, inst, f"notice: {agent.notice}", now, report)
                 return
+        if (attempt.offer.market is Market.SPOT and job.spec.deadline is not None and job.spec.plan.nodes == 1
+                and job.spec.plan.estimated_hours):
+            self._review_spot(job, attempt, inst, now, report)
+            if attempt.id in self._ended or self.store.job(job.id).status is not JobStatus.RUNNING:
+                return
         verdict = idle_verdict(self._samples.get(attempt.id, ()), job.spec.idle, now)
         if verdict.idle:
             action = job.spec.idle.action
@@ -366,16 +372,14 @@ class Reconciler:
         if not any(a.id == attempt.id for a in history):
             preemptions.append(Preemption(now, attempt.offer.provider, attempt.offer.zone, attempt.offer.region))
         fresh = self.store.job(job.id)
-        spec = fresh.spec
-        decision = self.recovery.decide(RecoveryContext(
-            now=now, relaunch_count=fresh.relaunch_count, max_relaunches=spec.max_relaunches,
-            markets=spec.plan.markets, preemptions=preemptions, cooldown=spec.cooldown,
-            spent_usd=fresh.spent_usd, budget_usd=spec.budget_usd, deadline=spec.deadline,
-            remaining_hours=spec.plan.estimated_hours,
-        ))
+        decision = self.recovery.decide(self._recovery_context(fresh, now, preemptions=preemptions))
         if decision.action is RecoveryAction.GIVE_UP:
             self.store.set_job_status(job.id, JobStatus.FAILED, now)
             self.store.event("gave-up", decision.reason, now, job_id=job.id)
+            return
+        if decision.action is RecoveryAction.WAIT:
+            # No machine for now: the job stays RECOVERING and the policy is asked again every tick.
+            self.store.event("waiting", decision.reason, now, job_id=job.id)
             return
         self.store.event("recovering", decision.reason, now, job_id=job.id,
                          data={"exclude": sorted(decision.exclude_places)})
@@ -385,6 +389,59 @@ class Reconciler:
             report.relaunched += 1
             if self.metrics:
                 self.metrics.relaunch_latency.observe((self.clock() - noticed_at).total_seconds())
+
+    def _recovery_context(self, job: JobRecord, now: datetime, *, preemptions: Sequence[Preemption] | None = None,
+                          running: AttemptRecord | None = None) -> RecoveryContext:
+        """The facts a recovery policy decides on, from the store (and the catalog, for the spot places)."""
+        spec = job.spec
+        attempts = self.store.attempts_for_job(job.id)
+        if preemptions is None:
+            preemptions = [Preemption(a.ended_at or now, a.offer.provider, a.offer.zone, a.offer.region)
+                           for a in attempts if a.state is AttemptState.PREEMPTED]
+        running_h = sum(((a.ended_at or now) - a.started_at).total_seconds() / 3600
+                        for a in attempts if a.started_at is not None and a.node_rank == 0)
+        estimate = spec.plan.estimated_hours
+        places, ratio = self._spot_facts(job)
+        return RecoveryContext(
+            now=now, relaunch_count=job.relaunch_count, max_relaunches=spec.max_relaunches,
+            markets=spec.plan.markets, preemptions=preemptions, cooldown=spec.cooldown, spent_usd=job.spent_usd,
+            budget_usd=spec.budget_usd, deadline=spec.deadline,
+            remaining_hours=None if estimate is None else max(estimate - running_h, 0.0),
+            estimated_hours=estimate, started_at=job.created_at, running_hours=running_h,
+            on_spot=True if running is not None else None,
+            current_place=(running.offer.zone or running.offer.region) if running is not None else None,
+            current_age_hours=((now - running.started_at).total_seconds() / 3600
+                               if running is not None and running.started_at is not None else 0.0),
+            spot_places=places, spot_price_ratio=ratio,
+        )
+
+    def _spot_facts(self, job: JobRecord) -> tuple[tuple[str, ...], float | None]:
+        """The places (zone, else region) of the job's eligible spot offers in the catalog, and the cheapest
+        spot over the cheapest on-demand $/h (cached per job: the catalog does not change under the engine)."""
+        found = self._spot_facts_cache.get(job.id)
+        if found is None:
+            req = replace(job.spec.plan, markets=frozenset(Market))
+            offers = [c.offer for c in plan(req, gather_offers(req.gpu_request(), self.catalog, [])).eligible
+                      if c.offer.provider in self.providers]
+            spot = [o for o in offers if o.market is Market.SPOT]
+            od = [o.price_hr for o in offers if o.market is Market.ON_DEMAND]
+            places = tuple(dict.fromkeys(o.zone or o.region for o in spot))
+            ratio = min(o.price_hr for o in spot) / min(od) if spot and od and min(od) > 0 else None
+            found = self._spot_facts_cache[job.id] = (places, ratio)
+        return found
+
+    def _review_spot(self, job: JobRecord, attempt: AttemptRecord, inst: Instance, now: datetime,
+                     report: TickReport) -> None:
+        """A deadline approaching: ask the recovery policy whether a job running on spot should move to
+        on-demand now (e.g. Uniform Progress's safety net). Single-node jobs with a deadline and an estimate."""
+        decision = self.recovery.decide(self._recovery_context(job, now, running=attempt))
+        if decision.action is not RecoveryAction.RELAUNCH:
+            return
+        self._end_attempt(attempt, inst, AttemptState.TERMINATED, f"deadline: {decision.reason}", now, report)
+        self.store.set_job_status(job.id, JobStatus.RECOVERING, now)
+        self.store.event("deadline-move", decision.reason, now, job_id=job.id)
+        self._launch_job(self.store.job(job.id), now, report, markets=decision.markets,
+                         exclude=decision.exclude_places)
 
     # --- 3. active steps -----------------------------------------------------------------------------
     def _launch_pending(self, now: datetime, report: TickReport) -> None:
@@ -398,6 +455,19 @@ class Reconciler:
                     self._complete_gang(job, live, now, report)
                 continue
             if job.status not in (JobStatus.PENDING, JobStatus.RECOVERING):
+                continue
+            if job.status is JobStatus.RECOVERING:
+                # Told to WAIT after a preemption: the policy decides again with this tick's facts.
+                decision = self.recovery.decide(self._recovery_context(job, now))
+                if decision.action is RecoveryAction.WAIT:
+                    continue
+                if decision.action is RecoveryAction.GIVE_UP:
+                    self.store.set_job_status(job.id, JobStatus.FAILED, now)
+                    self.store.event("gave-up", decision.reason, now, job_id=job.id)
+                    continue
+                self.store.event("recovering", decision.reason, now, job_id=job.id)
+                self._launch_job(job, now, report, relaunch=True, markets=decision.markets,
+                                 exclude=decision.exclude_places | self._cooling_places(job, now))
                 continue
             # FIX (daemon branch): a job whose relaunch failed comes back here PENDING; it must still keep
             # its preempted zones out for the cool-down (tests/test_daemon.py proves it was re-chosen).
