@@ -296,6 +296,9 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
         assert f" on {choice['provider']} " in line and choice["instance_type"] in line, (choice, line)
     assert code == (1 if waiting else 0)
 
+    from orchestrator.manifest import load_manifests
+
+    nodes = {m.manifest.name: m.manifest.resources.nodes for m in load_manifests([EXAMPLES])}
     report = status_json()
     jobs = {j["name"]: j for j in report["jobs"]}
     burn = 0.0
@@ -304,12 +307,14 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
         burn += jobs[name]["burn_usd_per_hour"]
         if expected[name] is not None:
             assert jobs[name]["provider"] == expected[name]["provider"]
-            # one node's machine (the engine launches one per job today); spot bids differ from the ask
-            assert jobs[name]["burn_usd_per_hour"] == pytest.approx(expected[name]["price_hr"], rel=0.25)
+            # one machine per node (a gang for multi-node jobs); spot bids differ from the ask
+            assert jobs[name]["burn_usd_per_hour"] == pytest.approx(expected[name]["price_hr"] * nodes[name],
+                                                                    rel=0.25)
     assert report["totals"]["burn_usd_per_hour"] == pytest.approx(burn, abs=0.01)
-    assert report["totals"]["live_instances"] == len(launched)
+    machines = sum(nodes[name] for name in launched)
+    assert report["totals"]["live_instances"] == machines and machines > len(launched)
     live = clouds.live_instances()
-    assert sum(len(v) for v in live.values()) == len(launched)
+    assert sum(len(v) for v in live.values()) == machines
 
     code, text, _ = run("status")
     assert code == 0
