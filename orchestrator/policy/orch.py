@@ -22,8 +22,8 @@ cheaper, the note says on which zone sets and by how much).
 
 from __future__ import annotations
 
-from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, spot
-from orchestrator.policy.policies import paper_safety_net
+from orchestrator.policy.model import Observation
+from orchestrator.policy.policies import UniformProgressPolicy
 
 
 def zone_score(obs: Observation, z: int) -> float:
@@ -48,32 +48,10 @@ def best_zone(obs: Observation) -> int | None:
     return best
 
 
-class OrchPolicy:
-    """See the module docstring for the rules and their reasons."""
+class OrchPolicy(UniformProgressPolicy):
+    """Uniform Progress's rules with orch's zone choice (see the module docstring for the rules and reasons)."""
 
     name = "orch"
 
-    def reset(self, spec: ProblemSpec, zones: int) -> None:
-        return None
-
-    def decide(self, obs: Observation) -> Action:
-        if obs.remaining_h <= 0:
-            return WAIT
-        forced = paper_safety_net(obs)
-        if forced is not None:
-            return forced
-        if obs.mode is Mode.SPOT:
-            return spot(obs.zone)  # type: ignore[arg-type]
-        spec = obs.spec
-        rate = spec.work_h / spec.deadline_h
-        cp = obs.work_done_h
-        z = best_zone(obs)
-        if obs.mode is Mode.ON_DEMAND:
-            if z is None or cp < rate * (obs.elapsed_h + 2 * spec.overhead_h):
-                return ON_DEMAND
-            return spot(z)
-        if z is not None:
-            return spot(z)
-        if cp < rate * obs.elapsed_h:
-            return ON_DEMAND
-        return WAIT
+    def choose_zone(self, obs: Observation) -> int | None:
+        return best_zone(obs)

@@ -56,6 +56,19 @@ def paper_safety_net(obs: Observation) -> Action | None:
     return None
 
 
+def settled(obs: Observation) -> Action | None:
+    """What every spot-seeking policy does before its own rules: nothing left -> WAIT; the Safety Net when
+    it decides; a live spot instance is kept (Exploitation). None: the policy's own rules decide."""
+    if obs.remaining_h <= 0:
+        return WAIT
+    forced = paper_safety_net(obs)
+    if forced is not None:
+        return forced
+    if obs.mode is Mode.SPOT:
+        return spot(obs.zone)  # type: ignore[arg-type]
+    return None
+
+
 class OnDemandPolicy:
     """On-demand from the first tick to the end: the cost every other policy is normalized by."""
 
@@ -78,13 +91,9 @@ class GreedyPolicy:
         return None
 
     def decide(self, obs: Observation) -> Action:
-        if obs.remaining_h <= 0:
-            return WAIT
-        forced = paper_safety_net(obs)
-        if forced is not None:
-            return forced
-        if obs.mode is Mode.SPOT:
-            return spot(obs.zone)  # type: ignore[arg-type]
+        first = settled(obs)
+        if first is not None:
+            return first
         if obs.mode is Mode.ON_DEMAND:
             return ON_DEMAND
         z = cheapest_available(obs)
@@ -106,18 +115,18 @@ class UniformProgressPolicy:
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
 
+    def choose_zone(self, obs: Observation) -> int | None:
+        """Where a new spot instance goes: the cheapest available zone (the first on ties)."""
+        return cheapest_available(obs)
+
     def decide(self, obs: Observation) -> Action:
-        if obs.remaining_h <= 0:
-            return WAIT
-        forced = paper_safety_net(obs)
-        if forced is not None:
-            return forced
-        if obs.mode is Mode.SPOT:
-            return spot(obs.zone)  # type: ignore[arg-type]
+        first = settled(obs)
+        if first is not None:
+            return first
         spec = obs.spec
         rate = spec.work_h / spec.deadline_h
         cp = obs.work_done_h
-        z = cheapest_available(obs)
+        z = self.choose_zone(obs)
         if obs.mode is Mode.ON_DEMAND and (z is None or cp < rate * (obs.elapsed_h + 2 * spec.overhead_h)):
             return ON_DEMAND
         if z is not None:
