@@ -497,16 +497,14 @@ class Reconciler:
         live = [p for p in self.providers.values()
                 if self.config.use_live_offers and Capability.LIVE_OFFERS in p.capabilities]
         the_plan = plan(req, gather_offers(req.gpu_request(), self.catalog, live))
-        eligible = [c.offer for c in the_plan.eligible]
-        if job.spec.plan.nodes > 1:
-            eligible = [o for o in eligible if Capability.MULTI_NODE in self.providers[o.provider].capabilities]
+        candidates = [c for c in the_plan.eligible if job.spec.plan.nodes == 1
+                      or Capability.MULTI_NODE in self.providers[c.offer.provider].capabilities]
+        eligible = [c.offer for c in candidates]
         checkpoint = self.store.last_checkpoint(job.id)
         hours = job.spec.plan.estimated_hours or 1.0
         refused: list[str] = []
-        for candidate in the_plan.eligible:
+        for candidate in candidates:
             offer = candidate.offer
-            if offer not in eligible:
-                continue
             if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
                 refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
                 continue
