@@ -472,14 +472,8 @@ class Agent:
         if not self.ckpt or self.store is None:
             return
         root, marker = self.ckpt["dir"], self.ckpt.get("marker", "COMPLETE")
-        try:
-            names = os.listdir(root)
-        except FileNotFoundError:
-            return
         committed = {c["name"] for c in self.checkpoints}
-        ready = sorted((n for n in names if STEP_DIR.match(n) and n not in committed
-                        and os.path.isfile(os.path.join(root, n, marker))), key=_step_of)
-        for name in ready:
+        for name in (n for n in self._complete_local() if n not in committed):
             if self.nodes > 1:
                 if not self._commit_part(root, name, marker):
                     return
