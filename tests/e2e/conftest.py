@@ -363,13 +363,14 @@ class World:
                     None)
 
 
-def _host(name: str, machine: Sshd, price: float, region: str) -> HostSettings:
+def host_settings(name: str, machine: Sshd, price: float, region: str, gpus: int = 2) -> HostSettings:
+    """The SSH provider's entry for one e2e machine."""
     return HostSettings(name=name, address=machine.host, port=machine.port, user=machine.user,
-                        key_path=machine.client_key_path, gpu=GPU, gpu_count=2, vcpus=2, memory_gb=8,
+                        key_path=machine.client_key_path, gpu=GPU, gpu_count=gpus, vcpus=2, memory_gb=8,
                         region=region, price_hr=price, host_key=machine.host_key_line, workdir=str(machine.workdir))
 
 
-def _torch_on_path(machine: Sshd) -> None:
+def torch_on_path(machine: Sshd) -> None:
     # The "machine" has PyTorch installed: torchrun on its PATH is this interpreter's.
     machine.write_command("torchrun", f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n')
 
@@ -383,12 +384,12 @@ def world(tmp_path: Path, s3_endpoint: str) -> Iterator[World]:
         b = stack.enter_context(Sshd(tmp_path / "machine-b", gpus=(FakeGpu(0, utilization=61),
                                                                      FakeGpu(1, utilization=64))))
         for m in (a, b):
-            _torch_on_path(m)
+            torch_on_path(m)
             # Registered after the server, so it runs first: nothing started on the machine outlives the test.
             stack.callback(kill_machine, m)
         url, metadata = stack.enter_context(metadata_server())
         settings = Settings(
-            hosts=(_host("host-a", a, 0.40, "site-a"), _host("host-b", b, 0.90, "site-b")),
+            hosts=(host_settings("host-a", a, 0.40, "site-a"), host_settings("host-b", b, 0.90, "site-b")),
             key_path=a.client_key_path, state_dir=tmp_path / "ssh-state", known_hosts=tmp_path / "known_hosts",
             connect_timeout_s=3.0, auth_timeout_s=5.0, reconnect_deadline_s=1.0, verify_timeout_s=10.0,
         )

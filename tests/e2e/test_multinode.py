@@ -22,7 +22,7 @@ from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.runtime.engine_hooks import SshBootstrapper, TransportPool
 from orchestrator.runtime.render_input import CloudKind
 from providers.base import GpuRequest, Market
-from providers.ssh.settings import HostSettings, Settings
+from providers.ssh.settings import Settings
 from tests.e2e.conftest import (
     GPU,
     NOTICE_WINDOW_S,
@@ -33,6 +33,7 @@ from tests.e2e.conftest import (
     RecordingMonitor,
     SpotSshProvider,
     add_job,
+    host_settings,
     job_manifest,
     kill_machine,
     make_store,
@@ -40,6 +41,7 @@ from tests.e2e.conftest import (
     poll_until,
     require_tools,
     steps_logged,
+    torch_on_path,
 )
 from tests.fakes.metadata import MetadataState, metadata_server
 from tests.support.sshd import FakeGpu, Sshd, free_port
@@ -70,27 +72,19 @@ class GangWorld:
         return {a.instance_id or "": a for a in self.store.attempts_for_job(job.id) if a.state is AttemptState.RUNNING}
 
 
-def _host(name: str, machine: Sshd) -> HostSettings:
-    region, price = HOSTS[name]
-    return HostSettings(name=f"host-{name}", address=machine.host, port=machine.port, user=machine.user,
-                        key_path=machine.client_key_path, gpu=GPU, gpu_count=1, vcpus=2, memory_gb=8,
-                        region=region, price_hr=price, host_key=machine.host_key_line, workdir=str(machine.workdir))
-
-
 @pytest.fixture
 def gang_world(tmp_path: Path, s3_endpoint: str) -> Iterator[GangWorld]:
     require_tools()
-    import sys
-
     with contextlib.ExitStack() as stack:
         machines = {}
         for i, name in enumerate(HOSTS):
             m = stack.enter_context(Sshd(tmp_path / f"machine-{name}", gpus=(FakeGpu(0, utilization=70 + i),)))
-            m.write_command("torchrun", f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n')
+            torch_on_path(m)
             stack.callback(kill_machine, m)
             machines[name] = m
         url, metadata = stack.enter_context(metadata_server())
-        settings = Settings(hosts=tuple(_host(n, m) for n, m in machines.items()),
+        settings = Settings(hosts=tuple(host_settings(f"host-{n}", m, HOSTS[n][1], HOSTS[n][0], gpus=1)
+                                        for n, m in machines.items()),
                             key_path=machines["a0"].client_key_path,
                             state_dir=tmp_path / "ssh-state", known_hosts=tmp_path / "known_hosts",
                             connect_timeout_s=3.0, auth_timeout_s=5.0, reconnect_deadline_s=1.0, verify_timeout_s=10.0)
