@@ -53,27 +53,33 @@ def test_uniform_progress_waits_when_ahead_of_the_line() -> None:
     assert modes(spec, zones("1110000000"), UniformProgressPolicy()).startswith("sss.")
 
 
-def test_orch_takes_the_zone_that_has_been_available_most() -> None:
-    # t0: only zone 1 has spot -> both policies take it. t1: no spot anywhere -> preempted, ahead of the line, wait.
-    # t2: both zones have spot. Zone 1 has been up 2 of 3 ticks, zone 0 1 of 3: orch takes zone 1; Uniform
-    # Progress takes the first zone in order.
+def test_orch_places_spot_where_uniform_progress_does() -> None:
+    # orch keeps UP's zone choice (the cheapest available zone, the first on ties): a zone choice of its own
+    # was cheaper on average but dearer on some public traces (docs/policy.md).
     spec = ProblemSpec(6, 20, 0.1)
     zs = zones("00" + "1" * 18, "10" + "1" * 18)
     r = simulate(spec, zs, OrchPolicy(), keep_log=True)
     up = simulate(spec, zs, UniformProgressPolicy(), keep_log=True)
     assert r.log is not None and up.log is not None
-    assert [t.action for t in r.log[:3]] == ["spot[1]", "idle", "spot[1]"]
-    assert [t.action for t in up.log[:3]] == ["spot[1]", "idle", "spot[0]"]
+    assert [t.action for t in r.log] == [t.action for t in up.log]
+    assert [t.action for t in r.log[:3]] == ["spot[1]", "idle", "spot[0]"]
+    assert r.cost == up.cost
 
 
 def test_orch_never_launches_into_a_zone_with_a_preemption_notice_when_the_overhead_fills_the_tick() -> None:
     # gap 0.25 h, d = 0.5 h: an instance that will be preempted at the next tick could make no progress.
+    # Uniform Progress launches at t0 (billed 0.3 x 0.25 for nothing) and is idle at t1; orch waits at t0 and
+    # is idle at t1 with the same work done: from there both do the same, orch 0.075 cheaper.
     spec = ProblemSpec(2, 10, 0.5)
     trace = "10" + "1" * 40
     r = simulate(spec, zones(trace, gap_s=900), OrchPolicy(), notice=True, keep_log=True)
+    up = simulate(spec, zones(trace, gap_s=900), UniformProgressPolicy(), notice=True, keep_log=True)
     assert r.log is not None and r.log[0].action == "idle" and r.preemptions == 0
+    assert up.preemptions == 1 and r.cost == pytest.approx(up.cost - 0.3 * 0.25)
+    assert r.finish_h == up.finish_h
+    # Without a notice orch cannot know: it does what UP does.
     plain = simulate(spec, zones(trace, gap_s=900), OrchPolicy(), keep_log=True)
-    assert plain.preemptions == 1 and r.cost < plain.cost
+    assert plain.preemptions == 1 and plain.cost == up.cost
 
 
 @pytest.mark.parametrize("policy", ALL)
