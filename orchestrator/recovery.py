@@ -2,8 +2,10 @@
 
 The daemon gathers the facts (RecoveryContext); a RecoveryPolicy returns a decision. It is asked after a
 preemption (``on_spot`` None: the job has no machine), again on every tick while a job it told to WAIT is
-recovering, and on every tick for a job running on spot that has a deadline and an estimate (``on_spot``
-True: KEEP, or RELAUNCH on on-demand to meet the deadline). The default relaunches at once on the cheapest
+recovering, on every tick for a job running on spot that has a deadline and an estimate (``on_spot``
+True: KEEP, or RELAUNCH on on-demand to meet the deadline), and when a single-node job's spot machine gets a
+preemption notice (``noticed`` True: KEEP drains it as usual, END ends it at once because it cannot make
+progress before it goes). The default relaunches at once on the cheapest
 eligible offer anywhere, keeps recently preempted zones out for the job's cool-down, respects max relaunches
 and the budget, and falls back to on-demand when spot can no longer meet the deadline.
 ``orchestrator.policy.recovery.SpotPolicyRecovery`` puts any ``SpotPolicy`` of the simulator (Uniform
@@ -26,6 +28,7 @@ class RecoveryAction(StrEnum):
     GIVE_UP = "give-up"
     WAIT = "wait"     # no machine for now (spot may come back while the deadline allows): ask again next tick
     KEEP = "keep"     # a running job stays where it is
+    END = "end"       # a noticed machine that can save nothing before it goes: end it now rather than drain it
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,8 @@ class RecoveryContext:
     current_age_hours: float = 0.0            # how long that machine has run (its restart overhead is in it)
     spot_places: tuple[str, ...] = ()         # zones/regions of its eligible spot offers
     spot_price_ratio: float | None = None     # cheapest eligible spot $/h over cheapest on-demand $/h
+    noticed: bool = False                     # the cloud has announced the running spot machine's preemption
+    notice_window_hours: float = 0.0          # how long a noticed machine has left (the engine's drain time)
 
 
 @dataclass(frozen=True, slots=True)

@@ -316,7 +316,13 @@ class Reconciler:
                     self.store.set_job_status(job.id, JobStatus.SUCCEEDED, now)
                 return
             if agent.notice:
-                # Act on the cloud's own notice: the replacement starts during the notice window.
+                # Act on the cloud's own notice: the replacement starts during the notice window. A machine
+                # the recovery policy says can save nothing before it goes (still in its restart overhead) is
+                # ended at once instead of drained: no bill for the window, no wait for the replacement.
+                if self._end_at_notice(job, attempt, now):
+                    self._on_preempted(job, attempt, inst, f"preempted at its notice ({agent.notice}): ended at "
+                                       "once, still in its restart overhead", now, report)
+                    return
                 self._on_preempted(job, attempt, inst, f"notice: {agent.notice}", now, report)
                 return
         if (attempt.offer.market is Market.SPOT and job.spec.deadline is not None and job.spec.plan.nodes == 1
@@ -429,6 +435,18 @@ class Reconciler:
             ratio = min(o.price_hr for o in spot) / min(od) if spot and od and min(od) > 0 else None
             found = self._spot_facts_cache[job.id] = (places, ratio)
         return found
+
+    def _end_at_notice(self, job: JobRecord, attempt: AttemptRecord, now: datetime) -> bool:
+        """Whether the recovery policy ends a noticed single-node spot machine now rather than draining it."""
+        if attempt.offer.market is not Market.SPOT or job.spec.plan.nodes != 1:
+            return False
+        ctx = replace(self._recovery_context(job, now, running=attempt), noticed=True,
+                      notice_window_hours=self.config.notice_drain.total_seconds() / 3600)
+        decision = self.recovery.decide(ctx)
+        if decision.action is not RecoveryAction.END:
+            return False
+        self.store.event("notice-end", decision.reason, now, job_id=job.id)
+        return True
 
     def _review_spot(self, job: JobRecord, attempt: AttemptRecord, inst: Instance, now: datetime,
                      report: TickReport) -> None:

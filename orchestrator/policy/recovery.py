@@ -14,7 +14,10 @@ daemon knows and maps the policy's action onto a recovery decision:
 * the action: WAIT -> WAIT (the engine asks again next tick), ON_DEMAND -> relaunch on on-demand, SPOT(z) ->
   relaunch on spot; for a running spot job (its overhead left = d - its age), keeping its instance -> KEEP,
   ON_DEMAND -> move to on-demand (Uniform Progress's safety net moves a spot instance still in its overhead
-  when the deadline has no room left for a preemption).
+  when the deadline has no room left for a preemption);
+* a noticed spot machine (``ctx.noticed``): the observation carries the notice for its zone, with the notice
+  window as the tick; WAIT -> END (orch's rule 1: its overhead outlasts the window, so it would be billed for
+  no progress: end it now), anything else -> KEEP (drain it: it may still commit a checkpoint).
 
 Jobs without a deadline or an estimate, or whose problem cannot be posed, get ``fallback``'s decision;
 max relaunches, budget and a passed deadline are checked first, as by the default policy.
@@ -83,11 +86,15 @@ class SpotPolicyRecovery:
         runs = len(ctx.preemptions) + (1 if ctx.on_spot else 0)
         done = min(max(ctx.running_hours - runs * spec.overhead_h, 0.0), spec.work_h)
         zone = places.index(ctx.current_place) if ctx.on_spot and ctx.current_place in places else None
+        # A noticed machine: its zone loses spot when the notice window ends, so that window is the tick.
+        noticed = ctx.noticed and zone is not None and ctx.notice_window_hours > 0
+        gap = ctx.notice_window_hours if noticed else self.gap_h
         return Observation(
-            tick=int(elapsed / self.gap_h), elapsed_h=elapsed, gap_h=self.gap_h, spec=spec, work_done_h=done,
+            tick=int(elapsed / gap), elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done,
             mode=Mode.SPOT if zone is not None else Mode.IDLE, zone=zone,
             overhead_left_h=max(spec.overhead_h - ctx.current_age_hours, 0.0) if zone is not None else 0.0,
-            available=available, spot_prices=(spec.spot_price,) * len(places), history=tuple(history),
+            available=available, spot_prices=(spec.spot_price,) * len(places),
+            notice=tuple(i == zone for i in range(len(places))) if noticed else (), history=tuple(history),
         )
 
     def decide(self, ctx: RecoveryContext) -> RecoveryDecision:
@@ -105,6 +112,12 @@ class SpotPolicyRecovery:
         facts = (f"{obs.remaining_h:.1f} h of work left, {obs.time_left_h:.1f} h to the deadline, "
                  f"slack {obs.slack_h:.1f} h")
         exclude = cooling_places(ctx)
+        if ctx.on_spot and ctx.noticed:
+            # The replacement is decided after the preemption; here only: drain this machine, or end it now.
+            if action.mode is Mode.IDLE:
+                return RecoveryDecision(RecoveryAction.END, f"{policy.name}: end it now: still in its restart "
+                                        f"overhead, it can make no progress before the preemption ({facts})")
+            return RecoveryDecision(RecoveryAction.KEEP, f"{policy.name}: drain it ({facts})")
         if ctx.on_spot:
             if action.mode is Mode.ON_DEMAND:
                 return RecoveryDecision(RecoveryAction.RELAUNCH, f"{policy.name}: move to on-demand ({facts})",

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.engine.ports import JobStatus
-from orchestrator.engine.reconciler import EngineConfig, Reconciler
+from orchestrator.engine.reconciler import AgentReport, EngineConfig, Reconciler
+from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.policies import UniformProgressPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for
 from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext
@@ -16,6 +17,7 @@ from providers.base import Market
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
 from tests.test_engine import OWNER, Clock, ScriptedMonitor, live, offer, settle, spec
+from tests.test_engine_multinode import RecordingBootstrapper
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 UP = SpotPolicyRecovery(UniformProgressPolicy)
@@ -109,3 +111,63 @@ def test_the_daemon_config_names_the_policy(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("ORCH_RECOVERY_POLICY", "cheapest")
     with pytest.raises(ConfigError, match="unknown policy 'cheapest'"):
         load_service_settings(config)
+
+
+ORCH = SpotPolicyRecovery(OrchPolicy)
+WINDOW_H = 2 / 60
+
+
+def noticed(age_h: float) -> RecoveryContext:
+    """The 10 h job running on spot in az1 for ``age_h`` (its restart overhead is 0.2 h), just noticed."""
+    return ctx(1.0, running=1.0, preempted_in=(), on_spot=True, current_place="az1", current_age_hours=age_h,
+               noticed=True, notice_window_hours=WINDOW_H)
+
+
+def test_a_noticed_machine_still_in_its_overhead_is_ended_by_orch_and_drained_by_uniform_progress() -> None:
+    # 3 minutes old: 9 minutes of restart overhead left, more than the 2-minute window: it would be billed
+    # for the window and make no progress (orch's rule 1). Uniform Progress keeps it to the end (drain).
+    end = ORCH.decide(noticed(0.05))
+    assert end.action is RecoveryAction.END and end.reason.startswith("orch: end it now")
+    assert UP.decide(noticed(0.05)).action is RecoveryAction.KEEP
+    # 11.4 minutes old: 0.6 minutes of overhead left, then progress before the window ends: drain it.
+    assert ORCH.decide(noticed(0.19)).action is RecoveryAction.KEEP
+    # Without a notice the running machine is simply kept.
+    assert ORCH.decide(replace(noticed(0.05), noticed=False)).action is RecoveryAction.KEEP
+    # The default policy (and a job without a deadline) always drains.
+    assert DefaultRecoveryPolicy().decide(noticed(0.05)).action is RecoveryAction.KEEP
+    assert ORCH.decide(replace(noticed(0.05), deadline=None)).action is RecoveryAction.KEEP
+
+
+@pytest.mark.parametrize(("policy", "age_min", "ended_at_once"), [
+    ("orch", 1.0, True),                  # noticed while booting: ended at once, replacement starts at once
+    ("orch", 20.0, False),                # past its overhead: drained (it may commit a checkpoint)
+    ("uniform-progress", 1.0, False),     # UP drains whatever its age
+])
+def test_the_engine_ends_or_drains_a_noticed_machine_as_the_policy_says(
+        policy: str, age_min: float, ended_at_once: bool) -> None:
+    clock, store = Clock(), MemoryStore()
+    site = [offer("aws", 3.0, zone="az1", region="us-east-1"), offer("aws", 3.5, zone="az2", region="us-east-1"),
+            offer("gcp", 10.0, market=Market.ON_DEMAND, region="us-central1")]
+    aws, gcp = MemoryProvider("aws", site), MemoryProvider("gcp", site)
+    monitor, boot = ScriptedMonitor(), RecordingBootstrapper()
+    rec = Reconciler(store, {"aws": aws, "gcp": gcp}, site, EngineConfig(owner=OWNER), clock=clock,
+                     monitor=monitor, recovery=recovery_for(policy), bootstrapper=boot)
+    job = store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)),
+                                deadline=clock() + timedelta(hours=20)), clock())
+    rec.tick()
+    clock.advance(seconds=10)
+    rec.tick()
+    [old] = live(aws, gcp)
+    assert old.market is Market.SPOT and store.job(job.id).status is JobStatus.RUNNING
+    clock.advance(minutes=age_min)
+    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice="aws spot-interruption (agent)")
+    report = rec.tick()
+    assert report.preempted == 1 and report.relaunched == 1
+    [new] = [i for i in live(aws, gcp) if i.instance_id != old.instance_id]
+    assert (old.instance_id in [i.instance_id for i in live(aws, gcp)]) is not ended_at_once
+    assert ("notice-end" in store.kinds()) is ended_at_once
+    clock.advance(seconds=10)
+    rec.tick()
+    # Ended at once: nothing to wait for, the replacement's job starts; drained: it waits for the old machine.
+    assert (new.instance_id in [iid for iid, *_ in boot.started]) is ended_at_once
+    assert store.job(job.id).status is (JobStatus.RUNNING if ended_at_once else JobStatus.LAUNCHING)
