@@ -1,4 +1,4 @@
-"""orch's policy: Uniform Progress, with every decision of it replaced that provably costs more.
+"""orch's policy: Uniform Progress, with a decision replaced only where the replacement provably costs no more.
 
 The bar is "never dearer than Uniform Progress (UP), on any trace, while meeting every deadline". Measured
 heuristics that beat UP on average (a different zone choice, a model-based DP, slack rules from the history:
