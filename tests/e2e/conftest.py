@@ -375,6 +375,28 @@ def torch_on_path(machine: Sshd) -> None:
     machine.write_command("torchrun", f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n')
 
 
+def ssh_settings(hosts: tuple[HostSettings, ...], key_owner: Sshd, tmp_path: Path) -> Settings:
+    """The SSH provider's settings for e2e machines: short timeouts, state and known hosts under tmp_path."""
+    return Settings(hosts=hosts, key_path=key_owner.client_key_path, state_dir=tmp_path / "ssh-state",
+                    known_hosts=tmp_path / "known_hosts", connect_timeout_s=3.0, auth_timeout_s=5.0,
+                    reconnect_deadline_s=1.0, verify_timeout_s=10.0)
+
+
+def ssh_engine(stack: contextlib.ExitStack, tmp_path: Path, provider: SshProvider, catalog: Sequence[Offer],
+               nodes: dict[str, NodeSettings],
+               ) -> tuple[SqlEngineStore, TransportPool, RecordingMonitor, Reconciler]:
+    """orch's engine over the e2e machines, wired as the daemon wires it: the SQL store, kept-alive SSH
+    transports (closed with ``stack``), the recording monitor, the SSH bootstrapper, the e2e's notice window."""
+    store = make_store(tmp_path / "orch.db", catalog)
+    pool = TransportPool({"ssh": provider})
+    stack.callback(pool.close)
+    monitor = RecordingMonitor(pool, store.job, nodes)
+    rec = Reconciler(store, {"ssh": provider}, catalog,
+                     EngineConfig(owner=OWNER, notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
+                     monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
+    return store, pool, monitor, rec
+
+
 @pytest.fixture
 def world(tmp_path: Path, s3_endpoint: str) -> Iterator[World]:
     require_tools()
@@ -388,11 +410,8 @@ def world(tmp_path: Path, s3_endpoint: str) -> Iterator[World]:
             # Registered after the server, so it runs first: nothing started on the machine outlives the test.
             stack.callback(kill_machine, m)
         url, metadata = stack.enter_context(metadata_server())
-        settings = Settings(
-            hosts=(host_settings("host-a", a, 0.40, "site-a"), host_settings("host-b", b, 0.90, "site-b")),
-            key_path=a.client_key_path, state_dir=tmp_path / "ssh-state", known_hosts=tmp_path / "known_hosts",
-            connect_timeout_s=3.0, auth_timeout_s=5.0, reconnect_deadline_s=1.0, verify_timeout_s=10.0,
-        )
+        hosts = (host_settings("host-a", a, 0.40, "site-a"), host_settings("host-b", b, 0.90, "site-b"))
+        settings = ssh_settings(hosts, a, tmp_path)
         provider = SpotSshProvider(settings, spot_hosts=frozenset({"host-a"}))
         catalog = provider.offers(GpuRequest(gpus=(GPU,), count=2))
         assert [(o.instance_type, o.market) for o in catalog] == [("host-a", Market.SPOT),
@@ -403,11 +422,5 @@ def world(tmp_path: Path, s3_endpoint: str) -> Iterator[World]:
         nodes = {"ssh/host-a": node_settings(s3_endpoint, cloud=CloudKind.AWS, aws_metadata_url=url,
                                              master_port=free_port()),
                  "ssh/host-b": node_settings(s3_endpoint, master_port=free_port())}
-        store = make_store(tmp_path / "orch.db", catalog)
-        pool = TransportPool({"ssh": provider})
-        stack.callback(pool.close)
-        monitor = RecordingMonitor(pool, store.job, nodes)
-        rec = Reconciler(store, {"ssh": provider}, catalog,
-                         EngineConfig(owner=OWNER, notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
-                         monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
+        store, pool, monitor, rec = ssh_engine(stack, tmp_path, provider, catalog, nodes)
         yield World(a, b, metadata, provider, store, monitor, rec, pool)

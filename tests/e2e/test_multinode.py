@@ -10,19 +10,16 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
-from orchestrator.engine.reconciler import EngineConfig, Reconciler
+from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.sqlstore import SqlEngineStore
-from orchestrator.runtime.engine_hooks import SshBootstrapper, TransportPool
 from orchestrator.runtime.render_input import CloudKind
 from providers.base import GpuRequest, Market
-from providers.ssh.settings import Settings
 from tests.e2e.conftest import (
     GPU,
     NOTICE_WINDOW_S,
@@ -36,10 +33,11 @@ from tests.e2e.conftest import (
     host_settings,
     job_manifest,
     kill_machine,
-    make_store,
     node_settings,
     poll_until,
     require_tools,
+    ssh_engine,
+    ssh_settings,
     steps_logged,
     torch_on_path,
 )
@@ -83,11 +81,8 @@ def gang_world(tmp_path: Path, s3_endpoint: str) -> Iterator[GangWorld]:
             stack.callback(kill_machine, m)
             machines[name] = m
         url, metadata = stack.enter_context(metadata_server())
-        settings = Settings(hosts=tuple(host_settings(f"host-{n}", m, HOSTS[n][1], HOSTS[n][0], gpus=1)
-                                        for n, m in machines.items()),
-                            key_path=machines["a0"].client_key_path,
-                            state_dir=tmp_path / "ssh-state", known_hosts=tmp_path / "known_hosts",
-                            connect_timeout_s=3.0, auth_timeout_s=5.0, reconnect_deadline_s=1.0, verify_timeout_s=10.0)
+        settings = ssh_settings(tuple(host_settings(f"host-{n}", m, HOSTS[n][1], HOSTS[n][0], gpus=1)
+                                      for n, m in machines.items()), machines["a0"], tmp_path)
         provider = SpotSshProvider(settings, spot_hosts=frozenset({"host-a0", "host-a1"}))
         catalog = provider.offers(GpuRequest(gpus=(GPU,), count=1))
         assert sorted((o.instance_type, o.market) for o in catalog) == [
@@ -100,13 +95,7 @@ def gang_world(tmp_path: Path, s3_endpoint: str) -> Iterator[GangWorld]:
                  for n in machines}
         nodes["ssh/host-a1"] = node_settings(s3_endpoint, cloud=CloudKind.AWS, aws_metadata_url=url,
                                              master_port=ports["a1"], socket_ifname="lo")
-        store = make_store(tmp_path / "orch.db", catalog)
-        pool = TransportPool({"ssh": provider})
-        stack.callback(pool.close)
-        monitor = RecordingMonitor(pool, store.job, nodes)
-        rec = Reconciler(store, {"ssh": provider}, catalog,
-                         EngineConfig(owner=OWNER, notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
-                         monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
+        store, _pool, monitor, rec = ssh_engine(stack, tmp_path, provider, catalog, nodes)
         yield GangWorld(machines, metadata, provider, store, monitor, rec, ports)
 
 
