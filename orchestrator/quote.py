@@ -58,6 +58,10 @@ def resolve_gpu_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
 @dataclass(frozen=True, slots=True)
 class QuoteRow:
     """One line of a quote: an offer, priced for the whole request (``nodes`` machines)."""
@@ -85,8 +89,8 @@ class QuoteRow:
             "vram_gb": o.vram_gb,
             "vcpus": o.vcpus,
             "memory_gb": o.memory_gb,
-            "vcpus_per_gpu": round(o.vcpus_per_gpu, 2),
-            "memory_gb_per_gpu": round(o.memory_gb_per_gpu, 2),
+            "vcpus_per_gpu": _round(o.vcpus_per_gpu),
+            "memory_gb_per_gpu": _round(o.memory_gb_per_gpu),
             "interconnect": o.interconnect.value,
             "market": o.market.value,
             "price_hr": round(o.price_hr, 6),

@@ -34,8 +34,8 @@ def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes:
         place = f"{o.region}/{o.zone}" if o.zone else o.region
         gpus = f"{o.gpu_count}×{o.gpu}" + (f" ×{nodes} nodes" if nodes > 1 else "")
         flags = ",".join(r.flags)
-        vcpu = f"{o.vcpus_per_gpu:g}"
-        ram = f"{o.memory_gb_per_gpu:.0f}G"
+        vcpu = "?" if o.vcpus_per_gpu is None else f"{o.vcpus_per_gpu:g}"
+        ram = "?" if o.memory_gb_per_gpu is None else f"{o.memory_gb_per_gpu:.0f}G"
         table.add_row(
             o.provider, o.instance_type, place, gpus, f"{o.vram_gb:g}G",
             f"[yellow]{vcpu}[/]" if any("vcpu" in f for f in r.flags) else vcpu,
@@ -53,6 +53,6 @@ def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes:
         + (" — approximate dates, list prices" if catalog.approximate else "")
         + ("; rows aged 'live' were priced by the provider's API just now" if any(r.offer.source == "live"
                                                                                   for r in rows) else "; not live")
-        + ". Flags: outside 2–4 vCPU and 8–16 GB RAM per GPU.[/]",
+        + ". Flags: below 2 vCPU or 8 GB RAM per GPU; ? = unknown.[/]",
         highlight=False,
     )
