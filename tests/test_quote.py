@@ -104,7 +104,7 @@ def test_json_has_stable_fields() -> None:
         "provider", "instance_type", "region", "zone", "gpu", "gpu_count", "nodes", "total_gpus", "vram_gb",
         "vcpus", "memory_gb", "vcpus_per_gpu", "memory_gb_per_gpu", "interconnect", "market", "price_hr",
         "total_price_hr", "price_per_gpu_hr", "price_as_of", "price_as_of_approximate", "price_age_days",
-        "source", "availability", "flags",
+        "source", "availability", "flags", "price_captured_at", "price_age_s", "price_source",
     ]
     assert doc["price_age_days"] == (TODAY - date(2025, 12, 1)).days
     assert doc["price_per_gpu_hr"] == pytest.approx(9.0 / 4)
