@@ -220,6 +220,8 @@ def print_history(trends: Sequence[object], gpu: str, *, width: int | None = Non
                       min_width=4 if h == "TREND" else None) for h in headers]
     shown, widths = fit(columns, rows, width, ["SPAN", "POINTS"])
     index = [columns.index(c) for c in shown]
-    sys.stdout.write(f"{gpu}: cheapest $/GPU-hour per provider after each refresh (oldest to newest)\n")
+    for line in _wrap(f"{gpu}: cheapest $/GPU-hour per provider and market after each refresh (oldest to newest)",
+                      width):
+        sys.stdout.write(line + "\n")
     for line in render_table(shown, widths, [[row[i] for i in index] for row in rows]):
         sys.stdout.write(line + "\n")

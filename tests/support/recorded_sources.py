@@ -11,6 +11,7 @@ Routes (``base`` is the server's URL):
 * ``POST base/runpod/graphql``: the ``gpuTypes`` answer;
 * ``GET  base/lambda/instance-types``: the instance types (401 without a Bearer key).
 
+``overrides[path] = body`` answers one path with other bytes (the same for either Vast market).
 ``break_route(prefix, how)`` makes matching requests fail: ``"500"``, ``"garbage"`` (a body of the wrong
 kind), ``"hang"`` (no answer until the server closes). ``requests`` records (method, path) of each call.
 """
@@ -43,6 +44,7 @@ class RecordedSources:
     def __init__(self, published: str = "Wed, 02 Dec 2026 01:42:10 GMT") -> None:
         self.published = published
         self.broken: dict[str, str] = {}
+        self.overrides: dict[str, bytes] = {}      # exact path -> body, e.g. a Vast answer with new prices
         self.requests: list[tuple[str, str]] = []
         self._release = threading.Event()
         self._lock = threading.Lock()
@@ -65,6 +67,8 @@ class RecordedSources:
     def _answer(self, method: str, path: str, query: str, body: bytes, auth: str) -> tuple[int, bytes, dict[str, str]]:
         parts = path.strip("/").split("/")
         json_type = {"Content-Type": "application/json"}
+        if path in self.overrides:
+            return 200, self.overrides[path], json_type
         if parts[0] == "gpuhunt" and len(parts) >= 3 and parts[1] in GPUHUNT_PROVIDERS:
             if parts[2] == "version":
                 return 200, (GPUHUNT_VERSION + "\n").encode(), {"Content-Type": "text/plain"}
