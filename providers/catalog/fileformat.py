@@ -21,7 +21,6 @@ import io
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -158,6 +157,8 @@ def render(offers: Iterable[Offer]) -> bytes:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never a mix."""
+    import tempfile  # only a refresh writes; `orch quote` never pays for this import
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

@@ -178,3 +178,12 @@ def load_catalog(gpus: tuple[str, ...] | None = None) -> CatalogSnapshot:
         except CatalogError as exc:
             errors.append(str(exc))
     raise CatalogError("; ".join(errors))
+
+
+def current_price_hr(offer: Offer) -> float:
+    """The freshest catalog price of ``offer``'s machine, place and market (the offer's own price when the
+    catalog does not list it): what Azure and GCP instances are charged at launch, their APIs reporting none."""
+    for o in load_catalog((offer.gpu,)).offers:
+        if o.key == offer.key:
+            return o.price_hr
+    return offer.price_hr
