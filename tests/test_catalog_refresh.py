@@ -182,7 +182,7 @@ def test_history_keeps_only_what_changed(sources: RecordedSources, tmp_path: Pat
     assert len(first) == 1 + 13                                       # header + every row, the first time
     refresh(["vastai"], settings_for(sources), directory=tmp_path, clock=lambda: NOW.replace(hour=18))
     assert (tmp_path / HISTORY_FILE).read_text().splitlines() == first   # nothing moved: nothing kept
-    answer = json.loads((Path(__file__).parent / "fixtures" / "vast" / "bundles-on-demand.json").read_text())
+    answer = json.loads((Path(__file__).parent / "fixtures" / "vast-bundles" / "bundles-on-demand.json").read_text())
     for ask in answer["offers"]:
         if ask["id"] == 4101:
             ask["dph_base"] = 0.29                                     # the Texas 4090 got cheaper

@@ -68,7 +68,7 @@ def test_the_lambda_fixture_validates_against_the_spec() -> None:
     spec = json.loads(LAMBDA_SPEC.read_text())
     schema = spec["paths"]["/api/v1/instance-types"]["get"]["responses"]["200"]["content"]["application/json"][
         "schema"]
-    answer = json.loads((ROOT / "tests" / "fixtures" / "lambda" / "instance-types.json").read_text())
+    answer = json.loads((ROOT / "tests" / "fixtures" / "lambda-instance-types" / "instance-types.json").read_text())
     jsonschema.validate(answer, {**schema, "components": spec["components"]})
 
 
@@ -99,7 +99,7 @@ def test_azure_retail_items() -> None:
 
 
 def test_runpod_gpu_types_answer() -> None:
-    answer = json.loads((ROOT / "tests" / "fixtures" / "runpod" / "gpu-types.json").read_text())
+    answer = json.loads((ROOT / "tests" / "fixtures" / "runpod-gputypes" / "gpu-types.json").read_text())
     prices = runpod_prices(answer)
     assert prices[("NVIDIA A100 80GB PCIe", "SECURE")] == 1.39
     assert ("NVIDIA H100 80GB HBM3", "COMMUNITY") not in prices          # null: no community price

@@ -109,7 +109,7 @@ def test_bad_catalog_config_is_one_line(env: dict[str, str], tmp_path: Path) -> 
 
 def test_quote_history_shows_the_trend_per_provider(env: dict[str, str], sources: RecordedSources) -> None:
     assert orch(env, "catalog", "refresh", "-p", "vastai").returncode == 0
-    answer = json.loads((ROOT / "tests" / "fixtures" / "vast" / "bundles-on-demand.json").read_text())
+    answer = json.loads((ROOT / "tests" / "fixtures" / "vast-bundles" / "bundles-on-demand.json").read_text())
     for ask in answer["offers"]:
         ask["dph_base"] = round(ask["dph_base"] * 1.5, 4)
     sources.overrides["/vast/bundles/"] = json.dumps(answer).encode()

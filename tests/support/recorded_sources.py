@@ -77,19 +77,20 @@ class RecordedSources:
                                                      "Last-Modified": self.published}
         if parts[:2] == ["azure", "prices"] and method == "GET":
             page = 2 if "$skip=4" in query else 1
-            text = (FIXTURES / "azure" / f"retail-page-{page}.json").read_text().replace("{base}", self.base)
+            text = (FIXTURES / "azure-retail-prices" / f"retail-page-{page}.json").read_text()
+            text = text.replace("{base}", self.base)
             return 200, text.encode(), json_type
         if parts[:2] == ["vast", "bundles"] and method == "POST":
             kind = json.loads(body or b"{}").get("type")
             name = "bundles-bid.json" if kind == "bid" else "bundles-on-demand.json"
-            return 200, (FIXTURES / "vast" / name).read_bytes(), json_type
+            return 200, (FIXTURES / "vast-bundles" / name).read_bytes(), json_type
         if parts[:2] == ["runpod", "graphql"] and method == "POST":
-            return 200, (FIXTURES / "runpod" / "gpu-types.json").read_bytes(), json_type
+            return 200, (FIXTURES / "runpod-gputypes" / "gpu-types.json").read_bytes(), json_type
         if parts[:2] == ["lambda", "instance-types"] and method == "GET":
             if not auth.startswith("Bearer "):
                 return 401, b'{"error": {"code": "global/invalid-api-key", "message": "API key was invalid"}}', \
                     json_type
-            return 200, (FIXTURES / "lambda" / "instance-types.json").read_bytes(), json_type
+            return 200, (FIXTURES / "lambda-instance-types" / "instance-types.json").read_bytes(), json_type
         return 404, b"not found", {"Content-Type": "text/plain"}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
