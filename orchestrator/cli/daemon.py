@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -54,7 +55,7 @@ def _build():  # type: ignore[no-untyped-def]
         fail(str(exc))
 
 
-def _catalog_refresh():  # type: ignore[no-untyped-def]
+def _catalog_refresh() -> tuple[float, Callable[[], object] | None]:
     """(period in seconds, the refresh to run) from the config's ``catalog:`` section; no refresh to run when
     ``$ORCH_CATALOG_DIR`` pins the catalog (the loader would not read a refreshed one)."""
     import os

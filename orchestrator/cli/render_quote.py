@@ -15,8 +15,10 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from orchestrator.quote import GpuSummary, QuoteGroup, QuoteRow, format_age
+from providers.base import Offer
 from providers.catalog import CatalogSnapshot
 
 STALE_AFTER = timedelta(days=1)
@@ -26,7 +28,7 @@ GAP = "  "
 @dataclass(frozen=True, slots=True)
 class Column:
     header: str
-    cell: Callable[[QuoteGroup], str]
+    cell: Callable[[Any], str]           # one table line's item (a QuoteGroup, a GpuSummary) -> its text
     right: bool = False
     min_width: int | None = None        # shrinkable down to this (with an ellipsis); None: never cut
 
@@ -64,7 +66,9 @@ def _columns(nodes: int, wide: bool) -> list[Column]:
         Column("AGE", lambda g: g.oldest.age_text, right=True),
     ]
     if wide:
-        o = lambda g: g.first.offer  # noqa: E731 - a short accessor
+        def o(g: QuoteGroup) -> Offer:
+            return g.first.offer
+
         cols += [
             Column("VRAM", lambda g: f"{o(g).vram_gb:g}G", right=True),
             Column("vCPU/GPU", lambda g: _spec(o(g).vcpus_per_gpu, "g"), right=True),
@@ -175,14 +179,14 @@ def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *,
     """``orch quote`` with no --gpu: one line per GPU, cheapest $/GPU-hour first (like ``sky gpus list``)."""
     width = output_width() if width is None else width
     columns = [
-        Column("GPU", lambda s: s.gpu),                                                    # type: ignore[arg-type]
-        Column("VRAM", lambda s: f"{s.vram_gb}G", right=True),                             # type: ignore[arg-type]
-        Column("FROM $/GPU-H", lambda s: f"{s.cheapest_per_gpu_hr:.2f}", right=True),      # type: ignore[arg-type]
-        Column("MARKET", lambda s: s.cheapest.market.value),                               # type: ignore[arg-type]
-        Column("COUNTS", lambda s: ",".join(map(str, s.counts)), min_width=5),             # type: ignore[arg-type]
-        Column("PROVIDERS", lambda s: ",".join(s.providers), min_width=10),                # type: ignore[arg-type]
+        Column("GPU", lambda s: s.gpu),
+        Column("VRAM", lambda s: f"{s.vram_gb}G", right=True),
+        Column("FROM $/GPU-H", lambda s: f"{s.cheapest_per_gpu_hr:.2f}", right=True),
+        Column("MARKET", lambda s: s.cheapest.market.value),
+        Column("COUNTS", lambda s: ",".join(map(str, s.counts)), min_width=5),
+        Column("PROVIDERS", lambda s: ",".join(s.providers), min_width=10),
     ]
-    cells = [[c.cell(s) for c in columns] for s in summaries]  # type: ignore[arg-type]
+    cells = [[c.cell(s) for c in columns] for s in summaries]
     shown, widths = fit(columns, cells, width, ["COUNTS"])
     index = [columns.index(c) for c in shown]
     for line in render_table(shown, widths, [[row[i] for i in index] for row in cells]):
