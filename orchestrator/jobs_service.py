@@ -362,16 +362,24 @@ class InstanceView:
     region: str
     market: str
     state: str
-    price_hr: float
+    price_hr: float                      # quoted: the offer's $/h
+    actual_price_hr: float | None = None  # what the cloud reports for the machine, where it does
 
     @property
     def burning(self) -> bool:
         return self.state in _BURNING_STATES
 
+    @property
+    def charged_price_hr(self) -> float:
+        from orchestrator.spend import charged_price_hr
+
+        return charged_price_hr(self.actual_price_hr, self.price_hr)
+
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "provider": self.provider, "instance_id": self.instance_id,
                 "launch_id": self.launch_id, "instance_type": self.instance_type, "region": self.region,
                 "market": self.market, "state": self.state, "price_hr": self.price_hr,
+                "actual_price_hr": self.actual_price_hr, "charged_price_hr": self.charged_price_hr,
                 "burning": self.burning}
 
 
@@ -407,7 +415,7 @@ class StatusReport:
 
     @property
     def burn_hr(self) -> float:
-        return sum(i.price_hr for i in self.instances if i.burning)
+        return sum(i.charged_price_hr for i in self.instances if i.burning)
 
     @property
     def spent_usd(self) -> float:
@@ -442,7 +450,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
             mine = tuple(i for i in live if i.job == r.name)
             last = tx.exec(select(Event).where(Event.job_id == r.id).order_by(col(Event.id).desc()).limit(1)).first()
             views.append(JobView(r.name, r.status, r.desired_state, mine,
-                                 sum(i.price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
+                                 sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
                                  r.relaunch_count, _event_view(last, names) if last else None))
     if job is not None:
         live = [i for i in live if i.job == job]
@@ -467,7 +475,7 @@ def _live_rows(tx: Any, job_ids: Sequence[int] | None = None) -> list[Any]:
 
 def _instance_view(i: Any, names: Mapping[int | None, str]) -> InstanceView:
     return InstanceView(names.get(i.job_id), i.provider, i.instance_id, i.launch_id, i.instance_type, i.region,
-                        i.market, i.state, float(i.price_hr or 0.0))
+                        i.market, i.state, float(i.price_hr or 0.0), i.actual_price_hr)
 
 
 def _event_view(e: Any, names: Mapping[int | None, str]) -> EventView:

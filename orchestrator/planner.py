@@ -127,11 +127,11 @@ def gather_offers(req: GpuRequest, catalog: Iterable[Offer], live: Sequence[Offe
 def _flags(offer: Offer, req: PlanRequest, expected: float | None) -> tuple[list[str], list[str]]:
     flags = list(rule_of_thumb_flags(offer))
     notes: list[str] = []
-    if any(f.endswith("vcpu-per-gpu") for f in flags):
-        notes.append(f"{offer.vcpus_per_gpu:g} vCPU/GPU is outside {VCPU_PER_GPU[0]:g}-{VCPU_PER_GPU[1]:g}")
-    if any(f.endswith("ram-per-gpu") for f in flags):
-        notes.append(f"{offer.memory_gb_per_gpu:.0f} GB RAM/GPU is outside {RAM_GB_PER_GPU[0]:g}-"
-                     f"{RAM_GB_PER_GPU[1]:g} GB")
+    if "low-vcpu-per-gpu" in flags:
+        notes.append(f"{offer.vcpus_per_gpu:g} vCPU/GPU is below the {VCPU_PER_GPU[0]:g}-{VCPU_PER_GPU[1]:g} minimum")
+    if "low-ram-per-gpu" in flags:
+        notes.append(f"{offer.memory_gb_per_gpu:.0f} GB RAM/GPU is below the {RAM_GB_PER_GPU[0]:g}-"
+                     f"{RAM_GB_PER_GPU[1]:g} GB minimum")
     for src in req.data:
         if src.region and src.region != offer.region:
             flags.append("egress")

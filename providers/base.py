@@ -110,7 +110,10 @@ class Offer:
     """One machine type at one place and market, with its price per instance-hour.
 
     ``price_as_of`` is the date the price was captured; ``price_as_of_approximate`` is True when that
-    date is an estimate (the shipped catalog's source has no capture dates).
+    date is an estimate (the shipped catalog's source has no capture dates). ``captured_at`` is the exact
+    capture time (UTC) where it is known (a refreshed catalog row, a live price), else None.
+    ``vcpus`` / ``memory_gb`` are None where the source does not say (the shipped Vast.ai rows).
+    ``price_source`` names where a catalog row's price came from (``gpuhunt aws 20261202-88``).
     """
 
     provider: str
@@ -120,8 +123,8 @@ class Offer:
     gpu: str
     gpu_count: int
     vram_gb: float
-    vcpus: float
-    memory_gb: float
+    vcpus: float | None
+    memory_gb: float | None
     interconnect: Interconnect
     market: Market
     price_hr: float
@@ -130,18 +133,20 @@ class Offer:
     source: str = "catalog"                     # "catalog" or "live"
     availability: Availability = Availability.UNKNOWN
     offer_id: str | None = None                 # a provider's own handle (a Vast ask id, a RunPod gpu type)
+    captured_at: datetime | None = None
+    price_source: str = ""
 
     @property
     def price_per_gpu_hr(self) -> float:
         return self.price_hr / self.gpu_count
 
     @property
-    def vcpus_per_gpu(self) -> float:
-        return self.vcpus / self.gpu_count
+    def vcpus_per_gpu(self) -> float | None:
+        return None if self.vcpus is None else self.vcpus / self.gpu_count
 
     @property
-    def memory_gb_per_gpu(self) -> float:
-        return self.memory_gb / self.gpu_count
+    def memory_gb_per_gpu(self) -> float | None:
+        return None if self.memory_gb is None else self.memory_gb / self.gpu_count
 
     @property
     def key(self) -> tuple[str, str, str, str | None, Market]:

@@ -24,7 +24,7 @@ OFFERS = [
     offer("aws", "p", 20.0, zone="use1-az1"),
     offer("gcp", "a2", 15.0, region="us-central1", market=Market.SPOT),
     offer("azure", "nc", 18.0, region="eastus"),
-    offer("runpod", "r", 5.5, region="US", vcpus=32, mem=468),
+    offer("runpod", "r", 5.5, region="US", vcpus=4, mem=16),
 ]
 
 
@@ -41,7 +41,10 @@ def test_flags_rule_of_thumb_egress_budget_and_spot_note() -> None:
                       data=(DataSource("s3://bucket/ds", region="us-east-1", size_gb=500),))
     p = plan(req, gather_offers(req.gpu_request(), OFFERS))
     by = {x.offer.provider: x for x in p.eligible}
-    assert "high-vcpu-per-gpu" in by["runpod"].flags and "high-ram-per-gpu" in by["runpod"].flags
+    assert "low-vcpu-per-gpu" in by["runpod"].flags and "low-ram-per-gpu" in by["runpod"].flags
+    assert any("1 vCPU/GPU is below the 2-4 minimum" in n for n in by["runpod"].notes)
+    generous = plan(req, [replace(OFFERS[0], vcpus=96, memory_gb=1152)]).eligible[0]   # 24 vCPU, 288 GB per GPU
+    assert not any(f.endswith("-per-gpu") for f in generous.flags)      # the rule of thumb is a minimum
     assert "egress" in by["gcp"].flags and any("~$45.00 for 500 GB" in n for n in by["gcp"].notes)
     assert "egress" not in by["aws"].flags
     assert "over-budget" in by["aws"].flags and "over-budget" in by["azure"].flags

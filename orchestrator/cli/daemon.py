@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -52,6 +53,24 @@ def _build():  # type: ignore[no-untyped-def]
         return build_service()
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
+
+
+def _catalog_refresh() -> tuple[float, Callable[[], object] | None]:
+    """(period in seconds, the refresh to run) from the config's ``catalog:`` section; no refresh to run when
+    ``$ORCH_CATALOG_DIR`` pins the catalog (the loader would not read a refreshed one)."""
+    import os
+
+    from orchestrator.catalog_config import refresh_settings
+    from orchestrator.config import ConfigError, load_config
+    from providers.catalog.refresh import refresh
+
+    try:
+        settings = refresh_settings(load_config())
+    except ConfigError as exc:
+        fail(str(exc))
+    if os.environ.get("ORCH_CATALOG_DIR"):
+        return settings.every.total_seconds(), None
+    return settings.every.total_seconds(), lambda: refresh([], settings)
 
 
 @app.command("tick")
@@ -111,6 +130,7 @@ def daemon_cmd(
         fail(f"--log-format must be json or text, not {log_format!r}")
     _configure_logging(log_format)
     log = logging.getLogger("orch.daemon")
+    refresh_every, catalog_refresh = _catalog_refresh()
     service = _build()
     stop = threading.Event()
 
@@ -126,8 +146,9 @@ def daemon_cmd(
                 service.metrics.serve(metrics_port, metrics_host)
                 log.info("metrics", extra={"fields": {"url": f"http://{metrics_host}:{metrics_port}/metrics"}})
             log.info("store", extra={"fields": {"url": service.store.url, "lease_owner": service.lease_owner}})
-            run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval), service.metrics,
-                       stop)
+            run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval,
+                                                                  refresh_interval_s=refresh_every),
+                       service.metrics, stop, catalog_refresh=catalog_refresh)
             if service.lease_owner is not None:
                 # Hand the jobs back at once instead of making the others wait for the leases to expire.
                 with service.store.transaction() as tx:

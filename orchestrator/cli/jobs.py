@@ -330,8 +330,10 @@ def _print_status(report: StatusReport) -> None:
 
 
 def _print_instance(i: InstanceView) -> None:
+    # Quoted (the offer's) and actual (what the cloud reports, "-" where it reports none) $/h.
+    actual = "-" if i.actual_price_hr is None else _money(i.actual_price_hr)
     _out(f"  {i.provider:<8} {(i.instance_id or '?'):<18} {i.instance_type:<30} {i.region:<14} {i.market:<10}"
-         f"{i.state:<10}{_money(i.price_hr):>9}/h  job {i.job or '-'}")
+         f"{i.state:<10}quoted {_money(i.price_hr)}/h, actual {actual}/h  job {i.job or '-'}")
 
 
 # -- down ----------------------------------------------------------------------------------------------

@@ -106,7 +106,8 @@ class InstanceRow(SQLModel, table=True):
     region: str = Field(default="")
     zone: str | None = Field(default=None)
     market: str = Field(default="on-demand")
-    price_hr: float = Field(default=0.0)
+    price_hr: float = Field(default=0.0)                          # the offer's (quoted) $/h
+    actual_price_hr: float | None = Field(default=None)          # what the cloud reports for it, where it does
     gpu: str = Field(default="")
     gpu_count: int = Field(default=0)
     state: str = Field(default="pending", index=True)

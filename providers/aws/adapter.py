@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -344,7 +345,22 @@ class AwsProvider(Provider):
                 f"region {region} is not in aws.regions {self.settings.regions}: orch could not list "
                 "(and so garbage-collect) an instance there", provider=PROVIDER)
         # Each attempt dedupes first: a retried RunInstances whose first try did land must not double it.
-        return self._call(lambda: self._launch_once(spec, region))
+        instance = self._call(lambda: self._launch_once(spec, region))
+        return self._with_spot_price(instance) if instance.market is Market.SPOT else instance
+
+    def _with_spot_price(self, instance: Instance) -> Instance:
+        """A spot instance priced at its zone's current spot price (what AWS bills it), from
+        DescribeSpotPriceHistory; without an answer the instance carries no price (the offer's is charged)."""
+        try:
+            history = self._spot_history(instance.region, [instance.instance_type])
+        except ProviderError as exc:
+            log.warning("aws %s: no spot price for %s at launch: %s", instance.region, instance.instance_id, exc)
+            return instance
+        mine = [h for h in history if instance.zone in (h.get("AvailabilityZone"), h.get("AvailabilityZoneId"))]
+        if not mine:
+            return instance
+        latest = max(mine, key=lambda h: h["Timestamp"])
+        return replace(instance, price_hr=float(latest["SpotPrice"]))
 
     def _find_by_launch_id(self, region: str, launch_id: str) -> dict[str, Any] | None:
         found = self._describe(region, Filters=[

@@ -303,6 +303,15 @@ class AzureProvider(Provider):
         return match_offers(azure_only, req)
 
     def launch(self, spec: LaunchSpec) -> Instance:
+        """Create (or find) the VM; it carries the refreshed catalog's price at launch (Azure reports none)."""
+        from dataclasses import replace
+
+        from providers.catalog.loader import current_price_hr
+
+        instance = self._launch(spec)
+        return instance if instance.price_hr is not None else replace(instance, price_hr=current_price_hr(spec.offer))
+
+    def _launch(self, spec: LaunchSpec) -> Instance:
         rg = self.rg
         existing = self.get(spec.name)
         if existing is not None:

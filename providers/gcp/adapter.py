@@ -358,6 +358,15 @@ class GcpProvider(Provider):
         return match_offers(catalog, req)
 
     def launch(self, spec: LaunchSpec) -> Instance:
+        """Create (or find) the VM; it carries the refreshed catalog's price at launch (GCE reports none)."""
+        from dataclasses import replace
+
+        from providers.catalog.loader import current_price_hr
+
+        instance = self._launch(spec)
+        return instance if instance.price_hr is not None else replace(instance, price_hr=current_price_hr(spec.offer))
+
+    def _launch(self, spec: LaunchSpec) -> Instance:
         zone = self.settings.zone_for(spec.offer.region, spec.offer.zone)
         existing = self._fetch(zone, spec.name)
         if existing is not None:
