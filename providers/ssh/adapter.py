@@ -13,10 +13,9 @@ in the config or already in orch's known_hosts store.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 
 from providers.base import (
-    Availability,
     Capability,
     GpuRequest,
     Instance,
@@ -42,6 +41,7 @@ from providers.ssh.errors import (
     TransportError,
 )
 from providers.ssh.hostkeys import HostKeyStore, HostTrust
+from providers.ssh.offers import host_offers
 from providers.ssh.reservations import HostReservedError, Reservation, ReservationBook
 from providers.ssh.settings import HostSettings, Settings
 from providers.ssh.transport import ExecResult, SshTransport
@@ -87,7 +87,8 @@ def translate_error(exc: Exception, host: str = "") -> ProviderError:
 class SshProvider(Provider):
     name = NAME
     # Multi-node: the hosts of one region (site) are taken to share a network, as a rack or a LAN does.
-    capabilities = frozenset({Capability.HOST_KEYS, Capability.MULTI_NODE})
+    # CONFIG_OFFERS: its offers are the configured hosts, known without any call (providers/ssh/offers.py).
+    capabilities = frozenset({Capability.HOST_KEYS, Capability.MULTI_NODE, Capability.CONFIG_OFFERS})
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -161,19 +162,8 @@ class SshProvider(Provider):
                                 hint="use an unencrypted key file readable by orch") from None
 
     def offers(self, req: GpuRequest) -> list[Offer]:
-        today = date.today()
-        offers = []
-        for host in self.settings.hosts:
-            reserved = self.book.get(host.name) is not None
-            offers.append(Offer(
-                provider=NAME, instance_type=host.name, region=host.region, zone=None, gpu=host.gpu,
-                gpu_count=host.gpu_count, vram_gb=host.vram_gb, vcpus=host.vcpus, memory_gb=host.memory_gb,
-                interconnect=host.resolved_interconnect, market=Market.ON_DEMAND,
-                price_hr=self.settings.host_price(host), price_as_of=today, source="config",
-                availability=Availability.NOT_AVAILABLE if reserved else Availability.AVAILABLE,
-                offer_id=host.name,
-            ))
-        return match_offers(offers, req)
+        """The configured hosts matching ``req`` (settings and reservations only: no SSH, no cloud call)."""
+        return match_offers(host_offers(self.settings), req)
 
     def launch(self, spec: LaunchSpec) -> Instance:
         if spec.offer.market is not Market.ON_DEMAND:
