@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.quote import QuoteRow
+from providers.base import OfferOrigin
 from providers.catalog import CatalogSnapshot
 
 
@@ -36,15 +37,19 @@ def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes:
         flags = ",".join(r.flags)
         vcpu = f"{o.vcpus_per_gpu:g}"
         ram = f"{o.memory_gb_per_gpu:.0f}G"
+        own = o.source == OfferOrigin.OWN
         table.add_row(
             o.provider, o.instance_type, place, gpus, f"{o.vram_gb:g}G",
             f"[yellow]{vcpu}[/]" if any("vcpu" in f for f in r.flags) else vcpu,
             f"[yellow]{ram}[/]" if any("ram" in f for f in r.flags) else ram,
-            o.interconnect.value, o.market.value, f"{r.total_price_hr:.2f}", f"{o.price_per_gpu_hr:.2f}",
-            "live" if o.source == "live" else _age(r.age_days, o.price_as_of_approximate),
+            o.interconnect.value, "own" if own else o.market.value, f"{r.total_price_hr:.2f}",
+            f"{o.price_per_gpu_hr:.2f}",
+            "-" if own else "live" if o.source == OfferOrigin.LIVE else _age(r.age_days, o.price_as_of_approximate),
             f"[yellow]{flags}[/]" if flags else "",
         )
     console.print(table)
+    own = " · market 'own': your machines from orch's config, at the price set there" if any(
+        r.offer.source == OfferOrigin.OWN for r in rows) else ""
     providers = sorted({r.offer.provider for r in rows})
     dates = "; ".join(f"{p} {catalog.as_of[p][0].isoformat()}" for p in providers if p in catalog.as_of)
     origin = "shipped catalog" if catalog.origin == "shipped" else f"catalog {catalog.origin}"
@@ -53,6 +58,6 @@ def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes:
         + (" — approximate dates, list prices" if catalog.approximate else "")
         + ("; rows aged 'live' were priced by the provider's API just now" if any(r.offer.source == "live"
                                                                                   for r in rows) else "; not live")
-        + ". Flags: outside 2–4 vCPU and 8–16 GB RAM per GPU.[/]",
+        + f". Flags: outside 2–4 vCPU and 8–16 GB RAM per GPU{own}.[/]",
         highlight=False,
     )
