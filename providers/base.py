@@ -17,6 +17,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import ClassVar
 
+from providers.fabric import Fabric
 from providers.gpus import Interconnect
 
 __all__ = [
@@ -217,6 +218,8 @@ class Instance:
     created_at: datetime | None = None
     price_hr: float | None = None
     extra: tuple[tuple[str, str], ...] = field(default=())
+    #: The RDMA fabric this machine, as launched, shares with its peers (providers/fabric.py); None: none known.
+    fabric: Fabric | None = None
 
 
 def new_launch_id() -> str:

@@ -159,3 +159,22 @@ def test_the_spot_note_is_true_for_the_job(checkpointed: bool, says: str) -> Non
     assert says in note
     if not checkpointed:
         assert "resumes" not in note and "add checkpoint:" in note
+
+
+def test_a_fabric_orch_does_not_attach_is_a_note_for_multi_node_jobs() -> None:
+    p4d = offer("aws", "p4d.24xlarge", 30.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=1152)
+    for nodes, noted in ((2, True), (1, False)):
+        req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes)
+        [chosen] = plan(req, gather_offers(req.gpu_request(), [p4d])).eligible
+        notes = [n for n in chosen.notes if "efa" in n]
+        assert bool(notes) is noted
+        if noted:
+            assert "EFA network interface" in notes[0] and "NCCL runs over TCP" in notes[0]
+
+
+def test_every_fabric_fact_names_a_catalog_instance_type() -> None:
+    from providers.catalog import load_catalog
+    from providers.fabric import FABRICS
+
+    known = {(o.provider, o.instance_type) for o in load_catalog().offers}
+    assert set(FABRICS) <= known

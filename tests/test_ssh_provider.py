@@ -24,6 +24,7 @@ from providers.base import (
     new_launch_id,
 )
 from providers.errors import AuthError, InsufficientCapacityError, InvalidRequestError, ProviderUnavailableError
+from providers.fabric import Fabric
 from providers.registry import PROVIDERS, config_offers_function, create_provider
 from providers.ssh.adapter import SshProvider
 from providers.ssh.hostkeys import HostKeyStore
@@ -277,3 +278,10 @@ def test_check_credentials(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
     garbage.write_text("not a key")
     with pytest.raises(AuthError, match="cannot read key"):
         _provider(tmp_path, sshd, key_path=str(garbage)).check_credentials()
+
+
+def test_a_host_declared_on_infiniband_reports_its_fabric(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd, hosts=[_host(sshd, "ib", infiniband=True), _host(sshd, "plain")])
+    assert p.launch(_spec(p, "ib")).fabric is Fabric.INFINIBAND
+    assert p.launch(_spec(p, "plain")).fabric is None
+    assert p.get("ib").fabric is Fabric.INFINIBAND

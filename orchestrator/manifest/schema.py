@@ -209,6 +209,9 @@ class Resources(_Model):
     nodes: int = Field(1, ge=1, le=256, description="Machines.")
     min_vram_gb: float | None = Field(None, ge=0, description="Least memory per GPU, GB.")
     interconnect: Literal["nvlink", "pcie"] | None = Field(None, description="GPU-to-GPU link within a node.")
+    infiniband: bool | None = Field(None, description="Multi-node: whether NCCL may use an InfiniBand/RoCE fabric "
+                                    "between the nodes (false: NCCL_IB_DISABLE=1); unset: orch decides from the "
+                                    "machines (docs/runtime.md).")
     vcpus_per_gpu: float | None = Field(None, ge=0, description="Least vCPUs per GPU.")
     ram_gb_per_gpu: float | None = Field(None, ge=0, description="Least host RAM per GPU, GB.")
     disk_gb: float | None = Field(None, ge=0, description="Least local disk, GB.")

@@ -288,8 +288,8 @@ def render_script(ri: RenderInput) -> str:
         where=f"docker image {ri.image}" if ri.image else "on the host",
         exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env))),
         secrets=_section("secrets (by name; values come from the launch environment)", secrets),
-        nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else ""),
-                      _exports(nccl)),
+        nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else "")
+                      + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else ""), _exports(nccl)),
         rclone=_section("rclone remotes (configuration only; credentials come from the environment)",
                         _exports(_rclone_env(ckpt, data))),
         data=_section("data staging", _data_lines(ri)),

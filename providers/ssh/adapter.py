@@ -33,6 +33,7 @@ from providers.errors import (
     ProviderError,
     ProviderUnavailableError,
 )
+from providers.fabric import Fabric
 from providers.ssh.errors import (
     ExecTimeoutError,
     HostKeyError,
@@ -141,6 +142,7 @@ class SshProvider(Provider):
             market=Market.ON_DEMAND, raw_state="reserved", public_ip=host.address, ssh_port=host.port,
             ssh_user=host.user, host_keys=keys, created_at=res.reserved_at,
             price_hr=self.settings.host_price(host), extra=tuple(extra),
+            fabric=Fabric.INFINIBAND if host.infiniband else None,
         )
 
     # -- the protocol --------------------------------------------------------------------------------

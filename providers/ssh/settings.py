@@ -58,6 +58,7 @@ class HostSettings(BaseModel):
     disk_gb: float | None = Field(None, ge=0)  # free local disk for jobs; None: not declared (not planned by it)
     region: str = "onprem"
     interconnect: Interconnect | None = None   # None: the GPU model's usual one
+    infiniband: bool = False                # the site's hosts share an InfiniBand (or RoCE) fabric NCCL can use
     price_hr: float | None = Field(None, ge=0)  # None: the provider-wide price_hr
     host_key: str | None = None              # "ssh-ed25519 AAAA..." (ssh-keyscan / /etc/ssh/*.pub)
     host_key_fingerprint: str | None = None  # "SHA256:..." (ssh-keygen -lf)
