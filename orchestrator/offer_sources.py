@@ -1,8 +1,8 @@
 """Where the planner's offers come from: ONE entry point for ``orch quote``, ``orch plan``, ``orch apply
 --launch`` and the engine, so that all four see the same offers.
 
-Three kinds of source, merged by ``planner.gather_offers`` (a live price replaces the catalog row of the
-same machine, place and market):
+Three kinds of source, merged by ``gather_offers`` (a live price replaces the catalog row of the same
+machine, place and market):
 
 * the catalog: shipped or refreshed list prices, offline;
 * your own machines: every configured provider that lists offers from its settings alone, without a cloud
@@ -19,12 +19,12 @@ the registry's ``config_offers`` hook, which needs pydantic and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from orchestrator.planner import OfferSource, gather_offers
 from providers.base import Capability, GpuRequest, Offer
+from providers.catalog.query import match_offers
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -32,7 +32,31 @@ if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from providers.base import Provider
 
-__all__ = ["ConfiguredMachines", "OfferSources", "offer_sources"]
+__all__ = ["ConfiguredMachines", "OfferSource", "OfferSources", "gather_offers", "offer_sources"]
+
+
+class OfferSource(Protocol):
+    def offers(self, req: GpuRequest) -> list[Offer]: ...
+
+
+def gather_offers(req: GpuRequest, catalog: Iterable[Offer], sources: Sequence[OfferSource] = ()) -> list[Offer]:
+    """Catalog offers plus those of ``sources``; a source's offer replaces the catalog row with the same key.
+
+    A source that fails with a ProviderError is skipped: planning must not break because one API is down.
+    """
+    from providers.errors import ProviderError
+
+    merged: dict[tuple[object, ...], Offer] = {o.key: o for o in match_offers(catalog, req)}
+    for source in sources:
+        try:
+            found = source.offers(req)
+        except ProviderError:
+            continue
+        # A source may answer more broadly than asked (interconnect, region): hold it to the request.
+        for o in match_offers(found, req):
+            key = o.key if o.key in merged else (*o.key, o.offer_id)
+            merged[key] = o
+    return list(merged.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +86,6 @@ class ConfiguredMachines:
         self._list = fn
 
     def offers(self, req: GpuRequest) -> list[Offer]:
-        from providers.catalog.query import match_offers
-
         return match_offers(self._list(self._settings), req)
 
 

@@ -4,9 +4,8 @@ Two small seams, so the planner can grow (a VRAM-fit planner, a deadline-aware s
 
 * ``Ranking``: turns an eligible offer into a comparable expected cost. Today ``ExpectedCostRanking``
   is $/h x estimated hours (x nodes); a later one can price preemption risk or deadline slack.
-* ``OfferSource``: where offers come from (the catalog, your own machines, live provider APIs);
-  ``gather_offers`` merges them, a live price replacing the catalog's for the same machine, place and
-  market. orchestrator.offer_sources builds the one set of sources every caller plans from.
+* where offers come from (the catalog, your own machines, live provider APIs) is
+  orchestrator.offer_sources: the one set of sources every caller plans from.
 
 Offers are gathered broadly (GPU, count, market, allowed providers, places not cooling down); every other
 constraint of the manifest is checked here, so that an offer it excludes says which constraint did
@@ -22,7 +21,7 @@ from typing import Any, Protocol
 
 from orchestrator.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import Availability, GpuRequest, Market, Offer
-from providers.catalog.query import match_offers, region_matches
+from providers.catalog.query import region_matches
 from providers.fabric import instance_fabric
 from providers.gpus import Interconnect, gpu_by_name
 
@@ -163,30 +162,6 @@ class ExpectedCostRanking:
 
     def expected_cost(self, offer: Offer, req: PlanRequest) -> float:
         return offer.price_hr * req.nodes * (req.estimated_hours or 1.0)
-
-
-class OfferSource(Protocol):
-    def offers(self, req: GpuRequest) -> list[Offer]: ...
-
-
-def gather_offers(req: GpuRequest, catalog: Iterable[Offer], live: Sequence[OfferSource] = ()) -> list[Offer]:
-    """Catalog offers plus live ones; a live offer replaces the catalog row with the same key.
-
-    A live source that fails is skipped: planning must not break because one API is down.
-    """
-    from providers.errors import ProviderError
-
-    merged: dict[tuple[object, ...], Offer] = {o.key: o for o in match_offers(catalog, req)}
-    for source in live:
-        try:
-            found = source.offers(req)
-        except ProviderError:
-            continue
-        # A live source may answer more broadly than asked (interconnect, region): hold it to the request.
-        for o in match_offers(found, req):
-            key = o.key if o.key in merged else (*o.key, o.offer_id)
-            merged[key] = o
-    return list(merged.values())
 
 
 def _flags(offer: Offer, req: PlanRequest, expected: float | None) -> tuple[list[str], list[str]]:

@@ -15,10 +15,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from providers.fabric import Fabric
 from providers.gpus import Interconnect
+
+if TYPE_CHECKING:  # `orch quote` imports this module; the fabric table is not needed to price offers
+    from providers.fabric import Fabric
 
 __all__ = [
     "TAG_JOB",

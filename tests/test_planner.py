@@ -7,7 +7,8 @@ from datetime import date
 
 import pytest
 
-from orchestrator.planner import Constraint, DataSource, PlanRequest, gather_offers, plan, without_zone
+from orchestrator.offer_sources import gather_offers
+from orchestrator.planner import Constraint, DataSource, PlanRequest, plan, without_zone
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.errors import ProviderUnavailableError
 from providers.gpus import Interconnect
