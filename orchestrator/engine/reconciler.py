@@ -428,7 +428,7 @@ class Reconciler:
         found = self._spot_facts_cache.get(job.id)
         if found is None:
             req = replace(job.spec.plan, markets=frozenset(Market))
-            gathered = offer_sources(self.catalog, providers=self.providers).offers(req.gpu_request())
+            gathered = offer_sources(self.catalog).offers(req.gpu_request())   # the catalog's facts only
             offers = [c.offer for c in plan(req, gathered).eligible if c.offer.provider in self.providers]
             spot = [o for o in offers if o.market is Market.SPOT]
             od = [o.price_hr for o in offers if o.market is Market.ON_DEMAND]
