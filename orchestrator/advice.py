@@ -13,12 +13,13 @@ RAM_GB_PER_GPU = (8.0, 16.0)
 def rule_of_thumb_flags(offer: Offer) -> list[str]:
     """Flags for fewer than 2 vCPU or less than 8 GB RAM per GPU (data loading starves the GPU).
 
-    Offers whose source does not say their vCPU/RAM (``None``) get no flag: unknown is shown as unknown.
+    Offers whose source does not say their vCPU/RAM (``None``, or 0 for a machine of yours whose vcpus/memory_gb
+    the config leaves out) get no flag: unknown is shown as unknown.
     """
     flags: list[str] = []
     v, r = offer.vcpus_per_gpu, offer.memory_gb_per_gpu
-    if v is not None and v < VCPU_PER_GPU[0]:
+    if v and v < VCPU_PER_GPU[0]:
         flags.append("low-vcpu-per-gpu")
-    if r is not None and r < RAM_GB_PER_GPU[0]:
+    if r and r < RAM_GB_PER_GPU[0]:
         flags.append("low-ram-per-gpu")
     return flags

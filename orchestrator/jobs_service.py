@@ -8,7 +8,7 @@ daemon would, so a command never knows a cloud's details.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.engine.reconciler import Reconciler, TickReport
     from orchestrator.manifest import LoadedManifest
-    from orchestrator.planner import OfferSource, Plan, PlannedOffer
+    from orchestrator.offer_sources import OfferSources
+    from orchestrator.planner import Plan, PlannedOffer
     from orchestrator.store import Store
     from orchestrator.store.repo import ApplyResult
     from providers.base import Offer, Provider
@@ -62,10 +63,6 @@ class JobPlan:
     def options(self) -> tuple[PlannedOffer, ...]:
         return self.plan.eligible[: 1 + self.alternatives]
 
-    @property
-    def vram_rejects(self) -> tuple[PlannedOffer, ...]:
-        return tuple(p for p in self.plan.rejected if "vram-below-need" in p.flags)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "job": self.name,
@@ -75,50 +72,40 @@ class JobPlan:
             "alternatives": [planned_json(p) for p in self.options[1:]],
             "eligible_count": len(self.plan.eligible),
             "rejected": [planned_json(p) for p in self.plan.rejected],
+            "near_misses": [planned_json(p) for p in self.plan.near_misses(NEAR_MISSES)],
         }
 
 
+#: Rejected offers ``orch plan`` shows with what excluded them.
+NEAR_MISSES = 3
+
+
 def planned_json(p: PlannedOffer) -> dict[str, Any]:
-    o = p.offer
-    return {
-        "provider": o.provider, "instance_type": o.instance_type, "region": o.region, "zone": o.zone,
-        "gpu": o.gpu, "gpu_count": o.gpu_count, "vram_gb": o.vram_gb, "market": o.market.value,
-        "nodes": p.nodes, "price_hr": round(o.price_hr, 4), "total_price_hr": round(p.total_price_hr, 4),
-        "estimated_total_usd": round(p.expected_cost_usd, 2) if p.expected_cost_usd is not None else None,
-        "source": o.source, "flags": list(p.flags), "notes": list(p.notes),
-    }
+    return p.to_json()
 
 
-def plan_jobs(loaded: Sequence[LoadedManifest], catalog: Iterable[Offer], live: Sequence[OfferSource] = (),
-              *, alternatives: int = 4, only_providers: Sequence[str] | None = None,
-              now: datetime | None = None) -> list[JobPlan]:
+def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, alternatives: int = 4,
+              only_providers: Sequence[str] | None = None, now: datetime | None = None) -> list[JobPlan]:
     """Rank every offer for each manifest, the way the engine will when it launches.
 
+    ``sources``: orchestrator.offer_sources.offer_sources(...), as the engine builds it.
     ``only_providers`` (the configured ones, for ``--configured``) keeps offers of those providers only:
     what ``orch apply --launch`` can actually get."""
     from orchestrator.engine.jobspec import jobspec_from_manifest
-    from orchestrator.planner import gather_offers, plan
+    from orchestrator.planner import plan
 
     if alternatives < 0:
         raise BadInputError(f"--alternatives must be 0 or more, got {alternatives}")
-    offers = [o for o in catalog if only_providers is None or o.provider in only_providers]
     now = now or utcnow()
     out: list[JobPlan] = []
     for m in loaded:
         req = jobspec_from_manifest(m.manifest, now).plan
-        found = gather_offers(req.gpu_request(), offers, live)
+        found = sources.offers(req.gpu_request())
         if only_providers is not None:
             found = [o for o in found if o.provider in only_providers]
         the_plan = plan(req, found)
         out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours))
     return out
-
-
-def live_sources(providers: Mapping[str, Provider]) -> list[Provider]:
-    """The configured providers that can price offers live."""
-    from providers.base import Capability
-
-    return [p for p in providers.values() if Capability.LIVE_OFFERS in p.capabilities]
 
 
 # -- apply --------------------------------------------------------------------------------------------

@@ -148,6 +148,8 @@ class QuoteRow:
     def age_text(self) -> str:
         if self.offer.source == "live":
             return "live"
+        if self.offer.source == "own":
+            return "-"            # your machine: a price you set, not a market's
         return format_age(self.age, self.offer.captured_at is None)
 
     def to_json(self) -> dict[str, object]:

@@ -15,9 +15,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from providers.gpus import Interconnect
+
+if TYPE_CHECKING:  # `orch quote` imports this module; the fabric table is not needed to price offers
+    from providers.fabric import Fabric
 
 __all__ = [
     "TAG_JOB",
@@ -32,6 +35,7 @@ __all__ = [
     "LaunchSpec",
     "Market",
     "Offer",
+    "OfferOrigin",
     "Provider",
     "instance_name",
     "new_launch_id",
@@ -70,6 +74,16 @@ class Capability(StrEnum):
     TAGS = "tags"                            # key/value tags; otherwise orch encodes ids in the name
     LIVE_OFFERS = "live-offers"              # offers() returns live prices/capacity without launching
     HOST_KEYS = "host-keys"                  # the API exposes the instance's SSH host keys
+    CONFIG_OFFERS = "config-offers"          # offers() lists configured machines from settings alone: no cloud call
+
+
+class OfferOrigin(StrEnum):
+    """Where an offer's price comes from (``Offer.source``)."""
+
+    CATALOG = "catalog"     # the shipped or refreshed catalog
+    LIVE = "live"           # a provider's pricing API, just now
+    OWN = "own"             # a machine you own, from orch's config, at the price you set there
+    STORE = "store"         # rebuilt from orch's store (an attempt whose offer left the catalog)
 
 
 class InstanceState(StrEnum):
@@ -130,11 +144,15 @@ class Offer:
     price_hr: float
     price_as_of: date
     price_as_of_approximate: bool = False
-    source: str = "catalog"                     # "catalog" or "live"
+    source: str = OfferOrigin.CATALOG           # an OfferOrigin value
     availability: Availability = Availability.UNKNOWN
     offer_id: str | None = None                 # a provider's own handle (a Vast ask id, a RunPod gpu type)
     captured_at: datetime | None = None
     price_source: str = ""
+    #: The most local disk a launch on this offer can have, where the machine's disk is fixed (a Vast ask's
+    #: disk_space, a Lambda type's local storage, your own machine's); None: no known limit (the clouds that
+    #: create the boot disk at LaunchSpec.disk_gb, or a limit nobody told orch).
+    max_disk_gb: float | None = None
 
     @property
     def price_per_gpu_hr(self) -> float:
@@ -207,6 +225,8 @@ class Instance:
     created_at: datetime | None = None
     price_hr: float | None = None
     extra: tuple[tuple[str, str], ...] = field(default=())
+    #: The RDMA fabric this machine, as launched, shares with its peers (providers/fabric.py); None: none known.
+    fabric: Fabric | None = None
 
 
 def new_launch_id() -> str:

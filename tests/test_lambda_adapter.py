@@ -38,7 +38,7 @@ from providers.lambdalabs.adapter import LambdaProvider, translate_error
 from providers.lambdalabs.settings import Settings
 from providers.registry import create_provider
 from tests.contract.harness_lambda import PUBLIC_KEY, fast_settings, h100_offer
-from tests.fakes.lambda_cloud import API, LambdaFake, _Inst, start_lambda_fake
+from tests.fakes.lambda_cloud import API, DEFAULT_TYPES, LambdaFake, _Inst, start_lambda_fake
 from tests.fakes.lr_base import FakeServer
 
 OWNER = "alice"
@@ -115,6 +115,9 @@ def test_offers_are_live_and_per_region_with_capacity(provider: LambdaProvider) 
         assert (o.instance_type, o.gpu_count, o.vram_gb, o.price_hr) == ("gpu_8x_h100_sxm5", 8, 80, 23.92)
         assert o.source == "live" and o.availability is Availability.AVAILABLE and o.market is Market.ON_DEMAND
         assert o.interconnect is Interconnect.NVLINK and o.vcpus == 208
+        # the type's fixed local disk (InstanceTypeSpecs.storage_gib in the Lambda spec), in GB
+        [h100] = [t for t in DEFAULT_TYPES if t.name == "gpu_8x_h100_sxm5"]
+        assert o.max_disk_gb == pytest.approx(h100.storage_gib * 1.073741824, abs=0.1)
 
 
 def test_offers_mark_catalog_regions_without_capacity(cloud: tuple[LambdaFake, FakeServer]) -> None:

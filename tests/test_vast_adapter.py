@@ -195,6 +195,20 @@ def test_a_catalog_offer_is_matched_to_a_live_ask(fake: VastFake, vast: VastProv
     assert inst.state in (InstanceState.PENDING, InstanceState.RUNNING)
 
 
+def test_an_asks_disk_space_is_its_offers_disk_limit_and_a_launch_needs_room(fake: VastFake,
+                                                                          vast: VastProvider) -> None:
+    """disk_space: "Disk storage space in GB" (search filters, shared/reference/specs/vastai-openapi.yaml)."""
+    (h100,) = vast.offers(GpuRequest(gpus=("H100-80G",), count=1, markets=frozenset({Market.ON_DEMAND})))
+    assert h100.max_disk_gb == SEED[H100_1X]["disk_space"]
+    with fake.lock:
+        fake.state.offers[H100_1X]["disk_space"] = 30.0          # less than the spec's 40 GB
+    with pytest.raises(InsufficientCapacityError):
+        vast.launch(spec_for(None, gpu="H100-80G"))               # the catalog offer's only live ask is too small
+    with pytest.raises(InsufficientCapacityError):
+        vast.launch(spec_for(H100_1X, gpu="H100-80G"))            # and named by id, the search refuses it too
+    assert bodies(fake, "PUT", "/asks/") == []
+
+
 def test_a_gone_ask_is_insufficient_capacity_without_a_create(fake: VastFake, vast: VastProvider) -> None:
     with pytest.raises(InsufficientCapacityError):
         vast.launch(spec_for(H100_RENTED))

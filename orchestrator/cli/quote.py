@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
@@ -114,9 +115,7 @@ def quote(
     )
     # One GPU's quote reads only that GPU's rows of a refreshed catalog (tests/bench/bench_quote.py).
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None)
-    offers = list(catalog.offers)
-    if live:
-        offers = _with_live_offers(req, offers)
+    offers = _offers(req, catalog.offers, live)
     if not gpus:
         _print_gpus(offers, req, machine_gpus is None, catalog, as_json)
         return
@@ -182,28 +181,50 @@ def _print_history(gpus: tuple[str, ...], count: int | None, as_json: bool) -> N
         raise SystemExit(EXIT_NO_MATCH)
 
 
-def _with_live_offers(req: GpuRequest, offers: list[Offer]) -> list[Offer]:
-    """Catalog plus live offers (marked source=live) from every configured provider that prices live.
+def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool) -> list[Offer]:
+    """The catalog, your own machines from orch's config, and (``--live``) live offers: the planner's sources.
 
-    Only here are SDKs imported: ``orch quote`` without --live stays offline and instant. A provider that
-    cannot be reached is skipped with a note on stderr; its catalog rows stay.
+    Without --live no SDK is imported: own machines come from their settings alone (pydantic, and only when
+    the config names such a provider). A config that cannot be read is noted and left out; with --live it is
+    an error, as for every command that builds providers.
     """
+    from orchestrator.config import ConfigError, config_path, load_config
+    from orchestrator.offer_sources import offer_sources
+
+    if not live and not config_path().exists():
+        return offer_sources(catalog).offers(req)
+    if not live:
+        try:
+            return offer_sources(catalog, config=load_config()).offers(req)
+        except ConfigError as exc:
+            sys.stderr.write(f"note: {exc}; your own machines are not listed\n")
+            return offer_sources(catalog).offers(req)
+    return _with_live_offers(req, catalog)
+
+
+def _with_live_offers(req: GpuRequest, catalog: Sequence[Offer]) -> list[Offer]:
+    """Catalog, own machines and live offers (marked source=live) from every configured provider that prices
+    live. Only here are SDKs imported. A provider that cannot be reached is skipped with a note on stderr;
+    its catalog rows stay.
+    """
+    from dataclasses import replace
+
     from orchestrator.config import ConfigError, load_config
-    from orchestrator.planner import gather_offers
+    from orchestrator.offer_sources import offer_sources
     from orchestrator.wiring import build_providers
-    from providers.base import Capability
     from providers.errors import ProviderError
 
     try:
-        providers = build_providers(load_config())
+        config = load_config()
+        providers = build_providers(config)
+        sources = offer_sources(catalog, providers=providers, config=config, live=True)
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
-    live = [p for p in providers.values() if Capability.LIVE_OFFERS in p.capabilities]
-    if not live:
+    if not sources.live:
         sys.stderr.write("note: --live: no configured provider prices live (see `orch providers`)\n")
 
     class _Noting:
-        """Says on stderr which provider could not be asked (gather_offers then skips it)."""
+        """Says on stderr which provider could not be asked (the sources then skip it)."""
 
         def __init__(self, provider: Provider) -> None:
             self.provider = provider
@@ -216,7 +237,7 @@ def _with_live_offers(req: GpuRequest, offers: list[Offer]) -> list[Offer]:
                 raise
 
     try:
-        return gather_offers(req, offers, [_Noting(p) for p in live])
+        return replace(sources, live=tuple(_Noting(p) for p in sources.live)).offers(req)  # type: ignore[arg-type]
     finally:
         for p in providers.values():
             p.close()

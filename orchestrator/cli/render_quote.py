@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from orchestrator.quote import GpuSummary, QuoteGroup, QuoteRow, format_age
-from providers.base import Offer
+from providers.base import Offer, OfferOrigin
 from providers.catalog import CatalogSnapshot
 
 STALE_AFTER = timedelta(days=1)
@@ -60,7 +60,7 @@ def _columns(nodes: int, wide: bool) -> list[Column]:
         Column("INSTANCE", lambda g: g.first.offer.instance_type, min_width=12),
         place,
         Column("GPUS", lambda g: f"{g.first.offer.gpu_count}×{g.first.offer.gpu}"),
-        Column("MARKET", lambda g: g.first.offer.market.value),
+        Column("MARKET", lambda g: "own" if g.first.offer.source == OfferOrigin.OWN else g.first.offer.market.value),
         Column(price, lambda g: f"{g.first.total_price_hr:.2f}", right=True),
         Column("$/GPU-H", lambda g: f"{g.first.offer.price_per_gpu_hr:.2f}", right=True),
         Column("AGE", lambda g: g.oldest.age_text, right=True),
@@ -129,7 +129,9 @@ def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot
     notes.append(f"{groups} offers{grouped}.")
     oldest: dict[str, QuoteRow] = {}
     for r in rows:
-        if r.offer.source != "live" and (r.offer.provider not in oldest or r.age > oldest[r.offer.provider].age):
+        if r.offer.source in (OfferOrigin.LIVE, OfferOrigin.OWN):
+            continue
+        if r.offer.provider not in oldest or r.age > oldest[r.offer.provider].age:
             oldest[r.offer.provider] = r
     refreshed = sorted(p for p in oldest if p in catalog.refreshed)
     shipped = sorted(p for p in oldest if p not in catalog.refreshed)
@@ -140,8 +142,10 @@ def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot
     stale = [f"{p} ({oldest[p].age_text})" for p in sorted(oldest) if oldest[p].age > STALE_AFTER]
     if stale:
         notes.append(f"Older than a day: {', '.join(stale)}; run `orch catalog refresh` (or --live).")
-    if any(r.offer.source == "live" for r in rows):
+    if any(r.offer.source == OfferOrigin.LIVE for r in rows):
         notes.append("AGE 'live': priced by the provider's API just now.")
+    if any(r.offer.source == OfferOrigin.OWN for r in rows):
+        notes.append("MARKET 'own': your machines from orch's config, at the price set there.")
     if flagged:
         notes.append("FLAGS: fewer than 2 vCPU (low-cpu) or 8 GB RAM (low-ram) per GPU.")
     notes.extend(f"note: {p}" for p in catalog.problems)

@@ -49,6 +49,8 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime) -> JobSpec:
         interconnect=Interconnect(r.interconnect) if r.interconnect else None,
         estimated_hours=p.estimated_hours, budget_usd=p.budget_usd,
         data=tuple(DataSource(d.source, d.region, d.size_gb) for d in manifest.data),
+        vcpus_per_gpu=r.vcpus_per_gpu, ram_gb_per_gpu=r.ram_gb_per_gpu, disk_gb=r.disk_gb,
+        checkpointed=manifest.checkpoint is not None,
     )
     return JobSpec(
         name=manifest.name, plan=plan,

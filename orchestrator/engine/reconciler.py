@@ -26,7 +26,8 @@ from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EngineStore, JobRecord, JobStatus
 from orchestrator.idle import IdleAction, UtilSample, idle_verdict
 from orchestrator.observability import DaemonMetrics
-from orchestrator.planner import gather_offers, plan
+from orchestrator.offer_sources import offer_sources
+from orchestrator.planner import plan
 from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext, RecoveryPolicy
 from orchestrator.spend import accrued_usd, would_break_budget
 from providers.base import Capability, Instance, InstanceState, LaunchSpec, Market, Offer, Provider, new_launch_id
@@ -427,8 +428,8 @@ class Reconciler:
         found = self._spot_facts_cache.get(job.id)
         if found is None:
             req = replace(job.spec.plan, markets=frozenset(Market))
-            offers = [c.offer for c in plan(req, gather_offers(req.gpu_request(), self.catalog, [])).eligible
-                      if c.offer.provider in self.providers]
+            gathered = offer_sources(self.catalog).offers(req.gpu_request())   # the catalog's facts only
+            offers = [c.offer for c in plan(req, gathered).eligible if c.offer.provider in self.providers]
             spot = [o for o in offers if o.market is Market.SPOT]
             od = [o.price_hr for o in offers if o.market is Market.ON_DEMAND]
             places = tuple(dict.fromkeys(o.zone or o.region for o in spot))
@@ -512,9 +513,8 @@ class Reconciler:
             return None
         req = replace(job.spec.plan, exclude_zones=job.spec.plan.exclude_zones | exclude,
                       markets=markets or job.spec.plan.markets, providers_allow=usable)
-        live = [p for p in self.providers.values()
-                if self.config.use_live_offers and Capability.LIVE_OFFERS in p.capabilities]
-        the_plan = plan(req, gather_offers(req.gpu_request(), self.catalog, live))
+        sources = offer_sources(self.catalog, providers=self.providers, live=self.config.use_live_offers)
+        the_plan = plan(req, sources.offers(req.gpu_request()))
         candidates = [c for c in the_plan.eligible if job.spec.plan.nodes == 1
                       or Capability.MULTI_NODE in self.providers[c.offer.provider].capabilities]
         eligible = [c.offer for c in candidates]

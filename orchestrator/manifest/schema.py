@@ -42,7 +42,7 @@ _ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Environment names that, in ``env:``, almost surely carry a credential: those belong in ``secrets:``.
 _SECRETISH_ENV_RE = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)$", re.I)
-DATA_SCHEMES = ("s3", "gs", "az", "https")
+DATA_SCHEMES = ("s3", "gs", "az", "https", "http")
 STORE_SCHEMES = ("s3", "gs", "az")
 
 
@@ -209,6 +209,9 @@ class Resources(_Model):
     nodes: int = Field(1, ge=1, le=256, description="Machines.")
     min_vram_gb: float | None = Field(None, ge=0, description="Least memory per GPU, GB.")
     interconnect: Literal["nvlink", "pcie"] | None = Field(None, description="GPU-to-GPU link within a node.")
+    infiniband: bool | None = Field(None, description="Multi-node: whether NCCL may use an InfiniBand/RoCE fabric "
+                                    "between the nodes (false: NCCL_IB_DISABLE=1); unset: orch decides from the "
+                                    "machines (docs/runtime.md).")
     vcpus_per_gpu: float | None = Field(None, ge=0, description="Least vCPUs per GPU.")
     ram_gb_per_gpu: float | None = Field(None, ge=0, description="Least host RAM per GPU, GB.")
     disk_gb: float | None = Field(None, ge=0, description="Least local disk, GB.")
@@ -280,8 +283,9 @@ def _check_uri(uri: str, schemes: tuple[str, ...]) -> str:
 class DataItem(_Model):
     """A data set copied to every node before the run starts."""
 
-    source: str = Field(description="s3://, gs://, az:// or https:// URI.")
-    path: str = Field(min_length=1, description="Where it goes on the node.")
+    source: str = Field(description="s3://, gs://, az:// URI, or an https:// (http://) URL to download.")
+    path: str = Field(min_length=1, description="Where it goes on the node (a URL: the file, or the directory "
+                                                "it goes into when the path ends with /).")
     size_gb: float | None = Field(None, ge=0, description="Its size, for egress cost and disk checks.")
     region: str | None = Field(None, min_length=1, description="Where the bucket lives (egress is free nearby).")
 

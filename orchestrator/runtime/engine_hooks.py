@@ -101,7 +101,7 @@ def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
         facts = LaunchFacts(node_rank=attempt.node_rank, master_addr=master_addr,
                             gpus_per_node=attempt.offer.gpu_count,
                             interconnect=attempt.offer.interconnect.value, store_endpoint=node.store_endpoint,
-                            socket_ifname=node.socket_ifname,
+                            socket_ifname=node.socket_ifname, fabric=instance.fabric,
                             sample_interval_s=node.sample_interval_s, notice_interval_s=node.notice_interval_s)
         ri = from_manifest(Manifest.model_validate(manifest), facts)
     else:

@@ -322,7 +322,7 @@ class VastProvider(Provider):
             interconnect=Interconnect.NVLINK if float(raw.get("bw_nvlink") or 0) > 0 else Interconnect.PCIE,
             market=market, price_hr=offer_price_hr(raw, market, self.settings.disk_gb),
             price_as_of=self._today(), source="live", availability=Availability.AVAILABLE,
-            offer_id=str(raw["id"]),
+            offer_id=str(raw["id"]), max_disk_gb=float(raw["disk_space"]) if raw.get("disk_space") else None,
         )
 
     # ---- launch --------------------------------------------------------------------------------------------
@@ -342,14 +342,15 @@ class VastProvider(Provider):
         if spec.offer.offer_id and spec.offer.offer_id.isdigit():
             asks = self._search({"id": {"eq": int(spec.offer.offer_id)}, "rentable": {"eq": True},
                                  "rented": {"eq": False}, "type": kind, "allocated_storage": spec.disk_gb,
-                                 "limit": 1})
+                                 "disk_space": {"gte": spec.disk_gb}, "limit": 1})
             if not asks:
                 raise InsufficientCapacityError(f"ask {spec.offer.offer_id} is no longer available",
                                                 provider=PROVIDER, code="no_such_ask")
             return asks[0]
-        # A catalog offer: find the cheapest live ask for the same GPU, count and market.
+        # A catalog offer: find the cheapest live ask for the same GPU, count and market, with room for the disk
+        # (an ask's disk_space is all the machine has).
         req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count, markets=frozenset({market}))
-        live = self.offers(req)
+        live = [o for o in self.offers(req) if o.max_disk_gb is None or o.max_disk_gb >= spec.disk_gb]
         if not live:
             raise InsufficientCapacityError(f"no live Vast offer for {spec.offer.gpu_count}x {spec.offer.gpu}",
                                             provider=PROVIDER)

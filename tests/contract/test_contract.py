@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import GpuRequest, InstanceState, Market, new_launch_id
+from providers.base import Capability, GpuRequest, InstanceState, Market, new_launch_id
 from providers.errors import (
     AuthError,
     InsufficientCapacityError,
@@ -120,3 +120,30 @@ def test_offers_match_the_request(harness: ProviderHarness) -> None:
     assert offers, "the provider offers what its harness launches"
     assert all(o.provider == p.name and o.gpu == spec.offer.gpu and o.gpu_count == spec.offer.gpu_count
                for o in offers)
+
+
+def test_get_of_an_unknown_instance_is_none(harness: ProviderHarness) -> None:
+    assert harness.provider().get(harness_missing_id(harness)) is None
+
+
+def test_a_provider_says_spot_exactly_when_it_launches_spot(harness: ProviderHarness) -> None:
+    """The planner offers spot only where Capability.SPOT says so; the spot tests above run where it does."""
+    assert (Capability.SPOT in harness.provider().capabilities) == harness.supports_spot
+
+
+def test_offers_keep_the_requested_market(harness: ProviderHarness) -> None:
+    p = harness.provider()
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    for market in (Market.ON_DEMAND, Market.SPOT):
+        req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count, markets=frozenset({market}))
+        assert all(o.market is market for o in p.offers(req))
+
+
+def test_a_restarted_orch_finds_its_launch_instead_of_making_another(harness: ProviderHarness) -> None:
+    """A second provider object (a daemon restarted after a lost answer) launching the same id gets the same one."""
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    first = harness.provider().launch(spec)
+    again = harness.provider().launch(spec)
+    assert again.instance_id == first.instance_id
+    assert [i.instance_id for i in harness.provider().list_instances(OWNER) if not i.state.is_gone] == [
+        first.instance_id]
