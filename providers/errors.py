@@ -58,6 +58,10 @@ class InstanceNotFoundError(ProviderError):
     """The instance does not exist. ``terminate`` swallows it; ``get`` returns None instead."""
 
 
+class ResourceInUseError(ProviderError):
+    """A resource cannot be deleted yet: something (an instance, a NIC) still uses it. Try again later."""
+
+
 class PriceTooLowError(ProviderError):
     """Outbid: the spot/bid price is below the market's. Not retried at that price."""
 

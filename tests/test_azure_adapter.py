@@ -149,6 +149,8 @@ def test_translate_auth_and_transport_errors() -> None:
         ("Succeeded", "deallocated", True, True, InstanceState.STOPPED),
         ("Deleting", "stopping", False, False, InstanceState.STOPPING),
         ("Failed", None, False, False, InstanceState.TERMINATED),
+        # Azure's documented "PowerState/unknown" (the platform lost the VM's state): not gone, may come back.
+        ("Succeeded", "unknown", True, False, InstanceState.UNREACHABLE),
     ],
 )
 def test_map_state(prov: str, power: str | None, spot: bool, stopped: bool, expected: InstanceState) -> None:

@@ -262,6 +262,17 @@ def test_lifecycle_states_and_terminate(provider: GcpProvider) -> None:
     assert provider.get("not-an-id") is None
 
 
+def test_repairing_reads_unreachable_not_gone(provider: GcpProvider, server: GceServer) -> None:
+    """compute.v1 discovery: REPAIRING "The instance is in repair": unusable now, may come back."""
+    inst = provider.launch(_spec("l0000000000d5"))
+    raw = server.fake.instance(ZONE, inst.instance_id.split("/")[1])
+    assert raw is not None
+    raw["status"] = "REPAIRING"
+    got = provider.get(inst.instance_id)
+    assert got is not None and got.state is InstanceState.UNREACHABLE and got.raw_state == "REPAIRING"
+    assert not got.state.is_gone
+
+
 def test_list_instances_spans_zones_and_filters_owner(provider: GcpProvider, server: GceServer) -> None:
     a = provider.launch(_spec("l0000000000e1"))
     b = provider.launch(_spec("l0000000000e2", region="us-east1"))

@@ -211,7 +211,9 @@ def test_states_and_addresses(provider: LambdaProvider, fake: LambdaFake) -> Non
     assert got.public_ip and got.private_ip and got.price_hr == 23.92 and got.region == "us-east-1"
     fake.instances[inst.instance_id].status = "unhealthy"
     sick = provider.get(inst.instance_id)
-    assert sick is not None and sick.state is InstanceState.RUNNING and sick.raw_reason == "unhealthy"
+    # Failing Lambda's health checks: still listed and billed, may recover; never read as gone.
+    assert sick is not None and sick.state is InstanceState.UNREACHABLE and sick.raw_reason == "unhealthy"
+    assert not sick.state.is_gone
     provider.terminate(inst.instance_id)
     states = []
     while (cur := provider.get(inst.instance_id)) is not None and len(states) < 5:

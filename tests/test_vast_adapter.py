@@ -328,8 +328,14 @@ def test_bad_key_is_auth_error_with_a_hint(url: str) -> None:
         ({"actual_status": "stopped", "intended_status": "stopped", "is_bid": False}, InstanceState.STOPPED, None),
         ({"actual_status": "exited", "intended_status": "running"}, InstanceState.PREEMPTED,
          "exited: will not reach running again"),
-        ({"actual_status": "offline", "intended_status": "running"}, InstanceState.PREEMPTED,
-         "offline: will not reach running again"),
+        # docs.vast.ai "show instance": unknown = "No recent heartbeat from the host", offline = "Host machine
+        # disconnected from Vast servers". Not gone, may come back: UNREACHABLE, never PREEMPTED at once.
+        ({"actual_status": "offline", "intended_status": "running"}, InstanceState.UNREACHABLE,
+         "offline: host lost contact"),
+        ({"actual_status": "unknown", "intended_status": "running"}, InstanceState.UNREACHABLE,
+         "unknown: host lost contact"),
+        ({"actual_status": "unknown", "intended_status": "running", "status_msg": "no heartbeat"},
+         InstanceState.UNREACHABLE, "no heartbeat"),
         ({"actual_status": "frozen", "intended_status": "running"}, InstanceState.STOPPED, None),
     ],
 )

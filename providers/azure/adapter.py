@@ -161,6 +161,8 @@ def map_state(provisioning_state: str | None, power_state: str | None, *, spot: 
         return InstanceState.PENDING, raw, None
     if power == "running":
         return InstanceState.RUNNING, raw, failure
+    if power == "unknown":  # the platform lost the VM's power state (host trouble): not gone, may come back
+        return InstanceState.UNREACHABLE, raw, None
     if power == "starting":
         return InstanceState.PENDING, raw, None
     if power in ("stopping", "deallocating"):

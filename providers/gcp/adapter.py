@@ -72,7 +72,7 @@ _AUTH_HINT = "run `gcloud auth application-default login` or set GOOGLE_APPLICAT
 
 _STATES = {
     "PROVISIONING": InstanceState.PENDING, "STAGING": InstanceState.PENDING, "PENDING": InstanceState.PENDING,
-    "REPAIRING": InstanceState.PENDING,
+    "REPAIRING": InstanceState.UNREACHABLE,   # "The instance is in repair": unusable now, may come back
     "RUNNING": InstanceState.RUNNING,
     "STOPPING": InstanceState.STOPPING, "SUSPENDING": InstanceState.STOPPING,
     "PENDING_STOP": InstanceState.STOPPING, "DEPROVISIONING": InstanceState.STOPPING,
