@@ -22,6 +22,7 @@ from providers.base import (
     InstanceState,
     LaunchSpec,
     Market,
+    ResourceKind,
     new_launch_id,
 )
 from providers.errors import (
@@ -33,6 +34,8 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
+    ResourceInUseError,
+    ResourceNotFoundError,
 )
 from tests.contract.harness_aws import INSTANCE_TYPE, REGION, catalog_offer
 from tests.fakes.aws import FAKE_ENV, FakeAws, SpotPrice
@@ -63,6 +66,9 @@ def _client_error(code: str, status: int = 400) -> ClientError:
     ("InternalError", 500, ProviderUnavailableError),
     ("Unavailable", 503, ProviderUnavailableError),
     ("SomethingNew", 502, ProviderUnavailableError),
+    ("DependencyViolation", 400, ResourceInUseError),
+    ("InvalidGroup.NotFound", 400, ResourceNotFoundError),
+    ("InvalidKeyPair.NotFound", 400, ResourceNotFoundError),
 ])
 def test_translate_error_codes(code: str, status: int, expected: type) -> None:
     err = translate_error(_client_error(code, status))
@@ -349,3 +355,121 @@ def test_merge_spot_prices_latest_linux_price_per_zone() -> None:
     live = [o for o in merged if o.source == "live"]
     assert [(o.zone, o.price_hr, o.price_as_of.isoformat()) for o in live] == [("use1-az6", 3.5, "2026-01-01")]
     assert merge_spot_prices([spot], []) == [spot]
+
+
+# -- the network orch opens for SSH, the node's identity, and what is left behind ------------------------------
+def _group(fake: FakeAws, name: str = f"orch-{OWNER}") -> dict[str, object] | None:
+    found = _ec2(fake).describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])["SecurityGroups"]
+    return found[0] if found else None
+
+
+def _ssh_cidrs(group: dict[str, object]) -> set[str]:
+    perms = group["IpPermissions"]
+    assert isinstance(perms, list)
+    return {r["CidrIp"] for p in perms if p["FromPort"] == 22 for r in p["IpRanges"]}
+
+
+def test_launch_opens_ssh_in_an_owned_group_that_is_deleted_once_unused(fake: FakeAws) -> None:
+    fake.reset()
+    p = AwsProvider(_settings(fake, ssh_ingress_cidrs=["203.0.113.7/32"]), session=_session())
+    a, b = p.launch(_spec()), p.launch(_spec())
+    group = _group(fake)
+    assert group is not None, "launch created orch's SSH group"
+    default_vpc = _ec2(fake).describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]
+    assert group["VpcId"] == default_vpc["VpcId"]
+    assert {"Key": TAG_OWNER, "Value": OWNER} in group["Tags"]  # type: ignore[operator]
+    assert _ssh_cidrs(group) == {"203.0.113.7/32"}
+    assert fake.requests["CreateSecurityGroup"] == 1, "one group per VPC and owner, found again on the 2nd launch"
+    described = _ec2(fake).describe_instances(InstanceIds=[a.instance_id.split("/")[1]])
+    assert [g["GroupId"] for g in described["Reservations"][0]["Instances"][0]["SecurityGroups"]] == [group["GroupId"]]
+
+    [listed] = [r for r in p.list_network_resources(OWNER) if r.kind is ResourceKind.SECURITY_GROUP]
+    assert listed.resource_id == f"{REGION}/{group['GroupId']}" and listed.owner == OWNER and listed.in_use
+    assert p.list_network_resources("someone-else") == []
+    p.terminate(a.instance_id)
+    assert all(r.in_use for r in p.list_network_resources(OWNER)), "b still holds the group"
+    p.terminate(b.instance_id)
+    [unused] = p.list_network_resources(OWNER)
+    assert not unused.in_use
+    p.delete_network_resource(unused)
+    assert _group(fake) is None
+    p.delete_network_resource(unused)                        # missing == success
+    assert p.list_network_resources(OWNER) == []
+    p.launch(_spec())                                        # and the next launch makes it again
+    assert _group(fake) is not None
+
+
+def test_ssh_rules_follow_the_setting(fake: FakeAws) -> None:
+    fake.reset()
+    AwsProvider(_settings(fake, ssh_ingress_cidrs=["198.51.100.0/24", "2001:db8::/32"]),
+                session=_session()).launch(_spec())
+    group = _group(fake)
+    assert group is not None and _ssh_cidrs(group) == {"198.51.100.0/24"}
+    assert {r["CidrIpv6"] for perm in group["IpPermissions"] for r in perm["Ipv6Ranges"]} == {"2001:db8::/32"}
+    AwsProvider(_settings(fake, ssh_ingress_cidrs=["203.0.113.0/24"]), session=_session()).launch(_spec())
+    group = _group(fake)
+    assert group is not None and _ssh_cidrs(group) == {"203.0.113.0/24"}
+    assert not [r for perm in group["IpPermissions"] for r in perm["Ipv6Ranges"]]
+
+
+def test_configured_groups_or_no_ingress_create_no_group(fake: FakeAws) -> None:
+    fake.reset()
+    mine = _ec2(fake).create_security_group(GroupName="team", Description="d")["GroupId"]
+    AwsProvider(_settings(fake, security_group_ids=[mine]), session=_session()).launch(_spec())
+    assert fake.sent["RunInstances"]["SecurityGroupId.1"] == mine
+    AwsProvider(_settings(fake, ssh_ingress_cidrs=[]), session=_session()).launch(_spec())
+    assert not any(k.startswith("SecurityGroupId") for k in fake.sent["RunInstances"])
+    assert fake.requests["CreateSecurityGroup"] == 1, "only the test's own \"team\" group"
+
+
+def test_launch_heals_a_group_deleted_under_it(aws: AwsProvider, fake: FakeAws) -> None:
+    """GC may delete the unused group between ensure and RunInstances: launch ensures it again, once."""
+    fake.fail("RunInstances", "InvalidGroup.NotFound", times=1)
+    inst = aws.launch(_spec())
+    assert fake.requests["RunInstances"] == 2 and inst.launch_id
+
+
+def test_bad_ssh_ingress_is_a_settings_error(fake: FakeAws) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="not a CIDR"):
+        _settings(fake, ssh_ingress_cidrs=["203.0.113.7/33"])
+    assert _settings(fake, ssh_ingress_cidrs=["10.1.2.3/8", "10.0.0.0/8"]).ssh_ingress_cidrs == ["10.0.0.0/8"]
+
+
+@pytest.mark.parametrize("profile", ["orch-node", "arn:aws:iam::123456789012:instance-profile/orch-node"])
+def test_instance_profile_gives_the_node_a_role(fake: FakeAws, profile: str) -> None:
+    fake.reset()
+    iam = _session().client("iam", endpoint_url=fake.endpoint_url, region_name=REGION)
+    iam.create_instance_profile(InstanceProfileName="orch-node")
+    p = AwsProvider(_settings(fake, instance_profile=profile), session=_session())
+    inst = p.launch(_spec())
+    key = "IamInstanceProfile.Arn" if profile.startswith("arn:") else "IamInstanceProfile.Name"
+    assert fake.sent["RunInstances"][key] == profile
+    described = _ec2(fake).describe_instances(InstanceIds=[inst.instance_id.split("/")[1]])
+    assert described["Reservations"][0]["Instances"][0]["IamInstanceProfile"]["Arn"].endswith(
+        "instance-profile/orch-node")
+
+
+def test_no_instance_profile_sends_none(aws: AwsProvider, fake: FakeAws) -> None:
+    aws.launch(_spec())
+    assert not any(k.startswith("IamInstanceProfile") for k in fake.sent["RunInstances"])
+
+
+def test_imported_key_pair_is_a_leftover_once_its_instance_is_gone(aws: AwsProvider, fake: FakeAws) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    pub = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    spec = _spec(ssh_public_key=pub)
+    inst = aws.launch(spec)
+    [key] = [r for r in aws.list_network_resources(OWNER) if r.kind is ResourceKind.KEY_PAIR]
+    assert key.name == f"orch-{spec.launch_id}" and key.launch_id == spec.launch_id and key.in_use
+    assert key.created_at is not None
+    aws.terminate(inst.instance_id)
+    [key] = [r for r in aws.list_network_resources(OWNER) if r.kind is ResourceKind.KEY_PAIR]
+    assert not key.in_use
+    aws.delete_network_resource(key)
+    aws.delete_network_resource(key)
+    assert not _ec2(fake).describe_key_pairs()["KeyPairs"]
