@@ -19,7 +19,7 @@ import requests.exceptions
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.base import LABEL_JOB, LABEL_LAUNCH_ID, LABEL_OWNER, InstanceState, LaunchSpec, Market
+from providers.base import LABEL_JOB, LABEL_LAUNCH_ID, LABEL_OWNER, InstanceState, LaunchSpec, Market, ResourceKind
 from providers.errors import (
     AuthError,
     InstanceNotFoundError,
@@ -318,3 +318,74 @@ def test_settings_import_is_sdk_free() -> None:
     code = ("import sys, providers.gcp.settings as s; s.Settings(); "
             "bad = [m for m in sys.modules if m.startswith('google')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- the SSH firewall rule, the node's service account, leftovers ------------------------------------------
+def _firewall_posts(server: GceServer) -> list[Any]:
+    return [r for r in server.fake.requests if r.method == "POST" and r.path.endswith("/global/firewalls")]
+
+
+def test_launch_opens_ssh_with_a_tagged_firewall_rule(server: GceServer) -> None:
+    server.fake.reset()
+    p = GcpProvider(_settings(server, ssh_ingress_cidrs=["203.0.113.7/32"]))
+    a = p.launch(_spec("l0000000000f1"))
+    p.launch(_spec("l0000000000f2"))
+    rule = server.fake.firewall("orch-alice-ssh-default")
+    assert rule is not None
+    assert rule["sourceRanges"] == ["203.0.113.7/32"] and rule["targetTags"] == ["orch-alice"]
+    assert rule["allowed"] == [{"IPProtocol": "tcp", "ports": ["22"]}] and rule["direction"] == "INGRESS"
+    assert rule["network"].endswith("/global/networks/default")
+    assert len(_firewall_posts(server)) == 1, "created once, found on the next launch"
+    inst = server.fake.instance(ZONE, a.instance_id.split("/")[1])
+    assert inst is not None and inst["tags"]["items"] == ["orch-alice"]
+    # The setting changes: the same rule is patched, not duplicated.
+    GcpProvider(_settings(server, ssh_ingress_cidrs=["198.51.100.0/24"])).launch(_spec("l0000000000f3"))
+    rule = server.fake.firewall("orch-alice-ssh-default")
+    assert rule is not None and rule["sourceRanges"] == ["198.51.100.0/24"]
+    assert len(_firewall_posts(server)) == 1
+    p.close()
+
+
+def test_ipv6_ranges_get_their_own_rule(server: GceServer) -> None:
+    server.fake.reset()
+    GcpProvider(_settings(server, ssh_ingress_cidrs=["203.0.113.0/24", "2001:db8::/32"])).launch(_spec("l0000000000f4"))
+    v4, v6 = server.fake.firewall("orch-alice-ssh-default"), server.fake.firewall("orch-alice-ssh6-default")
+    assert v4 is not None and v4["sourceRanges"] == ["203.0.113.0/24"]
+    assert v6 is not None and v6["sourceRanges"] == ["2001:db8::/32"]
+
+
+def test_no_ingress_means_no_rule(server: GceServer) -> None:
+    server.fake.reset()
+    GcpProvider(_settings(server, ssh_ingress_cidrs=[])).launch(_spec("l0000000000f5"))
+    assert not [r for r in server.fake.requests if "/global/firewalls" in r.path]
+
+
+def test_firewall_rule_is_a_leftover_once_no_instance_is_on_its_network(server: GceServer) -> None:
+    server.fake.reset()
+    p = GcpProvider(_settings(server))
+    inst = p.launch(_spec("l0000000000f6"))
+    [rule] = p.list_network_resources("alice")
+    assert (rule.kind, rule.resource_id, rule.owner, rule.in_use) == (
+        ResourceKind.FIREWALL_RULE, "orch-alice-ssh-default", "alice", True)
+    assert rule.created_at is not None
+    assert p.list_network_resources("bob") == []
+    p.terminate(inst.instance_id)
+    assert p.get(inst.instance_id) is None                  # the fake finishes the delete on the next read
+    [rule] = p.list_network_resources("alice")
+    assert not rule.in_use
+    p.delete_network_resource(rule)
+    assert server.fake.firewall(rule.name) is None
+    p.delete_network_resource(rule)                          # missing == success
+    assert p.list_network_resources("alice") == []
+
+
+def test_service_account_gives_the_node_an_identity(server: GceServer) -> None:
+    server.fake.reset()
+    email = "orch-node@orch-test.iam.gserviceaccount.com"
+    inst = GcpProvider(_settings(server, service_account=email)).launch(_spec("l0000000000f7"))
+    raw = server.fake.instance(ZONE, inst.instance_id.split("/")[1])
+    assert raw is not None
+    assert raw["serviceAccounts"] == [{"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]
+    plain = GcpProvider(_settings(server)).launch(_spec("l0000000000f8"))
+    raw = server.fake.instance(ZONE, plain.instance_id.split("/")[1])
+    assert raw is not None and "serviceAccounts" not in raw
