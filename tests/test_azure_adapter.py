@@ -27,7 +27,7 @@ from providers.azure.adapter import (
     translate_error,
 )
 from providers.azure.settings import Settings
-from providers.base import TAG_JOB, TAG_LAUNCH_ID, TAG_OWNER, InstanceState, LaunchSpec, Market
+from providers.base import TAG_JOB, TAG_LAUNCH_ID, TAG_OWNER, InstanceState, LaunchSpec, Market, ResourceKind
 from providers.errors import (
     AuthError,
     InstanceNotFoundError,
@@ -36,6 +36,7 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
+    ResourceInUseError,
 )
 from providers.retry import RetryPolicy
 from tests.contract.harness_azure import RG, SUB, SUBNET, catalog_offer, make_settings
@@ -116,6 +117,9 @@ def http_error(status: int, code: str | None) -> HttpResponseError:
         (400, None, InvalidRequestError),
         (500, "InternalServerError", ProviderUnavailableError),
         (503, None, ProviderUnavailableError),
+        (400, "InUseNetworkSecurityGroupCannotBeDeleted", ResourceInUseError),
+        (400, "PublicIPAddressCannotBeDeleted", ResourceInUseError),
+        (400, "NicInUse", ResourceInUseError),
     ],
 )
 def test_translate_error_table(status: int, code: str | None, expected: type) -> None:
@@ -219,22 +223,26 @@ def test_launch_is_idempotent_without_a_second_put(fake: FakeArm, provider: Azur
 # -- terminate and cleanup -------------------------------------------------------------------------
 
 
-def test_terminate_removes_vm_nic_and_disk(fake: FakeArm, provider: AzureProvider) -> None:
+def test_terminate_removes_vm_nic_public_ip_and_disk(fake: FakeArm, provider: AzureProvider) -> None:
     s = spec()
     provider.launch(s)
-    assert fake.state.nics and fake.state.disks
+    assert fake.state.nics and fake.state.disks and fake.state.pips
     provider.terminate(s.name)
     assert provider.get(s.name) is None
-    assert not fake.state.vms and not fake.state.nics and not fake.state.disks
+    assert not fake.state.vms and not fake.state.nics and not fake.state.disks and not fake.state.pips
+    # The shared SSH NSG stays for the owner's next VM; nothing holds it now (garbage collection's call).
+    [nsg] = fake.state.nsgs.values()
+    assert not nsg["properties"].get("networkInterfaces")
     provider.terminate(s.name)  # missing == success
 
 
 def test_terminate_deletes_an_orphaned_nic(fake: FakeArm, provider: AzureProvider) -> None:
     s = spec()
-    provider._create_nic(s, provider._tags(s))  # a launch that died between the NIC and the VM
+    pip = provider._ensure_public_ip(s, provider._tags(s))  # a launch that died between the NIC and the VM
+    provider._create_nic(s, provider._tags(s), public_ip_id=pip.id, nsg_id=None)
     assert [k[1] for k in fake.state.nics] == [f"{s.name}-nic"]
     provider.terminate(s.name)
-    assert not fake.state.nics
+    assert not fake.state.nics and not fake.state.pips
     assert any(r.method == "DELETE" and r.path.endswith(f"/networkInterfaces/{s.name}-nic") for r in fake.requests)
 
 
@@ -252,7 +260,7 @@ def test_allocation_failure_inside_the_lro(fake: FakeArm, provider: AzureProvide
     with pytest.raises(InsufficientCapacityError) as info:
         provider.launch(spec())
     assert info.value.code == "AllocationFailed"
-    assert not fake.state.vms and not fake.state.nics and not fake.state.disks
+    assert not fake.state.vms and not fake.state.nics and not fake.state.disks and not fake.state.pips
 
 
 def test_quota(fake: FakeArm, provider: AzureProvider) -> None:
@@ -407,3 +415,124 @@ def _poll(fn: Any, ok: Any, deadline_s: float = 10.0) -> Any:
         time.sleep(0.02)
         value = fn()
     return value
+
+
+# -- the network for SSH, the node's identity, leftovers -------------------------------------------
+
+
+def _provider(fake: FakeArm, **overrides: Any) -> AzureProvider:
+    return AzureProvider(make_settings(fake.url, **overrides), retry=RetryPolicy.fast())  # type: ignore[arg-type]
+
+
+def test_vm_nic_carries_a_standard_public_ip_and_an_nsg_rule_for_22(fake: FakeArm) -> None:
+    p = _provider(fake, ssh_ingress_cidrs=["203.0.113.7/32"])
+    s = spec()
+    inst = p.launch(s)
+    [nic] = fake.state.nics.values()
+    [pip] = fake.state.pips.values()
+    [nsg] = fake.state.nsgs.values()
+    assert nic["name"] == f"{s.name}-nic" and pip["name"] == f"{s.name}-pip"
+    assert nic["properties"]["ipConfigurations"][0]["properties"]["publicIPAddress"]["id"] == pip["id"]
+    assert nic["properties"]["networkSecurityGroup"]["id"] == nsg["id"]
+    assert pip["sku"]["name"] == "Standard" and pip["properties"]["publicIPAllocationMethod"] == "Static"
+    assert pip["tags"] == {TAG_LAUNCH_ID: s.launch_id, TAG_OWNER: OWNER, TAG_JOB: "train-7"}
+    assert nsg["name"] == f"orch-{OWNER}-ssh-eastus" and nsg["tags"][TAG_OWNER] == OWNER
+    [rule] = nsg["properties"]["securityRules"]
+    rp = rule["properties"]
+    assert (rp["direction"], rp["access"], rp["protocol"], rp["destinationPortRange"]) == (
+        "Inbound", "Allow", "Tcp", "22")
+    assert rp["sourceAddressPrefixes"] == ["203.0.113.7/32"]
+    assert inst.public_ip == pip["properties"]["ipAddress"] and inst.private_ip
+    assert {i.instance_id: i.public_ip for i in p.list_instances(OWNER)} == {s.name: inst.public_ip}
+    p.close()
+
+
+def test_the_nsg_is_shared_per_region_and_follows_the_setting(fake: FakeArm) -> None:
+    p = _provider(fake)
+    p.launch(spec("l00000000000a"))
+    p.launch(spec("l00000000000b"))
+    assert len(puts(fake, "networkSecurityGroups")) == 1, "found with the right rules: no second PUT"
+    [nsg] = fake.state.nsgs.values()
+    assert len(nsg["properties"]["networkInterfaces"]) == 2
+    assert nsg["properties"]["securityRules"][0]["properties"]["sourceAddressPrefixes"] == ["0.0.0.0/0"]
+    _provider(fake, ssh_ingress_cidrs=["198.51.100.0/24", "2001:db8::/32"]).launch(spec("l00000000000c"))
+    [nsg] = fake.state.nsgs.values()
+    rules = {r["name"]: r["properties"]["sourceAddressPrefixes"] for r in nsg["properties"]["securityRules"]}
+    assert rules == {"orch-ssh": ["198.51.100.0/24"], "orch-ssh-v6": ["2001:db8::/32"]}
+    assert len(nsg["properties"]["networkInterfaces"]) == 3, "an update keeps the NICs that use it"
+
+
+def test_public_ip_false_creates_neither_address_nor_nsg(fake: FakeArm) -> None:
+    inst = _provider(fake, public_ip=False).launch(spec())
+    assert not fake.state.pips and not fake.state.nsgs
+    [nic] = fake.state.nics.values()
+    assert "publicIPAddress" not in nic["properties"]["ipConfigurations"][0]["properties"]
+    assert "networkSecurityGroup" not in nic["properties"]
+    assert inst.public_ip is None and inst.private_ip
+
+
+def test_no_ingress_ranges_means_an_address_but_no_nsg(fake: FakeArm) -> None:
+    _provider(fake, ssh_ingress_cidrs=[]).launch(spec())
+    assert fake.state.pips and not fake.state.nsgs
+
+
+def test_network_leftovers_are_listed_and_deleted(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec()
+    provider.launch(s)
+    listed = {r.kind: r for r in provider.list_network_resources(OWNER)}
+    assert set(listed) == {ResourceKind.PUBLIC_IP, ResourceKind.NETWORK_SECURITY_GROUP, ResourceKind.NETWORK_INTERFACE}
+    assert all(r.in_use and r.owner == OWNER for r in listed.values())
+    assert listed[ResourceKind.PUBLIC_IP].launch_id == s.launch_id
+    assert provider.list_network_resources("someone-else") == []
+    nsg = listed[ResourceKind.NETWORK_SECURITY_GROUP]
+    with pytest.raises(ResourceInUseError):
+        provider.delete_network_resource(nsg)          # ARM refuses while a NIC uses it
+    provider.terminate(s.name)
+    [left] = provider.list_network_resources(OWNER)
+    assert left.kind is ResourceKind.NETWORK_SECURITY_GROUP and not left.in_use
+    provider.delete_network_resource(left)
+    assert not fake.state.nsgs
+    provider.delete_network_resource(left)             # missing == success
+    assert provider.list_network_resources(OWNER) == []
+
+
+def test_a_half_done_launch_leaves_collectable_pieces(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec()
+    pip = provider._ensure_public_ip(s, provider._tags(s))   # died between the NIC and the VM
+    provider._create_nic(s, provider._tags(s), public_ip_id=pip.id, nsg_id=None)
+    found = {r.kind: r for r in provider.list_network_resources(OWNER)}
+    assert not found[ResourceKind.NETWORK_INTERFACE].in_use and found[ResourceKind.PUBLIC_IP].in_use
+    with pytest.raises(ResourceInUseError):
+        provider.delete_network_resource(found[ResourceKind.PUBLIC_IP])
+    provider.delete_network_resource(found[ResourceKind.NETWORK_INTERFACE])
+    [pip_left] = provider.list_network_resources(OWNER)
+    assert pip_left.kind is ResourceKind.PUBLIC_IP and not pip_left.in_use
+    provider.delete_network_resource(pip_left)
+    assert not fake.state.pips and not fake.state.nics
+
+
+def test_system_assigned_identity(fake: FakeArm) -> None:
+    _provider(fake, managed_identity="system").launch(spec())
+    (vm_put,) = puts(fake, "virtualMachines")
+    assert vm_put.body["identity"] == {"type": "SystemAssigned"}
+    [vm] = fake.vms()
+    assert vm["identity"]["principalId"]
+
+
+def test_user_assigned_identity(fake: FakeArm) -> None:
+    uid = f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/orch"
+    _provider(fake, managed_identity=uid).launch(spec())
+    (vm_put,) = puts(fake, "virtualMachines")
+    assert vm_put.body["identity"] == {"type": "UserAssigned", "userAssignedIdentities": {uid: {}}}
+    [vm] = fake.vms()
+    assert vm["identity"]["userAssignedIdentities"][uid]["clientId"]
+
+
+def test_no_identity_unless_asked_and_bad_ones_refused(fake: FakeArm, provider: AzureProvider) -> None:
+    from pydantic import ValidationError
+
+    provider.launch(spec())
+    (vm_put,) = puts(fake, "virtualMachines")
+    assert "identity" not in vm_put.body
+    with pytest.raises(ValidationError, match="managed_identity"):
+        make_settings(fake.url, managed_identity="my-identity")
