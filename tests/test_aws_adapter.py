@@ -12,7 +12,14 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from providers.aws.adapter import AwsProvider, decode_id, map_state, merge_spot_prices, translate_error
+from providers.aws.adapter import (
+    AwsProvider,
+    decode_id,
+    map_state,
+    merge_spot_prices,
+    to_instance,
+    translate_error,
+)
 from providers.aws.settings import Settings
 from providers.base import (
     TAG_JOB,
@@ -473,3 +480,47 @@ def test_imported_key_pair_is_a_leftover_once_its_instance_is_gone(aws: AwsProvi
     aws.delete_network_resource(key)
     aws.delete_network_resource(key)
     assert not _ec2(fake).describe_key_pairs()["KeyPairs"]
+
+
+# -- published example payloads (tests/fixtures/aws/PROVENANCE.md) ---------------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "aws"
+
+
+def _parse_ec2(operation: str, xml_file: str) -> dict[str, object]:
+    """botocore's own EC2 response parser on a recorded body, as a live call would parse it."""
+    import botocore.session
+    from botocore.parsers import create_parser
+
+    op = botocore.session.get_session().get_service_model("ec2").operation_model(operation)
+    body = (FIXTURES / xml_file).read_bytes()
+    parsed: dict[str, object] = create_parser("ec2").parse(
+        {"body": body, "headers": {}, "status_code": 200}, op.output_shape)
+    return parsed
+
+
+def test_recorded_describe_instances_parses() -> None:
+    """apache/libcloud @ 88c468ad96b03e636fc42d78b47085088b978bc6,
+    libcloud/test/compute/fixtures/ec2/describe_instances_with_tags.xml (a recorded DescribeInstances answer)."""
+    parsed = _parse_ec2("DescribeInstances", "describe_instances_with_tags.xml")
+    [reservation] = parsed["Reservations"]  # type: ignore[misc]
+    [raw] = reservation["Instances"]
+    inst = to_instance("us-west-1", raw)
+    assert inst.instance_id == "us-west-1/i-8474834a" and inst.state is InstanceState.PENDING
+    assert inst.raw_state == "pending" and inst.instance_type == "m1.micro" and inst.zone == "us-west-1a"
+    assert (inst.public_ip, inst.private_ip) == ("1.2.3.5", "1.2.3.5")
+    assert inst.market is Market.ON_DEMAND and inst.created_at == datetime(2009, 8, 7, 5, 47, 4, tzinfo=UTC)
+    assert inst.launch_id is None and inst.owner is None, "not orch's: no orch tags"
+
+
+def test_recorded_security_groups_parse() -> None:
+    """apache/libcloud @ 3eb83bce3432ea876e25381409600a8d9f83eac9,
+    libcloud/test/compute/fixtures/ec2/describe_security_groups.xml."""
+    from providers.aws.network import _ssh_ranges
+
+    groups = _parse_ec2("DescribeSecurityGroups", "describe_security_groups.xml")["SecurityGroups"]
+    assert [g["GroupId"] for g in groups] == ["sg-443d0a12", "sg-5ff8a023"]  # type: ignore[attr-defined]
+    # Port 80 from anywhere, and a group-sourced range: neither is an SSH rule orch would count as its own.
+    assert [_ssh_ranges(g) for g in groups] == [set(), set()]  # type: ignore[attr-defined]
+    web = dict(groups[0])  # type: ignore[index]
+    web["IpPermissions"] = [{**web["IpPermissions"][0], "FromPort": 22, "ToPort": 22}]
+    assert _ssh_ranges(web) == {"0.0.0.0/0"}

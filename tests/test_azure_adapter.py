@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -536,3 +537,73 @@ def test_no_identity_unless_asked_and_bad_ones_refused(fake: FakeArm, provider: 
     assert "identity" not in vm_put.body
     with pytest.raises(ValidationError, match="managed_identity"):
         make_settings(fake.url, managed_identity="my-identity")
+
+
+# -- Azure's published REST API examples (tests/fixtures/azure/PROVENANCE.md) ----------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "azure"
+
+
+def _example(name: str, status: str = "200") -> dict[str, Any]:
+    body: dict[str, Any] = json.loads((FIXTURES / name).read_text())["responses"][status]["body"]
+    return body
+
+
+def test_published_vm_get_and_instance_view_parse(fake: FakeArm) -> None:
+    """Azure/azure-rest-api-specs, Microsoft.Compute/ComputeRP/stable/2024-07-01 examples:
+    VirtualMachine_Get.json @ 3873f33d7b91f28c55d7c98b6eb7da8aa5a5bda4 and
+    VirtualMachine_Get_InstanceView.json @ ba16d1ab3479ee43b0db0da3dbc19cc2306a221e."""
+    from azure.mgmt.compute import models as cm
+
+    vm = cm.VirtualMachine(_example("VirtualMachine_Get.json"))
+    view = cm.VirtualMachineInstanceView(_example("VirtualMachine_Get_InstanceView.json"))
+    p = _provider(fake)
+    inst = p._to_instance(vm, view, private_ip="172.20.2.4", public_ip=None)
+    assert inst.instance_id == "myVM" and inst.state is InstanceState.RUNNING and inst.raw_state == "PowerState/running"
+    assert inst.instance_type == "Standard_DS3_v2" and inst.region == "West US" and inst.market is Market.ON_DEMAND
+    assert inst.created_at is not None and inst.created_at.year == 2021
+    assert ("vm_id", "0f47b100-583c-48e3-a4c0-aefc2c9bbcc1") in inst.extra
+    assert inst.launch_id is None and inst.owner is None, "tags myTag1 only: not orch's"
+
+
+def test_published_nic_public_ip_and_nsg_parse() -> None:
+    """Azure/azure-rest-api-specs, Microsoft.Network/stable/2024-05-01 examples: NetworkInterfaceGet.json
+    @ 256831647a1e8b4c740895b99998b257c0b31b28, PublicIpAddressGet.json @ 014a10d49d64d9557ad49d88498ad08e978f607b,
+    PublicIpAddressCreateCustomizedValues.json @ ea83a2a3e90ca3f0420e9d0ef55a811523541aba,
+    NetworkSecurityGroupGet.json @ ac19a0454128affbd3ec320da4c5f44ac4610d5a."""
+    from azure.mgmt.network import models as nm
+
+    from providers.azure import network as anet
+    from providers.azure.adapter import _first_private_ip
+
+    nic = nm.NetworkInterface(_example("NetworkInterfaceGet.json"))
+    pip = nm.PublicIPAddress(_example("PublicIpAddressGet.json"))
+    static = nm.PublicIPAddress(_example("PublicIpAddressCreateCustomizedValues.json"))
+    nsg = nm.NetworkSecurityGroup(_example("NetworkSecurityGroupGet.json"))
+    assert _first_private_ip(nic) == "172.20.2.4"
+    assert static.sku is not None and static.sku.name == "Standard"
+    assert static.properties is not None and static.properties.public_ip_allocation_method == "Static"
+    assert not anet.nsg_admits(nsg, ["0.0.0.0/0"]), "rule1 (port 80) is not orch's SSH rule"
+    assert anet.owned_resources(OWNER, pips=[pip], nsgs=[nsg], nics=[nic]) == [], "untagged: not orch's"
+    for res in (nic, pip, nsg):
+        res.tags = {TAG_OWNER: OWNER}
+    nsg.tags = {TAG_OWNER: OWNER, anet.TAG_ROLE: anet.ROLE_SSH}
+    found = {r.kind: r for r in anet.owned_resources(OWNER, pips=[pip], nsgs=[nsg], nics=[nic])}
+    # The published NIC names a VM, the public IP an ipConfiguration; the published NSG is attached to nothing.
+    assert found[ResourceKind.NETWORK_INTERFACE].in_use and found[ResourceKind.PUBLIC_IP].in_use
+    assert not found[ResourceKind.NETWORK_SECURITY_GROUP].in_use
+    assert found[ResourceKind.PUBLIC_IP].resource_id.endswith("/publicIPAddresses/testDNS-ip")
+
+
+def test_fake_nsg_default_rules_are_the_published_ones(fake: FakeArm, provider: AzureProvider) -> None:
+    provider.launch(spec())
+    [nsg] = fake.state.nsgs.values()
+
+    def shape(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"name": r["name"], **r["properties"]} for r in rules]
+
+    published = _example("NetworkSecurityGroupGet.json")["properties"]["defaultSecurityRules"]
+    assert shape(nsg["properties"]["defaultSecurityRules"]) == shape(published)
+    ours = {r["name"]: set(r["properties"]) for r in nsg["properties"]["securityRules"]}
+    published_keys = set(_example("NetworkSecurityGroupGet.json")["properties"]["securityRules"][0]["properties"])
+    # The fake answers with the published rule fields (plus description and the plural prefixes orch sends).
+    assert ours["orch-ssh"] - published_keys <= {"description", "sourceAddressPrefixes"}

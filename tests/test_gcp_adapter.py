@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -389,3 +390,75 @@ def test_service_account_gives_the_node_an_identity(server: GceServer) -> None:
     plain = GcpProvider(_settings(server)).launch(_spec("l0000000000f8"))
     raw = server.fake.instance(ZONE, plain.instance_id.split("/")[1])
     assert raw is not None and "serviceAccounts" not in raw
+
+
+# --- published / recorded payloads (tests/fixtures/gcp/PROVENANCE.md) ------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "gcp"
+
+
+def _fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_recorded_instance_list_parses_and_validates() -> None:
+    """apache/libcloud @ 10d9154b456dc55f05d1ff905beab10e4a9ac10f,
+    libcloud/test/compute/fixtures/gce/zones_us-central1-a_instances.json (a recorded instances.list answer)."""
+    import json
+
+    from tests.test_gce_fake_contract import errors_for
+
+    assert not errors_for("InstanceList", json.loads(_fixture("zones_us-central1-a_instances.json")))
+    listing = compute_v1.InstanceList.from_json(_fixture("zones_us-central1-a_instances.json"),
+                                                ignore_unknown_fields=True)
+    p = GcpProvider(Settings(project=PROJECT, anonymous_credentials=True))
+    [inst] = [p._to_instance(raw) for raw in listing.items]
+    assert inst.instance_id == "us-central1-a/node-name" and inst.state is InstanceState.RUNNING
+    assert (inst.public_ip, inst.private_ip) == ("23.236.58.15", "10.240.72.75")
+    assert inst.instance_type == "n1-standard-1" and inst.region == "us-central1" and inst.market is Market.ON_DEMAND
+    assert inst.created_at is not None and inst.created_at.year == 2013
+    assert inst.owner is None and inst.launch_id is None, "not orch's: no orch labels"
+
+
+def test_recorded_insert_operation_is_done() -> None:
+    """apache/libcloud @ 7a0666ec80334538bd3944882f9f917a60dee590,
+    libcloud/test/compute/fixtures/gce/operations_operation_zones_us-central1-a_instances_post.json."""
+    import json
+
+    from tests.test_gce_fake_contract import errors_for
+
+    text = _fixture("operations_operation_zones_us-central1-a_instances_post.json")
+    assert not errors_for("Operation", json.loads(text))
+    op = compute_v1.Operation.from_json(text, ignore_unknown_fields=True)
+    p = GcpProvider(Settings(project=PROJECT, anonymous_credentials=True))
+    assert p._wait(ZONE, op) is op                            # DONE without error: nothing to wait for
+    assert op.operation_type == "insert" and op.target_link.endswith("/instances/lcnode-001")
+
+
+def test_recorded_firewall_list_parses_and_none_is_orchs() -> None:
+    """apache/libcloud @ ac04f3631affa4c54c1df79ffe804c18619ede71,
+    libcloud/test/compute/fixtures/gce/global_firewalls.json (a recorded firewalls.list answer)."""
+    import json
+
+    from providers.gcp import network as gnet
+    from tests.test_gce_fake_contract import errors_for
+
+    assert not errors_for("FirewallList", json.loads(_fixture("global_firewalls.json")))
+    rules = list(compute_v1.FirewallList.from_json(_fixture("global_firewalls.json"), ignore_unknown_fields=True).items)
+    assert [gnet.network_name(r.network) for r in rules][:2] == ["default", "default"]
+    assert [r.allowed[0].ports for r in rules if r.name == "default-ssh"] == [["22"]]
+
+    class Listing:
+        def list(self, **_: Any) -> list[compute_v1.Firewall]:
+            return rules
+
+    def call(fn: Any) -> Any:
+        return fn()
+
+    fw = gnet.FirewallRules(Listing(), PROJECT, call=call, wait=lambda op: op,  # type: ignore[arg-type]
+                            timeout_s=1)
+    assert fw.owned("alice", []) == [], "a user's own SSH rule is not orch's: no orch-<owner> name and target tag"
+    ours = compute_v1.Firewall(name="orch-alice-ssh-default", network=rules[1].network, target_tags=["orch-alice"],
+                               creation_timestamp=rules[1].creation_timestamp)
+    rules.append(ours)
+    [found] = fw.owned("alice", [])
+    assert found.resource_id == "orch-alice-ssh-default" and not found.in_use and found.created_at is not None

@@ -715,15 +715,24 @@ def _rules_problem(rules: list[dict[str, Any]]) -> str | None:
 
 
 def _default_rules(nsg_id: str) -> list[dict[str, Any]]:
-    """The three inbound defaults every NSG shows (AllowVnetInBound, AllowAzureLoadBalancerInBound, DenyAllInBound)."""
-    rows = [("AllowVnetInBound", "VirtualNetwork", "Allow", 65000),
-            ("AllowAzureLoadBalancerInBound", "AzureLoadBalancer", "Allow", 65001),
-            ("DenyAllInBound", "*", "Deny", 65500)]
-    return [{"id": f"{nsg_id}/defaultSecurityRules/{name}", "name": name,
-             "properties": {"protocol": "*", "sourcePortRange": "*", "destinationPortRange": "*",
-                            "sourceAddressPrefix": source, "destinationAddressPrefix": "*" if source == "*"
-                            else "VirtualNetwork", "access": access, "priority": priority, "direction": "Inbound",
-                            "provisioningState": "Succeeded"}} for name, source, access, priority in rows]
+    """The six default rules every NSG shows, as ARM's published NetworkSecurityGroupGet example has them
+    (tests/fixtures/azure/NetworkSecurityGroupGet.json; tests/test_azure_adapter.py holds the fake to it)."""
+    rows = [("AllowVnetInBound", "Allow inbound traffic from all VMs in VNET", "VirtualNetwork", "VirtualNetwork",
+             "Allow", 65000, "Inbound"),
+            ("AllowAzureLoadBalancerInBound", "Allow inbound traffic from azure load balancer", "AzureLoadBalancer",
+             "*", "Allow", 65001, "Inbound"),
+            ("DenyAllInBound", "Deny all inbound traffic", "*", "*", "Deny", 65500, "Inbound"),
+            ("AllowVnetOutBound", "Allow outbound traffic from all VMs to all VMs in VNET", "VirtualNetwork",
+             "VirtualNetwork", "Allow", 65000, "Outbound"),
+            ("AllowInternetOutBound", "Allow outbound traffic from all VMs to Internet", "*", "Internet", "Allow",
+             65001, "Outbound"),
+            ("DenyAllOutBound", "Deny all outbound traffic", "*", "*", "Deny", 65500, "Outbound")]
+    return [{"name": name, "id": f"{nsg_id}/defaultSecurityRules/{name}",
+             "properties": {"provisioningState": "Succeeded", "description": description, "protocol": "*",
+                            "sourcePortRange": "*", "destinationPortRange": "*", "sourceAddressPrefix": source,
+                            "destinationAddressPrefix": destination, "access": access, "priority": priority,
+                            "direction": direction}}
+            for name, description, source, destination, access, priority, direction in rows]
 
 
 class _Handler(BaseHTTPRequestHandler):
