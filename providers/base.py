@@ -28,6 +28,7 @@ __all__ = [
     "TAG_OWNER",
     "Availability",
     "Capability",
+    "CloudResource",
     "GpuRequest",
     "Instance",
     "InstanceState",
@@ -37,6 +38,7 @@ __all__ = [
     "Offer",
     "OfferOrigin",
     "Provider",
+    "ResourceKind",
     "instance_name",
     "new_launch_id",
     "parse_instance_name",
@@ -87,12 +89,21 @@ class OfferOrigin(StrEnum):
 
 
 class InstanceState(StrEnum):
+    """The cloud's word for an instance, normalised; ``Instance.raw_state`` keeps the provider's own.
+
+    ``UNREACHABLE``: the cloud has lost contact with the machine (Vast ``unknown``/``offline``: no heartbeat
+    from the host; Lambda ``unhealthy``; GCE ``REPAIRING``; Azure ``PowerState/unknown``). It is NOT gone:
+    the cloud still lists it, it may bill, and it may come back. Callers give it a grace period before they
+    count the node as lost (and then terminate it); they must never read it as PREEMPTED at once.
+    """
+
     PENDING = "pending"
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
     TERMINATED = "terminated"
     PREEMPTED = "preempted"
+    UNREACHABLE = "unreachable"
 
     @property
     def is_gone(self) -> bool:
@@ -229,6 +240,43 @@ class Instance:
     fabric: Fabric | None = None
 
 
+class ResourceKind(StrEnum):
+    """What orch creates besides instances, so that a network admits SSH (and a key can log in)."""
+
+    SECURITY_GROUP = "security-group"                  # AWS: orch-<owner> per VPC, ingress 22
+    KEY_PAIR = "key-pair"                              # AWS: orch-<launch id>, the job's public key
+    FIREWALL_RULE = "firewall-rule"                    # GCP: per network, for the orch-<owner> network tag
+    PUBLIC_IP = "public-ip"                            # Azure: <vm name>-pip, one per VM
+    NETWORK_SECURITY_GROUP = "network-security-group"  # Azure: orch-<owner>-ssh-<region>, shared
+    NETWORK_INTERFACE = "network-interface"            # Azure: <vm name>-nic, one per VM
+
+
+@dataclass(frozen=True, slots=True)
+class CloudResource:
+    """A resource orch created besides an instance, as the cloud reports it now.
+
+    ``resource_id`` is the provider's handle, what ``delete_network_resource`` needs (an AWS
+    ``<region>/sg-...``, a GCE firewall name, an ARM resource id). ``in_use`` says whether something
+    still uses it (an instance, a NIC) at listing time. ``created_at`` is None where the cloud does not
+    report a creation time (AWS security groups). ``launch_id`` is set for per-launch resources.
+    """
+
+    provider: str
+    kind: ResourceKind
+    resource_id: str
+    name: str
+    owner: str | None
+    in_use: bool
+    created_at: datetime | None = None
+    launch_id: str | None = None
+    region: str | None = None
+
+    @property
+    def key(self) -> tuple[str, ResourceKind, str]:
+        """Identity across listings (for a garbage collector's first-seen bookkeeping)."""
+        return (self.provider, self.kind, self.resource_id)
+
+
 def new_launch_id() -> str:
     """A fresh launch id: short, lowercase, DNS- and label-safe (GCP names, Lambda names, Vast labels)."""
     import secrets  # hashlib behind it costs `orch quote` ~4 ms at import
@@ -274,6 +322,10 @@ class Provider(ABC):
     * ``list_instances(owner)`` returns every instance orch launched for ``owner`` that the cloud still
       reports, found by tag/label/name, including terminated-but-listed ones.
     * ``terminate`` of a missing or already terminated instance succeeds (missing == success).
+    * ``list_network_resources(owner)`` returns what orch created for ``owner`` besides instances (security
+      groups, firewall rules, public IPs, NSGs, NICs, key pairs), with ``in_use``; ``delete_network_resource``
+      deletes one, missing == success, and raises ResourceInUseError while the cloud says it is still used.
+      Providers that create nothing besides instances keep the defaults ([] and a no-op).
     * Errors are raised only from providers.errors; transient ones (5xx, throttling) are retried inside
       the adapter with backoff and a deadline; capacity and quota errors are raised at once so the
       planner moves on to the next offer.
@@ -305,6 +357,20 @@ class Provider(ABC):
     @abstractmethod
     def terminate(self, instance_id: str) -> None:
         """Destroy the instance. Missing means success."""
+
+    def list_network_resources(self, owner: str) -> list[CloudResource]:
+        """What orch created for ``owner`` besides instances, found by tag/label/name, with ``in_use``.
+
+        Default: nothing (the provider creates nothing besides instances). See providers.leftovers for
+        which of them a garbage collector may delete.
+        """
+        return []
+
+    def delete_network_resource(self, resource: CloudResource) -> None:  # noqa: B027 - optional, not abstract
+        """Delete ``resource``. Idempotent: missing == success. Raises ResourceInUseError while it is used.
+
+        Default: nothing to delete (a provider that creates nothing has nothing of orch's to remove).
+        """
 
     def stop(self, instance_id: str) -> None:
         """Stop, keeping the disk. Only for providers with Capability.STOP."""

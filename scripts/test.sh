@@ -17,4 +17,8 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[dev]"
 .venv/bin/python -m pip install -q "torch==2.13.0" || echo "warning: torch not installed; e2e tests will skip" >&2
 .venv/bin/ruff check .
+# ORCH_CHECK_FLOORS=1: also prove pyproject's lower bounds (a scratch venv at the floors; a few minutes).
+if [ "${ORCH_CHECK_FLOORS:-}" = 1 ]; then
+  scripts/check_floors.sh
+fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

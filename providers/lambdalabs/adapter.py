@@ -50,7 +50,7 @@ PROVIDER = "lambda"
 STATES = {
     "booting": InstanceState.PENDING,
     "active": InstanceState.RUNNING,
-    "unhealthy": InstanceState.RUNNING,   # still billed and reachable maybe; raw_state keeps the word
+    "unhealthy": InstanceState.UNREACHABLE,  # failing Lambda's health checks: still billed, may recover
     "terminating": InstanceState.STOPPING,
     "terminated": InstanceState.TERMINATED,
     "preempted": InstanceState.PREEMPTED,  # in the 1.8.3 InstanceStatus enum; Lambda sells no spot today

@@ -157,8 +157,10 @@ def map_state(raw: dict[str, Any]) -> tuple[InstanceState, str, str | None]:
       low at create time looks the same: cur_state == intended_status == next_state == "stopped")
     * stopped while intended running (on-demand): PREEMPTED (the host took it away)
     * stopped by the user (intended stopped, on-demand): STOPPED
-    * exited / unknown / offline: PREEMPTED with the raw status: per Vast's docs these never reach running
-      again, so orch destroys and relaunches
+    * unknown (no recent heartbeat from the host) / offline (the host disconnected from Vast's servers):
+      UNREACHABLE. Not gone: the contract still bills and the host may come back, so the caller gives it a
+      grace period before counting the node lost (docs.vast.ai, "show instance": actual_status values).
+    * exited (the container process exited): PREEMPTED with the raw status; it does not run again
     * frozen: STOPPED (paused by Vast, storage kept)
     """
     actual = raw.get("actual_status")
@@ -177,8 +179,10 @@ def map_state(raw: dict[str, Any]) -> tuple[InstanceState, str, str | None]:
         return (InstanceState.STOPPING if intended == "stopped" else InstanceState.RUNNING), raw_state, None
     if actual in (None, "created", "loading", "rebooting", "scheduling"):
         return InstanceState.PENDING, raw_state, raw.get("status_msg")
-    if actual in ("exited", "unknown", "offline"):
-        return InstanceState.PREEMPTED, raw_state, f"{actual}: will not reach running again"
+    if actual in ("unknown", "offline"):
+        return InstanceState.UNREACHABLE, raw_state, raw.get("status_msg") or f"{actual}: host lost contact"
+    if actual == "exited":
+        return InstanceState.PREEMPTED, raw_state, "exited: will not reach running again"
     if actual == "frozen":
         return InstanceState.STOPPED, raw_state, raw.get("status_msg")
     return InstanceState.PENDING, raw_state, raw.get("status_msg")
