@@ -72,7 +72,8 @@ def test_quote_and_help_import_no_sdk_and_no_database() -> None:
     code = (
         "import sys, contextlib, io\n"
         "from orchestrator.cli.main import app\n"
-        "for argv in (['quote','--gpu','A100-80G','--count','4','--json'], ['quote','--gpu','H100'], ['--help']):\n"
+        "for argv in (['quote','--gpu','A100-80G','--count','4','--json'], ['quote','--gpu','H100'], ['--help'],\n"
+        "             ['fit','--params','7B','--json'], ['fit','--model','llama-3-70b','--method','lora']):\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        try:\n"
         "            app(argv, standalone_mode=False)\n"

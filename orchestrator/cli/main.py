@@ -27,6 +27,7 @@ def _root() -> None:
 # Modules under orchestrator.cli that define commands on ``app``; imported in this order.
 COMMAND_MODULES = (
     "quote",
+    "fit",
     "providers_cmd",
     "manifests",
     "db",
