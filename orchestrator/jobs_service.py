@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.engine.reconciler import Reconciler, TickReport
     from orchestrator.manifest import LoadedManifest
-    from orchestrator.planner import OfferSource, Plan, PlannedOffer
+    from orchestrator.manifest.schema import Manifest
+    from orchestrator.planner import OfferSource, Plan, PlannedOffer, PlanRequest
     from orchestrator.store import Store
     from orchestrator.store.repo import ApplyResult
     from providers.base import Offer, Provider
@@ -57,6 +58,7 @@ class JobPlan:
     plan: Plan
     alternatives: int
     estimated_hours: float | None
+    warnings: tuple[str, ...] = ()    # the model does not fit / is overprovisioned / image vs GPU (fit/planning)
 
     @property
     def options(self) -> tuple[PlannedOffer, ...]:
@@ -75,6 +77,7 @@ class JobPlan:
             "alternatives": [planned_json(p) for p in self.options[1:]],
             "eligible_count": len(self.plan.eligible),
             "rejected": [planned_json(p) for p in self.plan.rejected],
+            "warnings": list(self.warnings),
         }
 
 
@@ -105,13 +108,25 @@ def plan_jobs(loaded: Sequence[LoadedManifest], catalog: Iterable[Offer], live: 
     now = now or utcnow()
     out: list[JobPlan] = []
     for m in loaded:
-        req = jobspec_from_manifest(m.manifest, now).plan
+        req = jobspec_from_manifest(m.manifest, now, offers).plan
         found = gather_offers(req.gpu_request(), offers, live)
         if only_providers is not None:
             found = [o for o in found if o.provider in only_providers]
         the_plan = plan(req, found)
-        out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours))
+        warnings = _fit_warnings(m.manifest, req, the_plan, offers)
+        out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
+                           tuple(warnings)))
     return out
+
+
+def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: Sequence[Offer]) -> list[str]:
+    """The memory model's and the image's warnings for one job (orchestrator.fit.planning)."""
+    from orchestrator.fit.planning import allowed_offers, job_warnings
+
+    allowed = [o for o in allowed_offers(offers, req.providers_allow, req.providers_deny, req.regions_allow,
+                                         req.regions_deny) if o.market in req.markets]
+    chosen = the_plan.chosen.offer if the_plan.chosen else None
+    return job_warnings(req.fit, manifest.resources.gpu, req.count, req.nodes, chosen, allowed, manifest.image)
 
 
 def live_sources(providers: Mapping[str, Provider]) -> list[Provider]:

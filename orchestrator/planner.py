@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import GpuRequest, Market, Offer
 from providers.catalog.query import match_offers, region_matches
 from providers.gpus import Interconnect, gpu_by_name
+
+if TYPE_CHECKING:
+    from orchestrator.fit.planning import FitCheck
 
 #: Typical internet/inter-region egress list price; used only for the warning's rough estimate.
 EGRESS_USD_PER_GB = 0.09
@@ -49,6 +52,7 @@ class PlanRequest:
     budget_usd: float | None = None
     data: tuple[DataSource, ...] = ()
     exclude_zones: frozenset[str] = frozenset()
+    fit: FitCheck | None = None      # the job's model: offers it does not fit are rejected (orchestrator.fit)
 
     def gpu_request(self) -> GpuRequest:
         """The catalog query: everything but the deny lists, VRAM and budget (those become flags)."""
@@ -155,6 +159,8 @@ def _hard_rejection(offer: Offer, req: PlanRequest) -> str | None:
         return "region-denied"
     if req.min_vram_gb is not None and offer.vram_gb < req.min_vram_gb:
         return "vram-below-need"
+    if req.fit is not None:
+        return req.fit.rejection(offer.gpu, offer.gpu_count, req.nodes)
     return None
 
 

@@ -163,6 +163,8 @@ def _print_plan(jp: JobPlan) -> None:
     if others:
         reasons = sorted({p.flags[0] for p in others})
         _out(f"  rejected {len(others)} offer(s): {', '.join(reasons)}")
+    for warning in jp.warnings:
+        _out(f"  warning: {warning}")
 
 
 # -- apply ---------------------------------------------------------------------------------------------

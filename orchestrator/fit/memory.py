@@ -112,9 +112,9 @@ class TrainingSetup:
         if self.seq_len < 1 or self.micro_batch < 1 or self.lora_rank < 1:
             raise SetupError("sequence length, micro-batch and LoRA rank must be 1 or more")
         if self.offload is Offload.OPTIMIZER and self.sharding is Sharding.DDP:
-            raise SetupError("optimizer offload needs ZeRO or FSDP (e.g. --sharding zero2 --offload optimizer)")
+            raise SetupError("optimizer offload needs ZeRO or FSDP (sharding zero1, zero2, zero3 or fsdp)")
         if self.offload is Offload.PARAMS and not self.sharding.shards_weights:
-            raise SetupError("offloading weights needs --sharding zero3 or fsdp")
+            raise SetupError("offloading weights needs sharding zero3 or fsdp")
         if self.method is Method.QLORA and self.precision is Precision.FP32:
             raise SetupError("QLoRA computes in 16-bit: use --precision bf16 or fp16")
 
