@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "daemon",
     "jobs",
     "simulate",
+    "rehearse",
 )
 
 
