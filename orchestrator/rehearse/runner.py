@@ -98,8 +98,15 @@ class Rehearsal:
 
     def finish(self, life: LifePaths, what: str) -> AgentStatus:
         """Wait until the job ended and the agent exited (its last tick commits what the job wrote last)."""
+        said = {"at": time.monotonic(), "step": None}
+
         def ended() -> AgentStatus | None:
             s = read_status(life)
+            step = progress(life)
+            # a progress line at most every 10 s (display only; the wait itself is on the status file)
+            if step != said["step"] and time.monotonic() - float(said["at"] or 0) >= 10:
+                self.say(f"{what}: at step {step}")
+                said.update(at=time.monotonic(), step=step)
             return s if _ended(s) else None
 
         st = wait_for(ended, self.opts.timeout_s, f"{what} to end")
