@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.engine.reconciler import Reconciler, TickReport
     from orchestrator.manifest import LoadedManifest
+    from orchestrator.manifest.schema import Manifest
     from orchestrator.offer_sources import OfferSources
-    from orchestrator.planner import Plan, PlannedOffer
+    from orchestrator.planner import Plan, PlannedOffer, PlanRequest
     from orchestrator.store import Store
     from orchestrator.store.repo import ApplyResult
     from providers.base import Offer, Provider
@@ -58,6 +59,7 @@ class JobPlan:
     plan: Plan
     alternatives: int
     estimated_hours: float | None
+    warnings: tuple[str, ...] = ()    # the model does not fit / is overprovisioned / image vs GPU (fit/planning)
 
     @property
     def options(self) -> tuple[PlannedOffer, ...]:
@@ -73,6 +75,7 @@ class JobPlan:
             "eligible_count": len(self.plan.eligible),
             "rejected": [planned_json(p) for p in self.plan.rejected],
             "near_misses": [planned_json(p) for p in self.plan.near_misses(NEAR_MISSES)],
+            "warnings": list(self.warnings),
         }
 
 
@@ -97,15 +100,30 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
     if alternatives < 0:
         raise BadInputError(f"--alternatives must be 0 or more, got {alternatives}")
     now = now or utcnow()
+    # What a model-only job's GPUs are chosen from, and what the fit warnings compare against.
+    offers = [o for o in sources.catalog if only_providers is None or o.provider in only_providers]
     out: list[JobPlan] = []
     for m in loaded:
-        req = jobspec_from_manifest(m.manifest, now).plan
+        req = jobspec_from_manifest(m.manifest, now, offers).plan
         found = sources.offers(req.gpu_request())
         if only_providers is not None:
             found = [o for o in found if o.provider in only_providers]
         the_plan = plan(req, found)
-        out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours))
+        warnings = _fit_warnings(m.manifest, req, the_plan, offers)
+        out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
+                           tuple(warnings)))
     return out
+
+
+def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: Sequence[Offer]) -> list[str]:
+    """The memory model's and the image's warnings for one job (orchestrator.fit.planning)."""
+    from orchestrator.fit.planning import allowed_offers, job_warnings
+
+    allowed = [o for o in allowed_offers(offers, req.providers_allow, req.providers_deny, req.regions_allow,
+                                         req.regions_deny) if o.market in req.markets]
+    chosen = the_plan.chosen.offer if the_plan.chosen else None
+    return job_warnings(req.fit, manifest.resources.gpu, req.count, req.nodes, chosen, allowed, manifest.image)
+
 
 
 # -- apply --------------------------------------------------------------------------------------------

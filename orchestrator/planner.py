@@ -17,13 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.catalog.query import region_matches
 from providers.fabric import instance_fabric
 from providers.gpus import Interconnect, gpu_by_name
+
+if TYPE_CHECKING:
+    from orchestrator.fit.planning import FitCheck
 
 #: Typical internet/inter-region egress list price; used only for the warning's rough estimate.
 EGRESS_USD_PER_GB = 0.09
@@ -60,6 +63,7 @@ class PlanRequest:
     disk_gb: float | None = None
     #: The job has a checkpoint section: a preempted spot run resumes from its last committed checkpoint.
     checkpointed: bool = False
+    fit: FitCheck | None = None      # the job's model: offers it does not fit are rejected (orchestrator.fit)
 
     def gpu_request(self) -> GpuRequest:
         """The offer query: what an offer must be to be considered at all (the GPUs, count, market, allowed
@@ -84,6 +88,8 @@ class Constraint(StrEnum):
     DISK = "disk-below-need"
     MAX_PRICE = "over-max-price"
     NOT_AVAILABLE = "not-available"
+    MODEL_FIT = "model-does-not-fit"            # the job's model: needs more GPU memory (orchestrator.fit)
+    PRECISION = "precision-unsupported"         # the job's model: precision the GPU cannot compute
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +230,11 @@ def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
     if req.max_price_hr is not None and total > req.max_price_hr:
         nodes = f" for {req.nodes} nodes" if req.nodes > 1 else ""
         no(Constraint.MAX_PRICE, f"${total:.2f}/h{nodes} > max_price_hr ${req.max_price_hr:.2f}")
+    if req.fit is not None:
+        reason = req.fit.rejection(offer.gpu, offer.gpu_count, req.nodes)
+        if reason is not None:
+            no(Constraint(reason), f"the model does not fit {req.nodes * offer.gpu_count}x {offer.gpu}"
+               if reason == Constraint.MODEL_FIT else f"{offer.gpu} cannot compute in the model's precision")
     if offer.availability is Availability.NOT_AVAILABLE:
         no(Constraint.NOT_AVAILABLE, "not available now (no capacity, or your machine is reserved)")
     return out

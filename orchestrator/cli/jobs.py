@@ -176,6 +176,8 @@ def _print_plan(jp: JobPlan) -> None:
         for p in jp.plan.near_misses(NEAR_MISSES):
             _print_offer("near", p)
             _out(f"           excluded: {'; '.join(e.detail for e in p.excluded)}")
+    for warning in jp.warnings:
+        _out(f"  warning: {warning}")
 
 
 def _print_offer(label: str, p: PlannedOffer) -> None:

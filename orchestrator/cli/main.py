@@ -28,6 +28,7 @@ def _root() -> None:
 COMMAND_MODULES = (
     "quote",
     "catalog",
+    "fit",
     "providers_cmd",
     "manifests",
     "db",
@@ -35,6 +36,7 @@ COMMAND_MODULES = (
     "daemon",
     "jobs",
     "simulate",
+    "rehearse",
 )
 
 

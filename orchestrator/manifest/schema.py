@@ -34,6 +34,7 @@ from orchestrator.manifest.durations import (
     parse_duration,
     parse_price,
 )
+from orchestrator.manifest.model_spec import ModelSpec
 
 API_VERSION = "orch/v1"
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
@@ -204,7 +205,8 @@ class Resources(_Model):
     gpu: Annotated[list[GpuName], BeforeValidator(_gpu_list),
                    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
                                                                   "minItems": 1}]})] = Field(
-        min_length=1, description="A GPU name or a list of acceptable ones (any alias; stored canonical).")
+        default_factory=list, description="A GPU name or a list of acceptable ones (any alias; stored canonical). "
+        "Optional with a model: block (orch then picks the GPUs that fit).")
     count: int = Field(1, ge=1, le=64, description="GPUs per node.")
     nodes: int = Field(1, ge=1, le=256, description="Machines.")
     min_vram_gb: float | None = Field(None, ge=0, description="Least memory per GPU, GB.")
@@ -378,7 +380,8 @@ class Manifest(_Model):
     api_version: Literal["orch/v1"] = Field(alias="apiVersion")
     kind: Literal["Job"]
     name: str = Field(pattern=NAME_PATTERN, description="Lower-case DNS label: letters, digits, '-'.")
-    resources: Resources
+    resources: Resources = Field(default_factory=Resources)
+    model: ModelSpec | None = Field(None, description="The model trained; orch sizes (or checks) the GPUs from it.")
     market: MarketChoice = Field(MarketChoice.AUTO, strict=False,
                                  description="spot, on-demand, or auto (cheapest).")
     max_price_hr: Price | None = Field(None, description="Most $/h for the whole job (all nodes).")
@@ -406,6 +409,9 @@ class Manifest(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
+        if not self.resources.gpu and self.model is None:
+            raise HintedValueError("say which GPUs: resources.gpu, or a model: block orch sizes them from",
+                                   "e.g. resources: {gpu: A100-80G} or model: {params: 8B, method: qlora}")
         clash = set(self.env) & set(self.secrets)
         if clash:
             raise HintedValueError(f"{', '.join(sorted(clash))} is both in env and in secrets", "keep one")
