@@ -191,6 +191,7 @@ def _json(preview: ApplyPreview, launcher: str | None, result: ApplyResult | Non
 
 def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             opts: ApplyOptions) -> tuple[int, LaunchOutcome | None]:
+    from orchestrator.config import ConfigError
     from orchestrator.jobs_service import Launch, build_engine, launch_pending
     from orchestrator.store.leases import DaemonAlreadyRunningError
     from providers.catalog import load_catalog
@@ -213,6 +214,8 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
                                      on_tick=lambda n: progress.update(f"round {n}: {len(launched)} launched"))
     except DaemonAlreadyRunningError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=opts.as_json)
+    except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
+        fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
     except Exception as exc:
         _internal("launch", exc, opts.as_json)
     if not opts.as_json:

@@ -348,6 +348,7 @@ def down_cmd(
 def _wait_down(store: Store, targets: list[str], before: list[InstanceView], timeout: float, poll: float,
                as_json: bool) -> DownOutcome:
     """Tick (or let the running daemon work) until the providers confirm every machine gone; progress on stderr."""
+    from orchestrator.config import ConfigError
     from orchestrator.jobs_service import build_engine, daemon_running, wait_down
     from orchestrator.store.leases import DaemonAlreadyRunningError
     from providers.catalog import load_catalog
@@ -367,6 +368,8 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
                              on_tick=lambda left: progress.update(machines_left(left)))
     except DaemonAlreadyRunningError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
+    except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
     finally:
         for p in providers.values():
             _close(p)
