@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "db",
     "render",
     "daemon",
+    "console",
     "jobs",
     "simulate",
 )
