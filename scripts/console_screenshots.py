@@ -43,6 +43,11 @@ def browser():  # type: ignore[no-untyped-def]
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
 
 
+def _save(driver, target: Path) -> None:  # type: ignore[no-untyped-def]
+    driver.save_screenshot(str(target))
+    print(f"wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "console")
@@ -71,9 +76,16 @@ def main() -> int:
                 # The whole page, not the window: a viewport as tall as the page (capped).
                 driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
                     "width": WIDTH, "height": min(height, 4000), "deviceScaleFactor": 1, "mobile": False})
-                target = args.out / name
-                driver.save_screenshot(str(target))
-                print(f"wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+                _save(driver, args.out / name)
+            # The login form of a console that needs a token (any address but loopback).
+            guarded = start_console(store, console_settings("127.0.0.1:0", "screenshot-token-0123456789"))
+            try:
+                driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                    "width": WIDTH, "height": 520, "deviceScaleFactor": 1, "mobile": False})
+                driver.get(guarded.url)
+                _save(driver, args.out / "login.png")
+            finally:
+                guarded.stop()
         finally:
             driver.quit()
             console.stop()
