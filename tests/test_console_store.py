@@ -13,6 +13,7 @@ from sqlmodel import select
 
 from orchestrator.store import console_queries as q
 from orchestrator.store import repo
+from orchestrator.store import spend_series as sp
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.gpu_util import GpuUtilSample, record_gpu_util, util_since
 from orchestrator.store.models import DesiredState, Event, GpuUtilMinute, JobStatus
@@ -201,7 +202,7 @@ def test_spend_series_is_the_same_for_tick_rows_and_rolled_up_rows(store: Store)
         t += timedelta(seconds=15)
     _spend(store, coarse, ca, start, end, 16.0)
     with store.transaction() as tx:
-        s = q.spend_series(tx, since=T0 - 3 * HOUR, until=T0 + 3 * HOUR, step=HOUR)
+        s = sp.spend_series(tx, since=T0 - 3 * HOUR, until=T0 + 3 * HOUR, step=HOUR)
     assert s.starts[0] == T0 - 3 * HOUR and len(s.starts) == 6
     by = {x.name: x.values for x in s.by_job}
     expected = [0.0, 2.0, 4.0, 4.0, 4.0, 2.0]   # 09:00 to 15:00; 10:30-11:00 is half an hour, 14:00-14:30 too
@@ -217,19 +218,19 @@ def test_spend_series_cuts_rows_at_the_range_and_counts_unknown_providers(store:
     _spend(store, job, None, T0 + HOUR, T0 + HOUR, 1.0)            # an instant
     _spend(store, job, None, T0 + 5 * HOUR, T0 + 6 * HOUR, 9.0)    # after the range
     with store.transaction() as tx:
-        s = q.spend_series(tx, since=T0, until=T0 + 4 * HOUR, step=HOUR)
+        s = sp.spend_series(tx, since=T0, until=T0 + 4 * HOUR, step=HOUR)
     assert s.by_job[0].values == pytest.approx((2.0, 3.0, 0.0, 0.0))
-    assert [p.name for p in s.by_provider] == [q.UNKNOWN_PROVIDER]
+    assert [p.name for p in s.by_provider] == [sp.UNKNOWN_PROVIDER]
     assert s.total == pytest.approx(5.0)
 
 
 def test_bucket_starts_fall_on_round_utc_times() -> None:
-    starts = q.bucket_starts(T0 + 17 * MIN, T0 + 3 * HOUR, HOUR)
+    starts = sp.bucket_starts(T0 + 17 * MIN, T0 + 3 * HOUR, HOUR)
     assert starts == (T0, T0 + HOUR, T0 + 2 * HOUR)
-    days = q.bucket_starts(T0, T0 + timedelta(days=2), timedelta(days=1))
+    days = sp.bucket_starts(T0, T0 + timedelta(days=2), timedelta(days=1))
     assert days[0] == datetime(2026, 3, 1, tzinfo=UTC)
     with pytest.raises(ValueError):
-        q.bucket_starts(T0, T0 + HOUR, timedelta(0))
+        sp.bucket_starts(T0, T0 + HOUR, timedelta(0))
 
 
 # -- the fleet, budgets, events, one job ---------------------------------------------------------------

@@ -6,7 +6,7 @@ only the SVG that ``charts`` builds, itself escaped, goes in as markup).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -20,6 +20,7 @@ from orchestrator.console.budgets import budget_views
 from orchestrator.console.timeline import build_timeline
 from orchestrator.store import console_queries as q
 from orchestrator.store.db import Store
+from orchestrator.store.spend_series import spend_series
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 EVENTS_PER_PAGE = 50
@@ -95,7 +96,7 @@ def spend_page(store: Store, chrome: Chrome, range_key: str | None) -> Page:
     rng = SpendRange.parse(range_key)
     _, span, step, caption = rng.value
     with store.transaction() as tx:
-        series = q.spend_series(tx, since=chrome.now - span, until=chrome.now, step=step)
+        series = spend_series(tx, since=chrome.now - span, until=chrome.now, step=step)
     by_job = charts.stacked_bars(series.by_job, series.starts, step, label=f"spend per job, {caption}")
     by_provider = charts.stacked_bars(series.by_provider, series.starts, step,
                                       label=f"spend per provider, {caption}")
@@ -226,4 +227,3 @@ def login_page(chrome: Chrome, *, status: int, problem: str | None, next_path: s
     return render("login.html", chrome, status=status, tab="", problem=problem, next_path=next_path)
 
 
-PageFn = Callable[..., Page]
