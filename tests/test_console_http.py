@@ -249,8 +249,9 @@ def test_the_login_form_sets_an_httponly_strict_cookie_that_is_not_the_token(sto
     assert page.status == 200 and "Log out" in page.body
     assert call(app, "GET", "/", headers={"Cookie": f"{SESSION_COOKIE}={value[:-1]}0"}).status == 403
     # An open redirect is not possible through ?next=.
-    away = call(app, "POST", "/login", form={"token": TOKEN, "next": "//evil.example/x"}, headers={"Origin": ORIGIN})
-    assert away.headers["location"] == "/"
+    for target in ("//evil.example/x", "/\t/evil.example", "/\\evil.example", "https://evil.example/"):
+        away = call(app, "POST", "/login", form={"token": TOKEN, "next": target}, headers={"Origin": ORIGIN})
+        assert away.headers["location"] == "/", target
     # With the cookie, actions still need the page's CSRF token and origin.
     jar = {"Cookie": f"{SESSION_COOKIE}={value}"}
     csrf = csrf_of(call(app, "GET", "/jobs/llama-ft/stop", headers=jar).body)

@@ -74,7 +74,10 @@ def _path(environ: Mapping[str, Any]) -> str:
 
 def _local_path(text: str | None) -> str:
     """A same-site path to go back to after logging in (anything else: the fleet)."""
-    if not text or not text.startswith("/") or text.startswith("//") or "\\" in text:
+    # Browsers drop tabs and newlines inside URLs ("/\t/evil.example" becomes "//evil.example"): refuse any
+    # control character or space, as well as "//" and backslashes.
+    if (not text or not text.startswith("/") or text.startswith("//") or "\\" in text
+            or any(ord(c) <= 32 or ord(c) == 127 for c in text)):
         return "/"
     parts = urlsplit(text)
     return parts.path + (f"?{parts.query}" if parts.query else "") if not parts.netloc else "/"
