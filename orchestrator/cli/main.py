@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "db",
     "render",
     "daemon",
+    "console",
     "jobs",
     "simulate",
     "rehearse",
