@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("boto3", "botocore", "google", "azure", "sqlmodel", "sqlalchemy", "alembic", "paramiko", "psycopg",
-         "orchestrator.store", "apscheduler")
+         "orchestrator.store", "apscheduler", "jinja2", "orchestrator.console")
 
 
 def orch(*args: str) -> subprocess.CompletedProcess[str]:

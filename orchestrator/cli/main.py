@@ -58,6 +58,7 @@ COMMAND_MODULES = (
     "db",
     "render",
     "daemon",
+    "console",
     "jobs",
     "budgets",
     "simulate",
