@@ -119,7 +119,7 @@ def _budgets_and_alerts(raw: dict[str, Any], path: Path) -> tuple[tuple[Budget, 
     budgets: tuple[Budget, ...] = ()
     alerts: AlertSettings | None = None
     if raw.get("budgets") is not None:
-        from orchestrator.budgets import parse_budgets
+        from orchestrator.budgets_config import parse_budgets
 
         budgets = parse_budgets(raw["budgets"], str(path))
     if raw.get("alerts") is not None:

@@ -19,9 +19,9 @@ from orchestrator.budgets import (
     month_label,
     month_start,
     next_month_start,
-    parse_budgets,
     review,
 )
+from orchestrator.budgets_config import parse_budgets
 from orchestrator.config import ConfigError, load_config
 
 MID_JULY = datetime(2025, 7, 15, 12, 0, tzinfo=UTC)
