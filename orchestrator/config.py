@@ -9,6 +9,8 @@ env vars). A provider section holds endpoints, regions, project and such.
       aws: {regions: [us-east-1, us-west-2]}
       gcp: {project: my-proj, zones: [us-central1-a]}
       ssh: {hosts: [{name: box1, address: 10.0.0.5, user: ubuntu, gpu: RTX4090-24G, gpu_count: 2}]}
+    budgets: [...]              # monthly $ caps and $/h ceilings (orchestrator/budgets.py)
+    alerts: {webhooks: [...]}   # where alerts go (orchestrator/alerts/config.py)
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.alerts.config import AlertSettings
+    from orchestrator.budgets import Budget
 
 
 def config_path() -> Path:
@@ -52,11 +58,14 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class OrchConfig:
-    """The parsed config. ``provider_sections`` are validated by each provider's Settings on use."""
+    """The parsed config. ``provider_sections`` are validated by each provider's Settings on use;
+    ``budgets`` and ``alerts`` when the file is read."""
 
     owner: str
     provider_sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: Path | None = None
+    budgets: tuple[Budget, ...] = ()
+    alerts: AlertSettings | None = None      # None: no ``alerts:`` section
 
     def enabled_providers(self) -> list[str]:
         """Providers named in the config and not ``enabled: false``, in orch's registry order."""
@@ -101,4 +110,20 @@ def load_config(path: Path | None = None) -> OrchConfig:
         if section is not None and not isinstance(section, dict):
             raise ConfigError(f"{path}: providers.{name}: must be a mapping")
         sections[canonical] = dict(section or {})
-    return OrchConfig(owner=owner, provider_sections=sections, path=path)
+    budgets, alerts = _budgets_and_alerts(raw, path)
+    return OrchConfig(owner=owner, provider_sections=sections, path=path, budgets=budgets, alerts=alerts)
+
+
+def _budgets_and_alerts(raw: dict[str, Any], path: Path) -> tuple[tuple[Budget, ...], AlertSettings | None]:
+    """The typed ``budgets:`` and ``alerts:`` sections (imported only when the file has them)."""
+    budgets: tuple[Budget, ...] = ()
+    alerts: AlertSettings | None = None
+    if raw.get("budgets") is not None:
+        from orchestrator.budgets_config import parse_budgets
+
+        budgets = parse_budgets(raw["budgets"], str(path))
+    if raw.get("alerts") is not None:
+        from orchestrator.alerts.config import parse_alerts
+
+        alerts = parse_alerts(raw["alerts"], str(path))
+    return budgets, alerts

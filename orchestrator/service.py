@@ -162,6 +162,19 @@ class Service:
         self.store.close()
 
 
+def _attach_alerts(store: Store, config: OrchConfig, *, close_on_error: bool) -> None:
+    """Committed events of ``store`` become webhook alerts (the config's ``alerts:``); sent from background
+    workers, so no tick waits on a receiver. ``store.close()`` gives queued alerts a last bounded try."""
+    from orchestrator.alerts.dispatch import attach_alerts
+
+    try:
+        attach_alerts(store, config.alerts)
+    except ConfigError:
+        if close_on_error:
+            store.close()
+        raise
+
+
 def build_service(
     *,
     config: OrchConfig | None = None,
@@ -191,6 +204,7 @@ def build_service(
 
         catalog = load_catalog().offers
     opened = store or open_store(store_url)
+    _attach_alerts(opened, config, close_on_error=store is None)
     owner_of_leases = (default_lease_owner() if opened.dialect == "postgresql" else None) \
         if lease_owner == AUTO else lease_owner
     metrics = metrics or DaemonMetrics()

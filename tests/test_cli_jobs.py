@@ -262,7 +262,7 @@ def test_apply_lost_launch_answer_is_adopted_not_duplicated(tmp_path: Path, env:
     clouds.write_config(Path(env["ORCH_CONFIG"]), only=("vastai",))
     clouds.vast.inject("lost-answer", 1)
     path = write(tmp_path, "lost", gpu="RTX4090", market="on-demand")
-    code, out, err = run("apply", str(path), "--launch")
+    code, out, err = run("apply", str(path), "--launch", "--yes")
     assert code == 0, out + err
     assert clouds.raw_counts()["vastai"] == 1
     [inst] = clouds.live_instances()["vastai"]
@@ -276,7 +276,7 @@ def test_apply_launch_failure_leaves_no_instance(tmp_path: Path, env: dict[str, 
     clouds.write_config(Path(env["ORCH_CONFIG"]), only=("vastai",))
     clouds.vast.inject("auth", 100)
     path = write(tmp_path, "refused", gpu="RTX4090", market="on-demand")
-    code, out, err = run("apply", str(path), "--launch", "--max-ticks", "2")
+    code, out, err = run("apply", str(path), "--launch", "--yes", "--max-ticks", "2")
     assert code == 1, out + err
     assert "waiting   refused" in out and "1 job(s) not launched" in err
     assert clouds.raw_counts()["vastai"] == 0
@@ -293,7 +293,7 @@ def test_apply_moves_on_after_capacity_error(tmp_path: Path, env: dict[str, str]
     {"vastai": lambda: clouds.vast.inject("capacity", 1),
      "runpod": lambda: clouds.runpod.faults.arm("capacity", 1),
      "lambda": lambda: clouds.lambda_fake.faults.arm("capacity", 1)}[cheapest]()
-    code, out, err = run("apply", str(path), "--launch")
+    code, out, err = run("apply", str(path), "--launch", "--yes")
     assert code == 0, err
     [launched] = [line for line in out.splitlines() if line.startswith("launched")]
     alt = plan["alternatives"][0]
@@ -312,8 +312,12 @@ def test_apply_does_not_launch_while_a_daemon_holds_the_store(tmp_path: Path, en
     store = open_store()
     try:
         with daemon_lock(store):
-            code, out, _ = run("apply", str(write(tmp_path, "later")))
-            assert code == 0 and "a daemon is running" in out
+            # the daemon launches what is recorded: without --yes (and no terminal) nothing is recorded
+            code, _, err = run("apply", str(write(tmp_path, "later")))
+            assert code == 2 and "--yes" in err
+            assert status_json()["jobs"] == []
+            code, out, _ = run("apply", str(write(tmp_path, "later")), "--yes")
+            assert code == 0 and "a daemon is running" in out and "plan: 1 job(s) to launch by the daemon" in out
             code, _, err = run("apply", str(write(tmp_path, "later")), "--launch")
             assert code == 1 and "daemon" in err
     finally:
@@ -326,7 +330,7 @@ def test_apply_does_not_launch_while_a_daemon_holds_the_store(tmp_path: Path, en
 def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, str], clouds: FakeClouds) -> None:
     code, out, err = run("plan", str(EXAMPLES), "--configured", "--live", "--json")
     expected = {p["job"]: p["chosen"] for p in json.loads(out)}
-    code, out, err = run("apply", str(EXAMPLES), "--launch")
+    code, out, err = run("apply", str(EXAMPLES), "--launch", "--yes")
     launched = {m.group(1): m.group(0) for m in re.finditer(r"^launched\s+(\S+) on .*$", out, re.M)}
     waiting = {m.group(1) for m in re.finditer(r"^waiting\s+(\S+):", out, re.M)}
     assert launched, out + err
@@ -375,7 +379,7 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
 
 
 def test_a_job_never_lands_on_a_provider_it_does_not_allow(env: dict[str, str], clouds: FakeClouds) -> None:
-    run("apply", str(EXAMPLES / "deepspeed.yaml"), "--launch")   # allows aws, gcp, azure only
+    run("apply", str(EXAMPLES / "deepspeed.yaml"), "--launch", "--yes")   # allows aws, gcp, azure only
     try:
         counts = clouds.raw_counts()
         assert counts["vastai"] == counts["lambda"] == counts["runpod"] == 0
@@ -430,7 +434,7 @@ def test_subprocess_apply_status_follow_down(tmp_path: Path, env: dict[str, str]
                                  "--max-wait", "60"], cwd=ROOT, env={**os.environ, **env},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        done = _orch(env, "apply", str(path), "--launch")
+        done = _orch(env, "apply", str(path), "--launch", "--yes")
         assert done.returncode == 0, done.stderr
         assert re.search(r"^launched\s+proc on \S+ \S+ .*\$\d+\.\d\d/h$", done.stdout, re.M), done.stdout
         seen: list[str] = []

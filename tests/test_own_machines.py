@@ -96,7 +96,7 @@ def test_plan_chooses_your_machine(env: dict[str, str], tmp_path: Path) -> None:
 
 def test_apply_launch_reserves_your_machine_and_down_releases_it(env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(MANIFEST)
-    code, out, err = run("apply", str(tmp_path / "job.yaml"), "--launch")
+    code, out, err = run("apply", str(tmp_path / "job.yaml"), "--launch", "--yes")
     assert code == 0, out + err
     assert "launched  gamer-job on ssh gamer" in out
     book = ReservationBook(tmp_path / "ssh-state")
@@ -109,7 +109,7 @@ def test_apply_launch_reserves_your_machine_and_down_releases_it(env: dict[str, 
 
 def test_a_reserved_machine_is_passed_over(env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(MANIFEST)
-    assert run("apply", str(tmp_path / "job.yaml"), "--launch")[0] == 0
+    assert run("apply", str(tmp_path / "job.yaml"), "--launch", "--yes")[0] == 0
     (tmp_path / "other.yaml").write_text(MANIFEST.replace("gamer-job", "other-job"))
     code, out, _ = run("plan", str(tmp_path / "other.yaml"), "--json", "--configured")
     assert code == 1                                        # the only configured machine is taken

@@ -26,11 +26,13 @@ def console_cmd(
     import signal
     import threading
 
+    from orchestrator.config import ConfigError, load_config
     from orchestrator.console.settings import ConsoleConfigError, console_settings
 
     try:
         settings = console_settings(bind, token)
-    except ConsoleConfigError as exc:
+        budgets = load_config().budgets       # the budgets page shows the config's budgets: too
+    except (ConsoleConfigError, ConfigError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     from orchestrator.console.server import start_console
     from orchestrator.store import StoreError, open_store
@@ -50,7 +52,7 @@ def console_cmd(
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         try:
-            console = start_console(store, settings)
+            console = start_console(store, settings, budgets=budgets)
         except ConsoleConfigError as exc:
             fail(str(exc), EXIT_NO_MATCH)
         sys.stdout.write(f"orch console on {console.url} (store {store.url}); Ctrl-C stops\n")

@@ -18,6 +18,7 @@ from orchestrator.cli.errors import fail
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
+    from orchestrator.budgets import Budget
     from orchestrator.engine.reconciler import TickReport
 
 
@@ -52,6 +53,16 @@ def _build():  # type: ignore[no-untyped-def]
     try:
         return build_service()
     except (ConfigError, StoreError) as exc:
+        fail(str(exc))
+
+
+def _budgets() -> tuple[Budget, ...]:
+    """The config's budgets, for the console's budgets page (the config was read once already)."""
+    from orchestrator.config import ConfigError, load_config
+
+    try:
+        return load_config().budgets
+    except ConfigError as exc:
         fail(str(exc))
 
 
@@ -152,7 +163,7 @@ def daemon_cmd(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        with daemon_lock(service.store), serving(service.store, web):
+        with daemon_lock(service.store), serving(service.store, web, budgets=_budgets()):
             if metrics_port is not None:
                 service.metrics.serve(metrics_port, metrics_host)
                 log.info("metrics", extra={"fields": {"url": f"http://{metrics_host}:{metrics_port}/metrics"}})

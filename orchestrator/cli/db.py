@@ -44,7 +44,10 @@ def upgrade_cmd(url: UrlOpt = None, revision: Annotated[str, typer.Argument(help
 
 
 @db_app.command("current")
-def current_cmd(url: UrlOpt = None) -> None:
+def current_cmd(
+    url: UrlOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The revisions as JSON (errors too).")] = False,
+) -> None:
     """Show the database's schema revision and the newest this orch knows."""
     from orchestrator.store.db import StoreError, current_revision, database_url, head_revision, make_engine, redact
 
@@ -57,9 +60,15 @@ def current_cmd(url: UrlOpt = None) -> None:
             engine.dispose()
         head = head_revision()
     except StoreError as exc:
-        fail(str(exc))
+        fail(str(exc), as_json=as_json)
     except Exception as exc:
-        fail(f"cannot read {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1)
+        fail(f"cannot read {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1, as_json=as_json)
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps({"url": redact(target), "current": current, "head": head,
+                                     "up_to_date": current == head}) + "\n")
+        return
     state = "up to date" if current == head else "run `orch db upgrade`"
     sys.stdout.write(f"{redact(target)}: {current or '(empty)'} (head {head}; {state})\n")
 

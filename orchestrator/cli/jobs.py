@@ -8,18 +8,22 @@ commands so ``orch --help`` stays fast.
 from __future__ import annotations
 
 import json
+import math
 import sys
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, fail_manifests
 from orchestrator.cli.main import app
+from orchestrator.cli.progress import Progress
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
-    from orchestrator.jobs_service import InstanceView, JobPlan, Launch, StatusReport
+    from orchestrator.jobs_service import DownOutcome, InstanceView, JobPlan, StatusReport
     from orchestrator.manifest import LoadedManifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import PlannedOffer
@@ -33,49 +37,47 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (
 
 # -- shared plumbing -----------------------------------------------------------------------------------
 
-def _load(paths: list[Path]) -> list[LoadedManifest]:
+def _load(paths: list[Path], as_json: bool = False) -> list[LoadedManifest]:
     from orchestrator.jobs_service import load
     from orchestrator.manifest import ManifestError
 
     try:
         return load(paths)
     except ManifestError as exc:
-        for error in exc.errors:
-            sys.stderr.write(error.format() + "\n")
-        raise SystemExit(EXIT_BAD_INPUT) from None
+        fail_manifests(exc.errors, as_json=as_json)
 
 
-def _config() -> OrchConfig:
+def _config(as_json: bool = False) -> OrchConfig:
     from orchestrator.config import ConfigError, load_config
 
     try:
         return load_config()
     except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT)
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
 
 
-def _providers(config: OrchConfig) -> dict[str, Provider]:
+def _providers(config: OrchConfig, as_json: bool = False) -> dict[str, Provider]:
     from orchestrator.config import ConfigError
     from orchestrator.wiring import build_providers
 
     try:
         return build_providers(config)
     except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT)
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
 
 
-def _store() -> Store:
+def _store(as_json: bool = False) -> Store:
     from orchestrator.store import StoreError, open_store
 
     try:
         return open_store()
     except StoreError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
+        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
 
 
-def _internal(what: str, exc: BaseException) -> NoReturn:
+def _internal(what: str, exc: BaseException, as_json: bool = False) -> NoReturn:
     text = str(exc).strip().splitlines()
-    fail(f"{what} failed: {type(exc).__name__}: {text[0] if text else ''}", EXIT_NO_MATCH)
+    fail(f"{what} failed: {type(exc).__name__}: {text[0] if text else ''}", EXIT_NO_MATCH, as_json=as_json)
 
 
 def _out(line: str = "") -> None:
@@ -200,111 +202,22 @@ def apply_cmd(
                                                 "(default: only when no daemon runs).", show_default=False)]
     = None,
     max_ticks: Annotated[int, typer.Option("--max-ticks", help="Reconcile rounds at most while launching.")] = 8,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Launch without asking.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what would be recorded and launched.")]
+    = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Record manifests as the desired state (one transaction), then launch pending jobs."""
-    from orchestrator.jobs_service import BadInputError, apply, daemon_running
+    """Show what will launch (where, $/h, estimated total) and ask; then record the manifests as the desired
+    state (one transaction) and launch pending jobs (here, or by the running daemon)."""
+    from orchestrator.cli.apply_flow import ApplyOptions, run_apply
 
-    loaded = _load(paths)
-    store = _store()
+    loaded = _load(paths, as_json)
+    store = _store(as_json)
     try:
-        try:
-            result = apply(store, loaded, prune=prune)
-        except BadInputError as exc:
-            fail(str(exc), EXIT_BAD_INPUT)
-        except Exception as exc:
-            _internal("apply", exc)
-        for change, names in (("created", result.created), ("updated", result.updated),
-                              ("unchanged", result.unchanged), ("pruned", result.pruned)):
-            for name in names:
-                _out(f"{change:<10}{name}")
-        _out(f"{len(result.created)} created, {len(result.updated)} updated, {len(result.unchanged)} unchanged, "
-             f"{len(result.pruned)} pruned")
-        running = daemon_running(store)
-        if launch is None:
-            launch = not running
-            if running:
-                _out("a daemon is running: it launches and tears down from here")
-        if not launch:
-            return
-        if running:
-            fail("a daemon is running on this store and launches pending jobs itself; "
-                 "leave out --launch (or stop the daemon)", EXIT_NO_MATCH)
-        code = _launch(store, max_ticks)
+        code = run_apply(store, loaded, ApplyOptions(prune, launch, max_ticks, yes, dry_run, as_json))
     finally:
         store.close()
     raise SystemExit(code)
-
-
-def _launch(store: Store, max_ticks: int = 8) -> int:
-    from orchestrator.jobs_service import build_engine, launch_pending
-    from orchestrator.store.leases import DaemonAlreadyRunningError
-    from providers.catalog import load_catalog
-
-    config = _config()
-    providers = _providers(config)
-    if not providers:
-        _out("no providers are configured (see `orch providers`): nothing launched; the desired state is recorded")
-        return EXIT_NO_MATCH
-    try:
-        engine = build_engine(store, config, providers, load_catalog().offers)
-        with _progress("launching") as progress:
-            def on_launch(launch: Launch) -> None:
-                progress.line(f"launched  {launch.job} on {launch.provider} {launch.instance_id} "
-                              f"({launch.instance_type}, {launch.region}, {launch.market}) "
-                              f"{_money(launch.price_hr)}/h")
-            outcome = launch_pending(engine, max_ticks=max_ticks, on_launch=on_launch,
-                                     on_tick=lambda n: progress.update(f"launching (round {n})"))
-    except DaemonAlreadyRunningError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
-    except Exception as exc:
-        _internal("launch", exc)
-    finally:
-        for p in providers.values():
-            _close(p)
-    for name, why in sorted(outcome.waiting.items()):
-        _out(f"waiting   {name}: {why}")
-    for err in outcome.errors[:10]:
-        sys.stderr.write(f"warning: {err}\n")
-    if outcome.waiting:
-        sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
-        return EXIT_NO_MATCH
-    return 0
-
-
-class _Progress:
-    """A Rich spinner on a terminal; plain lines otherwise (pipes, CI, tests)."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self._status: Any = None
-        self._console: Any = None
-
-    def __enter__(self) -> _Progress:
-        if sys.stdout.isatty():
-            from rich.console import Console
-
-            self._console = Console()
-            self._status = self._console.status(self.what)
-            self._status.__enter__()
-        return self
-
-    def update(self, text: str) -> None:
-        if self._status is not None:
-            self._status.update(text)
-
-    def line(self, text: str) -> None:
-        if self._console is not None:
-            self._console.print(text, markup=False, highlight=False)
-        else:
-            _out(text)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(*exc)
-
-
-def _progress(what: str) -> _Progress:
-    return _Progress(what)
 
 
 # -- status --------------------------------------------------------------------------------------------
@@ -313,51 +226,68 @@ def _progress(what: str) -> _Progress:
 def status_cmd(
     job: Annotated[str | None, typer.Argument(help="Only this job.", show_default=False)] = None,
     as_json: JsonOpt = False,
+    watching: Annotated[bool, typer.Option("--watch", "-w", help="Refresh in place until Ctrl-C "
+                                           "(with --json: one JSON document per line per refresh).")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 2.0,
 ) -> None:
     """Jobs, their machines, what burns now ($/h) and what was spent."""
+    from orchestrator.cli.watch import check_interval, watch
     from orchestrator.jobs_service import JobsError, status
 
-    store = _store()
+    problem = check_interval(interval)
+    if problem:
+        fail(problem, EXIT_BAD_INPUT, as_json=as_json)
+    store = _store(as_json)
+
+    def render() -> str:
+        try:
+            report = status(store, job)
+        except JobsError as exc:
+            fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
+        if as_json:
+            return json.dumps(report.to_json(), indent=None if watching else 2)
+        return "\n".join(_status_lines(report))
+
     try:
-        report = status(store, job)
-    except JobsError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
+        if watching:
+            watch(render, interval, terminal=False if as_json else None)
+        else:
+            _out(render())
     finally:
         store.close()
-    if as_json:
-        _out(json.dumps(report.to_json(), indent=2))
-        return
-    _print_status(report)
 
 
 def _print_status(report: StatusReport) -> None:
+    for line in _status_lines(report):
+        _out(line)
+
+
+def _status_lines(report: StatusReport) -> list[str]:
+    lines: list[str] = []
     if not report.jobs:
-        _out("no jobs (apply some manifests: orch apply PATH)")
+        lines.append("no jobs (apply some manifests: orch apply PATH)")
     else:
-        _out(f"{'JOB':<20}{'STATUS':<11}{'DESIRED':<9}{'PROVIDER':<9}{'INSTANCE':<18}{'REGION':<14}{'MARKET':<10}"
-             f"{'$/H':>9}{'SPENT':>11}{'RELAUNCH':>9}  LAST EVENT")
+        lines.append(f"{'JOB':<20}{'STATUS':<11}{'DESIRED':<9}{'PROVIDER':<9}{'INSTANCE':<18}{'REGION':<14}"
+                     f"{'MARKET':<10}{'$/H':>9}{'SPENT':>11}{'RELAUNCH':>9}  LAST EVENT")
         for j in report.jobs:
             cur = j.current
             last = f"{j.last_event.kind}: {j.last_event.message}" if j.last_event else ""
-            _out(f"{j.name:<20}{j.status:<11}{j.desired_state:<9}{(cur.provider if cur else '-'):<9}"
-                 f"{((cur.instance_id or '?') if cur else '-'):<18}{(cur.region if cur else '-'):<14}"
-                 f"{(cur.market if cur else '-'):<10}{_money(j.burn_hr):>9}{_money(j.spent_usd):>11}"
-                 f"{j.relaunches:>9}  {last[:80]}")
+            lines.append(f"{j.name:<20}{j.status:<11}{j.desired_state:<9}{(cur.provider if cur else '-'):<9}"
+                         f"{((cur.instance_id or '?') if cur else '-'):<18}{(cur.region if cur else '-'):<14}"
+                         f"{(cur.market if cur else '-'):<10}{_money(j.burn_hr):>9}{_money(j.spent_usd):>11}"
+                         f"{j.relaunches:>9}  {last[:80]}")
     if report.instances:
-        _out()
-        _out("instances:")
-        for i in report.instances:
-            _print_instance(i)
-    _out()
-    _out(f"total: {len(report.instances)} live instance(s), burning {_money(report.burn_hr)}/h, "
-         f"spent {_money(report.spent_usd)}")
+        lines += ["", "instances:", *(_instance_line(i) for i in report.instances)]
+    lines += ["", f"total: {len(report.instances)} live instance(s), burning {_money(report.burn_hr)}/h, "
+                  f"spent {_money(report.spent_usd)}"]
+    return lines
 
 
-def _print_instance(i: InstanceView) -> None:
+def _instance_line(i: InstanceView) -> str:
     # Quoted (the offer's) and actual (what the cloud reports, "-" where it reports none) $/h.
     actual = "-" if i.actual_price_hr is None else _money(i.actual_price_hr)
-    _out(f"  {i.provider:<8} {(i.instance_id or '?'):<18} {i.instance_type:<30} {i.region:<14} {i.market:<10}"
-         f"{i.state:<10}quoted {_money(i.price_hr)}/h, actual {actual}/h  job {i.job or '-'}")
+    return (f"  {i.provider:<8} {(i.instance_id or '?'):<18} {i.instance_type:<30} {i.region:<14} {i.market:<10}"
+            f"{i.state:<10}quoted {_money(i.price_hr)}/h, actual {actual}/h  job {i.job or '-'}")
 
 
 # -- down ----------------------------------------------------------------------------------------------
@@ -370,64 +300,99 @@ def down_cmd(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the clouds to confirm.")]
     = 300.0,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between checks while waiting.")] = 1.0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Terminate jobs' machines and wait until each provider confirms them gone (exit 0 only then)."""
-    from orchestrator.jobs_service import JobsError, build_engine, daemon_running, live_machines, mark_down, wait_down
-    from orchestrator.store.leases import DaemonAlreadyRunningError
-    from providers.catalog import load_catalog
+    from orchestrator.jobs_service import JobsError, live_machines, mark_down
 
     names = list(jobs or [])
     if everything and names:
-        fail("give job names or --all, not both", EXIT_BAD_INPUT)
+        fail("give job names or --all, not both", EXIT_BAD_INPUT, as_json=as_json)
     if not everything and not names:
-        fail("name the jobs to tear down, or pass --all", EXIT_BAD_INPUT)
-    if timeout <= 0 or poll < 0:
-        fail("--timeout must be positive and --poll not negative", EXIT_BAD_INPUT)
+        fail("name the jobs to tear down, or pass --all", EXIT_BAD_INPUT, as_json=as_json)
+    if not (0 < timeout < math.inf) or not (0 <= poll < math.inf):
+        fail("--timeout must be positive and --poll not negative", EXIT_BAD_INPUT, as_json=as_json)
     what = "every job" if everything else ", ".join(names)
     if not yes:
-        if not sys.stdin.isatty():
-            fail(f"refusing to tear down {what} without confirmation: no terminal to ask on; pass --yes",
-                 EXIT_BAD_INPUT)
+        if as_json or not sys.stdin.isatty():
+            fail(f"refusing to tear down {what} without confirmation: "
+                 f"{'--json never asks' if as_json else 'no terminal to ask on'}; pass --yes",
+                 EXIT_BAD_INPUT, as_json=as_json)
         if not typer.confirm(f"Tear down {what} and terminate its machines?", default=False):
             fail("nothing done", EXIT_NO_MATCH)
-    store = _store()
-    providers: dict[str, Provider] = {}
+    store = _store(as_json)
     try:
         try:
             targets = mark_down(store, names, everything=everything)
         except JobsError as exc:
-            fail(str(exc), EXIT_NO_MATCH)
+            fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
+        before = live_machines(store, targets) if targets else []
         if not targets:
-            _out("no jobs to tear down")
+            _down_result([], before, None, as_json)
             return
-        before = live_machines(store, targets)
-        _out(f"marked for teardown: {', '.join(targets)} ({len(before)} machine(s))")
-        engine = None
-        if not daemon_running(store):
-            config = _config()
-            providers = _providers(config)
-            engine = build_engine(store, config, providers, load_catalog().offers, launches_allowed=False,
-                                  use_live_offers=False)
-        else:
-            _out("a daemon is running: waiting for it to terminate the machines")
-        with _progress("terminating") as progress:
-            def on_tick(left: list[InstanceView]) -> None:
-                progress.update(f"terminating: {len(left)} machine(s) left")
-            outcome = wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll, on_tick=on_tick)
-    except DaemonAlreadyRunningError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
+        if not as_json:
+            _out(f"marked for teardown: {', '.join(targets)} ({len(before)} machine(s))")
+        outcome = _wait_down(store, targets, before, timeout, poll, as_json)
     finally:
-        for p in providers.values():
-            _close(p)
         store.close()
     for err in outcome.errors[:10]:
         sys.stderr.write(f"warning: {err}\n")
+    _down_result(targets, before, outcome, as_json)
     if not outcome.confirmed:
         sys.stderr.write(f"error: {len(outcome.remaining)} machine(s) not confirmed gone after {timeout:g}s:\n")
         for i in outcome.remaining:
             sys.stderr.write(f"  {i.provider} {i.instance_id or '?'} (launch {i.launch_id}, {i.state}) job {i.job}\n")
         raise SystemExit(EXIT_NO_MATCH)
-    _out(f"down: {', '.join(targets)}; {len(before)} machine(s) terminated, confirmed by the providers")
+
+
+def _wait_down(store: Store, targets: list[str], before: list[InstanceView], timeout: float, poll: float,
+               as_json: bool) -> DownOutcome:
+    """Tick (or let the running daemon work) until the providers confirm every machine gone; progress on stderr."""
+    from orchestrator.config import ConfigError
+    from orchestrator.jobs_service import build_engine, daemon_running, wait_down
+    from orchestrator.store.leases import DaemonAlreadyRunningError
+    from providers.catalog import load_catalog
+
+    providers: dict[str, Provider] = {}
+    try:
+        engine = None
+        if not daemon_running(store):
+            config = _config(as_json)
+            providers = _providers(config, as_json)
+            engine = build_engine(store, config, providers, load_catalog().offers, launches_allowed=False,
+                                  use_live_offers=False)
+        elif not as_json:
+            _out("a daemon is running: waiting for it to terminate the machines")
+        with Progress(f"terminating {len(before)} machine(s)") as progress:
+            return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
+                             on_tick=lambda left: progress.update(machines_left(left)))
+    except DaemonAlreadyRunningError as exc:
+        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
+    except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
+    finally:
+        for p in providers.values():
+            _close(p)
+
+
+def machines_left(left: Sequence[InstanceView]) -> str:
+    """``3 machine(s) left: aws 2, gcp 1`` (``none left`` once the providers confirm them all gone)."""
+    if not left:
+        return "none left"
+    counts = Counter(i.provider for i in left)
+    return f"{len(left)} machine(s) left: " + ", ".join(f"{p} {n}" for p, n in sorted(counts.items()))
+
+
+def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOutcome | None, as_json: bool) -> None:
+    if as_json:
+        remaining = outcome.remaining if outcome else []
+        _out(json.dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
+                         "remaining": [i.to_json() for i in remaining],
+                         "errors": list(outcome.errors) if outcome else []}, indent=2))
+    elif not targets:
+        _out("no jobs to tear down")
+    elif outcome is not None and outcome.confirmed:
+        _out(f"down: {', '.join(targets)}; {len(before)} machine(s) terminated, confirmed by the providers")
 
 
 # -- events --------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ tables) inside the command functions, never at module level.
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import Annotated
 
 import typer
 
@@ -19,8 +21,30 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+def installed_version() -> str:
+    """The installed distribution's version (its metadata), else the source tree's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("orch")
+    except PackageNotFoundError:
+        from orchestrator import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"orch {installed_version()}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                           help="Print orch's version and exit.")] = False,
+) -> None:
     """Cloud GPU provisioning and cost optimisation: quote, plan, launch, watch, recover."""
 
 
@@ -36,6 +60,7 @@ COMMAND_MODULES = (
     "daemon",
     "console",
     "jobs",
+    "budgets",
     "simulate",
     "rehearse",
 )

@@ -18,13 +18,14 @@ Who may do what is ``auth.Guard``'s; every response carries a Content-Security-P
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from orchestrator.budgets import Budget
 from orchestrator.console import views
 from orchestrator.console.auth import CSRF_FIELD, Guard, Verdict, same_origin, session_cookie_header
 from orchestrator.store.db import Store
@@ -86,10 +87,12 @@ def _local_path(text: str | None) -> str:
 class ConsoleApp:
     """``ConsoleApp(store, guard)`` is a WSGI callable. ``clock`` gives the pages' "now" (tests fix it)."""
 
-    def __init__(self, store: Store, guard: Guard, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, store: Store, guard: Guard, *, clock: Callable[[], datetime] = utcnow,
+                 budgets: Sequence[Budget] = ()) -> None:
         self.store = store
         self.guard = guard
         self.clock = clock
+        self.budgets = tuple(budgets)       # orch's config budgets: (orchestrator/budgets.py)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:
@@ -135,7 +138,7 @@ class ConsoleApp:
         if path == "/spend":
             return _Response.page(views.spend_page(self.store, chrome, (args.get("range") or [None])[0]))
         if path == "/budgets":
-            return _Response.page(views.budgets_page(self.store, chrome))
+            return _Response.page(views.budgets_page(self.store, chrome, self.budgets))
         if path == "/events":
             return _Response.page(views.events_page(self.store, chrome, args))
         job, action = _job_route(path)

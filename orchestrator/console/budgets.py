@@ -1,8 +1,9 @@
 """Budgets as the console shows them: one typed list, whatever sets the budget.
 
-Today the only budgets are the jobs' own (``policies.budget_usd`` in the manifest, over the job's lifetime).
-The account-wide and per-owner budgets of config ``budgets:`` (monthly caps, $/h ceilings) are meant to
-arrive as more ``BudgetView`` values with scope GLOBAL or OWNER: ``budget_views(..., configured=...)``.
+The jobs' own (``policies.budget_usd`` in the manifest, over the job's lifetime), and the budgets of orch's
+config ``budgets:`` (orchestrator/budgets.py): each one's monthly cap (spent this month) and $/h ceiling
+(burning now) as a view of its own, scope GLOBAL (every job) or PROJECT (``match: {project: ...}``):
+``configured_views(review)`` passed as ``budget_views(..., configured=...)``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from orchestrator.budgets import BudgetReview
 from orchestrator.store.console_queries import JobBudget
 
 #: At this share of a budget the console marks it "near".
@@ -20,6 +22,7 @@ NEAR_FRACTION = 0.8
 
 class BudgetScope(StrEnum):
     GLOBAL = "global"
+    PROJECT = "project"
     OWNER = "owner"
     JOB = "job"
 
@@ -27,6 +30,7 @@ class BudgetScope(StrEnum):
 class BudgetPeriod(StrEnum):
     LIFETIME = "job lifetime"
     MONTHLY = "monthly"
+    HOURLY = "$/h now"          # a ceiling on what its jobs' machines burn at once
 
 
 class BudgetLevel(StrEnum):
@@ -78,7 +82,22 @@ class BudgetsPage:
     unbudgeted: tuple[Unbudgeted, ...]
 
 
-_SCOPE_ORDER = {BudgetScope.GLOBAL: 0, BudgetScope.OWNER: 1, BudgetScope.JOB: 2}
+_SCOPE_ORDER = {BudgetScope.GLOBAL: 0, BudgetScope.PROJECT: 1, BudgetScope.OWNER: 1, BudgetScope.JOB: 2}
+
+
+def configured_views(review: BudgetReview) -> list[BudgetView]:
+    """The config's budgets as views: a monthly one (spent this month of ``monthly_usd``) and an hourly one
+    (burning now of ``max_usd_per_hour``) for each limit a budget sets."""
+    views: list[BudgetView] = []
+    for s in review.standings:
+        b = s.budget
+        scope = BudgetScope.PROJECT if b.match.projects else BudgetScope.GLOBAL
+        name = f"{b.name} ({', '.join(sorted(b.match.projects))})" if b.match.projects else b.name
+        if b.monthly_usd is not None:
+            views.append(BudgetView(scope, name, BudgetPeriod.MONTHLY, b.monthly_usd, s.spent_usd))
+        if b.max_usd_per_hour is not None:
+            views.append(BudgetView(scope, name, BudgetPeriod.HOURLY, b.max_usd_per_hour, s.burn_hr))
+    return views
 
 
 def budget_views(jobs: Sequence[JobBudget], *, configured: Sequence[BudgetView] = ()) -> BudgetsPage:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +18,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
+from orchestrator.budgets import Budget
 from orchestrator.console.app import ConsoleApp
 from orchestrator.console.auth import Guard
 from orchestrator.console.settings import ConsoleConfigError, ConsoleSettings
@@ -78,12 +79,13 @@ class RunningConsole:
         self.thread.join(timeout=10)
 
 
-def make_app(store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow) -> ConsoleApp:
-    return ConsoleApp(store, Guard(settings.token), clock=clock)
+def make_app(store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow,
+             budgets: Sequence[Budget] = ()) -> ConsoleApp:
+    return ConsoleApp(store, Guard(settings.token), clock=clock, budgets=budgets)
 
 
-def start_console(store: Store, settings: ConsoleSettings, *,
-                  clock: Callable[[], datetime] = utcnow) -> RunningConsole:
+def start_console(store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow,
+                  budgets: Sequence[Budget] = ()) -> RunningConsole:
     """Bind ``settings.host:port`` (port 0: any free one) and serve in a daemon thread until ``stop()``."""
     if not settings.loopback and settings.token is None:
         raise ConsoleConfigError(f"the console needs a token to listen on {settings.host}")
@@ -95,7 +97,7 @@ def start_console(store: Store, settings: ConsoleSettings, *,
         reason = exc.strerror or str(exc)
         raise ConsoleConfigError(f"cannot serve the console on {settings.host}:{settings.port}: {reason} "
                                  "(the address must be this machine's and the port free)") from None
-    server.set_app(make_app(store, settings, clock=clock))
+    server.set_app(make_app(store, settings, clock=clock, budgets=budgets))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="orch-console",
                               daemon=True)
     thread.start()
@@ -106,12 +108,13 @@ def start_console(store: Store, settings: ConsoleSettings, *,
 
 
 @contextmanager
-def serving(store: Store, settings: ConsoleSettings | None) -> Iterator[RunningConsole | None]:
+def serving(store: Store, settings: ConsoleSettings | None, *,
+            budgets: Sequence[Budget] = ()) -> Iterator[RunningConsole | None]:
     """The console served for the length of the block (nothing when ``settings`` is None)."""
     if settings is None:
         yield None
         return
-    console = start_console(store, settings)
+    console = start_console(store, settings, budgets=budgets)
     try:
         yield console
     finally:

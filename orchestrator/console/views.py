@@ -6,7 +6,7 @@ only the SVG that ``charts`` builds, itself escaped, goes in as markup).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from orchestrator.budgets import Budget
 from orchestrator.console import charts, formatting
-from orchestrator.console.budgets import budget_views
+from orchestrator.console.budgets import budget_views, configured_views
 from orchestrator.console.timeline import build_timeline
 from orchestrator.store import console_queries as q
 from orchestrator.store.db import Store
@@ -106,10 +107,15 @@ def spend_page(store: Store, chrome: Chrome, range_key: str | None) -> Page:
 
 # -- budgets -------------------------------------------------------------------------------------------
 
-def budgets_page(store: Store, chrome: Chrome) -> Page:
+def budgets_page(store: Store, chrome: Chrome, budgets: Sequence[Budget] = ()) -> Page:
+    """The jobs' own budgets and, first, the config's (``budgets``, against this month's ledger)."""
+    from orchestrator.budget_watch import read_ledger
+    from orchestrator.budgets import review
+
     with store.transaction() as tx:
-        page = budget_views(q.job_budgets(tx))
-    return render("budgets.html", chrome, tab="budgets", page=page)
+        configured = configured_views(review(budgets, read_ledger(tx, chrome.now))) if budgets else []
+        page = budget_views(q.job_budgets(tx), configured=configured)
+    return render("budgets.html", chrome, tab="budgets", page=page, configured=bool(budgets))
 
 
 # -- events --------------------------------------------------------------------------------------------

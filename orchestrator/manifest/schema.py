@@ -380,6 +380,8 @@ class Manifest(_Model):
     api_version: Literal["orch/v1"] = Field(alias="apiVersion")
     kind: Literal["Job"]
     name: str = Field(pattern=NAME_PATTERN, description="Lower-case DNS label: letters, digits, '-'.")
+    project: str | None = Field(None, pattern=NAME_PATTERN, description="The project the job's spend counts "
+                                "against: budgets with match: {project: ...} in orch's config cap it.")
     resources: Resources = Field(default_factory=Resources)
     model: ModelSpec | None = Field(None, description="The model trained; orch sizes (or checks) the GPUs from it.")
     market: MarketChoice = Field(MarketChoice.AUTO, strict=False,

@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlmodel import Session, create_engine
+
+from orchestrator.store.listen import EventFeed, EventListener
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 _PG_UPGRADE_LOCK = 0x6F726368   # "orch": one process upgrades a PostgreSQL schema at a time
@@ -160,9 +162,11 @@ def _ensure_schema(engine: Engine) -> None:
 
 @dataclass
 class Store:
-    """An opened store. ``transaction()`` is the unit of work: all of it commits, or none of it."""
+    """An opened store. ``transaction()`` is the unit of work: all of it commits, or none of it.
+    Listeners (``add_event_listener``) hear of the events a transaction wrote once it has committed."""
 
     engine: Engine
+    feed: EventFeed = field(default_factory=EventFeed)
 
     @property
     def dialect(self) -> str:
@@ -179,14 +183,22 @@ class Store:
         Rows stay readable after the block (no expiry on commit), detached from the session.
         """
         with Session(self.engine, expire_on_commit=False) as session:
+            self.feed.watch(session)
             try:
                 yield session
                 session.commit()
             except BaseException:
                 session.rollback()
                 raise
+            self.feed.deliver(session, self.engine)
+
+    def add_event_listener(self, listener: EventListener) -> None:
+        """Hand ``listener`` every committed event of its ``kinds`` (orchestrator.store.listen)."""
+        self.feed.listeners.append(listener)
 
     def close(self) -> None:
+        """Close the listeners (they finish what is quick), then the connections."""
+        self.feed.close()
         self.engine.dispose()
 
 

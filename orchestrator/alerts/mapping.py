@@ -1,0 +1,74 @@
+"""The ONE place store events become alerts.
+
+The engine and the store already write an event for everything an alert is about; this module reads
+them (their kinds and typed data, never their message text) and says which alert, if any, each makes:
+
+==========================  =================================================================
+event kind                  alert
+==========================  =================================================================
+``preempted``               ``preempted``
+``recovering``, then the    ``relaunched`` (on the new machine's provider), once per recovery
+job's next ``launched``
+``idle-shutdown``           ``idle-stopped``
+``boot-failed``             ``boot-failed`` (a node that never reported within its boot timeout)
+``budget-threshold``        ``budget-threshold`` (orchestrator.budget_watch writes it once per
+                            threshold per month)
+``job.status`` to           ``job-finished`` / ``job-failed``
+succeeded / failed
+==========================  =================================================================
+"""
+
+from __future__ import annotations
+
+import threading
+
+from orchestrator.alerts.model import Alert, AlertKind
+from orchestrator.store.listen import CommittedEvent
+from orchestrator.store.models import JobStatus
+
+_DIRECT = {
+    "preempted": AlertKind.PREEMPTED,
+    "idle-shutdown": AlertKind.IDLE_STOPPED,
+    "boot-failed": AlertKind.BOOT_FAILED,
+    "budget-threshold": AlertKind.BUDGET_THRESHOLD,
+}
+_RECOVERING = "recovering"
+_LAUNCHED = "launched"
+_JOB_STATUS = "job.status"
+_FINAL = {JobStatus.SUCCEEDED: AlertKind.JOB_FINISHED, JobStatus.FAILED: AlertKind.JOB_FAILED}
+
+#: Every event kind that can lead to an alert: what the alert listener asks the store for.
+EVENT_KINDS = frozenset({*_DIRECT, _RECOVERING, _LAUNCHED, _JOB_STATUS})
+
+
+class AlertMapper:
+    """Turns committed events into alerts. Remembers, per job, a recovery whose relaunch has not been
+    launched yet (in memory: after a restart, a relaunch already under way is not alerted)."""
+
+    def __init__(self) -> None:
+        self._recovering: set[int] = set()
+        self._lock = threading.Lock()
+
+    def alert_for(self, event: CommittedEvent) -> Alert | None:
+        kind = _DIRECT.get(event.kind) or self._stateful(event)
+        if kind is None:
+            return None
+        return Alert(kind, event.job, event.provider, event.message, event.ts)
+
+    def _stateful(self, event: CommittedEvent) -> AlertKind | None:
+        if event.kind == _JOB_STATUS:
+            try:
+                to = JobStatus(str(event.data.get("to")))
+            except ValueError:
+                return None
+            return _FINAL.get(to)
+        if event.job_id is None:
+            return None
+        with self._lock:
+            if event.kind == _RECOVERING:
+                self._recovering.add(event.job_id)
+                return None
+            if event.kind == _LAUNCHED and event.job_id in self._recovering:
+                self._recovering.discard(event.job_id)
+                return AlertKind.RELAUNCHED
+        return None

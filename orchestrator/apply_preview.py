@@ -1,0 +1,165 @@
+"""What ``orch apply`` would do, before it does it (like ``kubectl diff`` / ``dstack apply``).
+
+The changes it would record (created, updated, unchanged, pruned) and, for every job that would then wait
+for a machine (the applied ones and any other pending job in the store: the engine launches them all),
+the offer the engine would choose (provider, type, region, market), its $/h and estimated total, and the
+budget that would refuse it, if any. Computed by applying inside a transaction that is rolled back:
+exactly what ``apply`` would record, and nothing written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from orchestrator.budgets import Budget, BudgetLedger
+    from orchestrator.jobs_service import JobPlan
+    from orchestrator.manifest import LoadedManifest
+    from orchestrator.offer_sources import OfferSources
+    from orchestrator.planner import PlannedOffer
+    from orchestrator.store import Store
+    from orchestrator.store.repo import ApplyResult
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedLaunch:
+    """One job the engine would launch next: on ``planned`` (None: no eligible offer, it waits)."""
+
+    job: str
+    planned: PlannedOffer | None
+    estimated_hours: float | None
+    refusal: str | None = None          # a budget would refuse this launch (the engine then does not make it)
+
+    @property
+    def launches(self) -> bool:
+        return self.planned is not None and self.refusal is None
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.planned
+        return {"job": self.job, "estimated_hours": self.estimated_hours, "refused_by_budget": self.refusal,
+                "offer": p.to_json() if p is not None else None}
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyPreview:
+    changes: ApplyResult
+    launches: tuple[PlannedLaunch, ...]
+
+    @property
+    def will_launch(self) -> tuple[PlannedLaunch, ...]:
+        """The launches that would go ahead: an offer, and no budget against them."""
+        return tuple(launch for launch in self.launches if launch.launches)
+
+    @property
+    def price_hr(self) -> float:
+        return sum(launch.planned.total_price_hr for launch in self.will_launch if launch.planned)
+
+    @property
+    def estimated_total_usd(self) -> float | None:
+        """The launches' estimated totals (None when a launching job has no ``estimated_hours``)."""
+        costs = [launch.planned.expected_cost_usd for launch in self.will_launch if launch.planned]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.changes
+        total = self.estimated_total_usd
+        return {"changes": {"created": list(c.created), "updated": list(c.updated), "unchanged": list(c.unchanged),
+                            "pruned": list(c.pruned)},
+                "launches": [launch.to_json() for launch in self.launches],
+                "total_price_hr": round(self.price_hr, 4),
+                "estimated_total_usd": None if total is None else round(total, 2)}
+
+
+class _Rollback(Exception):
+    def __init__(self, result: ApplyResult, pending: list[LoadedManifest], ids: dict[str, int]) -> None:
+        super().__init__("preview only")
+        self.result, self.pending, self.ids = result, pending, ids
+
+
+def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: OfferSources, *, prune: bool = False,
+                  only_providers: Sequence[str] | None = None, budgets: Sequence[Budget] = (),
+                  now: datetime) -> ApplyPreview:
+    """What ``jobs_service.apply(store, loaded, prune=prune)`` would record, and what the engine would then
+    launch from ``sources`` (``only_providers``: the configured ones). Writes nothing."""
+    from orchestrator.jobs_service import BadInputError, plan_jobs
+    from orchestrator.store import repo
+
+    try:
+        with store.transaction() as tx:
+            result = repo.apply_jobs(tx, [_spec(m) for m in loaded], prune=prune, now=now)
+            pending, ids = _awaiting_launch(tx, loaded)
+            raise _Rollback(result, pending, ids)
+    except _Rollback as done:
+        result, pending, ids = done.result, done.pending, done.ids
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now)
+    return ApplyPreview(result, tuple(_with_budgets(store, plans, pending, ids, budgets, now)))
+
+
+def _spec(m: LoadedManifest) -> Any:
+    from orchestrator.store import repo
+
+    return repo.JobSpec.from_loaded(*m)
+
+
+def _awaiting_launch(tx: Session, loaded: Sequence[LoadedManifest]) -> tuple[list[LoadedManifest], dict[str, int]]:
+    """Active jobs waiting for a machine (pending or recovering, no live attempt), as manifests."""
+    from pydantic import ValidationError
+    from sqlmodel import col, select
+
+    from orchestrator.manifest import LoadedManifest, Manifest
+    from orchestrator.store import repo
+    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, DesiredState, JobStatus
+
+    final = [s.value for s in FINAL_ATTEMPT_STATES]
+    live = set(tx.exec(select(Attempt.job_id).where(col(Attempt.state).not_in(final))))
+    given = {m.manifest.name: m for m in loaded}
+    out: list[LoadedManifest] = []
+    ids: dict[str, int] = {}
+    for job in repo.list_jobs(tx, desired_states=[DesiredState.ACTIVE],
+                              statuses=[JobStatus.PENDING, JobStatus.RECOVERING]):
+        if job.id in live:
+            continue
+        found = given.get(job.name)
+        if found is None:
+            try:
+                found = LoadedManifest(Manifest.model_validate(job.manifest), Path(job.source_path or "<store>"),
+                                       job.manifest_hash)
+            except ValidationError:
+                continue   # a stored manifest this orch cannot read: the engine reports it
+        out.append(found)
+        ids[job.name] = int(job.id or 0)
+    return out, ids
+
+
+def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[LoadedManifest], ids: dict[str, int],
+                  budgets: Sequence[Budget], now: datetime) -> list[PlannedLaunch]:
+    """Each planned launch, checked against the budgets in order (each allowed launch counts for the next)."""
+    from orchestrator.budget_watch import read_ledger
+    from orchestrator.budgets import check_launch
+
+    ledger: BudgetLedger | None = None
+    if budgets:
+        with store.transaction() as tx:
+            ledger = read_ledger(tx, now)
+    out: list[PlannedLaunch] = []
+    for jp, m in zip(plans, pending, strict=True):
+        chosen = jp.plan.chosen
+        refusal = None
+        if chosen is not None and ledger is not None:
+            verdict = check_launch(budgets, ledger, project=m.manifest.project, price_hr=chosen.total_price_hr,
+                                   hours=jp.estimated_hours)
+            if verdict.allowed:
+                ledger = ledger.with_launch(ids.get(jp.name, -1 - len(out)), jp.name, m.manifest.project,
+                                            chosen.total_price_hr)
+            else:
+                refusal = verdict.reason()
+        out.append(PlannedLaunch(jp.name, chosen, jp.estimated_hours, refusal))
+    return out

@@ -1,0 +1,67 @@
+"""Budgets against the store: the ledger of one instant, and the review that records threshold alerts.
+
+``read_ledger`` gathers the facts ``orchestrator.budgets`` decides on (this month's spend per job from the
+spend rollup, $/h burning now, thresholds already alerted); ``review_budgets`` reviews them and writes a
+``budget-threshold`` event for each threshold crossed for the first time this month, in the same
+transaction, so a threshold is alerted once per month even across daemon restarts (the alert itself is
+sent by the store's event listener, orchestrator.alerts). The engine's budget step and ``orch budgets``
+both come through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from orchestrator.budgets import (
+    Budget,
+    BudgetLedger,
+    BudgetReview,
+    JobFacts,
+    alerted_from,
+    month_label,
+    month_start,
+    review,
+)
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from orchestrator.store import Store
+
+#: The event a crossed threshold writes (mapped to AlertKind.BUDGET_THRESHOLD in orchestrator.alerts.mapping).
+THRESHOLD_EVENT = "budget-threshold"
+#: The event a launch refused by a budget writes.
+REFUSED_EVENT = "budget-refused"
+
+
+def read_ledger(tx: Session, now: datetime) -> BudgetLedger:
+    """Spend this calendar month and burn now for every job that has either; thresholds alerted this month."""
+    from orchestrator.store import rollup
+
+    start = month_start(now)
+    spent = {s.job_id: s.usd for s in rollup.spend_between(tx, start, now)}
+    burn = {b.job_id: b.usd_per_hour for b in rollup.burn_by_job(tx)}
+    labels = rollup.job_labels(tx, sorted(set(spent) | set(burn)))
+    jobs = tuple(JobFacts(j.job_id, j.name, j.project, spent.get(j.job_id, 0.0), burn.get(j.job_id, 0.0))
+                 for j in labels)
+    events = rollup.events_since(tx, THRESHOLD_EVENT, start)
+    return BudgetLedger(now, jobs, alerted_from([dict(e.data or {}) for e in events], month_label(now)))
+
+
+def review_budgets(store: Store, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
+    """Review every budget at ``now`` and record each newly crossed threshold as an event (one transaction)."""
+    from orchestrator.store import repo
+
+    with store.transaction() as tx:
+        result = review(budgets, read_ledger(tx, now))
+        for crossing in result.crossings:
+            repo.record_event(tx, THRESHOLD_EVENT, crossing.message(), data=crossing.data(), ts=now)
+    return result
+
+
+def standings(store: Store, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
+    """The review without recording anything (``orch budgets``)."""
+    with store.transaction() as tx:
+        return review(budgets, read_ledger(tx, now))

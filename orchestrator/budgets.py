@@ -1,0 +1,282 @@
+"""Budgets that hold across jobs: a monthly $ cap and a $/h ceiling, per project or for everything.
+
+Pure: the config's ``budgets:`` section becomes ``Budget`` values; the facts of one instant come in as a
+``BudgetLedger`` (each job's spend this month and the $/h its machines burn now, from the store's rollup);
+decisions go out as values: ``check_launch`` -> ``BudgetVerdict`` (may this launch go ahead?) and
+``review`` -> ``BudgetReview`` (which alert thresholds were crossed, which budgets are at their cap and
+whose spot machines must stop). The engine and the CLI read the store and act; nothing here does I/O.
+
+    budgets:
+      - name: everything              # no match: every job counts
+        monthly_usd: 5000
+        max_usd_per_hour: 60
+      - name: nlp
+        match: {project: nlp}         # jobs whose manifest says project: nlp (or a list: [nlp, speech])
+        monthly_usd: 2000
+        max_usd_per_hour: 40
+        alert_at: [0.5, 0.8, 1.0]     # fractions of monthly_usd (the default)
+        stop_spot_at_cap: true        # at the cap, end running spot machines after their checkpoint
+
+(orchestrator.budgets_config reads the section.) The month is the calendar month in UTC. A launch is
+refused when its $/h on top of what the budget's jobs burn now would exceed ``max_usd_per_hour``, or when
+the month's spend plus the launch's estimated cost until the month ends would exceed ``monthly_usd``. Free
+machines ($0/h: your own) are never refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+
+DEFAULT_ALERT_AT = (0.5, 0.8, 1.0)
+
+
+class BudgetLimit(StrEnum):
+    HOURLY = "max_usd_per_hour"
+    MONTHLY = "monthly_usd"
+
+
+# -- the config ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class BudgetMatch:
+    """Which jobs a budget counts: those of these projects; no projects means every job."""
+
+    projects: frozenset[str] = frozenset()
+
+    def covers(self, project: str | None) -> bool:
+        return not self.projects or project in self.projects
+
+    def describe(self) -> str:
+        return f"project {', '.join(sorted(self.projects))}" if self.projects else "every job"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    name: str
+    match: BudgetMatch = BudgetMatch()
+    monthly_usd: float | None = None
+    max_usd_per_hour: float | None = None
+    alert_at: tuple[float, ...] = ()        # fractions of monthly_usd, ascending
+    stop_spot_at_cap: bool = False
+
+
+# -- the facts ------------------------------------------------------------------------------------------
+
+def month_start(now: datetime) -> datetime:
+    """The first instant of ``now``'s calendar month, UTC."""
+    now = now.astimezone(UTC)
+    return datetime(now.year, now.month, 1, tzinfo=UTC)
+
+
+def next_month_start(now: datetime) -> datetime:
+    start = month_start(now)
+    return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+
+
+def month_label(now: datetime) -> str:
+    """``2025-07``: the month thresholds are alerted once in."""
+    return month_start(now).strftime("%Y-%m")
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    job_id: int
+    name: str
+    project: str | None
+    month_usd: float = 0.0      # spent this calendar month (UTC)
+    burn_hr: float = 0.0        # $/h of its machines running now
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdKey:
+    budget: str
+    threshold: float
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLedger:
+    """What the budgets are checked against at ``now``: each job's spend this month and burn now, and the
+    thresholds already alerted this month (the store's ``budget-threshold`` events)."""
+
+    now: datetime
+    jobs: tuple[JobFacts, ...] = ()
+    alerted: frozenset[ThresholdKey] = frozenset()
+
+    def spent(self, budget: Budget) -> float:
+        return sum(j.month_usd for j in self.jobs if budget.match.covers(j.project))
+
+    def burn(self, budget: Budget) -> float:
+        return sum(j.burn_hr for j in self.jobs if budget.match.covers(j.project))
+
+    def hours_left_in_month(self) -> float:
+        return (next_month_start(self.now) - self.now).total_seconds() / 3600
+
+    def with_launch(self, job_id: int, name: str, project: str | None, price_hr: float) -> BudgetLedger:
+        """The ledger after a launch at ``price_hr`` (several launches in one tick each count)."""
+        jobs = list(self.jobs)
+        for i, j in enumerate(jobs):
+            if j.job_id == job_id:
+                jobs[i] = replace(j, burn_hr=j.burn_hr + price_hr)
+                break
+        else:
+            jobs.append(JobFacts(job_id, name, project, 0.0, price_hr))
+        return replace(self, jobs=tuple(jobs))
+
+
+# -- launches -------------------------------------------------------------------------------------------
+
+def _usd(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One budget a launch would break, and by how much."""
+
+    budget: str
+    limit: BudgetLimit
+    limit_usd: float
+    current_usd: float      # $/h burning now (HOURLY) or spent this month (MONTHLY)
+    adding_usd: float       # the launch's $/h (HOURLY) or its estimated cost until the month ends (MONTHLY)
+
+    def message(self) -> str:
+        if self.limit is BudgetLimit.HOURLY:
+            return (f"budget {self.budget}: {_usd(self.current_usd)}/h running + {_usd(self.adding_usd)}/h would "
+                    f"exceed its ceiling of {_usd(self.limit_usd)}/h")
+        return (f"budget {self.budget}: {_usd(self.current_usd)} spent this month + ~{_usd(self.adding_usd)} for this "
+                f"launch would exceed its monthly cap of {_usd(self.limit_usd)}")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetVerdict:
+    refusals: tuple[Refusal, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return not self.refusals
+
+    def reason(self) -> str:
+        return "; ".join(r.message() for r in self.refusals)
+
+
+def check_launch(budgets: Sequence[Budget], ledger: BudgetLedger, *, project: str | None, price_hr: float,
+                 hours: float | None) -> BudgetVerdict:
+    """May a launch at ``price_hr`` (all its nodes) for a job of ``project`` go ahead? ``hours``: the job's
+    estimated run time (None: one hour), counted up to the end of the month for the monthly cap."""
+    if price_hr <= 0:
+        return BudgetVerdict()
+    cost = price_hr * min(max(hours or 1.0, 0.0), ledger.hours_left_in_month())
+    refusals: list[Refusal] = []
+    for budget in budgets:
+        if not budget.match.covers(project):
+            continue
+        if budget.max_usd_per_hour is not None:
+            burn = ledger.burn(budget)
+            if burn + price_hr > budget.max_usd_per_hour + 1e-9:
+                refusals.append(Refusal(budget.name, BudgetLimit.HOURLY, budget.max_usd_per_hour, burn, price_hr))
+        if budget.monthly_usd is not None:
+            spent = ledger.spent(budget)
+            if spent >= budget.monthly_usd or spent + cost > budget.monthly_usd + 1e-9:
+                refusals.append(Refusal(budget.name, BudgetLimit.MONTHLY, budget.monthly_usd, spent, cost))
+    return BudgetVerdict(tuple(refusals))
+
+
+# -- thresholds and the cap -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Crossing:
+    """A budget's spend passed one of its alert thresholds this month, for the first time."""
+
+    budget: str
+    threshold: float
+    spent_usd: float
+    monthly_usd: float
+    month: str
+
+    @property
+    def at_cap(self) -> bool:
+        return self.spent_usd >= self.monthly_usd
+
+    def message(self) -> str:
+        text = (f"budget {self.budget}: {_usd(self.spent_usd)} of {_usd(self.monthly_usd)} spent in {self.month} "
+                f"({self.spent_usd / self.monthly_usd:.0%}), past its {self.threshold:.0%} alert")
+        return text + ("; at its cap: no more launches this month" if self.at_cap else "")
+
+    def data(self) -> dict[str, object]:
+        """The ``budget-threshold`` event's data (what ``alerted`` is read back from)."""
+        return {"budget": self.budget, "threshold": self.threshold, "month": self.month,
+                "spent_usd": round(self.spent_usd, 4), "monthly_usd": self.monthly_usd}
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """How close one budget is, now."""
+
+    budget: Budget
+    spent_usd: float
+    burn_hr: float
+
+    @property
+    def fraction(self) -> float | None:
+        return self.spent_usd / self.budget.monthly_usd if self.budget.monthly_usd else None
+
+    @property
+    def at_cap(self) -> bool:
+        return self.budget.monthly_usd is not None and self.spent_usd >= self.budget.monthly_usd
+
+    @property
+    def over_ceiling(self) -> bool:
+        return self.budget.max_usd_per_hour is not None and self.burn_hr > self.budget.max_usd_per_hour + 1e-9
+
+    def to_json(self) -> dict[str, object]:
+        b = self.budget
+        return {"name": b.name, "match": sorted(b.match.projects) or None, "monthly_usd": b.monthly_usd,
+                "spent_usd": round(self.spent_usd, 4), "fraction": None if self.fraction is None
+                else round(self.fraction, 4), "max_usd_per_hour": b.max_usd_per_hour,
+                "burn_usd_per_hour": round(self.burn_hr, 4), "at_cap": self.at_cap,
+                "over_ceiling": self.over_ceiling, "alert_at": list(b.alert_at),
+                "stop_spot_at_cap": b.stop_spot_at_cap}
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetReview:
+    standings: tuple[Standing, ...]
+    crossings: tuple[Crossing, ...]          # thresholds to alert now (each once per month)
+    stop_spot_jobs: frozenset[int]           # jobs whose running spot machines end after their checkpoint
+
+    @property
+    def capped(self) -> tuple[str, ...]:
+        return tuple(s.budget.name for s in self.standings if s.at_cap)
+
+
+def review(budgets: Sequence[Budget], ledger: BudgetLedger) -> BudgetReview:
+    """Every budget's standing; the thresholds newly crossed; the jobs whose spot machines must stop."""
+    month = month_label(ledger.now)
+    standings: list[Standing] = []
+    crossings: list[Crossing] = []
+    stop: set[int] = set()
+    for budget in budgets:
+        standing = Standing(budget, ledger.spent(budget), ledger.burn(budget))
+        standings.append(standing)
+        if budget.monthly_usd is None:
+            continue
+        for threshold in budget.alert_at:
+            key = ThresholdKey(budget.name, threshold)
+            if standing.spent_usd >= threshold * budget.monthly_usd - 1e-9 and key not in ledger.alerted:
+                crossings.append(Crossing(budget.name, threshold, standing.spent_usd, budget.monthly_usd, month))
+        if standing.at_cap and budget.stop_spot_at_cap:
+            stop.update(j.job_id for j in ledger.jobs if budget.match.covers(j.project))
+    return BudgetReview(tuple(standings), tuple(crossings), frozenset(stop))
+
+
+def alerted_from(events: Sequence[Mapping[str, object]], month: str) -> frozenset[ThresholdKey]:
+    """The thresholds already alerted in ``month``, from ``budget-threshold`` events' data."""
+    out: set[ThresholdKey] = set()
+    for data in events:
+        budget, threshold = data.get("budget"), data.get("threshold")
+        if data.get("month") == month and isinstance(budget, str) and isinstance(threshold, int | float):
+            out.add(ThresholdKey(budget, round(float(threshold), 4)))
+    return frozenset(out)

@@ -1,0 +1,229 @@
+"""``orch apply``: show the plan, ask before money is spent, record the desired state, launch.
+
+Who launches: this command (``--launch``; the default when no daemon runs on the store), or the running
+daemon (it acts on whatever is recorded). Either way money is about to be spent, so the plan is shown
+and, on a terminal, confirmed with y/N first; ``--yes`` skips the question; ``--dry-run`` shows the plan
+and records nothing. Without a terminal (or with ``--json``) and without ``--yes``, apply records nothing
+and exits 2 with the fix. ``--no-launch`` with no daemon running only records the desired state: nothing
+is launched, so nothing is asked.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.jobs import _close, _config, _internal, _money, _optional_config, _out, _providers
+from orchestrator.cli.progress import Progress
+
+if TYPE_CHECKING:
+    from orchestrator.apply_preview import ApplyPreview, PlannedLaunch
+    from orchestrator.config import OrchConfig
+    from orchestrator.jobs_service import LaunchOutcome
+    from orchestrator.manifest import LoadedManifest
+    from orchestrator.store import Store
+    from orchestrator.store.repo import ApplyResult
+    from providers.base import Provider
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOptions:
+    prune: bool = False
+    launch: bool | None = None       # None: launch here unless a daemon runs
+    max_ticks: int = 8
+    yes: bool = False
+    dry_run: bool = False
+    as_json: bool = False
+
+
+def stdin_is_terminal() -> bool:
+    """Whether there is someone to ask (a seam the tests replace)."""
+    return sys.stdin.isatty()
+
+
+def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> int:
+    """The whole of ``orch apply``; returns the exit code."""
+    from orchestrator.jobs_service import daemon_running
+
+    running = daemon_running(store)
+    if opts.launch and running:
+        fail("a daemon is running on this store and launches pending jobs itself; "
+             "leave out --launch (or stop the daemon)", EXIT_NO_MATCH, as_json=opts.as_json)
+    here = (not running) if opts.launch is None else opts.launch
+    config = _config(opts.as_json) if here else _optional_config()
+    providers: dict[str, Provider] = _providers(config, opts.as_json) if here and config is not None else {}
+    try:
+        preview = _preview(store, loaded, config, providers, here, opts)
+        launcher = "orch apply" if here else "the daemon" if running else None
+        if not opts.as_json and (launcher is not None or opts.dry_run):
+            _print_plan(preview, launcher)
+        if opts.dry_run:
+            _finish_dry_run(preview, launcher, opts)
+            return 0
+        if launcher is not None and preview.will_launch and not opts.yes:
+            _confirm(preview, here, opts)
+        result = _record(store, loaded, opts)
+        if not opts.as_json:
+            _print_changes(result)
+            if running:
+                _out("a daemon is running: it launches and tears down from here")
+        code, outcome = (_launch(store, config, providers, opts) if here and config is not None
+                         else (0, None))
+        if opts.as_json:
+            _out(json.dumps(_json(preview, launcher, result, outcome), indent=2))
+        return code
+    finally:
+        for p in providers.values():
+            _close(p)
+
+
+def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | None,
+             providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
+    from orchestrator.apply_preview import preview_apply
+    from orchestrator.config import ConfigError
+    from orchestrator.jobs_service import BadInputError, utcnow
+    from orchestrator.offer_sources import offer_sources
+    from providers.catalog import load_catalog
+
+    try:
+        # What the engine will plan from: this command launches with live offers (build_engine's default).
+        sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
+        return preview_apply(store, loaded, sources, prune=opts.prune,
+                             only_providers=config.enabled_providers() if config is not None else None,
+                             budgets=config.budgets if config is not None else (), now=utcnow())
+    except (BadInputError, ConfigError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
+
+
+def _confirm(preview: ApplyPreview, here: bool, opts: ApplyOptions) -> None:
+    n = len(preview.will_launch)
+    what = f"{n} job(s) at {_money(preview.price_hr)}/h"
+    if opts.as_json or not stdin_is_terminal():
+        fix = "pass --yes to launch, or --dry-run to only see the plan"
+        if here:
+            fix += ", or --no-launch to record the desired state without launching"
+        fail(f"refusing to launch {what} without confirmation: "
+             f"{'--json never asks' if opts.as_json else 'no terminal to ask on'}; {fix}; nothing was recorded",
+             EXIT_BAD_INPUT, as_json=opts.as_json)
+    total = preview.estimated_total_usd
+    estimate = f", estimated {_money(total)} in all" if total is not None else ""
+    if not typer.confirm(f"Launch {what}{estimate}?", default=False):
+        fail("nothing recorded, nothing launched", EXIT_NO_MATCH)
+
+
+def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> ApplyResult:
+    from orchestrator.jobs_service import BadInputError, apply
+
+    try:
+        return apply(store, loaded, prune=opts.prune)
+    except BadInputError as exc:
+        fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
+    except Exception as exc:
+        _internal("apply", exc, opts.as_json)
+
+
+# -- printing -------------------------------------------------------------------------------------------
+
+def _print_changes(result: ApplyResult, prefix: str = "") -> None:
+    for change, names in (("created", result.created), ("updated", result.updated),
+                          ("unchanged", result.unchanged), ("pruned", result.pruned)):
+        for name in names:
+            _out(f"{prefix}{change:<10}{name}")
+    _out(f"{prefix}{len(result.created)} created, {len(result.updated)} updated, {len(result.unchanged)} unchanged, "
+         f"{len(result.pruned)} pruned")
+
+
+def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
+    if not preview.launches:
+        _out("plan: no job waits for a machine: nothing to launch")
+        return
+    total = preview.estimated_total_usd
+    n = len(preview.will_launch)
+    who = f" by {launcher}" if launcher else " (by `orch apply` or a daemon, later)"
+    _out(f"plan: {n} job(s) to launch{who}, {_money(preview.price_hr)}/h"
+         + (f", estimated {_money(total)} in all" if total is not None and n else ""))
+    for launch in preview.launches:
+        _out(_plan_line(launch))
+
+
+def _plan_line(launch: PlannedLaunch) -> str:
+    p = launch.planned
+    if p is None:
+        return f"  {launch.job:<20} no eligible offer: it waits (see `orch plan`)"
+    o = p.offer
+    nodes = f" x{p.nodes}" if p.nodes > 1 else ""
+    place = o.region + (f"/{o.zone}" if o.zone else "")
+    line = f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})"
+    if launch.refusal:
+        return f"{line}\n    refused, it waits: {launch.refusal}"
+    hours = f" for {launch.estimated_hours:g} h" if launch.estimated_hours else ""
+    total = f", ~{_money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
+    return f"{line}\n    {_money(p.total_price_hr)}/h{total}"
+
+
+def _finish_dry_run(preview: ApplyPreview, launcher: str | None, opts: ApplyOptions) -> None:
+    if opts.as_json:
+        _out(json.dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
+        return
+    _print_changes(preview.changes, prefix="would be ")
+    _out("dry run: nothing recorded, nothing launched")
+
+
+def _json(preview: ApplyPreview, launcher: str | None, result: ApplyResult | None,
+          outcome: LaunchOutcome | None) -> dict[str, Any]:
+    doc = preview.to_json()
+    if result is not None:
+        doc["changes"] = {"created": list(result.created), "updated": list(result.updated),
+                          "unchanged": list(result.unchanged), "pruned": list(result.pruned)}
+    doc.update({"dry_run": False, "recorded": result is not None, "launcher": launcher,
+                "launched": [launch.to_json() for launch in outcome.launches] if outcome else [],
+                "waiting": dict(sorted(outcome.waiting.items())) if outcome else {},
+                "errors": list(outcome.errors) if outcome else []})
+    return doc
+
+
+# -- launching ------------------------------------------------------------------------------------------
+
+def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
+            opts: ApplyOptions) -> tuple[int, LaunchOutcome | None]:
+    from orchestrator.config import ConfigError
+    from orchestrator.jobs_service import Launch, build_engine, launch_pending
+    from orchestrator.store.leases import DaemonAlreadyRunningError
+    from providers.catalog import load_catalog
+
+    if not providers:
+        message = "no providers are configured (see `orch providers`): nothing launched; the desired state is recorded"
+        (sys.stderr.write if opts.as_json else _out)(message + ("\n" if opts.as_json else ""))
+        return EXIT_NO_MATCH, None
+    launched: list[Launch] = []
+    try:
+        engine = build_engine(store, config, providers, load_catalog().offers)
+        with Progress("launching pending jobs") as progress:
+            def on_launch(launch: Launch) -> None:
+                launched.append(launch)
+                if not opts.as_json:
+                    _out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
+                         f"{launch.region}, {launch.market}) {_money(launch.price_hr)}/h")
+
+            outcome = launch_pending(engine, max_ticks=opts.max_ticks, on_launch=on_launch,
+                                     on_tick=lambda n: progress.update(f"round {n}: {len(launched)} launched"))
+    except DaemonAlreadyRunningError as exc:
+        fail(str(exc), EXIT_NO_MATCH, as_json=opts.as_json)
+    except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
+        fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
+    except Exception as exc:
+        _internal("launch", exc, opts.as_json)
+    if not opts.as_json:
+        for name, why in sorted(outcome.waiting.items()):
+            _out(f"waiting   {name}: {why}")
+    for err in outcome.errors[:10]:
+        sys.stderr.write(f"warning: {err}\n")
+    if outcome.waiting:
+        sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
+        return EXIT_NO_MATCH, outcome
+    return 0, outcome

@@ -1,0 +1,340 @@
+"""``orch apply`` shows the plan before money is spent and asks; ``--yes``, ``--dry-run``, ``--json``; and
+the other ``--json`` outputs (down, validate, db current), ``status --watch``, progress on stderr and
+``orch --version``. Against the Vast.ai wire fake with its real adapter, on a SQLite store."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from orchestrator.cli import apply_flow, watch
+from orchestrator.cli.main import app
+from tests._jobs_clouds import FakeClouds, start_clouds
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = """\
+apiVersion: orch/v1
+kind: Job
+name: {name}
+project: nlp
+resources: {{gpu: RTX4090}}
+market: on-demand
+run: {{launcher: command, command: nvidia-smi}}
+policies: {{estimated_hours: 2}}
+"""
+
+
+@pytest.fixture(scope="module")
+def clouds() -> Iterator[FakeClouds]:
+    c = start_clouds()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture()
+def env(clouds: FakeClouds, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    clouds.reset()
+    config = clouds.write_config(tmp_path / "config.yaml", only=("vastai",))
+    values = {"ORCH_CONFIG": str(config), "ORCH_DATABASE_URL": f"sqlite:///{tmp_path / 'orch.db'}", **clouds.env()}
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    return values
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args), input=stdin, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def job(tmp_path: Path, name: str = "train") -> Path:
+    path = tmp_path / "jobs" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(MANIFEST.format(name=name))
+    return path
+
+
+def jobs_in_store() -> list[str]:
+    code, out, err = run("status", "--json")
+    assert code == 0, err
+    return [j["name"] for j in json.loads(out)["jobs"]]
+
+
+def machines(clouds: FakeClouds) -> int:
+    return clouds.raw_counts()["vastai"]
+
+
+def down_all() -> None:
+    assert run("down", "--all", "--yes", "--poll", "0.05", "--timeout", "30")[0] == 0
+
+
+# -- the plan, the question, the answer -------------------------------------------------------------------
+
+def test_dry_run_shows_where_and_what_it_costs_and_changes_nothing(tmp_path: Path, env: dict[str, str],
+                                                                   clouds: FakeClouds) -> None:
+    code, out, err = run("apply", str(job(tmp_path)), "--dry-run")
+    assert code == 0, err
+    assert "plan: 1 job(s) to launch by orch apply, $" in out and "estimated $" in out
+    assert "train" in out and "vastai" in out and "on-demand" in out and "for 2 h" in out
+    assert "would be created   train" in out and "dry run: nothing recorded, nothing launched" in out
+    assert jobs_in_store() == [] and machines(clouds) == 0
+
+    code, out, _ = run("apply", str(job(tmp_path)), "--dry-run", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["dry_run"] is True and doc["recorded"] is False
+    [launch] = doc["launches"]
+    offer = launch["offer"]
+    assert (launch["job"], offer["provider"], offer["market"]) == ("train", "vastai", "on-demand")
+    assert doc["total_price_hr"] == pytest.approx(offer["total_price_hr"])
+    assert doc["estimated_total_usd"] == pytest.approx(offer["total_price_hr"] * 2, abs=0.01)
+    assert doc["changes"]["created"] == ["train"] and jobs_in_store() == []
+
+
+def test_without_a_terminal_and_without_yes_it_refuses_and_records_nothing(tmp_path: Path, env: dict[str, str],
+                                                                          clouds: FakeClouds) -> None:
+    code, out, err = run("apply", str(job(tmp_path)))
+    assert code == 2
+    assert "refusing to launch 1 job(s) at $" in err and "no terminal to ask on" in err and "--yes" in err
+    assert "plan: 1 job(s) to launch" in out           # the plan is still shown
+    assert jobs_in_store() == [] and machines(clouds) == 0
+    code, out, err = run("apply", str(job(tmp_path)), "--json")
+    assert code == 2 and "--json never asks" in json.loads(out)["error"]
+
+
+def test_on_a_terminal_it_asks_and_no_launches_nothing(tmp_path: Path, env: dict[str, str], clouds: FakeClouds,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(apply_flow, "stdin_is_terminal", lambda: True)
+    code, out, err = run("apply", str(job(tmp_path)), stdin="n\n")
+    assert code == 1 and "Launch 1 job(s) at $" in out + err and "[y/N]" in out + err
+    assert "nothing recorded, nothing launched" in err
+    assert jobs_in_store() == [] and machines(clouds) == 0
+
+    code, out, err = run("apply", str(job(tmp_path)), stdin="y\n")
+    try:
+        assert code == 0, out + err
+        assert "created   train" in out and "launched  train on vastai" in out
+        assert machines(clouds) == 1
+        # progress on stderr, stdout keeps the result
+        assert "launching pending jobs…" in err and "round 1: 1 launched" in err
+    finally:
+        down_all()
+
+
+def test_yes_launches_and_json_reports_it(tmp_path: Path, env: dict[str, str], clouds: FakeClouds) -> None:
+    code, out, err = run("apply", str(job(tmp_path)), "--yes", "--json")
+    try:
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["recorded"] is True and doc["launcher"] == "orch apply" and doc["changes"]["created"] == ["train"]
+        [launched] = doc["launched"]
+        assert launched["job"] == "train" and launched["provider"] == "vastai" and doc["waiting"] == {}
+        assert machines(clouds) == 1
+        # nothing waits for a machine now: a second apply neither asks nor launches
+        code, out, err = run("apply", str(job(tmp_path)))
+        assert code == 0, err
+        assert "plan: no job waits for a machine" in out and "unchanged train" in out
+    finally:
+        down_all()
+    assert machines(clouds) == 0
+
+
+def test_no_launch_without_a_daemon_records_without_asking(tmp_path: Path, env: dict[str, str],
+                                                          clouds: FakeClouds) -> None:
+    code, out, err = run("apply", str(job(tmp_path)), "--no-launch")
+    assert code == 0, err
+    assert "created   train" in out and "plan:" not in out
+    assert jobs_in_store() == ["train"] and machines(clouds) == 0
+    # the recorded job is pending: the next apply (here, or a daemon) launches it, so that one asks
+    code, out, err = run("apply", str(job(tmp_path)))
+    assert code == 2 and "plan: 1 job(s) to launch" in out
+
+
+def test_the_plan_shows_a_launch_a_budget_would_refuse(tmp_path: Path, env: dict[str, str]) -> None:
+    config = Path(env["ORCH_CONFIG"])
+    doc = yaml.safe_load(config.read_text())
+    doc["budgets"] = [{"name": "nlp", "match": {"project": "nlp"}, "max_usd_per_hour": 0.01}]
+    config.write_text(yaml.safe_dump(doc))
+    code, out, err = run("apply", str(job(tmp_path)), "--dry-run")
+    assert code == 0, err
+    assert "plan: 0 job(s) to launch" in out
+    assert "refused, it waits: budget nlp: $0.00/h running + $" in out and "ceiling of $0.01/h" in out
+
+
+def test_bad_manifests_with_json_are_a_json_error(tmp_path: Path, env: dict[str, str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: orch/v1\nkind: Job\nname: Bad_Name\nresources: {gpu: NOPE}\nrun: {}\n")
+    for cmd in (("apply", str(bad), "--json"), ("validate", str(bad), "--json")):
+        code, out, err = run(*cmd)
+        doc = json.loads(out)
+        assert code == 2 and doc["error"].endswith("problem(s) in the manifests")
+        assert all(e["path"] == str(bad) and e["line"] for e in doc["errors"])
+        assert err.startswith(f"{bad}:")
+
+
+# -- a real terminal --------------------------------------------------------------------------------------
+
+def test_a_real_terminal_is_asked_before_anything_is_recorded(tmp_path: Path, env: dict[str, str],
+                                                             clouds: FakeClouds) -> None:
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "apply", str(job(tmp_path))], cwd=ROOT,
+                            env={**os.environ, **env}, stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    seen = b""
+    try:
+        while b"[y/N]" not in seen:
+            ready, _, _ = select.select([leader], [], [], 60)
+            assert ready, f"no question within 60 s: {seen!r}"
+            seen += os.read(leader, 4096)
+        os.write(leader, b"n\n")
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(leader)
+    assert b"plan: 1 job(s) to launch" in seen
+    assert jobs_in_store() == [] and machines(clouds) == 0
+
+
+# -- --json elsewhere ---------------------------------------------------------------------------------------
+
+def test_validate_json(tmp_path: Path) -> None:
+    code, out, _ = run("validate", str(job(tmp_path)), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] is True and doc["jobs"] == [{"name": "train", "source": str(job(tmp_path))}]
+
+
+def test_db_current_json_and_its_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert run("db", "upgrade", "--url", url)[0] == 0
+    code, out, _ = run("db", "current", "--url", url, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["up_to_date"] is True and doc["current"] == doc["head"]
+    code, out, err = run("db", "current", "--url", "mysql://u:secret@h/d", "--json")
+    assert code == 2 and "SQLite or PostgreSQL" in json.loads(out)["error"] and "secret" not in out + err
+
+
+def test_down_json_refusal_and_result_with_progress_per_provider(tmp_path: Path, env: dict[str, str],
+                                                                 clouds: FakeClouds) -> None:
+    assert run("apply", str(job(tmp_path)), "--yes")[0] == 0
+    code, out, _ = run("down", "train", "--json")
+    assert code == 2 and "--json never asks" in json.loads(out)["error"]
+    code, out, err = run("down", "train", "--yes", "--json", "--poll", "0.05", "--timeout", "30")
+    doc = json.loads(out)
+    assert code == 0 and doc == {"jobs": ["train"], "machines": 1, "confirmed": True, "remaining": [], "errors": []}
+    assert "terminating 1 machine(s)…" in err and "none left" in err
+    assert machines(clouds) == 0
+    code, out, _ = run("down", "ghost", "--yes", "--json")
+    assert code == 1 and "ghost" in json.loads(out)["error"]
+
+
+def test_machines_left_counts_per_provider() -> None:
+    from orchestrator.cli.jobs import machines_left
+    from orchestrator.jobs_service import InstanceView
+
+    def view(provider: str) -> InstanceView:
+        return InstanceView("j", provider, "i", "l", "t", "r", "spot", "running", 1.0)
+
+    assert machines_left([view("gcp"), view("aws"), view("gcp")]) == "3 machine(s) left: aws 1, gcp 2"
+    assert machines_left([]) == "none left"
+
+
+# -- status --watch ------------------------------------------------------------------------------------------
+
+class Frames:
+    """Stands in for the wait between frames: the n-th wait ends the watch (as Ctrl-C would)."""
+
+    def __init__(self, frames: int) -> None:
+        self.left = frames
+        self.waits: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.left -= 1
+        if self.left <= 0:
+            raise KeyboardInterrupt
+
+
+def test_status_watch_redraws_until_interrupted(tmp_path: Path, env: dict[str, str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    frames = Frames(3)
+    monkeypatch.setattr(watch, "sleep", frames)
+    assert run("apply", str(job(tmp_path)), "--no-launch")[0] == 0
+    code, out, _ = run("status", "--watch", "--interval", "0.5")
+    assert code == 0 and frames.waits == [0.5, 0.5, 0.5]
+    assert out.count("total: 0 live instance(s)") == 3 and out.count("\n\nJOB ") == 2
+    frames = Frames(2)
+    monkeypatch.setattr(watch, "sleep", frames)
+    code, out, _ = run("status", "--watch", "--json")
+    assert code == 0 and [json.loads(line)["totals"]["jobs"] for line in out.splitlines() if line] == [1, 1]
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf"])
+def test_status_watch_refuses_an_interval_that_is_not_positive_and_finite(interval: str) -> None:
+    code, _, err = run("status", "--watch", "--interval", interval)
+    assert code == 2 and "--interval must be a finite number of seconds > 0" in err
+
+
+def test_watch_on_a_terminal_redraws_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    frames = Frames(2)
+    monkeypatch.setattr(watch, "sleep", frames)
+    n = iter(range(10))
+    out = io.StringIO()
+    watch.watch(lambda: f"frame {next(n)}", 1.0, stream=out, terminal=True)
+    text = out.getvalue()
+    assert "frame 0" in text and "frame 1" in text and "\x1b[" in text   # cursor movement, not a new block
+
+
+# -- --version ----------------------------------------------------------------------------------------------
+
+def test_version_from_the_installed_metadata_else_the_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    from orchestrator import __version__
+
+    code, out, _ = run("--version")
+    assert code == 0 and out == f"orch {importlib.metadata.version('orch')}\n"
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert run("--version")[1] == f"orch {__version__}\n"
+
+
+# -- orch budgets -------------------------------------------------------------------------------------------
+
+def test_budgets_show_spend_and_burn_against_each_budget(tmp_path: Path, env: dict[str, str]) -> None:
+    code, out, _ = run("budgets")
+    assert code == 0 and "no budgets configured" in out
+    config = Path(env["ORCH_CONFIG"])
+    doc = yaml.safe_load(config.read_text())
+    doc["budgets"] = [{"name": "everything", "monthly_usd": 1000, "max_usd_per_hour": 50},
+                      {"name": "vision", "match": {"project": "vision"}, "max_usd_per_hour": 1}]
+    config.write_text(yaml.safe_dump(doc))
+    assert run("apply", str(job(tmp_path)), "--yes")[0] == 0
+    try:
+        code, out, _ = run("budgets", "--json")
+        everything, vision = json.loads(out)
+        assert code == 0 and everything["burn_usd_per_hour"] > 0 and everything["at_cap"] is False
+        assert vision["burn_usd_per_hour"] == 0 and vision["match"] == ["vision"]
+        code, out, _ = run("budgets")
+        assert code == 0 and all(len(line) <= 80 for line in out.splitlines()), out
+        assert "everything" in out and "of $1,000.00" in out and "project vision" in out
+    finally:
+        down_all()
+    config.write_text(yaml.safe_dump({**doc, "budgets": [{"name": "x"}]}))
+    code, out, _ = run("budgets", "--json")
+    assert code == 2 and "budgets.x: give monthly_usd" in json.loads(out)["error"]
