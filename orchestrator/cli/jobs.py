@@ -7,14 +7,14 @@ commands so ``orch --help`` stays fast.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
@@ -89,8 +89,8 @@ def _money(usd: float) -> str:
 @app.command("plan")
 def plan_cmd(
     paths: PathsArg,
-    alternatives: Annotated[int, typer.Option("--alternatives", "-a", help="Offers to show after the chosen one.")]
-    = 4,
+    alternatives: Annotated[int, typer.Option("--alternatives", "-a", min=0, max=1000,
+                                              help="Offers to show after the chosen one.")] = 4,
     live: Annotated[bool, typer.Option("--live", help="Also ask configured providers that price live.")] = False,
     configured: Annotated[bool, typer.Option("--configured", help="Only offers of providers in orch's config "
                                              "(what `orch apply --launch` can get).")] = False,
@@ -118,7 +118,7 @@ def plan_cmd(
         for p in providers.values():
             _close(p)
     if as_json:
-        _out(json.dumps([p.to_json() for p in plans], indent=2))
+        _out(dumps([p.to_json() for p in plans], indent=2))
     else:
         for i, jp in enumerate(plans):
             if i:
@@ -175,7 +175,8 @@ def apply_cmd(
     launch: Annotated[bool | None, typer.Option("--launch/--no-launch", help="Launch pending jobs now "
                                                 "(default: only when no daemon runs).", show_default=False)]
     = None,
-    max_ticks: Annotated[int, typer.Option("--max-ticks", help="Reconcile rounds at most while launching.")] = 8,
+    max_ticks: Annotated[int, typer.Option("--max-ticks", min=1, max=10_000,
+                                           help="Reconcile rounds at most while launching.")] = 8,
 ) -> None:
     """Record manifests as the desired state (one transaction), then launch pending jobs."""
     from orchestrator.jobs_service import BadInputError, apply, daemon_running
@@ -301,7 +302,7 @@ def status_cmd(
     finally:
         store.close()
     if as_json:
-        _out(json.dumps(report.to_json(), indent=2))
+        _out(dumps(report.to_json(), indent=2))
         return
     _print_status(report)
 
@@ -355,8 +356,8 @@ def down_cmd(
         fail("give job names or --all, not both", EXIT_BAD_INPUT)
     if not everything and not names:
         fail("name the jobs to tear down, or pass --all", EXIT_BAD_INPUT)
-    if timeout <= 0 or poll < 0:
-        fail("--timeout must be positive and --poll not negative", EXIT_BAD_INPUT)
+    check_number("--timeout", timeout, low=0, above=True, high=7 * 86400)
+    check_number("--poll", poll, low=0, high=3600)
     what = "every job" if everything else ", ".join(names)
     if not yes:
         if not sys.stdin.isatty():
@@ -423,11 +424,11 @@ def events_cmd(
 
     if limit is not None and limit < 1:
         fail("--limit must be 1 or more", EXIT_BAD_INPUT)
-    if poll < 0 or (max_wait is not None and max_wait < 0):
-        fail("--poll and --max-wait must not be negative", EXIT_BAD_INPUT)
+    check_number("--poll", poll, low=0, high=3600)
+    check_number("--max-wait", max_wait, low=0, high=365 * 86400)
 
     def emit(e: EventView) -> None:
-        _out(json.dumps(e.to_json()) if as_json else e.line())
+        _out(dumps(e.to_json()) if as_json else e.line())
         sys.stdout.flush()
 
     store = _store()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import date
 from enum import StrEnum
@@ -10,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
@@ -74,10 +74,8 @@ def quote(
             raise QuoteInputError(f"--count must be 1 or more, got {count} (GPUs in one machine, e.g. --count 4)")
         if nodes < 1:
             raise QuoteInputError(f"--nodes must be 1 or more, got {nodes}")
-        if max_price is not None and max_price < 0:
-            raise QuoteInputError(f"--max-price must not be negative, got {max_price}")
-        if min_vram is not None and min_vram < 0:
-            raise QuoteInputError(f"--min-vram must not be negative, got {min_vram}")
+        check_number("--max-price", max_price, low=0)
+        check_number("--min-vram", min_vram, low=0)
         if limit is not None and limit < 1:
             raise QuoteInputError(f"--limit must be 1 or more, got {limit}")
         providers = tuple(dict.fromkeys(canonical_provider(p) for p in provider))
@@ -102,7 +100,7 @@ def quote(
     rows = run_quote(offers, req, SortKey(sort.value), limit, date.today())
 
     if as_json:
-        sys.stdout.write(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+        sys.stdout.write(dumps([r.to_json() for r in rows], indent=2) + "\n")
         if not rows:
             raise SystemExit(EXIT_NO_MATCH)
         return
