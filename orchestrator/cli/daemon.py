@@ -15,7 +15,7 @@ import typer
 from orchestrator.cli.errors import check_number, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
-from orchestrator.redaction import shown
+from orchestrator.redaction import safe_line, shown
 
 if TYPE_CHECKING:
     from orchestrator.engine.reconciler import TickReport
@@ -26,19 +26,19 @@ def _report_doc(report: TickReport) -> dict[str, object]:
     return {"launched": report.launched, "adopted": report.adopted, "preempted": report.preempted,
             "relaunched": report.relaunched, "terminated": report.terminated,
             "orphans_terminated": report.orphans_terminated, "idle_stopped": report.idle_stopped,
-            "quiet": report.quiet, "errors": list(report.errors)}
+            "quiet": report.quiet, "errors": [safe_line(str(e)) for e in report.errors]}
 
 
 def _configure_logging(fmt: str) -> None:
     import logging
 
-    from orchestrator.observability import configure_json_logging
+    from orchestrator.observability import RedactingFormatter, configure_json_logging
 
     if fmt == "json":
         configure_json_logging()
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("orch")
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
@@ -89,7 +89,7 @@ def tick_cmd(
                                        and v)
                     sys.stdout.write(f"tick {n}: {changed or 'quiet'}\n")
                     for err in report.errors:
-                        sys.stdout.write(f"  error: {err}\n")
+                        sys.stdout.write(f"  error: {safe_line(str(err))}\n")
                 sys.stdout.flush()
                 if report.quiet and not report.errors:
                     break

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, warn
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.redaction import safe_line
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
@@ -239,9 +240,9 @@ def _launch(store: Store, max_ticks: int = 8) -> int:
         for p in providers.values():
             _close(p)
     for name, why in sorted(outcome.waiting.items()):
-        _out(f"waiting   {name}: {why}")
+        _out(safe_line(f"waiting   {name}: {why}"))
     for err in outcome.errors[:10]:
-        sys.stderr.write(f"warning: {err}\n")
+        warn(str(err))
     if outcome.waiting:
         sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
         return EXIT_NO_MATCH
@@ -396,7 +397,7 @@ def down_cmd(
             _close(p)
         store.close()
     for err in outcome.errors[:10]:
-        sys.stderr.write(f"warning: {err}\n")
+        warn(str(err))
     if not outcome.confirmed:
         sys.stderr.write(f"error: {len(outcome.remaining)} machine(s) not confirmed gone after {timeout:g}s:\n")
         for i in outcome.remaining:
