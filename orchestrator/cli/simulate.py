@@ -31,9 +31,10 @@ class DurationError(ValueError):
     pass
 
 
-#: A simulated job's window (deadline / the traces' gap) holds at most this many ticks, and the gap is at
-#: most this many times the slack (deadline - work; the optimum's grid divides a tick by that ratio).
-MAX_WINDOW_TICKS = 200_000
+#: A simulated job's window (deadline / the traces' gap) holds at most this many ticks: a two-week deadline at
+#: 30 s ticks is 40,320, and the optimum costs about half a millisecond per tick and start. The gap is at
+#: most MAX_GAP_PER_SLACK times the slack (deadline - work; the optimum's grid divides a tick by that ratio).
+MAX_WINDOW_TICKS = 50_000
 MAX_GAP_PER_SLACK = 500.0
 MAX_HOURS = 10 * 365 * 24.0
 
