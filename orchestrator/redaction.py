@@ -131,7 +131,8 @@ def shorten(text: str, limit: int = 60) -> str:
 def shown(value: object, limit: int = 60) -> str:
     """How a user's value appears in a message: quoted like ``repr``, never a secret, never huge."""
     text = value if isinstance(value, str) else repr(value)
-    kind = find_secret(text)
+    # Only the part shown can leak: look at it and a margin (no credential is longer), not a megabyte.
+    kind = find_secret(text if len(text) <= limit else text[:limit + 256])
     if kind is not None:
         return f"<a value that looks like {kind}, not shown>"
     if len(text) > limit:

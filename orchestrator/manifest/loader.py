@@ -21,7 +21,7 @@ from orchestrator.inputfiles import os_error_text
 from orchestrator.manifest.durations import HintedValueError
 from orchestrator.manifest.errors import ManifestError, raise_all
 from orchestrator.manifest.schema import Manifest
-from orchestrator.manifest.screen import screen
+from orchestrator.manifest.screen import Finding, screen
 from orchestrator.manifest.yamlread import (
     MAX_BYTES,
     Document,
@@ -58,14 +58,20 @@ def _parse_documents(path: Path, text: str) -> list[Document]:
         raise ManifestError(path, exc.message, line=exc.line, col=exc.col, hint=exc.hint) from None
 
 
-def _screen(path: Path, doc: Document) -> list[ManifestError]:
-    """Credentials and control characters in the document's text, each at its key or value."""
-    errors: list[ManifestError] = []
-    for finding in screen(doc.data):
+def _screen(path: Path, doc: Document, findings: list[Finding]) -> list[ManifestError]:
+    """Credentials and control characters in the document's text, each at its key or value: the first
+    MAX_ERRORS_PER_FILE + 1 in document order (a file full of them is not a flood)."""
+    placed = []
+    for finding in findings:
         pos = (doc.keys.get(finding.path) if finding.on_key else None) or _nearest(doc, finding.path)
-        errors.append(ManifestError(path, finding.message, line=pos.line, col=pos.col,
-                                    field=_field_text(finding.path, finding.on_key), hint=finding.hint))
-    return errors
+        placed.append((pos.line, pos.col, finding))
+    placed.sort(key=lambda p: (p[0], p[1]))
+    return [ManifestError(path, f.message, line=line, col=col, field=_field_text(f.path, f.on_key), hint=f.hint)
+            for line, col, f in placed[:MAX_ERRORS_PER_FILE + 1]]
+
+
+def _under(loc: tuple[str | int, ...], paths: set[Path_]) -> bool:
+    return any(loc[:n] in paths for n in range(1, len(loc) + 1))
 
 
 def _nearest(doc: Document, path: Path_) -> Pos:
@@ -192,9 +198,10 @@ def _validate_document(path: Path, doc: Document) -> Manifest:
     if not isinstance(doc.data, dict):
         raise ManifestError(path, f"a manifest must be a mapping (got {_yaml_type(type(doc.data).__name__)})",
                             line=doc.start.line, col=doc.start.col, hint="start with apiVersion: orch/v1")
-    screened = _screen(path, doc)
+    findings = screen(doc.data)
+    screened = _screen(path, doc, findings)
     # A screened value is reported once, as what it looks like; what pydantic says of it could repeat it.
-    hidden = {f.path for f in screen(doc.data)}
+    hidden = {f.path for f in findings}
     try:
         manifest = Manifest.model_validate(doc.data)
     except ValidationError as exc:
@@ -202,8 +209,7 @@ def _validate_document(path: Path, doc: Document) -> Manifest:
         seen: set[tuple[str, int, int]] = set()
         errors: list[ManifestError] = list(screened)
         for err in exc.errors(include_url=False):
-            loc = tuple(err["loc"])
-            if any(loc[:len(h)] == h for h in hidden):
+            if _under(tuple(err["loc"]), hidden):
                 continue
             me = _error_from_pydantic(path, doc, err, suggester)
             marker = (me.field, me.line or 0, me.col or 0)
@@ -217,7 +223,7 @@ def _validate_document(path: Path, doc: Document) -> Manifest:
         raise_all(_capped(path, errors))
         raise AssertionError("unreachable") from None
     if screened:
-        raise_all(sorted(screened, key=lambda e: (e.line or 0, e.col or 0)))
+        raise_all(_capped(path, screened))
     return manifest
 
 
