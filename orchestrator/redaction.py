@@ -28,17 +28,18 @@ class SecretMatch:
 
 
 # (kind, pattern); the group named "s", when present, is the part that is secret (the rest is context).
-# Every pattern can only start at a word's start (a lookbehind or \b), so a scan stays linear in the text.
+# A pattern starts at a literal prefix or at a word's start (a lookbehind or \b), so a scan stays linear.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a private key", re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}-----")),
     ("an AWS access key id", re.compile(
         r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA)[A-Z0-9]{16}(?![A-Z0-9])")),
-    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("a Slack token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}")),
+    # Distinctive prefixes need no word boundary: a token glued to other text ("xghp_...") is still one.
+    ("a GitHub token", re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("a Hugging Face token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
+    ("a Slack token", re.compile(r"xox[abposre]-[0-9]{6,}-[A-Za-z0-9-]{6,}")),
     ("a Slack webhook URL", re.compile(r"hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("a Google OAuth token", re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}")),
+    ("a Google API key", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
+    ("a Google OAuth token", re.compile(r"ya29\.[0-9A-Za-z_-]{20,}")),
     ("an Azure client secret", re.compile(r"(?<![\w~.-])[\w.-]{3}\dQ~[\w~.-]{31,34}(?![\w~.-])")),
     ("an Azure storage key", re.compile(rf"(?<![{_B64}])[{_B64}]{{86}}==")),
     ("an API key", re.compile(r"\b(?:sk|rk)[-_](?:live[-_]|test[-_]|proj[-_])?(?P<s>[A-Za-z0-9_-]{20,})")),

@@ -38,6 +38,8 @@ def test_each_kind_is_named_and_never_shown(kind: str, value: str) -> None:
     ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=QmFzZTY0S2V5PT0;", "QmFzZTY0S2V5PT0"),
     ("curl -H 'Authorization: token 0a1b2c3d4e5f6a7b8c9d'", "0a1b2c3d4e5f6a7b8c9d"),
     ("https://acct.blob.core.windows.net/c?sv=2022&sig=AbCdEf0123%2Bxyz", "AbCdEf0123%2Bxyz"),
+    ("region glob 'eu-xoxp-55512345678-55587654321-TestSlackTok*'", "55587654321-TestSlackTok"),
+    ("key_ghp_9f8E7d6C5b4A3z2Y1x0W9v8U7t6S5r4Q3p2O_end", "9f8E7d6C5b4A3z2Y1x0W9v8U7t6S5r4Q3p2O"),
 ])
 def test_credentials_inside_urls_and_headers_keep_their_context(text: str, secret: str) -> None:
     out = redact(text)
