@@ -103,3 +103,14 @@ def test_json_output_never_holds_nan_or_infinity(tmp_path: Path) -> None:
 
 def _not_json(constant: str) -> None:
     pytest.fail(f"{constant} in --json output")
+
+
+def test_a_config_that_is_not_a_regular_file_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)   # no writer: reading it naively would block forever
+    for config in ("/dev/zero", str(fifo), str(tmp_path)):
+        monkeypatch.setenv("ORCH_CONFIG", config)
+        err = one_line_error(*run("providers"))
+        assert "cannot read config: not a regular file" in err
