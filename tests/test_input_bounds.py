@@ -70,13 +70,13 @@ def test_a_cap_sized_manifest_costs_bounded_work_and_memory(shape: str, tmp_path
     path = tmp_path / "big.yaml"
     path.write_text(text)
     built: list[int] = []
-    real_count = yamlread._Composer._count
+    real_count = yamlread._Composer.count
 
     def count(self: yamlread._Composer, n: int, mark: object) -> None:
         built.append(n)
         real_count(self, n, mark)
 
-    monkeypatch.setattr(yamlread._Composer, "_count", count)
+    monkeypatch.setattr(yamlread._Composer, "count", count)
     monkeypatch.setattr(difflib, "SequenceMatcher", Counting)
     Counting.made = 0
     tracemalloc.start()

@@ -259,3 +259,24 @@ def test_a_name_too_long_and_a_huge_tree_are_one_line_each(tmp_path: Path, monke
     monkeypatch.setattr(loader, "MAX_WALK", 10)
     with pytest.raises(ManifestError, match="more than 10 entries under this directory"):
         load_manifests([tmp_path / "tree"])
+
+
+def test_the_pure_python_parser_reads_what_libyaml_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from orchestrator.manifest.yamlread import YamlInputError, parse_yaml
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    texts = [p.read_text() for p in sorted(examples.glob("*.yaml"))]
+    texts += [BASE + "env:\n  A: &v 1e-4\n  B: *v\nx: &m {a: 1}\ny: {<<: *m, b: 2}\n", BASE + "count: 010\n",
+              "---\n" * 3, "a: [" * 70 + "]" * 70, "a: &a [*a]\n", "k: 1\nk: 2\n", "x: !!binary aGk=\n"]
+
+    def outcome(text: str) -> object:
+        try:
+            return [(d.data, d.start, d.values, d.keys) for d in parse_yaml(text)]
+        except YamlInputError as exc:
+            return (exc.message, exc.line, exc.col)
+
+    with_libyaml = [outcome(t) for t in texts]
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    assert [outcome(t) for t in texts] == with_libyaml
