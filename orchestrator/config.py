@@ -56,6 +56,9 @@ class ConfigError(ValueError):
     pass
 
 
+_MAX_CONFIG_BYTES = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class OrchConfig:
     """The parsed config. ``provider_sections`` are validated by each provider's Settings on use;
@@ -82,18 +85,26 @@ class OrchConfig:
 
 def load_config(path: Path | None = None) -> OrchConfig:
     """Read the config file; a missing file means defaults (no providers configured)."""
+    from orchestrator.inputfiles import InputFileError, read_text_file
     from providers.base import validate_owner
     from providers.registry import UnknownProviderError, canonical_provider
 
     path = path or config_path()
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {' '.join(str(exc).split())[:300]}") from None
+    if not exists:
         return OrchConfig(owner=os.environ.get("ORCH_OWNER") or _default_owner(), path=None)
     import yaml  # ~50 ms: only when there is a file to read (`orch quote` checks the path first)
 
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+        # A regular file within a cap, read so (ORCH_CONFIG=/dev/zero or a FIFO must not hang or eat memory).
+        raw = yaml.safe_load(read_text_file(path, _MAX_CONFIG_BYTES, "config file")) or {}
+    except InputFileError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.message}") from None
+    except (OSError, yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {' '.join(str(exc).split())[:300]}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a mapping")
     owner = str(raw.get("owner") or os.environ.get("ORCH_OWNER") or _default_owner())

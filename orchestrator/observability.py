@@ -1,4 +1,7 @@
-"""Structured JSON logs and the daemon's Prometheus metrics (served on localhost only)."""
+"""Structured JSON logs and the daemon's Prometheus metrics (served on localhost only).
+
+Log lines never carry a credential: both formats pass through ``orchestrator.redaction.redact``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from orchestrator.redaction import redact
 
 
 class JsonFormatter(logging.Formatter):
@@ -27,7 +32,14 @@ class JsonFormatter(logging.Formatter):
             doc.update(fields)
         if record.exc_info:
             doc["error"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str)
+        return redact(json.dumps(doc, default=str))
+
+
+class RedactingFormatter(logging.Formatter):
+    """The text log format, with every secret-looking value redacted (as the JSON one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure_json_logging(level: int = logging.INFO) -> None:

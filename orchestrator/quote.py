@@ -30,15 +30,17 @@ _GLOB_RE = re.compile(r"^[A-Za-z0-9*?\[\]!._-]+$")
 
 
 def check_region_glob(pattern: str) -> str:
-    if not pattern or not _GLOB_RE.match(pattern) or pattern.count("[") != pattern.count("]"):
+    from orchestrator.redaction import shown
+
+    if not pattern or not _GLOB_RE.fullmatch(pattern) or pattern.count("[") != pattern.count("]"):
         raise QuoteInputError(
-            f"malformed region glob {pattern!r} (use letters, digits, '-', '*', '?', [..]; e.g. 'us-*')"
+            f"malformed region glob {shown(pattern)} (use letters, digits, '-', '*', '?', [..]; e.g. 'us-*')"
         )
     depth = 0
     for ch in pattern:
         depth += {"[": 1, "]": -1}.get(ch, 0)
         if depth not in (0, 1):
-            raise QuoteInputError(f"malformed region glob {pattern!r} (unbalanced brackets)")
+            raise QuoteInputError(f"malformed region glob {shown(pattern)} (unbalanced brackets)")
     return pattern
 
 

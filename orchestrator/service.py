@@ -3,7 +3,7 @@
 
 Providers come from ``build_providers(load_config())``, the store from ``open_store()``
 (``$ORCH_DATABASE_URL`` or the SQLite file), the catalog from the shipped snapshot. On PostgreSQL the
-engine store takes row leases as ``<hostname>-<pid>`` so several daemons share the work; on SQLite there
+engine store takes row leases as ``<hostname>-<pid>-<random>`` so several daemons share the work; on SQLite there
 is no lease owner (one daemon, guarded by ``orchestrator.store.leases.daemon_lock``).
 
 Engine knobs live in an optional ``daemon:`` section of the config file, each overridable by an env var
@@ -22,7 +22,9 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
 
 from __future__ import annotations
 
+import math
 import os
+import secrets
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from orchestrator.store.db import Store
     from providers.base import Offer, Provider
 
-#: Passed as ``lease_owner`` to mean "decide from the database": hostname-pid on PostgreSQL, else None.
+#: Passed as ``lease_owner`` to mean "decide from the database": default_lease_owner() on PostgreSQL, else None.
 AUTO = "auto"
 
 
@@ -55,6 +57,8 @@ class ServiceSettings:
     recovery_policy: str = "default"
     restart_overhead: timedelta = timedelta(minutes=12)
 
+
+_MAX_SECONDS = 10 * 365 * 86400.0
 
 _ENV = {
     "orphan_grace_s": "ORCH_ORPHAN_GRACE_S",
@@ -99,8 +103,8 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
             s = float(values[key])
         except (TypeError, ValueError):
             raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds: {values[key]!r}") from None
-        if s < 0:
-            raise ConfigError(f"daemon.{key} ({_ENV[key]}): must be >= 0")
+        if not math.isfinite(s) or not 0 <= s <= _MAX_SECONDS:
+            raise ConfigError(f"daemon.{key} ({_ENV[key]}): must be a number of seconds from 0 to {_MAX_SECONDS:g}")
         return timedelta(seconds=s)
 
     live = values.get("use_live_offers", False)
@@ -134,8 +138,14 @@ def _policy_name(value: object) -> str:
 
 
 def default_lease_owner() -> str:
-    """``<hostname>-<pid>``: unique per daemon process, readable in the jobs table."""
-    return os.environ.get("ORCH_LEASE_OWNER") or f"{socket.gethostname()}-{os.getpid()}"
+    """``<prefix>-<pid>-<random>``: unique per daemon process, readable in the jobs table.
+
+    The prefix is ``$ORCH_LEASE_OWNER`` or the hostname. The random part makes two processes differ even
+    where everything else is equal (two containers with one hostname, both pid 1; one ORCH_LEASE_OWNER
+    given to several daemons): a lease owner never names two daemons, so two never drive one job.
+    """
+    prefix = os.environ.get("ORCH_LEASE_OWNER") or socket.gethostname() or "orch"
+    return f"{prefix[:64]}-{os.getpid()}-{secrets.token_hex(6)}"
 
 
 @dataclass

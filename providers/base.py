@@ -285,7 +285,7 @@ def new_launch_id() -> str:
 
 
 def validate_owner(owner: str) -> str:
-    if not _LABEL_SAFE.match(owner):
+    if not _LABEL_SAFE.fullmatch(owner):
         raise ValueError(
             f"owner {owner!r} must be lowercase letters, digits and '-', start with a letter, at most 31 chars"
         )
@@ -304,7 +304,7 @@ def parse_instance_name(name: str | None) -> tuple[str, str] | None:
     """Inverse of ``instance_name``: (owner, launch_id), or None when orch did not name it."""
     if not name:
         return None
-    m = _NAME_RE.match(name)
+    m = _NAME_RE.fullmatch(name)
     if m is None:
         return None
     return m.group("owner"), m.group("launch_id")

@@ -109,6 +109,18 @@ def _index() -> dict[str, GpuModel]:
     return _build_index()
 
 
+#: Names longer than this are compared with nothing (no GPU is called that): a megabyte of name costs no
+#: more than a typo.
+MAX_SUGGEST_LEN = 64
+
+
+def short_name(name: str, limit: int = 40) -> str:
+    """``name`` quoted for a message, cut short when long (user input: keep messages one line)."""
+    if len(name) <= limit and name.isprintable():
+        return repr(name)
+    return repr(name[:limit].encode("unicode_escape").decode()) + f"... ({len(name)} characters)"
+
+
 class UnknownGpuError(ValueError):
     """A GPU name that no model or alias matches; ``suggestions`` holds the closest canonical names."""
 
@@ -116,7 +128,7 @@ class UnknownGpuError(ValueError):
         self.name = name
         self.suggestions = suggestions
         hint = f" (did you mean {' or '.join(suggestions)}?)" if suggestions else ""
-        super().__init__(f"unknown GPU {name!r}{hint}")
+        super().__init__(f"unknown GPU {short_name(name)}{hint}")
 
 
 def _strip_form_factor_words(norm: str) -> str:
@@ -130,6 +142,8 @@ def resolve_gpu(name: str, vram_gb: float | None = None) -> GpuModel:
     (Vast ``A100_PCIE`` comes in 40 and 80 GB), ``vram_gb`` picks the variant of that family with the
     nearest memory. Raises UnknownGpuError with suggestions.
     """
+    if len(name) > 200:   # no spelling of any GPU is this long: answer at once, whatever the length
+        raise UnknownGpuError(name, [])
     key = _norm(name)
     model = _index().get(key)
     if model is None:
@@ -145,8 +159,11 @@ def resolve_gpu(name: str, vram_gb: float | None = None) -> GpuModel:
 
 
 def suggest_gpus(name: str, n: int = 2) -> list[str]:
+    """The ``n`` canonical names closest to ``name``; none for a name longer than MAX_SUGGEST_LEN."""
     import difflib
 
+    if len(name) > MAX_SUGGEST_LEN:
+        return []
     key = _norm(name)
     scored: dict[str, float] = {}
     for spelling, model in _index().items():

@@ -73,8 +73,10 @@ class UnknownProviderError(ValueError):
     def __init__(self, name: str, suggestions: list[str]):
         self.name = name
         self.suggestions = suggestions
+        from providers.gpus import short_name
+
         hint = f" (did you mean {' or '.join(suggestions)}?)" if suggestions else ""
-        super().__init__(f"unknown provider {name!r}{hint}; known: {', '.join(PROVIDER_NAMES)}")
+        super().__init__(f"unknown provider {short_name(name)}{hint}; known: {', '.join(PROVIDER_NAMES)}")
 
 
 def canonical_provider(name: str) -> str:
@@ -85,7 +87,8 @@ def canonical_provider(name: str) -> str:
     key = PROVIDER_ALIASES.get(key, key)
     if key in _BY_NAME:
         return key
-    raise UnknownProviderError(name, difflib.get_close_matches(key, PROVIDER_NAMES, n=2, cutoff=0.5))
+    close = difflib.get_close_matches(key, PROVIDER_NAMES, n=2, cutoff=0.5) if len(key) <= 64 else []
+    raise UnknownProviderError(name, close)
 
 
 def entry(name: str) -> ProviderEntry:

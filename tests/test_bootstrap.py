@@ -5,6 +5,7 @@ A local Transport (bash in a temp "home") stands in for SSH; the SSH transport h
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -44,8 +45,10 @@ class LocalTransport:
         data = data_or_path if isinstance(data_or_path, bytes) else Path(data_or_path).read_bytes()
         path = self._path(remote_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        path.chmod(mode)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)   # as the real transports: mode at creation
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
 
     def get(self, remote_path: str) -> bytes:
         return self._path(remote_path).read_bytes()

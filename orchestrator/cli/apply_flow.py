@@ -10,16 +10,17 @@ is launched, so nothing is asked.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn
 from orchestrator.cli.jobs import _close, _config, _internal, _money, _optional_config, _out, _providers
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.progress import Progress
+from orchestrator.redaction import safe_line
 
 if TYPE_CHECKING:
     from orchestrator.apply_preview import ApplyPreview, PlannedLaunch
@@ -75,7 +76,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         code, outcome = (_launch(store, config, providers, opts) if here and config is not None
                          else (0, None))
         if opts.as_json:
-            _out(json.dumps(_json(preview, launcher, result, outcome), indent=2))
+            _out(dumps(_json(preview, launcher, result, outcome), indent=2))
         return code
     finally:
         for p in providers.values():
@@ -168,7 +169,7 @@ def _plan_line(launch: PlannedLaunch) -> str:
 
 def _finish_dry_run(preview: ApplyPreview, launcher: str | None, opts: ApplyOptions) -> None:
     if opts.as_json:
-        _out(json.dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
+        _out(dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
         return
     _print_changes(preview.changes, prefix="would be ")
     _out("dry run: nothing recorded, nothing launched")
@@ -220,9 +221,9 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
         _internal("launch", exc, opts.as_json)
     if not opts.as_json:
         for name, why in sorted(outcome.waiting.items()):
-            _out(f"waiting   {name}: {why}")
+            _out(safe_line(f"waiting   {name}: {why}"))
     for err in outcome.errors[:10]:
-        sys.stderr.write(f"warning: {err}\n")
+        warn(str(err))
     if outcome.waiting:
         sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
         return EXIT_NO_MATCH, outcome

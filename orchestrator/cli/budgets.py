@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def budgets_cmd(
     finally:
         store.close()
     if as_json:
-        sys.stdout.write(json.dumps([s.to_json() for s in review.standings], indent=2) + "\n")
+        sys.stdout.write(dumps([s.to_json() for s in review.standings], indent=2) + "\n")
         return
     sys.stdout.write(f"{'BUDGET':<14}{'COUNTS':<16}{'SPENT IN ' + month_label(now):>22}  {'$/H NOW':>17}  STATE\n")
     for s in review.standings:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def refresh_cmd(
 
     report = refresh(names, settings, progress=progress)
     if as_json:
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        sys.stdout.write(dumps(report.to_json(), indent=2) + "\n")
     else:
         _print_report(report)
     if report.failed:
@@ -98,7 +98,7 @@ def status_cmd(
 
     rows = catalog_status(datetime.now(UTC))
     if as_json:
-        sys.stdout.write(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+        sys.stdout.write(dumps([r.to_json() for r in rows], indent=2) + "\n")
         return
     sys.stdout.write(f"{'PROVIDER':<9}{'FROM':<10}{'ROWS':>6}  {'OLDEST':<8}{'LAST REFRESH':<22}RESULT\n")
     for r in rows:

@@ -7,38 +7,40 @@ jobs through row leases. Heavy imports stay inside the commands.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import fail
+from orchestrator.cli.errors import check_number, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.redaction import safe_line, shown
 
 if TYPE_CHECKING:
     from orchestrator.budgets import Budget
     from orchestrator.engine.reconciler import TickReport
+    from orchestrator.service import Service
 
 
 def _report_doc(report: TickReport) -> dict[str, object]:
     return {"launched": report.launched, "adopted": report.adopted, "preempted": report.preempted,
             "relaunched": report.relaunched, "terminated": report.terminated,
             "orphans_terminated": report.orphans_terminated, "idle_stopped": report.idle_stopped,
-            "quiet": report.quiet, "errors": list(report.errors)}
+            "quiet": report.quiet, "errors": [safe_line(str(e)) for e in report.errors]}
 
 
 def _configure_logging(fmt: str) -> None:
     import logging
 
-    from orchestrator.observability import configure_json_logging
+    from orchestrator.observability import RedactingFormatter, configure_json_logging
 
     if fmt == "json":
         configure_json_logging()
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("orch")
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
@@ -84,10 +86,20 @@ def _catalog_refresh() -> tuple[float, Callable[[], object] | None]:
     return settings.every.total_seconds(), lambda: refresh([], settings)
 
 
+def _serve_metrics(service: Service, port: int, host: str) -> None:
+    """Start /metrics or fail with one line (an address not on this machine, a port in use)."""
+    try:
+        service.metrics.serve(port, host)
+    except (OSError, OverflowError, UnicodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        fail(f"cannot serve metrics on {shown(host)} port {port}: {reason} (--metrics-host must be an "
+             "address of this machine, e.g. 127.0.0.1; --metrics-port a free port, 0 to 65535)")
+
+
 @app.command("tick")
 def tick_cmd(
     until_quiet: Annotated[bool, typer.Option("--until-quiet", help="Tick again until nothing changes.")] = False,
-    max_ticks: Annotated[int, typer.Option("--max-ticks", min=1, help="At most this many ticks.")] = 20,
+    max_ticks: Annotated[int, typer.Option("--max-ticks", min=1, max=100_000, help="At most this many ticks.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per tick.")] = False,
 ) -> None:
     """Run reconcile tick(s) now: list the clouds, adopt, launch, recover, idle, collect orphans."""
@@ -101,13 +113,13 @@ def tick_cmd(
                 report = service.reconciler.tick()
                 doc = {"tick": n, **_report_doc(report)}
                 if as_json:
-                    sys.stdout.write(json.dumps(doc) + "\n")
+                    sys.stdout.write(dumps(doc) + "\n")
                 else:
                     changed = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("tick", "quiet", "errors")
                                        and v)
                     sys.stdout.write(f"tick {n}: {changed or 'quiet'}\n")
                     for err in report.errors:
-                        sys.stdout.write(f"  error: {err}\n")
+                        sys.stdout.write(f"  error: {safe_line(str(err))}\n")
                 sys.stdout.flush()
                 if report.quiet and not report.errors:
                     break
@@ -122,9 +134,10 @@ def tick_cmd(
 
 @app.command("daemon")
 def daemon_cmd(
-    interval: Annotated[float, typer.Option("--interval", min=0.05, help="Seconds between reconcile ticks.")] = 15.0,
-    metrics_port: Annotated[int | None, typer.Option("--metrics-port", help="Serve Prometheus /metrics here.")
-                            ] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between reconcile ticks (0.05 to 86400).")
+                        ] = 15.0,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=0, max=65535,
+                                                     help="Serve Prometheus /metrics here.")] = None,
     metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address for /metrics (keep it local).")
                             ] = "127.0.0.1",
     log_format: Annotated[str, typer.Option("--log-format", help="json or text.")] = "json",
@@ -145,7 +158,8 @@ def daemon_cmd(
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, release_leases
 
     if log_format not in ("json", "text"):
-        fail(f"--log-format must be json or text, not {log_format!r}")
+        fail(f"--log-format must be json or text, not {shown(log_format)}")
+    check_number("--interval", interval, low=0.05, high=86400)
     try:
         web = console_settings(console, console_token, token_flag="--console-token") if console else None
     except ConsoleConfigError as exc:
@@ -165,7 +179,7 @@ def daemon_cmd(
     try:
         with daemon_lock(service.store), serving(service.store, web, budgets=_budgets()):
             if metrics_port is not None:
-                service.metrics.serve(metrics_port, metrics_host)
+                _serve_metrics(service, metrics_port, metrics_host)
                 log.info("metrics", extra={"fields": {"url": f"http://{metrics_host}:{metrics_port}/metrics"}})
             log.info("store", extra={"fields": {"url": service.store.url, "lease_owner": service.lease_owner}})
             run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval,

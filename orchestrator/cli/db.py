@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.errors import fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 db_app = typer.Typer(help="The state store (SQLite file, or PostgreSQL via ORCH_DATABASE_URL).",
@@ -64,9 +65,8 @@ def current_cmd(
     except Exception as exc:
         fail(f"cannot read {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1, as_json=as_json)
     if as_json:
-        import json
 
-        sys.stdout.write(json.dumps({"url": redact(target), "current": current, "head": head,
+        sys.stdout.write(dumps({"url": redact(target), "current": current, "head": head,
                                      "up_to_date": current == head}) + "\n")
         return
     state = "up to date" if current == head else "run `orch db upgrade`"

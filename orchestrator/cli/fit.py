@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
 import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 
@@ -65,7 +65,7 @@ def fit(
     catalog = load_catalog()
     options = fit_all(query, catalog.offers)
     if as_json:
-        sys.stdout.write(json.dumps([o.to_json() for o in options], indent=2) + "\n")
+        sys.stdout.write(dumps([o.to_json() for o in options], indent=2) + "\n")
     if not any(o.fits for o in options):
         hints = relaxations(query, catalog.offers)
         sys.stderr.write(f"error: nothing fits within {max_nodes} machines: {describe(query)}\n")

@@ -7,8 +7,6 @@ commands so ``orch --help`` stays fast.
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -17,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, fail_manifests
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, fail_manifests, warn
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.progress import Progress
 
@@ -93,8 +92,8 @@ def _money(usd: float) -> str:
 @app.command("plan")
 def plan_cmd(
     paths: PathsArg,
-    alternatives: Annotated[int, typer.Option("--alternatives", "-a", help="Offers to show after the chosen one.")]
-    = 4,
+    alternatives: Annotated[int, typer.Option("--alternatives", "-a", min=0, max=1000,
+                                              help="Offers to show after the chosen one.")] = 4,
     live: Annotated[bool, typer.Option("--live", help="Also ask configured providers that price live.")] = False,
     configured: Annotated[bool, typer.Option("--configured", help="Only offers of providers in orch's config "
                                              "(what `orch apply --launch` can get).")] = False,
@@ -116,7 +115,7 @@ def plan_cmd(
         for p in providers.values():
             _close(p)
     if as_json:
-        _out(json.dumps([p.to_json() for p in plans], indent=2))
+        _out(dumps([p.to_json() for p in plans], indent=2))
     else:
         for i, jp in enumerate(plans):
             if i:
@@ -201,7 +200,8 @@ def apply_cmd(
     launch: Annotated[bool | None, typer.Option("--launch/--no-launch", help="Launch pending jobs now "
                                                 "(default: only when no daemon runs).", show_default=False)]
     = None,
-    max_ticks: Annotated[int, typer.Option("--max-ticks", help="Reconcile rounds at most while launching.")] = 8,
+    max_ticks: Annotated[int, typer.Option("--max-ticks", min=1, max=10_000,
+                                           help="Reconcile rounds at most while launching.")] = 8,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Launch without asking.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what would be recorded and launched.")]
     = False,
@@ -245,7 +245,7 @@ def status_cmd(
         except JobsError as exc:
             fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
         if as_json:
-            return json.dumps(report.to_json(), indent=None if watching else 2)
+            return dumps(report.to_json(), indent=None if watching else 2)
         return "\n".join(_status_lines(report))
 
     try:
@@ -310,8 +310,8 @@ def down_cmd(
         fail("give job names or --all, not both", EXIT_BAD_INPUT, as_json=as_json)
     if not everything and not names:
         fail("name the jobs to tear down, or pass --all", EXIT_BAD_INPUT, as_json=as_json)
-    if not (0 < timeout < math.inf) or not (0 <= poll < math.inf):
-        fail("--timeout must be positive and --poll not negative", EXIT_BAD_INPUT, as_json=as_json)
+    check_number("--timeout", timeout, low=0, above=True, high=7 * 86400, as_json=as_json)
+    check_number("--poll", poll, low=0, high=3600, as_json=as_json)
     what = "every job" if everything else ", ".join(names)
     if not yes:
         if as_json or not sys.stdin.isatty():
@@ -336,7 +336,7 @@ def down_cmd(
     finally:
         store.close()
     for err in outcome.errors[:10]:
-        sys.stderr.write(f"warning: {err}\n")
+        warn(str(err))
     _down_result(targets, before, outcome, as_json)
     if not outcome.confirmed:
         sys.stderr.write(f"error: {len(outcome.remaining)} machine(s) not confirmed gone after {timeout:g}s:\n")
@@ -386,7 +386,7 @@ def machines_left(left: Sequence[InstanceView]) -> str:
 def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOutcome | None, as_json: bool) -> None:
     if as_json:
         remaining = outcome.remaining if outcome else []
-        _out(json.dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
+        _out(dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
                          "remaining": [i.to_json() for i in remaining],
                          "errors": list(outcome.errors) if outcome else []}, indent=2))
     elif not targets:
@@ -414,11 +414,11 @@ def events_cmd(
 
     if limit is not None and limit < 1:
         fail("--limit must be 1 or more", EXIT_BAD_INPUT)
-    if poll < 0 or (max_wait is not None and max_wait < 0):
-        fail("--poll and --max-wait must not be negative", EXIT_BAD_INPUT)
+    check_number("--poll", poll, low=0, high=3600)
+    check_number("--max-wait", max_wait, low=0, high=365 * 86400)
 
     def emit(e: EventView) -> None:
-        _out(json.dumps(e.to_json()) if as_json else e.line())
+        _out(dumps(e.to_json()) if as_json else e.line())
         sys.stdout.flush()
 
     store = _store()

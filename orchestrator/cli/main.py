@@ -7,13 +7,68 @@ tables) inside the command functions, never at module level.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
+
+
+class OrchGroup(TyperGroup):
+    """The root command: click's usage errors and any escaped exception become one redacted line.
+
+    click prints a bad option value back ("Invalid value for '--count': 'AKIA...'"): here every such
+    message goes through ``orchestrator.redaction`` first. An exception no command handled is a bug in
+    orch: it is reported as one line on stderr (exit 1) instead of a traceback; ``ORCH_DEBUG=1`` shows
+    the traceback.
+    """
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            _show_click_error(exc, self)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            sys.stderr.write("Aborted!\n")
+            sys.exit(1)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if os.environ.get("ORCH_DEBUG"):
+                raise
+            from orchestrator.cli.errors import internal_error
+
+            internal_error(exc)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _show_click_error(exc: click.ClickException, group: TyperGroup) -> None:
+    from orchestrator.redaction import safe_line
+
+    exc.message = safe_line(exc.message, 400)
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        exc.show()
+        return
+    from typer.core import HAS_RICH
+
+    if HAS_RICH and group.rich_markup_mode is not None:
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)
+    else:
+        exc.show()
+
 
 app = typer.Typer(
     name="orch",
+    cls=OrchGroup,
     help="Cloud GPU provisioning and cost optimisation: quote, plan, launch, watch, recover.",
     no_args_is_help=True,
     add_completion=True,

@@ -9,17 +9,17 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.errors import fail, fail_manifests
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of job manifests (for editors: see docs/manifests.md)."""
-    import json
 
     from orchestrator.manifest import json_schema
 
-    sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(dumps(json_schema(), indent=2) + "\n")
 
 
 @app.command()
@@ -29,7 +29,6 @@ def validate(
     as_json: Annotated[bool, typer.Option("--json", help="The result (or the errors) as JSON.")] = False,
 ) -> None:
     """Check manifests without touching any cloud or database; exit 2 on any error."""
-    import json
 
     from orchestrator.manifest import ManifestError, load_manifests
 
@@ -48,7 +47,7 @@ def validate(
             n = sum(1 for m in loaded if m.source.resolve() == path.resolve())
         files.append((path, n))
     if as_json:
-        sys.stdout.write(json.dumps({"ok": True, "files": [{"path": str(p), "jobs": n} for p, n in files],
+        sys.stdout.write(dumps({"ok": True, "files": [{"path": str(p), "jobs": n} for p, n in files],
                                      "jobs": [{"name": m.manifest.name, "source": str(m.source)} for m in loaded]},
                                     indent=2) + "\n")
         return

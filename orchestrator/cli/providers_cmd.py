@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
 import typer
 
 from orchestrator.cli.errors import fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 
@@ -27,7 +27,7 @@ def providers_command(
         fail(str(exc))
     statuses = [provider_status(config, name) for name in PROVIDER_NAMES]
     if as_json:
-        sys.stdout.write(json.dumps([s.to_json() for s in statuses], indent=2) + "\n")
+        sys.stdout.write(dumps([s.to_json() for s in statuses], indent=2) + "\n")
         return
     from rich.console import Console
     from rich.markup import escape

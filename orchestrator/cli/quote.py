@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -11,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
@@ -87,10 +87,8 @@ def quote(
                                   "--count 4)")
         if nodes < 1:
             raise QuoteInputError(f"--nodes must be 1 or more, got {nodes}")
-        if max_price is not None and max_price < 0:
-            raise QuoteInputError(f"--max-price must not be negative, got {max_price}")
-        if min_vram is not None and min_vram < 0:
-            raise QuoteInputError(f"--min-vram must not be negative, got {min_vram}")
+        check_number("--max-price", max_price, low=0)
+        check_number("--min-vram", min_vram, low=0)
         if limit is not None and limit < 1:
             raise QuoteInputError(f"--limit must be 1 or more, got {limit}")
         if history and not gpus:
@@ -122,7 +120,7 @@ def quote(
     rows = run_quote(offers, req, SortKey(sort.value), limit, datetime.now(UTC))
 
     if as_json:
-        sys.stdout.write(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+        sys.stdout.write(dumps([r.to_json() for r in rows], indent=2) + "\n")
         if not rows:
             raise SystemExit(EXIT_NO_MATCH)
         return
@@ -149,7 +147,7 @@ def _print_gpus(offers: list[Offer], req: GpuRequest, any_count: bool, catalog: 
 
     summaries = gpu_summaries(offers, req, any_count)
     if as_json:
-        sys.stdout.write(json.dumps([s.to_json() for s in summaries], indent=2) + "\n")
+        sys.stdout.write(dumps([s.to_json() for s in summaries], indent=2) + "\n")
     else:
         from orchestrator.cli.render_quote import print_gpu_list
 
@@ -168,7 +166,7 @@ def _print_history(gpus: tuple[str, ...], count: int | None, as_json: bool) -> N
         doc = [{"gpu": g, "provider": t.provider, "market": t.market,
                 "points": [{"at": p.at.isoformat(), "price_per_gpu_hr": round(p.price_per_gpu_hr, 6)}
                            for p in t.points]} for g, ts in found.items() for t in ts]
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(dumps(doc, indent=2) + "\n")
     else:
         from orchestrator.cli.render_quote import print_history
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 
@@ -79,7 +79,7 @@ def rehearse(
                             timeout, compare, keep)
     report = run_rehearsal(m, chosen[0].source, opts, lambda line: sys.stderr.write(f"rehearse: {line}\n"))
     if as_json:
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        sys.stdout.write(dumps(report.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write("\n".join(report.lines()) + "\n")
     raise SystemExit(report.exit_code)

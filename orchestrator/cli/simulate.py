@@ -5,7 +5,6 @@ Nothing heavy at module level: the policy package, numpy and matplotlib load ins
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -15,11 +14,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
+from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.redaction import shown
 
 if TYPE_CHECKING:
     from orchestrator.policy.evaluate import CaseResult, PolicySummary
     from orchestrator.policy.model import ProblemSpec
+    from orchestrator.policy.traces import ZoneSet
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|s|d)?\s*$", re.IGNORECASE)
 _UNIT_H = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600, "d": 24.0}
@@ -29,12 +31,38 @@ class DurationError(ValueError):
     pass
 
 
+#: A simulated job's window (deadline / the traces' gap) holds at most this many ticks: a two-week deadline at
+#: 30 s ticks is 40,320, and the optimum costs about half a millisecond per tick and start. The gap is at
+#: most MAX_GAP_PER_SLACK times the slack (deadline - work; the optimum's grid divides a tick by that ratio).
+MAX_WINDOW_TICKS = 50_000
+MAX_GAP_PER_SLACK = 500.0
+MAX_HOURS = 10 * 365 * 24.0
+
+
 def parse_duration_h(flag: str, text: str) -> float:
-    """'48h', '12m', '0.2h', '720s', '2d' (a bare number is hours) -> hours."""
-    m = _DURATION.match(text)
+    """'48h', '12m', '0.2h', '720s', '2d' (a bare number is hours) -> hours, at most ten years."""
+    m = _DURATION.fullmatch(text)
     if not m:
-        raise DurationError(f"{flag}: {text!r} is not a duration (examples: 48h, 12m, 0.2h, 720s)")
-    return float(m.group(1)) * _UNIT_H[(m.group(2) or "h").lower()]
+        raise DurationError(f"{flag}: {shown(text)} is not a duration (examples: 48h, 12m, 0.2h, 720s)")
+    hours = float(m.group(1)) * _UNIT_H[(m.group(2) or "h").lower()]
+    if not math.isfinite(hours) or hours > MAX_HOURS:
+        raise DurationError(f"{flag}: {shown(text)} is longer than ten years")
+    return hours
+
+
+def check_sets(spec: ProblemSpec, sets: list[ZoneSet]) -> None:
+    """Refuse zone sets whose replay would be absurdly long (a tiny gap, a gap far coarser than the slack)."""
+    from orchestrator.policy.simulator import window_ticks
+
+    for zs in sets:
+        ticks = window_ticks(spec, zs.gap_h)
+        if ticks > MAX_WINDOW_TICKS:
+            raise ValueError(f"{zs.name}: a {spec.deadline_h:g} h deadline is {ticks} ticks of "
+                             f"{zs.gap_h * 3600:g} s, more than {MAX_WINDOW_TICKS}: use a coarser trace or a "
+                             "shorter --deadline")
+        if zs.gap_h > MAX_GAP_PER_SLACK * (spec.deadline_h - spec.work_h):
+            raise ValueError(f"{zs.name}: the trace's ticks ({zs.gap_h * 3600:g} s) are too coarse for a slack "
+                             f"of {(spec.deadline_h - spec.work_h) * 3600:g} s (--deadline minus --work)")
 
 
 @app.command()
@@ -73,23 +101,24 @@ def simulate(
         spec = ProblemSpec(parse_duration_h("--work", work), parse_duration_h("--deadline", deadline),
                            parse_duration_h("--overhead", overhead), spot_price)
         names = tuple(dict.fromkeys(make_policy(p).name for p in policy)) or POLICY_NAMES
-        if starts < 1:
-            raise ValueError(f"--starts must be 1 or more, got {starts}")
+        if not 1 <= starts <= 10_000:
+            raise ValueError(f"--starts must be 1 to 10000, got {starts}")
         if zones not in ("single", "multi", "both"):
-            raise ValueError(f"--zones must be single, multi or both, got {zones!r}")
+            raise ValueError(f"--zones must be single, multi or both, got {shown(zones)}")
         if trace_prices is not None and not (math.isfinite(trace_prices) and trace_prices > 0):
             raise ValueError(f"--trace-prices must be a positive on-demand price, got {trace_prices}")
-        if workers is not None and workers < 1:
-            raise ValueError(f"--workers must be 1 or more, got {workers}")
+        if workers is not None and not 1 <= workers <= 256:
+            raise ValueError(f"--workers must be 1 to 256, got {workers}")
         if plot is not None:
             _check_matplotlib()
         sets = discover(traces, single=zones != "multi", multi=zones != "single", on_demand_price=trace_prices)
+        check_sets(spec, sets)
     except (DurationError, ProblemError, UnknownPolicyError, TraceError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
 
     cases = evaluate(spec, sets, names, starts, notice=notice, with_optimum=not no_optimum, workers=workers)
     if as_json:
-        sys.stdout.write(json.dumps(_to_json(spec, names, cases), indent=2) + "\n")
+        sys.stdout.write(dumps(_to_json(spec, names, cases), indent=2) + "\n")
     else:
         _print_table(spec, names, cases, per_trace)
     if plot is not None:

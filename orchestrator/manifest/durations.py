@@ -6,6 +6,8 @@ import math
 import re
 from datetime import timedelta
 
+from orchestrator.redaction import shown
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?[smhdw])+$")
 _PART_RE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -37,14 +39,16 @@ def parse_duration(value: object) -> timedelta:
         seconds = float(value)
     elif isinstance(value, str):
         text = value.strip().lower().replace(" ", "")
-        if not _DURATION_RE.match(text):
+        if not _DURATION_RE.fullmatch(text):
             if text.startswith("-"):
                 raise HintedValueError("a duration cannot be negative", DURATION_HINT)
-            raise HintedValueError(f"{value!r} is not a duration", DURATION_HINT)
+            raise HintedValueError(f"{shown(value)} is not a duration", DURATION_HINT)
         seconds = sum(float(n) * _UNITS[u] for n, u in _PART_RE.findall(text))
     else:
         raise HintedValueError(f"a duration must be text such as 15m, not {type(value).__name__}", DURATION_HINT)
-    if not math.isfinite(seconds) or seconds < 0:
+    if not math.isfinite(seconds):
+        raise HintedValueError("a duration must be a finite number of seconds", DURATION_HINT)
+    if seconds < 0:
         raise HintedValueError("a duration cannot be negative", DURATION_HINT)
     if seconds > 10 * 365 * 86400:
         raise HintedValueError("a duration longer than ten years is surely a typo", DURATION_HINT)
@@ -74,9 +78,9 @@ def parse_price(value: object) -> float:
         text = value.strip().lower()
         if text.startswith(("-", "$-")):
             raise HintedValueError("a price cannot be negative", PRICE_HINT)
-        match = _PRICE_RE.match(text)
+        match = _PRICE_RE.fullmatch(text)
         if not match:
-            raise HintedValueError(f"{value!r} is not a price", PRICE_HINT)
+            raise HintedValueError(f"{shown(value)} is not a price", PRICE_HINT)
         amount = float(match.group(1))
     else:
         raise HintedValueError(f"a price must be a number, not {type(value).__name__}", PRICE_HINT)

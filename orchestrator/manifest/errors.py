@@ -1,4 +1,7 @@
-"""Manifest errors: each one names the file, the line and column, the field and a fix-it hint."""
+"""Manifest errors: each one names the file, the line and column, the field and a fix-it hint.
+
+Never a secret: the text is redacted (orchestrator.redaction) and cut to one line of bounded length.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +26,9 @@ class ManifestError(ValueError):
         super().__init__(self.format())
 
     def format(self) -> str:
+        """The one-line form; any secret-looking text in it is redacted, however it got there."""
+        from orchestrator.redaction import safe_line
+
         where = str(self.path)
         if self.line is not None:
             where += f":{self.line}:{self.col or 1}"
@@ -32,7 +38,7 @@ class ManifestError(ValueError):
         text += self.message
         if self.hint:
             text += f" ({self.hint})"
-        return text
+        return safe_line(text, 1000).replace("\n", " ")
 
     @property
     def errors(self) -> list[ManifestError]:

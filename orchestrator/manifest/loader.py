@@ -1,30 +1,43 @@
 """Read manifests from files and directories, reporting every problem at its line and column.
 
-The YAML is composed into nodes first so that each value keeps its position; pydantic's error
-locations are then mapped back to the key or value at fault.
+The YAML is built from the parser's events so that each value keeps its position (yamlread); text
+values are screened for credentials and control characters (screen); pydantic's error locations are
+then mapped back to the key or value at fault. The work is bounded whatever the input: file size,
+documents, values, depth, errors reported, and the names the did-you-mean search compares.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.inputfiles import os_error_text
 from orchestrator.manifest.durations import HintedValueError
 from orchestrator.manifest.errors import ManifestError, raise_all
 from orchestrator.manifest.schema import Manifest
+from orchestrator.manifest.screen import Finding, screen
+from orchestrator.manifest.yamlread import (
+    MAX_BYTES,
+    Document,
+    Path_,
+    Pos,
+    YamlInputError,
+    parse_yaml,
+    read_regular_file,
+)
+from orchestrator.redaction import shown
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")
-_MAX_NODES = 100_000      # an alias bomb expands past this: refuse it rather than hang
-_MAX_BYTES = 4 * 1024 * 1024
+MAX_ERRORS_PER_FILE = 50      # past this, one line says how many more: a broken file is not a flood
+_MAX_SUGGESTED = 20           # unknown names per document that get a did-you-mean
+_MAX_SUGGEST_LEN = 64         # longer names are not compared with anything
+MAX_WALK = 20_000             # files and directories a directory argument may hold
 
 
 class LoadedManifest(NamedTuple):
@@ -38,119 +51,48 @@ class LoadedManifest(NamedTuple):
     content_hash: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Pos:
-    line: int
-    col: int
-
-
-Path_ = tuple[str | int, ...]
-
-
-@dataclass
-class _Document:
-    data: Any
-    start: _Pos
-    keys: dict[Path_, _Pos]      # where each mapping key is written
-    values: dict[Path_, _Pos]    # where each value starts
-
-
-class _BuildError(Exception):
-    def __init__(self, message: str, pos: _Pos, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.pos = pos
-        self.hint = hint
-
-
-def _pos(mark: yaml.Mark | None) -> _Pos:
-    return _Pos(mark.line + 1, mark.column + 1) if mark is not None else _Pos(1, 1)
-
-
-class _Builder:
-    """Turns one composed YAML node into Python data while recording where each piece was written."""
-
-    def __init__(self, loader: yaml.SafeLoader) -> None:
-        self.loader = loader
-        self.keys: dict[Path_, _Pos] = {}
-        self.values: dict[Path_, _Pos] = {}
-        self.count = 0
-        self.active: set[int] = set()
-
-    def build(self, node: yaml.Node, path: Path_) -> Any:
-        self.count += 1
-        if self.count > _MAX_NODES:
-            raise _BuildError("the document is too large (aliases expand too far)", _pos(node.start_mark))
-        self.values.setdefault(path, _pos(node.start_mark))
-        if isinstance(node, yaml.ScalarNode):
-            return self.loader.construct_object(node, deep=True)
-        if id(node) in self.active:
-            raise _BuildError("a YAML alias refers to itself", _pos(node.start_mark))
-        self.active.add(id(node))
-        try:
-            if isinstance(node, yaml.SequenceNode):
-                return [self.build(child, (*path, i)) for i, child in enumerate(node.value)]
-            if isinstance(node, yaml.MappingNode):
-                self.loader.flatten_mapping(node)   # YAML merge keys (<<: *defaults)
-                out: dict[Any, Any] = {}
-                for key_node, value_node in node.value:
-                    if not isinstance(key_node, yaml.ScalarNode):
-                        raise _BuildError("a mapping key must be a plain value", _pos(key_node.start_mark))
-                    key = self.loader.construct_object(key_node, deep=True)
-                    if not isinstance(key, str | int | float | bool) and key is not None:
-                        raise _BuildError("a mapping key must be text", _pos(key_node.start_mark))
-                    if key in out:
-                        raise _BuildError(f"key {key!r} appears twice in one mapping", _pos(key_node.start_mark),
-                                          "remove one")
-                    key_path = (*path, key)
-                    self.keys[key_path] = _pos(key_node.start_mark)
-                    out[key] = self.build(value_node, key_path)
-                return out
-        finally:
-            self.active.discard(id(node))
-        raise _BuildError(f"unsupported YAML node {type(node).__name__}", _pos(node.start_mark))
-
-
-def _line_col(text: str, index: int) -> _Pos:
-    before = text[:index]
-    return _Pos(before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1)
-
-
-def _parse_documents(path: Path, text: str) -> list[_Document]:
+def _parse_documents(path: Path, text: str) -> list[Document]:
     try:
-        loader = yaml.SafeLoader(text)
-    except yaml.reader.ReaderError as exc:
-        pos = _line_col(text, exc.position)
-        raise ManifestError(path, f"character #x{exc.character:04x} is not allowed in YAML", line=pos.line,
-                            col=pos.col, hint="remove control characters") from None
-    docs: list[_Document] = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            builder = _Builder(loader)
-            data = builder.build(node, ())
-            docs.append(_Document(data, _pos(node.start_mark), builder.keys, builder.values))
-    except _BuildError as exc:
-        raise ManifestError(path, exc.message, line=exc.pos.line, col=exc.pos.col, hint=exc.hint) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        raise ManifestError(path, f"YAML syntax error: {message}", line=_pos(mark).line, col=_pos(mark).col,
-                            hint="check the indentation and quoting") from None
-    except yaml.reader.ReaderError as exc:
-        pos = _line_col(text, exc.position)
-        raise ManifestError(path, f"character #x{exc.character:04x} is not allowed in YAML", line=pos.line,
-                            col=pos.col, hint="remove control characters") from None
-    except yaml.YAMLError as exc:
-        raise ManifestError(path, f"YAML error: {' '.join(str(exc).split())}") from None
-    except (ValueError, OverflowError, RecursionError) as exc:
-        # PyYAML's constructors can raise plain errors on odd scalars (e.g. out-of-range timestamps).
-        raise ManifestError(path, f"unreadable YAML value: {type(exc).__name__}") from None
-    finally:
-        loader.dispose()
-    return docs
+        return parse_yaml(text)
+    except YamlInputError as exc:
+        raise ManifestError(path, exc.message, line=exc.line, col=exc.col, hint=exc.hint) from None
+
+
+def _screen(path: Path, doc: Document, findings: list[Finding]) -> list[ManifestError]:
+    """Credentials and control characters in the document's text, each at its key or value: the first
+    MAX_ERRORS_PER_FILE + 1 in document order (a file full of them is not a flood)."""
+    placed = []
+    for finding in findings:
+        pos = (doc.keys.get(finding.path) if finding.on_key else None) or _nearest(doc, finding.path)
+        placed.append((pos.line, pos.col, finding))
+    placed.sort(key=lambda p: (p[0], p[1]))
+    return [ManifestError(path, f.message, line=line, col=col, field=_field_text(f.path, f.on_key), hint=f.hint)
+            for line, col, f in placed[:MAX_ERRORS_PER_FILE + 1]]
+
+
+def _under(loc: tuple[str | int, ...], paths: set[Path_]) -> bool:
+    return any(loc[:n] in paths for n in range(1, len(loc) + 1))
+
+
+def _nearest(doc: Document, path: Path_) -> Pos:
+    """Where the value at ``path`` is written, or its nearest written ancestor (values under an alias)."""
+    for n in range(len(path), -1, -1):
+        pos = doc.values.get(path[:n])
+        if pos is not None:
+            return pos
+    return doc.start
+
+
+def _field_text(path: Path_, on_key: bool = False) -> str:
+    parts = path[:-1] if on_key and path and not _printable_key(path[-1]) else path
+    text = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in parts).replace(".[", "[")
+    return text if text else "(document)"
+
+
+def _printable_key(key: object) -> bool:
+    from orchestrator.redaction import find_secret
+
+    return isinstance(key, str) and len(key) <= 64 and find_secret(key) is None and key.isprintable()
 
 
 # -- mapping pydantic errors back to positions ------------------------------------------------------
@@ -185,7 +127,25 @@ def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
     return model
 
 
-def _error_from_pydantic(path: Path, doc: _Document, err: Any) -> ManifestError:
+class _Suggester:
+    """Did-you-mean for unknown field names, within a budget: a hostile file with 20,000 unknown names
+    (or one name of a megabyte) costs no more than a typo."""
+
+    def __init__(self) -> None:
+        self.left = _MAX_SUGGESTED
+
+    def hint(self, unknown: str, known: list[str]) -> str:
+        if self.left > 0 and len(unknown) <= _MAX_SUGGEST_LEN:
+            self.left -= 1
+            import difflib
+
+            close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.5)
+            if close:
+                return f"did you mean {close[0]!r}?"
+        return f"known fields here: {', '.join(known)}"
+
+
+def _error_from_pydantic(path: Path, doc: Document, err: Any, suggester: _Suggester) -> ManifestError:
     loc = tuple(err["loc"])
     kind = err["type"]
     # Keep only the parts of loc that are really in the document (pydantic adds union-member tags).
@@ -196,10 +156,10 @@ def _error_from_pydantic(path: Path, doc: _Document, err: Any) -> ManifestError:
     field_parts: list[str | int] = list(clean)
     if kind == "missing" and loc and isinstance(loc[-1], str) and loc[-1] not in clean:
         field_parts.append(loc[-1])
-    field = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in field_parts).replace(".[", "[")
     key = tuple(clean)
     on_key = kind == "extra_forbidden" or (len(loc) > len(clean) and loc[len(clean)] == "[key]")
-    pos = (doc.keys.get(key) if on_key else None) or doc.values.get(key) or doc.start
+    field = _field_text(tuple(field_parts), on_key)
+    pos = (doc.keys.get(key) if on_key else None) or _nearest(doc, key)
     hint: str | None = None
     message = err["msg"]
     ctx = err.get("ctx") or {}
@@ -210,15 +170,15 @@ def _error_from_pydantic(path: Path, doc: _Document, err: Any) -> ManifestError:
         message = message[len("Value error, "):]
     if kind == "extra_forbidden":
         unknown = str(loc[-1]) if loc else ""
-        known = _field_names(_model_at(clean[:-1]) or Manifest)
-        close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.5)
-        message = "unknown field"
-        hint = f"did you mean {close[0]!r}?" if close else f"known fields here: {', '.join(known)}"
+        message = "unknown field" if _printable_key(unknown) else f"unknown field {shown(unknown, 40)}"
+        hint = suggester.hint(unknown, _field_names(_model_at(clean[:-1]) or Manifest))
     elif kind == "missing":
         message = "required field is missing"
     elif kind in ("model_type", "dict_type") or kind.endswith("_type"):
         got = type(err.get("input")).__name__
         message = f"{message.rstrip('.')} (got {_yaml_type(got)})"
+    elif kind == "finite_number":
+        message, hint = "must be a finite number", "write a number such as 24 (not .inf or .nan)"
     elif kind == "literal_error" and field == "apiVersion":
         hint = "write apiVersion: orch/v1"
     elif kind == "literal_error" and field == "kind":
@@ -230,29 +190,41 @@ def _error_from_pydantic(path: Path, doc: _Document, err: Any) -> ManifestError:
 
 def _yaml_type(python_type: str) -> str:
     return {"dict": "a mapping", "list": "a list", "str": "text", "int": "an integer", "float": "a number",
-            "bool": "a boolean", "NoneType": "nothing", "datetime": "a date-time", "date": "a date"}.get(
-        python_type, python_type)
+            "YamlInt": "an integer", "YamlFloat": "a number", "bool": "a boolean", "NoneType": "nothing",
+            "datetime": "a date-time", "date": "a date"}.get(python_type, python_type)
 
 
-def _validate_document(path: Path, doc: _Document) -> Manifest:
+def _validate_document(path: Path, doc: Document) -> Manifest:
     if not isinstance(doc.data, dict):
         raise ManifestError(path, f"a manifest must be a mapping (got {_yaml_type(type(doc.data).__name__)})",
                             line=doc.start.line, col=doc.start.col, hint="start with apiVersion: orch/v1")
+    findings = screen(doc.data)
+    screened = _screen(path, doc, findings)
+    # A screened value is reported once, as what it looks like; what pydantic says of it could repeat it.
+    hidden = {f.path for f in findings}
     try:
-        return Manifest.model_validate(doc.data)
+        manifest = Manifest.model_validate(doc.data)
     except ValidationError as exc:
+        suggester = _Suggester()
         seen: set[tuple[str, int, int]] = set()
-        errors: list[ManifestError] = []
+        errors: list[ManifestError] = list(screened)
         for err in exc.errors(include_url=False):
-            me = _error_from_pydantic(path, doc, err)
+            if _under(tuple(err["loc"]), hidden):
+                continue
+            me = _error_from_pydantic(path, doc, err, suggester)
             marker = (me.field, me.line or 0, me.col or 0)
             if marker in seen:   # one union failing several ways is one problem
                 continue
             seen.add(marker)
             errors.append(me)
+            if len(errors) > MAX_ERRORS_PER_FILE:
+                break
         errors.sort(key=lambda e: (e.line or 0, e.col or 0))
-        raise_all(errors)
+        raise_all(_capped(path, errors))
         raise AssertionError("unreachable") from None
+    if screened:
+        raise_all(_capped(path, screened))
+    return manifest
 
 
 def content_hash(manifest: Manifest) -> str:
@@ -265,52 +237,82 @@ def _manifest_files(paths: Iterable[Path | str]) -> tuple[list[Path], list[Manif
     errors: list[ManifestError] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file())
-            if not found:
-                errors.append(ManifestError(path, "no manifests here", hint="orch reads *.yaml and *.yml files"))
-            files.extend(found)
-        elif path.exists():
-            files.append(path)
-        else:
-            errors.append(ManifestError(path, "no such file or directory"))
+        try:
+            if path.is_dir():
+                found = _walk(path)
+                if not found:
+                    errors.append(ManifestError(path, "no manifests here", hint="orch reads *.yaml and *.yml files"))
+                files.extend(found)
+            elif path.exists():
+                files.append(path)
+            else:
+                errors.append(ManifestError(path, "no such file or directory"))
+        except OSError as exc:   # a name too long, a directory that cannot be listed
+            errors.append(ManifestError(path, os_error_text(exc)))
+        except ManifestError as exc:
+            errors.append(exc)
     unique: list[Path] = []
     seen: set[Path] = set()
     for f in files:
-        key = f.resolve()
+        try:
+            key = f.resolve()
+        except (OSError, RuntimeError):   # a symlink loop: reading it reports the error
+            key = f
         if key not in seen:
             seen.add(key)
             unique.append(f)
     return unique, errors
 
 
+def _walk(root: Path) -> list[Path]:
+    """The manifest files under ``root``, sorted; ManifestError past MAX_WALK entries (``orch validate /``
+    must not walk the whole disk). Unreadable subdirectories are skipped."""
+    import os
+
+    found: list[Path] = []
+    seen = 0
+    for directory, dirs, names in os.walk(root):
+        seen += len(dirs) + len(names)
+        if seen > MAX_WALK:
+            raise ManifestError(root, f"more than {MAX_WALK} entries under this directory",
+                                hint="name the directory that holds the manifests")
+        dirs.sort()
+        found.extend(Path(directory) / n for n in names if Path(n).suffix in MANIFEST_SUFFIXES)
+    return sorted(p for p in found if p.is_file())
+
+
 def _read(path: Path) -> str:
     try:
-        size = path.stat().st_size
-        if size > _MAX_BYTES:
-            raise ManifestError(path, f"file is too large for a manifest ({size} bytes)")
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ManifestError(path, f"not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ManifestError(path, f"cannot read: {exc.strerror or exc}") from None
+        return read_regular_file(path, MAX_BYTES)
+    except YamlInputError as exc:
+        raise ManifestError(path, exc.message, line=exc.line, col=exc.col, hint=exc.hint) from None
 
 
-def parse_text(text: str, path: Path | str = "<string>") -> list[tuple[Manifest, _Pos]]:
+def _capped(path: Path, errors: list[ManifestError]) -> list[ManifestError]:
+    if len(errors) <= MAX_ERRORS_PER_FILE:
+        return errors
+    return [*errors[:MAX_ERRORS_PER_FILE],
+            ManifestError(path, f"more problems in this file than the {MAX_ERRORS_PER_FILE} shown",
+                          hint="fix these first")]
+
+
+def parse_text(text: str, path: Path | str = "<string>") -> list[tuple[Manifest, Pos]]:
     """Validate every document of one YAML text; raise ManifestError (all problems) if any is bad."""
     path = Path(path)
-    out: list[tuple[Manifest, _Pos]] = []
+    out: list[tuple[Manifest, Pos]] = []
     errors: list[ManifestError] = []
     for doc in _parse_documents(path, text):
         if doc.data is None:
             continue    # an empty document, e.g. after a trailing ---
+        if len(errors) > MAX_ERRORS_PER_FILE:
+            break
         try:
             manifest = _validate_document(path, doc)
         except ManifestError as exc:
             errors.extend(exc.errors)
             continue
         out.append((manifest, doc.values.get(("name",), doc.start)))
-    raise_all(errors)
+    raise_all(_capped(path, errors))
     return out
 
 
@@ -322,7 +324,7 @@ def load_manifests(paths: Iterable[Path | str]) -> list[LoadedManifest]:
     """
     files, errors = _manifest_files(paths)
     loaded: list[LoadedManifest] = []
-    first_seen: dict[str, tuple[Path, _Pos]] = {}
+    first_seen: dict[str, tuple[Path, Pos]] = {}
     for path in files:
         try:
             results = parse_text(_read(path), path)

@@ -35,6 +35,7 @@ from orchestrator.manifest.durations import (
     parse_price,
 )
 from orchestrator.manifest.model_spec import ModelSpec
+from orchestrator.redaction import shown
 
 API_VERSION = "orch/v1"
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
@@ -68,11 +69,13 @@ Price = Annotated[
 
 
 def _scalar_text(value: object) -> object:
-    """Plain config values may be written as YAML numbers/booleans; the process sees text."""
+    """Plain config values may be written as YAML numbers/booleans; the process sees text: a number as
+    it was written (``1e-4`` stays ``1e-4``, ``1.10`` stays ``1.10``) where the loader kept it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return str(value)
+        source = getattr(value, "source", None)
+        return source if isinstance(source, str) else str(value)
     return value
 
 
@@ -81,22 +84,39 @@ EnvValue = Annotated[str, BeforeValidator(_scalar_text), WithJsonSchema(_SCALAR_
 Arg = Annotated[str, BeforeValidator(_scalar_text), WithJsonSchema(_SCALAR_JSON)]
 
 
+# A deadline is a moment within orch's reach: instants outside this range are typos (and near year 1 or
+# 9999 an offset would carry them out of what a datetime can hold).
+_DEADLINE_MIN = datetime(2000, 1, 1, tzinfo=UTC)
+_DEADLINE_MAX = datetime(2200, 1, 1, tzinfo=UTC)
+_DEADLINE_HINT = "write an ISO date-time like 2025-07-01T18:00:00Z, or a duration from apply like 36h"
+
+
+def _deadline_instant(value: datetime) -> datetime:
+    try:
+        instant = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (OverflowError, ValueError):   # year 1 east of UTC, year 9999 west of it
+        instant = None
+    if instant is None or not _DEADLINE_MIN <= instant < _DEADLINE_MAX:
+        raise HintedValueError(f"the deadline {value.isoformat()} is out of range (2000 to 2199, UTC)",
+                               _DEADLINE_HINT)
+    return instant
+
+
 def _parse_deadline(value: object) -> datetime | timedelta:
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return _deadline_instant(value)
     if isinstance(value, str):
         text = value.strip()
         try:
-            return _parse_deadline(datetime.fromisoformat(text.replace("Z", "+00:00")))
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            pass
+            parsed = None
+        if parsed is not None:
+            return _deadline_instant(parsed)
         try:
             return parse_duration(text)
         except HintedValueError:
-            raise HintedValueError(
-                f"{value!r} is neither a date-time nor a duration",
-                "write an ISO date-time like 2025-07-01T18:00:00Z, or a duration from apply like 36h",
-            ) from None
+            raise HintedValueError(f"{shown(value)} is neither a date-time nor a duration", _DEADLINE_HINT) from None
     if isinstance(value, timedelta | int | float) and not isinstance(value, bool):
         return parse_duration(value)
     raise HintedValueError("a deadline must be a date-time or a duration", DURATION_HINT)
@@ -118,8 +138,9 @@ Deadline = Annotated[
 
 class _Model(BaseModel):
     # Strict: a YAML string is not silently a number. Enum fields opt out (they take their values).
+    # No .inf/.nan: every number is a finite amount of something.
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True,
-                              use_enum_values=False)
+                              use_enum_values=False, allow_inf_nan=False)
 
 
 class MarketChoice(StrEnum):
@@ -148,7 +169,7 @@ def _canonical_gpu(name: str) -> str:
     except UnknownGpuError as exc:
         hint = (f"did you mean {' or '.join(exc.suggestions)}?" if exc.suggestions
                 else f"known: {', '.join(canonical_names())}")
-        raise HintedValueError(f"unknown GPU {name!r}", hint) from None
+        raise HintedValueError(f"unknown GPU {shown(name)}", hint) from None
 
 
 def _canonical_provider(name: str) -> str:
@@ -159,7 +180,7 @@ def _canonical_provider(name: str) -> str:
     except UnknownProviderError as exc:
         hint = (f"did you mean {' or '.join(exc.suggestions)}?" if exc.suggestions
                 else f"known: {', '.join(PROVIDER_NAMES)}")
-        raise HintedValueError(f"unknown provider {name!r}", hint) from None
+        raise HintedValueError(f"unknown provider {shown(name)}", hint) from None
 
 
 def _region_glob(pattern: str) -> str:
@@ -172,7 +193,7 @@ def _region_glob(pattern: str) -> str:
 
 
 def _secret_name(name: str) -> str:
-    if not _ENV_NAME_RE.match(name):
+    if not _ENV_NAME_RE.fullmatch(name):
         # Never repeat the text back: it may be the credential itself.
         raise HintedValueError("give the NAME of an environment variable, not its value",
                                "e.g. secrets: [HF_TOKEN, WANDB_API_KEY]; names are A-Z, 0-9 and _")
@@ -180,8 +201,8 @@ def _secret_name(name: str) -> str:
 
 
 def _env_key(key: str) -> str:
-    if not _ENV_KEY_RE.match(key):
-        raise HintedValueError(f"{key!r} is not an environment variable name", "use letters, digits and _")
+    if not _ENV_KEY_RE.fullmatch(key):
+        raise HintedValueError(f"{shown(key)} is not an environment variable name", "use letters, digits and _")
     if _SECRETISH_ENV_RE.search(key):
         raise HintedValueError(f"{key} looks like a credential",
                                f"list its name under secrets: and export {key} where orch runs")
@@ -205,7 +226,8 @@ class Resources(_Model):
     gpu: Annotated[list[GpuName], BeforeValidator(_gpu_list),
                    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
                                                                   "minItems": 1}]})] = Field(
-        default_factory=list, description="A GPU name or a list of acceptable ones (any alias; stored canonical). "
+        default_factory=list, max_length=32,
+        description="A GPU name or a list of acceptable ones (any alias; stored canonical). "
         "Optional with a model: block (orch then picks the GPUs that fit).")
     count: int = Field(1, ge=1, le=64, description="GPUs per node.")
     nodes: int = Field(1, ge=1, le=256, description="Machines.")
@@ -227,8 +249,8 @@ class Resources(_Model):
 class ProviderFilter(_Model):
     """Provider names (aws, gcp, azure, runpod, vastai, lambda, ssh; aliases accepted)."""
 
-    allow: list[ProviderName] = Field(default_factory=list, description="Only these (empty: any).")
-    deny: list[ProviderName] = Field(default_factory=list, description="Never these.")
+    allow: list[ProviderName] = Field(default_factory=list, max_length=32, description="Only these (empty: any).")
+    deny: list[ProviderName] = Field(default_factory=list, max_length=32, description="Never these.")
 
     @field_validator("allow", "deny")
     @classmethod
@@ -239,8 +261,8 @@ class ProviderFilter(_Model):
 class RegionFilter(_Model):
     """Region or zone globs (``us-*``, ``europe-west4-?``), matched against both region and zone."""
 
-    allow: list[RegionGlob] = Field(default_factory=list, description="Only these (empty: any).")
-    deny: list[RegionGlob] = Field(default_factory=list, description="Never these.")
+    allow: list[RegionGlob] = Field(default_factory=list, max_length=256, description="Only these (empty: any).")
+    deny: list[RegionGlob] = Field(default_factory=list, max_length=256, description="Never these.")
 
 
 class Run(_Model):
@@ -248,7 +270,7 @@ class Run(_Model):
 
     launcher: Launcher = Field(strict=False, description="torchrun, accelerate, deepspeed, or command (run as given).")
     script: str | None = Field(None, min_length=1, description="The training script (not for launcher: command).")
-    args: list[Arg] = Field(default_factory=list, description="Arguments after the script.")
+    args: list[Arg] = Field(default_factory=list, max_length=1000, description="Arguments after the script.")
     command: str | None = Field(None, min_length=1, description="The shell command, for launcher: command.")
     backend: Literal["nccl", "gloo"] | None = Field(None, description="torch.distributed backend (default nccl).")
     config: str | None = Field(None, min_length=1,
@@ -277,7 +299,7 @@ class Run(_Model):
 def _check_uri(uri: str, schemes: tuple[str, ...]) -> str:
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme not in schemes or not rest.strip("/"):
-        raise HintedValueError(f"{uri!r} is not a {' / '.join(s + '://' for s in schemes)} URI",
+        raise HintedValueError(f"{shown(uri)} is not a {' / '.join(s + '://' for s in schemes)} URI",
                                f"e.g. {schemes[0]}://my-bucket/path")
     return uri
 
@@ -323,7 +345,7 @@ class Notify(_Model):
             return None
         canonical = name.upper() if name.upper().startswith("SIG") else "SIG" + name.upper()
         if canonical not in signal.Signals.__members__ or canonical in ("SIGKILL", "SIGSTOP"):
-            raise HintedValueError(f"{name!r} is not a signal a process can catch", "e.g. SIGUSR1 or SIGTERM")
+            raise HintedValueError(f"{shown(name)} is not a signal a process can catch", "e.g. SIGUSR1 or SIGTERM")
         return canonical
 
     @model_validator(mode="after")
@@ -395,12 +417,14 @@ class Manifest(_Model):
                      ] = Field(
         default_factory=list, description="Shell lines run once per node before the job.")
     run: Run
-    data: list[DataItem] = Field(default_factory=list)
+    data: list[DataItem] = Field(default_factory=list, max_length=256)
     checkpoint: Checkpoint | None = None
     policies: Policies = Field(default_factory=Policies)
-    env: dict[EnvKey, EnvValue] = Field(default_factory=dict, description="Plain configuration, NAME: value.")
-    secrets: list[SecretName] = Field(default_factory=list, description="Names of environment variables read at launch "
-                               "on the machine running orch; their values are never stored.")
+    env: dict[EnvKey, EnvValue] = Field(default_factory=dict, max_length=1000,
+                                        description="Plain configuration, NAME: value.")
+    secrets: list[SecretName] = Field(default_factory=list, max_length=256,
+                                      description="Names of environment variables read at launch "
+                                      "on the machine running orch; their values are never stored.")
 
     @field_validator("secrets")
     @classmethod

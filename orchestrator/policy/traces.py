@@ -15,6 +15,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.inputfiles import InputFileError, os_error_text, read_text_file
+from orchestrator.redaction import shown
+
+#: Bounds on what one trace may ask of the simulator. Public traces hold ~20,000 ticks 30 s to 10 min
+#: apart in files of ~200 kB; these caps are far above them and keep any file answerable in seconds.
+MAX_TRACE_BYTES = 8 * 1024 * 1024
+MAX_TICKS = 1_000_000
+MIN_GAP_S = 1.0
+MAX_GAP_S = 7 * 86400.0
+MAX_TRACE_FILES = 10_000
+
 
 class TraceError(ValueError):
     """A trace file or set that cannot be read; the message names the file."""
@@ -58,21 +69,28 @@ class ZoneSet:
         return self.ticks * self.gap_h
 
 
+def _name(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:120]}... ({len(text)} characters)"
+
+
 def load_trace(path: Path, on_demand_price: float | None = None) -> Trace:
     """Read one trace file; any problem raises TraceError naming the file.
 
     With ``on_demand_price``, the file's ``prices`` series (if any) divided by it becomes the zone's prices.
     """
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such trace file") from None
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        text = read_text_file(path, MAX_TRACE_BYTES, "trace")
+    except InputFileError as exc:
+        message = "no such trace file" if exc.message == "no such file or directory" else exc.message
+        raise TraceError(f"{_name(path)}: {message}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise TraceError(f"{path}: nested too deeply to be a trace "
+                         '(expected {"metadata": {"gap_seconds": N}, "data": [...]})') from None
     return parse_trace(doc, path.stem, str(path), on_demand_price)
 
 
@@ -83,13 +101,18 @@ def parse_trace(doc: object, name: str, where: str, on_demand_price: float | Non
     meta = doc["metadata"]
     gap = meta.get("gap_seconds") if isinstance(meta, dict) else None
     if isinstance(gap, bool) or not isinstance(gap, int | float) or not math.isfinite(gap) or gap <= 0:
-        raise TraceError(f"{where}: metadata.gap_seconds must be a positive number, got {gap!r}")
+        raise TraceError(f"{where}: metadata.gap_seconds must be a positive number, got {shown(gap, 40)}")
+    if not MIN_GAP_S <= gap <= MAX_GAP_S:
+        raise TraceError(f"{where}: metadata.gap_seconds is {gap:g}; a trace's ticks are {MIN_GAP_S:g} s to "
+                         f"{MAX_GAP_S:g} s apart (public traces: 30 s to 10 min)")
     data = doc["data"]
     if not isinstance(data, list) or not data:
         raise TraceError(f"{where}: data must be a non-empty list of numbers")
+    if len(data) > MAX_TICKS:
+        raise TraceError(f"{where}: {len(data)} ticks is more than a trace may hold ({MAX_TICKS})")
     for i, value in enumerate(data):
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise TraceError(f"{where}: data[{i}] is {value!r}, not a number")
+            raise TraceError(f"{where}: data[{i}] is {shown(value, 40)}, not a number")
     prices: tuple[float, ...] | None = None
     if "prices" in doc and on_demand_price is not None:
         raw = doc["prices"]
@@ -97,7 +120,7 @@ def parse_trace(doc: object, name: str, where: str, on_demand_price: float | Non
             raise TraceError(f"{where}: prices must be a list as long as data ({len(data)})")
         for i, value in enumerate(raw):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise TraceError(f"{where}: prices[{i}] is {value!r}, not a non-negative number")
+                raise TraceError(f"{where}: prices[{i}] is {shown(value, 40)}, not a non-negative number")
         prices = tuple(float(v) / on_demand_price for v in raw)
     return Trace(name, float(gap), tuple(v > 0 for v in data), prices)
 
@@ -133,12 +156,22 @@ def discover(paths: Iterable[Path], single: bool = True, multi: bool = True,
     """
     sets: list[ZoneSet] = []
     for path in paths:
-        if path.is_file():
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except OSError as exc:   # a name too long
+            raise TraceError(f"{_name(path)}: {os_error_text(exc)}") from None
+        if not exists:
+            raise TraceError(f"{_name(path)}: no such file or directory")
+        if not is_dir:
+            # Anything else is read as a file: the reader refuses FIFOs, devices and missing paths clearly.
             sets.append(ZoneSet(path.stem, (load_trace(path, on_demand_price),)))
             continue
-        if not path.is_dir():
-            raise TraceError(f"{path}: no such file or directory")
-        dirs = sorted({p.parent for p in path.rglob("*.json") if p.is_file()})
+        found = []
+        for p in path.rglob("*.json"):
+            found.append(p)
+            if len(found) > MAX_TRACE_FILES:
+                raise TraceError(f"{path}: more than {MAX_TRACE_FILES} trace files under it")
+        dirs = sorted({p.parent for p in found if p.is_file()})
         if not dirs:
             raise TraceError(f"{path}: no *.json trace files in it")
         for d in dirs:

@@ -104,11 +104,11 @@ class CheckpointSpec:
             raise RenderInputError("checkpoint.dir must not be empty")
         if not self.store_uri:
             raise RenderInputError("checkpoint.store must not be empty")
-        if self.resume_via is ResumeVia.ENV and not _ENV_NAME.match(self.resume_name):
+        if self.resume_via is ResumeVia.ENV and not _ENV_NAME.fullmatch(self.resume_name):
             raise RenderInputError(f"checkpoint.resume.name {self.resume_name!r} is not an environment variable name")
         if self.resume_via is ResumeVia.ARG and not self.resume_name.startswith("-"):
             raise RenderInputError(f"checkpoint.resume.name {self.resume_name!r} must be a flag such as --resume-from")
-        if self.notify_via is NotifyVia.SIGNAL and not _SIGNAL.match(self.notify_signal):
+        if self.notify_via is NotifyVia.SIGNAL and not _SIGNAL.fullmatch(self.notify_signal):
             raise RenderInputError(f"checkpoint.notify.signal {self.notify_signal!r} must look like SIGUSR1")
 
     @property
@@ -165,7 +165,7 @@ class RenderInput:
     agent: AgentSettings = field(default_factory=AgentSettings)
 
     def __post_init__(self) -> None:
-        if not _JOB_NAME.match(self.job_name):
+        if not _JOB_NAME.fullmatch(self.job_name):
             raise RenderInputError(f"job name {self.job_name!r} must be lowercase letters, digits and '-'")
         if self.launcher is Launcher.COMMAND:
             if not self.command:
@@ -182,7 +182,7 @@ class RenderInput:
             raise RenderInputError(f"interconnect {self.interconnect!r} must be nvlink or pcie")
         names = [k for k, _ in self.env]
         for name in [*names, *self.secrets]:
-            if not _ENV_NAME.match(name):
+            if not _ENV_NAME.fullmatch(name):
                 raise RenderInputError(f"{name!r} is not an environment variable name")
         if set(names) & set(self.secrets):
             raise RenderInputError(f"{sorted(set(names) & set(self.secrets))} are both env and secrets")

@@ -52,6 +52,21 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _create_private(database: Path) -> None:
+    """A new SQLite store is its owner's alone: its directory is made 0700 and the database file 0600
+    (created so, never chmod-ed after), and SQLite gives its journal and WAL files the database's mode.
+    Existing files and directories are left as they are."""
+    try:
+        if not database.parent.exists():
+            database.parent.mkdir(parents=True, mode=0o700)
+        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot create the store at {database}: {exc.strerror or exc}") from None
+    os.close(fd)
+
+
 def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
@@ -62,7 +77,7 @@ def make_engine(url: str) -> Engine:
                          "(sqlite:///path/orch.db or postgresql+psycopg://user@host/db)")
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            _create_private(Path(parsed.database).expanduser())
         engine = create_engine(url, connect_args={"timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
@@ -124,13 +139,16 @@ def _sqlite_schema_lock(engine: Engine) -> Iterator[None]:
     import fcntl
 
     lock = Path(database).with_name(Path(database).name + ".schema-lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def ensure_schema(engine: Engine) -> None:

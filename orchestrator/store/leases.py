@@ -3,8 +3,8 @@
 A daemon takes leases on jobs (``lease_owner``, ``lease_expires_at``) and renews them every tick; a
 lease that is not renewed expires and another daemon takes the job over. On PostgreSQL the claim is
 ``SELECT ... FOR UPDATE SKIP LOCKED``: two daemons claiming at once get different rows and never wait
-on each other. SQLite has no row locks, so there one daemon runs at a time, guarded by a lock file
-next to the database (``daemon_lock``).
+on each other. SQLite has no row locks, so there one daemon runs at a time, guarded by an OS lock on
+the database file itself (``daemon_lock``).
 """
 
 from __future__ import annotations
@@ -90,47 +90,88 @@ class DaemonAlreadyRunningError(RuntimeError):
     pass
 
 
-def lock_path(store: Store) -> Path | None:
-    """The lock file of a SQLite store (``orch.db.lock``); None for a server database."""
+def database_file(store: Store) -> Path | None:
+    """The SQLite database file of ``store``; None for a server database or an in-memory one."""
     if store.dialect != "sqlite":
         return None
     database = store.engine.url.database
     if not database or database == ":memory:":
         return None
-    return Path(database).expanduser().resolve().with_name(Path(database).name + ".lock")
+    return Path(database).expanduser()
+
+
+def lock_path(store: Store) -> Path | None:
+    """Where the daemon holding a SQLite store writes its pid (``orch.db.lock`` beside the file the
+    name resolves to); None for a server database. The lock itself is on the database file."""
+    database = database_file(store)
+    if database is None:
+        return None
+    real = database.resolve()
+    return real.with_name(real.name + ".lock")
 
 
 @contextmanager
 def daemon_lock(store: Store) -> Iterator[None]:
     """Hold the one-daemon lock of a SQLite store for the block; a no-op on PostgreSQL (leases do it).
 
-    Raises DaemonAlreadyRunningError, naming the holder's pid, when another process holds it. The
-    lock is the OS's (flock): it vanishes with the process, so a crashed daemon leaves nothing stale.
+    The lock is an OS lock (flock) on the database FILE itself, so it follows the file's identity: two
+    daemons reaching one file by different names (a symlink, a hardlink, a bind mount, ``..``) contend
+    for the same lock. SQLite's own locks are POSIX byte-range locks, which flock does not interact with
+    on a local file system (keep a SQLite store on a local disk). The lock vanishes with the process, so
+    a crashed daemon leaves nothing stale. Raises DaemonAlreadyRunningError, naming the holder's pid
+    (from the note beside the file, where it can be found), when another process holds it.
     """
-    path = lock_path(store)
-    if path is None:
+    database = database_file(store)
+    if database is None:
         yield
         return
     import fcntl
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    flags = os.O_RDONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(database, flags, 0o600)
+    except OSError as exc:
+        raise DaemonAlreadyRunningError(f"cannot open {database} to lock it: {exc.strerror or exc}") from None
+    note = lock_path(store)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             raise DaemonAlreadyRunningError(
-                f"another orch daemon (pid {holder}) is using {store.engine.url.database}; "
-                f"stop it first, or use PostgreSQL (ORCH_DATABASE_URL=postgresql+psycopg://...) to run "
-                f"several daemons at once (lock file: {path})"
+                f"another orch daemon (pid {_holder(note)}) is using {database}; stop it first, or use "
+                f"PostgreSQL (ORCH_DATABASE_URL=postgresql+psycopg://...) to run several daemons at once "
+                f"(lock file: {note})"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _write_note(note, f"{os.getpid()}\n")
         try:
             yield
         finally:
-            os.ftruncate(fd, 0)
+            _write_note(note, "")
             fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _holder(note: Path | None) -> str:
+    try:
+        text = note.read_text(errors="replace").strip()[:20] if note is not None else ""
+    except OSError:
+        text = ""
+    return text if text.isdigit() else "unknown"
+
+
+def _write_note(note: Path | None, text: str) -> None:
+    """The holder's pid, for the next one's message only (the lock is the flock): best effort, 0600."""
+    if note is None:
+        return
+    try:
+        fd = os.open(note, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode(), 0)
+    except OSError:
+        pass
     finally:
         os.close(fd)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.redaction import safe_line
 from orchestrator.store.models import (
     ATTEMPT_TRANSITIONS,
     Attempt,
@@ -183,6 +184,7 @@ def set_job_status(tx: Session, job: Job | int, status: JobStatus, reason: str |
                    now: datetime | None = None) -> Job:
     """Set a job's status (and why), with an event when it changes."""
     now = now or utcnow()
+    reason = safe_line(reason, 4000) if reason is not None else None
     row = _job(tx, job)
     if row.status != status.value or row.status_reason != reason:
         old = row.status
@@ -269,7 +271,7 @@ def transition_attempt(tx: Session, attempt: Attempt | int, to: AttemptState, *,
     if to.is_final:
         row.ended_at = now
     if reason is not None:
-        row.reason = reason
+        row.reason = safe_line(reason, 4000)
     if exit_code is not None:
         row.exit_code = exit_code
     tx.add(row)
@@ -399,9 +401,21 @@ def record_event(tx: Session, kind: str, message: str = "", *, job_id: int | Non
 
 
 def _event(tx: Session, kind: str, message: str, job_id: int | None, data: dict[str, Any], ts: datetime) -> Event:
-    row = Event(ts=ts, job_id=job_id, kind=kind, message=message, data=data)
+    # The event log is read by `orch events`/`status` and kept forever: no credential ever goes in, whatever a
+    # provider's error message carried.
+    row = Event(ts=ts, job_id=job_id, kind=kind, message=safe_line(message, 4000), data=_redacted(data))
     tx.add(row)
     return row
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return safe_line(value, 4000)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def list_events(tx: Session, *, job_id: int | None = None, after_id: int | None = None,

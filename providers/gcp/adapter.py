@@ -168,7 +168,7 @@ def split_instance_id(instance_id: str) -> tuple[str, str]:
 def machine_shape(instance_type: str) -> tuple[str, str | None, int]:
     """(machineType, acceleratorType or None, count). Accelerator-optimized types (a2, a3, g2) bring their
     GPUs; catalog N1 types spell the attached GPUs as ``n1-standard-8+4xT4``."""
-    m = _N1_TYPE.match(instance_type)
+    m = _N1_TYPE.fullmatch(instance_type)
     if m is None:
         return instance_type, None, 0
     gpu = m.group("gpu").upper()

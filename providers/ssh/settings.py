@@ -67,7 +67,7 @@ class HostSettings(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _HOST_NAME.match(v):
+        if not _HOST_NAME.fullmatch(v):
             raise ValueError("host name must be letters, digits, '.', '_' or '-' (at most 63), e.g. 'box1'")
         return v
 

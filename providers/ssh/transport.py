@@ -98,7 +98,7 @@ class Transport(Protocol):
 
 def _check_env(env: Mapping[str, str] | None) -> Mapping[str, str]:
     for name in env or {}:
-        if not _ENV_NAME.match(name):
+        if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"invalid environment variable name {name!r}")
     return env or {}
 
@@ -152,9 +152,14 @@ class LocalTransport:
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f".{dest.name}.orch-{uuid.uuid4().hex[:8]}")
-            tmp.write_bytes(_content(src))
-            if mode is not None:
-                os.chmod(tmp, mode)
+            # Created owner-only (O_EXCL, mode 0600), so a secrets file is never readable by others, not
+            # even for a moment; widened to ``mode`` (a script's 0755) only once its content is written.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                         0o600 if mode is not None else 0o666)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_content(src))
+                if mode is not None:
+                    os.fchmod(fh.fileno(), mode)
             os.replace(tmp, dest)
         except OSError as exc:
             raise RemotePathError(f"cannot write {remote_path}: {exc}", endpoint="local") from exc
@@ -413,12 +418,24 @@ class SshTransport:
 
         def write(sftp: paramiko.SFTPClient) -> None:
             _sftp_makedirs(sftp, dest.parent)
-            tmp = str(dest.with_name(f".{dest.name}.orch-{uuid.uuid4().hex[:8]}"))
-            with sftp.open(tmp, "wb") as f:
-                f.write(data)
-            if mode is not None:
-                sftp.chmod(tmp, mode)
-            sftp.posix_rename(tmp, str(dest))
+            # SFTP creates files with the server's umask (often 0644) and paramiko cannot pass a mode at
+            # open: the file is written inside a fresh 0700 directory, given its mode there, and only then
+            # renamed into place, so a secrets file is never readable by anyone else, not for a moment.
+            private = dest.parent / f".orch-put-{uuid.uuid4().hex[:12]}"
+            sftp.mkdir(str(private), 0o700)
+            sftp.chmod(str(private), 0o700)   # servers that ignore mkdir's mode
+            tmp = str(private / dest.name)
+            try:
+                with sftp.open(tmp, "wb") as f:
+                    f.write(data)
+                if mode is not None:
+                    sftp.chmod(tmp, mode)
+                sftp.posix_rename(tmp, str(dest))
+            finally:
+                with contextlib.suppress(OSError):
+                    sftp.remove(tmp)
+                with contextlib.suppress(OSError):
+                    sftp.rmdir(str(private))
 
         self._sftp_call(f"put {dest}", write)
 

@@ -303,7 +303,7 @@ def _atomic_write(path: str, text: str) -> None:
 
 
 def _step_of(name: str) -> int:
-    m = STEP_DIR.match(name)
+    m = STEP_DIR.fullmatch(name)
     return int(m.group(1)) if m else -1
 
 
@@ -574,7 +574,7 @@ class Agent:
             names = os.listdir(root)
         except FileNotFoundError:
             return []
-        return sorted((n for n in names if STEP_DIR.match(n) and os.path.isfile(os.path.join(root, n, marker))),
+        return sorted((n for n in names if STEP_DIR.fullmatch(n) and os.path.isfile(os.path.join(root, n, marker))),
                       key=_step_of)
 
     def _pending_uploads(self) -> int:
