@@ -11,9 +11,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from orchestrator.clock import utcnow
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
@@ -31,10 +33,6 @@ class JobsError(RuntimeError):
 
 class BadInputError(ValueError):
     """The user's input cannot be used (exit 2)."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 # -- manifests ----------------------------------------------------------------------------------------
@@ -128,7 +126,7 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
     """Record the manifests as the desired state in ONE transaction: all of it, or (on error) nothing."""
     from orchestrator.store import repo
 
-    specs = [repo.JobSpec.from_loaded(*m) for m in loaded]
+    specs = [repo.AppliedJob.from_loaded(*m) for m in loaded]
     now = now or utcnow()
     try:
         with store.transaction() as tx:
@@ -454,9 +452,9 @@ def _live_rows(tx: Any, job_ids: Sequence[int] | None = None) -> list[Any]:
     live attempt is still asking for it. A row of a launch that failed before the cloud answered is none."""
     from sqlmodel import col, select
 
-    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, InstanceRow
+    from orchestrator.store.models import FINAL_ATTEMPT_STATES, GONE_INSTANCE_STATE_VALUES, Attempt, InstanceRow
 
-    q = select(InstanceRow).where(col(InstanceRow.state).not_in(("terminated", "preempted")))
+    q = select(InstanceRow).where(col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES))
     if job_ids is not None:
         q = q.where(col(InstanceRow.job_id).in_(list(job_ids)))
     rows = list(tx.exec(q.order_by(col(InstanceRow.id))))

@@ -137,7 +137,7 @@ def add_job(store: Store, name: str, now: datetime = T0, **kw: Any) -> int:
 
     m = Manifest.model_validate(manifest_doc(name, **kw))
     with store.transaction() as tx:
-        repo.apply_jobs(tx, [repo.JobSpec(m.name, m.to_json(), "h-" + m.name)], now=now)
+        repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
         return repo.require_job(tx, name).id or 0
 
 

@@ -72,7 +72,7 @@ class SqlHarness(SqlEngineStore):
             doc["policies"]["budget_usd"] = spec.budget_usd  # type: ignore[index]
         m = Manifest.model_validate(doc)
         with self.store.transaction() as tx:
-            repo.apply_jobs(tx, [repo.JobSpec(m.name, m.to_json(), "h-" + m.name)], now=now)
+            repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
             row = repo.require_job(tx, m.name)
         return self.job(row.id or 0)
 

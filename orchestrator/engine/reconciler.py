@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from orchestrator.clock import utcnow
 from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EngineStore, JobRecord, JobStatus
 from orchestrator.idle import IdleAction, UtilSample, idle_verdict
@@ -33,10 +34,6 @@ from providers.base import Capability, Instance, InstanceState, LaunchSpec, Mark
 from providers.errors import MOVE_ON_ERRORS, InstanceNotFoundError, ProviderError
 
 log = logging.getLogger("orch.reconcile")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)

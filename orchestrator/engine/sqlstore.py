@@ -22,6 +22,7 @@ from orchestrator.store.db import Store
 from orchestrator.store.leases import claim_jobs
 from orchestrator.store.models import (
     FINAL_ATTEMPT_STATES,
+    GONE_INSTANCE_STATE_VALUES,
     Attempt,
     AttemptState,
     CheckpointRow,
@@ -35,7 +36,6 @@ from providers.base import Instance, Market, Offer
 from providers.gpus import Interconnect, gpu_by_name
 
 _LIVE_STATES = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
-_GONE = ("terminated", "preempted")
 
 
 class SqlEngineStore:
@@ -313,7 +313,8 @@ class SqlEngineStore:
             # Plain columns, not ORM rows: this runs for every instance of every tick.
             rows = tx.exec(select(InstanceRow.launch_id, InstanceRow.instance_id, InstanceRow.state,  # type: ignore[call-overload]
                                   InstanceRow.raw_state, InstanceRow.public_ip, InstanceRow.job_id)
-                           .where(InstanceRow.provider == provider, col(InstanceRow.state).not_in(_GONE))).all()
+                           .where(InstanceRow.provider == provider,
+                                  col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES))).all()
             changed = False
             for launch_id, instance_id, state, raw_state, public_ip, job_id in rows:
                 inst = listed.get(launch_id)
