@@ -1,9 +1,9 @@
-"""``orch daemon``: APScheduler jobs in a thread pool, each also callable once (``orch tick``).
+"""``orch daemon``: the reconcile tick on an APScheduler interval (also callable once: ``orch tick``).
 
-Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans) and catalog refresh (a
-hook; the refresh itself comes later). Reconcile ticks never overlap (max_instances=1, coalesce), and
-every one is logged as a JSON line with what it changed. The one-daemon rule on SQLite is the store's
-(``orchestrator.store.leases.daemon_lock``); on PostgreSQL several daemons share jobs through row leases.
+Reconcile = list clouds, adopt, launch, recover, idle, collect orphans. Ticks never overlap
+(max_instances=1, coalesce), and every one is logged as a JSON line with what it changed. The one-daemon
+rule on SQLite is the store's (``orchestrator.store.leases.daemon_lock``); on PostgreSQL several daemons
+share jobs through row leases.
 """
 
 from __future__ import annotations
@@ -14,21 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.engine.reconciler import Reconciler, TickReport
+from orchestrator.engine.reconciler import Reconciler
+from orchestrator.engine.tick import TickReport
 from orchestrator.observability import DaemonMetrics
 
 log = logging.getLogger("orch.daemon")
 
 
-def catalog_refresh_hook() -> None:
-    """Where a periodic catalog refresh will run (each cloud's pricing API). Nothing to refresh yet."""
-    log.debug("catalog refresh: no refresher configured")
-
-
 @dataclass
 class DaemonSettings:
     reconcile_interval_s: float = 15.0
-    refresh_interval_s: float = 6 * 3600.0
     workers: int = 4
 
 
@@ -70,7 +65,6 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
 
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())
-    scheduler.add_job(catalog_refresh_hook, "interval", seconds=settings.refresh_interval_s, id="catalog-refresh")
     scheduler.start()
     log.info("daemon started", extra={"fields": {"interval_s": settings.reconcile_interval_s}})
     try:

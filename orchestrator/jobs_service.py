@@ -19,7 +19,8 @@ from orchestrator.clock import utcnow
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
-    from orchestrator.engine.reconciler import Reconciler, TickReport
+    from orchestrator.engine.reconciler import Reconciler
+    from orchestrator.engine.tick import TickReport
     from orchestrator.manifest import LoadedManifest
     from orchestrator.planner import OfferSource, Plan, PlannedOffer
     from orchestrator.store import Store
@@ -242,37 +243,20 @@ class Engine:
 def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provider],
                  catalog: Sequence[Offer], *, launches_allowed: bool = True, use_live_offers: bool = True,
                  clock: Callable[[], datetime] = utcnow) -> Engine:
-    """The engine the daemon would run; ``launches_allowed=False`` keeps it from starting new jobs
-    (``orch down`` must not launch what is pending while it tears something else down)."""
+    """The engine the daemon would run (``build_service``, without leases: the CLI acts as a one-shot
+    daemon), holding the SQLite daemon lock while it ticks. ``launches_allowed=False`` keeps it from buying
+    machines (``orch down`` must not launch what is pending while it tears something else down)."""
     from dataclasses import replace
 
     from orchestrator.service import build_service, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
-    # The daemon's construction (build_service), without leases: the CLI acts as a one-shot daemon.
     base = load_service_settings(config)
     settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=base.ssh_public_key or ssh_public_key())
     service = build_service(config=config, store=store, providers=providers, catalog=catalog, settings=settings,
-                            lease_owner=None, clock=clock)
-    reconciler = service.reconciler
-    if not launches_allowed:
-        reconciler.store = _NoNewLaunches(reconciler.store)  # type: ignore[assignment]
+                            lease_owner=None, clock=clock, launches_allowed=launches_allowed)
     lock: AbstractContextManager[None] = daemon_lock(store) if lock_path(store) is not None else nullcontext()
-    return Engine(store, reconciler, lock)
-
-
-class _NoNewLaunches:
-    """An EngineStore view whose active jobs are only those that already have a live attempt."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def active_jobs(self) -> Sequence[Any]:
-        live = {a.job_id for a in self._inner.live_attempts()}
-        return [j for j in self._inner.active_jobs() if j.id in live]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    return Engine(store, service.reconciler, lock)
 
 
 def _live_instance_ids(store: Store) -> set[str]:
@@ -452,9 +436,9 @@ def _live_rows(tx: Any, job_ids: Sequence[int] | None = None) -> list[Any]:
     live attempt is still asking for it. A row of a launch that failed before the cloud answered is none."""
     from sqlmodel import col, select
 
-    from orchestrator.store.models import FINAL_ATTEMPT_STATES, GONE_INSTANCE_STATE_VALUES, Attempt, InstanceRow
+    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, InstanceRow
 
-    q = select(InstanceRow).where(col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES))
+    q = select(InstanceRow).where(col(InstanceRow.state).not_in(("terminated", "preempted")))
     if job_ids is not None:
         q = q.where(col(InstanceRow.job_id).in_(list(job_ids)))
     rows = list(tx.exec(q.order_by(col(InstanceRow.id))))

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from orchestrator.config import OrchConfig
-from orchestrator.engine.reconciler import AgentReport, Monitor
+from orchestrator.engine.hooks import AgentReport, Monitor
 from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
@@ -56,7 +56,7 @@ class ScriptedMonitor(Monitor):
     def __init__(self) -> None:
         self.reports: dict[str, AgentReport] = {}
 
-    def read(self, attempt, instance):  # type: ignore[no-untyped-def]
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
         return self.reports.get(instance.instance_id)
 
 

@@ -7,20 +7,24 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from orchestrator.config import OrchConfig
+from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice, StartupRenderer
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptState, JobRecord, JobStatus
-from orchestrator.engine.reconciler import AgentReport, EngineConfig, Monitor, Reconciler
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EngineStore, JobRecord, JobStatus
+from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.idle import IdlePolicy
-from orchestrator.manifest.schema import Manifest
 from orchestrator.planner import PlanRequest
+from orchestrator.recovery import RecoveryPolicy
+from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import DesiredState, Job
-from providers.base import Instance, InstanceState, Market, Offer
+from providers.base import Instance, InstanceState, Market, Offer, Provider
 from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
+from tests.support.manifests import manifest
 
 OWNER = "tester"
 
@@ -54,23 +58,51 @@ class ScriptedMonitor(Monitor):
     def __init__(self) -> None:
         self.reports: dict[str, AgentReport] = {}
 
-    def read(self, attempt, instance):  # type: ignore[no-untyped-def]
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
         return self.reports.get(instance.instance_id)
+
+
+class RecordingBootstrapper(Bootstrapper):
+    """Records what each node was started with; ``unreachable`` instances are not up yet."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, int, str | None, str | None]] = []
+        self.unreachable: set[str] = set()
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        if instance.instance_id in self.unreachable:
+            return False
+        self.started.append((instance.instance_id, attempt.node_rank, attempt.master_addr, attempt.master_key))
+        return True
+
+
+def notice(kind: str = "spot-interruption", cloud: str = "aws", key: str = "k1") -> Notice:
+    return Notice(cloud, kind, key, datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+
+
+def engine(store: EngineStore, providers: dict[str, Provider], catalog: list[Offer], clock: Clock, *,
+           monitor: Monitor | None = None, bootstrapper: Bootstrapper | None = None,
+           recovery: RecoveryPolicy | None = None, startup: StartupRenderer | None = None,
+           settings: ServiceSettings | None = None) -> Reconciler:
+    """The engine as the daemon builds it (``build_service``), on the given store and clouds."""
+    return build_service(config=OrchConfig(owner=OWNER), engine_store=store, providers=providers, catalog=catalog,
+                         clock=clock, monitor=monitor or ScriptedMonitor(),
+                         bootstrapper=bootstrapper or RecordingBootstrapper(), recovery=recovery, startup=startup,
+                         settings=settings or ServiceSettings()).reconciler
 
 
 class SqlHarness(SqlEngineStore):
     """The SQL store plus the two test verbs the memory store has (jobs come from real manifests)."""
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
-        doc = {"apiVersion": "orch/v1", "kind": "Job", "name": spec.name,
-               "resources": {"gpu": list(spec.plan.gpus), "count": spec.plan.count, "nodes": spec.plan.nodes},
-               "run": {"launcher": "command", "command": "python train.py"},
-               "policies": {"estimated_hours": spec.plan.estimated_hours,
-                            "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,
-                                     "window": f"{int(spec.idle.window.total_seconds())}s"}}}
+        policies: dict[str, object] = {
+            "estimated_hours": spec.plan.estimated_hours,
+            "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,
+                     "window": f"{int(spec.idle.window.total_seconds())}s"}}
         if spec.budget_usd is not None:
-            doc["policies"]["budget_usd"] = spec.budget_usd  # type: ignore[index]
-        m = Manifest.model_validate(doc)
+            policies["budget_usd"] = spec.budget_usd
+        m = manifest(spec.name, gpus=list(spec.plan.gpus), count=spec.plan.count, nodes=spec.plan.nodes,
+                     policies=policies)
         with self.store.transaction() as tx:
             repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
             row = repo.require_job(tx, m.name)
@@ -96,8 +128,7 @@ def world(request, tmp_path):  # type: ignore[no-untyped-def]
         store = SqlHarness(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=CATALOG)
     aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
     monitor = ScriptedMonitor()
-    rec = Reconciler(store, {"aws": aws, "gcp": gcp}, CATALOG, EngineConfig(owner=OWNER), clock=clock,
-                     monitor=monitor)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)
     return clock, store, aws, gcp, monitor, rec
 
 
@@ -177,7 +208,7 @@ def test_notice_launches_the_replacement_and_drains_the_old_machine(world) -> No
     clock.advance(seconds=30)
     rec.tick()
     [old] = live(aws, gcp)
-    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice="aws spot/instance-action")
+    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice=notice("spot/instance-action"))
     clock.advance(seconds=10)
     rec.tick()
     assert len(live(aws, gcp)) == 2                  # the old one drains while the new one starts
@@ -249,7 +280,7 @@ def test_adopts_an_instance_launched_before_a_crash(world) -> None:  # type: ign
 def test_an_allow_list_of_unconfigured_providers_launches_nothing() -> None:
     clock, store = Clock(), MemoryStore()
     aws = MemoryProvider("aws", CATALOG)
-    rec = Reconciler(store, {"aws": aws}, CATALOG, EngineConfig(owner=OWNER), clock=clock)
+    rec = engine(store, {"aws": aws}, CATALOG, clock)
     base = spec()
     store.add_job(replace(base, plan=replace(base.plan, providers_allow=("azure",))), clock())
     rec.tick()

@@ -17,7 +17,7 @@ from orchestrator.cli.errors import fail
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
-    from orchestrator.engine.reconciler import TickReport
+    from orchestrator.engine.tick import TickReport
 
 
 def _report_doc(report: TickReport) -> dict[str, object]:

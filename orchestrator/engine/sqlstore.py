@@ -8,7 +8,6 @@ orphan.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -17,6 +16,7 @@ from sqlmodel import col, select
 
 from orchestrator.engine.jobspec import JobSpec, jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.manifest.schema import Manifest
 from orchestrator.store import repo
 from orchestrator.store.db import Store
 from orchestrator.store.leases import claim_jobs
@@ -27,6 +27,7 @@ from orchestrator.store.models import (
     AttemptState,
     CheckpointRow,
     DesiredState,
+    EndCause,
     InstanceRow,
     Job,
     JobStatus,
@@ -46,7 +47,8 @@ class SqlEngineStore:
         self.lease_owner = lease_owner
         self.lease_ttl = lease_ttl
         self._catalog = {o.key: o for o in catalog}
-        self._specs: dict[tuple[int, str], tuple[JobSpec, str]] = {}
+        #: Each job's typed manifest and what the engine derives from it, parsed once per (job, manifest hash).
+        self._specs: dict[tuple[int, str], tuple[JobSpec, Manifest]] = {}
         self._leased: set[int] | None = None
         # Hot-path state (see "steady ticks" below): spend rows waiting to be written in one bulk insert, and
         # the tick's reads of jobs/attempts, valid until this store writes a job or an attempt.
@@ -75,24 +77,20 @@ class SqlEngineStore:
         return self._leased is None or job_id in self._leased
 
     # --- reading -------------------------------------------------------------------------------------
-    def _spec(self, row: Job) -> tuple[JobSpec, str]:
+    def _spec(self, row: Job) -> tuple[JobSpec, Manifest]:
         key = (row.id or 0, row.manifest_hash)
         found = self._specs.get(key)
         if found is None:
-            from orchestrator.manifest.schema import Manifest
-
-            found = (jobspec_from_manifest(Manifest.model_validate(row.manifest), row.applied_at),
-                     json.dumps(row.manifest))
-            self._specs[key] = found
+            manifest = Manifest.model_validate(row.manifest)
+            found = self._specs[key] = (jobspec_from_manifest(manifest, row.applied_at), manifest)
         return found
 
     def _record(self, row: Job, spent: float) -> JobRecord:
         assert row.id is not None
-        spec, manifest_json = self._spec(row)
-        return JobRecord(id=row.id, name=row.name, spec=spec, status=JobStatus(row.status),
+        spec, manifest = self._spec(row)
+        return JobRecord(id=row.id, name=row.name, manifest=manifest, spec=spec, status=JobStatus(row.status),
                          desired_active=row.desired_state == DesiredState.ACTIVE.value,
-                         relaunch_count=row.relaunch_count, spent_usd=spent, created_at=row.created_at,
-                         manifest_json=manifest_json)
+                         relaunch_count=row.relaunch_count, spent_usd=spent, created_at=row.created_at)
 
     # --- steady ticks --------------------------------------------------------------------------------
     # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
@@ -147,10 +145,10 @@ class SqlEngineStore:
                     self._spent[job_id] = float(sums.get(job_id) or 0.0)
         out = []
         for job_id, name, manifest_hash, status, desired, relaunches, created in rows:
-            spec, manifest_json = self._specs[(job_id, manifest_hash)]
-            out.append(JobRecord(id=job_id, name=name, spec=spec, status=JobStatus(status),
+            spec, manifest = self._specs[(job_id, manifest_hash)]
+            out.append(JobRecord(id=job_id, name=name, manifest=manifest, spec=spec, status=JobStatus(status),
                                  desired_active=desired == DesiredState.ACTIVE.value, relaunch_count=relaunches,
-                                 spent_usd=self._spent[job_id], created_at=created, manifest_json=manifest_json))
+                                 spent_usd=self._spent[job_id], created_at=created))
         return out
 
     def active_jobs(self) -> Sequence[JobRecord]:
@@ -202,14 +200,16 @@ class SqlEngineStore:
         return [AttemptRecord(id=r[0], job_id=r[1], launch_id=r[2], state=AttemptState(r[3]),
                               offer=self._offer_of(*r[11:20]), instance_id=r[10], created_at=r[4], started_at=r[5],
                               ended_at=r[6], checkpoint_restored=r[7], reason=r[8], node_rank=r[9],
-                              generation=r[20]) for r in rows]
+                              generation=r[20], end_cause=EndCause(r[21]) if r[21] else None, drain_until=r[22])
+                for r in rows]
 
     def _attempt(self, a: Attempt, inst: InstanceRow) -> AttemptRecord:
         assert a.id is not None
         return AttemptRecord(id=a.id, job_id=a.job_id, launch_id=a.launch_id, state=AttemptState(a.state),
                              offer=self._offer(inst), instance_id=inst.instance_id, created_at=a.created_at,
                              started_at=a.started_at, ended_at=a.ended_at, checkpoint_restored=a.checkpoint_restored,
-                             reason=a.reason, node_rank=a.node_rank, generation=a.generation)
+                             reason=a.reason, node_rank=a.node_rank, generation=a.generation,
+                             end_cause=EndCause(a.end_cause) if a.end_cause else None, drain_until=a.drain_until)
 
     def _joined(self):  # type: ignore[no-untyped-def]
         return (select(Attempt.id, Attempt.job_id, Attempt.launch_id, Attempt.state,  # type: ignore[call-overload]
@@ -217,7 +217,7 @@ class SqlEngineStore:
                        Attempt.reason, Attempt.node_rank, InstanceRow.instance_id,
                        InstanceRow.provider, InstanceRow.instance_type, InstanceRow.region, InstanceRow.zone,
                        InstanceRow.market, InstanceRow.gpu, InstanceRow.gpu_count, InstanceRow.price_hr,
-                       InstanceRow.created_at, Attempt.generation)
+                       InstanceRow.created_at, Attempt.generation, Attempt.end_cause, Attempt.drain_until)
                 .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id))
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
@@ -227,6 +227,10 @@ class SqlEngineStore:
             return [a for a in found if self._mine(a.job_id)]
 
         return list(self._cached("live", load))
+
+    def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
+        found = self._attempts(self._joined().where(col(Attempt.drain_until) > now).order_by(col(Attempt.id)))
+        return [a for a in found if self._mine(a.job_id)]
 
     def all_live_launch_ids(self) -> set[str]:
         with self.store.transaction() as tx:
@@ -274,9 +278,11 @@ class SqlEngineStore:
         return AttemptRecord(**{**{f: getattr(record, f) for f in record.__dataclass_fields__}, "offer": offer})
 
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
-                          instance: Instance | None = None, reason: str | None = None) -> None:
+                          instance: Instance | None = None, reason: str | None = None,
+                          cause: EndCause | None = None, drain_until: datetime | None = None) -> None:
         with self.store.transaction() as tx:
-            row = repo.transition_attempt(tx, attempt_id, state, reason=reason, now=now)
+            row = repo.transition_attempt(tx, attempt_id, state, reason=reason, cause=cause, drain_until=drain_until,
+                                          now=now)
             if instance is not None:
                 repo.record_instance(tx, _instance_record(instance, row.launch_id, self.owner, row.job_id), now=now)
         self._wrote()

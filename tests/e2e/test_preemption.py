@@ -45,7 +45,7 @@ def _start_on_a(world: World, job: JobRecord) -> None:
     # The GPU utilization the stand-in nvidia-smi shows on A reached the engine over SSH.
     [attempt_a] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
     assert (87.0, 93.0) in [r.gpu_util_pct for r in world.monitor.reports["host-a"]]
-    assert (87.0, 93.0) in [s.gpu_util_pct for s in world.rec._samples[attempt_a.id]]
+    assert (87.0, 93.0) in [s.gpu_util_pct for s in world.rec.utilization(attempt_a.id)]
     assert any("--query-gpu" in c for c in world.a.nvidia_smi_calls)
 
 
