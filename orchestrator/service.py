@@ -262,7 +262,13 @@ def _hooks(settings: ServiceSettings, providers: Mapping[str, Provider], given: 
                              host_keys=HostKeyStore(data_dir() / "known_hosts"))
         monitor = monitor or SshMonitor(pool)
         bootstrapper = bootstrapper or SshBootstrapper(pool)
-    startup = given.startup or NoStartupScript()
+    startup = given.startup
+    if startup is None and settings.ssh_private_key:
+        startup = NoStartupScript()     # the SSH bootstrapper starts the job: booting it too would start it twice
+    elif startup is None:
+        from orchestrator.runtime.startup import ManifestStartupRenderer
+
+        startup = ManifestStartupRenderer()
     recovery = given.recovery
     if recovery is None:
         recovery = DefaultRecoveryPolicy()

@@ -41,15 +41,19 @@ def test_a_stored_manifest_renders_with_the_offer_and_machine_facts() -> None:
 
 def test_build_service_wires_ssh_hooks_only_with_a_key(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from orchestrator.config import OrchConfig
+    from orchestrator.engine.hooks import NoStartupScript
     from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor
+    from orchestrator.runtime.startup import ManifestStartupRenderer
     from orchestrator.service import build_service
 
     url = f"sqlite:///{tmp_path / 'orch.db'}"
     plain = build_service(config=OrchConfig(owner="o"), store_url=url, providers={}, catalog=[])
     assert not isinstance(plain.reconciler.hooks.monitor, SshMonitor)
+    assert isinstance(plain.reconciler.hooks.startup, ManifestStartupRenderer)   # machines boot the job
     plain.close()
     monkeypatch.setenv("ORCH_SSH_PRIVATE_KEY", str(tmp_path / "id_ed25519"))
     wired = build_service(config=OrchConfig(owner="o"), store_url=url, providers={}, catalog=[])
     assert isinstance(wired.reconciler.hooks.monitor, SshMonitor)
     assert isinstance(wired.reconciler.hooks.bootstrapper, SshBootstrapper)
+    assert isinstance(wired.reconciler.hooks.startup, NoStartupScript)          # SSH starts it: never twice
     wired.close()
