@@ -83,12 +83,12 @@ def notice(kind: str = "spot-interruption", cloud: str = "aws", key: str = "k1")
 def engine(store: EngineStore, providers: dict[str, Provider], catalog: list[Offer], clock: Clock, *,
            monitor: Monitor | None = None, bootstrapper: Bootstrapper | None = None,
            recovery: RecoveryPolicy | None = None, startup: StartupRenderer | None = None,
-           settings: ServiceSettings | None = None) -> Reconciler:
+           settings: ServiceSettings | None = None, launches_allowed: bool = True) -> Reconciler:
     """The engine as the daemon builds it (``build_service``), on the given store and clouds."""
     return build_service(config=OrchConfig(owner=OWNER), engine_store=store, providers=providers, catalog=catalog,
                          clock=clock, monitor=monitor or ScriptedMonitor(),
                          bootstrapper=bootstrapper or RecordingBootstrapper(), recovery=recovery, startup=startup,
-                         settings=settings or ServiceSettings()).reconciler
+                         settings=settings or ServiceSettings(), launches_allowed=launches_allowed).reconciler
 
 
 class SqlHarness(SqlEngineStore):
@@ -285,3 +285,43 @@ def test_an_allow_list_of_unconfigured_providers_launches_nothing() -> None:
     store.add_job(replace(base, plan=replace(base.plan, providers_allow=("azure",))), clock())
     rec.tick()
     assert aws.live() == [] and "no-offer" in store.kinds()
+
+
+def test_a_machine_not_reachable_yet_is_bootstrapping_until_its_job_starts(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _, rec = world
+    boot = rec.hooks.bootstrapper
+    job = store.add_job(spec(), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    boot.unreachable.add(inst.instance_id)
+    for _ in range(2):
+        clock.advance(seconds=30)
+        rec.tick()
+    [attempt] = store.attempts_for_job(job.id)
+    assert attempt.state is AttemptState.BOOTSTRAPPING and store.job(job.id).status is JobStatus.LAUNCHING
+    boot.unreachable.clear()
+    clock.advance(seconds=30)
+    rec.tick()
+    [attempt] = store.attempts_for_job(job.id)
+    assert attempt.state is AttemptState.RUNNING and store.job(job.id).status is JobStatus.RUNNING
+
+
+def test_with_launches_not_allowed_no_machine_is_bought_and_teardown_still_works() -> None:
+    clock, store = Clock(), MemoryStore()
+    aws = MemoryProvider("aws", CATALOG)
+    preempted, downed = store.add_job(spec(), clock()), store.add_job(replace(spec(), name="downed"), clock())
+    settle(engine(store, {"aws": aws}, CATALOG, clock), clock)
+    machine = {a.job_id: a.instance_id for a in store.live_attempts()}
+    down_only = engine(store, {"aws": aws}, CATALOG, clock, launches_allowed=False)
+    pending = store.add_job(replace(spec(), name="pending"), clock())
+    aws.preempt(machine[preempted.id] or "")
+    store.request_down(downed.id)
+    clock.advance(seconds=30)
+    report = down_only.tick()
+    assert report.preempted == 1 and report.launched == 0 and aws.live() == []
+    assert [store.job(j.id).status for j in (preempted, downed, pending)] == [JobStatus.RECOVERING, JobStatus.STOPPED,
+                                                                          JobStatus.PENDING]
+    clock.advance(seconds=30)
+    engine(store, {"aws": aws}, CATALOG, clock).tick()         # a daemon (or orch apply --launch) buys them
+    wanted = {a.launch_id for j in (preempted, pending) for a in store.attempts_for_job(j.id) if a.state.is_live}
+    assert {i.launch_id for i in aws.live()} == wanted and len(wanted) == 2

@@ -25,6 +25,7 @@ leaked instance (orphans are collected), no forgotten job (state lives in the st
 
 from __future__ import annotations
 
+from orchestrator.crashpoints import crashpoint
 from orchestrator.engine import finish, launch, metrics, start, teardown
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.idle import IdleStep
@@ -60,6 +61,7 @@ class Reconciler:
     def tick(self) -> TickReport:
         log = TickLog()
         facts = sync(self.deps, self.deps.clock(), log.report)
+        crashpoint("after-sync")     # what the clouds said is written; no step has acted on it yet
         self._spend.run(self.deps, facts)
         start.run(self.deps, facts, log)
         finish.run(self.deps, facts, log)
