@@ -325,3 +325,26 @@ def test_with_launches_not_allowed_no_machine_is_bought_and_teardown_still_works
     engine(store, {"aws": aws}, CATALOG, clock).tick()         # a daemon (or orch apply --launch) buys them
     wanted = {a.launch_id for j in (preempted, pending) for a in store.attempts_for_job(j.id) if a.state.is_live}
     assert {i.launch_id for i in aws.live()} == wanted and len(wanted) == 2
+
+
+def test_the_sql_store_parses_each_manifest_once_not_per_tick_or_read(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import orchestrator.engine.sqlstore as sqlstore
+
+    clock = Clock()
+    store = SqlHarness(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=CATALOG)
+    jobs = [store.add_job(replace(spec(), name=f"job-{i}"), clock()) for i in range(3)]
+    fresh = SqlHarness(store.store, OWNER, catalog=CATALOG)          # a restarted daemon: nothing parsed yet
+    parsed: list[str] = []
+    real = sqlstore.Manifest.model_validate
+
+    def counting(doc, *a, **kw):  # type: ignore[no-untyped-def]
+        parsed.append(doc["name"])
+        return real(doc, *a, **kw)
+
+    monkeypatch.setattr(sqlstore.Manifest, "model_validate", counting)
+    for _ in range(3):
+        clock.advance(seconds=15)
+        fresh.begin_tick(clock())
+        assert [j.manifest.name for j in fresh.active_jobs()] == ["job-0", "job-1", "job-2"]
+        assert all(fresh.job(j.id).manifest.name == j.name for j in jobs)
+    assert sorted(parsed) == ["job-0", "job-1", "job-2"]
