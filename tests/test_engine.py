@@ -10,8 +10,9 @@ import pytest
 from orchestrator.config import OrchConfig
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice, StartupRenderer
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EngineStore, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, EngineStore, JobRecord, JobStatus
 from orchestrator.engine.reconciler import Reconciler
+from orchestrator.engine.recover import status_after
 from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.idle import IdlePolicy
 from orchestrator.planner import PlanRequest
@@ -348,3 +349,30 @@ def test_the_sql_store_parses_each_manifest_once_not_per_tick_or_read(tmp_path, 
         assert [j.manifest.name for j in fresh.active_jobs()] == ["job-0", "job-1", "job-2"]
         assert all(fresh.job(j.id).manifest.name == j.name for j in jobs)
     assert sorted(parsed) == ["job-0", "job-1", "job-2"]
+
+
+@pytest.mark.parametrize(("cause", "then", "relaunched"), [
+    (EndCause.SUCCEEDED, JobStatus.SUCCEEDED, False),    # killed after its machine ended, before the job's status
+    (EndCause.PREEMPTED, JobStatus.LAUNCHING, True),     # killed after the sync wrote a preemption
+    (EndCause.LAUNCH_REFUSED, JobStatus.LAUNCHING, True),
+])
+def test_a_job_left_with_no_machine_by_a_crash_gets_the_decision_it_missed(
+        world, cause: EndCause, then: JobStatus, relaunched: bool) -> None:  # type: ignore[no-untyped-def]
+    clock, store, _aws, _gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    settle(rec, clock)
+    [attempt] = store.attempts_for_job(job.id)
+    store.set_attempt_state(attempt.id, AttemptState.TERMINATED, clock(), reason="killed mid-tick", cause=cause)
+    clock.advance(seconds=30)
+    rec.tick()
+    assert store.job(job.id).status is then and "no-machine" in store.kinds()
+    assert (len(store.attempts_for_job(job.id)) == 2) is relaunched
+
+
+def test_status_after_prefers_recovery_then_failure() -> None:
+    assert status_after({EndCause.GANG, EndCause.NOTICED}) is JobStatus.RECOVERING
+    assert status_after({EndCause.GANG, EndCause.FAILED}) is JobStatus.FAILED
+    assert status_after({EndCause.IDLE_STOPPED, EndCause.GANG}) is JobStatus.STOPPED
+    assert status_after({EndCause.SUCCEEDED}) is JobStatus.SUCCEEDED
+    assert status_after({EndCause.SUCCEEDED, EndCause.GANG}) is JobStatus.PENDING
+    assert status_after(set()) is JobStatus.PENDING

@@ -28,7 +28,18 @@ from orchestrator.engine.tick import TickLog
 from orchestrator.recovery import RecoveryAction
 from providers.base import Market
 
-_PREEMPTION_CAUSES = frozenset({EndCause.PREEMPTED, EndCause.NOTICED})
+#: The job status each end cause leads to, strongest first (a gang's nodes may end for several causes).
+_STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE}), JobStatus.RECOVERING),
+                 (frozenset({EndCause.FAILED}), JobStatus.FAILED),
+                 (frozenset({EndCause.IDLE_STOPPED, EndCause.IDLE_TERMINATED}), JobStatus.STOPPED))
+
+
+def status_after(causes: set[EndCause]) -> JobStatus:
+    """What a job whose last machines ended for ``causes`` is now (PENDING: it needs a machine again)."""
+    for which, status in _STATUS_AFTER:
+        if causes & which:
+            return status
+    return JobStatus.SUCCEEDED if causes == {EndCause.SUCCEEDED} else JobStatus.PENDING
 
 
 class RecoveryStep:
@@ -129,12 +140,12 @@ class RecoveryStep:
         return self._deadline_review(deps, job, running[0].attempt, facts.now, log) if running else None
 
     def _stranded(self, deps: EngineDeps, job: JobRecord, now: datetime) -> JobStatus:
-        """A launching or running job left with no machine (a crash between the sync and this step, or a
-        re-asked launch refused): recover it if its last machines were preempted, else launch it again."""
+        """A launching or running job left with no machine: a crash between the sync (or a step's end of an
+        attempt) and the decision that follows, or a re-asked launch refused. The causes its last machines
+        ended with finish that decision: recover, fail, stop, succeed, or launch again."""
         attempts = deps.store.attempts_for_job(job.id)
         last = max((a.generation for a in attempts), default=0)
-        preempted = any(a.end_cause in _PREEMPTION_CAUSES for a in attempts if a.generation == last)
-        status = JobStatus.RECOVERING if preempted else JobStatus.PENDING
+        status = status_after({a.end_cause for a in attempts if a.generation == last and a.end_cause})
         deps.store.set_job_status(job.id, status, now)
         deps.store.event("no-machine", f"{job.status.value} job has no machine left: {status.value}", now,
                          job_id=job.id)
