@@ -113,7 +113,7 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     assert b_running is not None and inst_b is not None
     status_b = world.b.workdir / WORK / "status.json"
     agent_b = json.loads(status_b.read_text())["agent"]
-    assert world.rec.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
+    assert world.rec.hooks.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
     assert json.loads(status_b.read_text())["agent"]["started_at"] == agent_b["started_at"]
     assert agents_on(world.b) == 1
     assert getattr(world.pool.get(inst_b), "connect_count", None) == 1  # one kept-alive connection to B
