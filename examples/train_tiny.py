@@ -10,7 +10,8 @@ asked to "checkpoint now": the --checkpoint-signal arrives, or the --checkpoint-
 deleted). Ranks agree on the step through an all-reduce, so all of them checkpoint the same step.
 
 Resume: --resume-from DIR (or $ORCH_RESUME_PATH / the env var named by --resume-env) continues at
-the step after the checkpoint. Rank 0 appends "step <N> loss <x>" to --steps-log for each step done.
+the step after the checkpoint. Rank 0 appends "step <N> loss <x>" to --steps-log (default $ORCH_STEPS_LOG, else
+steps.log) for each step done.
 --hold-at-step N (tests) waits after step N until a checkpoint-now request arrives; --hang-after-hold then
 hangs until killed (a reclaimed machine), so the test's kill cannot race the end of the run; --step-sleep S
 (tests) sleeps S seconds after every step.
@@ -55,7 +56,8 @@ def _args() -> argparse.Namespace:
     p.add_argument("--resume-env", default="ORCH_RESUME_PATH", help="env var read when --resume-from is empty")
     p.add_argument("--checkpoint-signal", default=os.environ.get("ORCH_CHECKPOINT_SIGNAL", "SIGUSR1"))
     p.add_argument("--checkpoint-file", default=os.environ.get("ORCH_CHECKPOINT_NOW_FILE", ""))
-    p.add_argument("--steps-log", default="steps.log")
+    # ORCH_STEPS_LOG: where orch (e.g. `orch rehearse`) reads the job's progress from.
+    p.add_argument("--steps-log", default=os.environ.get("ORCH_STEPS_LOG", "steps.log"))
     p.add_argument("--out", default="final.pt")
     p.add_argument("--hold-at-step", type=int, default=0)
     p.add_argument("--hang-after-hold", action="store_true",

@@ -13,14 +13,11 @@ env vars). A provider section holds endpoints, regions, project and such.
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 
 def config_path() -> Path:
@@ -37,6 +34,8 @@ def data_dir() -> Path:
 
 
 def _default_owner() -> str:
+    import getpass
+
     try:
         name = getpass.getuser()
     except (KeyError, OSError):
@@ -80,6 +79,8 @@ def load_config(path: Path | None = None) -> OrchConfig:
     path = path or config_path()
     if not path.exists():
         return OrchConfig(owner=os.environ.get("ORCH_OWNER") or _default_owner(), path=None)
+    import yaml  # ~50 ms: only when there is a file to read (`orch quote` checks the path first)
+
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -1,9 +1,10 @@
-"""``orch daemon``: the reconcile tick on an APScheduler interval (also callable once: ``orch tick``).
+"""``orch daemon``: APScheduler jobs in a thread pool, the reconcile tick also callable once (``orch tick``).
 
-Reconcile = list clouds, adopt, launch, recover, idle, collect orphans. Ticks never overlap
-(max_instances=1, coalesce), and every one is logged as a JSON line with what it changed. The one-daemon
-rule on SQLite is the store's (``orchestrator.store.leases.daemon_lock``); on PostgreSQL several daemons
-share jobs through row leases.
+Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans) and catalog refresh (every
+``catalog.refresh_every``, default 6 h: ``orch catalog refresh`` in the daemon, after which the engine prices
+from the refreshed catalog). Reconcile ticks never overlap (max_instances=1, coalesce), and
+every one is logged as a JSON line with what it changed. The one-daemon rule on SQLite is the store's
+(``orchestrator.store.leases.daemon_lock``); on PostgreSQL several daemons share jobs through row leases.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.tick import TickReport
@@ -24,6 +26,7 @@ log = logging.getLogger("orch.daemon")
 @dataclass
 class DaemonSettings:
     reconcile_interval_s: float = 15.0
+    refresh_interval_s: float = 6 * 3600.0          # catalog.refresh_every
     workers: int = 4
 
 
@@ -47,9 +50,10 @@ def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> Ti
 
 
 def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettings, metrics: DaemonMetrics,
-               stop: threading.Event) -> None:
+               stop: threading.Event, catalog_refresh: Callable[[], Any] | None = None) -> None:
     """Run the scheduler until ``stop`` is set. The reconciler is built once (it keeps in-memory
-    windows: GPU samples, orphan first-seen times) and its ticks never overlap."""
+    windows: GPU samples, orphan first-seen times) and its ticks never overlap. ``catalog_refresh``
+    (``orch catalog refresh``'s work) runs at start and every ``refresh_interval_s``."""
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -65,6 +69,12 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
 
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())
+    if catalog_refresh is not None:
+        from orchestrator.catalog_schedule import catalog_due_at, refresh_catalog
+
+        scheduler.add_job(refresh_catalog, "interval", args=(catalog_refresh, reconciler),
+                          seconds=settings.refresh_interval_s, id="catalog-refresh",
+                          next_run_time=catalog_due_at(settings.refresh_interval_s, datetime.now(UTC)))
     scheduler.start()
     log.info("daemon started", extra={"fields": {"interval_s": settings.reconcile_interval_s}})
     try:

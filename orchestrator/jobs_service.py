@@ -8,7 +8,7 @@ daemon would, so a command never knows a cloud's details.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from orchestrator.engine.reconciler import Reconciler
     from orchestrator.engine.tick import TickReport
     from orchestrator.manifest import LoadedManifest
-    from orchestrator.planner import OfferSource, Plan, PlannedOffer
+    from orchestrator.manifest.schema import Manifest
+    from orchestrator.offer_sources import OfferSources
+    from orchestrator.planner import Plan, PlannedOffer, PlanRequest
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow
     from orchestrator.store.repo import ApplyResult
@@ -57,14 +59,11 @@ class JobPlan:
     plan: Plan
     alternatives: int
     estimated_hours: float | None
+    warnings: tuple[str, ...] = ()    # the model does not fit / is overprovisioned / image vs GPU (fit/planning)
 
     @property
     def options(self) -> tuple[PlannedOffer, ...]:
         return self.plan.eligible[: 1 + self.alternatives]
-
-    @property
-    def vram_rejects(self) -> tuple[PlannedOffer, ...]:
-        return tuple(p for p in self.plan.rejected if "vram-below-need" in p.flags)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,50 +74,56 @@ class JobPlan:
             "alternatives": [planned_json(p) for p in self.options[1:]],
             "eligible_count": len(self.plan.eligible),
             "rejected": [planned_json(p) for p in self.plan.rejected],
+            "near_misses": [planned_json(p) for p in self.plan.near_misses(NEAR_MISSES)],
+            "warnings": list(self.warnings),
         }
 
 
+#: Rejected offers ``orch plan`` shows with what excluded them.
+NEAR_MISSES = 3
+
+
 def planned_json(p: PlannedOffer) -> dict[str, Any]:
-    o = p.offer
-    return {
-        "provider": o.provider, "instance_type": o.instance_type, "region": o.region, "zone": o.zone,
-        "gpu": o.gpu, "gpu_count": o.gpu_count, "vram_gb": o.vram_gb, "market": o.market.value,
-        "nodes": p.nodes, "price_hr": round(o.price_hr, 4), "total_price_hr": round(p.total_price_hr, 4),
-        "estimated_total_usd": round(p.expected_cost_usd, 2) if p.expected_cost_usd is not None else None,
-        "source": o.source, "flags": list(p.flags), "notes": list(p.notes),
-    }
+    return p.to_json()
 
 
-def plan_jobs(loaded: Sequence[LoadedManifest], catalog: Iterable[Offer], live: Sequence[OfferSource] = (),
-              *, alternatives: int = 4, only_providers: Sequence[str] | None = None,
-              now: datetime | None = None) -> list[JobPlan]:
+def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, alternatives: int = 4,
+              only_providers: Sequence[str] | None = None, now: datetime | None = None) -> list[JobPlan]:
     """Rank every offer for each manifest, the way the engine will when it launches.
 
+    ``sources``: orchestrator.offer_sources.offer_sources(...), as the engine builds it.
     ``only_providers`` (the configured ones, for ``--configured``) keeps offers of those providers only:
     what ``orch apply --launch`` can actually get."""
     from orchestrator.engine.jobspec import jobspec_from_manifest
-    from orchestrator.planner import gather_offers, plan
+    from orchestrator.planner import plan
 
     if alternatives < 0:
         raise BadInputError(f"--alternatives must be 0 or more, got {alternatives}")
-    offers = [o for o in catalog if only_providers is None or o.provider in only_providers]
     now = now or utcnow()
+    # What a model-only job's GPUs are chosen from, and what the fit warnings compare against.
+    offers = [o for o in sources.catalog if only_providers is None or o.provider in only_providers]
     out: list[JobPlan] = []
     for m in loaded:
-        req = jobspec_from_manifest(m.manifest, now).plan
-        found = gather_offers(req.gpu_request(), offers, live)
+        req = jobspec_from_manifest(m.manifest, now, offers).plan
+        found = sources.offers(req.gpu_request())
         if only_providers is not None:
             found = [o for o in found if o.provider in only_providers]
         the_plan = plan(req, found)
-        out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours))
+        warnings = _fit_warnings(m.manifest, req, the_plan, offers)
+        out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
+                           tuple(warnings)))
     return out
 
 
-def live_sources(providers: Mapping[str, Provider]) -> list[Provider]:
-    """The configured providers that can price offers live."""
-    from providers.base import Capability
+def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: Sequence[Offer]) -> list[str]:
+    """The memory model's and the image's warnings for one job (orchestrator.fit.planning)."""
+    from orchestrator.fit.planning import allowed_offers, job_warnings
 
-    return [p for p in providers.values() if Capability.LIVE_OFFERS in p.capabilities]
+    allowed = [o for o in allowed_offers(offers, req.providers_allow, req.providers_deny, req.regions_allow,
+                                         req.regions_deny) if o.market in req.markets]
+    chosen = the_plan.chosen.offer if the_plan.chosen else None
+    return job_warnings(req.fit, manifest.resources.gpu, req.count, req.nodes, chosen, allowed, manifest.image)
+
 
 
 # -- apply --------------------------------------------------------------------------------------------
@@ -336,16 +341,24 @@ class InstanceView:
     region: str
     market: str
     state: str
-    price_hr: float
+    price_hr: float                      # quoted: the offer's $/h
+    actual_price_hr: float | None = None  # what the cloud reports for the machine, where it does
 
     @property
     def burning(self) -> bool:
         return self.state in _BURNING_STATES
 
+    @property
+    def charged_price_hr(self) -> float:
+        from orchestrator.spend import charged_price_hr
+
+        return charged_price_hr(self.actual_price_hr, self.price_hr)
+
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "provider": self.provider, "instance_id": self.instance_id,
                 "launch_id": self.launch_id, "instance_type": self.instance_type, "region": self.region,
                 "market": self.market, "state": self.state, "price_hr": self.price_hr,
+                "actual_price_hr": self.actual_price_hr, "charged_price_hr": self.charged_price_hr,
                 "burning": self.burning}
 
 
@@ -381,7 +394,7 @@ class StatusReport:
 
     @property
     def burn_hr(self) -> float:
-        return sum(i.price_hr for i in self.instances if i.burning)
+        return sum(i.charged_price_hr for i in self.instances if i.burning)
 
     @property
     def spent_usd(self) -> float:
@@ -413,7 +426,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
             mine = tuple(i for i in live if i.job == r.name)
             last = queries.last_event(tx, r.id or 0)
             views.append(JobView(r.name, r.status, r.desired_state, mine,
-                                 sum(i.price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
+                                 sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
                                  r.relaunch_count, _event_view(last, names) if last else None))
     if job is not None:
         live = [i for i in live if i.job == job]
@@ -422,7 +435,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
 
 def _instance_view(i: InstanceRow, names: Mapping[int, str]) -> InstanceView:
     return InstanceView(names.get(i.job_id or 0), i.provider, i.instance_id, i.launch_id, i.instance_type, i.region,
-                        i.market, i.state, float(i.price_hr or 0.0))
+                        i.market, i.state, float(i.price_hr or 0.0), i.actual_price_hr)
 
 
 def _event_view(e: Event, names: Mapping[int, str]) -> EventView:

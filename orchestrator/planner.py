@@ -4,20 +4,29 @@ Two small seams, so the planner can grow (a VRAM-fit planner, a deadline-aware s
 
 * ``Ranking``: turns an eligible offer into a comparable expected cost. Today ``ExpectedCostRanking``
   is $/h x estimated hours (x nodes); a later one can price preemption risk or deadline slack.
-* ``OfferSource``: where offers come from (the catalog, live provider APIs); ``gather_offers`` merges
-  them, a live price replacing the catalog's for the same machine, place and market.
+* where offers come from (the catalog, your own machines, live provider APIs) is
+  orchestrator.offer_sources: the one set of sources every caller plans from.
+
+Offers are gathered broadly (GPU, count, market, allowed providers, places not cooling down); every other
+constraint of the manifest is checked here, so that an offer it excludes says which constraint did
+(``Exclusion``), and ``orch plan`` can show the near misses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
-from providers.base import GpuRequest, Market, Offer
-from providers.catalog.query import match_offers, region_matches
+from providers.base import Availability, GpuRequest, Market, Offer
+from providers.catalog.query import region_matches
+from providers.fabric import instance_fabric
 from providers.gpus import Interconnect, gpu_by_name
+
+if TYPE_CHECKING:
+    from orchestrator.fit.planning import FitCheck
 
 #: Typical internet/inter-region egress list price; used only for the warning's rough estimate.
 EGRESS_USD_PER_GB = 0.09
@@ -49,14 +58,49 @@ class PlanRequest:
     budget_usd: float | None = None
     data: tuple[DataSource, ...] = ()
     exclude_zones: frozenset[str] = frozenset()
+    vcpus_per_gpu: float | None = None
+    ram_gb_per_gpu: float | None = None
+    disk_gb: float | None = None
+    #: The job has a checkpoint section: a preempted spot run resumes from its last committed checkpoint.
+    checkpointed: bool = False
+    fit: FitCheck | None = None      # the job's model: offers it does not fit are rejected (orchestrator.fit)
 
     def gpu_request(self) -> GpuRequest:
-        """The catalog query: everything but the deny lists, VRAM and budget (those become flags)."""
+        """The offer query: what an offer must be to be considered at all (the GPUs, count, market, allowed
+        providers, places not cooling down). ``plan`` checks every other constraint, and says which one
+        excluded an offer."""
         return GpuRequest(
             gpus=self.gpus, count=self.count, nodes=self.nodes, markets=self.markets,
-            providers=self.providers_allow, regions=self.regions_allow, max_price_hr=self.max_price_hr,
-            interconnect=self.interconnect, exclude_zones=self.exclude_zones,
+            providers=self.providers_allow, exclude_zones=self.exclude_zones,
         )
+
+
+class Constraint(StrEnum):
+    """A job constraint an offer of the right GPUs can break (the first flags of a rejected offer)."""
+
+    PROVIDER_DENIED = "provider-denied"
+    REGION_NOT_ALLOWED = "region-not-allowed"
+    REGION_DENIED = "region-denied"
+    VRAM = "vram-below-need"
+    INTERCONNECT = "interconnect-mismatch"
+    VCPUS = "vcpus-below-need"
+    RAM = "ram-below-need"
+    DISK = "disk-below-need"
+    MAX_PRICE = "over-max-price"
+    NOT_AVAILABLE = "not-available"
+    MODEL_FIT = "model-does-not-fit"            # the job's model: needs more GPU memory (orchestrator.fit)
+    PRECISION = "precision-unsupported"         # the job's model: precision the GPU cannot compute
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """Why an offer is not eligible: the constraint and, in words, the offer's value against the job's."""
+
+    constraint: Constraint
+    detail: str                     # e.g. "8 vCPU/GPU < 100 asked"
+
+    def to_json(self) -> dict[str, str]:
+        return {"constraint": self.constraint.value, "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +112,22 @@ class PlannedOffer:
     expected_cost_usd: float | None
     flags: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    excluded: tuple[Exclusion, ...] = ()    # empty for an eligible offer
 
     @property
     def total_price_hr(self) -> float:
         return self.offer.price_hr * self.nodes
+
+    def to_json(self) -> dict[str, Any]:
+        o = self.offer
+        return {
+            "provider": o.provider, "instance_type": o.instance_type, "region": o.region, "zone": o.zone,
+            "gpu": o.gpu, "gpu_count": o.gpu_count, "vram_gb": o.vram_gb, "market": o.market.value,
+            "nodes": self.nodes, "price_hr": round(o.price_hr, 4), "total_price_hr": round(self.total_price_hr, 4),
+            "estimated_total_usd": round(self.expected_cost_usd, 2) if self.expected_cost_usd is not None else None,
+            "source": str(o.source), "flags": list(self.flags), "notes": list(self.notes),
+            "excluded": [e.to_json() for e in self.excluded],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +141,20 @@ class Plan:
     @property
     def chosen(self) -> PlannedOffer | None:
         return self.eligible[0] if self.eligible else None
+
+    def near_misses(self, limit: int | None = None) -> tuple[PlannedOffer, ...]:
+        """Rejected offers that break the fewest constraints, cheapest first: what a small change would get."""
+        ranked = sorted(self.rejected, key=lambda p: (len(p.excluded), p.total_price_hr, p.offer.provider,
+                                                      p.offer.instance_type, p.offer.region))
+        return tuple(ranked[:limit] if limit is not None else ranked)
+
+    def exclusion_counts(self) -> dict[Constraint, int]:
+        """How many rejected offers each constraint excluded (an offer may count under several)."""
+        counts: dict[Constraint, int] = {}
+        for p in self.rejected:
+            for e in p.excluded:
+                counts[e.constraint] = counts.get(e.constraint, 0) + 1
+        return counts
 
 
 class Ranking(Protocol):
@@ -100,38 +170,14 @@ class ExpectedCostRanking:
         return offer.price_hr * req.nodes * (req.estimated_hours or 1.0)
 
 
-class OfferSource(Protocol):
-    def offers(self, req: GpuRequest) -> list[Offer]: ...
-
-
-def gather_offers(req: GpuRequest, catalog: Iterable[Offer], live: Sequence[OfferSource] = ()) -> list[Offer]:
-    """Catalog offers plus live ones; a live offer replaces the catalog row with the same key.
-
-    A live source that fails is skipped: planning must not break because one API is down.
-    """
-    from providers.errors import ProviderError
-
-    merged: dict[tuple[object, ...], Offer] = {o.key: o for o in match_offers(catalog, req)}
-    for source in live:
-        try:
-            found = source.offers(req)
-        except ProviderError:
-            continue
-        # A live source may answer more broadly than asked (interconnect, region): hold it to the request.
-        for o in match_offers(found, req):
-            key = o.key if o.key in merged else (*o.key, o.offer_id)
-            merged[key] = o
-    return list(merged.values())
-
-
 def _flags(offer: Offer, req: PlanRequest, expected: float | None) -> tuple[list[str], list[str]]:
     flags = list(rule_of_thumb_flags(offer))
     notes: list[str] = []
-    if any(f.endswith("vcpu-per-gpu") for f in flags):
-        notes.append(f"{offer.vcpus_per_gpu:g} vCPU/GPU is outside {VCPU_PER_GPU[0]:g}-{VCPU_PER_GPU[1]:g}")
-    if any(f.endswith("ram-per-gpu") for f in flags):
-        notes.append(f"{offer.memory_gb_per_gpu:.0f} GB RAM/GPU is outside {RAM_GB_PER_GPU[0]:g}-"
-                     f"{RAM_GB_PER_GPU[1]:g} GB")
+    if "low-vcpu-per-gpu" in flags:
+        notes.append(f"{offer.vcpus_per_gpu:g} vCPU/GPU is below the {VCPU_PER_GPU[0]:g}-{VCPU_PER_GPU[1]:g} minimum")
+    if "low-ram-per-gpu" in flags:
+        notes.append(f"{offer.memory_gb_per_gpu:.0f} GB RAM/GPU is below the {RAM_GB_PER_GPU[0]:g}-"
+                     f"{RAM_GB_PER_GPU[1]:g} GB minimum")
     for src in req.data:
         if src.region and src.region != offer.region:
             flags.append("egress")
@@ -143,33 +189,88 @@ def _flags(offer: Offer, req: PlanRequest, expected: float | None) -> tuple[list
     if req.budget_usd is not None and expected is not None and expected > req.budget_usd:
         flags.append("over-budget")
         notes.append(f"estimate ${expected:.2f} exceeds the budget ${req.budget_usd:.2f}")
+    fabric = instance_fabric(offer.provider, offer.instance_type) if req.nodes > 1 else None
+    if fabric is not None:
+        notes.append(f"{offer.instance_type} reaches {fabric.fabric.value} between machines only with {fabric.attach}, "
+                     "which orch's launch does not set up: NCCL runs over TCP between the nodes")
     if offer.market is Market.SPOT:
-        notes.append("spot: can be preempted; orch resumes from the last committed checkpoint")
+        if req.checkpointed:
+            notes.append("spot: can be preempted; orch resumes from the last committed checkpoint")
+        else:
+            notes.append("spot: can be preempted, and with no checkpoint section a preemption restarts the job "
+                         "from scratch (add checkpoint: to resume from the last committed one)")
     return flags, notes
 
 
-def _hard_rejection(offer: Offer, req: PlanRequest) -> str | None:
+def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
+    """Every constraint of ``req`` the offer breaks, each with its reason in words."""
+    out: list[Exclusion] = []
+
+    def no(constraint: Constraint, detail: str) -> None:
+        out.append(Exclusion(constraint, detail))
+
+    place = offer.zone or offer.region
     if offer.provider in req.providers_deny:
-        return "provider-denied"
+        no(Constraint.PROVIDER_DENIED, f"provider {offer.provider} is denied")
+    if req.regions_allow and not region_matches(offer, req.regions_allow):
+        no(Constraint.REGION_NOT_ALLOWED, f"{place} is not in regions.allow ({', '.join(req.regions_allow)})")
     if req.regions_deny and region_matches(offer, req.regions_deny):
-        return "region-denied"
+        no(Constraint.REGION_DENIED, f"{place} is in regions.deny ({', '.join(req.regions_deny)})")
     if req.min_vram_gb is not None and offer.vram_gb < req.min_vram_gb:
-        return "vram-below-need"
-    return None
+        no(Constraint.VRAM, f"{offer.vram_gb:g} GB VRAM < {req.min_vram_gb:g} asked")
+    if req.interconnect is not None and offer.interconnect is not req.interconnect:
+        no(Constraint.INTERCONNECT, f"{offer.interconnect.value}, {req.interconnect.value} asked")
+    if req.vcpus_per_gpu is not None and offer.vcpus_per_gpu and offer.vcpus_per_gpu < req.vcpus_per_gpu:
+        no(Constraint.VCPUS, f"{offer.vcpus_per_gpu:g} vCPU/GPU < {req.vcpus_per_gpu:g} asked")
+    if req.ram_gb_per_gpu is not None and offer.memory_gb_per_gpu and offer.memory_gb_per_gpu < req.ram_gb_per_gpu:
+        no(Constraint.RAM, f"{offer.memory_gb_per_gpu:g} GB RAM/GPU < {req.ram_gb_per_gpu:g} asked")
+    if req.disk_gb is not None and offer.max_disk_gb is not None and offer.max_disk_gb < req.disk_gb:
+        no(Constraint.DISK, f"disk {offer.max_disk_gb:g} GB < {req.disk_gb:g} asked")
+    total = offer.price_hr * req.nodes
+    if req.max_price_hr is not None and total > req.max_price_hr:
+        nodes = f" for {req.nodes} nodes" if req.nodes > 1 else ""
+        no(Constraint.MAX_PRICE, f"${total:.2f}/h{nodes} > max_price_hr ${req.max_price_hr:.2f}")
+    if req.fit is not None:
+        reason = req.fit.rejection(offer.gpu, offer.gpu_count, req.nodes)
+        if reason is not None:
+            no(Constraint(reason), f"the model does not fit {req.nodes * offer.gpu_count}x {offer.gpu}"
+               if reason == Constraint.MODEL_FIT else f"{offer.gpu} cannot compute in the model's precision")
+    if offer.availability is Availability.NOT_AVAILABLE:
+        no(Constraint.NOT_AVAILABLE, "not available now (no capacity, or your machine is reserved)")
+    return out
+
+
+def _unknowns(offer: Offer, req: PlanRequest) -> list[str]:
+    """Notes for constraints this offer cannot be checked against (what orch does not know about it)."""
+    from providers.registry import has_fixed_disk
+
+    notes: list[str] = []
+    if req.vcpus_per_gpu is not None and not offer.vcpus:
+        notes.append(f"vCPU count unknown: {req.vcpus_per_gpu:g} vCPU/GPU asked is not checked")
+    if req.ram_gb_per_gpu is not None and not offer.memory_gb:
+        notes.append(f"RAM unknown: {req.ram_gb_per_gpu:g} GB/GPU asked is not checked")
+    if req.disk_gb is not None and offer.max_disk_gb is None and has_fixed_disk(offer.provider):
+        notes.append(f"{offer.provider} machines come with their own disk, of a size not known here: "
+                     f"{req.disk_gb:g} GB asked is not checked before launch")
+    return notes
 
 
 def plan(req: PlanRequest, offers: Iterable[Offer], ranking: Ranking | None = None) -> Plan:
-    """Rank ``offers`` (already gathered for ``req.gpu_request()``) for the job described by ``req``."""
+    """Rank ``offers`` (gathered for ``req.gpu_request()``) for the job described by ``req``: those that
+    keep every constraint are eligible, cheapest first; the others are rejected with their exclusions."""
     ranking = ranking or ExpectedCostRanking()
     eligible: list[PlannedOffer] = []
     rejected: list[PlannedOffer] = []
     for offer in offers:
         expected = ranking.expected_cost(offer, req) if req.estimated_hours else None
         flags, notes = _flags(offer, req, expected)
-        reason = _hard_rejection(offer, req)
-        if reason:
-            rejected.append(PlannedOffer(offer, req.nodes, expected, (reason, *flags), tuple(notes)))
+        excluded = _exclusions(offer, req)
+        if excluded:
+            reasons = tuple(e.constraint.value for e in excluded)
+            rejected.append(PlannedOffer(offer, req.nodes, expected, (*reasons, *flags), tuple(notes),
+                                         tuple(excluded)))
         else:
+            notes += _unknowns(offer, req)
             eligible.append(PlannedOffer(offer, req.nodes, expected, tuple(flags), tuple(notes)))
     key = ranking.expected_cost
     eligible.sort(key=lambda p: (key(p.offer, req), p.offer.provider, p.offer.instance_type, p.offer.region))

@@ -6,15 +6,15 @@ No SDK, no database: this module must stay cheap to import (``orch quote`` runs 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import date
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 
 from orchestrator.advice import rule_of_thumb_flags
 from providers.base import GpuRequest, Market, Offer
-from providers.catalog.query import match_offers
-from providers.gpus import GPU_MODELS, Interconnect, gpu_by_name, resolve_gpu
+from providers.catalog.query import match_offers, offer_matches
+from providers.gpus import GPU_MODELS, Interconnect, gpu_by_name, resolve_gpu, suggest_gpus
 
 
 class SortKey(StrEnum):
@@ -42,20 +42,89 @@ def check_region_glob(pattern: str) -> str:
     return pattern
 
 
-def resolve_gpu_names(names: Sequence[str]) -> tuple[str, ...]:
-    """Canonical names for each name or alias; commas separate alternatives inside one value."""
+def _short_name_matches(name: str) -> list[str]:
+    """Canonical GPUs one of whose spellings contains ``name`` (``4090`` -> RTX4090-24G), registry order."""
+    from providers.gpus import _index, _norm
+
+    key = _norm(name)
+    if not key:
+        return []
+    return list(dict.fromkeys(m.name for spelling, m in _index().items() if key in spelling))
+
+
+def resolve_gpu_name(name: str) -> str:
+    """The canonical name for a name, alias, or unambiguous short name (``4090``, ``a6000``); an ambiguous
+    or unknown one raises QuoteInputError with the candidates ("did you mean ...")."""
+    try:
+        return resolve_gpu(name).name
+    except ValueError:
+        pass
+    found = _short_name_matches(name)
+    if len(found) == 1:
+        return found[0]
+    choices = found or suggest_gpus(name)
+    if not choices:
+        raise QuoteInputError(f"unknown GPU {name!r} (`orch quote` with no --gpu lists them)")
+    listed = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else choices[0]
+    what = "ambiguous" if len(found) > 1 else "unknown"
+    raise QuoteInputError(f"{what} GPU {name!r} (did you mean {listed}?)")
+
+
+def parse_gpu_specs(values: Sequence[str]) -> tuple[tuple[str, ...], int | None]:
+    """(canonical GPUs, count or None) from ``--gpu`` values: names, aliases and short names, comma-separated
+    alternatives, each optionally ``NAME:COUNT`` (dstack's form, ``H100:8``; a non-numeric tail such as
+    ``a100:80gb`` is part of the name). All counts given must agree."""
     out: list[str] = []
-    for raw in names:
+    counts: set[int] = set()
+    for raw in values:
         for part in raw.split(","):
             part = part.strip()
-            if part:
-                try:
-                    canonical = resolve_gpu(part).name
-                except ValueError as exc:
-                    raise QuoteInputError(str(exc)) from None
-                if canonical not in out:
-                    out.append(canonical)
-    return tuple(out)
+            if not part:
+                continue
+            name, sep, count_text = part.rpartition(":")
+            if sep and count_text.strip().isdigit():          # H100:8; "a100:80gb" stays a name
+                if int(count_text) < 1:
+                    raise QuoteInputError(f"--gpu {part!r}: the count after ':' must be 1 or more (e.g. H100:8)")
+                counts.add(int(count_text))
+            else:
+                name = part
+            canonical = resolve_gpu_name(name.strip())
+            if canonical not in out:
+                out.append(canonical)
+    if len(counts) > 1:
+        raise QuoteInputError(f"--gpu gives different counts ({', '.join(map(str, sorted(counts)))}): one machine "
+                              "shape per quote")
+    return tuple(out), (counts.pop() if counts else None)
+
+
+def resolve_gpu_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Canonical names for each name, alias or short name; commas separate alternatives inside one value."""
+    return parse_gpu_specs(names)[0]
+
+
+def offer_age(offer: Offer, now: datetime) -> timedelta:
+    """How old an offer's price is: from its capture time, else from the start of its (approximate) day."""
+    captured = offer.captured_at or datetime.combine(offer.price_as_of, time(), UTC)
+    return max(now - captured, timedelta(0))
+
+
+def format_age(age: timedelta, approximate: bool) -> str:
+    """``5m``, ``3h``, ``2d``, ``14mo``; approximate (day-only) ages in days or months, marked ``~``."""
+    seconds = age.total_seconds()
+    days = int(seconds // 86400)
+    if approximate:
+        return f"~{days}d" if days < 60 else f"~{days // 30}mo"
+    if seconds < 60:
+        return "<1m"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m"
+    if seconds < 48 * 3600:
+        return f"{int(seconds // 3600)}h"
+    return f"{days}d" if days < 60 else f"{days // 30}mo"
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +134,23 @@ class QuoteRow:
     offer: Offer
     nodes: int
     flags: tuple[str, ...]
-    age_days: int
+    age: timedelta
 
     @property
     def total_price_hr(self) -> float:
         return self.offer.price_hr * self.nodes
+
+    @property
+    def age_days(self) -> int:
+        return self.age.days
+
+    @property
+    def age_text(self) -> str:
+        if self.offer.source == "live":
+            return "live"
+        if self.offer.source == "own":
+            return "-"            # your machine: a price you set, not a market's
+        return format_age(self.age, self.offer.captured_at is None)
 
     def to_json(self) -> dict[str, object]:
         o = self.offer
@@ -85,8 +166,8 @@ class QuoteRow:
             "vram_gb": o.vram_gb,
             "vcpus": o.vcpus,
             "memory_gb": o.memory_gb,
-            "vcpus_per_gpu": round(o.vcpus_per_gpu, 2),
-            "memory_gb_per_gpu": round(o.memory_gb_per_gpu, 2),
+            "vcpus_per_gpu": _round(o.vcpus_per_gpu),
+            "memory_gb_per_gpu": _round(o.memory_gb_per_gpu),
             "interconnect": o.interconnect.value,
             "market": o.market.value,
             "price_hr": round(o.price_hr, 6),
@@ -98,19 +179,104 @@ class QuoteRow:
             "source": o.source,
             "availability": o.availability.value,
             "flags": list(self.flags),
+            "price_captured_at": o.captured_at.isoformat() if o.captured_at else None,
+            "price_age_s": int(self.age.total_seconds()),
+            "price_source": o.price_source,
         }
 
 
+def _moment(now: datetime | date) -> datetime:
+    if isinstance(now, datetime):
+        return now if now.tzinfo else now.replace(tzinfo=UTC)
+    return datetime.combine(now, time(), UTC)
+
+
 def quote(offers: Sequence[Offer], req: GpuRequest, sort: SortKey, limit: int | None,
-          today: date) -> list[QuoteRow]:
+          now: datetime | date) -> list[QuoteRow]:
+    """Matching offers, cheapest first (``now``: the moment ages are measured from; a date means its midnight)."""
+    moment = _moment(now)
     found = match_offers(offers, req)
     if sort is SortKey.PRICE_PER_GPU:
         found.sort(key=lambda o: (o.price_per_gpu_hr, o.price_hr))
-    rows = [
-        QuoteRow(o, req.nodes, tuple(rule_of_thumb_flags(o)), (today - o.price_as_of).days)
-        for o in found
-    ]
+    rows = [QuoteRow(o, req.nodes, tuple(rule_of_thumb_flags(o)), offer_age(o, moment)) for o in found]
     return rows[:limit] if limit else rows
+
+
+@dataclass(frozen=True, slots=True)
+class QuoteGroup:
+    """Identical offers across places (same provider, instance type, market, price): one line of the table."""
+
+    rows: tuple[QuoteRow, ...]
+
+    @property
+    def first(self) -> QuoteRow:
+        return self.rows[0]
+
+    @property
+    def oldest(self) -> QuoteRow:
+        return max(self.rows, key=lambda r: r.age)
+
+    @property
+    def place(self) -> str:
+        """The region (and zone) of a single row, ``<region> (3 zones)``, or ``5 regions``."""
+        regions = sorted({r.offer.region for r in self.rows})
+        if len(regions) > 1:
+            return f"{len(regions)} regions"
+        zones = sorted({r.offer.zone for r in self.rows if r.offer.zone and r.offer.zone != r.offer.region})
+        if len(self.rows) > 1 and len(zones) > 1:
+            return f"{regions[0]} ({len(zones)} zones)"
+        return f"{regions[0]}/{zones[0]}" if zones else regions[0]
+
+
+def group_rows(rows: Sequence[QuoteRow], expand: bool = False) -> list[QuoteGroup]:
+    """Rows grouped by (provider, instance type, market, price, GPUs), in the order of their first row;
+    ``expand`` keeps one group per row (``--all-regions``)."""
+    if expand:
+        return [QuoteGroup((r,)) for r in rows]
+    groups: dict[tuple[object, ...], list[QuoteRow]] = {}
+    for r in rows:
+        o = r.offer
+        key = (o.provider, o.instance_type, o.market, round(o.price_hr, 6), o.gpu, o.gpu_count, o.source)
+        groups.setdefault(key, []).append(r)
+    return [QuoteGroup(tuple(g)) for g in groups.values()]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSummary:
+    """One line of the GPU list: a GPU, its cheapest $/GPU-hour across the matching offers, who sells it."""
+
+    gpu: str
+    vram_gb: int
+    cheapest_per_gpu_hr: float
+    cheapest: Offer
+    providers: tuple[str, ...]
+    offers: int
+    counts: tuple[int, ...] = field(default=())
+
+    def to_json(self) -> dict[str, object]:
+        return {"gpu": self.gpu, "vram_gb": self.vram_gb,
+                "cheapest_price_per_gpu_hr": round(self.cheapest_per_gpu_hr, 6),
+                "cheapest_market": self.cheapest.market.value, "cheapest_provider": self.cheapest.provider,
+                "providers": list(self.providers), "offers": self.offers, "gpu_counts": list(self.counts)}
+
+
+def gpu_summaries(offers: Iterable[Offer], req: GpuRequest, any_count: bool) -> list[GpuSummary]:
+    """Per GPU with a matching offer (every GPU count when ``any_count``), cheapest $/GPU-hour first."""
+    from dataclasses import replace
+
+    by_gpu: dict[str, list[Offer]] = {}
+    for o in offers:
+        probe = replace(req, count=o.gpu_count) if any_count else req
+        if offer_matches(o, probe):
+            by_gpu.setdefault(o.gpu, []).append(o)
+    out = []
+    for gpu, found in by_gpu.items():
+        best = min(found, key=lambda o: (o.price_per_gpu_hr, o.price_hr))
+        out.append(GpuSummary(gpu, gpu_by_name(gpu).vram_gb, best.price_per_gpu_hr, best,
+                              tuple(sorted({o.provider for o in found})), len(found),
+                              tuple(sorted({o.gpu_count for o in found}))))
+    out.sort(key=lambda g: (g.cheapest_per_gpu_hr, g.gpu))
+    return out
 
 
 def relaxations(offers: Sequence[Offer], req: GpuRequest) -> list[str]:
@@ -160,5 +326,6 @@ def relaxations(offers: Sequence[Offer], req: GpuRequest) -> list[str]:
     return hints
 
 
-__all__ = ["Interconnect", "QuoteInputError", "QuoteRow", "SortKey", "check_region_glob", "quote",
-           "relaxations", "resolve_gpu_names"]
+__all__ = ["GpuSummary", "Interconnect", "QuoteGroup", "QuoteInputError", "QuoteRow", "SortKey",
+           "check_region_glob", "format_age", "gpu_summaries", "group_rows", "offer_age", "parse_gpu_specs", "quote",
+           "relaxations", "resolve_gpu_name", "resolve_gpu_names"]

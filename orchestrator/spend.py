@@ -1,4 +1,5 @@
-"""Spend accrual: an attempt costs its offer's $/h for the time its instance was running (all nodes)."""
+"""Spend accrual: an attempt costs its $/h for the time its instance was running (all nodes): what the cloud
+reports for the instance where it reports it, else the offer's price."""
 
 from __future__ import annotations
 
@@ -16,3 +17,13 @@ def would_break_budget(spent_usd: float, price_hr: float, hours: float, budget_u
     if budget_usd is None:
         return False
     return spent_usd + price_hr * max(hours, 1.0) > budget_usd
+
+
+def charged_price_hr(instance_price_hr: float | None, offer_price_hr: float) -> float:
+    """The $/h to charge for an attempt: the instance's price as its cloud reports it (Vast ``dph_total``,
+    RunPod ``costPerHr``, Lambda ``price_cents_per_hour``, the AWS zone's spot price at launch, the refreshed
+    catalog's price at launch on Azure/GCP), else the offer's. A reported price that is not a finite
+    non-negative number is no report."""
+    if instance_price_hr is None or not (instance_price_hr >= 0) or instance_price_hr == float("inf"):
+        return offer_price_hr
+    return instance_price_hr

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from orchestrator.config import ConfigError, OrchConfig
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from providers.base import Provider
 
 
@@ -23,10 +25,15 @@ def build_providers(config: OrchConfig, only: set[str] | None = None) -> dict[st
         try:
             built[name] = create_provider(name, config.provider_settings(name))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"{config.path}: providers.{name}.{where}: {first['msg']}") from None
+            raise settings_error(config, name, exc) from None
         except ImportError as exc:
             extra = entry(name).extra
             raise ConfigError(f"provider {name} needs {exc.name}: pip install 'orch[{extra}]'") from None
     return built
+
+
+def settings_error(config: OrchConfig, name: str, exc: ValidationError) -> ConfigError:
+    """A provider section's first validation error as one line: file, field path, what is wrong."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return ConfigError(f"{config.path}: providers.{name}.{where}: {first['msg']}")

@@ -15,9 +15,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from providers.gpus import Interconnect
+
+if TYPE_CHECKING:  # `orch quote` imports this module; the fabric table is not needed to price offers
+    from providers.fabric import Fabric
 
 __all__ = [
     "TAG_JOB",
@@ -25,6 +28,7 @@ __all__ = [
     "TAG_OWNER",
     "Availability",
     "Capability",
+    "CloudResource",
     "GpuRequest",
     "Instance",
     "InstanceState",
@@ -32,7 +36,9 @@ __all__ = [
     "LaunchSpec",
     "Market",
     "Offer",
+    "OfferOrigin",
     "Provider",
+    "ResourceKind",
     "instance_name",
     "new_launch_id",
     "parse_instance_name",
@@ -70,15 +76,34 @@ class Capability(StrEnum):
     TAGS = "tags"                            # key/value tags; otherwise orch encodes ids in the name
     LIVE_OFFERS = "live-offers"              # offers() returns live prices/capacity without launching
     HOST_KEYS = "host-keys"                  # the API exposes the instance's SSH host keys
+    CONFIG_OFFERS = "config-offers"          # offers() lists configured machines from settings alone: no cloud call
+
+
+class OfferOrigin(StrEnum):
+    """Where an offer's price comes from (``Offer.source``)."""
+
+    CATALOG = "catalog"     # the shipped or refreshed catalog
+    LIVE = "live"           # a provider's pricing API, just now
+    OWN = "own"             # a machine you own, from orch's config, at the price you set there
+    STORE = "store"         # rebuilt from orch's store (an attempt whose offer left the catalog)
 
 
 class InstanceState(StrEnum):
+    """The cloud's word for an instance, normalised; ``Instance.raw_state`` keeps the provider's own.
+
+    ``UNREACHABLE``: the cloud has lost contact with the machine (Vast ``unknown``/``offline``: no heartbeat
+    from the host; Lambda ``unhealthy``; GCE ``REPAIRING``; Azure ``PowerState/unknown``). It is NOT gone:
+    the cloud still lists it, it may bill, and it may come back. Callers give it a grace period before they
+    count the node as lost (and then terminate it); they must never read it as PREEMPTED at once.
+    """
+
     PENDING = "pending"
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
     TERMINATED = "terminated"
     PREEMPTED = "preempted"
+    UNREACHABLE = "unreachable"
 
     @property
     def is_gone(self) -> bool:
@@ -114,7 +139,10 @@ class Offer:
     """One machine type at one place and market, with its price per instance-hour.
 
     ``price_as_of`` is the date the price was captured; ``price_as_of_approximate`` is True when that
-    date is an estimate (the shipped catalog's source has no capture dates).
+    date is an estimate (the shipped catalog's source has no capture dates). ``captured_at`` is the exact
+    capture time (UTC) where it is known (a refreshed catalog row, a live price), else None.
+    ``vcpus`` / ``memory_gb`` are None where the source does not say (the shipped Vast.ai rows).
+    ``price_source`` names where a catalog row's price came from (``gpuhunt aws 20261202-88``).
     """
 
     provider: str
@@ -124,28 +152,34 @@ class Offer:
     gpu: str
     gpu_count: int
     vram_gb: float
-    vcpus: float
-    memory_gb: float
+    vcpus: float | None
+    memory_gb: float | None
     interconnect: Interconnect
     market: Market
     price_hr: float
     price_as_of: date
     price_as_of_approximate: bool = False
-    source: str = "catalog"                     # "catalog" or "live"
+    source: str = OfferOrigin.CATALOG           # an OfferOrigin value
     availability: Availability = Availability.UNKNOWN
     offer_id: str | None = None                 # a provider's own handle (a Vast ask id, a RunPod gpu type)
+    captured_at: datetime | None = None
+    price_source: str = ""
+    #: The most local disk a launch on this offer can have, where the machine's disk is fixed (a Vast ask's
+    #: disk_space, a Lambda type's local storage, your own machine's); None: no known limit (the clouds that
+    #: create the boot disk at LaunchSpec.disk_gb, or a limit nobody told orch).
+    max_disk_gb: float | None = None
 
     @property
     def price_per_gpu_hr(self) -> float:
         return self.price_hr / self.gpu_count
 
     @property
-    def vcpus_per_gpu(self) -> float:
-        return self.vcpus / self.gpu_count
+    def vcpus_per_gpu(self) -> float | None:
+        return None if self.vcpus is None else self.vcpus / self.gpu_count
 
     @property
-    def memory_gb_per_gpu(self) -> float:
-        return self.memory_gb / self.gpu_count
+    def memory_gb_per_gpu(self) -> float | None:
+        return None if self.memory_gb is None else self.memory_gb / self.gpu_count
 
     @property
     def key(self) -> tuple[str, str, str, str | None, Market]:
@@ -206,6 +240,45 @@ class Instance:
     created_at: datetime | None = None
     price_hr: float | None = None
     extra: tuple[tuple[str, str], ...] = field(default=())
+    #: The RDMA fabric this machine, as launched, shares with its peers (providers/fabric.py); None: none known.
+    fabric: Fabric | None = None
+
+
+class ResourceKind(StrEnum):
+    """What orch creates besides instances, so that a network admits SSH (and a key can log in)."""
+
+    SECURITY_GROUP = "security-group"                  # AWS: orch-<owner> per VPC, ingress 22
+    KEY_PAIR = "key-pair"                              # AWS: orch-<launch id>, the job's public key
+    FIREWALL_RULE = "firewall-rule"                    # GCP: per network, for the orch-<owner> network tag
+    PUBLIC_IP = "public-ip"                            # Azure: <vm name>-pip, one per VM
+    NETWORK_SECURITY_GROUP = "network-security-group"  # Azure: orch-<owner>-ssh-<region>, shared
+    NETWORK_INTERFACE = "network-interface"            # Azure: <vm name>-nic, one per VM
+
+
+@dataclass(frozen=True, slots=True)
+class CloudResource:
+    """A resource orch created besides an instance, as the cloud reports it now.
+
+    ``resource_id`` is the provider's handle, what ``delete_network_resource`` needs (an AWS
+    ``<region>/sg-...``, a GCE firewall name, an ARM resource id). ``in_use`` says whether something
+    still uses it (an instance, a NIC) at listing time. ``created_at`` is None where the cloud does not
+    report a creation time (AWS security groups). ``launch_id`` is set for per-launch resources.
+    """
+
+    provider: str
+    kind: ResourceKind
+    resource_id: str
+    name: str
+    owner: str | None
+    in_use: bool
+    created_at: datetime | None = None
+    launch_id: str | None = None
+    region: str | None = None
+
+    @property
+    def key(self) -> tuple[str, ResourceKind, str]:
+        """Identity across listings (for a garbage collector's first-seen bookkeeping)."""
+        return (self.provider, self.kind, self.resource_id)
 
 
 def new_launch_id() -> str:
@@ -253,6 +326,10 @@ class Provider(ABC):
     * ``list_instances(owner)`` returns every instance orch launched for ``owner`` that the cloud still
       reports, found by tag/label/name, including terminated-but-listed ones.
     * ``terminate`` of a missing or already terminated instance succeeds (missing == success).
+    * ``list_network_resources(owner)`` returns what orch created for ``owner`` besides instances (security
+      groups, firewall rules, public IPs, NSGs, NICs, key pairs), with ``in_use``; ``delete_network_resource``
+      deletes one, missing == success, and raises ResourceInUseError while the cloud says it is still used.
+      Providers that create nothing besides instances keep the defaults ([] and a no-op).
     * Errors are raised only from providers.errors; transient ones (5xx, throttling) are retried inside
       the adapter with backoff and a deadline; capacity and quota errors are raised at once so the
       planner moves on to the next offer.
@@ -284,6 +361,20 @@ class Provider(ABC):
     @abstractmethod
     def terminate(self, instance_id: str) -> None:
         """Destroy the instance. Missing means success."""
+
+    def list_network_resources(self, owner: str) -> list[CloudResource]:
+        """What orch created for ``owner`` besides instances, found by tag/label/name, with ``in_use``.
+
+        Default: nothing (the provider creates nothing besides instances). See providers.leftovers for
+        which of them a garbage collector may delete.
+        """
+        return []
+
+    def delete_network_resource(self, resource: CloudResource) -> None:  # noqa: B027 - optional, not abstract
+        """Delete ``resource``. Idempotent: missing == success. Raises ResourceInUseError while it is used.
+
+        Default: nothing to delete (a provider that creates nothing has nothing of orch's to remove).
+        """
 
     def stop(self, instance_id: str) -> None:
         """Stop, keeping the disk. Only for providers with Capability.STOP."""

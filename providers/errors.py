@@ -54,8 +54,18 @@ class InvalidRequestError(ProviderError):
     """The request is wrong (bad instance type, bad parameter): a bug or a bad manifest, never retried."""
 
 
-class InstanceNotFoundError(ProviderError):
+class ResourceNotFoundError(ProviderError):
+    """A resource (an instance, a security group, a firewall rule, a public IP...) does not exist.
+
+    Deleting one that is missing succeeds: callers swallow it there."""
+
+
+class InstanceNotFoundError(ResourceNotFoundError):
     """The instance does not exist. ``terminate`` swallows it; ``get`` returns None instead."""
+
+
+class ResourceInUseError(ProviderError):
+    """A resource cannot be deleted yet: something (an instance, a NIC) still uses it. Try again later."""
 
 
 class PriceTooLowError(ProviderError):

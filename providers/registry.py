@@ -5,19 +5,23 @@ Each provider lives in ``providers/<package>/`` with two modules:
 * ``settings.py``: a pydantic model ``Settings`` (SDK-free) of what the adapter needs: endpoints,
   regions, project, resource group, key names. Defaults come from the cloud's usual places.
 * ``adapter.py``: the Provider subclass. Importing it imports the SDK; only ``create_provider`` does.
+
+A provider whose offers are known from its settings alone (your own machines: SSH) also names a
+``config_offers`` function, ``settings -> list[Offer]``, in an SDK-free module: ``orch quote`` and ``orch
+plan`` list those offers without building the adapter. Its adapter has ``Capability.CONFIG_OFFERS``.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pydantic costs ~30 ms to import; `orch quote` only needs canonical_provider
     from pydantic import BaseModel
 
-    from providers.base import Provider
+    from providers.base import Offer, Provider
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,12 @@ class ProviderEntry:
     display: str
     extra: str | None   # the pip extra that brings its SDK, if any
     setup_hint: str     # how a user configures it, shown by `orch providers`
+    #: "module:function" (SDK-free) listing its offers from validated settings alone, without a cloud call;
+    #: None: its offers need a cloud call (or come from the catalog).
+    config_offers: str | None = None
+    #: True where a machine's local disk is what it is (Vast asks, Lambda types, your machines), rather than
+    #: created at the launch's disk_gb (AWS, GCP, Azure, RunPod): the planner can only check known sizes.
+    fixed_disk: bool = False
 
 
 PROVIDERS: tuple[ProviderEntry, ...] = (
@@ -43,11 +53,13 @@ PROVIDERS: tuple[ProviderEntry, ...] = (
     ProviderEntry("runpod", "providers.runpod", "RunPodProvider", "RunPod", None,
                   "add `runpod: {}` under providers and export RUNPOD_API_KEY"),
     ProviderEntry("vastai", "providers.vastai", "VastProvider", "Vast.ai", None,
-                  "add `vastai: {}` under providers and export VAST_API_KEY (or `vastai set api-key`)"),
+                  "add `vastai: {}` under providers and export VAST_API_KEY (or `vastai set api-key`)",
+                  fixed_disk=True),
     ProviderEntry("lambda", "providers.lambdalabs", "LambdaProvider", "Lambda Cloud", None,
-                  "add `lambda: {}` under providers and export LAMBDA_API_KEY"),
+                  "add `lambda: {}` under providers and export LAMBDA_API_KEY", fixed_disk=True),
     ProviderEntry("ssh", "providers.ssh", "SshProvider", "Your own machines (SSH)", None,
-                  "declare hosts under providers.ssh.hosts (address, user, key_path, gpu, gpu_count, host_key)"),
+                  "declare hosts under providers.ssh.hosts (address, user, key_path, gpu, gpu_count, host_key)",
+                  config_offers="providers.ssh.offers:host_offers", fixed_disk=True),
 )
 
 PROVIDER_NAMES: tuple[str, ...] = tuple(e.name for e in PROVIDERS)
@@ -89,6 +101,24 @@ def settings_class(name: str) -> type[BaseModel]:
 def load_settings(name: str, raw: Mapping[str, Any] | None = None) -> BaseModel:
     """Validate a provider's section of orch's config (None: defaults and the cloud's usual places)."""
     return settings_class(name).model_validate(dict(raw or {}))
+
+
+def config_offers_function(name: str) -> Callable[[BaseModel], list[Offer]] | None:
+    """The provider's ``settings -> offers`` function when it lists offers without a cloud call, else None.
+
+    Imports only the named SDK-free module (and so pydantic), never the adapter."""
+    target = entry(name).config_offers
+    if target is None:
+        return None
+    module_name, _, function = target.partition(":")
+    fn: Callable[[BaseModel], list[Offer]] = getattr(importlib.import_module(module_name), function)
+    return fn
+
+
+def has_fixed_disk(provider: str) -> bool:
+    """Whether ``provider``'s machines come with the disk they have (unknown names: no)."""
+    e = _BY_NAME.get(PROVIDER_ALIASES.get(provider, provider))
+    return e is not None and e.fixed_disk
 
 
 def create_provider(name: str, settings: BaseModel | Mapping[str, Any] | None = None) -> Provider:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import ipaddress
+
+from pydantic import BaseModel, Field, field_validator
 
 from providers.retry import RetryPolicy
 
@@ -18,3 +20,32 @@ class RetrySettings(BaseModel):
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(attempts=self.retry_attempts, initial_wait_s=self.retry_initial_wait_s,
                            max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)
+
+
+#: Where SSH may come from when orch opens the network itself. Key-only logins (no passwords) make the
+#: open default workable; narrow it to the daemon's egress address(es) where you can.
+DEFAULT_SSH_INGRESS = ("0.0.0.0/0",)
+
+
+class SshIngressSettings(BaseModel):
+    """Mixed into the settings of clouds where orch opens TCP 22 itself (AWS, GCP, Azure).
+
+    ``ssh_ingress_cidrs``: the source ranges the security group / firewall rule / NSG admits on port 22.
+    An empty list means orch opens nothing (bring your own network rules, or run the daemon inside the
+    network). Each entry is an IPv4 or IPv6 CIDR; host bits are cleared (``10.1.2.3/8`` -> ``10.0.0.0/8``).
+    """
+
+    ssh_ingress_cidrs: list[str] = Field(default_factory=lambda: list(DEFAULT_SSH_INGRESS))
+
+    @field_validator("ssh_ingress_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        out: list[str] = []
+        for cidr in value:
+            try:
+                net = ipaddress.ip_network(cidr.strip(), strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a CIDR such as 203.0.113.7/32 or 2001:db8::/32") from exc
+            if str(net) not in out:
+                out.append(str(net))
+        return out

@@ -17,6 +17,8 @@ Policy (docs/catalog.md says the same, for users):
 * Any spot price not below its on-demand price (Azure ND96isr_H100_v5) is not a spot discount: dropped.
 * The source has no capture dates. Prices carry the approximate as-of of their source generation and
   are marked approximate.
+* Vast.ai rows leave vcpus and memory_gb empty (unknown): the source's Vast instance names
+  (``1x-H100_SXM-32-65536``) carry SkyPilot's placeholder 32 vCPU / 64 GB for every row, not the machines'.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from providers.gpus import Interconnect, resolve_gpu  # noqa: E402
+from providers.catalog.interconnect import interconnect_for  # noqa: E402
+from providers.gpus import resolve_gpu  # noqa: E402
 
 OUT_DIR = ROOT / "providers" / "catalog" / "data"
 
@@ -45,21 +48,8 @@ AS_OF = {
     "azure": ("2024-06-01", "2024 (approximate): older catalog folder, has H100 v5 but no H200 VMs"),
 }
 
-# Multi-GPU machines whose GPUs talk over NVLink/NVSwitch. Everything else is PCIe.
-NVLINK_TYPES = {
-    "aws": ("p3.8xlarge", "p3.16xlarge", "p3dn.", "p4d.", "p4de.", "p5.48xlarge", "p5e", "p5en.", "p6-"),
-    "gcp": ("a2-", "a3-", "n1-standard-8+8xV100", "n1-standard-8+4xV100", "n1-standard-8+2xV100"),
-    "azure": ("Standard_ND96", "Standard_NC24rs_v3"),
-    "lambda": ("_sxm", "gpu_8x_v100", "gpu_8x_a100", "gpu_4x_a100", "gpu_2x_a100"),
-    "runpod": ("H100-SXM",),
-    "vastai": ("SXM",),
-}
-
-
-def interconnect_for(provider: str, instance_type: str, gpu_count: int) -> Interconnect:
-    if gpu_count > 1 and any(marker in instance_type for marker in NVLINK_TYPES.get(provider, ())):
-        return Interconnect.NVLINK
-    return Interconnect.PCIE
+#: Providers whose vCPU/RAM columns in the source are placeholders, not the machines' (see the docstring).
+UNKNOWN_SPECS = ("vastai",)
 
 
 def _f(value: str) -> float | None:
@@ -98,9 +88,10 @@ def build(snapshot: Path) -> tuple[list[list[str]], dict[str, object]]:
         vram = float(r["gpu_memory_gb"])
         model = resolve_gpu(r["gpu"], vram_gb=vram)
         as_of, _ = AS_OF[provider]
+        known_specs = provider not in UNKNOWN_SPECS
         base = [
             provider, r["instance_type"], r["region"], r["zone"], model.name, str(count), f"{vram:g}",
-            f"{float(r['vcpus']):g}", f"{float(r['memory_gb']):g}",
+            f"{float(r['vcpus']):g}" if known_specs else "", f"{float(r['memory_gb']):g}" if known_specs else "",
             interconnect_for(provider, r["instance_type"], count).value,
         ]
         od = _f(r["price_ondemand_usd_hr"])

@@ -2,11 +2,14 @@
 # Install orch with its test extras into .venv and run the whole suite. README's test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# System tools the tests use: an OpenSSH server (SSH provider, e2e) and rclone (checkpoint uploads).
+# System tools the tests use: an OpenSSH server (SSH provider, e2e), rclone (checkpoint uploads), a browser.
 need=()
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v /usr/sbin/sshd >/dev/null 2>&1 || need+=(openssh-server)
 command -v rclone >/dev/null 2>&1 || need+=(rclone)
+# Debian's chromium and its driver: the web console's browser tests (they skip, saying so, without them).
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null) \
     || echo "warning: could not install ${need[*]}; tests needing them will skip" >&2
@@ -17,4 +20,8 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[dev]"
 .venv/bin/python -m pip install -q "torch==2.13.0" || echo "warning: torch not installed; e2e tests will skip" >&2
 .venv/bin/ruff check .
+# ORCH_CHECK_FLOORS=1: also prove pyproject's lower bounds (a scratch venv at the floors; a few minutes).
+if [ "${ORCH_CHECK_FLOORS:-}" = 1 ]; then
+  scripts/check_floors.sh
+fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

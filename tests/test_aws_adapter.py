@@ -12,7 +12,14 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from providers.aws.adapter import AwsProvider, decode_id, map_state, merge_spot_prices, translate_error
+from providers.aws.adapter import (
+    AwsProvider,
+    decode_id,
+    map_state,
+    merge_spot_prices,
+    to_instance,
+    translate_error,
+)
 from providers.aws.settings import Settings
 from providers.base import (
     TAG_JOB,
@@ -22,6 +29,7 @@ from providers.base import (
     InstanceState,
     LaunchSpec,
     Market,
+    ResourceKind,
     new_launch_id,
 )
 from providers.errors import (
@@ -33,6 +41,8 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
+    ResourceInUseError,
+    ResourceNotFoundError,
 )
 from tests.contract.harness_aws import INSTANCE_TYPE, REGION, catalog_offer
 from tests.fakes.aws import FAKE_ENV, FakeAws, SpotPrice
@@ -63,6 +73,9 @@ def _client_error(code: str, status: int = 400) -> ClientError:
     ("InternalError", 500, ProviderUnavailableError),
     ("Unavailable", 503, ProviderUnavailableError),
     ("SomethingNew", 502, ProviderUnavailableError),
+    ("DependencyViolation", 400, ResourceInUseError),
+    ("InvalidGroup.NotFound", 400, ResourceNotFoundError),
+    ("InvalidKeyPair.NotFound", 400, ResourceNotFoundError),
 ])
 def test_translate_error_codes(code: str, status: int, expected: type) -> None:
     err = translate_error(_client_error(code, status))
@@ -349,3 +362,165 @@ def test_merge_spot_prices_latest_linux_price_per_zone() -> None:
     live = [o for o in merged if o.source == "live"]
     assert [(o.zone, o.price_hr, o.price_as_of.isoformat()) for o in live] == [("use1-az6", 3.5, "2026-01-01")]
     assert merge_spot_prices([spot], []) == [spot]
+
+
+# -- the network orch opens for SSH, the node's identity, and what is left behind ------------------------------
+def _group(fake: FakeAws, name: str = f"orch-{OWNER}") -> dict[str, object] | None:
+    found = _ec2(fake).describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])["SecurityGroups"]
+    return found[0] if found else None
+
+
+def _ssh_cidrs(group: dict[str, object]) -> set[str]:
+    perms = group["IpPermissions"]
+    assert isinstance(perms, list)
+    return {r["CidrIp"] for p in perms if p["FromPort"] == 22 for r in p["IpRanges"]}
+
+
+def test_launch_opens_ssh_in_an_owned_group_that_is_deleted_once_unused(fake: FakeAws) -> None:
+    fake.reset()
+    p = AwsProvider(_settings(fake, ssh_ingress_cidrs=["203.0.113.7/32"]), session=_session())
+    a, b = p.launch(_spec()), p.launch(_spec())
+    group = _group(fake)
+    assert group is not None, "launch created orch's SSH group"
+    default_vpc = _ec2(fake).describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]
+    assert group["VpcId"] == default_vpc["VpcId"]
+    assert {"Key": TAG_OWNER, "Value": OWNER} in group["Tags"]  # type: ignore[operator]
+    assert _ssh_cidrs(group) == {"203.0.113.7/32"}
+    assert fake.requests["CreateSecurityGroup"] == 1, "one group per VPC and owner, found again on the 2nd launch"
+    described = _ec2(fake).describe_instances(InstanceIds=[a.instance_id.split("/")[1]])
+    assert [g["GroupId"] for g in described["Reservations"][0]["Instances"][0]["SecurityGroups"]] == [group["GroupId"]]
+
+    [listed] = [r for r in p.list_network_resources(OWNER) if r.kind is ResourceKind.SECURITY_GROUP]
+    assert listed.resource_id == f"{REGION}/{group['GroupId']}" and listed.owner == OWNER and listed.in_use
+    assert p.list_network_resources("someone-else") == []
+    p.terminate(a.instance_id)
+    assert all(r.in_use for r in p.list_network_resources(OWNER)), "b still holds the group"
+    p.terminate(b.instance_id)
+    [unused] = p.list_network_resources(OWNER)
+    assert not unused.in_use
+    p.delete_network_resource(unused)
+    assert _group(fake) is None
+    p.delete_network_resource(unused)                        # missing == success
+    assert p.list_network_resources(OWNER) == []
+    p.launch(_spec())                                        # and the next launch makes it again
+    assert _group(fake) is not None
+
+
+def test_ssh_rules_follow_the_setting(fake: FakeAws) -> None:
+    fake.reset()
+    AwsProvider(_settings(fake, ssh_ingress_cidrs=["198.51.100.0/24", "2001:db8::/32"]),
+                session=_session()).launch(_spec())
+    group = _group(fake)
+    assert group is not None and _ssh_cidrs(group) == {"198.51.100.0/24"}
+    assert {r["CidrIpv6"] for perm in group["IpPermissions"] for r in perm["Ipv6Ranges"]} == {"2001:db8::/32"}
+    AwsProvider(_settings(fake, ssh_ingress_cidrs=["203.0.113.0/24"]), session=_session()).launch(_spec())
+    group = _group(fake)
+    assert group is not None and _ssh_cidrs(group) == {"203.0.113.0/24"}
+    assert not [r for perm in group["IpPermissions"] for r in perm["Ipv6Ranges"]]
+
+
+def test_configured_groups_or_no_ingress_create_no_group(fake: FakeAws) -> None:
+    fake.reset()
+    mine = _ec2(fake).create_security_group(GroupName="team", Description="d")["GroupId"]
+    AwsProvider(_settings(fake, security_group_ids=[mine]), session=_session()).launch(_spec())
+    assert fake.sent["RunInstances"]["SecurityGroupId.1"] == mine
+    AwsProvider(_settings(fake, ssh_ingress_cidrs=[]), session=_session()).launch(_spec())
+    assert not any(k.startswith("SecurityGroupId") for k in fake.sent["RunInstances"])
+    assert fake.requests["CreateSecurityGroup"] == 1, "only the test's own \"team\" group"
+
+
+def test_launch_heals_a_group_deleted_under_it(aws: AwsProvider, fake: FakeAws) -> None:
+    """GC may delete the unused group between ensure and RunInstances: launch ensures it again, once."""
+    fake.fail("RunInstances", "InvalidGroup.NotFound", times=1)
+    inst = aws.launch(_spec())
+    assert fake.requests["RunInstances"] == 2 and inst.launch_id
+
+
+def test_bad_ssh_ingress_is_a_settings_error(fake: FakeAws) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="not a CIDR"):
+        _settings(fake, ssh_ingress_cidrs=["203.0.113.7/33"])
+    assert _settings(fake, ssh_ingress_cidrs=["10.1.2.3/8", "10.0.0.0/8"]).ssh_ingress_cidrs == ["10.0.0.0/8"]
+
+
+@pytest.mark.parametrize("profile", ["orch-node", "arn:aws:iam::123456789012:instance-profile/orch-node"])
+def test_instance_profile_gives_the_node_a_role(fake: FakeAws, profile: str) -> None:
+    fake.reset()
+    iam = _session().client("iam", endpoint_url=fake.endpoint_url, region_name=REGION)
+    iam.create_instance_profile(InstanceProfileName="orch-node")
+    p = AwsProvider(_settings(fake, instance_profile=profile), session=_session())
+    inst = p.launch(_spec())
+    key = "IamInstanceProfile.Arn" if profile.startswith("arn:") else "IamInstanceProfile.Name"
+    assert fake.sent["RunInstances"][key] == profile
+    described = _ec2(fake).describe_instances(InstanceIds=[inst.instance_id.split("/")[1]])
+    assert described["Reservations"][0]["Instances"][0]["IamInstanceProfile"]["Arn"].endswith(
+        "instance-profile/orch-node")
+
+
+def test_no_instance_profile_sends_none(aws: AwsProvider, fake: FakeAws) -> None:
+    aws.launch(_spec())
+    assert not any(k.startswith("IamInstanceProfile") for k in fake.sent["RunInstances"])
+
+
+def test_imported_key_pair_is_a_leftover_once_its_instance_is_gone(aws: AwsProvider, fake: FakeAws) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    pub = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    spec = _spec(ssh_public_key=pub)
+    inst = aws.launch(spec)
+    [key] = [r for r in aws.list_network_resources(OWNER) if r.kind is ResourceKind.KEY_PAIR]
+    assert key.name == f"orch-{spec.launch_id}" and key.launch_id == spec.launch_id and key.in_use
+    assert key.created_at is not None
+    aws.terminate(inst.instance_id)
+    [key] = [r for r in aws.list_network_resources(OWNER) if r.kind is ResourceKind.KEY_PAIR]
+    assert not key.in_use
+    aws.delete_network_resource(key)
+    aws.delete_network_resource(key)
+    assert not _ec2(fake).describe_key_pairs()["KeyPairs"]
+
+
+# -- published example payloads (tests/fixtures/aws/PROVENANCE.md) ---------------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "aws"
+
+
+def _parse_ec2(operation: str, xml_file: str) -> dict[str, object]:
+    """botocore's own EC2 response parser on a recorded body, as a live call would parse it."""
+    import botocore.session
+    from botocore.parsers import create_parser
+
+    op = botocore.session.get_session().get_service_model("ec2").operation_model(operation)
+    body = (FIXTURES / xml_file).read_bytes()
+    parsed: dict[str, object] = create_parser("ec2").parse(
+        {"body": body, "headers": {}, "status_code": 200}, op.output_shape)
+    return parsed
+
+
+def test_recorded_describe_instances_parses() -> None:
+    """apache/libcloud @ 88c468ad96b03e636fc42d78b47085088b978bc6,
+    libcloud/test/compute/fixtures/ec2/describe_instances_with_tags.xml (a recorded DescribeInstances answer)."""
+    parsed = _parse_ec2("DescribeInstances", "describe_instances_with_tags.xml")
+    [reservation] = parsed["Reservations"]  # type: ignore[misc]
+    [raw] = reservation["Instances"]
+    inst = to_instance("us-west-1", raw)
+    assert inst.instance_id == "us-west-1/i-8474834a" and inst.state is InstanceState.PENDING
+    assert inst.raw_state == "pending" and inst.instance_type == "m1.micro" and inst.zone == "us-west-1a"
+    assert (inst.public_ip, inst.private_ip) == ("1.2.3.5", "1.2.3.5")
+    assert inst.market is Market.ON_DEMAND and inst.created_at == datetime(2009, 8, 7, 5, 47, 4, tzinfo=UTC)
+    assert inst.launch_id is None and inst.owner is None, "not orch's: no orch tags"
+
+
+def test_recorded_security_groups_parse() -> None:
+    """apache/libcloud @ 3eb83bce3432ea876e25381409600a8d9f83eac9,
+    libcloud/test/compute/fixtures/ec2/describe_security_groups.xml."""
+    from providers.aws.network import _ssh_ranges
+
+    groups = _parse_ec2("DescribeSecurityGroups", "describe_security_groups.xml")["SecurityGroups"]
+    assert [g["GroupId"] for g in groups] == ["sg-443d0a12", "sg-5ff8a023"]  # type: ignore[attr-defined]
+    # Port 80 from anywhere, and a group-sourced range: neither is an SSH rule orch would count as its own.
+    assert [_ssh_ranges(g) for g in groups] == [set(), set()]  # type: ignore[attr-defined]
+    web = dict(groups[0])  # type: ignore[index]
+    web["IpPermissions"] = [{**web["IpPermissions"][0], "FromPort": 22, "ToPort": 22}]
+    assert _ssh_ranges(web) == {"0.0.0.0/0"}

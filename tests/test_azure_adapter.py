@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,7 +28,7 @@ from providers.azure.adapter import (
     translate_error,
 )
 from providers.azure.settings import Settings
-from providers.base import TAG_JOB, TAG_LAUNCH_ID, TAG_OWNER, InstanceState, LaunchSpec, Market
+from providers.base import TAG_JOB, TAG_LAUNCH_ID, TAG_OWNER, InstanceState, LaunchSpec, Market, ResourceKind
 from providers.errors import (
     AuthError,
     InstanceNotFoundError,
@@ -36,6 +37,7 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
+    ResourceInUseError,
 )
 from providers.retry import RetryPolicy
 from tests.contract.harness_azure import RG, SUB, SUBNET, catalog_offer, make_settings
@@ -116,6 +118,9 @@ def http_error(status: int, code: str | None) -> HttpResponseError:
         (400, None, InvalidRequestError),
         (500, "InternalServerError", ProviderUnavailableError),
         (503, None, ProviderUnavailableError),
+        (400, "InUseNetworkSecurityGroupCannotBeDeleted", ResourceInUseError),
+        (400, "PublicIPAddressCannotBeDeleted", ResourceInUseError),
+        (400, "NicInUse", ResourceInUseError),
     ],
 )
 def test_translate_error_table(status: int, code: str | None, expected: type) -> None:
@@ -149,6 +154,8 @@ def test_translate_auth_and_transport_errors() -> None:
         ("Succeeded", "deallocated", True, True, InstanceState.STOPPED),
         ("Deleting", "stopping", False, False, InstanceState.STOPPING),
         ("Failed", None, False, False, InstanceState.TERMINATED),
+        # Azure's documented "PowerState/unknown" (the platform lost the VM's state): not gone, may come back.
+        ("Succeeded", "unknown", True, False, InstanceState.UNREACHABLE),
     ],
 )
 def test_map_state(prov: str, power: str | None, spot: bool, stopped: bool, expected: InstanceState) -> None:
@@ -217,22 +224,26 @@ def test_launch_is_idempotent_without_a_second_put(fake: FakeArm, provider: Azur
 # -- terminate and cleanup -------------------------------------------------------------------------
 
 
-def test_terminate_removes_vm_nic_and_disk(fake: FakeArm, provider: AzureProvider) -> None:
+def test_terminate_removes_vm_nic_public_ip_and_disk(fake: FakeArm, provider: AzureProvider) -> None:
     s = spec()
     provider.launch(s)
-    assert fake.state.nics and fake.state.disks
+    assert fake.state.nics and fake.state.disks and fake.state.pips
     provider.terminate(s.name)
     assert provider.get(s.name) is None
-    assert not fake.state.vms and not fake.state.nics and not fake.state.disks
+    assert not fake.state.vms and not fake.state.nics and not fake.state.disks and not fake.state.pips
+    # The shared SSH NSG stays for the owner's next VM; nothing holds it now (garbage collection's call).
+    [nsg] = fake.state.nsgs.values()
+    assert not nsg["properties"].get("networkInterfaces")
     provider.terminate(s.name)  # missing == success
 
 
 def test_terminate_deletes_an_orphaned_nic(fake: FakeArm, provider: AzureProvider) -> None:
     s = spec()
-    provider._create_nic(s, provider._tags(s))  # a launch that died between the NIC and the VM
+    pip = provider._ensure_public_ip(s, provider._tags(s))  # a launch that died between the NIC and the VM
+    provider._create_nic(s, provider._tags(s), public_ip_id=pip.id, nsg_id=None)
     assert [k[1] for k in fake.state.nics] == [f"{s.name}-nic"]
     provider.terminate(s.name)
-    assert not fake.state.nics
+    assert not fake.state.nics and not fake.state.pips
     assert any(r.method == "DELETE" and r.path.endswith(f"/networkInterfaces/{s.name}-nic") for r in fake.requests)
 
 
@@ -250,7 +261,7 @@ def test_allocation_failure_inside_the_lro(fake: FakeArm, provider: AzureProvide
     with pytest.raises(InsufficientCapacityError) as info:
         provider.launch(spec())
     assert info.value.code == "AllocationFailed"
-    assert not fake.state.vms and not fake.state.nics and not fake.state.disks
+    assert not fake.state.vms and not fake.state.nics and not fake.state.disks and not fake.state.pips
 
 
 def test_quota(fake: FakeArm, provider: AzureProvider) -> None:
@@ -405,3 +416,194 @@ def _poll(fn: Any, ok: Any, deadline_s: float = 10.0) -> Any:
         time.sleep(0.02)
         value = fn()
     return value
+
+
+# -- the network for SSH, the node's identity, leftovers -------------------------------------------
+
+
+def _provider(fake: FakeArm, **overrides: Any) -> AzureProvider:
+    return AzureProvider(make_settings(fake.url, **overrides), retry=RetryPolicy.fast())  # type: ignore[arg-type]
+
+
+def test_vm_nic_carries_a_standard_public_ip_and_an_nsg_rule_for_22(fake: FakeArm) -> None:
+    p = _provider(fake, ssh_ingress_cidrs=["203.0.113.7/32"])
+    s = spec()
+    inst = p.launch(s)
+    [nic] = fake.state.nics.values()
+    [pip] = fake.state.pips.values()
+    [nsg] = fake.state.nsgs.values()
+    assert nic["name"] == f"{s.name}-nic" and pip["name"] == f"{s.name}-pip"
+    assert nic["properties"]["ipConfigurations"][0]["properties"]["publicIPAddress"]["id"] == pip["id"]
+    assert nic["properties"]["networkSecurityGroup"]["id"] == nsg["id"]
+    assert pip["sku"]["name"] == "Standard" and pip["properties"]["publicIPAllocationMethod"] == "Static"
+    assert pip["tags"] == {TAG_LAUNCH_ID: s.launch_id, TAG_OWNER: OWNER, TAG_JOB: "train-7"}
+    assert nsg["name"] == f"orch-{OWNER}-ssh-eastus" and nsg["tags"][TAG_OWNER] == OWNER
+    [rule] = nsg["properties"]["securityRules"]
+    rp = rule["properties"]
+    assert (rp["direction"], rp["access"], rp["protocol"], rp["destinationPortRange"]) == (
+        "Inbound", "Allow", "Tcp", "22")
+    assert rp["sourceAddressPrefixes"] == ["203.0.113.7/32"]
+    assert inst.public_ip == pip["properties"]["ipAddress"] and inst.private_ip
+    assert {i.instance_id: i.public_ip for i in p.list_instances(OWNER)} == {s.name: inst.public_ip}
+    p.close()
+
+
+def test_the_nsg_is_shared_per_region_and_follows_the_setting(fake: FakeArm) -> None:
+    p = _provider(fake)
+    p.launch(spec("l00000000000a"))
+    p.launch(spec("l00000000000b"))
+    assert len(puts(fake, "networkSecurityGroups")) == 1, "found with the right rules: no second PUT"
+    [nsg] = fake.state.nsgs.values()
+    assert len(nsg["properties"]["networkInterfaces"]) == 2
+    assert nsg["properties"]["securityRules"][0]["properties"]["sourceAddressPrefixes"] == ["0.0.0.0/0"]
+    _provider(fake, ssh_ingress_cidrs=["198.51.100.0/24", "2001:db8::/32"]).launch(spec("l00000000000c"))
+    [nsg] = fake.state.nsgs.values()
+    rules = {r["name"]: r["properties"]["sourceAddressPrefixes"] for r in nsg["properties"]["securityRules"]}
+    assert rules == {"orch-ssh": ["198.51.100.0/24"], "orch-ssh-v6": ["2001:db8::/32"]}
+    assert len(nsg["properties"]["networkInterfaces"]) == 3, "an update keeps the NICs that use it"
+
+
+def test_public_ip_false_creates_neither_address_nor_nsg(fake: FakeArm) -> None:
+    inst = _provider(fake, public_ip=False).launch(spec())
+    assert not fake.state.pips and not fake.state.nsgs
+    [nic] = fake.state.nics.values()
+    assert "publicIPAddress" not in nic["properties"]["ipConfigurations"][0]["properties"]
+    assert "networkSecurityGroup" not in nic["properties"]
+    assert inst.public_ip is None and inst.private_ip
+
+
+def test_no_ingress_ranges_means_an_address_but_no_nsg(fake: FakeArm) -> None:
+    _provider(fake, ssh_ingress_cidrs=[]).launch(spec())
+    assert fake.state.pips and not fake.state.nsgs
+
+
+def test_network_leftovers_are_listed_and_deleted(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec()
+    provider.launch(s)
+    listed = {r.kind: r for r in provider.list_network_resources(OWNER)}
+    assert set(listed) == {ResourceKind.PUBLIC_IP, ResourceKind.NETWORK_SECURITY_GROUP, ResourceKind.NETWORK_INTERFACE}
+    assert all(r.in_use and r.owner == OWNER for r in listed.values())
+    assert listed[ResourceKind.PUBLIC_IP].launch_id == s.launch_id
+    assert provider.list_network_resources("someone-else") == []
+    nsg = listed[ResourceKind.NETWORK_SECURITY_GROUP]
+    with pytest.raises(ResourceInUseError):
+        provider.delete_network_resource(nsg)          # ARM refuses while a NIC uses it
+    provider.terminate(s.name)
+    [left] = provider.list_network_resources(OWNER)
+    assert left.kind is ResourceKind.NETWORK_SECURITY_GROUP and not left.in_use
+    provider.delete_network_resource(left)
+    assert not fake.state.nsgs
+    provider.delete_network_resource(left)             # missing == success
+    assert provider.list_network_resources(OWNER) == []
+
+
+def test_a_half_done_launch_leaves_collectable_pieces(fake: FakeArm, provider: AzureProvider) -> None:
+    s = spec()
+    pip = provider._ensure_public_ip(s, provider._tags(s))   # died between the NIC and the VM
+    provider._create_nic(s, provider._tags(s), public_ip_id=pip.id, nsg_id=None)
+    found = {r.kind: r for r in provider.list_network_resources(OWNER)}
+    assert not found[ResourceKind.NETWORK_INTERFACE].in_use and found[ResourceKind.PUBLIC_IP].in_use
+    with pytest.raises(ResourceInUseError):
+        provider.delete_network_resource(found[ResourceKind.PUBLIC_IP])
+    provider.delete_network_resource(found[ResourceKind.NETWORK_INTERFACE])
+    [pip_left] = provider.list_network_resources(OWNER)
+    assert pip_left.kind is ResourceKind.PUBLIC_IP and not pip_left.in_use
+    provider.delete_network_resource(pip_left)
+    assert not fake.state.pips and not fake.state.nics
+
+
+def test_system_assigned_identity(fake: FakeArm) -> None:
+    _provider(fake, managed_identity="system").launch(spec())
+    (vm_put,) = puts(fake, "virtualMachines")
+    assert vm_put.body["identity"] == {"type": "SystemAssigned"}
+    [vm] = fake.vms()
+    assert vm["identity"]["principalId"]
+
+
+def test_user_assigned_identity(fake: FakeArm) -> None:
+    uid = f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/orch"
+    _provider(fake, managed_identity=uid).launch(spec())
+    (vm_put,) = puts(fake, "virtualMachines")
+    assert vm_put.body["identity"] == {"type": "UserAssigned", "userAssignedIdentities": {uid: {}}}
+    [vm] = fake.vms()
+    assert vm["identity"]["userAssignedIdentities"][uid]["clientId"]
+
+
+def test_no_identity_unless_asked_and_bad_ones_refused(fake: FakeArm, provider: AzureProvider) -> None:
+    from pydantic import ValidationError
+
+    provider.launch(spec())
+    (vm_put,) = puts(fake, "virtualMachines")
+    assert "identity" not in vm_put.body
+    with pytest.raises(ValidationError, match="managed_identity"):
+        make_settings(fake.url, managed_identity="my-identity")
+
+
+# -- Azure's published REST API examples (tests/fixtures/azure/PROVENANCE.md) ----------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "azure"
+
+
+def _example(name: str, status: str = "200") -> dict[str, Any]:
+    body: dict[str, Any] = json.loads((FIXTURES / name).read_text())["responses"][status]["body"]
+    return body
+
+
+def test_published_vm_get_and_instance_view_parse(fake: FakeArm) -> None:
+    """Azure/azure-rest-api-specs, Microsoft.Compute/ComputeRP/stable/2024-07-01 examples:
+    VirtualMachine_Get.json @ 3873f33d7b91f28c55d7c98b6eb7da8aa5a5bda4 and
+    VirtualMachine_Get_InstanceView.json @ ba16d1ab3479ee43b0db0da3dbc19cc2306a221e."""
+    from azure.mgmt.compute import models as cm
+
+    vm = cm.VirtualMachine(_example("VirtualMachine_Get.json"))
+    view = cm.VirtualMachineInstanceView(_example("VirtualMachine_Get_InstanceView.json"))
+    p = _provider(fake)
+    inst = p._to_instance(vm, view, private_ip="172.20.2.4", public_ip=None)
+    assert inst.instance_id == "myVM" and inst.state is InstanceState.RUNNING and inst.raw_state == "PowerState/running"
+    assert inst.instance_type == "Standard_DS3_v2" and inst.region == "West US" and inst.market is Market.ON_DEMAND
+    assert inst.created_at is not None and inst.created_at.year == 2021
+    assert ("vm_id", "0f47b100-583c-48e3-a4c0-aefc2c9bbcc1") in inst.extra
+    assert inst.launch_id is None and inst.owner is None, "tags myTag1 only: not orch's"
+
+
+def test_published_nic_public_ip_and_nsg_parse() -> None:
+    """Azure/azure-rest-api-specs, Microsoft.Network/stable/2024-05-01 examples: NetworkInterfaceGet.json
+    @ 256831647a1e8b4c740895b99998b257c0b31b28, PublicIpAddressGet.json @ 014a10d49d64d9557ad49d88498ad08e978f607b,
+    PublicIpAddressCreateCustomizedValues.json @ ea83a2a3e90ca3f0420e9d0ef55a811523541aba,
+    NetworkSecurityGroupGet.json @ ac19a0454128affbd3ec320da4c5f44ac4610d5a."""
+    from azure.mgmt.network import models as nm
+
+    from providers.azure import network as anet
+    from providers.azure.adapter import _first_private_ip
+
+    nic = nm.NetworkInterface(_example("NetworkInterfaceGet.json"))
+    pip = nm.PublicIPAddress(_example("PublicIpAddressGet.json"))
+    static = nm.PublicIPAddress(_example("PublicIpAddressCreateCustomizedValues.json"))
+    nsg = nm.NetworkSecurityGroup(_example("NetworkSecurityGroupGet.json"))
+    assert _first_private_ip(nic) == "172.20.2.4"
+    assert static.sku is not None and static.sku.name == "Standard"
+    assert static.properties is not None and static.properties.public_ip_allocation_method == "Static"
+    assert not anet.nsg_admits(nsg, ["0.0.0.0/0"]), "rule1 (port 80) is not orch's SSH rule"
+    assert anet.owned_resources(OWNER, pips=[pip], nsgs=[nsg], nics=[nic]) == [], "untagged: not orch's"
+    for res in (nic, pip, nsg):
+        res.tags = {TAG_OWNER: OWNER}
+    nsg.tags = {TAG_OWNER: OWNER, anet.TAG_ROLE: anet.ROLE_SSH}
+    found = {r.kind: r for r in anet.owned_resources(OWNER, pips=[pip], nsgs=[nsg], nics=[nic])}
+    # The published NIC names a VM, the public IP an ipConfiguration; the published NSG is attached to nothing.
+    assert found[ResourceKind.NETWORK_INTERFACE].in_use and found[ResourceKind.PUBLIC_IP].in_use
+    assert not found[ResourceKind.NETWORK_SECURITY_GROUP].in_use
+    assert found[ResourceKind.PUBLIC_IP].resource_id.endswith("/publicIPAddresses/testDNS-ip")
+
+
+def test_fake_nsg_default_rules_are_the_published_ones(fake: FakeArm, provider: AzureProvider) -> None:
+    provider.launch(spec())
+    [nsg] = fake.state.nsgs.values()
+
+    def shape(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"name": r["name"], **r["properties"]} for r in rules]
+
+    published = _example("NetworkSecurityGroupGet.json")["properties"]["defaultSecurityRules"]
+    assert shape(nsg["properties"]["defaultSecurityRules"]) == shape(published)
+    ours = {r["name"]: set(r["properties"]) for r in nsg["properties"]["securityRules"]}
+    published_keys = set(_example("NetworkSecurityGroupGet.json")["properties"]["securityRules"][0]["properties"])
+    # The fake answers with the published rule fields (plus description and the plural prefixes orch sends).
+    assert ours["orch-ssh"] - published_keys <= {"description", "sourceAddressPrefixes"}

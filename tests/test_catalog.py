@@ -5,13 +5,22 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
-import shutil
+from dataclasses import replace
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 
 from providers.base import Market
-from providers.catalog.loader import SHIPPED_DIR, CatalogError, DirectoryCatalog, default_sources, load_catalog
+from providers.catalog.fileformat import render, write_atomic
+from providers.catalog.loader import (
+    SHIPPED_DIR,
+    CatalogError,
+    DirectoryCatalog,
+    load_catalog,
+    newest_per_key,
+    user_catalog_file,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT.parent / "shared" / "reference" / "gpu_offers_snapshot.csv"
@@ -28,7 +37,8 @@ def test_every_offer_is_complete_and_dated() -> None:
     assert len(snap.offers) > 500
     assert {o.provider for o in snap.offers} == {"aws", "gcp", "azure", "runpod", "vastai", "lambda"}
     for o in snap.offers:
-        assert o.price_hr > 0 and o.gpu_count >= 1 and o.vram_gb > 0 and o.vcpus > 0
+        assert o.price_hr > 0 and o.gpu_count >= 1 and o.vram_gb > 0
+        assert (o.vcpus is None) == (o.provider == "vastai") and (o.vcpus is None or o.vcpus > 0)
         assert o.price_as_of_approximate and o.provider in snap.as_of
 
 
@@ -53,21 +63,46 @@ def test_policy_suspect_gcp_on_demand_rows_are_left_out_and_recorded() -> None:
     assert ("runpod", "4x_A100-80GB_SECURE", "US", "spot") in recorded
 
 
-def test_a_refreshed_cache_overrides_and_a_broken_one_falls_back(tmp_path: Path, monkeypatch) -> None:
-    cache = tmp_path / "xdg-cache" / "orch" / "catalog"
-    cache.mkdir(parents=True)
-    shutil.copy(SHIPPED_DIR / "catalog.json", cache / "catalog.json")
-    with (SHIPPED_DIR / "offers.csv").open() as src, (cache / "offers.csv").open("w") as dst:
-        lines = src.readlines()
-        dst.writelines(lines[:2])
-    assert [type(s).__name__ for s in default_sources()] == ["DirectoryCatalog", "DirectoryCatalog"]
-    snap = load_catalog()
-    assert snap.origin == str(cache) and len(snap.offers) == 1
+def _user_file(provider: str, offers: list) -> Path:
+    path = user_catalog_file(provider)
+    write_atomic(path, render(offers))
+    return path
+
+
+def test_a_refreshed_provider_replaces_its_shipped_rows_and_a_broken_file_falls_back() -> None:
+    shipped = load_catalog()
+    vast = [o for o in shipped.offers if o.provider == "vastai"][:2]
+    fresh = [replace(vast[0], price_hr=0.5, captured_at=datetime(2026, 12, 2, 9, 30, tzinfo=UTC),
+                     price_as_of=date(2026, 12, 2), price_as_of_approximate=False, vcpus=16.0, memory_gb=64.0,
+                     price_source="vast bundles")]
+    path = _user_file("vastai", fresh)
     load_catalog.cache_clear()
-    (cache / "catalog.json").write_text("{not json")
-    assert load_catalog().origin == "shipped"
+    snap = load_catalog()
+    assert snap.origin == "refreshed" and snap.refreshed == ("vastai",)
+    assert [o for o in snap.offers if o.provider == "vastai"] == fresh         # the shipped vast rows are gone
+    assert len([o for o in snap.offers if o.provider == "aws"]) == len([o for o in shipped.offers
+                                                                         if o.provider == "aws"])
+    assert snap.as_of["vastai"][0] == date(2026, 12, 2)
+    path.write_text("#orch-catalog 2 {not json\n")
+    load_catalog.cache_clear()
+    broken = load_catalog()
+    assert broken.refreshed == () and broken.offers == shipped.offers
+    assert broken.problems and str(path) in broken.problems[0]
     with pytest.raises(CatalogError):
-        DirectoryCatalog(cache, "broken").load()
+        DirectoryCatalog(path.parent, "broken").load()
+
+
+def test_newest_row_per_key_wins() -> None:
+    old = next(o for o in load_catalog().offers if o.provider == "aws")
+    newer = replace(old, price_hr=old.price_hr / 2, captured_at=datetime(2026, 12, 2, tzinfo=UTC))
+    assert newest_per_key([old, newer]) == [newer]
+    assert newest_per_key([newer, old]) == [newer]
+
+
+def test_a_gpu_filtered_load_reads_only_that_gpu() -> None:
+    everything = load_catalog()
+    a100 = load_catalog(("A100-80G",))
+    assert a100.offers == tuple(o for o in everything.offers if o.gpu == "A100-80G")
 
 
 @pytest.mark.skipif(not SNAPSHOT.exists(), reason="reference snapshot not beside this checkout (../shared)")

@@ -142,7 +142,50 @@ policies: {estimated_hours: 1000, budget_usd: 10}
     assert rejected and all(r["vram_gb"] < 80 for r in rejected)
     code, text, _ = run("plan", str(path))
     assert "over-budget" in text and "exceeds the budget $10.00" in text
-    assert re.search(r"rejected \d+ offer\(s\): vram-below-need", text)
+    assert re.search(r"excluded \d+ offer\(s\): (\d+ [a-z-]+, )*\d+ vram-below-need", text)
+    assert re.search(r"excluded: 40 GB VRAM < 80 asked", text)
+
+
+def _resources_manifest(tmp_path: Path, resources: str) -> Path:
+    path = tmp_path / "res.yaml"
+    path.write_text(f"apiVersion: orch/v1\nkind: Job\nname: res\nresources: {{{resources}}}\n"
+                    "run: {launcher: command, command: train}\n")
+    return path
+
+
+def test_plan_honours_vcpus_and_ram_per_gpu_and_names_what_excluded_the_near_misses(tmp_path: Path) -> None:
+    code, out, _ = run("plan", str(_resources_manifest(tmp_path, "gpu: A100-80G, count: 8")), "--json")
+    [free] = json.loads(out)
+    cpus = {o["provider"] + o["instance_type"]: o for o in [free["chosen"], *free["alternatives"]]}
+    assert code == 0 and cpus
+
+    path = _resources_manifest(tmp_path, "gpu: A100-80G, count: 8, vcpus_per_gpu: 100")
+    code, out, err = run("plan", str(path), "--json")
+    assert code == 1, err                                   # no machine has 100 vCPUs per GPU
+    [job] = json.loads(out)
+    assert job["chosen"] is None and job["eligible_count"] == 0 and job["rejected"]
+    for r in job["rejected"]:
+        [excluded] = [e for e in r["excluded"] if e["constraint"] == "vcpus-below-need"]
+        have = float(re.match(r"([\d.]+) vCPU/GPU < 100 asked$", excluded["detail"]).group(1))
+        assert have < 100
+    assert job["near_misses"] and all(len(n["excluded"]) == 1 for n in job["near_misses"])
+    code, text, _ = run("plan", str(path))
+    assert code == 1 and "no eligible offer" in text
+    assert re.search(r"excluded \d+ offer\(s\): \d+ vcpus-below-need", text)
+    assert re.search(r"excluded: \d+ vCPU/GPU < 100 asked", text)
+
+    path = _resources_manifest(tmp_path, "gpu: A100-80G, count: 8, vcpus_per_gpu: 10, ram_gb_per_gpu: 160")
+    code, out, err = run("plan", str(path), "--json", "--alternatives", "50")
+    assert code == 0, err
+    [job] = json.loads(out)
+    kinds = {e["constraint"] for r in job["rejected"] for e in r["excluded"]}
+    assert kinds == {"vcpus-below-need", "ram-below-need"}   # the catalog has A100x8 below either
+    from providers.catalog import load_catalog
+
+    ok = {(o.provider, o.instance_type) for o in load_catalog().offers
+          if o.gpu == "A100-80G" and o.gpu_count == 8 and o.vcpus_per_gpu >= 10 and o.memory_gb_per_gpu >= 160}
+    chosen = [job["chosen"], *job["alternatives"]]
+    assert {(o["provider"], o["instance_type"]) for o in chosen} <= ok
 
 
 def test_plan_with_no_offer_exits_1(tmp_path: Path) -> None:

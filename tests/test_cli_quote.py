@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("boto3", "botocore", "google", "azure", "sqlmodel", "sqlalchemy", "alembic", "paramiko", "psycopg",
-         "orchestrator.store", "apscheduler")
+         "orchestrator.store", "apscheduler", "jinja2", "orchestrator.console")
 
 
 def orch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -25,9 +25,10 @@ def test_quote_table_lists_offers_cheapest_first() -> None:
     out = orch("quote", "--gpu", "A100-80G", "--count", "4")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split()[:3] == ["PROVIDER", "INSTANCE", "REGION/ZONE"]
-    assert {"azure", "gcp", "runpod"} <= {line.split()[0] for line in lines[1:] if line.strip()}
-    assert "as of" in out.stdout and "approximate" in out.stdout
+    assert lines[0].startswith("4×A100-80G")
+    assert lines[1].split()[:3] == ["PROVIDER", "INSTANCE", "REGION"]
+    assert {"azure", "gcp", "runpod"} <= {line.split()[0] for line in lines[2:] if line.strip()}
+    assert "Shipped list prices (approximate dates, not live)" in out.stdout
 
 
 def test_quote_json_is_a_list_sorted_by_total_price() -> None:
@@ -68,20 +69,30 @@ def test_no_match_exits_1_with_suggestions() -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_quote_and_help_import_no_sdk_and_no_database() -> None:
+@pytest.mark.parametrize("own_machines", [False, True], ids=["no-config", "ssh-hosts-configured"])
+def test_quote_and_help_import_no_sdk_and_no_database(tmp_path: Path, own_machines: bool) -> None:
+    """Also with SSH hosts in the config: they are listed from their settings (pydantic), never over paramiko."""
+    config = tmp_path / "config.yaml"
+    if own_machines:
+        config.write_text("providers:\n  ssh:\n    hosts:\n      - {name: box, address: 10.0.0.5, gpu: A100-80G, "
+                          "gpu_count: 4, price_hr: 1.5}\n")
     code = (
         "import sys, contextlib, io\n"
         "from orchestrator.cli.main import app\n"
-        "for argv in (['quote','--gpu','A100-80G','--count','4','--json'], ['quote','--gpu','H100'], ['--help']):\n"
-        "    with contextlib.redirect_stdout(io.StringIO()):\n"
-        "        try:\n"
+        "out = io.StringIO()\n"
+        "for argv in (['quote','--gpu','A100-80G','--count','4','--json'], ['quote','--gpu','H100'], ['--help'],\n"
+        "             ['fit','--params','7B','--json'], ['fit','--model','llama-3-70b','--method','lora']):\n"
+        "    with contextlib.redirect_stdout(out):\n"        "        try:\n"
         "            app(argv, standalone_mode=False)\n"
         "        except SystemExit:\n"
         "            pass\n"
         f"heavy = {HEAVY!r}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
+        "print('own' if '\"source\": \"own\"' in out.getvalue() else 'none')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCH_CONFIG": str(config), "XDG_DATA_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    modules, own = out.stdout.strip().splitlines()
+    assert modules == "[]"
+    assert own == ("own" if own_machines else "none")

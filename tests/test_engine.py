@@ -376,3 +376,17 @@ def test_status_after_prefers_recovery_then_failure() -> None:
     assert status_after({EndCause.SUCCEEDED}) is JobStatus.SUCCEEDED
     assert status_after({EndCause.SUCCEEDED, EndCause.GANG}) is JobStatus.PENDING
     assert status_after(set()) is JobStatus.PENDING
+
+
+def test_a_swapped_catalog_is_what_the_engine_plans_from_next() -> None:
+    """The daemon's scheduled refresh swaps ``Reconciler.catalog`` (orchestrator/catalog_schedule.py)."""
+    clock, store = Clock(), MemoryStore()
+    cheaper = replace(offer("gcp", 5.0, region="us-central1"), instance_type="gcp.8x-refreshed")
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", [*CATALOG, cheaper])
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock)
+    rec.catalog = [*CATALOG, cheaper]
+    assert cheaper in rec.catalog
+    store.add_job(spec(), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    assert (inst.provider, inst.price_hr) == ("gcp", 5.0)

@@ -75,11 +75,20 @@ def _mentions_reason(expr: ast.AST) -> bool:
     return any(name == "reason" or name.endswith("_reason") for name in names)
 
 
-def test_nothing_is_decided_from_reason_text() -> None:
-    """Causes are EndCause values; ``reason`` is human text, written for events and status, never read back."""
-    found = [f"{path.relative_to(ROOT)} {hit}" for path in sorted((ROOT / "orchestrator").rglob("*.py"))
-             for hit in decisions_from_reason(path.read_text())]
+def test_the_engine_decides_nothing_from_reason_text() -> None:
+    """Causes are EndCause values; an attempt's ``reason`` is human text, written for events and status, never
+    read back (the engine, its store and its hooks)."""
+    paths = [*MODULES, *sorted((ROOT / "orchestrator" / "store").glob("*.py")),
+             ROOT / "orchestrator" / "runtime" / "engine_hooks.py", ROOT / "orchestrator" / "jobs_service.py"]
+    found = [f"{path.relative_to(ROOT)} {hit}" for path in paths for hit in decisions_from_reason(path.read_text())]
     assert not found, "decided from reason text:\n" + "\n".join(found)
+
+
+def test_the_old_reason_tests_are_gone_everywhere() -> None:
+    """The two tests the engine used to drain and sweep by (issue 14's grep), anywhere under orchestrator/."""
+    for path in sorted((ROOT / "orchestrator").rglob("*.py")):
+        text = path.read_text()
+        assert 'startswith("notice' not in text and '== "idle: stopped"' not in text, path
 
 
 def test_the_reason_check_sees_what_the_old_engine_did() -> None:

@@ -53,9 +53,10 @@ def errors_for(schema: str, value: Any) -> list[str]:
 
 
 def _routes() -> list[tuple[str, re.Pattern[str], str]]:
-    """(httpMethod, path regex, response schema) for the instances and zoneOperations methods."""
+    """(httpMethod, path regex, response schema) for the instances, zoneOperations, firewalls and
+    globalOperations methods."""
     out = []
-    for resource in ("instances", "zoneOperations"):
+    for resource in ("instances", "zoneOperations", "firewalls", "globalOperations"):
         for method in discovery()["resources"][resource]["methods"].values():
             pattern = re.sub(r"\{[^}]+\}", "[^/]+", method["path"])
             out.append((method["httpMethod"], re.compile(f"^/compute/v1/{pattern}$"),
@@ -75,7 +76,8 @@ def fake() -> Iterator[GceFake]:
     yield GceFake()
 
 
-def _instance_body(market: Market = Market.SPOT, instance_type: str = "n1-standard-8+4xT4") -> dict[str, Any]:
+def _instance_body(market: Market = Market.SPOT, instance_type: str = "n1-standard-8+4xT4",
+                   **settings: Any) -> dict[str, Any]:
     pytest.importorskip("google.cloud.compute_v1")
     from google.cloud import compute_v1
 
@@ -84,7 +86,7 @@ def _instance_body(market: Market = Market.SPOT, instance_type: str = "n1-standa
 
     spec = LaunchSpec(launch_id="l0123456789ab", owner="alice", job="train", offer=catalog_offer(market, instance_type),
                       ssh_public_key="ssh-ed25519 AAAAKEY me", startup_script="#!/bin/sh\n")
-    body = GcpProvider(Settings(project=PROJECT, anonymous_credentials=True)).instance_body(spec, ZONE)
+    body = GcpProvider(Settings(project=PROJECT, anonymous_credentials=True, **settings)).instance_body(spec, ZONE)
     as_json: dict[str, Any] = json.loads(compute_v1.Instance.to_json(body))
     return as_json
 
@@ -109,6 +111,26 @@ def _exercise(fake: GceFake) -> None:
     status, failed = fake.handle("POST", f"{ROOT}/zones/{ZONE}/instances", {"requestId": "r-2"},
                                  {**body, "name": "orch-alice-l0000000000ff"})
     fake.handle("POST", f"{ROOT}/zones/{ZONE}/operations/{failed['name']}/wait", {}, None)
+    rule = _firewall_body()
+    _, fw_op = fake.handle("POST", f"{ROOT}/global/firewalls", {"requestId": "r-3"}, rule)
+    fake.handle("POST", f"{ROOT}/global/operations/{fw_op['name']}/wait", {}, None)
+    fake.handle("GET", f"{ROOT}/global/operations/{fw_op['name']}", {}, None)
+    fake.handle("GET", f"{ROOT}/global/firewalls/{rule['name']}", {}, None)
+    fake.handle("GET", f"{ROOT}/global/firewalls", {}, None)
+    fake.handle("PATCH", f"{ROOT}/global/firewalls/{rule['name']}", {}, {"sourceRanges": ["198.51.100.0/24"]})
+    fake.handle("DELETE", f"{ROOT}/global/firewalls/{rule['name']}", {}, None)
+
+
+def _firewall_body() -> dict[str, Any]:
+    """The rule the adapter inserts, as JSON (built by the adapter's own code)."""
+    pytest.importorskip("google.cloud.compute_v1")
+    from google.cloud import compute_v1
+
+    from providers.gcp.network import wanted_rules
+
+    [rule] = wanted_rules("alice", "global/networks/default", ["203.0.113.7/32"])
+    as_json: dict[str, Any] = json.loads(compute_v1.Firewall.to_json(rule))
+    return as_json
 
 
 def test_every_response_validates_against_its_documented_schema(fake: GceFake) -> None:
@@ -122,15 +144,16 @@ def test_every_response_validates_against_its_documented_schema(fake: GceFake) -
 
     fake.handle = spy  # type: ignore[method-assign]
     _exercise(fake)
-    assert len(recorded) == 11
+    assert len(recorded) == 18
     checked = set()
     for method, path, payload in recorded:
         schema = documented_response(method, path)
-        assert schema, f"{method} {path} is not a documented instances/zoneOperations method"
+        assert schema, f"{method} {path} is not a documented instances/zoneOperations/firewalls method"
         assert payload, f"{method} {path} failed"
         assert not errors_for(schema, payload), (method, path, errors_for(schema, payload))
         checked.add(schema)
-    assert checked == {"Operation", "Instance", "InstanceList", "InstanceAggregatedList", "OperationList"}
+    assert checked == {"Operation", "Instance", "InstanceList", "InstanceAggregatedList", "OperationList",
+                       "Firewall", "FirewallList"}
 
 
 def test_the_validator_is_not_a_rubber_stamp(fake: GceFake) -> None:
@@ -155,7 +178,28 @@ def test_adapter_insert_body_validates_as_instance(market: Market, instance_type
     assert not errors_for("Instance", body)
     # Discovery schemas allow extra keys; flag any top-level field GCE does not define.
     assert set(body) <= set(discovery()["schemas"]["Instance"]["properties"])
+    assert set(body["tags"]) <= set(discovery()["schemas"]["Tags"]["properties"])
     assert set(body["scheduling"]) <= set(discovery()["schemas"]["Scheduling"]["properties"])
+
+
+def test_adapter_insert_body_with_a_service_account_validates() -> None:
+    body = _instance_body(service_account="orch-node@orch-test.iam.gserviceaccount.com")
+    assert not errors_for("Instance", body)
+    assert set(body["serviceAccounts"][0]) <= set(discovery()["schemas"]["ServiceAccount"]["properties"])
+    assert errors_for("Instance", {**body, "serviceAccounts": [{"email": 7}]}), "the check can fail"
+
+
+def test_adapter_firewall_body_validates_as_firewall() -> None:
+    body = _firewall_body()
+    assert not errors_for("Firewall", body)
+    assert set(body) <= set(discovery()["schemas"]["Firewall"]["properties"])
+    assert set(body["allowed"][0]) <= {"IPProtocol", "ports"}     # the document's Firewall.allowed[] items
+
+
+def test_fake_refuses_a_rule_mixing_ipv4_and_ipv6(fake: GceFake) -> None:
+    status, body = fake.handle("POST", f"{ROOT}/global/firewalls", {},
+                               {**_firewall_body(), "sourceRanges": ["203.0.113.0/24", "2001:db8::/32"]})
+    assert status == 400 and body["error"]["errors"][0]["reason"] == "invalid"
 
 
 def test_status_enums_come_from_the_document() -> None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ import requests.exceptions
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
-from providers.base import LABEL_JOB, LABEL_LAUNCH_ID, LABEL_OWNER, InstanceState, LaunchSpec, Market
+from providers.base import LABEL_JOB, LABEL_LAUNCH_ID, LABEL_OWNER, InstanceState, LaunchSpec, Market, ResourceKind
 from providers.errors import (
     AuthError,
     InstanceNotFoundError,
@@ -262,6 +263,17 @@ def test_lifecycle_states_and_terminate(provider: GcpProvider) -> None:
     assert provider.get("not-an-id") is None
 
 
+def test_repairing_reads_unreachable_not_gone(provider: GcpProvider, server: GceServer) -> None:
+    """compute.v1 discovery: REPAIRING "The instance is in repair": unusable now, may come back."""
+    inst = provider.launch(_spec("l0000000000d5"))
+    raw = server.fake.instance(ZONE, inst.instance_id.split("/")[1])
+    assert raw is not None
+    raw["status"] = "REPAIRING"
+    got = provider.get(inst.instance_id)
+    assert got is not None and got.state is InstanceState.UNREACHABLE and got.raw_state == "REPAIRING"
+    assert not got.state.is_gone
+
+
 def test_list_instances_spans_zones_and_filters_owner(provider: GcpProvider, server: GceServer) -> None:
     a = provider.launch(_spec("l0000000000e1"))
     b = provider.launch(_spec("l0000000000e2", region="us-east1"))
@@ -307,3 +319,146 @@ def test_settings_import_is_sdk_free() -> None:
     code = ("import sys, providers.gcp.settings as s; s.Settings(); "
             "bad = [m for m in sys.modules if m.startswith('google')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- the SSH firewall rule, the node's service account, leftovers ------------------------------------------
+def _firewall_posts(server: GceServer) -> list[Any]:
+    return [r for r in server.fake.requests if r.method == "POST" and r.path.endswith("/global/firewalls")]
+
+
+def test_launch_opens_ssh_with_a_tagged_firewall_rule(server: GceServer) -> None:
+    server.fake.reset()
+    p = GcpProvider(_settings(server, ssh_ingress_cidrs=["203.0.113.7/32"]))
+    a = p.launch(_spec("l0000000000f1"))
+    p.launch(_spec("l0000000000f2"))
+    rule = server.fake.firewall("orch-alice-ssh-default")
+    assert rule is not None
+    assert rule["sourceRanges"] == ["203.0.113.7/32"] and rule["targetTags"] == ["orch-alice"]
+    assert rule["allowed"] == [{"IPProtocol": "tcp", "ports": ["22"]}] and rule["direction"] == "INGRESS"
+    assert rule["network"].endswith("/global/networks/default")
+    assert len(_firewall_posts(server)) == 1, "created once, found on the next launch"
+    inst = server.fake.instance(ZONE, a.instance_id.split("/")[1])
+    assert inst is not None and inst["tags"]["items"] == ["orch-alice"]
+    # The setting changes: the same rule is patched, not duplicated.
+    GcpProvider(_settings(server, ssh_ingress_cidrs=["198.51.100.0/24"])).launch(_spec("l0000000000f3"))
+    rule = server.fake.firewall("orch-alice-ssh-default")
+    assert rule is not None and rule["sourceRanges"] == ["198.51.100.0/24"]
+    assert len(_firewall_posts(server)) == 1
+    p.close()
+
+
+def test_ipv6_ranges_get_their_own_rule(server: GceServer) -> None:
+    server.fake.reset()
+    GcpProvider(_settings(server, ssh_ingress_cidrs=["203.0.113.0/24", "2001:db8::/32"])).launch(_spec("l0000000000f4"))
+    v4, v6 = server.fake.firewall("orch-alice-ssh-default"), server.fake.firewall("orch-alice-ssh6-default")
+    assert v4 is not None and v4["sourceRanges"] == ["203.0.113.0/24"]
+    assert v6 is not None and v6["sourceRanges"] == ["2001:db8::/32"]
+
+
+def test_no_ingress_means_no_rule(server: GceServer) -> None:
+    server.fake.reset()
+    GcpProvider(_settings(server, ssh_ingress_cidrs=[])).launch(_spec("l0000000000f5"))
+    assert not [r for r in server.fake.requests if "/global/firewalls" in r.path]
+
+
+def test_firewall_rule_is_a_leftover_once_no_instance_is_on_its_network(server: GceServer) -> None:
+    server.fake.reset()
+    p = GcpProvider(_settings(server))
+    inst = p.launch(_spec("l0000000000f6"))
+    [rule] = p.list_network_resources("alice")
+    assert (rule.kind, rule.resource_id, rule.owner, rule.in_use) == (
+        ResourceKind.FIREWALL_RULE, "orch-alice-ssh-default", "alice", True)
+    assert rule.created_at is not None
+    assert p.list_network_resources("bob") == []
+    p.terminate(inst.instance_id)
+    assert p.get(inst.instance_id) is None                  # the fake finishes the delete on the next read
+    [rule] = p.list_network_resources("alice")
+    assert not rule.in_use
+    p.delete_network_resource(rule)
+    assert server.fake.firewall(rule.name) is None
+    p.delete_network_resource(rule)                          # missing == success
+    assert p.list_network_resources("alice") == []
+
+
+def test_service_account_gives_the_node_an_identity(server: GceServer) -> None:
+    server.fake.reset()
+    email = "orch-node@orch-test.iam.gserviceaccount.com"
+    inst = GcpProvider(_settings(server, service_account=email)).launch(_spec("l0000000000f7"))
+    raw = server.fake.instance(ZONE, inst.instance_id.split("/")[1])
+    assert raw is not None
+    assert raw["serviceAccounts"] == [{"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]
+    plain = GcpProvider(_settings(server)).launch(_spec("l0000000000f8"))
+    raw = server.fake.instance(ZONE, plain.instance_id.split("/")[1])
+    assert raw is not None and "serviceAccounts" not in raw
+
+
+# --- published / recorded payloads (tests/fixtures/gcp/PROVENANCE.md) ------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "gcp"
+
+
+def _fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_recorded_instance_list_parses_and_validates() -> None:
+    """apache/libcloud @ 10d9154b456dc55f05d1ff905beab10e4a9ac10f,
+    libcloud/test/compute/fixtures/gce/zones_us-central1-a_instances.json (a recorded instances.list answer)."""
+    import json
+
+    from tests.test_gce_fake_contract import errors_for
+
+    assert not errors_for("InstanceList", json.loads(_fixture("zones_us-central1-a_instances.json")))
+    listing = compute_v1.InstanceList.from_json(_fixture("zones_us-central1-a_instances.json"),
+                                                ignore_unknown_fields=True)
+    p = GcpProvider(Settings(project=PROJECT, anonymous_credentials=True))
+    [inst] = [p._to_instance(raw) for raw in listing.items]
+    assert inst.instance_id == "us-central1-a/node-name" and inst.state is InstanceState.RUNNING
+    assert (inst.public_ip, inst.private_ip) == ("23.236.58.15", "10.240.72.75")
+    assert inst.instance_type == "n1-standard-1" and inst.region == "us-central1" and inst.market is Market.ON_DEMAND
+    assert inst.created_at is not None and inst.created_at.year == 2013
+    assert inst.owner is None and inst.launch_id is None, "not orch's: no orch labels"
+
+
+def test_recorded_insert_operation_is_done() -> None:
+    """apache/libcloud @ 7a0666ec80334538bd3944882f9f917a60dee590,
+    libcloud/test/compute/fixtures/gce/operations_operation_zones_us-central1-a_instances_post.json."""
+    import json
+
+    from tests.test_gce_fake_contract import errors_for
+
+    text = _fixture("operations_operation_zones_us-central1-a_instances_post.json")
+    assert not errors_for("Operation", json.loads(text))
+    op = compute_v1.Operation.from_json(text, ignore_unknown_fields=True)
+    p = GcpProvider(Settings(project=PROJECT, anonymous_credentials=True))
+    assert p._wait(ZONE, op) is op                            # DONE without error: nothing to wait for
+    assert op.operation_type == "insert" and op.target_link.endswith("/instances/lcnode-001")
+
+
+def test_recorded_firewall_list_parses_and_none_is_orchs() -> None:
+    """apache/libcloud @ ac04f3631affa4c54c1df79ffe804c18619ede71,
+    libcloud/test/compute/fixtures/gce/global_firewalls.json (a recorded firewalls.list answer)."""
+    import json
+
+    from providers.gcp import network as gnet
+    from tests.test_gce_fake_contract import errors_for
+
+    assert not errors_for("FirewallList", json.loads(_fixture("global_firewalls.json")))
+    rules = list(compute_v1.FirewallList.from_json(_fixture("global_firewalls.json"), ignore_unknown_fields=True).items)
+    assert [gnet.network_name(r.network) for r in rules][:2] == ["default", "default"]
+    assert [r.allowed[0].ports for r in rules if r.name == "default-ssh"] == [["22"]]
+
+    class Listing:
+        def list(self, **_: Any) -> list[compute_v1.Firewall]:
+            return rules
+
+    def call(fn: Any) -> Any:
+        return fn()
+
+    fw = gnet.FirewallRules(Listing(), PROJECT, call=call, wait=lambda op: op,  # type: ignore[arg-type]
+                            timeout_s=1)
+    assert fw.owned("alice", []) == [], "a user's own SSH rule is not orch's: no orch-<owner> name and target tag"
+    ours = compute_v1.Firewall(name="orch-alice-ssh-default", network=rules[1].network, target_tags=["orch-alice"],
+                               creation_timestamp=rules[1].creation_timestamp)
+    rules.append(ours)
+    [found] = fw.owned("alice", [])
+    assert found.resource_id == "orch-alice-ssh-default" and not found.in_use and found.created_at is not None

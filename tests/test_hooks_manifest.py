@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
+import pytest
+
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts
+from orchestrator.runtime.render import render_script
 from orchestrator.runtime.render_input import CloudKind, ResumeVia
 from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Market, Offer
+from providers.fabric import Fabric
 from providers.gpus import Interconnect
 
 DOC = {"apiVersion": "orch/v1", "kind": "Job", "name": "tiny",
@@ -57,3 +61,38 @@ def test_build_service_wires_ssh_hooks_only_with_a_key(tmp_path, monkeypatch) ->
     assert isinstance(wired.reconciler.hooks.bootstrapper, SshBootstrapper)
     assert isinstance(wired.reconciler.hooks.startup, NoStartupScript)          # SSH starts it: never twice
     wired.close()
+
+
+def _multi_node_input(infiniband: bool | None, fabric: Fabric | None, nodes: int = 2):  # type: ignore[no-untyped-def]
+    doc = {**DOC, "resources": {"gpu": "A100-80G", "count": 8, "nodes": nodes,
+                                **({} if infiniband is None else {"infiniband": infiniband})}}
+    m = Manifest.model_validate(doc)
+    now = datetime.now(UTC)
+    job = JobRecord(id=1, name="tiny", manifest=m, spec=jobspec_from_manifest(m, now), status=JobStatus.LAUNCHING,
+                    desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
+    offer = Offer("ssh", "rack1", "lab", None, "A100-80G", 8, 80, 96, 1152, Interconnect.NVLINK, Market.ON_DEMAND,
+                  0.0, date(2025, 12, 1))
+    attempt = AttemptRecord(7, 1, "labcdefabcdef", AttemptState.LAUNCHED, offer, "rack1")
+    return render_input_for(job.manifest, launch_facts(job, attempt, fabric=fabric))   # the instance's fabric
+
+
+@pytest.mark.parametrize(("infiniband", "fabric", "ib_on"), [
+    (None, None, False),                      # nothing known: NCCL stays on sockets (NCCL_IB_DISABLE=1)
+    (None, Fabric.INFINIBAND, True),          # the machine, as launched, is on an InfiniBand fabric
+    (None, Fabric.ROCE, True),                # RoCE is NCCL's IB transport too
+    (None, Fabric.EFA, False),                # EFA goes through its plugin; IB verbs have nothing to use
+    (True, None, True),                       # the manifest says so
+    (False, Fabric.INFINIBAND, False),        # the manifest says no
+])
+def test_nccl_uses_infiniband_only_where_the_job_or_the_machine_has_it(infiniband: bool | None,
+                                                                     fabric: Fabric | None, ib_on: bool) -> None:
+    ri = _multi_node_input(infiniband, fabric)
+    assert ri.infiniband is ib_on
+    script = render_script(ri)
+    assert ("export NCCL_IB_DISABLE=1" in script) is (not ib_on)
+    assert ("over InfiniBand" in script) is ib_on
+
+
+def test_a_single_node_job_renders_no_nccl_network_settings() -> None:
+    script = render_script(_multi_node_input(None, None, nodes=1))
+    assert "NCCL_IB_DISABLE" not in script and "NCCL_SOCKET_IFNAME" not in script

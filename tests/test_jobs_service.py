@@ -42,20 +42,21 @@ def manifests(tmp_path: Path, *names: str) -> list:
 
 
 def test_plan_restricted_to_configured_providers(tmp_path: Path) -> None:
+    from orchestrator.offer_sources import offer_sources
     from providers.catalog import load_catalog
 
     loaded = manifests(tmp_path, "p")
     catalog = load_catalog().offers
-    [everything] = js.plan_jobs(loaded, catalog, alternatives=3)
+    [everything] = js.plan_jobs(loaded, offer_sources(catalog), alternatives=3)
     assert everything.plan.chosen is not None and len(everything.options) == 4
     providers = {p.offer.provider for p in everything.plan.eligible}
     keep = sorted(providers)[:1]
-    [only] = js.plan_jobs(loaded, catalog, only_providers=keep)
+    [only] = js.plan_jobs(loaded, offer_sources(catalog), only_providers=keep)
     assert only.plan.eligible and {p.offer.provider for p in only.plan.eligible} == set(keep)
     assert only.to_json()["chosen"]["estimated_total_usd"] == pytest.approx(
         only.plan.chosen.total_price_hr * 3, abs=0.01)
     with pytest.raises(js.BadInputError):
-        js.plan_jobs(loaded, catalog, alternatives=-1)
+        js.plan_jobs(loaded, offer_sources(catalog), alternatives=-1)
 
 
 def test_apply_is_one_transaction(tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,7 +38,7 @@ from providers.lambdalabs.adapter import LambdaProvider, translate_error
 from providers.lambdalabs.settings import Settings
 from providers.registry import create_provider
 from tests.contract.harness_lambda import PUBLIC_KEY, fast_settings, h100_offer
-from tests.fakes.lambda_cloud import API, LambdaFake, _Inst, start_lambda_fake
+from tests.fakes.lambda_cloud import API, DEFAULT_TYPES, LambdaFake, _Inst, start_lambda_fake
 from tests.fakes.lr_base import FakeServer
 
 OWNER = "alice"
@@ -115,6 +115,9 @@ def test_offers_are_live_and_per_region_with_capacity(provider: LambdaProvider) 
         assert (o.instance_type, o.gpu_count, o.vram_gb, o.price_hr) == ("gpu_8x_h100_sxm5", 8, 80, 23.92)
         assert o.source == "live" and o.availability is Availability.AVAILABLE and o.market is Market.ON_DEMAND
         assert o.interconnect is Interconnect.NVLINK and o.vcpus == 208
+        # the type's fixed local disk (InstanceTypeSpecs.storage_gib in the Lambda spec), in GB
+        [h100] = [t for t in DEFAULT_TYPES if t.name == "gpu_8x_h100_sxm5"]
+        assert o.max_disk_gb == pytest.approx(h100.storage_gib * 1.073741824, abs=0.1)
 
 
 def test_offers_mark_catalog_regions_without_capacity(cloud: tuple[LambdaFake, FakeServer]) -> None:
@@ -211,7 +214,9 @@ def test_states_and_addresses(provider: LambdaProvider, fake: LambdaFake) -> Non
     assert got.public_ip and got.private_ip and got.price_hr == 23.92 and got.region == "us-east-1"
     fake.instances[inst.instance_id].status = "unhealthy"
     sick = provider.get(inst.instance_id)
-    assert sick is not None and sick.state is InstanceState.RUNNING and sick.raw_reason == "unhealthy"
+    # Failing Lambda's health checks: still listed and billed, may recover; never read as gone.
+    assert sick is not None and sick.state is InstanceState.UNREACHABLE and sick.raw_reason == "unhealthy"
+    assert not sick.state.is_gone
     provider.terminate(inst.instance_id)
     states = []
     while (cur := provider.get(inst.instance_id)) is not None and len(states) < 5:
@@ -363,3 +368,51 @@ def test_fake_rejects_fields_outside_the_spec(cloud: tuple[LambdaFake, FakeServe
                    headers={"Authorization": "Bearer test-key"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "global/invalid-parameters"
 
+
+
+# -- Lambda's published OpenAPI examples (tests/fakes/schemas/PROVENANCE.md) ------------------------------------
+
+def _lambda_spec() -> dict[str, object]:
+    import json
+
+    spec: dict[str, object] = json.loads(
+        (Path(__file__).parent / "fakes" / "schemas" / "lambda-cloud-openapi-1.8.3.json").read_text())
+    return spec
+
+
+def test_published_instance_examples_parse() -> None:
+    """Lambda Cloud API OpenAPI 1.8.3 (alexandervaneck/lambda-ai-cloud-api-client @
+    b6023bc07c0933df459426b281c113844f2571f5, openapi-1.8.3.json): components.schemas.Instance property examples,
+    and every InstanceStatus enum value."""
+    from providers.lambdalabs.adapter import _instance
+
+    schemas = _lambda_spec()["components"]["schemas"]  # type: ignore[index]
+    props = schemas["Instance"]["properties"]
+    raw = {k: v["examples"][0] for k, v in props.items() if "examples" in v}
+    raw.update(status="active", region={"name": "us-west-1", "description": "California, USA"},
+               instance_type=schemas["InstanceTypes"]["example"]["gpu_1x_gh200"]["instance_type"])
+    inst = _instance(raw)
+    assert inst.instance_id == "0920582c7ff041399e34823a0be62549" and inst.state is InstanceState.RUNNING
+    assert (inst.public_ip, inst.private_ip) == ("198.51.100.2", "10.0.2.100")
+    assert inst.instance_type == "gpu_1x_gh200" and inst.price_hr == 1.49 and inst.region == "us-west-1"
+    assert ("hostname", "headnode1") in inst.extra and inst.owner is None   # "My Instance": not orch's name
+    mapped = {s: _instance({**raw, "status": s}).state for s in schemas["InstanceStatus"]["enum"]}
+    assert mapped == {"booting": InstanceState.PENDING, "active": InstanceState.RUNNING,
+                      "unhealthy": InstanceState.UNREACHABLE, "terminated": InstanceState.TERMINATED,
+                      "terminating": InstanceState.STOPPING, "preempted": InstanceState.PREEMPTED}
+
+
+def test_published_instance_types_example_parses() -> None:
+    """Same spec: components.schemas.InstanceTypes example (what GET /instance-types answers)."""
+    from datetime import date
+
+    from providers.lambdalabs.adapter import _offer
+
+    example = _lambda_spec()["components"]["schemas"]["InstanceTypes"]["example"]  # type: ignore[index]
+    itype = example["gpu_1x_gh200"]["instance_type"]
+    # The only published example is a GH200, which orch's GPU registry does not list: skipped, not mis-read.
+    assert _offer(itype, "us-west-1", date(2026, 1, 1)) is None
+    # Its fields (specs.gpus/vcpus/memory_gib, price_cents_per_hour) are the ones _offer reads, with their types:
+    known = {**itype, "description": "1x H100 (80 GB SXM5)", "gpu_description": "H100 (80 GB SXM5)"}
+    offer = _offer(known, "us-west-1", date(2026, 1, 1))
+    assert offer is not None and (offer.gpu_count, offer.vcpus, offer.memory_gb, offer.price_hr) == (1, 64, 432, 1.49)

@@ -239,8 +239,10 @@ def test_uris_and_checkpoint_options(tmp_path: Path) -> None:
 def test_missing_required_fields(tmp_path: Path) -> None:
     errors = _errors("apiVersion: orch/v2\nkind: Job\nname: Bad_Name\n", tmp_path)
     by_field = {e.field: e for e in errors}
-    assert {"apiVersion", "name", "resources", "run"} <= set(by_field)
-    assert by_field["resources"].message == "required field is missing"
+    # resources may be left out when a model: block sizes the GPUs (orchestrator.fit): the "neither" error
+    # comes once the rest of the document is valid (tests/test_fit_plan.py)
+    assert {"apiVersion", "name", "run"} <= set(by_field)
+    assert by_field["run"].message == "required field is missing"
     assert by_field["apiVersion"].hint == "write apiVersion: orch/v1"
     assert by_field["name"].line == 3
 

@@ -26,7 +26,7 @@ from orchestrator.store.db import (
 )
 from tests._store_db import BACKENDS, database_url_for
 
-TABLES = {"jobs", "instances", "attempts", "checkpoints", "events", "spend"}
+TABLES = {"jobs", "instances", "attempts", "checkpoints", "events", "spend", "job_requests", "gpu_util"}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -42,7 +42,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 def test_migrations_dir_is_the_repository_one() -> None:
     assert Path(__file__).resolve().parents[1] / "migrations" == MIGRATIONS_DIR
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").exists()
-    assert head_revision() == "0002"
+    assert head_revision() == "0005"
 
 
 def test_upgrade_head_matches_the_models(engine: Engine) -> None:
@@ -60,7 +60,7 @@ def test_downgrade_to_base_and_up_again(engine: Engine) -> None:
         command.downgrade(alembic_config(conn), "base")
     assert TABLES.isdisjoint(inspect(engine).get_table_names())
     upgrade(engine)
-    assert current_revision(engine) == "0002"
+    assert current_revision(engine) == head_revision()
 
 
 def test_open_store_upgrades_an_empty_database_and_refuses_an_old_one(engine: Engine) -> None:
@@ -105,17 +105,18 @@ def test_orch_db_upgrade_and_current_cli(tmp_path: Path, monkeypatch: pytest.Mon
     result = runner.invoke(app, ["db", "current"])
     assert result.exit_code == 0 and "(empty)" in result.stdout and "run `orch db upgrade`" in result.stdout
     result = runner.invoke(app, ["db", "upgrade"])
-    assert result.exit_code == 0 and "upgraded (empty) -> 0002" in result.stdout
+    assert result.exit_code == 0 and f"upgraded (empty) -> {head_revision()}" in result.stdout
     result = runner.invoke(app, ["db", "upgrade"])
-    assert result.exit_code == 0 and "already at 0002" in result.stdout
+    assert result.exit_code == 0 and f"already at {head_revision()}" in result.stdout
     result = runner.invoke(app, ["db", "current"])
-    assert result.exit_code == 0 and "0002 (head 0002; up to date)" in result.stdout
+    assert result.exit_code == 0 and f"{head_revision()} (head {head_revision()}; up to date)" in result.stdout
     result = runner.invoke(app, ["db", "current", "--url", "mysql://u:secret@h/d"])
     assert result.exit_code == 2 and "SQLite or PostgreSQL" in result.stderr and "secret" not in result.stderr
 
 
-def test_0002_carries_the_causes_the_engine_acts_on_over_from_reason_text(engine: Engine) -> None:
-    """Rows of a 0001 store: an idle-stopped machine stays kept and a noticed one drains after the upgrade."""
+def test_0005_carries_the_causes_the_engine_acts_on_over_from_reason_text(engine: Engine) -> None:
+    """Rows of a store from before 0005: an idle-stopped machine stays kept and a noticed one drains after the
+    upgrade."""
     from datetime import UTC, datetime, timedelta
 
     from sqlalchemy import text
@@ -123,7 +124,7 @@ def test_0002_carries_the_causes_the_engine_acts_on_over_from_reason_text(engine
     from orchestrator.store.models import Attempt, EndCause
 
     with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0001")
+        command.upgrade(alembic_config(conn), "0004")
     ended = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     stamp = ended if engine.dialect.name == "postgresql" else ended.replace(tzinfo=None)
     with engine.begin() as conn:

@@ -7,7 +7,8 @@ from datetime import date
 
 import pytest
 
-from orchestrator.planner import DataSource, PlanRequest, gather_offers, plan, without_zone
+from orchestrator.offer_sources import gather_offers
+from orchestrator.planner import Constraint, DataSource, PlanRequest, plan, without_zone
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.errors import ProviderUnavailableError
 from providers.gpus import Interconnect
@@ -24,7 +25,7 @@ OFFERS = [
     offer("aws", "p", 20.0, zone="use1-az1"),
     offer("gcp", "a2", 15.0, region="us-central1", market=Market.SPOT),
     offer("azure", "nc", 18.0, region="eastus"),
-    offer("runpod", "r", 5.5, region="US", vcpus=32, mem=468),
+    offer("runpod", "r", 5.5, region="US", vcpus=4, mem=16),
 ]
 
 
@@ -41,7 +42,10 @@ def test_flags_rule_of_thumb_egress_budget_and_spot_note() -> None:
                       data=(DataSource("s3://bucket/ds", region="us-east-1", size_gb=500),))
     p = plan(req, gather_offers(req.gpu_request(), OFFERS))
     by = {x.offer.provider: x for x in p.eligible}
-    assert "high-vcpu-per-gpu" in by["runpod"].flags and "high-ram-per-gpu" in by["runpod"].flags
+    assert "low-vcpu-per-gpu" in by["runpod"].flags and "low-ram-per-gpu" in by["runpod"].flags
+    assert any("1 vCPU/GPU is below the 2-4 minimum" in n for n in by["runpod"].notes)
+    generous = plan(req, [replace(OFFERS[0], vcpus=96, memory_gb=1152)]).eligible[0]   # 24 vCPU, 288 GB per GPU
+    assert not any(f.endswith("-per-gpu") for f in generous.flags)      # the rule of thumb is a minimum
     assert "egress" in by["gcp"].flags and any("~$45.00 for 500 GB" in n for n in by["gcp"].notes)
     assert "egress" not in by["aws"].flags
     assert "over-budget" in by["aws"].flags and "over-budget" in by["azure"].flags
@@ -82,3 +86,99 @@ def test_live_offers_replace_catalog_rows_and_a_failing_source_is_skipped() -> N
     aws = [o for o in merged if o.provider == "aws"]
     assert len(aws) == 1 and aws[0].price_hr == 12.0 and aws[0].source == "live"
     assert len(merged) == len(OFFERS)
+
+
+def test_every_resource_constraint_excludes_with_its_reason_in_words() -> None:
+    offers = [
+        offer("aws", "ok", 9.0, vcpus=48, mem=800),
+        offer("runpod", "few-cpus", 4.0, vcpus=12, mem=800),              # 3 vCPU/GPU
+        offer("gcp", "little-ram", 5.0, region="us-central1", vcpus=48, mem=64),   # 16 GB/GPU
+        replace(offer("vastai", "small-disk", 3.0, vcpus=48, mem=800, source="live"), max_disk_gb=80),
+        replace(offer("azure", "pcie", 6.0, region="us-east", vcpus=48, mem=800), interconnect=Interconnect.PCIE),
+        offer("lambda", "dear", 50.0, vcpus=48, mem=800),
+        offer("aws", "far", 2.0, region="eu-west-1", vcpus=48, mem=800),
+        replace(offer("ssh", "box", 0.0, region="onprem", vcpus=48, mem=800), availability=Availability.NOT_AVAILABLE),
+    ]
+    req = PlanRequest(gpus=("A100-80G",), count=4, vcpus_per_gpu=8, ram_gb_per_gpu=64, disk_gb=500,
+                      interconnect=Interconnect.NVLINK, max_price_hr=20, regions_allow=("us-*", "onprem"))
+    p = plan(req, gather_offers(req.gpu_request(), offers))
+    assert [x.offer.instance_type for x in p.eligible] == ["ok"]
+    why = {x.offer.instance_type: [(e.constraint, e.detail) for e in x.excluded] for x in p.rejected}
+    assert why == {
+        "few-cpus": [(Constraint.VCPUS, "3 vCPU/GPU < 8 asked")],
+        "little-ram": [(Constraint.RAM, "16 GB RAM/GPU < 64 asked")],
+        "small-disk": [(Constraint.DISK, "disk 80 GB < 500 asked")],
+        "pcie": [(Constraint.INTERCONNECT, "pcie, nvlink asked")],
+        "dear": [(Constraint.MAX_PRICE, "$50.00/h > max_price_hr $20.00")],
+        "far": [(Constraint.REGION_NOT_ALLOWED, "eu-west-1 is not in regions.allow (us-*, onprem)")],
+        "box": [(Constraint.NOT_AVAILABLE, "not available now (no capacity, or your machine is reserved)")],
+    }
+    # the first flags of a rejected offer are its constraints, as before
+    assert all(x.flags[: len(x.excluded)] == tuple(e.constraint.value for e in x.excluded) for x in p.rejected)
+
+
+def test_vcpus_per_gpu_100_leaves_no_offer_with_fewer() -> None:
+    req = PlanRequest(gpus=("A100-80G",), count=4, vcpus_per_gpu=100)
+    p = plan(req, gather_offers(req.gpu_request(), OFFERS))
+    assert p.chosen is None and len(p.rejected) == len(OFFERS)
+    assert {x.excluded[0].detail for x in p.rejected} == {"3 vCPU/GPU < 100 asked", "1 vCPU/GPU < 100 asked"}
+
+
+def test_unknown_facts_are_notes_not_exclusions() -> None:
+    """A machine of yours without vcpus/memory_gb/disk_gb in the config, a Vast catalog row: not checkable."""
+    mine = offer("ssh", "box", 0.0, region="onprem", vcpus=0, mem=0, source="own")
+    vast = offer("vastai", "cat", 3.0, vcpus=48, mem=800)
+    aws = offer("aws", "p", 9.0, vcpus=48, mem=800)
+    req = PlanRequest(gpus=("A100-80G",), count=4, vcpus_per_gpu=8, ram_gb_per_gpu=64, disk_gb=500)
+    p = plan(req, gather_offers(req.gpu_request(), [mine, vast, aws]))
+    notes = {x.offer.provider: x.notes for x in p.eligible}
+    assert [x.offer.provider for x in p.eligible] == ["ssh", "vastai", "aws"]
+    assert any("vCPU count unknown" in n for n in notes["ssh"]) and any("RAM unknown" in n for n in notes["ssh"])
+    assert any("500 GB asked is not checked" in n for n in notes["ssh"] + notes["vastai"])
+    assert not any("not checked" in n for n in notes["aws"])   # AWS creates the disk at the asked size
+    assert "low-vcpu-per-gpu" not in p.eligible[0].flags        # 0 is unknown, not few
+
+
+def test_near_misses_break_fewest_constraints_cheapest_first() -> None:
+    offers = [
+        offer("aws", "two", 1.0, region="eu-west-1", vcpus=4),       # region and vCPUs
+        offer("gcp", "one-dear", 9.0, region="eu-west4", vcpus=48),  # region only
+        offer("azure", "one-cheap", 3.0, region="westeurope", vcpus=48),
+    ]
+    req = PlanRequest(gpus=("A100-80G",), count=4, regions_allow=("us-*",), vcpus_per_gpu=8)
+    p = plan(req, gather_offers(req.gpu_request(), offers))
+    assert [x.offer.instance_type for x in p.near_misses()] == ["one-cheap", "one-dear", "two"]
+    assert [x.offer.instance_type for x in p.near_misses(1)] == ["one-cheap"]
+    assert p.exclusion_counts() == {Constraint.REGION_NOT_ALLOWED: 3, Constraint.VCPUS: 1}
+
+
+@pytest.mark.parametrize(("checkpointed", "says"), [
+    (True, "orch resumes from the last committed checkpoint"),
+    (False, "restarts the job from scratch"),
+])
+def test_the_spot_note_is_true_for_the_job(checkpointed: bool, says: str) -> None:
+    req = PlanRequest(gpus=("A100-80G",), count=4, checkpointed=checkpointed)
+    [spot] = [x for x in plan(req, gather_offers(req.gpu_request(), OFFERS)).eligible if x.offer.market is Market.SPOT]
+    [note] = [n for n in spot.notes if n.startswith("spot")]
+    assert says in note
+    if not checkpointed:
+        assert "resumes" not in note and "add checkpoint:" in note
+
+
+def test_a_fabric_orch_does_not_attach_is_a_note_for_multi_node_jobs() -> None:
+    p4d = offer("aws", "p4d.24xlarge", 30.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=1152)
+    for nodes, noted in ((2, True), (1, False)):
+        req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes)
+        [chosen] = plan(req, gather_offers(req.gpu_request(), [p4d])).eligible
+        notes = [n for n in chosen.notes if "efa" in n]
+        assert bool(notes) is noted
+        if noted:
+            assert "EFA network interface" in notes[0] and "NCCL runs over TCP" in notes[0]
+
+
+def test_every_fabric_fact_names_a_catalog_instance_type() -> None:
+    from providers.catalog import load_catalog
+    from providers.fabric import FABRICS
+
+    known = {(o.provider, o.instance_type) for o in load_catalog().offers}
+    assert set(FABRICS) <= known

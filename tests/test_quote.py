@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 
 import pytest
@@ -88,7 +89,9 @@ def test_sort_by_price_per_gpu_and_limit() -> None:
 def test_rule_of_thumb_flags() -> None:
     assert rule_of_thumb_flags(offer(count=4, vcpus=12, mem=48)) == []           # 3 vCPU, 12 GB per GPU
     assert rule_of_thumb_flags(offer(count=4, vcpus=4, mem=16)) == ["low-vcpu-per-gpu", "low-ram-per-gpu"]
-    assert rule_of_thumb_flags(offer(count=1, vcpus=8, mem=117)) == ["high-vcpu-per-gpu", "high-ram-per-gpu"]
+    assert rule_of_thumb_flags(offer(count=1, vcpus=8, mem=117)) == []             # more is never flagged
+    assert rule_of_thumb_flags(offer(count=8, vcpus=8, mem=128)) == ["low-vcpu-per-gpu"]  # 1 vCPU, 16 GB
+    assert rule_of_thumb_flags(replace(offer(count=4), vcpus=None, memory_gb=None)) == []  # unknown: no flag
     assert rule_of_thumb_flags(offer(count=2, vcpus=8, mem=32)) == []              # edges are inside
     rows = quote([offer(count=4, vcpus=4, mem=16)], GpuRequest(count=4), SortKey.PRICE, None, TODAY)
     assert rows[0].to_json()["flags"] == ["low-vcpu-per-gpu", "low-ram-per-gpu"]
@@ -101,7 +104,7 @@ def test_json_has_stable_fields() -> None:
         "provider", "instance_type", "region", "zone", "gpu", "gpu_count", "nodes", "total_gpus", "vram_gb",
         "vcpus", "memory_gb", "vcpus_per_gpu", "memory_gb_per_gpu", "interconnect", "market", "price_hr",
         "total_price_hr", "price_per_gpu_hr", "price_as_of", "price_as_of_approximate", "price_age_days",
-        "source", "availability", "flags",
+        "source", "availability", "flags", "price_captured_at", "price_age_s", "price_source",
     ]
     assert doc["price_age_days"] == (TODAY - date(2025, 12, 1)).days
     assert doc["price_per_gpu_hr"] == pytest.approx(9.0 / 4)

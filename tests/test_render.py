@@ -345,3 +345,126 @@ def test_render_input_is_frozen() -> None:
         ri.nodes = 3  # type: ignore[misc]
     assert ri.launcher is Launcher.TORCHRUN and ri.checkpoint is not None
     assert ri.checkpoint.resume_via is ResumeVia.ARG and ri.checkpoint.notify_via is NotifyVia.FILE
+
+
+# --- data over HTTP(S) and the shipped examples ----------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_example_validates_and_renders_on_every_node(example: Path) -> None:
+    from orchestrator.cli.main import app
+    from orchestrator.manifest import load_manifests
+
+    [loaded] = load_manifests([example])
+    runner = CliRunner()
+    assert runner.invoke(app, ["validate", str(example)]).exit_code == 0
+    for rank in range(loaded.manifest.resources.nodes):
+        out = runner.invoke(app, ["render", str(example), "--node-rank", str(rank)])
+        assert out.exit_code == 0, out.output
+        assert "# ===== agent.json =====" in out.stdout
+
+
+class _Files:
+    """A tiny HTTP server on 127.0.0.1: GET /<name> answers its bytes; the first ``flaky`` GETs answer 503."""
+
+    def __init__(self, files: dict[str, bytes], flaky: int = 0) -> None:
+        import http.server
+        import threading
+
+        outer = self
+        self.flaky, self.gets = flaky, 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.gets += 1
+                body = files.get(self.path.lstrip("/"))
+                if outer.flaky > 0:
+                    outer.flaky -= 1
+                    self.send_error(503)
+                elif body is None:
+                    self.send_error(404)
+                else:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+LIST_DATA = f"{sys.executable} -c 'import os; print(sorted(os.listdir(\"data\")))'"
+
+
+def _run_with_url_data(tmp: Path, data: list[dict[str, str]], path: str) -> subprocess.CompletedProcess[str]:
+    """``data``'s sources are this test's plain-http server (manifests take https://): staged as given."""
+    ri = _ri(run={"launcher": "command", "script": None, "args": [], "command": LIST_DATA}, checkpoint=None)
+    ri = dataclasses.replace(ri, data=tuple(DataStage(d["source"], d["path"]) for d in data))
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    (work / "startup.sh").write_text(render_script(ri))
+    return subprocess.run(["bash", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=120,
+                          env={"PATH": path})
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is needed on the node for URL data")
+def test_url_data_is_downloaded_with_retries_into_its_path(tmp_path: Path) -> None:
+    files = _Files({"set.tar.gz": b"tarball", "labels.txt": b"a,b"}, flaky=1)
+    try:
+        out = _run_with_url_data(tmp_path, [{"source": f"{files.url}/set.tar.gz", "path": "data/"},
+                                            {"source": f"{files.url}/labels.txt", "path": "data/y.csv"}],
+                                 os.environ["PATH"])
+    finally:
+        files.close()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['set.tar.gz', 'y.csv']"
+    assert (tmp_path / "work" / "data" / "set.tar.gz").read_bytes() == b"tarball"
+    assert (tmp_path / "work" / "data" / "y.csv").read_bytes() == b"a,b"
+    assert files.gets == 3                                    # the 503 was retried
+
+
+def test_a_failed_download_stops_the_script_and_leaves_no_file(tmp_path: Path) -> None:
+    files = _Files({})
+    try:
+        out = _run_with_url_data(tmp_path, [{"source": f"{files.url}/missing.bin", "path": "data/x.bin"}],
+                                 os.environ["PATH"])
+    finally:
+        files.close()
+    assert out.returncode != 0
+    assert not (tmp_path / "work" / "data" / "x.bin").exists()
+
+
+def test_without_curl_or_wget_python_downloads(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname", "mkdir", "mv"):
+        found = shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    files = _Files({"w.bin": b"weights"})
+    try:
+        out = _run_with_url_data(tmp_path, [{"source": f"{files.url}/w.bin", "path": "data/"}], str(bin_dir))
+    finally:
+        files.close()
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "work" / "data" / "w.bin").read_bytes() == b"weights"
+
+
+def test_url_data_renders_as_quoted_downloads_and_stores_as_copies() -> None:
+    script = render_script(dataclasses.replace(_ri(), data=(DataStage("https://h.example/a b.tgz?sig=1&x=2", "/d/"),
+                                                            DataStage("s3://bucket/set", "/s"))))
+    assert "orch_fetch 'https://h.example/a b.tgz?sig=1&x=2' '/d/a b.tgz'" in script
+    assert "rclone copy orchs3:bucket/set /s" in script
+    assert "orch_fetch" not in render_script(_ri())           # the helper only where a URL is staged

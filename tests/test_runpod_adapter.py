@@ -284,3 +284,25 @@ def test_fake_refuses_undeclared_variables_and_unknown_fields(cloud: tuple[RunPo
     _post(server, 'mutation { podFindAndDeployOnDemand(input: {gpuTypeId: "NVIDIA GeForce RTX 4090"}) { id } }')
     r = _post(server, "query { myself { pods { id spotBid } } }")
     assert r.status_code == 400 and "spotBid" in r.json()["errors"][0]["message"]
+
+
+# -- RunPod's published field examples (tests/fixtures/runpod/PROVENANCE.md) ----------------------------------------
+
+def test_published_pod_example_parses() -> None:
+    """runpod/docs @ 01242f8510a3aba07200e152c2e33e07bd0a8e3f, api-reference/openapi.json, components.schemas.Pod:
+    the example values of the fields orch's GraphQL pod query shares, and the desiredStatus enum."""
+    import json
+
+    from providers.base import InstanceState
+    from providers.runpod.adapter import _instance
+
+    facts = json.loads((Path(__file__).parent / "fixtures" / "runpod" / "pod_examples.json").read_text())
+    pod = {**facts["pod"], "name": "orch-alice-l0123456789ab", "desiredStatus": "RUNNING", "runtime": None}
+    inst = _instance(pod)
+    assert inst.instance_id == "xedezhzb9la3ye" and inst.owner == "alice" and inst.launch_id == "l0123456789ab"
+    assert inst.raw_reason == facts["pod"]["lastStatusChange"] and ("machine_id", "s194cr8pls2z") in inst.extra
+    assert inst.price_hr == 0.74, "the example's costPerHr is the string '0.74': read as the price it bills"
+    assert inst.state is InstanceState.PENDING            # RUNNING without a runtime yet
+    states = {s: _instance({**pod, "desiredStatus": s}).state for s in facts["desiredStatus_enum"]}
+    assert states == {"RUNNING": InstanceState.PENDING, "EXITED": InstanceState.STOPPED,
+                      "TERMINATED": InstanceState.TERMINATED}

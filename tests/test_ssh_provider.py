@@ -13,9 +13,19 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from providers.base import Availability, GpuRequest, InstanceState, LaunchSpec, Market, new_launch_id
+from providers.base import (
+    Availability,
+    Capability,
+    GpuRequest,
+    InstanceState,
+    LaunchSpec,
+    Market,
+    OfferOrigin,
+    new_launch_id,
+)
 from providers.errors import AuthError, InsufficientCapacityError, InvalidRequestError, ProviderUnavailableError
-from providers.registry import create_provider
+from providers.fabric import Fabric
+from providers.registry import PROVIDERS, config_offers_function, create_provider
 from providers.ssh.adapter import SshProvider
 from providers.ssh.hostkeys import HostKeyStore
 from providers.ssh.reservations import HostReservedError, Reservation, ReservationBook
@@ -201,7 +211,7 @@ def test_offers_price_zero_by_default_and_configured_prices(tmp_path: Path, sshd
     by_name = {o.instance_type: o for o in p.offers(GpuRequest(gpus=("A100-80G",)))}
     assert set(by_name) == {"free", "priced"}
     assert by_name["free"].price_hr == 0.0 and by_name["priced"].price_hr == 1.25
-    assert all(o.source == "config" and o.market is Market.ON_DEMAND and o.region == "onprem"
+    assert all(o.source == OfferOrigin.OWN and o.market is Market.ON_DEMAND and o.region == "onprem"
                for o in by_name.values())
     [gamer] = p.offers(GpuRequest(gpus=("RTX4090-24G",), count=2))
     assert (gamer.gpu, gamer.gpu_count, gamer.vram_gb, gamer.region) == ("RTX4090-24G", 2, 24.0, "lab-b")
@@ -210,6 +220,29 @@ def test_offers_price_zero_by_default_and_configured_prices(tmp_path: Path, sshd
     assert prices == {"free": 0.4, "priced": 1.25}
     assert p.offers(GpuRequest(gpus=("A100-80G",), markets=frozenset({Market.SPOT}))) == []
     assert [o.instance_type for o in p.offers(GpuRequest(regions=("lab-*",), count=2))] == ["gamer"]
+
+
+def test_the_registry_lists_the_same_offers_from_settings_alone(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    """`orch quote` / `orch plan` list hosts through the registry hook (no adapter): the same values."""
+    hosts = [_host(sshd, "a", disk_gb=900), _host(sshd, "b", price_hr=2.0)]
+    p = _provider(tmp_path, sshd, hosts=hosts)
+    p.launch(_spec(p, "b"))
+    listed = config_offers_function("ssh")(p.settings)
+    assert listed == p.offers(GpuRequest(gpus=("A100-80G",)))
+    assert [(o.instance_type, o.availability, o.max_disk_gb) for o in listed] == [
+        ("a", Availability.AVAILABLE, 900), ("b", Availability.NOT_AVAILABLE, None)]
+    assert Capability.CONFIG_OFFERS in p.capabilities
+
+
+def test_providers_with_a_config_offers_hook_say_so_in_their_capabilities() -> None:
+    import importlib
+
+    for e in PROVIDERS:
+        try:
+            cls = getattr(importlib.import_module(f"{e.package}.adapter"), e.adapter_class)
+        except ImportError:
+            continue
+        assert (e.config_offers is not None) == (Capability.CONFIG_OFFERS in cls.capabilities), e.name
 
 
 def test_settings_validation(sshd: Sshd) -> None:  # noqa: F811
@@ -245,3 +278,10 @@ def test_check_credentials(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
     garbage.write_text("not a key")
     with pytest.raises(AuthError, match="cannot read key"):
         _provider(tmp_path, sshd, key_path=str(garbage)).check_credentials()
+
+
+def test_a_host_declared_on_infiniband_reports_its_fabric(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd, hosts=[_host(sshd, "ib", infiniband=True), _host(sshd, "plain")])
+    assert p.launch(_spec(p, "ib")).fabric is Fabric.INFINIBAND
+    assert p.launch(_spec(p, "plain")).fabric is None
+    assert p.get("ib").fabric is Fabric.INFINIBAND

@@ -195,6 +195,20 @@ def test_a_catalog_offer_is_matched_to_a_live_ask(fake: VastFake, vast: VastProv
     assert inst.state in (InstanceState.PENDING, InstanceState.RUNNING)
 
 
+def test_an_asks_disk_space_is_its_offers_disk_limit_and_a_launch_needs_room(fake: VastFake,
+                                                                          vast: VastProvider) -> None:
+    """disk_space: "Disk storage space in GB" (search filters, shared/reference/specs/vastai-openapi.yaml)."""
+    (h100,) = vast.offers(GpuRequest(gpus=("H100-80G",), count=1, markets=frozenset({Market.ON_DEMAND})))
+    assert h100.max_disk_gb == SEED[H100_1X]["disk_space"]
+    with fake.lock:
+        fake.state.offers[H100_1X]["disk_space"] = 30.0          # less than the spec's 40 GB
+    with pytest.raises(InsufficientCapacityError):
+        vast.launch(spec_for(None, gpu="H100-80G"))               # the catalog offer's only live ask is too small
+    with pytest.raises(InsufficientCapacityError):
+        vast.launch(spec_for(H100_1X, gpu="H100-80G"))            # and named by id, the search refuses it too
+    assert bodies(fake, "PUT", "/asks/") == []
+
+
 def test_a_gone_ask_is_insufficient_capacity_without_a_create(fake: VastFake, vast: VastProvider) -> None:
     with pytest.raises(InsufficientCapacityError):
         vast.launch(spec_for(H100_RENTED))
@@ -328,8 +342,14 @@ def test_bad_key_is_auth_error_with_a_hint(url: str) -> None:
         ({"actual_status": "stopped", "intended_status": "stopped", "is_bid": False}, InstanceState.STOPPED, None),
         ({"actual_status": "exited", "intended_status": "running"}, InstanceState.PREEMPTED,
          "exited: will not reach running again"),
-        ({"actual_status": "offline", "intended_status": "running"}, InstanceState.PREEMPTED,
-         "offline: will not reach running again"),
+        # docs.vast.ai "show instance": unknown = "No recent heartbeat from the host", offline = "Host machine
+        # disconnected from Vast servers". Not gone, may come back: UNREACHABLE, never PREEMPTED at once.
+        ({"actual_status": "offline", "intended_status": "running"}, InstanceState.UNREACHABLE,
+         "offline: host lost contact"),
+        ({"actual_status": "unknown", "intended_status": "running"}, InstanceState.UNREACHABLE,
+         "unknown: host lost contact"),
+        ({"actual_status": "unknown", "intended_status": "running", "status_msg": "no heartbeat"},
+         InstanceState.UNREACHABLE, "no heartbeat"),
         ({"actual_status": "frozen", "intended_status": "running"}, InstanceState.STOPPED, None),
     ],
 )
@@ -399,3 +419,22 @@ def test_key_from_env_then_the_cli_files(monkeypatch: pytest.MonkeyPatch, tmp_pa
     s = Settings()
     assert s.api_key.get_secret_value() == "env-key"             # type: ignore[union-attr]
     assert "env-key" not in repr(s) and "env-key" not in str(s.model_dump())
+
+
+# ---- Vast's published field examples (tests/fixtures/vastai/PROVENANCE.md) ---------------------------------------
+
+def test_published_instance_example_parses() -> None:
+    """vast-ai/docs @ e758d3501e4308439edcf55424a4360b8c039d1b, api-reference/openapi.yaml,
+    components.schemas.Instance: the example value of each field the adapter reads."""
+    from providers.vastai.adapter import parse_instance
+
+    raw = json.loads((Path(__file__).parent / "fixtures" / "vastai" / "instance_examples.json").read_text())["instance"]
+    inst = parse_instance(raw)
+    assert inst.instance_id == "883" and inst.state is InstanceState.RUNNING and inst.raw_state == "running"
+    assert inst.region == "Washington, US" and inst.market is Market.ON_DEMAND and inst.price_hr == raw["dph_total"]
+    assert inst.instance_type == "1x-RTX_A5000-4-128576" and inst.created_at is not None
+    # The example's `ports` is a list (not the "22/tcp" mapping a running instance shows): use Vast's ssh proxy.
+    assert (inst.public_ip, inst.ssh_port) == ("ssh2281.vast.ai", 10882)
+    assert inst.launch_id is None, "label null: not orch's"
+    lost = parse_instance({**raw, "actual_status": "offline"})
+    assert lost.state is InstanceState.UNREACHABLE and not lost.state.is_gone

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -52,6 +53,24 @@ def _build():  # type: ignore[no-untyped-def]
         return build_service()
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
+
+
+def _catalog_refresh() -> tuple[float, Callable[[], object] | None]:
+    """(period in seconds, the refresh to run) from the config's ``catalog:`` section; no refresh to run when
+    ``$ORCH_CATALOG_DIR`` pins the catalog (the loader would not read a refreshed one)."""
+    import os
+
+    from orchestrator.catalog_config import refresh_settings
+    from orchestrator.config import ConfigError, load_config
+    from providers.catalog.refresh import refresh
+
+    try:
+        settings = refresh_settings(load_config())
+    except ConfigError as exc:
+        fail(str(exc))
+    if os.environ.get("ORCH_CATALOG_DIR"):
+        return settings.every.total_seconds(), None
+    return settings.every.total_seconds(), lambda: refresh([], settings)
 
 
 @app.command("tick")
@@ -98,19 +117,31 @@ def daemon_cmd(
     metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address for /metrics (keep it local).")
                             ] = "127.0.0.1",
     log_format: Annotated[str, typer.Option("--log-format", help="json or text.")] = "json",
+    console: Annotated[str | None, typer.Option("--console", help="Also serve the web console on HOST:PORT, e.g. "
+                                                "127.0.0.1:8470 (docs/console.md).", show_default=False)] = None,
+    console_token: Annotated[str | None, typer.Option("--console-token", envvar="ORCH_CONSOLE_TOKEN",
+                                                      help="The console's token, needed off loopback; prefer "
+                                                      "$ORCH_CONSOLE_TOKEN.", show_default=False)] = None,
 ) -> None:
     """Reconcile forever (until SIGTERM/SIGINT): launch, watch, recover, stop idle machines."""
     import logging
     import signal
     import threading
 
+    from orchestrator.console.server import serving
+    from orchestrator.console.settings import ConsoleConfigError, console_settings
     from orchestrator.daemon import DaemonSettings, run_daemon
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, release_leases
 
     if log_format not in ("json", "text"):
         fail(f"--log-format must be json or text, not {log_format!r}")
+    try:
+        web = console_settings(console, console_token, token_flag="--console-token") if console else None
+    except ConsoleConfigError as exc:
+        fail(str(exc))
     _configure_logging(log_format)
     log = logging.getLogger("orch.daemon")
+    refresh_every, catalog_refresh = _catalog_refresh()
     service = _build()
     stop = threading.Event()
 
@@ -121,18 +152,19 @@ def daemon_cmd(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        with daemon_lock(service.store):
+        with daemon_lock(service.store), serving(service.store, web):
             if metrics_port is not None:
                 service.metrics.serve(metrics_port, metrics_host)
                 log.info("metrics", extra={"fields": {"url": f"http://{metrics_host}:{metrics_port}/metrics"}})
             log.info("store", extra={"fields": {"url": service.store.url, "lease_owner": service.lease_owner}})
-            run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval), service.metrics,
-                       stop)
+            run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval,
+                                                                  refresh_interval_s=refresh_every),
+                       service.metrics, stop, catalog_refresh=catalog_refresh)
             if service.lease_owner is not None:
                 # Hand the jobs back at once instead of making the others wait for the leases to expire.
                 with service.store.transaction() as tx:
                     release_leases(tx, service.lease_owner)
-    except DaemonAlreadyRunningError as exc:
+    except (DaemonAlreadyRunningError, ConsoleConfigError) as exc:
         fail(str(exc))
     finally:
         service.close()

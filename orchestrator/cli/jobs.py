@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.jobs_service import InstanceView, JobPlan, Launch, StatusReport
     from orchestrator.manifest import LoadedManifest
+    from orchestrator.offer_sources import OfferSources
+    from orchestrator.planner import PlannedOffer
     from orchestrator.store import Store
     from providers.base import Provider
 
@@ -97,20 +99,14 @@ def plan_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Show, per job, the offer orch would choose, the next alternatives, cost and every warning."""
-    from orchestrator.jobs_service import BadInputError, live_sources, plan_jobs
-    from providers.catalog import load_catalog
+    from orchestrator.jobs_service import BadInputError, plan_jobs
 
     loaded = _load(paths)
-    providers: dict[str, Provider] = {}
-    only: list[str] | None = None
-    if live or configured:
-        config = _config()
-        if configured:
-            only = config.enabled_providers()
-        if live:
-            providers = _providers(config)
+    config = _config() if live or configured else _optional_config()
+    only = config.enabled_providers() if configured and config is not None else None
+    providers = _providers(config) if live and config is not None else {}
     try:
-        plans = plan_jobs(loaded, load_catalog().offers, live_sources(providers), alternatives=alternatives,
+        plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
                           only_providers=only)
     except BadInputError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
@@ -128,6 +124,29 @@ def plan_cmd(
         raise SystemExit(EXIT_NO_MATCH)
 
 
+def _optional_config() -> OrchConfig | None:
+    """orch's config where it can be read; else None, noted on stderr (planning from the catalog still works)."""
+    from orchestrator.config import ConfigError, load_config
+
+    try:
+        return load_config()
+    except ConfigError as exc:
+        sys.stderr.write(f"note: {exc}; your own machines are not planned\n")
+        return None
+
+
+def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
+    """What the engine plans from: the catalog, your own machines, and (``--live``) live offers."""
+    from orchestrator.config import ConfigError
+    from orchestrator.offer_sources import offer_sources
+    from providers.catalog import load_catalog
+
+    try:
+        return offer_sources(load_catalog().offers, providers=providers, config=config, live=live)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+
+
 def _close(provider: Provider) -> None:
     close = getattr(provider, "close", None)
     if callable(close):
@@ -135,18 +154,14 @@ def _close(provider: Provider) -> None:
 
 
 def _print_plan(jp: JobPlan) -> None:
+    from orchestrator.jobs_service import NEAR_MISSES
+
     hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
     _out(f"{jp.name} ({jp.source}{hours})")
     if jp.plan.chosen is None:
         _out("  no eligible offer")
     for n, p in enumerate(jp.options):
-        o = p.offer
-        label = "chosen" if n == 0 else f"alt {n}"
-        place = o.region + (f"/{o.zone}" if o.zone else "")
-        total = f"  total {_money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
-        nodes = f" x{p.nodes} nodes" if p.nodes > 1 else ""
-        _out(f"  {label:<7}{o.provider:<8}{o.instance_type:<30} {place:<18} {o.market.value:<10}"
-             f"{o.gpu_count}x{o.gpu}{nodes}  {_money(p.total_price_hr)}/h{total}  [{o.source}]")
+        _print_offer("chosen" if n == 0 else f"alt {n}", p)
         if p.flags:
             _out(f"           flags: {', '.join(p.flags)}")
         for note in p.notes:
@@ -154,15 +169,24 @@ def _print_plan(jp: JobPlan) -> None:
     rest = len(jp.plan.eligible) - len(jp.options)
     if rest > 0:
         _out(f"  ... {rest} more eligible offer(s)")
-    rejects = jp.vram_rejects
-    if rejects:
-        worst = rejects[0].offer
-        _out(f"  rejected {len(rejects)} offer(s): vram-below-need (e.g. {worst.provider} {worst.instance_type} "
-             f"{worst.vram_gb:g} GB < {jp.plan.request.min_vram_gb:g} GB)")
-    others = [p for p in jp.plan.rejected if "vram-below-need" not in p.flags]
-    if others:
-        reasons = sorted({p.flags[0] for p in others})
-        _out(f"  rejected {len(others)} offer(s): {', '.join(reasons)}")
+    counts = jp.plan.exclusion_counts()
+    if counts:
+        by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value))
+        _out(f"  excluded {len(jp.plan.rejected)} offer(s): {', '.join(f'{n} {c.value}' for c, n in by_count)}")
+        for p in jp.plan.near_misses(NEAR_MISSES):
+            _print_offer("near", p)
+            _out(f"           excluded: {'; '.join(e.detail for e in p.excluded)}")
+    for warning in jp.warnings:
+        _out(f"  warning: {warning}")
+
+
+def _print_offer(label: str, p: PlannedOffer) -> None:
+    o = p.offer
+    place = o.region + (f"/{o.zone}" if o.zone else "")
+    total = f"  total {_money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
+    nodes = f" x{p.nodes} nodes" if p.nodes > 1 else ""
+    _out(f"  {label:<7}{o.provider:<8}{o.instance_type:<30} {place:<18} {o.market.value:<10}"
+         f"{o.gpu_count}x{o.gpu}{nodes}  {_money(p.total_price_hr)}/h{total}  [{o.source}]")
 
 
 # -- apply ---------------------------------------------------------------------------------------------
@@ -330,8 +354,10 @@ def _print_status(report: StatusReport) -> None:
 
 
 def _print_instance(i: InstanceView) -> None:
+    # Quoted (the offer's) and actual (what the cloud reports, "-" where it reports none) $/h.
+    actual = "-" if i.actual_price_hr is None else _money(i.actual_price_hr)
     _out(f"  {i.provider:<8} {(i.instance_id or '?'):<18} {i.instance_type:<30} {i.region:<14} {i.market:<10}"
-         f"{i.state:<10}{_money(i.price_hr):>9}/h  job {i.job or '-'}")
+         f"{i.state:<10}quoted {_money(i.price_hr)}/h, actual {actual}/h  job {i.job or '-'}")
 
 
 # -- down ----------------------------------------------------------------------------------------------

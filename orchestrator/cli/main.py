@@ -27,13 +27,17 @@ def _root() -> None:
 # Modules under orchestrator.cli that define commands on ``app``; imported in this order.
 COMMAND_MODULES = (
     "quote",
+    "catalog",
+    "fit",
     "providers_cmd",
     "manifests",
     "db",
     "render",
     "daemon",
+    "console",
     "jobs",
     "simulate",
+    "rehearse",
 )
 
 

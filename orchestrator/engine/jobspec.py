@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from orchestrator.idle import IdlePolicy
 from orchestrator.planner import PlanRequest
+from providers.base import Market
 
 if TYPE_CHECKING:
+    from orchestrator.fit.planning import FitCheck
     from orchestrator.manifest.schema import Manifest
+    from providers.base import Offer
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,11 +31,14 @@ class JobSpec:
     max_price_hr: float | None = None
 
 
-def jobspec_from_manifest(manifest: Manifest, applied_at: datetime) -> JobSpec:
-    """Map a validated manifest onto what the engine and the planner need."""
+def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Iterable[Offer] | None = None) -> JobSpec:
+    """Map a validated manifest onto what the engine and the planner need.
+
+    A ``model:`` block makes the plan check every offer against the memory model; without ``resources.gpu``
+    the GPUs and count are chosen from ``catalog`` (default: the loaded catalog), see orchestrator.fit.planning.
+    """
     from orchestrator.idle import IdleAction
     from orchestrator.planner import DataSource
-    from providers.base import Market
     from providers.gpus import Interconnect
 
     r = manifest.resources
@@ -41,14 +48,17 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime) -> JobSpec:
         "auto": frozenset(Market),
     }[manifest.market.value]
     p = manifest.policies
+    gpus, count, fit = _model_fit(manifest, markets, catalog)
     plan = PlanRequest(
-        gpus=tuple(r.gpu), count=r.count, nodes=r.nodes, markets=markets,
+        gpus=gpus, count=count, nodes=r.nodes, markets=markets, fit=fit,
         providers_allow=tuple(manifest.providers.allow), providers_deny=tuple(manifest.providers.deny),
         regions_allow=tuple(manifest.regions.allow), regions_deny=tuple(manifest.regions.deny),
         max_price_hr=manifest.max_price_hr, min_vram_gb=r.min_vram_gb,
         interconnect=Interconnect(r.interconnect) if r.interconnect else None,
         estimated_hours=p.estimated_hours, budget_usd=p.budget_usd,
         data=tuple(DataSource(d.source, d.region, d.size_gb) for d in manifest.data),
+        vcpus_per_gpu=r.vcpus_per_gpu, ram_gb_per_gpu=r.ram_gb_per_gpu, disk_gb=r.disk_gb,
+        checkpointed=manifest.checkpoint is not None,
     )
     return JobSpec(
         name=manifest.name, plan=plan,
@@ -57,3 +67,23 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime) -> JobSpec:
         deadline=p.deadline_at(applied_at), disk_gb=int(r.disk_gb or 100), image=manifest.image,
         max_price_hr=manifest.max_price_hr / r.nodes if manifest.max_price_hr else None,
     )
+
+
+def _model_fit(manifest: Manifest, markets: frozenset[Market],
+               catalog: Iterable[Offer] | None) -> tuple[tuple[str, ...], int, FitCheck | None]:
+    r = manifest.resources
+    if manifest.model is None:
+        return tuple(r.gpu), r.count, None
+    from orchestrator.fit.planning import FitCheck, allowed_offers, resolve_gpus
+
+    query = manifest.model.fit_query(markets=markets)
+    if r.gpu:
+        return tuple(r.gpu), r.count, FitCheck(query)
+    if catalog is None:
+        from providers.catalog import load_catalog
+
+        catalog = load_catalog().offers
+    offers = allowed_offers(catalog, manifest.providers.allow, manifest.providers.deny,
+                            tuple(manifest.regions.allow), tuple(manifest.regions.deny))
+    gpus, count = resolve_gpus(query, offers, r.nodes, r.count if r.count != 1 else None)
+    return gpus, count, FitCheck(query)

@@ -20,7 +20,8 @@ from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from orchestrator.engine.recovery_facts import preempted_places
 from orchestrator.engine.tick import TickLog
-from orchestrator.planner import PlannedOffer, gather_offers, plan
+from orchestrator.offer_sources import offer_sources
+from orchestrator.planner import PlannedOffer, plan
 from orchestrator.spend import would_break_budget
 from providers.base import Capability, Market, new_launch_id
 
@@ -128,9 +129,8 @@ def _candidates(deps: EngineDeps, job: JobRecord, now: datetime, exclude: frozen
         return None
     req = replace(job.spec.plan, exclude_zones=job.spec.plan.exclude_zones | exclude,
                   markets=markets or job.spec.plan.markets, providers_allow=usable)
-    live = [p for p in deps.providers.values()
-            if deps.config.use_live_offers and Capability.LIVE_OFFERS in p.capabilities]
-    the_plan = plan(req, gather_offers(req.gpu_request(), deps.catalog, live))
+    sources = offer_sources(deps.catalog, providers=deps.providers, live=deps.config.use_live_offers)
+    the_plan = plan(req, sources.offers(req.gpu_request()))
     return [c for c in the_plan.eligible if job.spec.plan.nodes == 1
             or Capability.MULTI_NODE in deps.providers[c.offer.provider].capabilities]
 

@@ -25,6 +25,9 @@ leaked instance (orphans are collected), no forgotten job (state lives in the st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from orchestrator.crashpoints import crashpoint
 from orchestrator.engine import finish, launch, metrics, start, teardown
 from orchestrator.engine.config import EngineDeps, EngineHooks
@@ -35,6 +38,7 @@ from orchestrator.engine.sweep import SweepStep
 from orchestrator.engine.sync import sync
 from orchestrator.engine.tick import TickLog, TickReport
 from orchestrator.idle import UtilSample
+from providers.base import Offer
 
 __all__ = ["Reconciler", "TickReport"]
 
@@ -53,6 +57,16 @@ class Reconciler:
     @property
     def hooks(self) -> EngineHooks:
         return self.deps.hooks
+
+    @property
+    def catalog(self) -> Sequence[Offer]:
+        return self.deps.catalog
+
+    @catalog.setter
+    def catalog(self, offers: Sequence[Offer]) -> None:
+        """Swap the catalog the engine plans from (the daemon's scheduled refresh: orchestrator/catalog_schedule.py)."""
+        self.deps = replace(self.deps, catalog=tuple(offers))
+        self._recovery.facts.forget_catalog()
 
     def utilization(self, attempt_id: int) -> tuple[UtilSample, ...]:
         """The GPU utilization samples idle detection holds for an attempt."""

@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
-from orchestrator.planner import gather_offers, plan
+from orchestrator.offer_sources import offer_sources
+from orchestrator.planner import plan
 from orchestrator.recovery import Preemption, RecoveryContext
 from providers.base import Market
 
@@ -20,11 +21,15 @@ def preempted_places(attempts: Sequence[AttemptRecord], now: datetime, cooldown:
 
 
 class RecoveryFacts:
-    """Builds a job's RecoveryContext. Caches each job's spot facts (the catalog does not change under the
-    engine): the places of its eligible spot offers and the cheapest spot over cheapest on-demand $/h."""
+    """Builds a job's RecoveryContext. Caches each job's spot facts until the catalog changes: the places of
+    its eligible spot offers and the cheapest spot over cheapest on-demand $/h."""
 
     def __init__(self) -> None:
         self._spot: dict[int, tuple[tuple[str, ...], float | None]] = {}
+
+    def forget_catalog(self) -> None:
+        """The engine's catalog was swapped (a scheduled refresh): the spot facts are read again."""
+        self._spot.clear()
 
     def context(self, deps: EngineDeps, job: JobRecord, now: datetime, *, running: AttemptRecord | None = None,
                 noticed: bool = False) -> RecoveryContext:
@@ -56,8 +61,8 @@ class RecoveryFacts:
         found = self._spot.get(job.id)
         if found is None:
             req = replace(job.spec.plan, markets=frozenset(Market))
-            offers = [c.offer for c in plan(req, gather_offers(req.gpu_request(), deps.catalog, [])).eligible
-                      if c.offer.provider in deps.providers]
+            gathered = offer_sources(deps.catalog).offers(req.gpu_request())   # the catalog's facts only
+            offers = [c.offer for c in plan(req, gathered).eligible if c.offer.provider in deps.providers]
             spot = [o for o in offers if o.market is Market.SPOT]
             od = [o.price_hr for o in offers if o.market is Market.ON_DEMAND]
             places = tuple(dict.fromkeys(o.zone or o.region for o in spot))

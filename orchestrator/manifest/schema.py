@@ -34,6 +34,7 @@ from orchestrator.manifest.durations import (
     parse_duration,
     parse_price,
 )
+from orchestrator.manifest.model_spec import ModelSpec
 
 API_VERSION = "orch/v1"
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
@@ -42,7 +43,7 @@ _ENV_NAME_RE = re.compile(ENV_NAME_PATTERN)
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Environment names that, in ``env:``, almost surely carry a credential: those belong in ``secrets:``.
 _SECRETISH_ENV_RE = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)$", re.I)
-DATA_SCHEMES = ("s3", "gs", "az", "https")
+DATA_SCHEMES = ("s3", "gs", "az", "https", "http")
 STORE_SCHEMES = ("s3", "gs", "az")
 
 
@@ -204,11 +205,15 @@ class Resources(_Model):
     gpu: Annotated[list[GpuName], BeforeValidator(_gpu_list),
                    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
                                                                   "minItems": 1}]})] = Field(
-        min_length=1, description="A GPU name or a list of acceptable ones (any alias; stored canonical).")
+        default_factory=list, description="A GPU name or a list of acceptable ones (any alias; stored canonical). "
+        "Optional with a model: block (orch then picks the GPUs that fit).")
     count: int = Field(1, ge=1, le=64, description="GPUs per node.")
     nodes: int = Field(1, ge=1, le=256, description="Machines.")
     min_vram_gb: float | None = Field(None, ge=0, description="Least memory per GPU, GB.")
     interconnect: Literal["nvlink", "pcie"] | None = Field(None, description="GPU-to-GPU link within a node.")
+    infiniband: bool | None = Field(None, description="Multi-node: whether NCCL may use an InfiniBand/RoCE fabric "
+                                    "between the nodes (false: NCCL_IB_DISABLE=1); unset: orch decides from the "
+                                    "machines (docs/runtime.md).")
     vcpus_per_gpu: float | None = Field(None, ge=0, description="Least vCPUs per GPU.")
     ram_gb_per_gpu: float | None = Field(None, ge=0, description="Least host RAM per GPU, GB.")
     disk_gb: float | None = Field(None, ge=0, description="Least local disk, GB.")
@@ -280,8 +285,9 @@ def _check_uri(uri: str, schemes: tuple[str, ...]) -> str:
 class DataItem(_Model):
     """A data set copied to every node before the run starts."""
 
-    source: str = Field(description="s3://, gs://, az:// or https:// URI.")
-    path: str = Field(min_length=1, description="Where it goes on the node.")
+    source: str = Field(description="s3://, gs://, az:// URI, or an https:// (http://) URL to download.")
+    path: str = Field(min_length=1, description="Where it goes on the node (a URL: the file, or the directory "
+                                                "it goes into when the path ends with /).")
     size_gb: float | None = Field(None, ge=0, description="Its size, for egress cost and disk checks.")
     region: str | None = Field(None, min_length=1, description="Where the bucket lives (egress is free nearby).")
 
@@ -374,7 +380,8 @@ class Manifest(_Model):
     api_version: Literal["orch/v1"] = Field(alias="apiVersion")
     kind: Literal["Job"]
     name: str = Field(pattern=NAME_PATTERN, description="Lower-case DNS label: letters, digits, '-'.")
-    resources: Resources
+    resources: Resources = Field(default_factory=Resources)
+    model: ModelSpec | None = Field(None, description="The model trained; orch sizes (or checks) the GPUs from it.")
     market: MarketChoice = Field(MarketChoice.AUTO, strict=False,
                                  description="spot, on-demand, or auto (cheapest).")
     max_price_hr: Price | None = Field(None, description="Most $/h for the whole job (all nodes).")
@@ -402,6 +409,9 @@ class Manifest(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
+        if not self.resources.gpu and self.model is None:
+            raise HintedValueError("say which GPUs: resources.gpu, or a model: block orch sizes them from",
+                                   "e.g. resources: {gpu: A100-80G} or model: {params: 8B, method: qlora}")
         clash = set(self.env) & set(self.secrets)
         if clash:
             raise HintedValueError(f"{', '.join(sorted(clash))} is both in env and in secrets", "keep one")

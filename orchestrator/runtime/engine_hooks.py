@@ -54,7 +54,8 @@ def _render_input(job: JobRecord, attempt: AttemptRecord, instance: Instance,
                   table: Mapping[str, NodeSettings]) -> RenderInput:
     """The attempt's RenderInput on this machine: the job's manifest plus the launch's and machine's facts."""
     node = node_settings_for(table, instance.provider, instance.instance_id)
-    return render_input_for(job.manifest, launch_facts(job, attempt, node, table.get(attempt.master_key or "")))
+    facts = launch_facts(job, attempt, node, table.get(attempt.master_key or ""), fabric=instance.fabric)
+    return render_input_for(job.manifest, facts)
 
 
 def _status_path(ri: RenderInput) -> str:

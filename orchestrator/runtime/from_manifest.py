@@ -16,6 +16,7 @@ from orchestrator.runtime.render_input import (
     RenderInput,
     ResumeVia,
 )
+from providers.fabric import Fabric
 
 #: torchrun's default rendezvous port, used unless a machine needs another.
 DEFAULT_MASTER_PORT = 29500
@@ -34,6 +35,7 @@ class LaunchFacts:
     metadata_urls: dict[str, str] = field(default_factory=dict)   # cloud -> base URL override (tests)
     store_endpoint: str = ""                  # S3-compatible endpoint for the checkpoint store
     socket_ifname: str = ""                   # multi-node: the private network's interface (default: a hint)
+    fabric: Fabric | None = None              # the machine's RDMA fabric as launched (Instance.fabric)
     work_dir: str = ""
     sample_interval_s: float = 5.0
     notice_interval_s: float = 5.0
@@ -43,6 +45,14 @@ class LaunchFacts:
     #: The checkpoint the store expected this launch to restore, exported as ORCH_RESTORE_HINT (informational:
     #: startup.sh restores the store's LATEST, which is never older).
     restore_hint: str = ""
+
+
+def uses_infiniband(manifest: Manifest, facts: LaunchFacts) -> bool:
+    """Whether NCCL may use InfiniBand between the nodes: the manifest's ``resources.infiniband`` when set,
+    else whether the machine, as launched, is on an InfiniBand or RoCE fabric (only then is IB left on)."""
+    if manifest.resources.infiniband is not None:
+        return manifest.resources.infiniband
+    return facts.fabric is not None and facts.fabric.ib_verbs
 
 
 def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
@@ -74,7 +84,7 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
         nodes=manifest.resources.nodes, gpus_per_node=facts.gpus_per_node or manifest.resources.count,
         node_rank=facts.node_rank, master_addr=facts.master_addr, master_port=facts.master_port,
         interconnect=facts.interconnect or manifest.resources.interconnect or "pcie", work_dir=facts.work_dir,
-        socket_ifname=facts.socket_ifname,
+        socket_ifname=facts.socket_ifname, infiniband=uses_infiniband(manifest, facts),
         agent=AgentSettings(
             sample_interval_s=facts.sample_interval_s, notice_interval_s=facts.notice_interval_s,
             cloud=facts.cloud, aws_metadata_url=facts.metadata_urls.get("aws", ""),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.from_manifest import DEFAULT_MASTER_PORT, LaunchFacts
 from orchestrator.runtime.render_input import CloudKind
+from providers.fabric import Fabric
 
 __all__ = ["NodeSettings", "launch_facts", "node_settings_for"]
 
@@ -54,10 +55,11 @@ def _cloud_of(provider: str) -> CloudKind:
 
 
 def launch_facts(job: JobRecord, attempt: AttemptRecord, node: NodeSettings = NodeSettings(),
-                 master: NodeSettings | None = None) -> LaunchFacts:
+                 master: NodeSettings | None = None, *, fabric: Fabric | None = None) -> LaunchFacts:
     """The facts of ``attempt`` on its machine (pure). A rank > 0 of a gang joins node 0's rendezvous:
     ``attempt.master_addr`` (the engine fills it from node 0's instance) and node 0's ``master`` settings'
-    port. Before node 0 is known (a boot script rendered at launch) the address is loopback."""
+    port. Before node 0 is known (a boot script rendered at launch) the address is loopback. ``fabric``: the
+    machine's RDMA fabric as launched (``Instance.fabric``), unknown before the machine exists."""
     port_from = master if attempt.node_rank > 0 and master is not None else node
     urls = {"aws": node.aws_metadata_url, "gcp": node.gcp_metadata_url, "azure": node.azure_metadata_url}
     return LaunchFacts(
@@ -65,7 +67,7 @@ def launch_facts(job: JobRecord, attempt: AttemptRecord, node: NodeSettings = No
         master_port=port_from.master_port or DEFAULT_MASTER_PORT, gpus_per_node=attempt.offer.gpu_count,
         interconnect=attempt.offer.interconnect.value, cloud=node.cloud or _cloud_of(attempt.offer.provider),
         metadata_urls={k: v for k, v in urls.items() if v}, store_endpoint=node.store_endpoint,
-        socket_ifname=node.socket_ifname, sample_interval_s=node.sample_interval_s,
+        socket_ifname=node.socket_ifname, fabric=fabric, sample_interval_s=node.sample_interval_s,
         notice_interval_s=node.notice_interval_s, launch_id=attempt.launch_id,
         restore_hint=attempt.checkpoint_restored or "",
     )

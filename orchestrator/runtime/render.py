@@ -104,9 +104,10 @@ def _orch_env(ri: RenderInput) -> list[tuple[str, str]]:
 
 
 def _stores(ri: RenderInput) -> tuple[StoreTarget | None, list[tuple[StoreTarget, str]]]:
+    """The checkpoint store and the data sources that are stores (URLs are downloaded, see _fetch_sh)."""
     endpoint = ri.checkpoint.store_endpoint if ri.checkpoint else ""
     ckpt = parse_store(ri.checkpoint.store_uri, endpoint) if ri.checkpoint else None
-    data = [(parse_store(d.source, endpoint), d.path) for d in ri.data]
+    data = [(parse_store(d.source, endpoint), d.path) for d in ri.data if not d.is_url]
     return ckpt, data
 
 
@@ -135,6 +136,37 @@ def _copy_sh(target: StoreTarget, src: str, dest: str) -> str:
     if target.kind is StoreKind.LOCAL:
         return _local_copy_sh(src, dest)
     return f"mkdir -p {_Q(dest)} && rclone copy {_Q(src)} {_Q(dest)}"
+
+
+# Defined in the script only when a data source is a URL: curl with retries (wget, else python3, where a host
+# has no curl), into DEST.part first, so an interrupted download never looks like the file.
+_FETCH_FUNCTION = [
+    "orch_fetch() {  # URL DEST",
+    '  mkdir -p "$(dirname -- "$2")"',
+    "  if command -v curl >/dev/null 2>&1; then",
+    '    curl -fsSL --retry 5 --retry-delay 2 --retry-connrefused -o "$2.part" "$1"',
+    "  elif command -v wget >/dev/null 2>&1; then",
+    '    wget -q --tries=5 --waitretry=2 -O "$2.part" "$1"',
+    "  else",
+    "    python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "
+    '"$1" "$2.part"',
+    "  fi",
+    '  mv -f -- "$2.part" "$2"',
+    "}",
+]
+
+
+def _data_lines(ri: RenderInput) -> list[str]:
+    """Stage every data source, in the manifest's order: copy a store's path, download a URL."""
+    endpoint = ri.checkpoint.store_endpoint if ri.checkpoint else ""
+    lines = list(_FETCH_FUNCTION) if any(d.is_url for d in ri.data) else []
+    for d in ri.data:
+        if d.is_url:
+            lines.append(f"orch_fetch {_Q(d.source)} {_Q(d.download_path)}")
+        else:
+            target = parse_store(d.source, endpoint)
+            lines.append(_copy_sh(target, target.path, d.path))
+    return lines
 
 
 def _restore(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
@@ -256,11 +288,11 @@ def render_script(ri: RenderInput) -> str:
         where=f"docker image {ri.image}" if ri.image else "on the host",
         exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env))),
         secrets=_section("secrets (by name; values come from the launch environment)", secrets),
-        nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else ""),
-                      _exports(nccl)),
+        nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else "")
+                      + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else ""), _exports(nccl)),
         rclone=_section("rclone remotes (configuration only; credentials come from the environment)",
                         _exports(_rclone_env(ckpt, data))),
-        data=_section("data staging", [_copy_sh(t, t.path, dest) for t, dest in data]),
+        data=_section("data staging", _data_lines(ri)),
         restore=_section("restore the latest committed checkpoint", _restore(ri, ckpt)),
         notify=_section("checkpoint-now notification", notify),
         launch=_section("launch", launch),

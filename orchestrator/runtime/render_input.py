@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from urllib.parse import urlsplit
 
 __all__ = [
     "AgentSettings",
@@ -23,6 +24,8 @@ __all__ = [
     "ResumeVia",
 ]
 
+#: Data sources downloaded over HTTP(S) rather than copied from a store.
+URL_SCHEMES = ("https://", "http://")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _SIGNAL = re.compile(r"^SIG[A-Z0-9]+$")
@@ -58,10 +61,23 @@ class CloudKind(StrEnum):
 
 @dataclass(frozen=True)
 class DataStage:
-    """Copy ``source`` (s3://, gs://, az://, file:// or a path) to ``path`` on the node before start."""
+    """Copy ``source`` (s3://, gs://, az://, file:// or a path) to ``path`` on the node before start, or
+    download it (https://, http://): to ``path`` itself, or into ``path`` when it ends with ``/``."""
 
     source: str
     path: str
+
+    @property
+    def is_url(self) -> bool:
+        return self.source.startswith(URL_SCHEMES)
+
+    @property
+    def download_path(self) -> str:
+        """Where a URL's download lands: ``path``, or ``path/<the URL's last segment>`` for a directory."""
+        if not self.path.endswith("/"):
+            return self.path
+        name = urlsplit(self.source).path.rstrip("/").rsplit("/", 1)[-1] or "download"
+        return self.path + name
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,8 @@ class InstanceRow(SQLModel, table=True):
     region: str = Field(default="")
     zone: str | None = Field(default=None)
     market: str = Field(default="on-demand")
-    price_hr: float = Field(default=0.0)
+    price_hr: float = Field(default=0.0)                          # the offer's (quoted) $/h
+    actual_price_hr: float | None = Field(default=None)          # what the cloud reports for it, where it does
     gpu: str = Field(default="")
     gpu_count: int = Field(default=0)
     state: str = Field(default="pending", index=True)
@@ -206,4 +207,43 @@ class Spend(SQLModel, table=True):
     usd: float = Field(nullable=False)
 
 
-TABLES = (Job, InstanceRow, Attempt, CheckpointRow, Event, Spend)
+class RequestKind(StrEnum):
+    RELAUNCH = "relaunch"     # end the job's machines (if any) and launch it again now, from its last checkpoint
+
+
+class JobRequest(SQLModel, table=True):
+    """An operator's request the engine honours on its next tick (from the web console).
+
+    Taken once: ``take_relaunch_requests`` sets ``taken_at``; the row stays as history.
+    """
+
+    __tablename__ = "job_requests"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(foreign_key="jobs.id", index=True, nullable=False)
+    kind: str = Field(nullable=False)                      # a RequestKind value
+    requested_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    requested_by: str = Field(default="console", nullable=False)
+    taken_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True, index=True)
+
+
+class GpuUtilMinute(SQLModel, table=True):
+    """GPU utilization of one attempt's machine over one UTC minute: the mean and max of its samples.
+
+    Each sample is one reading of every GPU of the machine (its mean and its busiest GPU count). Rows
+    older than the retention period are pruned as new minutes are recorded.
+    """
+
+    __tablename__ = "gpu_util"
+    __table_args__ = (sa.UniqueConstraint("attempt_id", "minute", name="uq_gpu_util_attempt_minute"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    attempt_id: int = Field(foreign_key="attempts.id", nullable=False)
+    job_id: int = Field(foreign_key="jobs.id", index=True, nullable=False)
+    minute: datetime = Field(sa_type=UTCDateTime, nullable=False, index=True)
+    samples: int = Field(default=0, nullable=False)
+    mean_pct: float = Field(default=0.0, nullable=False)   # mean over the minute's samples of the GPUs' mean
+    max_pct: float = Field(default=0.0, nullable=False)    # the busiest GPU in any sample of the minute
+
+
+TABLES = (Job, InstanceRow, Attempt, CheckpointRow, Event, Spend, JobRequest, GpuUtilMinute)

@@ -310,6 +310,7 @@ class InstanceRecord:
     zone: str | None = None
     market: str | None = None
     price_hr: float | None = None
+    actual_price_hr: float | None = None
     gpu: str | None = None
     gpu_count: int | None = None
     state: str | None = None
@@ -326,8 +327,8 @@ def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = 
     row = get_instance_by_launch_id(tx, rec.launch_id)
     if row is None:
         row = InstanceRow(provider=rec.provider, launch_id=rec.launch_id, owner=rec.owner, created_at=now)
-    for name in ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "gpu",
-                 "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user"):
+    for name in ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "actual_price_hr",
+                 "gpu", "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user"):
         value = getattr(rec, name)
         if value is not None:
             setattr(row, name, value)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -29,12 +30,14 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from providers.aws import network
 from providers.aws.settings import Settings
 from providers.base import (
     TAG_JOB,
     TAG_LAUNCH_ID,
     TAG_OWNER,
     Capability,
+    CloudResource,
     GpuRequest,
     Instance,
     InstanceState,
@@ -54,6 +57,8 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
+    ResourceInUseError,
+    ResourceNotFoundError,
 )
 from providers.retry import call_with_retry
 
@@ -86,6 +91,8 @@ _AUTH = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId
                    "ExpiredToken", "ExpiredTokenException", "AccessDenied", "AccessDeniedException",
                    "OptInRequired", "UnrecognizedClientException"})
 _NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+_RESOURCE_NOT_FOUND = frozenset({"InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidKeyPair.NotFound"})
+_IN_USE = frozenset({"DependencyViolation"})
 _UNAVAILABLE = frozenset({"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable",
                           "ServerInternal", "RequestTimeout", "RequestExpired"})
 
@@ -120,6 +127,10 @@ def translate_error(exc: BaseException) -> ProviderError:
             return AuthError(message, provider=PROVIDER, code=code, hint=AUTH_HINT)
         if code in _NOT_FOUND:
             return InstanceNotFoundError(message, provider=PROVIDER, code=code)
+        if code in _RESOURCE_NOT_FOUND:
+            return ResourceNotFoundError(message, provider=PROVIDER, code=code)
+        if code in _IN_USE:
+            return ResourceInUseError(message, provider=PROVIDER, code=code)
         if code in _UNAVAILABLE or status >= 500:
             return ProviderUnavailableError(message, provider=PROVIDER, code=code or str(status))
         if status == 429:
@@ -344,7 +355,28 @@ class AwsProvider(Provider):
                 f"region {region} is not in aws.regions {self.settings.regions}: orch could not list "
                 "(and so garbage-collect) an instance there", provider=PROVIDER)
         # Each attempt dedupes first: a retried RunInstances whose first try did land must not double it.
-        return self._call(lambda: self._launch_once(spec, region))
+        try:
+            instance = self._call(lambda: self._launch_once(spec, region))
+        except ResourceNotFoundError as exc:
+            if exc.code not in ("InvalidGroup.NotFound", "InvalidGroupId.NotFound"):
+                raise
+            # Garbage collection removed the unused SSH group between ensure and RunInstances: ensure again.
+            instance = self._call(lambda: self._launch_once(spec, region))
+        return self._with_spot_price(instance) if instance.market is Market.SPOT else instance
+
+    def _with_spot_price(self, instance: Instance) -> Instance:
+        """A spot instance priced at its zone's current spot price (what AWS bills it), from
+        DescribeSpotPriceHistory; without an answer the instance carries no price (the offer's is charged)."""
+        try:
+            history = self._spot_history(instance.region, [instance.instance_type])
+        except ProviderError as exc:
+            log.warning("aws %s: no spot price for %s at launch: %s", instance.region, instance.instance_id, exc)
+            return instance
+        mine = [h for h in history if instance.zone in (h.get("AvailabilityZone"), h.get("AvailabilityZoneId"))]
+        if not mine:
+            return instance
+        latest = max(mine, key=lambda h: h["Timestamp"])
+        return replace(instance, price_hr=float(latest["SpotPrice"]))
 
     def _find_by_launch_id(self, region: str, launch_id: str) -> dict[str, Any] | None:
         found = self._describe(region, Filters=[
@@ -376,8 +408,12 @@ class AwsProvider(Provider):
         key_name = self.settings.key_name or self._import_key(region, spec, tags)
         if key_name:
             params["KeyName"] = key_name
-        if self.settings.security_group_ids:
-            params["SecurityGroupIds"] = list(self.settings.security_group_ids)
+        groups = self._security_groups(ec2, spec.owner)
+        if groups:
+            params["SecurityGroupIds"] = groups
+        if self.settings.instance_profile:
+            profile = self.settings.instance_profile
+            params["IamInstanceProfile"] = {"Arn": profile} if profile.startswith("arn:") else {"Name": profile}
         if self.settings.subnet_id:
             params["SubnetId"] = self.settings.subnet_id
         elif spec.offer.zone:
@@ -389,6 +425,15 @@ class AwsProvider(Provider):
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         reservation = ec2.run_instances(**params)
         return to_instance(region, reservation["Instances"][0], self.settings.ssh_user)
+
+    def _security_groups(self, ec2: Any, owner: str) -> list[str]:
+        """The configured groups, else orch's own SSH group for this VPC (none when no ingress is wanted)."""
+        if self.settings.security_group_ids:
+            return list(self.settings.security_group_ids)
+        if not self.settings.ssh_ingress_cidrs:
+            return []
+        vpc_id = network.vpc_of(ec2, self.settings.subnet_id)
+        return [network.ensure_ssh_group(ec2, owner=owner, vpc_id=vpc_id, cidrs=self.settings.ssh_ingress_cidrs)]
 
     def _import_key(self, region: str, spec: LaunchSpec, tags: list[dict[str, str]]) -> str | None:
         """Import the spec's public key as key pair ``orch-<launch id>``; an existing one is reused."""
@@ -460,6 +505,23 @@ class AwsProvider(Provider):
         try:
             self._call(lambda: ec2.terminate_instances(InstanceIds=[ec2_id]))
         except InstanceNotFoundError:
+            return
+
+    def list_network_resources(self, owner: str) -> list[CloudResource]:
+        """orch's SSH security groups and imported key pairs in every configured region."""
+        out: list[CloudResource] = []
+        for region in self.settings.regions:
+            ec2 = self._client("ec2", region)
+            out.extend(self._call(lambda ec2=ec2, region=region: network.list_resources(ec2, region, owner)))
+        return out
+
+    def delete_network_resource(self, resource: CloudResource) -> None:
+        """Delete a security group or key pair; missing == success; ResourceInUseError while one is held."""
+        region = resource.region or resource.resource_id.partition("/")[0]
+        ec2 = self._client("ec2", region)
+        try:
+            self._call(lambda: network.delete_resource(ec2, resource))
+        except ResourceNotFoundError:
             return
 
     def stop(self, instance_id: str) -> None:

@@ -10,7 +10,7 @@ import os
 
 from pydantic import ConfigDict, Field
 
-from providers.settings_base import RetrySettings
+from providers.settings_base import RetrySettings, SshIngressSettings
 
 
 def _default_regions() -> list[str]:
@@ -18,13 +18,18 @@ def _default_regions() -> list[str]:
     return [region]
 
 
-class Settings(RetrySettings):
+class Settings(RetrySettings, SshIngressSettings):
     """What the AWS adapter needs besides credentials.
 
     ``regions`` bounds everything: offers are only returned, launches only accepted, and instances only
     listed in these regions, so nothing orch launches can fall outside its garbage collection.
     ``endpoint_url`` points every client at one endpoint (tests: moto); None means AWS itself.
     ``ami`` wins over the lookup ``ami_owners`` + ``ami_name_pattern`` (newest match per region).
+    ``security_group_ids`` given: the instances get exactly those. Not given: orch owns one security group
+    per VPC and owner (``orch-<owner>``, tagged) that admits TCP 22 from ``ssh_ingress_cidrs``, and deletes
+    it once no instance uses it (``ssh_ingress_cidrs: []``: no group, the VPC's default one applies).
+    ``instance_profile`` (a name or an ARN) gives the node an IAM role for the checkpoint store, so no
+    credentials ride on the node.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -38,6 +43,7 @@ class Settings(RetrySettings):
     ami: str | None = None
     ami_owners: list[str] = Field(default_factory=lambda: ["amazon"])
     ami_name_pattern: str = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
+    instance_profile: str | None = None
     ssh_user: str = "ubuntu"
     root_device_name: str = "/dev/sda1"
     connect_timeout_s: float = Field(default=10.0, gt=0)

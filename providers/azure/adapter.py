@@ -1,9 +1,12 @@
 """Azure Virtual Machines through azure-mgmt-compute and azure-mgmt-network.
 
 Shape of what orch creates, per instance (all in ``settings.resource_group``, all tagged with orch's ids):
-``<name>-nic`` in ``settings.subnet_id``, then the VM ``<name>`` with OS disk ``<name>-osdisk``. NIC and
-disk are attached with ``deleteOption: Delete`` so ARM removes them with the VM; ``terminate`` still
-deletes them explicitly (404/204 == success) to heal leftovers of a half-done launch.
+with ``public_ip``, a Standard static public IP ``<name>-pip`` and (shared per owner and region) the NSG
+``orch-<owner>-ssh-<region>`` admitting 22 from ``ssh_ingress_cidrs`` (see providers.azure.network); then
+``<name>-nic`` in ``settings.subnet_id`` carrying both, then the VM ``<name>`` with OS disk ``<name>-osdisk``.
+NIC and disk are attached with ``deleteOption: Delete`` so ARM removes them with the VM; ``terminate`` still
+deletes them (and the public IP) explicitly (404/204 == success) to heal leftovers of a half-done launch.
+The shared NSG is removed by garbage collection once no NIC uses it (``list_network_resources``).
 
 Spot VMs use ``evictionPolicy: Deallocate``: an evicted VM stays visible (PowerState/deallocated), so
 ``get`` reports it PREEMPTED instead of vanishing; it still bills its disk until orch terminates it.
@@ -40,6 +43,7 @@ from providers.base import (
     TAG_LAUNCH_ID,
     TAG_OWNER,
     Capability,
+    CloudResource,
     GpuRequest,
     Instance,
     InstanceState,
@@ -47,6 +51,7 @@ from providers.base import (
     Market,
     Offer,
     Provider,
+    ResourceKind,
 )
 from providers.errors import (
     AuthError,
@@ -57,9 +62,12 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
+    ResourceInUseError,
+    ResourceNotFoundError,
 )
 from providers.retry import RetryPolicy, call_with_retry
 
+from . import network
 from .settings import Settings
 
 NAME = "azure"
@@ -80,6 +88,8 @@ _AUTH_CODES = frozenset({
     "invalidauthenticationtokentenant", "linkedauthorizationfailed",
 })
 _NOT_FOUND_CODES = frozenset({"resourcenotfound", "notfound", "resourcegroupnotfound"})
+_IN_USE_CODES = frozenset({"inusenetworksecuritygroupcannotbedeleted", "publicipaddresscannotbedeleted", "nicinuse",
+                           "inusesubnetcannotbedeleted"})
 
 
 def translate_error(exc: BaseException) -> ProviderError:
@@ -102,6 +112,8 @@ def translate_error(exc: BaseException) -> ProviderError:
             return AuthError(message, hint=AUTH_HINT, **kw)
         if key in _NOT_FOUND_CODES or status == 404:
             return InstanceNotFoundError(message, **kw)
+        if key in _IN_USE_CODES:
+            return ResourceInUseError(message, **kw)
         if status is not None and status >= 500:
             return ProviderUnavailableError(message, **kw)
         if key == "invalidparameter" or status == 400:
@@ -161,6 +173,8 @@ def map_state(provisioning_state: str | None, power_state: str | None, *, spot: 
         return InstanceState.PENDING, raw, None
     if power == "running":
         return InstanceState.RUNNING, raw, failure
+    if power == "unknown":  # the platform lost the VM's power state (host trouble): not gone, may come back
+        return InstanceState.UNREACHABLE, raw, None
     if power == "starting":
         return InstanceState.PENDING, raw, None
     if power in ("stopping", "deallocating"):
@@ -303,6 +317,15 @@ class AzureProvider(Provider):
         return match_offers(azure_only, req)
 
     def launch(self, spec: LaunchSpec) -> Instance:
+        """Create (or find) the VM; it carries the refreshed catalog's price at launch (Azure reports none)."""
+        from dataclasses import replace
+
+        from providers.catalog.loader import current_price_hr
+
+        instance = self._launch(spec)
+        return instance if instance.price_hr is not None else replace(instance, price_hr=current_price_hr(spec.offer))
+
+    def _launch(self, spec: LaunchSpec) -> Instance:
         rg = self.rg
         existing = self.get(spec.name)
         if existing is not None:
@@ -311,7 +334,10 @@ class AzureProvider(Provider):
             raise InvalidRequestError("providers.azure.subnet_id is not set", provider=NAME,
                                       hint="the full resource id of an existing subnet for the NICs")
         tags = self._tags(spec)
-        nic = self._create_nic(spec, tags)
+        pip = self._ensure_public_ip(spec, tags) if self.settings.public_ip else None
+        nsg = (self._ensure_nsg(spec.owner, spec.offer.region)
+               if self.settings.public_ip and self.settings.ssh_ingress_cidrs else None)
+        nic = self._create_nic(spec, tags, public_ip_id=pip.id if pip else None, nsg_id=nsg.id if nsg else None)
         body = self.vm_body(spec, nic_id=nic.id or "", tags=tags)
         vm_ops = self.compute().virtual_machines
         try:
@@ -335,19 +361,20 @@ class AzureProvider(Provider):
         if vm is None:
             return None
         return self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
-                                 private_ip=self._nic_ip(instance_id))
+                                 private_ip=self._nic_ip(instance_id), public_ip=self._public_ip(instance_id))
 
     def list_instances(self, owner: str) -> list[Instance]:
         rg = self.rg
         vms = self._call(lambda: list(self.compute().virtual_machines.list(rg)))
         ips = self._nic_ips()
+        public = self._public_ips()
         found: list[Instance] = []
         for vm in vms:
             if (vm.tags or {}).get(TAG_OWNER) != owner or not vm.name:
                 continue
             name = vm.name
             view = self._absent_ok(lambda name=name: self.compute().virtual_machines.instance_view(rg, name))
-            found.append(self._to_instance(vm, view, private_ip=ips.get(name)))
+            found.append(self._to_instance(vm, view, private_ip=ips.get(name), public_ip=public.get(name)))
         return found
 
     def terminate(self, instance_id: str) -> None:
@@ -363,7 +390,10 @@ class AzureProvider(Provider):
                 return  # deleteOption=Delete removes NIC and disk when ARM finishes
         nic_ops = self.network().network_interfaces
         disk_ops = self.compute().disks
-        self._absent_ok(lambda: nic_ops.begin_delete(rg, f"{instance_id}-nic"))
+        nic_poller = self._absent_ok(lambda: nic_ops.begin_delete(rg, network.nic_name(instance_id)))
+        if nic_poller is not None:
+            self._wait_absent_ok(nic_poller, self.settings.delete_wait_s)
+        self._delete_quietly(lambda: self.network().public_ip_addresses.begin_delete(rg, network.pip_name(instance_id)))
         self._absent_ok(lambda: disk_ops.begin_delete(rg, f"{instance_id}-osdisk"))
 
     def stop(self, instance_id: str) -> None:
@@ -376,26 +406,88 @@ class AzureProvider(Provider):
         self._wait(self._call(lambda: vm_ops.begin_update(rg, instance_id, update)), self.settings.create_wait_s)
         self._call(lambda: vm_ops.begin_deallocate(rg, instance_id))
 
+    def list_network_resources(self, owner: str) -> list[CloudResource]:
+        """This owner's public IPs, SSH NSGs and NICs in the resource group (by tag), with ``in_use``."""
+        rg, net = self.rg, self.network()
+        pips = self._call(lambda: list(net.public_ip_addresses.list(rg)))
+        nsgs = self._call(lambda: list(net.network_security_groups.list(rg)))
+        nics = self._call(lambda: list(net.network_interfaces.list(rg)))
+        return network.owned_resources(owner, pips=pips, nsgs=nsgs, nics=nics)
+
+    def delete_network_resource(self, resource: CloudResource) -> None:
+        """Delete one; missing == success; ResourceInUseError while ARM says something still uses it."""
+        rg, net = self.rg, self.network()
+        deleters = {ResourceKind.PUBLIC_IP: net.public_ip_addresses, ResourceKind.NETWORK_INTERFACE:
+                    net.network_interfaces, ResourceKind.NETWORK_SECURITY_GROUP: net.network_security_groups}
+        ops = deleters.get(resource.kind)
+        if ops is None:
+            return
+        try:
+            poller = self._call(lambda: ops.begin_delete(rg, resource.name))
+            self._wait(poller, self.settings.delete_wait_s)
+        except ResourceNotFoundError:
+            return
+
     # -- pieces -------------------------------------------------------------------------------------
+
+    def _wait_absent_ok(self, poller: LROPoller[Any], timeout_s: float) -> None:
+        try:
+            self._wait(poller, timeout_s)
+        except InstanceNotFoundError:
+            pass
+
+    def _delete_quietly(self, begin: Callable[[], LROPoller[Any]]) -> None:
+        """Best effort: missing is done, in use (a NIC not yet gone) is left to garbage collection."""
+        try:
+            poller = self._call(begin)
+            self._wait(poller, self.settings.delete_wait_s)
+        except (ResourceNotFoundError, ResourceInUseError):
+            pass
+
+    def _ensure_public_ip(self, spec: LaunchSpec, tags: dict[str, str]) -> nm.PublicIPAddress:
+        rg, ops = self.rg, self.network().public_ip_addresses
+        name = network.pip_name(spec.name)
+        body = network.public_ip_body(spec.offer.region, tags)
+        self._wait(self._call(lambda: ops.begin_create_or_update(rg, name, body)), self.settings.create_wait_s)
+        pip: nm.PublicIPAddress = self._call(lambda: ops.get(rg, name))
+        return pip
+
+    def _ensure_nsg(self, owner: str, region: str) -> nm.NetworkSecurityGroup:
+        """The owner's shared SSH NSG in ``region``: PUT only when missing or its rules differ."""
+        rg, ops = self.rg, self.network().network_security_groups
+        name = network.nsg_name(owner, region)
+        cidrs = self.settings.ssh_ingress_cidrs
+        current: nm.NetworkSecurityGroup | None = self._absent_ok(lambda: ops.get(rg, name))
+        if current is not None and network.nsg_admits(current, cidrs):
+            return current
+        body = network.nsg_body(owner, region, cidrs)
+        self._wait(self._call(lambda: ops.begin_create_or_update(rg, name, body)), self.settings.create_wait_s)
+        nsg: nm.NetworkSecurityGroup = self._call(lambda: ops.get(rg, name))
+        return nsg
 
     @staticmethod
     def _tags(spec: LaunchSpec) -> dict[str, str]:
         return {TAG_LAUNCH_ID: spec.launch_id, TAG_OWNER: spec.owner, TAG_JOB: spec.job}
 
-    def _create_nic(self, spec: LaunchSpec, tags: dict[str, str]) -> nm.NetworkInterface:
+    def _create_nic(self, spec: LaunchSpec, tags: dict[str, str], *, public_ip_id: str | None,
+                    nsg_id: str | None) -> nm.NetworkInterface:
         rg = self.rg
         nic_body = nm.NetworkInterface(
             location=spec.offer.region,
             tags=tags,
-            properties=nm.NetworkInterfacePropertiesFormat(ip_configurations=[
-                nm.NetworkInterfaceIPConfiguration(
-                    name="ipconfig1",
-                    properties=nm.NetworkInterfaceIPConfigurationPropertiesFormat(
-                        subnet=nm.Subnet(id=self.settings.subnet_id),
-                        private_ip_allocation_method="Dynamic",
+            properties=nm.NetworkInterfacePropertiesFormat(
+                ip_configurations=[
+                    nm.NetworkInterfaceIPConfiguration(
+                        name="ipconfig1",
+                        properties=nm.NetworkInterfaceIPConfigurationPropertiesFormat(
+                            subnet=nm.Subnet(id=self.settings.subnet_id),
+                            private_ip_allocation_method="Dynamic",
+                            public_ip_address=nm.PublicIPAddress(id=public_ip_id) if public_ip_id else None,
+                        ),
                     ),
-                ),
-            ]),
+                ],
+                network_security_group=nm.NetworkSecurityGroup(id=nsg_id) if nsg_id else None,
+            ),
         )
         nic_ops = self.network().network_interfaces
         poller = self._call(lambda: nic_ops.begin_create_or_update(rg, f"{spec.name}-nic", nic_body))
@@ -440,7 +532,18 @@ class AzureProvider(Provider):
             props.eviction_policy = "Deallocate"
             props.billing_profile = cm.BillingProfile(max_price=spec.max_price_hr if spec.max_price_hr else -1)
         zones = [spec.offer.zone] if spec.offer.zone else None
-        return cm.VirtualMachine(location=spec.offer.region, tags=tags, zones=zones, properties=props)
+        return cm.VirtualMachine(location=spec.offer.region, tags=tags, zones=zones, properties=props,
+                                 identity=self._identity())
+
+    def _identity(self) -> cm.VirtualMachineIdentity | None:
+        """The node's identity for the checkpoint store (settings.managed_identity), or none."""
+        wanted = self.settings.managed_identity
+        if wanted is None:
+            return None
+        if wanted == "system":
+            return cm.VirtualMachineIdentity(type="SystemAssigned")
+        return cm.VirtualMachineIdentity(type="UserAssigned",
+                                         user_assigned_identities={wanted: cm.UserAssignedIdentitiesValue()})
 
     def _cleanup_failed_launch(self, name: str) -> None:
         """Best effort after a refused or failed create: no VM, NIC or disk left behind."""
@@ -454,6 +557,21 @@ class AzureProvider(Provider):
         nic = self._absent_ok(lambda: self.network().network_interfaces.get(rg, f"{name}-nic"))
         return _first_private_ip(nic) if nic is not None else None
 
+    def _public_ip(self, name: str) -> str | None:
+        if not self.settings.public_ip:
+            return None
+        rg = self.rg
+        pip = self._absent_ok(lambda: self.network().public_ip_addresses.get(rg, network.pip_name(name)))
+        return (pip.properties.ip_address or None) if pip is not None and pip.properties else None
+
+    def _public_ips(self) -> dict[str, str]:
+        if not self.settings.public_ip:
+            return {}
+        rg = self.rg
+        pips = self._call(lambda: list(self.network().public_ip_addresses.list(rg)))
+        return {p.name[: -len("-pip")]: p.properties.ip_address for p in pips
+                if p.name and p.name.endswith("-pip") and p.properties and p.properties.ip_address}
+
     def _nic_ips(self) -> dict[str, str]:
         rg = self.rg
         nics = self._call(lambda: list(self.network().network_interfaces.list(rg)))
@@ -465,7 +583,7 @@ class AzureProvider(Provider):
         return ips
 
     def _to_instance(self, vm: cm.VirtualMachine, view: cm.VirtualMachineInstanceView | None,
-                     *, private_ip: str | None) -> Instance:
+                     *, private_ip: str | None, public_ip: str | None = None) -> Instance:
         props = vm.properties
         tags = vm.tags or {}
         power: str | None = None
@@ -502,6 +620,7 @@ class AzureProvider(Provider):
             raw_state=raw_state,
             raw_reason=reason,
             private_ip=private_ip,
+            public_ip=public_ip,
             ssh_user=self.settings.admin_username,
             created_at=props.time_created if props else None,
             extra=extra,

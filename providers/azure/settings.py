@@ -8,10 +8,14 @@ tests against a local fake ARM over http:// only; it is excluded from repr and s
 from __future__ import annotations
 
 import os
+import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from providers.settings_base import RetrySettings
+from providers.settings_base import RetrySettings, SshIngressSettings
+
+_USER_IDENTITY = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/"
+                            r"Microsoft\.ManagedIdentity/userAssignedIdentities/[^/]+$", re.IGNORECASE)
 
 
 def _env_subscription() -> str | None:
@@ -33,7 +37,7 @@ class ImageRef(BaseModel):
     version: str = "latest"
 
 
-class Settings(RetrySettings):
+class Settings(RetrySettings, SshIngressSettings):
     """What the Azure adapter needs besides credentials.
 
     Every VM orch creates lives in ``resource_group`` (its id is the VM name) and gets one NIC in
@@ -41,6 +45,10 @@ class Settings(RetrySettings):
     ``base_url`` points both ARM clients at another endpoint (tests: the fake ARM); None means Azure.
     ``create_wait_s`` bounds how long ``launch`` waits on the create operation so that allocation
     failures surface as InsufficientCapacityError; past it, launch returns a PENDING instance.
+    ``public_ip``: each VM's NIC gets a Standard static public IP, and (with ``ssh_ingress_cidrs``) a shared
+    NSG admitting TCP 22 from those ranges; False for a daemon inside the VNet (private address only).
+    ``managed_identity``: ``"system"`` (a system-assigned identity) or a user-assigned identity's resource
+    id; the node reaches the checkpoint store through it, so no credentials ride on the VM.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -51,6 +59,8 @@ class Settings(RetrySettings):
     image: ImageRef = Field(default_factory=ImageRef)
     admin_username: str = "orch"
     os_disk_type: str = "Premium_LRS"
+    public_ip: bool = True
+    managed_identity: str | None = None
     base_url: str | None = None
     static_token: str | None = Field(default=None, repr=False, exclude=True)
     polling_interval_s: float = Field(default=15.0, ge=0)
@@ -58,3 +68,12 @@ class Settings(RetrySettings):
     delete_wait_s: float = Field(default=180.0, ge=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("managed_identity")
+    @classmethod
+    def _identity(cls, value: str | None) -> str | None:
+        if value is None or value == "system" or _USER_IDENTITY.match(value):
+            return value
+        raise ValueError("managed_identity is 'system' or a user-assigned identity's resource id "
+                         "(/subscriptions/S/resourceGroups/G/providers/Microsoft.ManagedIdentity/"
+                         "userAssignedIdentities/NAME)")

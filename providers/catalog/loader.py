@@ -1,38 +1,55 @@
-"""Loading the GPU catalog: the snapshot shipped in the package, or a newer one a refresh wrote.
+"""Loading the GPU catalog: the user catalog a refresh wrote, over the snapshot shipped in the package.
 
-One small interface, ``CatalogSource``, so that later sources (each cloud's pricing API, via
-``orch catalog refresh``) plug in without touching the callers. ``load_catalog`` picks the user's cache
-file (``$XDG_CACHE_HOME/orch/catalog/offers.csv``) when it exists and is valid, else the shipped one.
+Where rows come from, most preferred first:
 
-Kept to the standard library (csv, json) on purpose: ``orch quote`` loads this on every call.
+* ``$ORCH_CATALOG_DIR`` (``offers.csv`` + ``catalog.json``): when set, the only catalog (tests, pinning);
+* the user catalog ``<data dir>/orch/catalog/offers-<provider>.csv`` written by ``orch catalog refresh``
+  (data dir: ``$XDG_DATA_HOME``, else ``~/.local/share``). A provider with a usable file there is priced
+  from it alone: the shipped rows of a refreshed provider are dropped, so a quote never shows a row the
+  provider's current price list no longer has beside the fresh ones;
+* the shipped snapshot for every other provider.
+
+Across all of them, per offer key (provider, instance type, region, zone, market) the newest row wins, so
+the planner and the engine always price from the freshest row. A broken user file falls back to the shipped
+rows of that provider (and says so in ``problems``).
+
+Kept to the standard library on purpose: ``orch quote`` loads this on every call.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time
 from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from providers.base import Market, Offer
-from providers.gpus import Interconnect
+from providers.base import Offer
+from providers.catalog.fileformat import CatalogFileError, read_offers
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "data"
+#: The refreshed providers' files in the user catalog directory: ``offers-<provider>.csv``.
+USER_FILE_PREFIX = "offers-"
 
 
 @dataclass(frozen=True, slots=True)
 class CatalogSnapshot:
-    """Offers plus where they came from. ``as_of`` maps provider -> (date, human note)."""
+    """Offers plus where they came from.
+
+    ``as_of`` maps provider -> (day, human note) for every provider with rows; ``approximate`` is True when
+    some provider's rows carry only an estimated day (the shipped ones). ``refreshed`` names the providers
+    priced from the user catalog; ``problems`` says which user files were unusable and skipped.
+    """
 
     offers: tuple[Offer, ...]
-    origin: str                                  # "shipped" or a cache path
+    origin: str                                  # "shipped", "refreshed" (user over shipped) or a directory
     source: str                                  # provenance sentence
     as_of: dict[str, tuple[date, str]]
     approximate: bool
+    refreshed: tuple[str, ...] = ()
+    problems: tuple[str, ...] = field(default=())
 
     def oldest(self) -> date | None:
         dates = [d for d, _ in self.as_of.values()]
@@ -42,77 +59,131 @@ class CatalogSnapshot:
 class CatalogSource(Protocol):
     """Anything that can produce a snapshot. ``load`` raises CatalogError when its data is unusable."""
 
-    def load(self) -> CatalogSnapshot: ...
+    def load(self, gpus: frozenset[str] | None = None) -> CatalogSnapshot: ...
 
 
 class CatalogError(Exception):
     pass
 
 
-_COLUMNS = ("provider", "instance_type", "region", "zone", "gpu", "gpu_count", "vram_gb", "vcpus", "memory_gb",
-            "interconnect", "market", "price_hr", "price_as_of", "price_as_of_approximate")
+def _stamp(o: Offer) -> datetime:
+    """When a row was captured, comparable across exact times and approximate days."""
+    return o.captured_at or datetime.combine(o.price_as_of, time(), UTC)
 
 
-def _read_offers(path: Path) -> tuple[Offer, ...]:
-    # Positional parsing with memoised enums and dates: this runs on every `orch quote`.
-    markets = {m.value: m for m in Market}
-    links = {i.value: i for i in Interconnect}
-    dates: dict[str, date] = {}
-    offers: list[Offer] = []
-    with path.open(newline="") as f:
-        reader = csv.reader(f)
-        if tuple(next(reader, ())) != _COLUMNS:
-            raise ValueError(f"{path}: unexpected columns")
-        for (provider, itype, region, zone, gpu, count, vram, vcpus, mem, link, market, price, as_of,
-             approx) in reader:
-            day = dates.get(as_of) or dates.setdefault(as_of, date.fromisoformat(as_of))
-            offers.append(Offer(provider, itype, region, zone or None, gpu, int(count), float(vram), float(vcpus),
-                                float(mem), links[link], markets[market], float(price), day, approx == "true"))
-    return tuple(offers)
+def newest_per_key(offers: list[Offer]) -> list[Offer]:
+    """One offer per key: the most recently captured (the first seen on a tie), in first-seen order."""
+    best: dict[tuple[object, ...], Offer] = {}
+    for o in offers:
+        held = best.get(o.key)
+        if held is None or _stamp(o) > _stamp(held):
+            best[o.key] = o
+    return list(best.values())
 
 
 @dataclass(frozen=True, slots=True)
 class DirectoryCatalog:
-    """A catalog directory holding offers.csv and catalog.json (the shipped one, or a refreshed cache)."""
+    """A catalog directory holding offers.csv and catalog.json (the shipped one, or ``$ORCH_CATALOG_DIR``)."""
 
     directory: Path
     origin: str
 
-    def load(self) -> CatalogSnapshot:
+    def load(self, gpus: frozenset[str] | None = None) -> CatalogSnapshot:
         try:
             meta = json.loads((self.directory / "catalog.json").read_text())
-            offers = _read_offers(self.directory / "offers.csv")
+            offers = read_offers(self.directory / "offers.csv", gpus, default_source=self.origin)
             as_of = {p: (date.fromisoformat(v["date"]), v["note"]) for p, v in meta["as_of"].items()}
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, CatalogFileError) as exc:
             raise CatalogError(f"catalog at {self.directory} is unusable: {exc}") from exc
-        return CatalogSnapshot(offers, self.origin, meta["source"], as_of, bool(meta.get("approximate")))
+        return CatalogSnapshot(tuple(newest_per_key(offers)), self.origin, meta["source"], as_of,
+                               bool(meta.get("approximate")))
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+def user_catalog_dir() -> Path:
+    """Where ``orch catalog refresh`` writes: ``$XDG_DATA_HOME/orch/catalog`` (orch's data directory)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "orch" / "catalog"
 
 
+def user_catalog_file(provider: str, directory: Path | None = None) -> Path:
+    return (directory or user_catalog_dir()) / f"{USER_FILE_PREFIX}{provider}.csv"
+
+
+def _user_files(directory: Path) -> dict[str, Path]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return {}
+    return {n[len(USER_FILE_PREFIX):-4]: directory / n for n in names
+            if n.startswith(USER_FILE_PREFIX) and n.endswith(".csv")}
+
+
+@dataclass(frozen=True, slots=True)
+class LayeredCatalog:
+    """The user catalog's refreshed providers over the shipped snapshot (see the module docstring)."""
+
+    user_dir: Path
+    shipped: DirectoryCatalog
+
+    def load(self, gpus: frozenset[str] | None = None) -> CatalogSnapshot:
+        base = self.shipped.load(gpus)
+        fresh: list[Offer] = []
+        refreshed: list[str] = []
+        problems: list[str] = []
+        for provider, path in _user_files(self.user_dir).items():
+            try:
+                rows = read_offers(path, gpus)
+            except (OSError, CatalogFileError) as exc:
+                problems.append(f"{path} is unusable, using the shipped {provider} rows: {exc}")
+                continue
+            refreshed.append(provider)
+            fresh.extend(rows)
+        if not refreshed:
+            return CatalogSnapshot(base.offers, base.origin, base.source, base.as_of, base.approximate,
+                                   problems=tuple(problems))
+        kept = [o for o in base.offers if o.provider not in refreshed]
+        offers = newest_per_key(fresh + kept)
+        as_of = {p: v for p, v in base.as_of.items() if p not in refreshed}
+        for provider in refreshed:
+            days = [o.price_as_of for o in fresh if o.provider == provider]
+            if days:
+                as_of[provider] = (min(days), f"refreshed catalog ({self.user_dir})")
+        source = f"refreshed catalog for {', '.join(refreshed)}; shipped list prices for the rest"
+        return CatalogSnapshot(tuple(offers), "refreshed", source, as_of,
+                               any(o.price_as_of_approximate for o in offers), tuple(refreshed), tuple(problems))
+
+
 def default_sources() -> list[CatalogSource]:
-    """Most preferred first: a refreshed user cache, then the shipped snapshot."""
+    """Most preferred first: ``$ORCH_CATALOG_DIR``, then the user catalog over the shipped snapshot."""
     sources: list[CatalogSource] = []
     override = os.environ.get("ORCH_CATALOG_DIR")
     if override:
         sources.append(DirectoryCatalog(Path(override), override))
-    cached = cache_dir()
-    if (cached / "offers.csv").exists():
-        sources.append(DirectoryCatalog(cached, str(cached)))
-    sources.append(DirectoryCatalog(SHIPPED_DIR, "shipped"))
+    shipped = DirectoryCatalog(SHIPPED_DIR, "shipped")
+    sources.append(LayeredCatalog(user_catalog_dir(), shipped))
+    sources.append(shipped)
     return sources
 
 
 @cache
-def load_catalog() -> CatalogSnapshot:
-    """The first usable source of ``default_sources``. A broken cache falls back to the shipped data."""
+def load_catalog(gpus: tuple[str, ...] | None = None) -> CatalogSnapshot:
+    """The first usable source of ``default_sources``; only the rows of ``gpus`` when given (a quote for one
+    GPU reads only that GPU's part of a refreshed catalog). Cached per process: call ``cache_clear()``
+    after a refresh."""
+    wanted = frozenset(gpus) if gpus is not None else None
     errors: list[str] = []
     for source in default_sources():
         try:
-            return source.load()
+            return source.load(wanted)
         except CatalogError as exc:
             errors.append(str(exc))
     raise CatalogError("; ".join(errors))
+
+
+def current_price_hr(offer: Offer) -> float:
+    """The freshest catalog price of ``offer``'s machine, place and market (the offer's own price when the
+    catalog does not list it): what Azure and GCP instances are charged at launch, their APIs reporting none."""
+    for o in load_catalog((offer.gpu,)).offers:
+        if o.key == offer.key:
+            return o.price_hr
+    return offer.price_hr

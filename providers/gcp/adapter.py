@@ -40,6 +40,7 @@ from providers.base import (
     LABEL_LAUNCH_ID,
     LABEL_OWNER,
     Capability,
+    CloudResource,
     GpuRequest,
     Instance,
     InstanceState,
@@ -59,6 +60,7 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
+from providers.gcp import network
 from providers.gcp.settings import Settings
 from providers.retry import call_with_retry
 
@@ -72,7 +74,7 @@ _AUTH_HINT = "run `gcloud auth application-default login` or set GOOGLE_APPLICAT
 
 _STATES = {
     "PROVISIONING": InstanceState.PENDING, "STAGING": InstanceState.PENDING, "PENDING": InstanceState.PENDING,
-    "REPAIRING": InstanceState.PENDING,
+    "REPAIRING": InstanceState.UNREACHABLE,   # "The instance is in repair": unusable now, may come back
     "RUNNING": InstanceState.RUNNING,
     "STOPPING": InstanceState.STOPPING, "SUSPENDING": InstanceState.STOPPING,
     "PENDING_STOP": InstanceState.STOPPING, "DEPROVISIONING": InstanceState.STOPPING,
@@ -202,6 +204,8 @@ class GcpProvider(Provider):
         self._credentials: Credentials | None = None
         self._instances_client: compute_v1.InstancesClient | None = None
         self._operations_client: compute_v1.ZoneOperationsClient | None = None
+        self._firewalls_client: compute_v1.FirewallsClient | None = None
+        self._global_operations_client: compute_v1.GlobalOperationsClient | None = None
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _resolve(self) -> tuple[Credentials, str]:
@@ -234,6 +238,36 @@ class GcpProvider(Provider):
                 self._operations_client = compute_v1.ZoneOperationsClient(
                     credentials=creds, client_options=options, transport="rest")
             return self._instances_client, self._operations_client, project
+
+    def _network_clients(self) -> tuple[compute_v1.FirewallsClient, compute_v1.GlobalOperationsClient, str]:
+        creds, project = self._resolve()
+        with self._lock:
+            if self._firewalls_client is None or self._global_operations_client is None:
+                options = ClientOptions(api_endpoint=self.settings.api_endpoint) if self.settings.api_endpoint else None
+                self._firewalls_client = compute_v1.FirewallsClient(
+                    credentials=creds, client_options=options, transport="rest")
+                self._global_operations_client = compute_v1.GlobalOperationsClient(
+                    credentials=creds, client_options=options, transport="rest")
+            return self._firewalls_client, self._global_operations_client, project
+
+    def _firewall_rules(self) -> network.FirewallRules:
+        firewalls, _, project = self._network_clients()
+        return network.FirewallRules(firewalls, project, call=self._call, wait=self._wait_global,
+                                     timeout_s=self.settings.timeout_s)
+
+    def _wait_global(self, op: compute_v1.Operation) -> compute_v1.Operation:
+        """``_wait`` for a global operation (firewall changes)."""
+        _, ops, project = self._network_clients()
+        deadline = self._clock() + self.settings.operation_timeout_s
+        while op.status != compute_v1.Operation.Status.DONE:
+            if self._clock() > deadline:
+                raise ProviderUnavailableError(f"operation {op.name} still {op.status.name} after "
+                                               f"{self.settings.operation_timeout_s:.0f}s", provider="gcp")
+            op = self._call(lambda name=op.name: ops.wait(project=project, operation=name, retry=None,
+                                                          timeout=self.settings.timeout_s))
+        if op.error.errors:
+            raise translate_error(OperationError(op))
+        return op
 
     def _once(self, fn: Callable[[], T]) -> T:
         try:
@@ -335,7 +369,11 @@ class GcpProvider(Provider):
             network_interfaces=[nic],
             metadata=compute_v1.Metadata(items=items),
             scheduling=scheduling,
+            tags=compute_v1.Tags(items=[network.network_tag(spec.owner)]),
         )
+        if self.settings.service_account:
+            body.service_accounts = [compute_v1.ServiceAccount(email=self.settings.service_account,
+                                                               scopes=list(self.settings.service_account_scopes))]
         if accelerator:
             body.guest_accelerators = [compute_v1.AcceleratorConfig(
                 accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=count)]
@@ -358,10 +396,21 @@ class GcpProvider(Provider):
         return match_offers(catalog, req)
 
     def launch(self, spec: LaunchSpec) -> Instance:
+        """Create (or find) the VM; it carries the refreshed catalog's price at launch (GCE reports none)."""
+        from dataclasses import replace
+
+        from providers.catalog.loader import current_price_hr
+
+        instance = self._launch(spec)
+        return instance if instance.price_hr is not None else replace(instance, price_hr=current_price_hr(spec.offer))
+
+    def _launch(self, spec: LaunchSpec) -> Instance:
         zone = self.settings.zone_for(spec.offer.region, spec.offer.zone)
         existing = self._fetch(zone, spec.name)
         if existing is not None:
             return self._to_instance(existing)
+        if self.settings.ssh_ingress_cidrs:
+            self._firewall_rules().ensure(spec.owner, self.settings.network, self.settings.ssh_ingress_cidrs)
         instances, _, project = self._clients()
         request = compute_v1.InsertInstanceRequest(project=project, zone=zone, request_id=request_id(spec.launch_id),
                                                    instance_resource=self.instance_body(spec, zone))
@@ -387,7 +436,7 @@ class GcpProvider(Provider):
         raw = self._fetch(zone, name)
         return self._to_instance(raw) if raw is not None else None
 
-    def list_instances(self, owner: str) -> list[Instance]:
+    def _owned_raw(self, owner: str) -> list[compute_v1.Instance]:
         instances, _, project = self._clients()
         request = compute_v1.AggregatedListInstancesRequest(
             project=project, filter=f'labels.{LABEL_OWNER} = "{label_value(owner)}"')
@@ -396,7 +445,17 @@ class GcpProvider(Provider):
             pager = instances.aggregated_list(request=request, retry=None, timeout=self.settings.timeout_s)
             return [inst for _, scoped in pager for inst in scoped.instances]
 
-        return [self._to_instance(raw) for raw in self._call(run)]
+        return self._call(run)
+
+    def list_instances(self, owner: str) -> list[Instance]:
+        return [self._to_instance(raw) for raw in self._owned_raw(owner)]
+
+    def list_network_resources(self, owner: str) -> list[CloudResource]:
+        """orch's SSH firewall rules for ``owner``; in use while an instance of the owner is on the network."""
+        return self._firewall_rules().owned(owner, self._owned_raw(owner))
+
+    def delete_network_resource(self, resource: CloudResource) -> None:
+        self._firewall_rules().delete(resource.resource_id)
 
     def terminate(self, instance_id: str) -> None:
         """Ask GCE to delete the VM (and its boot disk, autoDelete); returns once the delete is accepted."""
@@ -420,7 +479,9 @@ class GcpProvider(Provider):
 
     def close(self) -> None:
         with self._lock:
-            for client in (self._instances_client, self._operations_client):
+            for client in (self._instances_client, self._operations_client, self._firewalls_client,
+                           self._global_operations_client):
                 if client is not None:
                     client.transport.close()
             self._instances_client = self._operations_client = None
+            self._firewalls_client = self._global_operations_client = None

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from providers.settings_base import RetrySettings
+from providers.settings_base import RetrySettings, SshIngressSettings
 
 #: A public Deep Learning VM image family with NVIDIA drivers and CUDA (driver installed at first boot).
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 
 
-class Settings(RetrySettings):
+#: The scope Google recommends with a service account: access is then governed by the account's IAM roles.
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+class Settings(RetrySettings, SshIngressSettings):
+    """What the GCP adapter needs besides credentials.
+
+    ``ssh_ingress_cidrs``: orch keeps a firewall rule per network admitting TCP 22 from these ranges to its
+    instances' ``orch-<owner>`` network tag ([]: no rule). ``service_account`` (an email) runs the node as
+    that account with ``service_account_scopes``, so the node reaches the checkpoint bucket through its
+    identity (the metadata server) and no key rides on it; None: the instance gets no service account.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     project: str | None = None                 # None: ADC's project, else GOOGLE_CLOUD_PROJECT
@@ -29,6 +41,8 @@ class Settings(RetrySettings):
     disk_type: str = "pd-balanced"
     spot_termination_action: str = Field(default="STOP", pattern="^(STOP|DELETE)$")
     ssh_user: str = "root"
+    service_account: str | None = None
+    service_account_scopes: list[str] = Field(default_factory=lambda: [CLOUD_PLATFORM_SCOPE])
     anonymous_credentials: bool = False        # tests only: no ADC lookup at all
     timeout_s: float = 30.0                    # per HTTP call
     operation_timeout_s: float = 300.0         # how long launch waits for the insert operation

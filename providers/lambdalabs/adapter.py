@@ -50,7 +50,7 @@ PROVIDER = "lambda"
 STATES = {
     "booting": InstanceState.PENDING,
     "active": InstanceState.RUNNING,
-    "unhealthy": InstanceState.RUNNING,   # still billed and reachable maybe; raw_state keeps the word
+    "unhealthy": InstanceState.UNREACHABLE,  # failing Lambda's health checks: still billed, may recover
     "terminating": InstanceState.STOPPING,
     "terminated": InstanceState.TERMINATED,
     "preempted": InstanceState.PREEMPTED,  # in the 1.8.3 InstanceStatus enum; Lambda sells no spot today
@@ -252,6 +252,9 @@ def _same_key(a: str, b: str) -> bool:
     return bool(a.strip()) and _key_body(a) == _key_body(b)
 
 
+GIB_IN_GB = 1.073741824
+
+
 def _offer(itype: dict[str, Any], region: str, today: date) -> Offer | None:
     """An Offer for a Lambda instance type, or None for a type orch's GPU registry does not know."""
     specs = itype["specs"]
@@ -263,13 +266,14 @@ def _offer(itype: dict[str, Any], region: str, today: date) -> Offer | None:
     except UnknownGpuError:
         return None
     sxm = "sxm" in str(itype.get("gpu_description", "")).lower()
+    storage = specs.get("storage_gib")    # the type's fixed local disk (spec: InstanceTypeSpecs.storage_gib)
     return Offer(
         provider=PROVIDER, instance_type=itype["name"], region=region, zone=None, gpu=model.name,
         gpu_count=gpus, vram_gb=float(model.vram_gb), vcpus=float(specs["vcpus"]),
         memory_gb=float(specs["memory_gib"]),
         interconnect=Interconnect.NVLINK if sxm and gpus > 1 else Interconnect.PCIE,
         market=Market.ON_DEMAND, price_hr=itype["price_cents_per_hour"] / 100, price_as_of=today,
-        source="live",
+        source="live", max_disk_gb=round(float(storage) * GIB_IN_GB, 1) if storage else None,
     )
 
 

@@ -344,6 +344,16 @@ def _instance(pod: dict[str, Any]) -> Instance:
         public_ip=ip,
         ssh_port=port,
         ssh_user="root",
-        price_hr=float(cost) if isinstance(cost, int | float) else None,
+        price_hr=_cost_per_hr(cost),
         extra=(("machine_id", str(pod["machineId"])),) if pod.get("machineId") else (),
     )
+
+
+def _cost_per_hr(value: Any) -> float | None:
+    """The pod's ``costPerHr`` as $/h: a number, or a number in a string (RunPod's REST spec shows "0.74");
+    anything else (absent, negative, not a number) is no price."""
+    try:
+        cost = float(value)
+    except (TypeError, ValueError):
+        return None
+    return cost if 0 <= cost < float("inf") else None

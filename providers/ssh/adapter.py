@@ -13,10 +13,9 @@ in the config or already in orch's known_hosts store.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 
 from providers.base import (
-    Availability,
     Capability,
     GpuRequest,
     Instance,
@@ -34,6 +33,7 @@ from providers.errors import (
     ProviderError,
     ProviderUnavailableError,
 )
+from providers.fabric import Fabric
 from providers.ssh.errors import (
     ExecTimeoutError,
     HostKeyError,
@@ -42,6 +42,7 @@ from providers.ssh.errors import (
     TransportError,
 )
 from providers.ssh.hostkeys import HostKeyStore, HostTrust
+from providers.ssh.offers import host_offers
 from providers.ssh.reservations import HostReservedError, Reservation, ReservationBook
 from providers.ssh.settings import HostSettings, Settings
 from providers.ssh.transport import ExecResult, SshTransport
@@ -87,7 +88,8 @@ def translate_error(exc: Exception, host: str = "") -> ProviderError:
 class SshProvider(Provider):
     name = NAME
     # Multi-node: the hosts of one region (site) are taken to share a network, as a rack or a LAN does.
-    capabilities = frozenset({Capability.HOST_KEYS, Capability.MULTI_NODE})
+    # CONFIG_OFFERS: its offers are the configured hosts, known without any call (providers/ssh/offers.py).
+    capabilities = frozenset({Capability.HOST_KEYS, Capability.MULTI_NODE, Capability.CONFIG_OFFERS})
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -140,6 +142,7 @@ class SshProvider(Provider):
             market=Market.ON_DEMAND, raw_state="reserved", public_ip=host.address, ssh_port=host.port,
             ssh_user=host.user, host_keys=keys, created_at=res.reserved_at,
             price_hr=self.settings.host_price(host), extra=tuple(extra),
+            fabric=Fabric.INFINIBAND if host.infiniband else None,
         )
 
     # -- the protocol --------------------------------------------------------------------------------
@@ -161,19 +164,8 @@ class SshProvider(Provider):
                                 hint="use an unencrypted key file readable by orch") from None
 
     def offers(self, req: GpuRequest) -> list[Offer]:
-        today = date.today()
-        offers = []
-        for host in self.settings.hosts:
-            reserved = self.book.get(host.name) is not None
-            offers.append(Offer(
-                provider=NAME, instance_type=host.name, region=host.region, zone=None, gpu=host.gpu,
-                gpu_count=host.gpu_count, vram_gb=host.vram_gb, vcpus=host.vcpus, memory_gb=host.memory_gb,
-                interconnect=host.resolved_interconnect, market=Market.ON_DEMAND,
-                price_hr=self.settings.host_price(host), price_as_of=today, source="config",
-                availability=Availability.NOT_AVAILABLE if reserved else Availability.AVAILABLE,
-                offer_id=host.name,
-            ))
-        return match_offers(offers, req)
+        """The configured hosts matching ``req`` (settings and reservations only: no SSH, no cloud call)."""
+        return match_offers(host_offers(self.settings), req)
 
     def launch(self, spec: LaunchSpec) -> Instance:
         if spec.offer.market is not Market.ON_DEMAND:

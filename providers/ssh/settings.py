@@ -14,6 +14,7 @@ SDK-free (pydantic only). Example (``~/.config/orch/config.yaml``)::
             gpu_count: 2
             vcpus: 32
             memory_gb: 128
+            disk_gb: 2000                    # optional: lets orch plan jobs by their disk_gb
             host_key: "ssh-ed25519 AAAAC3Nz..."   # or host_key_fingerprint: "SHA256:..."
 
 See docs/providers/ssh.md for the host key rules and what launch/terminate mean here.
@@ -54,8 +55,10 @@ class HostSettings(BaseModel):
     gpu_count: int = Field(1, ge=1)
     vcpus: float = Field(0.0, ge=0)
     memory_gb: float = Field(0.0, ge=0)
+    disk_gb: float | None = Field(None, ge=0)  # free local disk for jobs; None: not declared (not planned by it)
     region: str = "onprem"
     interconnect: Interconnect | None = None   # None: the GPU model's usual one
+    infiniband: bool = False                # the site's hosts share an InfiniBand (or RoCE) fabric NCCL can use
     price_hr: float | None = Field(None, ge=0)  # None: the provider-wide price_hr
     host_key: str | None = None              # "ssh-ed25519 AAAA..." (ssh-keyscan / /etc/ssh/*.pub)
     host_key_fingerprint: str | None = None  # "SHA256:..." (ssh-keygen -lf)

@@ -157,8 +157,10 @@ def map_state(raw: dict[str, Any]) -> tuple[InstanceState, str, str | None]:
       low at create time looks the same: cur_state == intended_status == next_state == "stopped")
     * stopped while intended running (on-demand): PREEMPTED (the host took it away)
     * stopped by the user (intended stopped, on-demand): STOPPED
-    * exited / unknown / offline: PREEMPTED with the raw status: per Vast's docs these never reach running
-      again, so orch destroys and relaunches
+    * unknown (no recent heartbeat from the host) / offline (the host disconnected from Vast's servers):
+      UNREACHABLE. Not gone: the contract still bills and the host may come back, so the caller gives it a
+      grace period before counting the node lost (docs.vast.ai, "show instance": actual_status values).
+    * exited (the container process exited): PREEMPTED with the raw status; it does not run again
     * frozen: STOPPED (paused by Vast, storage kept)
     """
     actual = raw.get("actual_status")
@@ -177,8 +179,10 @@ def map_state(raw: dict[str, Any]) -> tuple[InstanceState, str, str | None]:
         return (InstanceState.STOPPING if intended == "stopped" else InstanceState.RUNNING), raw_state, None
     if actual in (None, "created", "loading", "rebooting", "scheduling"):
         return InstanceState.PENDING, raw_state, raw.get("status_msg")
-    if actual in ("exited", "unknown", "offline"):
-        return InstanceState.PREEMPTED, raw_state, f"{actual}: will not reach running again"
+    if actual in ("unknown", "offline"):
+        return InstanceState.UNREACHABLE, raw_state, raw.get("status_msg") or f"{actual}: host lost contact"
+    if actual == "exited":
+        return InstanceState.PREEMPTED, raw_state, "exited: will not reach running again"
     if actual == "frozen":
         return InstanceState.STOPPED, raw_state, raw.get("status_msg")
     return InstanceState.PENDING, raw_state, raw.get("status_msg")
@@ -322,7 +326,7 @@ class VastProvider(Provider):
             interconnect=Interconnect.NVLINK if float(raw.get("bw_nvlink") or 0) > 0 else Interconnect.PCIE,
             market=market, price_hr=offer_price_hr(raw, market, self.settings.disk_gb),
             price_as_of=self._today(), source="live", availability=Availability.AVAILABLE,
-            offer_id=str(raw["id"]),
+            offer_id=str(raw["id"]), max_disk_gb=float(raw["disk_space"]) if raw.get("disk_space") else None,
         )
 
     # ---- launch --------------------------------------------------------------------------------------------
@@ -342,14 +346,15 @@ class VastProvider(Provider):
         if spec.offer.offer_id and spec.offer.offer_id.isdigit():
             asks = self._search({"id": {"eq": int(spec.offer.offer_id)}, "rentable": {"eq": True},
                                  "rented": {"eq": False}, "type": kind, "allocated_storage": spec.disk_gb,
-                                 "limit": 1})
+                                 "disk_space": {"gte": spec.disk_gb}, "limit": 1})
             if not asks:
                 raise InsufficientCapacityError(f"ask {spec.offer.offer_id} is no longer available",
                                                 provider=PROVIDER, code="no_such_ask")
             return asks[0]
-        # A catalog offer: find the cheapest live ask for the same GPU, count and market.
+        # A catalog offer: find the cheapest live ask for the same GPU, count and market, with room for the disk
+        # (an ask's disk_space is all the machine has).
         req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count, markets=frozenset({market}))
-        live = self.offers(req)
+        live = [o for o in self.offers(req) if o.max_disk_gb is None or o.max_disk_gb >= spec.disk_gb]
         if not live:
             raise InsufficientCapacityError(f"no live Vast offer for {spec.offer.gpu_count}x {spec.offer.gpu}",
                                             provider=PROVIDER)

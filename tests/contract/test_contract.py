@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import GpuRequest, InstanceState, Market, new_launch_id
+from providers.base import (
+    Capability,
+    CloudResource,
+    GpuRequest,
+    InstanceState,
+    Market,
+    Provider,
+    ResourceKind,
+    new_launch_id,
+)
 from providers.errors import (
     AuthError,
     InsufficientCapacityError,
@@ -120,3 +129,70 @@ def test_offers_match_the_request(harness: ProviderHarness) -> None:
     assert offers, "the provider offers what its harness launches"
     assert all(o.provider == p.name and o.gpu == spec.offer.gpu and o.gpu_count == spec.offer.gpu_count
                for o in offers)
+
+
+def test_get_of_an_unknown_instance_is_none(harness: ProviderHarness) -> None:
+    assert harness.provider().get(harness_missing_id(harness)) is None
+
+
+def test_a_provider_says_spot_exactly_when_it_launches_spot(harness: ProviderHarness) -> None:
+    """The planner offers spot only where Capability.SPOT says so; the spot tests above run where it does."""
+    assert (Capability.SPOT in harness.provider().capabilities) == harness.supports_spot
+
+
+def test_offers_keep_the_requested_market(harness: ProviderHarness) -> None:
+    p = harness.provider()
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    for market in (Market.ON_DEMAND, Market.SPOT):
+        req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count, markets=frozenset({market}))
+        assert all(o.market is market for o in p.offers(req))
+
+
+def test_a_restarted_orch_finds_its_launch_instead_of_making_another(harness: ProviderHarness) -> None:
+    """A second provider object (a daemon restarted after a lost answer) launching the same id gets the same one."""
+    spec = harness.launch_spec(new_launch_id(), OWNER)
+    first = harness.provider().launch(spec)
+    again = harness.provider().launch(spec)
+    assert again.instance_id == first.instance_id
+    assert [i.instance_id for i in harness.provider().list_instances(OWNER) if not i.state.is_gone] == [
+        first.instance_id]
+
+
+# -- what orch creates besides instances ------------------------------------------------------------------
+def _until_gone(p: Provider, instance_id: str) -> None:
+    """Read until the cloud reports the instance gone (fakes advance one step per read; bounded)."""
+    for _ in range(10):
+        got = p.get(instance_id)
+        if got is None or got.state in (InstanceState.TERMINATED, InstanceState.PREEMPTED):
+            return
+    raise AssertionError(f"{instance_id} still there after terminate")
+
+
+def test_network_resources_are_owned_listed_and_deleted_once_unused(harness: ProviderHarness) -> None:
+    p = harness.provider()
+    inst = p.launch(harness.launch_spec(new_launch_id(), OWNER))
+    made = p.list_network_resources(OWNER)
+    assert all(isinstance(r, CloudResource) and r.provider == p.name and r.owner == OWNER for r in made)
+    assert all(r.in_use for r in made), "everything orch made for a live instance is in use"
+    assert p.list_network_resources("someone-else") == []
+    p.terminate(inst.instance_id)
+    _until_gone(p, inst.instance_id)
+    left = p.list_network_resources(OWNER)
+    assert not [r for r in left if r.in_use], "nothing is in use once the instance is gone"
+    for r in left:
+        p.delete_network_resource(r)
+        p.delete_network_resource(r)                       # idempotent: missing == success
+    assert p.list_network_resources(OWNER) == []
+
+
+def test_the_network_opened_for_ssh_is_listed(harness: ProviderHarness) -> None:
+    """AWS, GCP and Azure open port 22 themselves (a security group, a firewall rule, an NSG)."""
+    kinds = {"aws": ResourceKind.SECURITY_GROUP, "gcp": ResourceKind.FIREWALL_RULE,
+             "azure": ResourceKind.NETWORK_SECURITY_GROUP}
+    p = harness.provider()
+    p.launch(harness.launch_spec(new_launch_id(), OWNER))
+    listed = {r.kind for r in p.list_network_resources(OWNER)}
+    if harness.name in kinds:
+        assert kinds[harness.name] in listed
+    else:
+        assert listed == set(), f"{harness.name} creates nothing besides instances"

@@ -1,6 +1,6 @@
 """moto in server mode behind a small WSGI wrapper that injects EC2 faults and plants spot prices.
 
-moto (pinned behaviour: moto 5.2.x) is the EC2/STS emulator; this module adds only what moto cannot do:
+moto (run with 5.0.20, the dev floor, and 5.2.x) is the EC2/STS emulator; this module adds only what moto cannot do:
 
 * ``fail(action, fault, times)``: answer the next ``times`` calls of an EC2 Action (``RunInstances``)
   with the EC2 error XML and HTTP status AWS uses for that fault.
@@ -105,8 +105,10 @@ class FakeAws:
 
         instance = ec2_backends[ACCOUNT_ID][region].get_instance(ec2_instance_id)
         instance.terminate()
-        instance.state_reason = StateReason(
-            "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")
+        reason = StateReason("Server.SpotInstanceTermination: Spot instance termination",
+                             "Server.SpotInstanceTermination")
+        instance.state_reason = reason      # moto >= 5.1 serialises this attribute
+        instance._state_reason = reason     # moto 5.0.x (the dev floor) renders this one in its XML template
         instance._reason = "Server.SpotInstanceTermination"
 
     def reset(self) -> None:

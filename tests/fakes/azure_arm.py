@@ -1,4 +1,5 @@
-"""A small fake of Azure Resource Manager for Microsoft.Compute VMs/disks and Microsoft.Network NICs.
+"""A small fake of Azure Resource Manager for Microsoft.Compute VMs/disks and Microsoft.Network NICs, public IP
+addresses and network security groups.
 
 Speaks the wire shapes azure-mgmt-compute / azure-mgmt-network use (ComputeRP / NetworkRP swagger):
 resources under ``/subscriptions/S/resourceGroups/RG/providers/<ns>/<type>/<name>``, any api-version,
@@ -10,6 +11,12 @@ Switches (``FakeArm`` methods, or POST /_fake/<switch> with a JSON body when run
 capacity (SkuNotAvailable 409 at once, or AllocationFailed inside the create LRO), quota
 (OperationNotAllowed 409), throttle (429), auth (401), server_error (500), slow (delay every response),
 evict(name) (a Spot VM is evicted the way its evictionPolicy says). ``python -m tests.fakes.azure_arm``.
+
+Network references are live, as in ARM: a NIC's ipConfiguration names a public IP and the NIC names an NSG
+by id (unknown ids are a 400); the public IP then shows ``ipConfiguration`` and the NSG ``networkInterfaces``,
+and ARM refuses to delete either while so referenced (PublicIPAddressCannotBeDeleted /
+InUseNetworkSecurityGroupCannotBeDeleted, both 400). Deleting the NIC (or the VM, deleteOption Delete) frees
+them. A static Standard public IP gets its address at creation. A VM PUT with ``identity`` gets principal ids.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from urllib.parse import parse_qs, urlsplit
 
 _RES = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
-    r"(?P<ns>Microsoft\.Compute|Microsoft\.Network)/(?P<type>virtualMachines|disks|networkInterfaces)"
+    r"(?P<ns>Microsoft\.Compute|Microsoft\.Network)/"
+    r"(?P<type>virtualMachines|disks|networkInterfaces|publicIPAddresses|networkSecurityGroups)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<action>[A-Za-z]+))?)?$",
     re.IGNORECASE,
 )
@@ -67,6 +75,8 @@ class State:
     vms: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)      # (rg, name) -> resource
     nics: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    pips: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    nsgs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     ops: dict[str, Operation] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
@@ -74,6 +84,7 @@ class State:
     lro_polls: int = 1           # InProgress answers before an operation completes
     page_size: int = 50
     nic_counter: int = 3
+    pip_counter: int = 3
 
 
 def _now() -> str:
@@ -179,7 +190,8 @@ class FakeArm:
             if not m:
                 return 404, {}, _err("InvalidResourceType", f"no route for {method} {path}")
             rtype = m.group("type").lower()
-            op = {"virtualmachines": "vm", "networkinterfaces": "nic", "disks": "disk"}[rtype]
+            op = {"virtualmachines": "vm", "networkinterfaces": "nic", "disks": "disk", "publicipaddresses": "pip",
+                  "networksecuritygroups": "nsg"}[rtype]
             action = (m.group("action") or "").lower()
             opname = f"{op}.{action or method.lower()}" if m.group("name") else f"{op}.list"
             fault = self._take_fault(opname)
@@ -191,6 +203,10 @@ class FakeArm:
                 return self._vm(method, sub, rg, name, action, query, body, fault)
             if op == "nic":
                 return self._nic(method, sub, rg, name, query, body)
+            if op == "pip":
+                return self._pip(method, sub, rg, name, query, body)
+            if op == "nsg":
+                return self._nsg(method, sub, rg, name, query, body)
             return self._disk(method, sub, rg, name)
 
     def _take_fault(self, opname: str) -> Fault | None:
@@ -343,6 +359,11 @@ class FakeArm:
         os_disk.setdefault("name", f"{name}_OsDisk_1_{uuid.uuid4().hex[:8]}")
         vm = {"id": vm_id, "name": name, "type": "Microsoft.Compute/virtualMachines", "location": body["location"],
               "tags": dict(body.get("tags") or {}), "properties": stored_props, "_power": "starting"}
+        if body.get("identity"):
+            identity, problem = self._identity(body["identity"])
+            if problem:
+                return 400, {}, _err("InvalidParameter", problem)
+            vm["identity"] = identity
         if body.get("zones"):
             vm["zones"] = list(body["zones"])
         key = (rg, name)
@@ -410,7 +431,7 @@ class FakeArm:
             if nic_key is None:
                 continue
             if (ref.get("properties") or {}).get("deleteOption") == "Delete":
-                self.state.nics.pop(nic_key, None)
+                self._detach_nic(self.state.nics.pop(nic_key))
             else:
                 self.state.nics[nic_key]["properties"].pop("virtualMachine", None)
         os_disk = (props.get("storageProfile") or {}).get("osDisk") or {}
@@ -442,6 +463,9 @@ class FakeArm:
             if not configs or not all(((c.get("properties") or {}).get("subnet") or {}).get("id") for c in configs):
                 return 400, {}, _err("InvalidParameter", "ipConfigurations[].properties.subnet.id is required.")
             nic_id = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}"
+            problem = self._missing_refs(body.get("properties") or {})
+            if problem:
+                return 400, {}, _err("InvalidResourceReference", problem)
             if nic is None:
                 self.state.nic_counter += 1
                 ip = f"10.0.0.{self.state.nic_counter}"
@@ -457,7 +481,10 @@ class FakeArm:
                 props["virtualMachine"] = nic["properties"]["virtualMachine"]
             new = {"id": nic_id, "name": name, "type": "Microsoft.Network/networkInterfaces",
                    "location": body["location"], "tags": dict(body.get("tags") or {}), "properties": props}
+            if nic is not None:
+                self._detach_nic(nic)
             self.state.nics[key] = new
+            self._attach_nic(new)
             headers = self._start_op(sub, "Microsoft.Network", body["location"], None)
             return (200 if nic is not None else 201), headers, new
         if method == "DELETE":
@@ -466,8 +493,157 @@ class FakeArm:
             if nic["properties"].get("virtualMachine"):
                 return 400, {}, _err("NicInUse", f"Network Interface {nic['id']} is used by existing resource "
                                                  f"{nic['properties']['virtualMachine']['id']}.")
-            self.state.nics.pop(self._key_of(self.state.nics, key), None)
+            self._detach_nic(self.state.nics.pop(self._key_of(self.state.nics, key)))
             return 202, self._start_op(sub, "Microsoft.Network", nic["location"], None), None
+        return 405, {}, _err("MethodNotAllowed", method)
+
+    def _missing_refs(self, props: dict[str, Any]) -> str | None:
+        refs = [((c.get("properties") or {}).get("publicIPAddress") or {}).get("id")
+                for c in props.get("ipConfigurations") or []]
+        for rid in [r for r in refs if r]:
+            if self._by_id(self.state.pips, rid) is None:
+                return f"Resource {rid} referenced by resource networkInterfaces was not found."
+        nsg_id = (props.get("networkSecurityGroup") or {}).get("id")
+        if nsg_id and self._by_id(self.state.nsgs, nsg_id) is None:
+            return f"Resource {nsg_id} referenced by resource networkInterfaces was not found."
+        return None
+
+    def _attach_nic(self, nic: dict[str, Any]) -> None:
+        props = nic["properties"]
+        for cfg in props.get("ipConfigurations") or []:
+            rid = ((cfg.get("properties") or {}).get("publicIPAddress") or {}).get("id")
+            pip = self._by_id(self.state.pips, rid) if rid else None
+            if pip is not None:
+                pip["properties"]["ipConfiguration"] = {"id": cfg["id"]}
+        nsg = self._by_id(self.state.nsgs, (props.get("networkSecurityGroup") or {}).get("id") or "")
+        if nsg is not None:
+            nsg["properties"].setdefault("networkInterfaces", []).append({"id": nic["id"]})
+
+    def _detach_nic(self, nic: dict[str, Any] | None) -> None:
+        if nic is None:
+            return
+        for pip in self.state.pips.values():
+            cfg = (pip["properties"].get("ipConfiguration") or {}).get("id", "")
+            if cfg.lower().startswith(nic["id"].lower() + "/"):
+                pip["properties"].pop("ipConfiguration", None)
+        for nsg in self.state.nsgs.values():
+            refs = nsg["properties"].get("networkInterfaces") or []
+            kept = [r for r in refs if r["id"].lower() != nic["id"].lower()]
+            if kept:
+                nsg["properties"]["networkInterfaces"] = kept
+            else:
+                nsg["properties"].pop("networkInterfaces", None)
+
+    @staticmethod
+    def _identity(wanted: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        kind = wanted.get("type", "")
+        out: dict[str, Any] = {"type": kind}
+        if "SystemAssigned" in kind:
+            out.update(principalId=str(uuid.uuid4()), tenantId="00000000-0000-0000-0000-00000000aaaa")
+        users = wanted.get("userAssignedIdentities") or {}
+        if "UserAssigned" in kind:
+            if not users:
+                return out, "userAssignedIdentities is required when type is UserAssigned."
+            for rid in users:
+                if "/providers/microsoft.managedidentity/userassignedidentities/" not in rid.lower():
+                    return out, f"The identity {rid} is not a user assigned identity resource id."
+            out["userAssignedIdentities"] = {rid: {"principalId": str(uuid.uuid4()), "clientId": str(uuid.uuid4())}
+                                             for rid in users}
+        elif kind not in ("SystemAssigned", "None"):
+            return out, f"Identity type {kind!r} is not one of SystemAssigned, UserAssigned, None."
+        return out, None
+
+    # -- public IPs and network security groups ---------------------------------------------------------
+
+    def _pip(self, method: str, sub: str, rg: str, name: str | None, query: dict[str, list[str]],
+             body: Any) -> tuple[int, dict[str, str], Any]:
+        base = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/publicIPAddresses"
+        if name is None:
+            return self._page([v for (g, _), v in self.state.pips.items() if g.lower() == rg.lower()], query, base)
+        key = (rg, name)
+        pip = self._lookup(self.state.pips, key)
+        if method == "GET":
+            if pip is None:
+                return 404, {}, _err("ResourceNotFound", f"The Resource 'Microsoft.Network/publicIPAddresses/{name}' "
+                                                         f"under resource group '{rg}' was not found.")
+            return 200, {}, pip
+        if method == "PUT":
+            if not isinstance(body, dict) or not body.get("location"):
+                return 400, {}, _err("InvalidParameter", "location is required.")
+            props = json.loads(json.dumps(body.get("properties") or {}))
+            sku = (body.get("sku") or {}).get("name", "Basic")
+            if sku == "Standard" and props.get("publicIPAllocationMethod", "Dynamic") != "Static":
+                return 400, {}, _err("StandardSkuPublicIPAddressesMustBeStatic",
+                                     "Standard sku publicIp addresses must be Static.")
+            if pip is None:
+                self.state.pip_counter += 1
+                address = f"20.0.0.{self.state.pip_counter}"
+            else:
+                address = pip["properties"].get("ipAddress")
+            props.update(provisioningState="Succeeded", resourceGuid=str(uuid.uuid4()), idleTimeoutInMinutes=4)
+            if props.get("publicIPAllocationMethod") == "Static" and address:
+                props["ipAddress"] = address
+            if pip is not None and "ipConfiguration" in pip["properties"]:
+                props["ipConfiguration"] = pip["properties"]["ipConfiguration"]
+            new = {"id": f"{base}/{name}", "name": name, "type": "Microsoft.Network/publicIPAddresses",
+                   "location": body["location"], "tags": dict(body.get("tags") or {}),
+                   "sku": {"name": sku, "tier": (body.get("sku") or {}).get("tier", "Regional")}, "properties": props}
+            if body.get("zones"):
+                new["zones"] = list(body["zones"])
+            self.state.pips[self._key_of(self.state.pips, key) or key] = new
+            return (200 if pip else 201), self._start_op(sub, "Microsoft.Network", body["location"], None), new
+        if method == "DELETE":
+            if pip is None:
+                return 204, {}, None
+            if pip["properties"].get("ipConfiguration"):
+                return 400, {}, _err("PublicIPAddressCannotBeDeleted",
+                                     f"Public IP address {pip['id']} can not be deleted since it is still allocated "
+                                     f"to resource {pip['properties']['ipConfiguration']['id']}.")
+            self.state.pips.pop(self._key_of(self.state.pips, key), None)
+            return 202, self._start_op(sub, "Microsoft.Network", pip["location"], None), None
+        return 405, {}, _err("MethodNotAllowed", method)
+
+    def _nsg(self, method: str, sub: str, rg: str, name: str | None, query: dict[str, list[str]],
+             body: Any) -> tuple[int, dict[str, str], Any]:
+        base = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkSecurityGroups"
+        if name is None:
+            return self._page([v for (g, _), v in self.state.nsgs.items() if g.lower() == rg.lower()], query, base)
+        key = (rg, name)
+        nsg = self._lookup(self.state.nsgs, key)
+        if method == "GET":
+            if nsg is None:
+                return 404, {}, _err("ResourceNotFound", f"The Resource 'Microsoft.Network/networkSecurityGroups/"
+                                                         f"{name}' under resource group '{rg}' was not found.")
+            return 200, {}, nsg
+        if method == "PUT":
+            if not isinstance(body, dict) or not body.get("location"):
+                return 400, {}, _err("InvalidParameter", "location is required.")
+            props = json.loads(json.dumps(body.get("properties") or {}))
+            problem = _rules_problem(props.get("securityRules") or [])
+            if problem:
+                return 400, {}, _err("SecurityRuleInvalidAddressPrefix", problem)
+            nsg_id = f"{base}/{name}"
+            for rule in props.get("securityRules") or []:
+                rule["id"] = f"{nsg_id}/securityRules/{rule['name']}"
+                rule["type"] = "Microsoft.Network/networkSecurityGroups/securityRules"
+                rule.setdefault("properties", {})["provisioningState"] = "Succeeded"
+            props.update(provisioningState="Succeeded", resourceGuid=str(uuid.uuid4()),
+                         defaultSecurityRules=_default_rules(nsg_id))
+            if nsg is not None and nsg["properties"].get("networkInterfaces"):
+                props["networkInterfaces"] = nsg["properties"]["networkInterfaces"]
+            new = {"id": nsg_id, "name": name, "type": "Microsoft.Network/networkSecurityGroups",
+                   "location": body["location"], "tags": dict(body.get("tags") or {}), "properties": props}
+            self.state.nsgs[self._key_of(self.state.nsgs, key) or key] = new
+            return (200 if nsg else 201), self._start_op(sub, "Microsoft.Network", body["location"], None), new
+        if method == "DELETE":
+            if nsg is None:
+                return 204, {}, None
+            if nsg["properties"].get("networkInterfaces") or nsg["properties"].get("subnets"):
+                return 400, {}, _err("InUseNetworkSecurityGroupCannotBeDeleted",
+                                     f"Network security group {nsg['id']} cannot be deleted because it is in use by "
+                                     f"the following resources: {nsg['properties'].get('networkInterfaces')}.")
+            self.state.nsgs.pop(self._key_of(self.state.nsgs, key), None)
+            return 202, self._start_op(sub, "Microsoft.Network", nsg["location"], None), None
         return 405, {}, _err("MethodNotAllowed", method)
 
     def _disk(self, method: str, sub: str, rg: str, name: str | None) -> tuple[int, dict[str, str], Any]:
@@ -523,6 +699,40 @@ class FakeArm:
     def vms(self) -> Iterator[dict[str, Any]]:
         with self.lock:
             yield from (self._public(v) for v in list(self.state.vms.values()))
+
+
+def _rules_problem(rules: list[dict[str, Any]]) -> str | None:
+    """ARM's checks on the rules orch sends: required fields, and no IPv4/IPv6 mix within one rule."""
+    for rule in rules:
+        props = rule.get("properties") or {}
+        missing = [f for f in ("protocol", "access", "priority", "direction") if f not in props]
+        if missing:
+            return f"Security rule {rule.get('name')} is missing {', '.join(missing)}."
+        prefixes = props.get("sourceAddressPrefixes") or [props.get("sourceAddressPrefix", "*")]
+        if len({":" in p for p in prefixes}) > 1:
+            return f"Security rule {rule.get('name')} mixes IPv4 and IPv6 address prefixes."
+    return None
+
+
+def _default_rules(nsg_id: str) -> list[dict[str, Any]]:
+    """The six default rules every NSG shows, as ARM's published NetworkSecurityGroupGet example has them
+    (tests/fixtures/azure/NetworkSecurityGroupGet.json; tests/test_azure_adapter.py holds the fake to it)."""
+    rows = [("AllowVnetInBound", "Allow inbound traffic from all VMs in VNET", "VirtualNetwork", "VirtualNetwork",
+             "Allow", 65000, "Inbound"),
+            ("AllowAzureLoadBalancerInBound", "Allow inbound traffic from azure load balancer", "AzureLoadBalancer",
+             "*", "Allow", 65001, "Inbound"),
+            ("DenyAllInBound", "Deny all inbound traffic", "*", "*", "Deny", 65500, "Inbound"),
+            ("AllowVnetOutBound", "Allow outbound traffic from all VMs to all VMs in VNET", "VirtualNetwork",
+             "VirtualNetwork", "Allow", 65000, "Outbound"),
+            ("AllowInternetOutBound", "Allow outbound traffic from all VMs to Internet", "*", "Internet", "Allow",
+             65001, "Outbound"),
+            ("DenyAllOutBound", "Deny all outbound traffic", "*", "*", "Deny", 65500, "Outbound")]
+    return [{"name": name, "id": f"{nsg_id}/defaultSecurityRules/{name}",
+             "properties": {"provisioningState": "Succeeded", "description": description, "protocol": "*",
+                            "sourcePortRange": "*", "destinationPortRange": "*", "sourceAddressPrefix": source,
+                            "destinationAddressPrefix": destination, "access": access, "priority": priority,
+                            "direction": direction}}
+            for name, description, source, destination, access, priority, direction in rows]
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -3,7 +3,10 @@
 Routes (``/compute/v1/projects/P/...``): zones/Z/instances (POST insert with ?requestId=, GET list with
 ``filter``), zones/Z/instances/NAME (GET, DELETE), zones/Z/instances/NAME/stop (POST),
 aggregated/instances (GET with ``filter``), zones/Z/operations (GET list with ``filter``),
-zones/Z/operations/OP (GET) and zones/Z/operations/OP/wait (POST).
+zones/Z/operations/OP (GET) and zones/Z/operations/OP/wait (POST); global/firewalls (POST insert with
+?requestId=, GET list), global/firewalls/NAME (GET, PATCH, DELETE), global/operations/OP (GET) and
+global/operations/OP/wait (POST). Firewall changes finish at once (their operation is DONE when returned),
+as GCE's usually do within a wait; a rule mixing IPv4 and IPv6 source ranges is refused, as GCE does.
 
 Shapes follow the discovery document (camelCase, int64 as strings, selfLink/zone as full URLs); the
 contract test validates them against it. Errors use Google's JSON error format; failed operations carry
@@ -56,6 +59,8 @@ class _State:
     instances: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)   # (zone, name) -> Instance
     operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (zone, op) -> Operation
     request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)            # requestId -> (zone, op)
+    firewalls: dict[str, dict[str, Any]] = field(default_factory=dict)               # name -> Firewall
+    global_operations: dict[str, dict[str, Any]] = field(default_factory=dict)       # op name -> Operation
     pending: dict[tuple[str, str], str] = field(default_factory=dict)                # (zone, name) -> "stop"|"delete"
     faults: dict[str, int] = field(default_factory=dict)
     requests: list[RecordedRequest] = field(default_factory=list)
@@ -107,6 +112,10 @@ class GceFake:
     def instance(self, zone: str, name: str) -> dict[str, Any] | None:
         with self._lock:
             return self._state.instances.get((zone, name))
+
+    def firewall(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._state.firewalls.get(name)
 
     def preempt(self, zone: str, name: str) -> None:
         """GCE reclaiming a spot VM: TERMINATED (STOP action) or gone (DELETE), plus a system operation."""
@@ -178,8 +187,12 @@ class GceFake:
             "selfLink": f"{BASE}/projects/{project}/zones/{zone}/instances/{body['name']}",
             "machineType": f"{BASE}/projects/{project}/{body.get('machineType', '')}",
         })
+        if "tags" in inst:
+            inst["tags"]["fingerprint"] = "42WmSpB8rSM="
         for i, nic in enumerate(inst.get("networkInterfaces", [])):
             nic.setdefault("name", f"nic{i}")
+            network = nic.get("network") or "global/networks/default"
+            nic["network"] = network if network.startswith("https://") else f"{BASE}/projects/{project}/{network}"
             nic["networkIP"] = f"10.128.0.{len(self._state.instances) + 2}"
             for ac in nic.get("accessConfigs", []):
                 ac["natIP"] = f"34.1.0.{len(self._state.instances) + 2}"
@@ -212,6 +225,14 @@ class GceFake:
                     items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(inst)
             return 200, {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
                          "items": items, "selfLink": f"{BASE}/projects/{project}/aggregated/instances"}
+        if parts[:2] == ["global", "firewalls"]:
+            return self._firewalls(method, project, parts[2:], query, body)
+        if parts[:2] == ["global", "operations"] and len(parts) >= 3:
+            op = self._state.global_operations.get(parts[2])
+            if op is None:
+                return 404, _error(404, "NOT_FOUND", "notFound", f"The resource operation '{parts[2]}' was not found")
+            if (len(parts) == 3 and method == "GET") or (parts[3:] == ["wait"] and method == "POST"):
+                return 200, op
         if len(parts) < 3 or parts[0] != "zones":
             return 404, _error(404, "NOT_FOUND", "notFound", "unknown resource")
         zone, kind, rest = parts[1], parts[2], parts[3:]
@@ -291,6 +312,85 @@ class GceFake:
             self._state.request_ids[request_id] = (zone, op["name"])
         return 200, op
 
+    # --- firewalls (global) ----------------------------------------------------------------------------
+    def _global_op(self, project: str, op_type: str, target_link: str, target_id: str) -> dict[str, Any]:
+        op_id = str(next(self._ids))
+        name = f"operation-{op_id}"
+        op: dict[str, Any] = {
+            "kind": "compute#operation", "id": op_id, "name": name, "operationType": op_type,
+            "targetLink": target_link, "targetId": target_id, "status": "DONE", "progress": 100,
+            "user": "orch@example.iam.gserviceaccount.com", "insertTime": _now(), "startTime": _now(),
+            "endTime": _now(), "selfLink": f"{BASE}/projects/{project}/global/operations/{name}",
+        }
+        self._state.global_operations[name] = op
+        return op
+
+    def _firewalls(self, method: str, project: str, rest: list[str], query: dict[str, str],
+                   body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        link = f"{BASE}/projects/{project}/global/firewalls"
+        if not rest and method == "GET":
+            flt = query.get("filter", "")
+            items = [fw for _, fw in sorted(self._state.firewalls.items()) if matches_filter(fw, flt)]
+            return 200, {"kind": "compute#firewallList", "id": f"projects/{project}/global/firewalls",
+                         "items": items, "selfLink": link}
+        if not rest and method == "POST":
+            request_id = query.get("requestId")
+            if request_id and request_id in self._state.request_ids:
+                return 200, self._state.global_operations[self._state.request_ids[request_id][1]]
+            status, out = self._insert_firewall(project, body or {})
+            if status == 200 and request_id:
+                self._state.request_ids[request_id] = ("global", out["name"])
+            return status, out
+        name = rest[0] if rest else ""
+        fw = self._state.firewalls.get(name)
+        if fw is None:
+            return 404, _error(404, "NOT_FOUND", "notFound",
+                               f"The resource 'projects/{project}/global/firewalls/{name}' was not found")
+        if len(rest) == 1 and method == "GET":
+            return 200, fw
+        if len(rest) == 1 and method == "DELETE":
+            del self._state.firewalls[name]
+            return 200, self._global_op(project, "delete", fw["selfLink"], fw["id"])
+        if len(rest) == 1 and method == "PATCH":
+            merged = {**fw, **{k: v for k, v in (body or {}).items() if k not in ("name", "id", "selfLink")}}
+            problem = self._firewall_problem(merged)
+            if problem:
+                return 400, _error(400, "INVALID_ARGUMENT", "invalid", problem)
+            self._state.firewalls[name] = merged
+            return 200, self._global_op(project, "patch", fw["selfLink"], fw["id"])
+        return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"unsupported {method} on firewall")
+
+    @staticmethod
+    def _firewall_problem(fw: dict[str, Any]) -> str | None:
+        ranges = fw.get("sourceRanges") or []
+        if fw.get("direction", "INGRESS") == "INGRESS" and not (ranges or fw.get("sourceTags")
+                                                                or fw.get("sourceServiceAccounts")):
+            return "Invalid value for field 'resource.sourceRanges': an INGRESS rule needs a source."
+        if {":" in r for r in ranges} == {True, False}:
+            return "Invalid value for field 'resource.sourceRanges': IPv4 and IPv6 ranges cannot be mixed."
+        if not (fw.get("allowed") or fw.get("denied")):
+            return "Invalid value for field 'resource': a rule needs allowed or denied."
+        return None
+
+    def _insert_firewall(self, project: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name = body.get("name", "")
+        if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
+            return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"Invalid value for field 'resource.name': '{name}'")
+        if name in self._state.firewalls:
+            return 409, _error(409, "ALREADY_EXISTS", "alreadyExists",
+                               f"The resource 'projects/{project}/global/firewalls/{name}' already exists")
+        problem = self._firewall_problem(body)
+        if problem:
+            return 400, _error(400, "INVALID_ARGUMENT", "invalid", problem)
+        network = body.get("network") or "global/networks/default"
+        fw = {**json.loads(json.dumps(body)), "kind": "compute#firewall", "id": str(next(self._ids)) + "000000000",
+              "creationTimestamp": _now(), "direction": body.get("direction", "INGRESS"),
+              "priority": body.get("priority", 1000), "disabled": False,
+              "network": network if network.startswith("https://") else f"{BASE}/projects/{project}/{network}",
+              "selfLink": f"{BASE}/projects/{project}/global/firewalls/{name}"}
+        self._state.firewalls[name] = fw
+        return 200, self._global_op(project, "insert", fw["selfLink"], fw["id"])
+
     def _operations(self, method: str, project: str, zone: str, rest: list[str], flt: str
                     ) -> tuple[int, dict[str, Any]]:
         if not rest and method == "GET":
@@ -326,7 +426,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(out)
 
-    do_GET = do_POST = do_DELETE = _serve
+    do_GET = do_POST = do_DELETE = do_PATCH = _serve
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -2,7 +2,8 @@
 
 The wire-level fakes (tests/fakes/<cloud>.py) prove the adapters; this one lets daemon and planner
 tests drive thousands of instances and exact failure sequences cheaply. It keeps the Provider
-contract (idempotent launch by launch id, terminate of missing == success, list by owner).
+contract (idempotent launch by launch id, terminate of missing == success, list by owner, transient
+errors retried in place), and tests/contract/harness_memory.py holds it to the same suite as the adapters.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class MemoryProvider(Provider):
     capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.SPOT, Capability.TAGS, Capability.STOP,
                                                                 Capability.MULTI_NODE})
 
+    #: Calls a transient error is retried for (the adapters' RetrySettings default).
+    retry_attempts: int = 6
+
     def __init__(self, name: str, offers: list[Offer], cloud: MemoryCloud | None = None) -> None:
         self.name = name  # type: ignore[misc]
         self._offers = offers
@@ -56,11 +60,16 @@ class MemoryProvider(Provider):
         return [i for i in self.cloud.instances.values() if not i.state.is_gone]
 
     def _maybe_fail(self, method: str) -> None:
-        self.cloud.calls[method] += 1
-        queue = self.cloud.fail_next.get(method)
-        if queue:
-            error = queue.pop(0)
-            if error is not None:
+        """Play the method's queued outcomes. A retryable error (throttling, 5xx) is retried in place, as the
+        adapters retry it (without waiting: no clock here), and raised once ``retry_attempts`` calls failed;
+        any other error is raised at once. Every attempt counts in ``cloud.calls``."""
+        for attempt in range(1, self.retry_attempts + 1):
+            self.cloud.calls[method] += 1
+            queue = self.cloud.fail_next.get(method)
+            error = queue.pop(0) if queue else None
+            if error is None:
+                return
+            if not error.retryable or attempt == self.retry_attempts:
                 raise error
 
     # --- Provider -------------------------------------------------------------------------------

@@ -19,3 +19,18 @@ def manifest_doc(name: str, *, gpus: list[str] | None = None, count: int = 1, no
 
 def manifest(name: str, **kw: Any) -> Manifest:
     return Manifest.model_validate(manifest_doc(name, **kw))
+
+
+def store_unchecked_job(tx: Any, name: str, manifest: dict[str, Any], manifest_hash: str, *, now: Any,
+                        source: str | None = None) -> Any:
+    """A jobs row written as given, past the typed API (``repo.upsert_job`` takes a validated Manifest): what
+    an older orch, another tool or a hand edit may have left, for readers that must survive it (the console)."""
+    from orchestrator.store import repo
+    from orchestrator.store.models import Job
+
+    job = Job(name=name, manifest=manifest, manifest_hash=manifest_hash, source_path=source, applied_at=now,
+              created_at=now, updated_at=now)
+    tx.add(job)
+    tx.flush()
+    repo.record_event(tx, "job.created", f"job {name} created", job_id=job.id, data={"hash": manifest_hash}, ts=now)
+    return job

@@ -4,8 +4,8 @@ Rows written before this revision carry their cause only in ``reason`` text; the
 are carried over: a machine stopped on purpose when idle (kept, with its disk) and a noticed machine (or
 gang node) that drains for the default notice window (120 s) after it ended.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-09
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002"
-down_revision: str | None = "0001"
+revision: str = "0005"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

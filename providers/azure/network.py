@@ -1,0 +1,98 @@
+"""What orch creates in Azure's network so SSH reaches a VM, and how its leftovers are recognised.
+
+Per VM (with ``public_ip: true``): a Standard, static public IP ``<vm>-pip`` on the VM's NIC, tagged like
+the VM, deleted by ``terminate`` after the NIC. Per resource group, owner and region (shared by that
+owner's NICs there): a network security group ``orch-<owner>-ssh-<region>``, tagged ``orch:owner``, whose
+rules admit TCP 22 from ``ssh_ingress_cidrs`` (one rule per address family: an NSG rule does not mix IPv4
+and IPv6 prefixes). ARM refuses to delete an NSG a NIC still uses, so it is removed by garbage collection
+once no NIC holds it. A Standard public IP admits nothing without an NSG rule (secure by default): with
+``ssh_ingress_cidrs: []`` the VM has an address but no inbound SSH unless the subnet's own NSG allows it.
+
+Pure functions only (names, bodies, and reading listings into ``CloudResource``); the adapter calls ARM.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.mgmt.network import models as nm
+
+from providers.base import TAG_LAUNCH_ID, TAG_OWNER, CloudResource, ResourceKind
+
+SSH_PORT = "22"
+SSH_RULE_PRIORITY = 1000
+TAG_ROLE = "orch:role"
+ROLE_SSH = "ssh-ingress"
+
+
+def pip_name(vm_name: str) -> str:
+    return f"{vm_name}-pip"
+
+
+def nic_name(vm_name: str) -> str:
+    return f"{vm_name}-nic"
+
+
+def nsg_name(owner: str, region: str) -> str:
+    return f"orch-{owner}-ssh-{region}"
+
+
+def public_ip_body(location: str, tags: dict[str, str]) -> nm.PublicIPAddress:
+    """A Standard, static IPv4 address that goes with the VM (deleteOption Delete where ARM honours it)."""
+    return nm.PublicIPAddress(
+        location=location, tags=tags, sku=nm.PublicIPAddressSku(name="Standard", tier="Regional"),
+        properties=nm.PublicIPAddressPropertiesFormat(public_ip_allocation_method="Static",
+                                                      public_ip_address_version="IPv4", delete_option="Delete"))
+
+
+def _ssh_rules(cidrs: list[str]) -> list[nm.SecurityRule]:
+    families = [("orch-ssh", [c for c in cidrs if ":" not in c]), ("orch-ssh-v6", [c for c in cidrs if ":" in c])]
+    return [nm.SecurityRule(name=name, properties=nm.SecurityRulePropertiesFormat(
+        description="orch: SSH to the machines orch launches", protocol="Tcp", source_port_range="*",
+        destination_port_range=SSH_PORT, source_address_prefixes=prefixes, destination_address_prefix="*",
+        access="Allow", priority=SSH_RULE_PRIORITY + i, direction="Inbound"))
+        for i, (name, prefixes) in enumerate(families) if prefixes]
+
+
+def nsg_body(owner: str, location: str, cidrs: list[str]) -> nm.NetworkSecurityGroup:
+    return nm.NetworkSecurityGroup(
+        location=location, tags={TAG_OWNER: owner, TAG_ROLE: ROLE_SSH},
+        properties=nm.NetworkSecurityGroupPropertiesFormat(security_rules=_ssh_rules(cidrs)))
+
+
+def nsg_admits(nsg: nm.NetworkSecurityGroup, cidrs: list[str]) -> bool:
+    """Whether ``nsg`` already carries exactly orch's SSH rules for ``cidrs`` (so no PUT is needed)."""
+    have = {r.name: sorted(r.properties.source_address_prefixes or [])
+            for r in (nsg.properties.security_rules if nsg.properties else None) or [] if r.properties}
+    want = {r.name: sorted(r.properties.source_address_prefixes or []) for r in _ssh_rules(cidrs) if r.properties}
+    return have == want
+
+
+def _tags(resource: Any) -> dict[str, str]:
+    return dict(resource.tags or {})
+
+
+def owned_resources(owner: str, *, pips: list[nm.PublicIPAddress], nsgs: list[nm.NetworkSecurityGroup],
+                    nics: list[nm.NetworkInterface]) -> list[CloudResource]:
+    """This owner's public IPs, SSH NSGs and NICs (by tag), each with whether ARM shows it attached."""
+    out: list[CloudResource] = []
+    for pip in pips:
+        if _tags(pip).get(TAG_OWNER) == owner:
+            out.append(_resource(ResourceKind.PUBLIC_IP, pip, owner,
+                                 in_use=bool(pip.properties and pip.properties.ip_configuration)))
+    for nsg in nsgs:
+        tags = _tags(nsg)
+        if tags.get(TAG_OWNER) == owner and tags.get(TAG_ROLE) == ROLE_SSH:
+            used = bool(nsg.properties and (nsg.properties.network_interfaces or nsg.properties.subnets))
+            out.append(_resource(ResourceKind.NETWORK_SECURITY_GROUP, nsg, owner, in_use=used))
+    for nic in nics:
+        if _tags(nic).get(TAG_OWNER) == owner:
+            out.append(_resource(ResourceKind.NETWORK_INTERFACE, nic, owner,
+                                 in_use=bool(nic.properties and nic.properties.virtual_machine)))
+    return out
+
+
+def _resource(kind: ResourceKind, res: Any, owner: str, *, in_use: bool) -> CloudResource:
+    # ARM reports no creation time on these resources: the collector's first sighting dates them.
+    return CloudResource(provider="azure", kind=kind, resource_id=res.id or "", name=res.name or "", owner=owner,
+                         in_use=in_use, launch_id=_tags(res).get(TAG_LAUNCH_ID), region=res.location)

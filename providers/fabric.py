@@ -1,0 +1,68 @@
+"""RDMA fabrics between machines (InfiniBand, EFA, RoCE): which instance types have one, and what it takes.
+
+NCCL's InfiniBand transport (IB verbs) serves InfiniBand and RoCE; AWS's EFA is reached through the
+aws-ofi-nccl plugin instead. A fabric helps a multi-node job only when every machine is attached to the
+same one, and on the clouds that is something the launch must arrange. orch launches standalone machines
+with one ordinary network interface, so none of the cloud fabrics below is attached to what it launches
+today: ``Instance.fabric`` stays None for them and the startup script keeps NCCL on TCP sockets. The table
+lets the planner say so to whoever picks such a type for a multi-node job. Machines you own declare their
+fabric in the SSH provider's settings (``infiniband: true``), and that one is real.
+
+Sources (the providers' own pages):
+* AWS EFA: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types (supported types);
+  an EFA is a network interface of type ``efa`` given at launch, ideally in a cluster placement group.
+* Azure ND A100 v4 / NDm A100 v4 (200 Gb/s HDR InfiniBand per GPU) and ND H100 v5 (400 Gb/s NDR per GPU):
+  https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nda100v4-series,
+  .../ndma100v4-series, .../ndh100v5-series; VMs share an InfiniBand fabric only when placed together
+  (one scale set or availability set): https://learn.microsoft.com/azure/virtual-machines/setup-infiniband
+* GCP A3 Ultra (a3-ultragpu-8g): H200s each with a ConnectX-7 NIC, GPUDirect RDMA over RoCE, on extra RDMA
+  network interfaces: https://cloud.google.com/compute/docs/gpus#a3-series and the Cluster Toolkit v1.44.1
+  release notes (github.com/GoogleCloudPlatform/cluster-toolkit/releases/tag/v1.44.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["FABRICS", "Fabric", "FabricFact", "instance_fabric"]
+
+
+class Fabric(StrEnum):
+    INFINIBAND = "infiniband"
+    EFA = "efa"
+    ROCE = "roce"
+
+    @property
+    def ib_verbs(self) -> bool:
+        """NCCL reaches it through its InfiniBand transport (so NCCL_IB_DISABLE must stay off)."""
+        return self in (Fabric.INFINIBAND, Fabric.ROCE)
+
+
+@dataclass(frozen=True, slots=True)
+class FabricFact:
+    """An instance type's fabric, and what a launch must do to be on it (orch's launches do not, yet)."""
+
+    fabric: Fabric
+    attach: str
+
+
+_EFA = "an EFA network interface at launch (and a cluster placement group)"
+_AZURE_IB = "the VMs placed together in one scale set or availability set"
+_GCP_RDMA = "RDMA network interfaces on an RDMA VPC at launch"
+
+FABRICS: dict[tuple[str, str], FabricFact] = {
+    ("aws", "p4d.24xlarge"): FabricFact(Fabric.EFA, _EFA),
+    ("aws", "p4de.24xlarge"): FabricFact(Fabric.EFA, _EFA),
+    ("aws", "p5.48xlarge"): FabricFact(Fabric.EFA, _EFA),
+    ("aws", "p5en.48xlarge"): FabricFact(Fabric.EFA, _EFA),
+    ("azure", "Standard_ND96asr_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
+    ("azure", "Standard_ND96amsr_A100_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
+    ("azure", "Standard_ND96isr_H100_v5"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
+    ("gcp", "a3-ultragpu-8g"): FabricFact(Fabric.ROCE, _GCP_RDMA),
+}
+
+
+def instance_fabric(provider: str, instance_type: str) -> FabricFact | None:
+    """The fabric the provider documents for this instance type, or None when it documents none we know."""
+    return FABRICS.get((provider, instance_type))

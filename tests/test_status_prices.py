@@ -1,0 +1,75 @@
+"""``orch status``: each machine's quoted $/h (the offer's) beside the actual $/h its cloud reports, and the
+burn rate charged at the actual price where there is one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator import jobs_service as js
+from orchestrator.spend import charged_price_hr
+from orchestrator.store import Store, open_store, repo
+from tests._store_db import BACKENDS, database_url_for
+from tests.test_jobs_service import manifests
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    for url in database_url_for(request.param, tmp_path):
+        s = open_store(url)
+        try:
+            yield s
+        finally:
+            s.close()
+
+
+def test_charged_price_is_the_reported_one_else_the_offers() -> None:
+    assert charged_price_hr(0.412, 0.40) == 0.412
+    assert charged_price_hr(None, 0.40) == 0.40
+    assert charged_price_hr(0.0, 0.40) == 0.0                   # a free machine is a report, not a gap
+    for nonsense in (float("nan"), float("inf"), -1.0):
+        assert charged_price_hr(nonsense, 0.40) == 0.40
+
+
+def test_status_shows_quoted_and_actual(tmp_path: Path, store: Store) -> None:
+    js.apply(store, manifests(tmp_path, "a", "b"))
+    with store.transaction() as tx:
+        for name, launch, actual in (("a", "la00000000001", 0.4171), ("b", "lb00000000001", None)):
+            job = repo.require_job(tx, name)
+            repo.create_attempt(tx, job.id, launch)
+            repo.record_instance(tx, repo.InstanceRecord(
+                provider="vastai", launch_id=launch, owner="t", job_id=job.id, instance_id=launch[:3],
+                state="running", price_hr=0.40, actual_price_hr=actual))
+    report = js.status(store)
+    doc = report.to_json()
+    by = {i["job"]: i for i in doc["instances"]}
+    assert (by["a"]["price_hr"], by["a"]["actual_price_hr"], by["a"]["charged_price_hr"]) == (0.40, 0.4171, 0.4171)
+    assert (by["b"]["price_hr"], by["b"]["actual_price_hr"], by["b"]["charged_price_hr"]) == (0.40, None, 0.40)
+    assert doc["totals"]["burn_usd_per_hour"] == pytest.approx(0.8171)
+    jobs = {j["name"]: j for j in doc["jobs"]}
+    assert jobs["a"]["burn_usd_per_hour"] == pytest.approx(0.4171)
+    with store.transaction() as tx:                              # a later update without a price keeps it
+        repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="la00000000001", owner="t",
+                                                     state="running"))
+    assert {i.job: i.actual_price_hr for i in js.status(store).instances}["a"] == 0.4171
+
+
+def test_status_table_prints_quoted_and_actual(tmp_path: Path, store: Store) -> None:
+    import contextlib
+    import io
+
+    from orchestrator.cli.jobs import _print_status
+
+    js.apply(store, manifests(tmp_path, "a"))
+    with store.transaction() as tx:
+        job = repo.require_job(tx, "a")
+        repo.create_attempt(tx, job.id, "la00000000001")
+        repo.record_instance(tx, repo.InstanceRecord(provider="runpod", launch_id="la00000000001", owner="t",
+                                                     job_id=job.id, instance_id="pod1", state="running",
+                                                     price_hr=1.39, actual_price_hr=1.44))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _print_status(js.status(store))
+    assert "quoted $1.39/h, actual $1.44/h" in out.getvalue()
