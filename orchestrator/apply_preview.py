@@ -106,7 +106,7 @@ def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: Offer
 def _spec(m: LoadedManifest) -> Any:
     from orchestrator.store import repo
 
-    return repo.JobSpec.from_loaded(*m)
+    return repo.AppliedJob.from_loaded(*m)
 
 
 def _awaiting_launch(tx: Session, loaded: Sequence[LoadedManifest]) -> tuple[list[LoadedManifest], dict[str, int]]:

@@ -1,4 +1,4 @@
-"""``orch daemon``: APScheduler jobs in a thread pool, each also callable once (``orch tick``).
+"""``orch daemon``: APScheduler jobs in a thread pool, the reconcile tick also callable once (``orch tick``).
 
 Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans) and catalog refresh (every
 ``catalog.refresh_every``, default 6 h: ``orch catalog refresh`` in the daemon, after which the engine prices
@@ -16,15 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.engine.reconciler import Reconciler, TickReport
+from orchestrator.engine.reconciler import Reconciler
+from orchestrator.engine.tick import TickReport
 from orchestrator.observability import DaemonMetrics
 
 log = logging.getLogger("orch.daemon")
-
-
-def catalog_refresh_hook() -> None:
-    """Where a periodic catalog refresh will run (each cloud's pricing API). Nothing to refresh yet."""
-    log.debug("catalog refresh: no refresher configured")
 
 
 @dataclass

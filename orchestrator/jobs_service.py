@@ -11,18 +11,22 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.clock import utcnow
+
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
-    from orchestrator.engine.reconciler import Reconciler, TickReport
+    from orchestrator.engine.reconciler import Reconciler
+    from orchestrator.engine.tick import TickReport
     from orchestrator.manifest import LoadedManifest
     from orchestrator.manifest.schema import Manifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
     from orchestrator.store import Store
+    from orchestrator.store.models import Event, InstanceRow
     from orchestrator.store.repo import ApplyResult
     from providers.base import Offer, Provider
 
@@ -33,10 +37,6 @@ class JobsError(RuntimeError):
 
 class BadInputError(ValueError):
     """The user's input cannot be used (exit 2)."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 # -- manifests ----------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
     """Record the manifests as the desired state in ONE transaction: all of it, or (on error) nothing."""
     from orchestrator.store import repo
 
-    specs = [repo.JobSpec.from_loaded(*m) for m in loaded]
+    specs = [repo.AppliedJob.from_loaded(*m) for m in loaded]
     now = now or utcnow()
     try:
         with store.transaction() as tx:
@@ -150,10 +150,8 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
 def daemon_running(store: Store, now: datetime | None = None) -> bool:
     """Whether a daemon is looking after this store: the SQLite daemon lock is held, or (PostgreSQL)
     some job carries an unexpired lease."""
-    from sqlmodel import col, select
-
+    from orchestrator.store import queries
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, lock_path
-    from orchestrator.store.models import Job
 
     if lock_path(store) is not None:
         try:
@@ -161,11 +159,8 @@ def daemon_running(store: Store, now: datetime | None = None) -> bool:
                 return False
         except DaemonAlreadyRunningError:
             return True
-    now = now or utcnow()
     with store.transaction() as tx:
-        leased = tx.exec(select(Job.id).where(col(Job.lease_owner).is_not(None),
-                                              col(Job.lease_expires_at) > now).limit(1)).first()
-    return leased is not None
+        return queries.unexpired_lease(tx, now or utcnow())
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,37 +244,20 @@ class Engine:
 def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provider],
                  catalog: Sequence[Offer], *, launches_allowed: bool = True, use_live_offers: bool = True,
                  clock: Callable[[], datetime] = utcnow) -> Engine:
-    """The engine the daemon would run; ``launches_allowed=False`` keeps it from starting new jobs
-    (``orch down`` must not launch what is pending while it tears something else down)."""
+    """The engine the daemon would run (``build_service``, without leases: the CLI acts as a one-shot
+    daemon), holding the SQLite daemon lock while it ticks. ``launches_allowed=False`` keeps it from buying
+    machines (``orch down`` must not launch what is pending while it tears something else down)."""
     from dataclasses import replace
 
     from orchestrator.service import build_service, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
-    # The daemon's construction (build_service), without leases: the CLI acts as a one-shot daemon.
     base = load_service_settings(config)
     settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=base.ssh_public_key or ssh_public_key())
     service = build_service(config=config, store=store, providers=providers, catalog=catalog, settings=settings,
-                            lease_owner=None, clock=clock)
-    reconciler = service.reconciler
-    if not launches_allowed:
-        reconciler.store = _NoNewLaunches(reconciler.store)  # type: ignore[assignment]
+                            lease_owner=None, clock=clock, launches_allowed=launches_allowed)
     lock: AbstractContextManager[None] = daemon_lock(store) if lock_path(store) is not None else nullcontext()
-    return Engine(store, reconciler, lock)
-
-
-class _NoNewLaunches:
-    """An EngineStore view whose active jobs are only those that already have a live attempt."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def active_jobs(self) -> Sequence[Any]:
-        live = {a.job_id for a in self._inner.live_attempts()}
-        return [j for j in self._inner.active_jobs() if j.id in live]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    return Engine(store, service.reconciler, lock)
 
 
 def _live_instance_ids(store: Store) -> set[str]:
@@ -328,7 +306,6 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
 
 def _new_launches(store: Store, seen: set[str]) -> list[Launch]:
     from orchestrator.store import repo
-    from orchestrator.store.models import Job
 
     out: list[Launch] = []
     with store.transaction() as tx:
@@ -336,20 +313,17 @@ def _new_launches(store: Store, seen: set[str]) -> list[Launch]:
             if inst.launch_id in seen or not inst.instance_id:
                 continue
             seen.add(inst.launch_id)
-            job = tx.get(Job, inst.job_id) if inst.job_id is not None else None
+            job = repo.get_job_by_id(tx, inst.job_id) if inst.job_id is not None else None
             out.append(Launch(job.name if job else "-", inst.provider, inst.instance_id, inst.instance_type,
                               inst.region, inst.market, inst.price_hr))
     return out
 
 
 def _last_event_id(store: Store) -> int:
-    from sqlalchemy import func
-    from sqlmodel import select
-
-    from orchestrator.store.models import Event
+    from orchestrator.store import queries
 
     with store.transaction() as tx:
-        return int(tx.exec(select(func.coalesce(func.max(Event.id), 0))).one())
+        return queries.last_event_id(tx)
 
 
 # -- status -------------------------------------------------------------------------------------------
@@ -435,10 +409,7 @@ class StatusReport:
 def status(store: Store, job: str | None = None) -> StatusReport:
     """Jobs (all not deleted, or the one named; a named deleted job is shown too), their live machines,
     money burning now and spent so far. Raises JobsError when ``job`` names no job."""
-    from sqlmodel import col, select
-
-    from orchestrator.store import repo
-    from orchestrator.store.models import Event, Job
+    from orchestrator.store import queries, repo
 
     with store.transaction() as tx:
         if job is not None:
@@ -448,12 +419,12 @@ def status(store: Store, job: str | None = None) -> StatusReport:
             rows = [row]
         else:
             rows = repo.list_jobs(tx)
-        names = {r.id: r.name for r in tx.exec(select(Job))}
-        live = [_instance_view(i, names) for i in _live_rows(tx)]
+        names = queries.job_names(tx)
+        live = [_instance_view(i, names) for i in queries.machine_rows(tx)]
         views: list[JobView] = []
         for r in rows:
             mine = tuple(i for i in live if i.job == r.name)
-            last = tx.exec(select(Event).where(Event.job_id == r.id).order_by(col(Event.id).desc()).limit(1)).first()
+            last = queries.last_event(tx, r.id or 0)
             views.append(JobView(r.name, r.status, r.desired_state, mine,
                                  sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
                                  r.relaunch_count, _event_view(last, names) if last else None))
@@ -462,29 +433,13 @@ def status(store: Store, job: str | None = None) -> StatusReport:
     return StatusReport(tuple(views), tuple(live))
 
 
-def _live_rows(tx: Any, job_ids: Sequence[int] | None = None) -> list[Any]:
-    """Instance rows that may be a machine: not gone, and either the cloud named it (an instance id) or a
-    live attempt is still asking for it. A row of a launch that failed before the cloud answered is none."""
-    from sqlmodel import col, select
-
-    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, InstanceRow
-
-    q = select(InstanceRow).where(col(InstanceRow.state).not_in(("terminated", "preempted")))
-    if job_ids is not None:
-        q = q.where(col(InstanceRow.job_id).in_(list(job_ids)))
-    rows = list(tx.exec(q.order_by(col(InstanceRow.id))))
-    asking = {a for a in tx.exec(select(Attempt.launch_id).where(
-        col(Attempt.state).not_in([s.value for s in FINAL_ATTEMPT_STATES])))}
-    return [r for r in rows if r.instance_id or r.launch_id in asking]
-
-
-def _instance_view(i: Any, names: Mapping[int | None, str]) -> InstanceView:
-    return InstanceView(names.get(i.job_id), i.provider, i.instance_id, i.launch_id, i.instance_type, i.region,
+def _instance_view(i: InstanceRow, names: Mapping[int, str]) -> InstanceView:
+    return InstanceView(names.get(i.job_id or 0), i.provider, i.instance_id, i.launch_id, i.instance_type, i.region,
                         i.market, i.state, float(i.price_hr or 0.0), i.actual_price_hr)
 
 
-def _event_view(e: Any, names: Mapping[int | None, str]) -> EventView:
-    return EventView(int(e.id), e.ts, names.get(e.job_id), e.kind, e.message, dict(e.data or {}))
+def _event_view(e: Event, names: Mapping[int, str]) -> EventView:
+    return EventView(int(e.id or 0), e.ts, names.get(e.job_id or 0), e.kind, e.message, dict(e.data or {}))
 
 
 # -- down ---------------------------------------------------------------------------------------------
@@ -524,18 +479,14 @@ class DownOutcome:
 
 def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
     """Machines of these jobs the store still believes may exist: a live attempt, or a live instance row."""
-    from sqlmodel import col, select
+    from orchestrator.store import queries
 
-    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, Job
-
-    final = [s.value for s in FINAL_ATTEMPT_STATES]
     with store.transaction() as tx:
-        ids = {r.id: r.name for r in tx.exec(select(Job).where(col(Job.name).in_(list(jobs))))}
+        ids = queries.jobs_named(tx, jobs)
         if not ids:
             return []
-        rows = _live_rows(tx, [i for i in ids if i is not None])
-        live_attempts = list(tx.exec(select(Attempt).where(col(Attempt.job_id).in_(list(ids)),
-                                                           col(Attempt.state).not_in(final))))
+        rows = queries.machine_rows(tx, list(ids))
+        live_attempts = queries.live_attempts_of(tx, list(ids))
     out = [_instance_view(r, ids) for r in rows]
     known = {v.launch_id for v in out}
     for a in live_attempts:
@@ -572,10 +523,7 @@ def events(store: Store, job: str | None = None, *, after_id: int | None = None,
            limit: int | None = None) -> list[EventView]:
     """The append-only event log, oldest first (all events, or one job's). Raises JobsError for an
     unknown job name."""
-    from sqlmodel import select
-
-    from orchestrator.store import repo
-    from orchestrator.store.models import Job
+    from orchestrator.store import queries, repo
 
     with store.transaction() as tx:
         job_id: int | None = None
@@ -584,7 +532,7 @@ def events(store: Store, job: str | None = None, *, after_id: int | None = None,
             if row is None:
                 raise JobsError(f"no job named {job!r}")
             job_id = row.id
-        names = {r.id: r.name for r in tx.exec(select(Job))}
+        names = queries.job_names(tx)
         rows = repo.list_events(tx, job_id=job_id, after_id=after_id, limit=limit)
         return [_event_view(e, names) for e in rows]
 

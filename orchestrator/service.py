@@ -1,10 +1,16 @@
-"""Building the reconcile engine from orch's config and store: the ONE place the CLI (``orch tick``,
-``orch daemon``) and the tests construct a ``Reconciler``.
+"""Building the reconcile engine: the ONE place a ``Reconciler`` is assembled, for the CLI (``orch tick``,
+``orch daemon``, ``orch apply --launch``, ``orch down``) and the tests alike.
 
-Providers come from ``build_providers(load_config())``, the store from ``open_store()``
-(``$ORCH_DATABASE_URL`` or the SQLite file), the catalog from the shipped snapshot. On PostgreSQL the
-engine store takes row leases as ``<hostname>-<pid>-<random>`` so several daemons share the work; on SQLite there
-is no lease owner (one daemon, guarded by ``orchestrator.store.leases.daemon_lock``).
+Every part has a default from orch's config and can be given instead (tests pass fakes' providers, a
+catalog, a clock, a scripted monitor, an in-memory store). Providers come from
+``build_providers(load_config())``, the store from ``open_store()`` (``$ORCH_DATABASE_URL`` or the SQLite
+file), the catalog from the shipped snapshot. On PostgreSQL the engine store takes row leases as
+``<hostname>-<pid>-<random>`` so several daemons share the work; on SQLite there is no lease owner (one daemon,
+guarded by ``orchestrator.store.leases.daemon_lock``).
+
+The seams: with ``ssh_private_key`` set, the SSH bootstrapper starts each job and the SSH monitor reads its
+agent (and machines boot with no startup script, so a job is never started twice); without it, machines
+boot with the job's startup script rendered from its manifest and only the clouds' states are read.
 
 Engine knobs live in an optional ``daemon:`` section of the config file, each overridable by an env var
 (handy for subprocess tests and containers)::
@@ -34,9 +40,13 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.config import ConfigError, OrchConfig, load_config
 
 if TYPE_CHECKING:
-    from orchestrator.engine.reconciler import Monitor, Reconciler
+    from orchestrator.engine.config import EngineHooks
+    from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer
+    from orchestrator.engine.ports import EngineStore
+    from orchestrator.engine.reconciler import Reconciler
     from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.observability import DaemonMetrics
+    from orchestrator.recovery import RecoveryPolicy
     from orchestrator.store.db import Store
     from providers.base import Offer, Provider
 
@@ -153,15 +163,17 @@ class Service:
     """A built engine and what it holds open; ``close()`` releases the store and the providers' clients."""
 
     reconciler: Reconciler
-    engine_store: SqlEngineStore
-    store: Store
+    engine_store: EngineStore
+    store: Store | None                 # None when the caller gave its own engine store (tests)
     providers: dict[str, Provider]
     metrics: DaemonMetrics
     settings: ServiceSettings
     lease_owner: str | None
 
     def close(self) -> None:
-        self.engine_store.flush()       # buffered spend rows
+        flush = getattr(self.engine_store, "flush", None)
+        if callable(flush):
+            flush()                     # buffered spend rows
         for provider in self.providers.values():
             close = getattr(provider, "close", None)
             if callable(close):
@@ -169,7 +181,18 @@ class Service:
                     close()
                 except Exception:  # closing a client must never mask the caller's own error
                     pass
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
+
+
+@dataclass(frozen=True)
+class Seams:
+    """The hooks a caller may give instead of the config's (None: the config decides)."""
+
+    monitor: Monitor | None = None
+    bootstrapper: Bootstrapper | None = None
+    recovery: RecoveryPolicy | None = None
+    startup: StartupRenderer | None = None
 
 
 def _attach_alerts(store: Store, config: OrchConfig, *, close_on_error: bool) -> None:
@@ -190,20 +213,25 @@ def build_service(
     config: OrchConfig | None = None,
     store_url: str | None = None,
     store: Store | None = None,
+    engine_store: EngineStore | None = None,
     providers: Mapping[str, Provider] | None = None,
     catalog: Sequence[Offer] | None = None,
     settings: ServiceSettings | None = None,
     lease_owner: str | None = AUTO,
     clock: Callable[[], datetime] | None = None,
     monitor: Monitor | None = None,
+    bootstrapper: Bootstrapper | None = None,
+    recovery: RecoveryPolicy | None = None,
+    startup: StartupRenderer | None = None,
     metrics: DaemonMetrics | None = None,
+    launches_allowed: bool = True,
 ) -> Service:
-    """Build the Reconciler from config + store. Every argument overrides what the config would give
-    (tests inject fakes' providers, a catalog, a clock, a scripted monitor)."""
-    from orchestrator.engine.reconciler import EngineConfig, Reconciler
-    from orchestrator.engine.sqlstore import SqlEngineStore
+    """Build the engine. Every argument overrides what the config would give; ``engine_store`` replaces the
+    SQL store altogether (the in-memory store of the engine's unit tests)."""
+    from orchestrator.clock import utcnow
+    from orchestrator.engine.config import EngineConfig, EngineDeps
+    from orchestrator.engine.reconciler import Reconciler
     from orchestrator.observability import DaemonMetrics
-    from orchestrator.store.db import open_store
     from orchestrator.wiring import build_providers
 
     config = config or load_config()
@@ -213,36 +241,71 @@ def build_service(
         from providers.catalog import load_catalog
 
         catalog = load_catalog().offers
-    opened = store or open_store(store_url)
-    _attach_alerts(opened, config, close_on_error=store is None)
-    owner_of_leases = (default_lease_owner() if opened.dialect == "postgresql" else None) \
-        if lease_owner == AUTO else lease_owner
+    opened, owner_of_leases = None, None
+    if engine_store is None:
+        opened, engine_store, owner_of_leases = _sql_store(config, settings, store, store_url, catalog, lease_owner)
+        _attach_alerts(opened, config, close_on_error=store is None)
     metrics = metrics or DaemonMetrics()
-    engine_store = SqlEngineStore(opened, config.owner, catalog=catalog, lease_owner=owner_of_leases,
-                                  lease_ttl=settings.lease_ttl)
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
-                                 use_live_offers=settings.use_live_offers)
-    extra: dict[str, Any] = {}
-    if settings.recovery_policy != "default":
-        from orchestrator.policy.recovery import recovery_for
+                                 use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed)
+    hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup))
+    deps = EngineDeps(store=engine_store, providers=built, catalog=tuple(catalog), config=engine_config,
+                      clock=clock or utcnow, hooks=hooks, metrics=metrics)
+    return Service(Reconciler(deps), engine_store, opened, built, metrics, settings, owner_of_leases)
 
-        extra["recovery"] = recovery_for(settings.recovery_policy,
-                                         overhead_h=settings.restart_overhead.total_seconds() / 3600)
-    if clock is not None:
-        extra["clock"] = clock
-    if monitor is None and settings.ssh_private_key:
+
+def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | None, store_url: str | None,
+               catalog: Sequence[Offer], lease_owner: str | None) -> tuple[Store, SqlEngineStore, str | None]:
+    from orchestrator.engine.sqlstore import SqlEngineStore
+    from orchestrator.store.db import open_store
+
+    opened = store or open_store(store_url)
+    owner = ((default_lease_owner() if opened.dialect == "postgresql" else None) if lease_owner == AUTO
+             else lease_owner)
+    return opened, SqlEngineStore(opened, config.owner, catalog=catalog, lease_owner=owner,
+                                  lease_ttl=settings.lease_ttl), owner
+
+
+def _hooks(settings: ServiceSettings, providers: Mapping[str, Provider], given: Seams) -> EngineHooks:
+    from orchestrator.engine.config import EngineHooks
+    from orchestrator.engine.hooks import NoMonitor, NoStartupScript
+    from orchestrator.recovery import DefaultRecoveryPolicy
+
+    monitor, bootstrapper = given.monitor, given.bootstrapper
+    if settings.ssh_private_key and (monitor is None or bootstrapper is None):
         # Over SSH: start the agent and the job on each machine, then read its status every tick. Without
-        # a key orch leaves start-up to the providers' startup scripts and reads only the clouds' state.
+        # a key orch leaves start-up to the machines' startup scripts and reads only the clouds' state.
         from pathlib import Path
 
         from orchestrator.config import data_dir
         from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
         from providers.ssh.hostkeys import HostKeyStore
 
-        pool = TransportPool(built, key_path=Path(settings.ssh_private_key).expanduser(),
+        pool = TransportPool(providers, key_path=Path(settings.ssh_private_key).expanduser(),
                              host_keys=HostKeyStore(data_dir() / "known_hosts"))
-        monitor = SshMonitor(pool, engine_store.job)
-        extra["bootstrapper"] = SshBootstrapper(pool)
-    reconciler = Reconciler(engine_store, built, catalog, engine_config, monitor=monitor, metrics=metrics, **extra)
-    return Service(reconciler, engine_store, opened, built, metrics, settings, owner_of_leases)
+        monitor = monitor or SshMonitor(pool)
+        bootstrapper = bootstrapper or SshBootstrapper(pool)
+    startup = given.startup
+    if startup is None and settings.ssh_private_key:
+        startup = NoStartupScript()     # the SSH bootstrapper starts the job: booting it too would start it twice
+    elif startup is None:
+        from orchestrator.runtime.startup import ManifestStartupRenderer
+
+        startup = ManifestStartupRenderer()
+    recovery = given.recovery
+    if recovery is None:
+        recovery = DefaultRecoveryPolicy()
+        if settings.recovery_policy != "default":
+            from orchestrator.policy.recovery import recovery_for
+
+            recovery = recovery_for(settings.recovery_policy,
+                                    overhead_h=settings.restart_overhead.total_seconds() / 3600)
+    return EngineHooks(monitor=monitor or NoMonitor(), bootstrapper=bootstrapper or _no_bootstrap(),
+                       recovery=recovery, startup=startup)
+
+
+def _no_bootstrap() -> Bootstrapper:
+    from orchestrator.engine.hooks import NoBootstrap
+
+    return NoBootstrap()

@@ -108,7 +108,11 @@ class InstanceState(StrEnum):
     @property
     def is_gone(self) -> bool:
         """True when the machine no longer bills compute (it may still bill disk when STOPPED)."""
-        return self in (InstanceState.TERMINATED, InstanceState.PREEMPTED)
+        return self in GONE_INSTANCE_STATES
+
+
+#: The one definition of "gone": the machine no longer runs (the store's queries use these values too).
+GONE_INSTANCE_STATES: frozenset[InstanceState] = frozenset({InstanceState.TERMINATED, InstanceState.PREEMPTED})
 
 
 @dataclass(frozen=True, slots=True)

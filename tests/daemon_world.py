@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from orchestrator.config import OrchConfig
-from orchestrator.engine.reconciler import AgentReport, Monitor
+from orchestrator.engine.hooks import AgentReport, Monitor
 from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
@@ -56,7 +56,7 @@ class ScriptedMonitor(Monitor):
     def __init__(self) -> None:
         self.reports: dict[str, AgentReport] = {}
 
-    def read(self, attempt, instance):  # type: ignore[no-untyped-def]
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
         return self.reports.get(instance.instance_id)
 
 
@@ -137,7 +137,7 @@ def add_job(store: Store, name: str, now: datetime = T0, **kw: Any) -> int:
 
     m = Manifest.model_validate(manifest_doc(name, **kw))
     with store.transaction() as tx:
-        repo.apply_jobs(tx, [repo.JobSpec(m.name, m.to_json(), "h-" + m.name)], now=now)
+        repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
         return repo.require_job(tx, name).id or 0
 
 

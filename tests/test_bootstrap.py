@@ -5,6 +5,7 @@ A local Transport (bash in a temp "home") stands in for SSH; the SSH transport h
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import subprocess
@@ -15,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.bootstrap import BootstrapError, bootstrap, wait_for_ssh
-from orchestrator.runtime.render_input import render_input_from_manifest
+from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
+from orchestrator.runtime.render_input import RenderInput
 from orchestrator.runtime.status import JobState, parse_status
 
 
@@ -54,18 +57,26 @@ class LocalTransport:
         return self._path(remote_path).read_bytes()
 
 
+def _render_input(command: str, checkpoint: dict[str, object] | None = None) -> RenderInput:
+    """A command job needing the secret TOK, as orch renders it; fast agent loops (a machine's setting)."""
+    doc = {"apiVersion": "orch/v1", "kind": "Job", "name": "boot", "resources": {"gpu": "L4", "count": 1},
+           "run": {"launcher": "command", "command": command}, "secrets": ["TOK"]}
+    if checkpoint is not None:
+        doc["checkpoint"] = checkpoint
+    return render_input_for(Manifest.model_validate(doc), LaunchFacts(sample_interval_s=0.2, notice_interval_s=0.2))
+
+
 def test_bootstrap_starts_agent_and_job_detached(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    manifest = {
-        "name": "boot",
-        "run": {"launcher": "command", "command": 'echo "tok=$TOK" > seen.txt', "secrets": ["TOK"]},
-        "checkpoint": {"dir": str(tmp_path / "ckpt"), "store": f"file://{tmp_path / 'store'}",
-                       "resume": {"via": "env", "name": "ORCH_RESUME_PATH"}},
-        "agent": {"sample_interval_s": 0.2, "notice_interval_s": 0.2},
-    }
+    ri = _render_input('echo "tok=$TOK" > seen.txt', {"path": str(tmp_path / "ckpt"), "store": "s3://unused/boot",
+                                                      "resume": {"env": "ORCH_RESUME_PATH"}})
+    assert ri.checkpoint is not None
+    # The checkpoint store is a directory here (the renderer's file:// store; manifests offer cloud stores).
+    store = f"file://{tmp_path / 'store'}"
+    ri = dataclasses.replace(ri, checkpoint=dataclasses.replace(ri.checkpoint, store_uri=store))
     transport = LocalTransport(home)
-    result = bootstrap(transport, render_input_from_manifest(manifest), {"TOK": "v@lue with 'quotes'"},
+    result = bootstrap(transport, ri, {"TOK": "v@lue with 'quotes'"},
                        ssh_deadline_s=5, status_deadline_s=30, sleep=lambda s: time.sleep(0.05))
     work = home / ".orch" / "jobs" / "boot"
     assert result.work_dir == ".orch/jobs/boot"
@@ -84,10 +95,9 @@ def test_bootstrap_starts_agent_and_job_detached(tmp_path: Path) -> None:
 
 
 def test_missing_secret_value_fails_before_anything_starts(tmp_path: Path) -> None:
-    manifest = {"name": "boot", "run": {"launcher": "command", "command": "true", "secrets": ["TOK"]}}
     transport = LocalTransport(tmp_path)
     with pytest.raises(BootstrapError, match="TOK"):
-        bootstrap(transport, render_input_from_manifest(manifest), {}, ssh_deadline_s=1)
+        bootstrap(transport, _render_input("true"), {}, ssh_deadline_s=1)
     assert not any("setsid" in c for c in transport.commands)
 
 

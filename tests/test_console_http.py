@@ -29,9 +29,9 @@ from orchestrator.console.settings import (
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import DesiredState
-from orchestrator.store.repo import JobSpec
 from orchestrator.store.requests import take_relaunch_requests
 from tests.support import console_world
+from tests.support.manifests import store_unchecked_job
 
 TOKEN = "s3cret-console-token-0123456789"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -268,7 +268,7 @@ def test_pages_escape_names_and_messages(tmp_path: Path) -> None:
     try:
         evil = "<img src=x onerror=alert(1)>"      # the store takes any name; manifests would not
         with store.transaction() as tx:
-            job, _ = repo.upsert_job(tx, JobSpec(evil, {"name": evil, "policies": {"budget_usd": 3}}, "h"), now=NOW)
+            job = store_unchecked_job(tx, evil, {"name": evil, "policies": {"budget_usd": 3}}, "h", now=NOW)
             assert job.id is not None
             a = repo.create_attempt(tx, job.id, "L1", generation=1, now=NOW)
             repo.record_instance(tx, repo.InstanceRecord(provider='"><svg onload=alert(2)>', launch_id="L1",

@@ -17,7 +17,7 @@ from orchestrator.store import spend_series as sp
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.gpu_util import GpuUtilSample, record_gpu_util, util_since
 from orchestrator.store.models import DesiredState, Event, GpuUtilMinute, JobStatus
-from orchestrator.store.repo import InstanceRecord, JobSpec
+from orchestrator.store.repo import InstanceRecord
 from orchestrator.store.requests import (
     RequestRefusedError,
     open_relaunch_request,
@@ -27,6 +27,7 @@ from orchestrator.store.requests import (
 )
 from tests._store_db import BACKENDS, database_url_for
 from tests.support import console_world
+from tests.support.manifests import store_unchecked_job
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -45,7 +46,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 def _job(store: Store, name: str, manifest: dict[str, object] | None = None) -> int:
     with store.transaction() as tx:
-        job, _ = repo.upsert_job(tx, JobSpec(name, manifest or {"name": name}, f"h-{name}"), now=T0)
+        job = store_unchecked_job(tx, name, manifest or {"name": name}, f"h-{name}", now=T0)
         assert job.id is not None
         return job.id
 

@@ -1,5 +1,6 @@
 """Crash safety: `python -m orchestrator tick` as a REAL subprocess, SIGKILLed by itself (ORCH_CRASHPOINT) at
-every step of launch, relaunch and teardown; restarted without the crash point and ticked until quiet.
+every step of launch, relaunch (also between the passive sync and the steps that act on it) and teardown;
+restarted without the crash point and ticked until quiet.
 
 After every restart: each cloud (the Vast.ai and Lambda wire fakes, in this test process) holds exactly the
 instances of the store's live attempts, each active job has exactly one live attempt, no launch was made
@@ -34,7 +35,8 @@ class Case:
 
 
 CASES = [Case("launch", p) for p in ("before-launch-call", "after-launch-call", "after-launched-written")] + \
-        [Case("relaunch", p) for p in ("before-launch-call", "after-launch-call", "after-launched-written")] + \
+        [Case("relaunch", p) for p in ("after-sync", "before-launch-call", "after-launch-call",
+                                       "after-launched-written")] + \
         [Case("teardown", "after-terminate-requested")]
 
 MATRIX: list[tuple[str, str, str, str, str]] = []

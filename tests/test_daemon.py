@@ -12,7 +12,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from orchestrator.engine.reconciler import AgentReport
+from orchestrator.engine.hooks import AgentReport
 from orchestrator.service import Service, ServiceSettings
 from orchestrator.store import repo
 from orchestrator.store.models import AttemptState, JobStatus
@@ -28,6 +28,7 @@ from tests.daemon_world import (
     service_for,
     store_view,
 )
+from tests.test_engine import notice
 
 
 @pytest.fixture
@@ -212,7 +213,7 @@ def test_notice_to_replacement_launch_latency(fakes: Fakes, tmp_path) -> None:  
             assert time.monotonic() < deadline, "never reached running"
             service.reconciler.tick()
         [old] = fakes.live_instances()["vastai"]
-        monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(95.0,), notice="vast: outbid soon")
+        monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(95.0,), notice=notice("outbid-soon", cloud="vast"))
         started = time.perf_counter()
         report = service.reconciler.tick()
         wall = time.perf_counter() - started

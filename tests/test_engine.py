@@ -7,20 +7,25 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from orchestrator.config import OrchConfig
+from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice, StartupRenderer
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptState, JobRecord, JobStatus
-from orchestrator.engine.reconciler import AgentReport, EngineConfig, Monitor, Reconciler
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, EngineStore, JobRecord, JobStatus
+from orchestrator.engine.reconciler import Reconciler
+from orchestrator.engine.recover import status_after
 from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.idle import IdlePolicy
-from orchestrator.manifest.schema import Manifest
 from orchestrator.planner import PlanRequest
+from orchestrator.recovery import RecoveryPolicy
+from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import DesiredState, Job
-from providers.base import Instance, InstanceState, Market, Offer
+from providers.base import Instance, InstanceState, Market, Offer, Provider
 from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
+from tests.support.manifests import manifest
 
 OWNER = "tester"
 
@@ -54,25 +59,53 @@ class ScriptedMonitor(Monitor):
     def __init__(self) -> None:
         self.reports: dict[str, AgentReport] = {}
 
-    def read(self, attempt, instance):  # type: ignore[no-untyped-def]
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
         return self.reports.get(instance.instance_id)
+
+
+class RecordingBootstrapper(Bootstrapper):
+    """Records what each node was started with; ``unreachable`` instances are not up yet."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, int, str | None, str | None]] = []
+        self.unreachable: set[str] = set()
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        if instance.instance_id in self.unreachable:
+            return False
+        self.started.append((instance.instance_id, attempt.node_rank, attempt.master_addr, attempt.master_key))
+        return True
+
+
+def notice(kind: str = "spot-interruption", cloud: str = "aws", key: str = "k1") -> Notice:
+    return Notice(cloud, kind, key, datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+
+
+def engine(store: EngineStore, providers: dict[str, Provider], catalog: list[Offer], clock: Clock, *,
+           monitor: Monitor | None = None, bootstrapper: Bootstrapper | None = None,
+           recovery: RecoveryPolicy | None = None, startup: StartupRenderer | None = None,
+           settings: ServiceSettings | None = None, launches_allowed: bool = True) -> Reconciler:
+    """The engine as the daemon builds it (``build_service``), on the given store and clouds."""
+    return build_service(config=OrchConfig(owner=OWNER), engine_store=store, providers=providers, catalog=catalog,
+                         clock=clock, monitor=monitor or ScriptedMonitor(),
+                         bootstrapper=bootstrapper or RecordingBootstrapper(), recovery=recovery, startup=startup,
+                         settings=settings or ServiceSettings(), launches_allowed=launches_allowed).reconciler
 
 
 class SqlHarness(SqlEngineStore):
     """The SQL store plus the two test verbs the memory store has (jobs come from real manifests)."""
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
-        doc = {"apiVersion": "orch/v1", "kind": "Job", "name": spec.name,
-               "resources": {"gpu": list(spec.plan.gpus), "count": spec.plan.count, "nodes": spec.plan.nodes},
-               "run": {"launcher": "command", "command": "python train.py"},
-               "policies": {"estimated_hours": spec.plan.estimated_hours,
-                            "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,
-                                     "window": f"{int(spec.idle.window.total_seconds())}s"}}}
+        policies: dict[str, object] = {
+            "estimated_hours": spec.plan.estimated_hours,
+            "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,
+                     "window": f"{int(spec.idle.window.total_seconds())}s"}}
         if spec.budget_usd is not None:
-            doc["policies"]["budget_usd"] = spec.budget_usd  # type: ignore[index]
-        m = Manifest.model_validate(doc)
+            policies["budget_usd"] = spec.budget_usd
+        m = manifest(spec.name, gpus=list(spec.plan.gpus), count=spec.plan.count, nodes=spec.plan.nodes,
+                     policies=policies)
         with self.store.transaction() as tx:
-            repo.apply_jobs(tx, [repo.JobSpec(m.name, m.to_json(), "h-" + m.name)], now=now)
+            repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
             row = repo.require_job(tx, m.name)
         return self.job(row.id or 0)
 
@@ -96,8 +129,7 @@ def world(request, tmp_path):  # type: ignore[no-untyped-def]
         store = SqlHarness(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=CATALOG)
     aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
     monitor = ScriptedMonitor()
-    rec = Reconciler(store, {"aws": aws, "gcp": gcp}, CATALOG, EngineConfig(owner=OWNER), clock=clock,
-                     monitor=monitor)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)
     return clock, store, aws, gcp, monitor, rec
 
 
@@ -177,7 +209,7 @@ def test_notice_launches_the_replacement_and_drains_the_old_machine(world) -> No
     clock.advance(seconds=30)
     rec.tick()
     [old] = live(aws, gcp)
-    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice="aws spot/instance-action")
+    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice=notice("spot/instance-action"))
     clock.advance(seconds=10)
     rec.tick()
     assert len(live(aws, gcp)) == 2                  # the old one drains while the new one starts
@@ -249,8 +281,112 @@ def test_adopts_an_instance_launched_before_a_crash(world) -> None:  # type: ign
 def test_an_allow_list_of_unconfigured_providers_launches_nothing() -> None:
     clock, store = Clock(), MemoryStore()
     aws = MemoryProvider("aws", CATALOG)
-    rec = Reconciler(store, {"aws": aws}, CATALOG, EngineConfig(owner=OWNER), clock=clock)
+    rec = engine(store, {"aws": aws}, CATALOG, clock)
     base = spec()
     store.add_job(replace(base, plan=replace(base.plan, providers_allow=("azure",))), clock())
     rec.tick()
     assert aws.live() == [] and "no-offer" in store.kinds()
+
+
+def test_a_machine_not_reachable_yet_is_bootstrapping_until_its_job_starts(world) -> None:  # type: ignore[no-untyped-def]
+    clock, store, aws, gcp, _, rec = world
+    boot = rec.hooks.bootstrapper
+    job = store.add_job(spec(), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    boot.unreachable.add(inst.instance_id)
+    for _ in range(2):
+        clock.advance(seconds=30)
+        rec.tick()
+    [attempt] = store.attempts_for_job(job.id)
+    assert attempt.state is AttemptState.BOOTSTRAPPING and store.job(job.id).status is JobStatus.LAUNCHING
+    boot.unreachable.clear()
+    clock.advance(seconds=30)
+    rec.tick()
+    [attempt] = store.attempts_for_job(job.id)
+    assert attempt.state is AttemptState.RUNNING and store.job(job.id).status is JobStatus.RUNNING
+
+
+def test_with_launches_not_allowed_no_machine_is_bought_and_teardown_still_works() -> None:
+    clock, store = Clock(), MemoryStore()
+    aws = MemoryProvider("aws", CATALOG)
+    preempted, downed = store.add_job(spec(), clock()), store.add_job(replace(spec(), name="downed"), clock())
+    settle(engine(store, {"aws": aws}, CATALOG, clock), clock)
+    machine = {a.job_id: a.instance_id for a in store.live_attempts()}
+    down_only = engine(store, {"aws": aws}, CATALOG, clock, launches_allowed=False)
+    pending = store.add_job(replace(spec(), name="pending"), clock())
+    aws.preempt(machine[preempted.id] or "")
+    store.request_down(downed.id)
+    clock.advance(seconds=30)
+    report = down_only.tick()
+    assert report.preempted == 1 and report.launched == 0 and aws.live() == []
+    assert [store.job(j.id).status for j in (preempted, downed, pending)] == [JobStatus.RECOVERING, JobStatus.STOPPED,
+                                                                          JobStatus.PENDING]
+    clock.advance(seconds=30)
+    engine(store, {"aws": aws}, CATALOG, clock).tick()         # a daemon (or orch apply --launch) buys them
+    wanted = {a.launch_id for j in (preempted, pending) for a in store.attempts_for_job(j.id) if a.state.is_live}
+    assert {i.launch_id for i in aws.live()} == wanted and len(wanted) == 2
+
+
+def test_the_sql_store_parses_each_manifest_once_not_per_tick_or_read(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import orchestrator.engine.sqlstore as sqlstore
+
+    clock = Clock()
+    store = SqlHarness(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=CATALOG)
+    jobs = [store.add_job(replace(spec(), name=f"job-{i}"), clock()) for i in range(3)]
+    fresh = SqlHarness(store.store, OWNER, catalog=CATALOG)          # a restarted daemon: nothing parsed yet
+    parsed: list[str] = []
+    real = sqlstore.Manifest.model_validate
+
+    def counting(doc, *a, **kw):  # type: ignore[no-untyped-def]
+        parsed.append(doc["name"])
+        return real(doc, *a, **kw)
+
+    monkeypatch.setattr(sqlstore.Manifest, "model_validate", counting)
+    for _ in range(3):
+        clock.advance(seconds=15)
+        fresh.begin_tick(clock())
+        assert [j.manifest.name for j in fresh.active_jobs()] == ["job-0", "job-1", "job-2"]
+        assert all(fresh.job(j.id).manifest.name == j.name for j in jobs)
+    assert sorted(parsed) == ["job-0", "job-1", "job-2"]
+
+
+@pytest.mark.parametrize(("cause", "then", "relaunched"), [
+    (EndCause.SUCCEEDED, JobStatus.SUCCEEDED, False),    # killed after its machine ended, before the job's status
+    (EndCause.PREEMPTED, JobStatus.LAUNCHING, True),     # killed after the sync wrote a preemption
+    (EndCause.LAUNCH_REFUSED, JobStatus.LAUNCHING, True),
+])
+def test_a_job_left_with_no_machine_by_a_crash_gets_the_decision_it_missed(
+        world, cause: EndCause, then: JobStatus, relaunched: bool) -> None:  # type: ignore[no-untyped-def]
+    clock, store, _aws, _gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    settle(rec, clock)
+    [attempt] = store.attempts_for_job(job.id)
+    store.set_attempt_state(attempt.id, AttemptState.TERMINATED, clock(), reason="killed mid-tick", cause=cause)
+    clock.advance(seconds=30)
+    rec.tick()
+    assert store.job(job.id).status is then and "no-machine" in store.kinds()
+    assert (len(store.attempts_for_job(job.id)) == 2) is relaunched
+
+
+def test_status_after_prefers_recovery_then_failure() -> None:
+    assert status_after({EndCause.GANG, EndCause.NOTICED}) is JobStatus.RECOVERING
+    assert status_after({EndCause.GANG, EndCause.FAILED}) is JobStatus.FAILED
+    assert status_after({EndCause.IDLE_STOPPED, EndCause.GANG}) is JobStatus.STOPPED
+    assert status_after({EndCause.SUCCEEDED}) is JobStatus.SUCCEEDED
+    assert status_after({EndCause.SUCCEEDED, EndCause.GANG}) is JobStatus.PENDING
+    assert status_after(set()) is JobStatus.PENDING
+
+
+def test_a_swapped_catalog_is_what_the_engine_plans_from_next() -> None:
+    """The daemon's scheduled refresh swaps ``Reconciler.catalog`` (orchestrator/catalog_schedule.py)."""
+    clock, store = Clock(), MemoryStore()
+    cheaper = replace(offer("gcp", 5.0, region="us-central1"), instance_type="gcp.8x-refreshed")
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", [*CATALOG, cheaper])
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock)
+    rec.catalog = [*CATALOG, cheaper]
+    assert cheaper in rec.catalog
+    store.add_job(spec(), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    assert (inst.provider, inst.price_hr) == ("gcp", 5.0)

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.engine.ports import AttemptState, JobStatus
-from orchestrator.engine.reconciler import AgentReport
-from tests.test_engine import live, settle, spec, world  # noqa: F401
-from tests.test_engine_multinode import RecordingBootstrapper
+from orchestrator.engine.hooks import AgentReport
+from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
+from tests.test_engine import live, notice, settle, spec, world  # noqa: F401
 
-NOTICE = "aws spot-interruption (agent, k1)"
+NOTICE = notice()
 
 
 @pytest.fixture
 def noticed(world):  # type: ignore[no-untyped-def]  # noqa: F811
     """A job running on its first machine, whose agent has just heard a notice (job still running)."""
     clock, store, aws, gcp, monitor, rec = world
-    boot = RecordingBootstrapper()
-    rec.bootstrapper = boot
+    boot = rec.hooks.bootstrapper
     job = store.add_job(spec(), clock())
     settle(rec, clock)
     [old] = live(aws, gcp)
@@ -83,5 +81,5 @@ def test_a_job_stopped_after_its_notice_is_preempted_not_failed(world) -> None: 
     report = rec.tick()
     assert report.preempted == 1 and report.relaunched == 1
     [first] = [a for a in store.attempts_for_job(job.id) if a.instance_id == old.instance_id]
-    assert first.state is AttemptState.PREEMPTED
+    assert first.state is AttemptState.PREEMPTED and first.end_cause is EndCause.NOTICED
     assert store.job(job.id).status is not JobStatus.FAILED

@@ -16,24 +16,21 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.hooks import Notice
+from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
-from orchestrator.planner import PlanRequest
+from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.bootstrap import BootstrapError
-from orchestrator.runtime.engine_hooks import (
-    NodeSettings,
-    SshBootstrapper,
-    SshMonitor,
-    TransportPool,
-    render_input_for,
-    report_from_status,
-)
+from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool, report_from_status
+from orchestrator.runtime.from_manifest import render_input_for
+from orchestrator.runtime.node_facts import NodeSettings, launch_facts
 from orchestrator.runtime.render_input import CloudKind
 from orchestrator.runtime.status import parse_status
 from providers.base import Instance, InstanceState, Market, Offer
 from providers.gpus import Interconnect
 from providers.ssh.errors import TransportUnreachableError
 from providers.ssh.transport import ExecResult, LocalTransport
+from tests.support.manifests import manifest
 
 NOW = 1_764_676_200.0
 
@@ -92,7 +89,8 @@ def test_report_without_latest_has_no_checkpoints_and_a_stale_agent_no_utilizati
 def test_report_notice_with_its_source_and_exit_codes() -> None:
     notice = {"cloud": "aws", "kind": "spot-interruption", "key": "aws:instance-action:terminate:t",
               "detail": {"action": "terminate"}, "seen_at": NOW - 3}
-    assert _report(notices=[notice]).notice == "aws spot-interruption (agent, aws:instance-action:terminate:t)"
+    assert _report(notices=[notice]).notice == Notice("aws", "spot-interruption", "aws:instance-action:terminate:t",
+                                                      datetime.fromtimestamp(NOW - 3, UTC))
     exited = {"state": "exited", "pid": 1, "exit_code": 3, "started_at": NOW - 9, "ended_at": NOW - 2}
     assert _report(job=exited).exit_code == 3
     failed = {"state": "failed", "pid": None, "exit_code": None, "started_at": None, "ended_at": NOW}
@@ -106,10 +104,11 @@ def _offer(provider: str) -> Offer:
                  date(2026, 12, 1))
 
 
-def _job(manifest: Mapping[str, Any]) -> JobRecord:
-    spec = JobSpec(name="tiny", plan=PlanRequest(gpus=("A100-80G",), count=2))
-    return JobRecord(1, "tiny", spec, JobStatus.LAUNCHING, True, 0, 0.0, datetime.now(UTC),
-                     manifest_json=json.dumps(manifest))
+def _job(m: Manifest | None = None) -> JobRecord:
+    m = m or MANIFEST
+    now = datetime.now(UTC)
+    return JobRecord(id=1, name=m.name, manifest=m, spec=jobspec_from_manifest(m, now), status=JobStatus.LAUNCHING,
+                     desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
 
 
 def _attempt(provider: str = "ssh", launch_id: str = "labc123", ckpt: str | None = None) -> AttemptRecord:
@@ -120,22 +119,22 @@ def _instance(provider: str = "ssh", instance_id: str = "box") -> Instance:
     return Instance(provider, instance_id, "labc123", "me", InstanceState.RUNNING, "box", "r1")
 
 
-MANIFEST = {"name": "tiny", "run": {"launcher": "command", "command": "sleep 30", "env": {"A": "1"}},
-            "network": {"master_port": 29500}, "agent": {"sample_interval_s": 0.2, "notice_interval_s": 0.2,
-                                                         "metadata": {"gcp": "http://gcp.example"}}}
+MANIFEST = manifest("tiny", count=2, run={"launcher": "command", "command": "sleep 30"}, env={"A": "1"})
+#: The agent's loops, fast: a machine's setting (no manifest field), for every "ssh" machine here.
+FAST = {"ssh": NodeSettings(sample_interval_s=0.2, notice_interval_s=0.2)}
 
 
 def test_render_input_takes_the_cloud_from_the_provider_and_node_overrides() -> None:
-    aws = render_input_for(_job(MANIFEST), _attempt("aws", ckpt="s3://b/p/step-5"), _instance("aws"))
+    job = _job()
+    aws = render_input_for(job.manifest, launch_facts(job, _attempt("aws", ckpt="s3://b/p/step-5")))
     assert aws.agent.cloud is CloudKind.AWS and aws.agent.aws_metadata_url == ""
-    assert aws.agent.gcp_metadata_url == "http://gcp.example"          # the manifest's own value stays
     assert dict(aws.env) == {"A": "1", "ORCH_LAUNCH_ID": "labc123", "ORCH_RESTORE_HINT": "s3://b/p/step-5"}
-    assert aws.master_port == 29500
-    own = render_input_for(_job(MANIFEST), _attempt(), _instance(),
-                           NodeSettings(cloud=CloudKind.AWS, aws_metadata_url="http://127.0.0.1:9", master_port=4000))
+    assert aws.master_port == 29500 and aws.gpus_per_node == 2          # the offer's GPUs
+    own = render_input_for(job.manifest, launch_facts(job, _attempt(), NodeSettings(
+        cloud=CloudKind.AWS, aws_metadata_url="http://127.0.0.1:9", master_port=4000)))
     assert (own.agent.cloud, own.agent.aws_metadata_url, own.master_port) == (CloudKind.AWS, "http://127.0.0.1:9",
                                                                               4000)
-    assert render_input_for(_job(MANIFEST), _attempt(), _instance()).agent.cloud is CloudKind.NONE
+    assert render_input_for(job.manifest, launch_facts(job, _attempt())).agent.cloud is CloudKind.NONE
 
 
 # --- the bootstrapper over a local transport ---------------------------------------------------------
@@ -179,23 +178,23 @@ def machine(tmp_path: Path) -> Iterator[RecordingTransport]:
 
 def _hooks(t: RecordingTransport, environ: Mapping[str, str] | None = None) -> tuple[SshBootstrapper, SshMonitor]:
     pool = TransportPool({"ssh": OwnMachines(t)})  # type: ignore[dict-item]
-    boot = SshBootstrapper(pool, environ=environ or {}, status_deadline_s=20)
-    return boot, SshMonitor(pool, lambda _: _job(MANIFEST))
+    boot = SshBootstrapper(pool, FAST, environ=environ or {}, status_deadline_s=20)
+    return boot, SshMonitor(pool, FAST)
 
 
 def test_unreachable_machine_is_not_started_yet(machine: RecordingTransport) -> None:
     boot, monitor = _hooks(machine)
     machine.down = True
-    assert boot.start(_job(MANIFEST), _attempt(), _instance()) is False
-    assert monitor.read(_attempt(), _instance()) is None
+    assert boot.start(_job(), _attempt(), _instance()) is False
+    assert monitor.read(_job(), _attempt(), _instance()) is None
 
 
 def test_second_start_finds_the_running_agent(machine: RecordingTransport) -> None:
     boot, monitor = _hooks(machine)
-    assert boot.start(_job(MANIFEST), _attempt(), _instance()) is True
-    assert boot.start(_job(MANIFEST), _attempt(), _instance()) is True
+    assert boot.start(_job(), _attempt(), _instance()) is True
+    assert boot.start(_job(), _attempt(), _instance()) is True
     assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
-    report = monitor.read(_attempt(), _instance())
+    report = monitor.read(_job(), _attempt(), _instance())
     assert report is not None and report.exit_code is None
 
 
@@ -206,24 +205,23 @@ def test_a_status_left_by_another_launch_is_moved_aside(machine: RecordingTransp
                   agent={"pid": 999999, "started_at": NOW, "heartbeat": NOW})
     (work / "status.json").write_text(json.dumps(old))
     boot, monitor = _hooks(machine)
-    assert boot.start(_job(MANIFEST), _attempt(launch_id="lnew000"), _instance()) is True
-    report = monitor.read(_attempt(launch_id="lnew000"), _instance())
+    assert boot.start(_job(), _attempt(launch_id="lnew000"), _instance()) is True
+    report = monitor.read(_job(), _attempt(launch_id="lnew000"), _instance())
     assert report is not None and report.notice is None            # the old launch's notice is not ours
     assert json.loads((work / "status.json.previous").read_text())["notices"][0]["key"] == "k"
 
 
 def test_secret_values_come_from_the_environment_by_name(machine: RecordingTransport) -> None:
-    manifest = {**MANIFEST, "run": {"launcher": "command", "command": 'printf %s "$TOK" | sha256sum > tok.sha',
-                                    "secrets": ["TOK"]}}
+    command = 'printf %s "$TOK" | sha256sum > tok.sha'
+    job = _job(manifest("tiny", count=2, run={"launcher": "command", "command": command}, secrets=["TOK"]))
     boot, _ = _hooks(machine)
     with pytest.raises(BootstrapError, match="TOK"):
-        boot.start(_job(manifest), _attempt(), _instance())
+        boot.start(job, _attempt(), _instance())
     boot, monitor = _hooks(machine, {"TOK": "s3cr3t"})
-    assert boot.start(_job(manifest), _attempt(), _instance()) is True
-    monitor.jobs = lambda _: _job(manifest)
+    assert boot.start(job, _attempt(), _instance()) is True
 
     def exited() -> Any:
-        r = monitor.read(_attempt(), _instance())
+        r = monitor.read(job, _attempt(), _instance())
         return r if r is not None and r.exit_code is not None else None
 
     assert _poll(exited, 20.0).exit_code == 0

@@ -6,35 +6,30 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
-from orchestrator.engine.reconciler import AgentReport, Bootstrapper, EngineConfig, Reconciler
-from providers.base import Capability, Instance, Market
+from orchestrator.engine.hooks import AgentReport
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobStatus
+from providers.base import Capability, Market
 from providers.errors import InsufficientCapacityError
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
-from tests.test_engine import CATALOG, OWNER, Clock, ScriptedMonitor, live, offer, settle, spec, world  # noqa: F401
-
-
-class RecordingBootstrapper(Bootstrapper):
-    """Records what each node was started with; ``unreachable`` instances are not up yet."""
-
-    def __init__(self) -> None:
-        self.started: list[tuple[str, int, str | None, str | None]] = []
-        self.unreachable: set[str] = set()
-
-    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
-        if instance.instance_id in self.unreachable:
-            return False
-        self.started.append((instance.instance_id, attempt.node_rank, attempt.master_addr, attempt.master_key))
-        return True
+from tests.test_engine import (  # noqa: F401
+    CATALOG,
+    Clock,
+    engine,
+    live,
+    notice,
+    offer,
+    settle,
+    spec,
+    world,
+)
 
 
 @pytest.fixture
 def gang_world(world):  # type: ignore[no-untyped-def]  # noqa: F811
     """test_engine's world (memory and SQLite stores) with a recording bootstrapper and a 2-node job."""
     clock, store, aws, gcp, monitor, rec = world
-    boot = RecordingBootstrapper()
-    rec.bootstrapper = boot
+    boot = rec.hooks.bootstrapper
     job = store.add_job(spec(plan=replace(spec().plan, nodes=2)), clock())
     return clock, store, aws, gcp, monitor, rec, boot, job
 
@@ -108,13 +103,14 @@ def test_a_notice_on_node_1_drains_node_0_too(gang_world) -> None:  # type: igno
     rec.tick()
     settle(rec, clock)
     first = {a.node_rank: a for a in gang(store, job.id)}
-    monitor.reports[first[1].instance_id or ""] = AgentReport(gpu_util_pct=(90.0,), notice="aws spot/instance-action")
+    monitor.reports[first[1].instance_id or ""] = AgentReport(gpu_util_pct=(90.0,), notice=notice())
     clock.advance(seconds=10)
     rec.tick()
     # Node 0 may be the one writing the checkpoint: it keeps running for the drain, beside the new gang.
     assert len(live(aws, gcp)) == 4
     ended = {a.node_rank: a for a in store.attempts_for_job(job.id) if a.generation == first[0].generation}
-    assert ended[0].state is AttemptState.TERMINATED and (ended[0].reason or "").startswith("notice")
+    assert ended[0].state is AttemptState.TERMINATED and ended[0].drain_until is not None
+    assert ended[1].end_cause is EndCause.NOTICED and ended[0].end_cause is EndCause.GANG
     clock.advance(minutes=3)
     rec.tick()
     assert {i.instance_id for i in live(aws, gcp)}.isdisjoint({first[0].instance_id, first[1].instance_id})
@@ -152,8 +148,7 @@ def test_a_rank_refused_for_capacity_takes_another_offer_of_the_site_else_the_ga
             replace(offer("aws", 10.5, zone="use1-az2", region="us-east-1"), instance_type="aws.8x-b"),
             offer("gcp", 12.0, region="us-central1")]
     aws, gcp = MemoryProvider("aws", site), MemoryProvider("gcp", site)
-    rec = Reconciler(store, {"aws": aws, "gcp": gcp}, site, EngineConfig(owner=OWNER), clock=clock,
-                     monitor=ScriptedMonitor())
+    rec = engine(store, {"aws": aws, "gcp": gcp}, site, clock)
     job = store.add_job(spec(plan=replace(spec().plan, nodes=2)), clock())
     aws.fail("launch", InsufficientCapacityError("az1 full", provider="aws"))
     # Node 0 is refused on az1 -> node 0 and node 1 both end up on the next offer that takes them.
@@ -201,8 +196,7 @@ def test_providers_without_multi_node_are_skipped_for_a_gang() -> None:
 
     site = [offer("vast", 5.0), offer("aws", 10.0, market=Market.SPOT, region="us-east-1")]
     vast, aws = SingleOnly("vast", site), MemoryProvider("aws", site)
-    rec = Reconciler(store, {"vast": vast, "aws": aws}, site, EngineConfig(owner=OWNER), clock=clock,
-                     monitor=ScriptedMonitor())
+    rec = engine(store, {"vast": vast, "aws": aws}, site, clock)
     job = store.add_job(spec(plan=replace(spec().plan, nodes=2)), clock())
     single = store.add_job(replace(spec(), name="single"), clock())
     rec.tick()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, date, datetime
 
 import pytest
@@ -10,11 +9,12 @@ import pytest
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.manifest.schema import Manifest
-from orchestrator.runtime.engine_hooks import NodeSettings, render_input_for
+from orchestrator.runtime.from_manifest import render_input_for
+from orchestrator.runtime.node_facts import NodeSettings, launch_facts
 from orchestrator.runtime.render import render_script
 from orchestrator.runtime.render_input import CloudKind, ResumeVia
 from orchestrator.store.models import AttemptState, JobStatus
-from providers.base import Instance, InstanceState, Market, Offer
+from providers.base import Market, Offer
 from providers.fabric import Fabric
 from providers.gpus import Interconnect
 
@@ -29,14 +29,13 @@ DOC = {"apiVersion": "orch/v1", "kind": "Job", "name": "tiny",
 def test_a_stored_manifest_renders_with_the_offer_and_machine_facts() -> None:
     m = Manifest.model_validate(DOC)
     now = datetime.now(UTC)
-    job = JobRecord(1, "tiny", jobspec_from_manifest(m, now), JobStatus.LAUNCHING, True, 0, 0.0, now,
-                    manifest_json=json.dumps(m.to_json()))
+    job = JobRecord(id=1, name="tiny", manifest=m, spec=jobspec_from_manifest(m, now), status=JobStatus.LAUNCHING,
+                    desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
     offer = Offer("aws", "p4de.24xlarge", "us-east-1", "use1-az1", "A100-80G", 8, 80, 96, 1152,
                   Interconnect.NVLINK, Market.SPOT, 12.0, date(2025, 12, 1))
     attempt = AttemptRecord(7, 1, "labcdefabcdef", AttemptState.LAUNCHED, offer, "us-east-1/i-1")
-    inst = Instance("aws", "us-east-1/i-1", "labcdefabcdef", "o", InstanceState.RUNNING, "p4de.24xlarge", "us-east-1")
-    ri = render_input_for(job, attempt, inst, NodeSettings(store_endpoint="http://127.0.0.1:9000",
-                                                          aws_metadata_url="http://127.0.0.1:8111"))
+    ri = render_input_for(job.manifest, launch_facts(job, attempt, NodeSettings(
+        store_endpoint="http://127.0.0.1:9000", aws_metadata_url="http://127.0.0.1:8111")))
     assert ri.gpus_per_node == 8 and ri.interconnect == "nvlink"          # the machine's, not the manifest's 4
     assert ri.agent.cloud is CloudKind.AWS and ri.agent.aws_metadata_url == "http://127.0.0.1:8111"
     assert ri.checkpoint is not None and ri.checkpoint.store_endpoint == "http://127.0.0.1:9000"
@@ -46,17 +45,21 @@ def test_a_stored_manifest_renders_with_the_offer_and_machine_facts() -> None:
 
 def test_build_service_wires_ssh_hooks_only_with_a_key(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from orchestrator.config import OrchConfig
+    from orchestrator.engine.hooks import NoStartupScript
     from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor
+    from orchestrator.runtime.startup import ManifestStartupRenderer
     from orchestrator.service import build_service
 
     url = f"sqlite:///{tmp_path / 'orch.db'}"
     plain = build_service(config=OrchConfig(owner="o"), store_url=url, providers={}, catalog=[])
-    assert not isinstance(plain.reconciler.monitor, SshMonitor)
+    assert not isinstance(plain.reconciler.hooks.monitor, SshMonitor)
+    assert isinstance(plain.reconciler.hooks.startup, ManifestStartupRenderer)   # machines boot the job
     plain.close()
     monkeypatch.setenv("ORCH_SSH_PRIVATE_KEY", str(tmp_path / "id_ed25519"))
     wired = build_service(config=OrchConfig(owner="o"), store_url=url, providers={}, catalog=[])
-    assert isinstance(wired.reconciler.monitor, SshMonitor)
-    assert isinstance(wired.reconciler.bootstrapper, SshBootstrapper)
+    assert isinstance(wired.reconciler.hooks.monitor, SshMonitor)
+    assert isinstance(wired.reconciler.hooks.bootstrapper, SshBootstrapper)
+    assert isinstance(wired.reconciler.hooks.startup, NoStartupScript)          # SSH starts it: never twice
     wired.close()
 
 
@@ -65,13 +68,12 @@ def _multi_node_input(infiniband: bool | None, fabric: Fabric | None, nodes: int
                                 **({} if infiniband is None else {"infiniband": infiniband})}}
     m = Manifest.model_validate(doc)
     now = datetime.now(UTC)
-    job = JobRecord(1, "tiny", jobspec_from_manifest(m, now), JobStatus.LAUNCHING, True, 0, 0.0, now,
-                    manifest_json=json.dumps(m.to_json()))
+    job = JobRecord(id=1, name="tiny", manifest=m, spec=jobspec_from_manifest(m, now), status=JobStatus.LAUNCHING,
+                    desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
     offer = Offer("ssh", "rack1", "lab", None, "A100-80G", 8, 80, 96, 1152, Interconnect.NVLINK, Market.ON_DEMAND,
                   0.0, date(2025, 12, 1))
     attempt = AttemptRecord(7, 1, "labcdefabcdef", AttemptState.LAUNCHED, offer, "rack1")
-    inst = Instance("ssh", "rack1", "labcdefabcdef", "o", InstanceState.RUNNING, "rack1", "lab", fabric=fabric)
-    return render_input_for(job, attempt, inst)
+    return render_input_for(job.manifest, launch_facts(job, attempt, fabric=fabric))   # the instance's fabric
 
 
 @pytest.mark.parametrize(("infiniband", "fabric", "ib_on"), [

@@ -114,7 +114,7 @@ class _StuckEngine:
         self.lock = nullcontext()
 
     def tick(self):  # type: ignore[no-untyped-def]
-        from orchestrator.engine.reconciler import TickReport
+        from orchestrator.engine.tick import TickReport
 
         self.ticks += 1
         return TickReport(errors=["terminate: still there"])

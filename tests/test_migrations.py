@@ -42,7 +42,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 def test_migrations_dir_is_the_repository_one() -> None:
     assert Path(__file__).resolve().parents[1] / "migrations" == MIGRATIONS_DIR
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").exists()
-    assert head_revision() == "0004"
+    assert head_revision() == "0005"
 
 
 def test_upgrade_head_matches_the_models(engine: Engine) -> None:
@@ -112,3 +112,37 @@ def test_orch_db_upgrade_and_current_cli(tmp_path: Path, monkeypatch: pytest.Mon
     assert result.exit_code == 0 and f"{head_revision()} (head {head_revision()}; up to date)" in result.stdout
     result = runner.invoke(app, ["db", "current", "--url", "mysql://u:secret@h/d"])
     assert result.exit_code == 2 and "SQLite or PostgreSQL" in result.stderr and "secret" not in result.stderr
+
+
+def test_0005_carries_the_causes_the_engine_acts_on_over_from_reason_text(engine: Engine) -> None:
+    """Rows of a store from before 0005: an idle-stopped machine stays kept and a noticed one drains after the
+    upgrade."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import text
+
+    from orchestrator.store.models import Attempt, EndCause
+
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0004")
+    ended = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    stamp = ended if engine.dialect.name == "postgresql" else ended.replace(tzinfo=None)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO jobs (id, name, manifest, manifest_hash, desired_state, status, applied_at, "
+                          "created_at, updated_at, relaunch_count) VALUES (1, 'j', '{}', 'h', 'active', "
+                          "'running', :t, :t, :t, 0)"), {"t": stamp})
+        for i, reason in enumerate(["idle: stopped", "notice: aws spot-interruption (agent, k)",
+                                    "notice: gang node 1 preempted", "job exited 0"], start=1):
+            conn.execute(text("INSERT INTO attempts (id, job_id, generation, node_rank, launch_id, state, ended_at, "
+                              "reason, created_at, updated_at) VALUES (:i, 1, 1, 0, :l, 'terminated', :t, :r, :t, :t)"),
+                         {"i": i, "l": f"l{i:012d}", "t": stamp, "r": reason})
+    upgrade(engine)
+    from sqlmodel import Session, col, select
+
+    with Session(engine) as tx:
+        rows = {a.id: a for a in tx.exec(select(Attempt).order_by(col(Attempt.id)))}
+    drained = ended + timedelta(seconds=120)
+    assert (rows[1].end_cause, rows[1].drain_until) == (EndCause.IDLE_STOPPED.value, None)
+    assert (rows[2].end_cause, rows[2].drain_until) == (EndCause.NOTICED.value, drained)
+    assert (rows[3].end_cause, rows[3].drain_until) == (EndCause.GANG.value, drained)
+    assert (rows[4].end_cause, rows[4].drain_until) == (None, None)

@@ -14,32 +14,42 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from orchestrator.manifest.schema import Manifest
+from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
 from orchestrator.runtime.objectstore import StoreKind, UnsupportedStoreError, parse_store
 from orchestrator.runtime.render import render_agent_config, render_script
 from orchestrator.runtime.render_input import (
+    DataStage,
     Launcher,
     NotifyVia,
     RenderInput,
     RenderInputError,
     ResumeVia,
-    render_input_from_manifest,
 )
 
 
 def _manifest(**over: Any) -> dict[str, Any]:
+    """A job manifest (docs/manifests.md); each keyword merges into (a mapping) or replaces that section."""
     m: dict[str, Any] = {
-        "name": "tiny",
+        "apiVersion": "orch/v1", "kind": "Job", "name": "tiny",
+        "resources": {"gpu": "A100-80G", "count": 2},
         "run": {"launcher": "torchrun", "script": "train.py", "args": ["--steps", "20"]},
-        "checkpoint": {"dir": "/ckpt", "store": "file:///store/tiny"},
-        "resources": {"gpus_per_node": 2},
+        "checkpoint": {"path": "/ckpt", "store": "s3://store/tiny"},
     }
     for key, value in over.items():
         m[key] = {**m.get(key, {}), **value} if isinstance(value, dict) else value
     return m
 
 
-def _ri(**over: Any) -> RenderInput:
-    return render_input_from_manifest(_manifest(**over))
+def _ri(facts: LaunchFacts = LaunchFacts(), **over: Any) -> RenderInput:
+    """One node's RenderInput: the manifest and the launch's facts, the way orch renders every node."""
+    return render_input_for(Manifest.model_validate(_manifest(**over)), facts)
+
+
+def _local_store(ri: RenderInput, uri: str) -> RenderInput:
+    """The same input with its checkpoint store on this machine (file://: the renderer's test store)."""
+    assert ri.checkpoint is not None
+    return dataclasses.replace(ri, checkpoint=dataclasses.replace(ri.checkpoint, store_uri=uri))
 
 
 def _launch_line(script: str) -> str:
@@ -92,10 +102,11 @@ exec torchrun --nnodes 1 --nproc-per-node 2 --node-rank 0 --master-addr 127.0.0.
 
 
 def test_torchrun_script_exact() -> None:
-    assert render_script(_ri()) == EXPECTED_TORCHRUN
+    assert render_script(_local_store(_ri(), "file:///store/tiny")) == EXPECTED_TORCHRUN
 
 
-MULTI = {"resources": {"nodes": 2, "gpus_per_node": 8}, "network": {"master_addr": "10.0.0.5", "master_port": 29400}}
+MULTI = {"resources": {"nodes": 2, "count": 8}}
+NODE_1 = LaunchFacts(node_rank=1, master_addr="10.0.0.5", master_port=29400)
 
 
 @pytest.mark.parametrize(("launcher", "expected"), [
@@ -107,9 +118,7 @@ MULTI = {"resources": {"nodes": 2, "gpus_per_node": 8}, "network": {"master_addr
                   "--node_rank 1 --no_ssh --hostfile hostfile train.py --steps 20"),
 ])
 def test_each_launcher_multi_node_rendezvous(launcher: str, expected: str) -> None:
-    m = _manifest(run={"launcher": launcher}, **MULTI)
-    m.pop("checkpoint")
-    script = render_script(render_input_from_manifest(m, node_rank=1))
+    script = render_script(_ri(NODE_1, run={"launcher": launcher}, checkpoint=None, **MULTI))
     assert _launch_line(script) == expected
     assert "export ORCH_NODE_RANK=1" in script.splitlines()
     if launcher == "deepspeed":
@@ -117,7 +126,7 @@ def test_each_launcher_multi_node_rendezvous(launcher: str, expected: str) -> No
 
 
 def test_single_node_launchers() -> None:
-    acc = render_script(_ri(run={"launcher": "accelerate"}, resources={"gpus_per_node": 1}))
+    acc = render_script(_ri(run={"launcher": "accelerate"}, resources={"count": 1}))
     assert _launch_line(acc) == ("exec accelerate launch --num_machines 1 --num_processes 1 --machine_rank 0 "
                                  "--main_process_ip 127.0.0.1 --main_process_port 29500 train.py --steps 20 "
                                  '"${orch_resume_args[@]}"')
@@ -126,17 +135,18 @@ def test_single_node_launchers() -> None:
 
 
 def test_command_launcher_runs_verbatim() -> None:
-    script = render_script(_ri(run={"launcher": "command", "command": "python a.py && python b.py"}))
+    script = render_script(_ri(run={"launcher": "command", "script": None, "args": [],
+                                    "command": "python a.py && python b.py"}))
     assert script.splitlines()[-1] == 'python a.py && python b.py "${orch_resume_args[@]}"'
 
 
 def test_rendering_is_deterministic_whatever_the_mapping_order() -> None:
-    a = _manifest(run={"env": {"B": "2", "A": "1", "C": "x y"}, "secrets": ["TOK", "HF_TOKEN"]})
+    a = _manifest(env={"B": "2", "A": "1", "C": "x y"}, secrets=["TOK", "HF_TOKEN"])
     b = json.loads(json.dumps(a))
-    b["run"]["env"] = {"C": "x y", "A": "1", "B": "2"}
-    b["run"]["secrets"] = ["HF_TOKEN", "TOK"]
+    b["env"] = {"C": "x y", "A": "1", "B": "2"}
+    b["secrets"] = ["HF_TOKEN", "TOK"]
     b = dict(reversed(list(b.items())))
-    ra, rb = render_input_from_manifest(a), render_input_from_manifest(b)
+    ra, rb = (render_input_for(Manifest.model_validate(m), LaunchFacts()) for m in (a, b))
     assert render_script(ra).encode() == render_script(rb).encode()
     assert render_agent_config(ra) == render_agent_config(rb)
     lines = render_script(ra).splitlines()
@@ -150,21 +160,21 @@ def test_nccl_env_follows_the_interconnect() -> None:
     assert "NCCL_" not in pcie  # PCIe: NCCL's own topology detection; P2P left on
     multi = render_script(_ri(resources={"interconnect": "pcie", "nodes": 2}))
     assert "export NCCL_SOCKET_IFNAME='^lo,docker'" in multi and "export NCCL_IB_DISABLE=1" in multi
-    ib = render_script(_ri(resources={"nodes": 2}, network={"infiniband": True, "socket_ifname": "ens5"}))
+    ib = render_script(dataclasses.replace(_ri(LaunchFacts(socket_ifname="ens5"), resources={"nodes": 2}),
+                                           infiniband=True))
     assert "NCCL_IB_DISABLE" not in ib
     assert "export NCCL_SOCKET_IFNAME=ens5" in ib and "export GLOO_SOCKET_IFNAME=ens5" in ib
-    override = render_script(_ri(resources={"interconnect": "nvlink"}, run={"env": {"NCCL_P2P_LEVEL": "PIX"}}))
+    override = render_script(_ri(resources={"interconnect": "nvlink"}, env={"NCCL_P2P_LEVEL": "PIX"}))
     assert "export NCCL_P2P_LEVEL=PIX" in override and "NCCL_P2P_LEVEL=NVL" not in override
 
 
 def test_docker_vs_host() -> None:
     host = render_script(_ri())
     assert "docker" not in host
-    m = _manifest(run={"image": "pytorch/pytorch:2.4.0-cuda12.4", "shm_size": "32g", "secrets": ["HF_TOKEN"],
-                       "env": {"A": "1"}, "setup": ["pip install -r requirements.txt"],
-                       "data": [{"source": "s3://data/set", "path": "/data"}]},
-                  checkpoint={"resume": {"via": "env", "name": "RESUME_DIR"}})
-    script = render_script(render_input_from_manifest(m))
+    ri = _ri(image="pytorch/pytorch:2.4.0-cuda12.4", secrets=["HF_TOKEN"], env={"A": "1"},
+             setup=["pip install -r requirements.txt"], data=[{"source": "s3://data/set", "path": "/data"}],
+             checkpoint={"resume": {"env": "RESUME_DIR"}})
+    script = render_script(dataclasses.replace(ri, shm_size="32g"))
     launch = script[script.index("exec docker run"):]
     for part in ["--gpus all", "--ipc=host", "--shm-size=32g", "--network host",
                  '-v "$ORCH_WORK_DIR:$ORCH_WORK_DIR"', "-v /ckpt:/ckpt", "-v /data:/data", "-e HF_TOKEN",
@@ -176,35 +186,41 @@ def test_docker_vs_host() -> None:
 
 
 def test_docker_with_signal_notify_is_refused() -> None:
+    # The manifest refuses it first; the render input holds the same line for whatever else builds one.
+    with pytest.raises(ValueError, match=r"with an image, checkpoint\.notify must be a file"):
+        _ri(image="img", checkpoint={"notify": {"signal": "SIGUSR1"}})
     with pytest.raises(RenderInputError, match="notify must be 'file'"):
-        _ri(run={"image": "img"}, checkpoint={"notify": {"via": "signal"}})
+        dataclasses.replace(_ri(checkpoint={"notify": {"signal": "SIGUSR1"}}), image="img")
 
 
 def test_signal_notify_makes_launchers_ignore_it() -> None:
-    script = render_script(_ri(checkpoint={"notify": {"via": "signal", "signal": "SIGUSR2"}}))
+    script = render_script(_ri(checkpoint={"notify": {"signal": "SIGUSR2"}}))
     assert "trap '' USR2" in script.splitlines()
     assert "export ORCH_CHECKPOINT_SIGNAL=SIGUSR2" in script
 
 
 def test_secrets_are_referenced_by_name_never_by_value(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_supersecret_value")
-    ri = _ri(run={"secrets": ["HF_TOKEN"]})
+    ri = _ri(secrets=["HF_TOKEN"])
     script, config = render_script(ri), render_agent_config(ri)
     assert '"${HF_TOKEN:?secret HF_TOKEN is not set in the launch environment}"' in script
     assert "hf_supersecret_value" not in script and "hf_supersecret_value" not in config
 
 
 def test_bad_inputs_are_refused() -> None:
+    """RenderInput refuses what no manifest validation can see (a launch's facts) and what it never lets
+    through; the store URI is checked when rendering."""
     with pytest.raises(RenderInputError, match="node rank"):
-        render_input_from_manifest(_manifest(), node_rank=3)
+        _ri(LaunchFacts(node_rank=3))
+    good = _ri()
     with pytest.raises(RenderInputError, match="needs a script"):
-        _ri(run={"script": ""})
+        dataclasses.replace(good, script="")
     with pytest.raises(RenderInputError, match="not an environment variable name"):
-        _ri(run={"env": {"BAD-NAME": "1"}})
+        dataclasses.replace(good, env=(("BAD-NAME", "1"),))
     with pytest.raises(RenderInputError, match="interconnect"):
-        _ri(resources={"interconnect": "infinityfabric"})
+        dataclasses.replace(good, interconnect="infinityfabric")
     with pytest.raises(UnsupportedStoreError):
-        render_script(_ri(checkpoint={"store": "ftp://x/y"}))
+        render_script(_local_store(good, "ftp://x/y"))
 
 
 def test_store_uris_map_onto_rclone() -> None:
@@ -229,14 +245,16 @@ PROBE = (f"{sys.executable} -c 'import json,os,sys; print(json.dumps({{\"argv\":
 
 
 def _run_rendered(tmp: Path, resume: dict[str, str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``resume``: the manifest's checkpoint.resume ({arg: ...} or {env: ...}). The stores are local paths
+    (the renderer's file:// and plain-path stores, which manifests do not offer) so the script runs here."""
     (tmp / "src").mkdir(exist_ok=True)
     (tmp / "src" / "shard-0").write_text("x")
-    m = _manifest(run={"launcher": "command", "command": PROBE, "secrets": ["TOK"],
-                       "data": [{"source": str(tmp / "src"), "path": "data"}]},
-                  checkpoint={"dir": str(tmp / "ckpt"), "store": f"file://{tmp / 'store'}", "resume": resume})
+    ri = _ri(run={"launcher": "command", "script": None, "args": [], "command": PROBE}, secrets=["TOK"],
+             checkpoint={"path": str(tmp / "ckpt"), "resume": resume})
+    ri = dataclasses.replace(_local_store(ri, f"file://{tmp / 'store'}"), data=(DataStage(str(tmp / "src"), "data"),))
     work = tmp / "work"
     work.mkdir(exist_ok=True)
-    (work / "startup.sh").write_text(render_script(render_input_from_manifest(m)))
+    (work / "startup.sh").write_text(render_script(ri))
     return subprocess.run(["bash", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=60,
                           env={"PATH": os.environ["PATH"], **env})
 
@@ -253,7 +271,7 @@ def _store_with_latest(tmp: Path, name: str, complete: bool = True) -> None:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is needed to run the rendered script")
 def test_rendered_script_restores_latest_and_passes_it_as_an_arg(tmp_path: Path) -> None:
     _store_with_latest(tmp_path, "step-6")
-    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "s3cr3t"})
+    out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {"TOK": "s3cr3t"})
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["argv"] == ["--resume-from", str(tmp_path / "ckpt" / "step-6")]
@@ -263,30 +281,30 @@ def test_rendered_script_restores_latest_and_passes_it_as_an_arg(tmp_path: Path)
 
 def test_rendered_script_passes_resume_by_env(tmp_path: Path) -> None:
     _store_with_latest(tmp_path, "step-2")
-    out = _run_rendered(tmp_path, {"via": "env", "name": "RESUME_DIR"}, {"TOK": "t"})
+    out = _run_rendered(tmp_path, {"env": "RESUME_DIR"}, {"TOK": "t"})
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["argv"] == [] and got["resume"] == str(tmp_path / "ckpt" / "step-2")
 
 
 def test_rendered_script_fresh_start_without_latest(tmp_path: Path) -> None:
-    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "t"})
+    out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {"TOK": "t"})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["argv"] == []
 
 
 def test_rendered_script_refuses_an_incomplete_restore_and_a_missing_secret(tmp_path: Path) -> None:
-    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {})
+    out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {})
     assert out.returncode != 0 and "secret TOK is not set" in out.stderr
     _store_with_latest(tmp_path, "step-3", complete=False)
-    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "t"})
+    out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {"TOK": "t"})
     assert out.returncode == 75 and "no COMPLETE marker" in out.stderr
 
 
 def test_latest_that_is_not_a_checkpoint_name_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "LATEST").write_text("step-1/../../etc\n")
-    out = _run_rendered(tmp_path, {"via": "arg", "name": "--resume-from"}, {"TOK": "t"})
+    out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {"TOK": "t"})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["argv"] == []
 
@@ -390,11 +408,12 @@ LIST_DATA = f"{sys.executable} -c 'import os; print(sorted(os.listdir(\"data\"))
 
 
 def _run_with_url_data(tmp: Path, data: list[dict[str, str]], path: str) -> subprocess.CompletedProcess[str]:
-    m = _manifest(run={"launcher": "command", "command": LIST_DATA, "data": data})
-    m.pop("checkpoint")
+    """``data``'s sources are this test's plain-http server (manifests take https://): staged as given."""
+    ri = _ri(run={"launcher": "command", "script": None, "args": [], "command": LIST_DATA}, checkpoint=None)
+    ri = dataclasses.replace(ri, data=tuple(DataStage(d["source"], d["path"]) for d in data))
     work = tmp / "work"
     work.mkdir(exist_ok=True)
-    (work / "startup.sh").write_text(render_script(render_input_from_manifest(m)))
+    (work / "startup.sh").write_text(render_script(ri))
     return subprocess.run(["bash", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=120,
                           env={"PATH": path})
 
@@ -444,8 +463,8 @@ def test_without_curl_or_wget_python_downloads(tmp_path: Path) -> None:
 
 
 def test_url_data_renders_as_quoted_downloads_and_stores_as_copies() -> None:
-    script = render_script(_ri(run={"data": [{"source": "https://h.example/a b.tgz?sig=1&x=2", "path": "/d/"},
-                                             {"source": "s3://bucket/set", "path": "/s"}]}))
+    script = render_script(dataclasses.replace(_ri(), data=(DataStage("https://h.example/a b.tgz?sig=1&x=2", "/d/"),
+                                                            DataStage("s3://bucket/set", "/s"))))
     assert "orch_fetch 'https://h.example/a b.tgz?sig=1&x=2' '/d/a b.tgz'" in script
     assert "rclone copy orchs3:bucket/set /s" in script
     assert "orch_fetch" not in render_script(_ri())           # the helper only where a URL is staged

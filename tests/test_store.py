@@ -13,8 +13,9 @@ from orchestrator.manifest import load_manifests
 from orchestrator.store import repo
 from orchestrator.store.db import Store, StoreError, current_revision, database_url, head_revision, open_store
 from orchestrator.store.models import AttemptState, DesiredState, Job, JobStatus
-from orchestrator.store.repo import Change, InstanceRecord, InvalidTransitionError, JobSpec
+from orchestrator.store.repo import AppliedJob, Change, InstanceRecord, InvalidTransitionError
 from tests._store_db import BACKENDS, database_url_for
+from tests.support.manifests import manifest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -30,8 +31,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
             s.close()
 
 
-def _spec(name: str, hash_: str = "h1", source: str = "jobs/a.yaml") -> JobSpec:
-    return JobSpec(name, {"apiVersion": "orch/v1", "kind": "Job", "name": name}, hash_, source)
+def _spec(name: str, hash_: str = "h1", source: str = "jobs/a.yaml") -> AppliedJob:
+    return AppliedJob(manifest(name), hash_, source)
 
 
 def _snapshot(store: Store) -> list[tuple[str, str, str]]:
@@ -127,7 +128,7 @@ def test_examples_round_trip_through_the_store(store: Store) -> None:
 
     loaded = load_manifests([EXAMPLES])
     with store.transaction() as tx:
-        repo.apply_jobs(tx, [JobSpec.from_loaded(*item) for item in loaded])
+        repo.apply_jobs(tx, [AppliedJob.from_loaded(*item) for item in loaded])
     with store.transaction() as tx:
         for item in loaded:
             job = repo.require_job(tx, item.manifest.name)

@@ -23,8 +23,9 @@ from orchestrator.store.leases import (
     release_leases,
     renew_leases,
 )
-from orchestrator.store.repo import JobSpec
+from orchestrator.store.repo import AppliedJob
 from tests._store_db import BACKENDS, database_url_for, pg_database
+from tests.support.manifests import manifest
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TTL = timedelta(seconds=60)
@@ -33,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def _seed(store: Store, *names: str) -> None:
     with store.transaction() as tx:
-        repo.apply_jobs(tx, [JobSpec(n, {"name": n}, "h", None) for n in names])
+        repo.apply_jobs(tx, [AppliedJob(manifest(n), "h") for n in names])
 
 
 @pytest.fixture(params=BACKENDS)

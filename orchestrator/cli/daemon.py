@@ -20,7 +20,7 @@ from orchestrator.redaction import safe_line, shown
 
 if TYPE_CHECKING:
     from orchestrator.budgets import Budget
-    from orchestrator.engine.reconciler import TickReport
+    from orchestrator.engine.tick import TickReport
     from orchestrator.service import Service
 
 

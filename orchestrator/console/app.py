@@ -26,12 +26,12 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from orchestrator.budgets import Budget
+from orchestrator.clock import utcnow
 from orchestrator.console import views
 from orchestrator.console.auth import CSRF_FIELD, Guard, Verdict, same_origin, session_cookie_header
 from orchestrator.store.db import Store
 from orchestrator.store.repo import NotFoundError
 from orchestrator.store.requests import RequestRefusedError, request_relaunch, request_stop
-from orchestrator.store.types import utcnow
 
 log = logging.getLogger("orch.console")
 

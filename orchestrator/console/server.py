@@ -19,11 +19,11 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from orchestrator.budgets import Budget
+from orchestrator.clock import utcnow
 from orchestrator.console.app import ConsoleApp
 from orchestrator.console.auth import Guard
 from orchestrator.console.settings import ConsoleConfigError, ConsoleSettings
 from orchestrator.store.db import Store
-from orchestrator.store.types import utcnow
 
 log = logging.getLogger("orch.console")
 

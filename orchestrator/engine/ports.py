@@ -1,9 +1,9 @@
 """What the engine needs from the store, as one narrow protocol, and the values it trades in.
 
-The engine (launching, reconciling, recovering, idling) is written against ``EngineStore`` so that its
-crash-safety rule is visible in one place: every cloud-changing step writes the store BEFORE
-(``AttemptState.LAUNCH_REQUESTED`` with the launch id) and AFTER (``LAUNCHED`` with the instance id).
-``orchestrator.engine.sqlstore`` implements it on the SQLModel store; the state enums are the store's.
+The engine is written against ``EngineStore`` so that its crash-safety rule is visible in one place: every
+cloud-changing step writes the store BEFORE (``AttemptState.LAUNCH_REQUESTED`` with the launch id,
+``TERMINATE_REQUESTED``) and AFTER (``LAUNCHED`` with the instance id, an end state with its ``EndCause``).
+``orchestrator.engine.sqlstore`` implements it on the SQL store; the state and cause enums are the store's.
 """
 
 from __future__ import annotations
@@ -11,11 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.store.models import AttemptState, JobStatus
+from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Instance, Offer
+
+if TYPE_CHECKING:
+    from orchestrator.manifest.schema import Manifest
+
+__all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "JobRecord", "JobStatus"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +35,9 @@ class AttemptRecord:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     checkpoint_restored: str | None = None
-    reason: str | None = None
+    reason: str | None = None            # human text (events, status); nothing is decided from it
+    end_cause: EndCause | None = None    # why it ended (or is being ended)
+    drain_until: datetime | None = None  # a noticed machine keeps running until then (see EndCause.NOTICED)
     node_rank: int = 0
     #: Attempts planned together for one start of a multi-node job share a generation (a gang).
     generation: int = 0
@@ -40,17 +47,20 @@ class AttemptRecord:
     master_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobRecord:
+    """A job as the engine sees it: the typed manifest (parsed once per manifest hash by the store) and
+    what the engine derives from it (``spec``), with its status and totals."""
+
     id: int
     name: str
+    manifest: Manifest
     spec: JobSpec
     status: JobStatus
     desired_active: bool
     relaunch_count: int
     spent_usd: float
     created_at: datetime
-    manifest_json: str = "{}"   # the validated manifest, for rendering what runs on the instance
 
 
 class EngineStore(Protocol):
@@ -64,6 +74,9 @@ class EngineStore(Protocol):
     def job(self, job_id: int) -> JobRecord: ...
     def live_attempts(self) -> Sequence[AttemptRecord]:
         """Live attempts of the jobs this daemon handles (with leases: the jobs it holds)."""
+        ...
+    def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
+        """Ended attempts of the jobs this daemon handles whose ``drain_until`` is after ``now``."""
         ...
     def all_live_launch_ids(self) -> set[str]:
         """Launch ids of every live attempt of every daemon: what is NOT an orphan or a straggler."""
@@ -82,7 +95,10 @@ class EngineStore(Protocol):
         other ranks pass the generation of its node 0."""
         ...
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
-                          instance: Instance | None = None, reason: str | None = None) -> None: ...
+                          instance: Instance | None = None, reason: str | None = None,
+                          cause: EndCause | None = None, drain_until: datetime | None = None) -> None:
+        """Move the attempt on; ``cause``/``drain_until`` given are kept (None leaves the stored ones)."""
+        ...
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None: ...
     def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None: ...
     def last_checkpoint(self, job_id: int) -> str | None: ...

@@ -4,10 +4,10 @@
   use ``SshProvider.transport(id)`` (configured key, pinned host key); cloud instances get an
   ``SshTransport`` to ``public_ip:ssh_port`` as ``ssh_user`` with orch's key, pinned to the keys the
   provider's API exposes (``Instance.host_keys``) or, where it exposes none, recorded on first contact.
-* ``SshBootstrapper``: maps the job's manifest (``JobRecord.manifest_json``, the mapping
-  ``render_input_from_manifest`` takes) plus per-attempt facts (node rank, launch id, the checkpoint
-  the store expects to restore) and per-machine facts (``NodeSettings``: the cloud whose metadata the
-  agent polls, metadata URL overrides, master port) into a ``RenderInput`` and runs
+* ``SshBootstrapper``: renders the job's typed manifest (``JobRecord.manifest``) with the attempt's facts
+  (node rank, launch id, the checkpoint the store expects to restore) and the machine's (``NodeSettings``:
+  the cloud whose metadata the agent polls, metadata URL overrides, master port) through
+  ``orchestrator.runtime.from_manifest.render_input_for`` (``node_facts.launch_facts``) and runs
   ``orchestrator.runtime.bootstrap.bootstrap``. Idempotent: an agent this launch already started is
   found (its ``startup.sh`` carries ``ORCH_LAUNCH_ID``; its status is present and fresh or its pid
   alive) and not started twice. Returns False while SSH does not answer yet. Secret values are read
@@ -20,28 +20,29 @@ docs/e2e.md shows them driving the engine end to end.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
 
+from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.engine.reconciler import AgentReport, Bootstrapper, Monitor
 from orchestrator.runtime.bootstrap import bootstrap
-from orchestrator.runtime.render_input import CloudKind, RenderInput, render_input_from_manifest
+from orchestrator.runtime.from_manifest import render_input_for
+from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
+from orchestrator.runtime.render_input import RenderInput
 from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
 from providers.base import Instance, Provider
 from providers.ssh.errors import TransportError
 from providers.ssh.hostkeys import HostKeyStore, HostTrust
 from providers.ssh.transport import SshTransport, Transport
 
-__all__ = ["NodeSettings", "SshBootstrapper", "SshMonitor", "TransportPool", "render_input_for"]
+__all__ = ["NodeSettings", "SshBootstrapper", "SshMonitor", "TransportPool", "report_from_status"]
 
 log = logging.getLogger("orch.runtime.hooks")
 
@@ -49,81 +50,12 @@ log = logging.getLogger("orch.runtime.hooks")
 COULD_NOT_START = 127
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    """Facts about one machine that no manifest can know. Defaults leave the rendered value alone.
-
-    ``cloud`` None: derived from the provider name (aws, gcp, azure; every other provider polls
-    nothing). Metadata URLs: empty means the cloud's real link-local address. ``master_port``: where a
-    machine cannot use the manifest's port (several test "machines" share one loopback).
-    """
-
-    cloud: CloudKind | None = None
-    aws_metadata_url: str = ""
-    gcp_metadata_url: str = ""
-    azure_metadata_url: str = ""
-    master_port: int | None = None
-    store_endpoint: str = ""          # an S3-compatible endpoint for the checkpoint store (MinIO, R2, tests)
-    socket_ifname: str = ""           # multi-node: the interface of the machine's private network (NCCL, gloo)
-    sample_interval_s: float = 5.0
-    notice_interval_s: float = 5.0
-
-
-def _node_settings(table: Mapping[str, NodeSettings], instance: Instance) -> NodeSettings:
-    """``"<provider>/<instance id>"`` first, then ``"<provider>"``, else defaults."""
-    return (table.get(f"{instance.provider}/{instance.instance_id}") or table.get(instance.provider)
-            or NodeSettings())
-
-
-def _cloud_of(provider: str) -> CloudKind:
-    try:
-        return CloudKind(provider)
-    except ValueError:
-        return CloudKind.NONE
-
-
-def render_input_for(job: JobRecord, attempt: AttemptRecord, instance: Instance,
-                     node: NodeSettings = NodeSettings(), master: NodeSettings | None = None) -> RenderInput:
-    """The RenderInput for one attempt on one machine (pure: no I/O).
-
-    A multi-node job's rank > 0 joins node 0's rendezvous: ``attempt.master_addr`` (the engine fills it
-    from node 0's instance) and node 0's master port (``master``: node 0's settings).
-    """
-    master_addr = attempt.master_addr or "127.0.0.1"
-    port_from = master if attempt.node_rank > 0 and master is not None else node
-    manifest = json.loads(job.manifest_json or "{}")
-    if manifest.get("apiVersion"):
-        # A job manifest as the store keeps it: validated, then mapped with this machine's facts.
-        from orchestrator.manifest.schema import Manifest
-        from orchestrator.runtime.from_manifest import LaunchFacts
-        from orchestrator.runtime.from_manifest import render_input_for as from_manifest
-
-        facts = LaunchFacts(node_rank=attempt.node_rank, master_addr=master_addr,
-                            gpus_per_node=attempt.offer.gpu_count,
-                            interconnect=attempt.offer.interconnect.value, store_endpoint=node.store_endpoint,
-                            socket_ifname=node.socket_ifname, fabric=instance.fabric,
-                            sample_interval_s=node.sample_interval_s, notice_interval_s=node.notice_interval_s)
-        ri = from_manifest(Manifest.model_validate(manifest), facts)
-    else:
-        # The plain render-input mapping of docs/runtime.md (tools and tests that bypass manifests).
-        manifest.setdefault("name", job.name)
-        ri = render_input_from_manifest(manifest, node_rank=attempt.node_rank,
-                                        master_addr=attempt.master_addr)
-    a = ri.agent
-    agent = replace(
-        a,
-        cloud=node.cloud or _cloud_of(instance.provider),
-        aws_metadata_url=node.aws_metadata_url or a.aws_metadata_url,
-        gcp_metadata_url=node.gcp_metadata_url or a.gcp_metadata_url,
-        azure_metadata_url=node.azure_metadata_url or a.azure_metadata_url,
-    )
-    env = dict(ri.env)
-    # ORCH_LAUNCH_ID marks whose agent runs on the machine (the idempotency check greps for it).
-    # ORCH_RESTORE_HINT is informational: startup.sh restores the store's LATEST, never older than it.
-    env["ORCH_LAUNCH_ID"] = attempt.launch_id
-    env["ORCH_RESTORE_HINT"] = attempt.checkpoint_restored or ""
-    return replace(ri, agent=agent, env=tuple(sorted(env.items())),
-                   master_port=port_from.master_port or ri.master_port)
+def _render_input(job: JobRecord, attempt: AttemptRecord, instance: Instance,
+                  table: Mapping[str, NodeSettings]) -> RenderInput:
+    """The attempt's RenderInput on this machine: the job's manifest plus the launch's and machine's facts."""
+    node = node_settings_for(table, instance.provider, instance.instance_id)
+    facts = launch_facts(job, attempt, node, table.get(attempt.master_key or ""), fabric=instance.fabric)
+    return render_input_for(job.manifest, facts)
 
 
 def _status_path(ri: RenderInput) -> str:
@@ -210,8 +142,7 @@ class SshBootstrapper(Bootstrapper):
         self.wall_clock = wall_clock
 
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
-        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance),
-                              self.node_settings.get(attempt.master_key or ""))
+        ri = _render_input(job, attempt, instance, self.node_settings)
         try:
             t = self.pool.get(instance)
             if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
@@ -256,7 +187,7 @@ class SshBootstrapper(Bootstrapper):
 
 
 class SshMonitor(Monitor):
-    """Reads the agent's status over the pooled transport. ``jobs`` looks a job up (``store.job``).
+    """Reads the agent's status over the pooled transport.
 
     GPU utilization is reported only while the agent's heartbeat is fresh (a dead agent's last sample
     must not feed idle detection); notices, checkpoints and the exit code are facts and always reported.
@@ -264,19 +195,15 @@ class SshMonitor(Monitor):
     checkpoint is the one a restart restores.
     """
 
-    def __init__(self, pool: TransportPool, jobs: Callable[[int], JobRecord],
-                 node_settings: Mapping[str, NodeSettings] | None = None, *, stale_s: float = 60.0,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, pool: TransportPool, node_settings: Mapping[str, NodeSettings] | None = None, *,
+                 stale_s: float = 60.0, wall_clock: Callable[[], float] = time.time) -> None:
         self.pool = pool
-        self.jobs = jobs
         self.node_settings = dict(node_settings or {})
         self.stale_s = stale_s
         self.wall_clock = wall_clock
 
-    def read(self, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
-        job = self.jobs(attempt.job_id)
-        ri = render_input_for(job, attempt, instance, _node_settings(self.node_settings, instance),
-                              self.node_settings.get(attempt.master_key or ""))
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        ri = _render_input(job, attempt, instance, self.node_settings)
         try:
             t = self.pool.get(instance)
         except TransportError:
@@ -293,7 +220,7 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
     notice = None
     if status.notices:
         n = status.notices[-1]
-        notice = f"{n.cloud} {n.kind} (agent, {n.key})"
+        notice = Notice(n.cloud, n.kind, n.key, datetime.fromtimestamp(n.seen_at, UTC))
     latest_step = _step(status.latest)
     commits = sorted((c for c in status.checkpoints if latest_step is not None and c.step <= latest_step),
                      key=lambda c: c.step)

@@ -18,6 +18,9 @@ from orchestrator.runtime.render_input import (
 )
 from providers.fabric import Fabric
 
+#: torchrun's default rendezvous port, used unless a machine needs another.
+DEFAULT_MASTER_PORT = 29500
+
 
 @dataclass(frozen=True, slots=True)
 class LaunchFacts:
@@ -25,7 +28,7 @@ class LaunchFacts:
 
     node_rank: int = 0
     master_addr: str = "127.0.0.1"
-    master_port: int = 29500
+    master_port: int = DEFAULT_MASTER_PORT
     gpus_per_node: int | None = None          # the offer's; default the manifest's count
     interconnect: str | None = None           # the offer's; default the manifest's (or pcie)
     cloud: CloudKind = CloudKind.NONE
@@ -36,6 +39,12 @@ class LaunchFacts:
     work_dir: str = ""
     sample_interval_s: float = 5.0
     notice_interval_s: float = 5.0
+    #: The attempt's launch id: exported as ORCH_LAUNCH_ID, which marks whose agent runs on the machine (the
+    #: SSH bootstrapper's idempotency check greps for it). Empty (``orch render``): not exported.
+    launch_id: str = ""
+    #: The checkpoint the store expected this launch to restore, exported as ORCH_RESTORE_HINT (informational:
+    #: startup.sh restores the store's LATEST, which is never older).
+    restore_hint: str = ""
 
 
 def uses_infiniband(manifest: Manifest, facts: LaunchFacts) -> bool:
@@ -47,6 +56,8 @@ def uses_infiniband(manifest: Manifest, facts: LaunchFacts) -> bool:
 
 
 def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
+    """One node's RenderInput: the validated manifest plus what the launch knows. The ONE mapping from a
+    job to what runs on a node (``orch render``, the SSH bootstrapper, the startup script at launch)."""
     ckpt = None
     c = manifest.checkpoint
     if c is not None:
@@ -68,7 +79,7 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
     return RenderInput(
         job_name=manifest.name, launcher=launcher, script=run.script or "", args=args,
         command=run.command or "", image=manifest.image or "", setup=tuple(manifest.setup),
-        env=tuple(sorted(manifest.env.items())), secrets=tuple(sorted(manifest.secrets)),
+        env=tuple(sorted({**manifest.env, **_launch_env(facts)}.items())), secrets=tuple(sorted(manifest.secrets)),
         data=tuple(DataStage(d.source, d.path) for d in manifest.data), checkpoint=ckpt,
         nodes=manifest.resources.nodes, gpus_per_node=facts.gpus_per_node or manifest.resources.count,
         node_rank=facts.node_rank, master_addr=facts.master_addr, master_port=facts.master_port,
@@ -81,3 +92,9 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
             azure_metadata_url=facts.metadata_urls.get("azure", ""),
         ),
     )
+
+
+def _launch_env(facts: LaunchFacts) -> dict[str, str]:
+    if not facts.launch_id:
+        return {}
+    return {"ORCH_LAUNCH_ID": facts.launch_id, "ORCH_RESTORE_HINT": facts.restore_hint}

@@ -1,17 +1,15 @@
 """Everything rendering a node's startup script needs, and nothing else.
 
-The manifest layer maps a job onto ``RenderInput`` (``render_input_from_manifest`` below accepts the
-documented plain-mapping shape); the renderer turns one ``RenderInput`` into bytes. Validation lives
-in ``__post_init__`` so an impossible input never reaches the renderer.
+``orchestrator.runtime.from_manifest.render_input_for`` maps a validated job manifest plus the launch's
+facts onto one node's ``RenderInput`` (the only mapping); the renderer turns one ``RenderInput`` into bytes.
+Validation lives in ``__post_init__`` so an impossible input never reaches the renderer.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -24,7 +22,6 @@ __all__ = [
     "RenderInput",
     "RenderInputError",
     "ResumeVia",
-    "render_input_from_manifest",
 ]
 
 #: Data sources downloaded over HTTP(S) rather than copied from a store.
@@ -200,106 +197,3 @@ class RenderInput:
     @property
     def is_multi_node(self) -> bool:
         return self.nodes > 1
-
-
-def _get(m: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    value = m.get(key, default)
-    return default if value is None else value
-
-
-def _mapping(m: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = m.get(key) or {}
-    if not isinstance(value, Mapping):
-        raise RenderInputError(f"{key} must be a mapping")
-    return value
-
-
-def _strs(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise RenderInputError(f"{what} must be a list of strings")
-    return tuple(str(v) for v in value)
-
-
-def render_input_from_manifest(manifest: Mapping[str, Any], node_rank: int = 0,
-                               master_addr: str | None = None) -> RenderInput:
-    """Map the documented plain manifest shape (docs/runtime.md, "Render input") onto a RenderInput.
-
-    ``node_rank`` and ``master_addr`` are per-launch facts the manifest cannot know; they override it.
-    Raises RenderInputError naming the offending field.
-    """
-    if not isinstance(manifest, Mapping):
-        raise RenderInputError("manifest must be a mapping")
-    run = _mapping(manifest, "run")
-    res = _mapping(manifest, "resources")
-    net = _mapping(manifest, "network")
-    ag = _mapping(manifest, "agent")
-    meta = _mapping(ag, "metadata")
-    env = _mapping(run, "env")
-
-    data = []
-    for i, item in enumerate(run.get("data") or []):
-        if not isinstance(item, Mapping) or "source" not in item or "path" not in item:
-            raise RenderInputError(f"run.data[{i}] needs source and path")
-        data.append(DataStage(source=str(item["source"]), path=str(item["path"])))
-
-    ckpt: CheckpointSpec | None = None
-    if manifest.get("checkpoint"):
-        c = _mapping(manifest, "checkpoint")
-        resume = _mapping(c, "resume")
-        notify = _mapping(c, "notify")
-        try:
-            resume_via = ResumeVia(_get(resume, "via", "arg"))
-            notify_via = NotifyVia(_get(notify, "via", "file"))
-        except ValueError as exc:
-            raise RenderInputError(f"checkpoint: {exc}") from None
-        ckpt = CheckpointSpec(
-            local_dir=str(_get(c, "dir", "")),
-            store_uri=str(_get(c, "store", "")),
-            store_endpoint=str(_get(c, "endpoint", "")),
-            resume_via=resume_via,
-            resume_name=str(_get(resume, "name", "--resume-from" if resume_via is ResumeVia.ARG
-                                 else "ORCH_RESUME_FROM")),
-            notify_via=notify_via,
-            notify_signal=str(_get(notify, "signal", "SIGUSR1")),
-            notify_file=str(_get(notify, "file", "")),
-        )
-    try:
-        launcher = Launcher(_get(run, "launcher", "command" if run.get("command") else "torchrun"))
-        cloud = CloudKind(_get(ag, "cloud", "none"))
-    except ValueError as exc:
-        raise RenderInputError(str(exc)) from None
-    return RenderInput(
-        job_name=str(_get(manifest, "name", "")),
-        launcher=launcher,
-        script=str(_get(run, "script", "")),
-        args=_strs(run.get("args"), "run.args"),
-        command=str(_get(run, "command", "")),
-        image=str(_get(run, "image", "")),
-        shm_size=str(_get(run, "shm_size", "16g")),
-        setup=_strs(run.get("setup"), "run.setup"),
-        env=tuple(sorted((str(k), str(v)) for k, v in env.items())),
-        secrets=tuple(sorted(_strs(run.get("secrets"), "run.secrets"))),
-        data=tuple(data),
-        checkpoint=ckpt,
-        nodes=int(_get(res, "nodes", 1)),
-        gpus_per_node=int(_get(res, "gpus_per_node", _get(res, "count", 1))),
-        node_rank=node_rank,
-        master_addr=master_addr or str(_get(net, "master_addr", "127.0.0.1")),
-        master_port=int(_get(net, "master_port", 29500)),
-        interconnect=str(_get(res, "interconnect", "pcie")),
-        socket_ifname=str(_get(net, "socket_ifname", "")),
-        infiniband=bool(_get(net, "infiniband", False)),
-        work_dir=str(_get(run, "work_dir", "")),
-        agent=AgentSettings(
-            status_path=str(_get(ag, "status_path", "status.json")),
-            sample_interval_s=float(_get(ag, "sample_interval_s", 5.0)),
-            notice_interval_s=float(_get(ag, "notice_interval_s", 5.0)),
-            window=int(_get(ag, "window", 120)),
-            cloud=cloud,
-            aws_metadata_url=str(_get(meta, "aws", "")),
-            gcp_metadata_url=str(_get(meta, "gcp", "")),
-            azure_metadata_url=str(_get(meta, "azure", "")),
-        ),
-    )

@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 from orchestrator.store.gpu_util import util_since
 from orchestrator.store.models import (
     FINAL_ATTEMPT_STATES,
+    GONE_INSTANCE_STATE_VALUES,
     Attempt,
     AttemptState,
     CheckpointRow,
@@ -30,7 +31,6 @@ from orchestrator.store.models import (
 from orchestrator.store.requests import RelaunchRequest, open_relaunch_request
 from orchestrator.store.spend_series import UNKNOWN_PROVIDER
 
-_GONE = ("terminated", "preempted")
 _BURNING = frozenset({"pending", "running", "stopping"})
 _LIVE_ATTEMPT_STATES = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
 
@@ -265,7 +265,7 @@ def fleet(tx: Session, *, now: datetime, util_window: timedelta = timedelta(hour
     ``now - util_window``."""
     rows = list(tx.exec(select(InstanceRow, Attempt)
                         .join(Attempt, col(Attempt.launch_id) == col(InstanceRow.launch_id), isouter=True)
-                        .where(col(InstanceRow.state).not_in(_GONE))
+                        .where(col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES))
                         .order_by(col(InstanceRow.job_id), col(Attempt.generation), col(Attempt.node_rank),
                                   col(InstanceRow.id))).all())
     live = [(i, a) for i, a in rows

@@ -18,9 +18,9 @@ from pathlib import Path
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
+from orchestrator.clock import utcnow
 from orchestrator.store.db import Store
 from orchestrator.store.models import DesiredState, Job
-from orchestrator.store.types import utcnow
 
 DEFAULT_TTL = timedelta(seconds=90)
 

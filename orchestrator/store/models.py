@@ -13,7 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import JSON, Column, Field, SQLModel
 
-from orchestrator.store.types import UTCDateTime, utcnow
+from orchestrator.clock import utcnow
+from orchestrator.store.types import UTCDateTime
+from providers.base import GONE_INSTANCE_STATES
 
 
 class DesiredState(StrEnum):
@@ -34,6 +36,26 @@ class JobStatus(StrEnum):
     @property
     def is_final(self) -> bool:
         return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
+
+
+class EndCause(StrEnum):
+    """Why an attempt ended (or is being ended): what the engine decides draining and sweeping from.
+
+    ``Attempt.reason`` keeps the human text for events and ``orch status``; nothing is decided from it.
+    """
+
+    PREEMPTED = "preempted"              # the cloud reclaimed the machine
+    NOTICED = "noticed"                  # a preemption notice arrived; drained (``drain_until``) or ended at once
+    LOST = "lost"                        # an on-demand machine vanished (or stopped answering for good)
+    SUCCEEDED = "succeeded"              # the job's process exited 0
+    FAILED = "failed"                    # the job's process exited non-zero
+    IDLE_STOPPED = "idle-stopped"        # idle: stopped on purpose, keeping its disk (the sweep leaves it)
+    IDLE_TERMINATED = "idle-terminated"  # idle: terminated
+    DOWN = "down"                        # the job was torn down (orch down, prune)
+    GANG = "gang"                        # another node of its multi-node gang ended, so the gang restarts
+    DEADLINE_MOVE = "deadline-move"      # moved off spot so the deadline holds
+    LAUNCH_REFUSED = "launch-refused"    # the cloud refused (capacity, quota): the next offer is tried
+    LAUNCH_FAILED = "launch-failed"      # the launch failed otherwise (ambiguous error, no startup script)
 
 
 class AttemptState(StrEnum):
@@ -57,6 +79,9 @@ class AttemptState(StrEnum):
         """Not final: the attempt may still own a machine."""
         return self not in FINAL_ATTEMPT_STATES
 
+
+#: ``providers.base.GONE_INSTANCE_STATES`` as the strings the instances table holds.
+GONE_INSTANCE_STATE_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in GONE_INSTANCE_STATES))
 
 FINAL_ATTEMPT_STATES = frozenset({AttemptState.PREEMPTED, AttemptState.SUCCEEDED, AttemptState.FAILED,
                                   AttemptState.TERMINATED})
@@ -136,7 +161,11 @@ class Attempt(SQLModel, table=True):
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
     checkpoint_restored: str | None = Field(default=None)    # the checkpoint URI this attempt resumed from
     exit_code: int | None = Field(default=None)
-    reason: str | None = Field(default=None)
+    reason: str | None = Field(default=None)          # human text for events and status; never parsed
+    end_cause: str | None = Field(default=None)       # an EndCause value, once it is being ended
+    #: A noticed machine (and its gang) keeps running until then so its checkpoint uploads; the sweep ends it
+    #: after, and a replacement waits for it (until it has committed and stopped) before starting its job.
+    drain_until: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True, index=True)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 

@@ -21,20 +21,22 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.clock import utcnow
 from orchestrator.redaction import safe_line
 from orchestrator.store.models import (
     ATTEMPT_TRANSITIONS,
+    GONE_INSTANCE_STATE_VALUES,
     Attempt,
     AttemptState,
     CheckpointRow,
     DesiredState,
+    EndCause,
     Event,
     InstanceRow,
     Job,
     JobStatus,
     Spend,
 )
-from orchestrator.store.types import utcnow
 
 if TYPE_CHECKING:
     from orchestrator.manifest import Manifest
@@ -51,18 +53,24 @@ class InvalidTransitionError(ValueError):
 # -- jobs ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class JobSpec:
-    """A job as applied: its name, canonical manifest JSON (Manifest.to_json()), hash and source file."""
+class AppliedJob:
+    """A job as ``orch apply`` records it: the validated manifest, its content hash and its source file.
 
-    name: str
-    manifest: dict[str, Any]
+    The store keeps the manifest's canonical JSON (``Manifest.to_json()``); readers parse it back once per
+    hash (``orchestrator.engine.sqlstore``)."""
+
+    manifest: Manifest
     manifest_hash: str
     source_path: str | None = None
 
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
     @classmethod
-    def from_loaded(cls, manifest: Manifest, source: Path | str, content_hash: str) -> JobSpec:
-        """From one ``orchestrator.manifest.LoadedManifest`` (``JobSpec.from_loaded(*loaded)``)."""
-        return cls(manifest.name, manifest.to_json(), content_hash, str(source))
+    def from_loaded(cls, manifest: Manifest, source: Path | str, content_hash: str) -> AppliedJob:
+        """From one ``orchestrator.manifest.LoadedManifest`` (``AppliedJob.from_loaded(*loaded)``)."""
+        return cls(manifest, content_hash, str(source))
 
 
 class Change(StrEnum):
@@ -109,13 +117,13 @@ def list_jobs(tx: Session, *, desired_states: Sequence[DesiredState] | None = No
     return list(tx.exec(query.order_by(Job.name)))
 
 
-def upsert_job(tx: Session, spec: JobSpec, *, now: datetime | None = None) -> tuple[Job, Change]:
+def upsert_job(tx: Session, spec: AppliedJob, *, now: datetime | None = None) -> tuple[Job, Change]:
     """Create the job, or update its manifest when the hash differs. Re-applying a pruned or deleted
     job makes it active again (and pending, if it had finished)."""
     now = now or utcnow()
     job = get_job(tx, spec.name)
     if job is None:
-        job = Job(name=spec.name, manifest=spec.manifest, manifest_hash=spec.manifest_hash,
+        job = Job(name=spec.name, manifest=spec.manifest.to_json(), manifest_hash=spec.manifest_hash,
                   source_path=spec.source_path, applied_at=now, created_at=now, updated_at=now)
         tx.add(job)
         tx.flush()
@@ -128,7 +136,7 @@ def upsert_job(tx: Session, spec: JobSpec, *, now: datetime | None = None) -> tu
             tx.add(job)
         return job, Change.UNCHANGED
     previous = job.manifest_hash
-    job.manifest = spec.manifest
+    job.manifest = spec.manifest.to_json()
     job.manifest_hash = spec.manifest_hash
     job.source_path = spec.source_path
     job.desired_state = DesiredState.ACTIVE.value
@@ -145,7 +153,7 @@ def upsert_job(tx: Session, spec: JobSpec, *, now: datetime | None = None) -> tu
     return job, Change.UPDATED
 
 
-def apply_jobs(tx: Session, specs: Sequence[JobSpec], *, prune: bool = False,
+def apply_jobs(tx: Session, specs: Sequence[AppliedJob], *, prune: bool = False,
                now: datetime | None = None) -> ApplyResult:
     """Make the jobs table hold exactly ``specs`` as active jobs (with ``prune``: others become pruned).
 
@@ -249,10 +257,12 @@ def latest_generation(tx: Session, job_id: int) -> int | None:
 
 
 def transition_attempt(tx: Session, attempt: Attempt | int, to: AttemptState, *, reason: str | None = None,
+                       cause: EndCause | None = None, drain_until: datetime | None = None,
                        exit_code: int | None = None, now: datetime | None = None) -> Attempt:
     """Move an attempt along its state machine (models.ATTEMPT_TRANSITIONS); same state is a no-op.
 
-    Sets ``started_at`` on reaching running and ``ended_at`` on reaching an end state.
+    Sets ``started_at`` on reaching running and ``ended_at`` on reaching an end state. ``cause`` and
+    ``drain_until``, when given, are kept (a later step that gives none leaves them as they are).
     Raises InvalidTransitionError for a step backwards or out of an end state.
     """
     now = now or utcnow()
@@ -272,13 +282,17 @@ def transition_attempt(tx: Session, attempt: Attempt | int, to: AttemptState, *,
         row.ended_at = now
     if reason is not None:
         row.reason = safe_line(reason, 4000)
+    if cause is not None:
+        row.end_cause = cause.value
+    if drain_until is not None:
+        row.drain_until = drain_until
     if exit_code is not None:
         row.exit_code = exit_code
     tx.add(row)
     _event(tx, "attempt.state", f"attempt {row.launch_id}: {current.value} -> {to.value}"
            + (f" ({reason})" if reason else ""), row.job_id,
            {"launch_id": row.launch_id, "from": current.value, "to": to.value, "reason": reason,
-            "exit_code": exit_code}, now)
+            "cause": row.end_cause, "exit_code": exit_code}, now)
     return row
 
 
@@ -309,9 +323,6 @@ class InstanceRecord:
     host_keys: tuple[str, ...] | None = None
 
 
-_GONE_STATES = ("terminated", "preempted")
-
-
 def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = None) -> InstanceRow:
     """Insert or update the instance row keyed by ``launch_id`` (idempotent; safe to repeat)."""
     now = now or utcnow()
@@ -327,7 +338,7 @@ def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = 
         row.host_keys = list(rec.host_keys)
     row.provider = rec.provider
     row.owner = rec.owner
-    if row.state in _GONE_STATES and row.terminated_at is None:
+    if row.state in GONE_INSTANCE_STATE_VALUES and row.terminated_at is None:
         row.terminated_at = now
     row.updated_at = now
     tx.add(row)
@@ -353,7 +364,7 @@ def list_instances(tx: Session, *, job_id: int | None = None, provider: str | No
     if provider is not None:
         query = query.where(InstanceRow.provider == provider)
     if live_only:
-        query = query.where(col(InstanceRow.state).not_in(_GONE_STATES))
+        query = query.where(col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES))
     return list(tx.exec(query.order_by(col(InstanceRow.id))))
 
 
@@ -362,8 +373,8 @@ def mark_instance_gone(tx: Session, launch_id: str, state: str = "terminated", r
     row = get_instance_by_launch_id(tx, launch_id)
     if row is None:
         raise NotFoundError(f"no instance with launch id {launch_id}")
-    if state not in _GONE_STATES:
-        raise ValueError(f"{state!r} is not a gone state ({', '.join(_GONE_STATES)})")
+    if state not in GONE_INSTANCE_STATE_VALUES:
+        raise ValueError(f"{state!r} is not a gone state ({', '.join(GONE_INSTANCE_STATE_VALUES)})")
     now = now or utcnow()
     row.state = state
     if raw_state is not None:

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
+from orchestrator.clock import utcnow
 from orchestrator.store import repo
 from orchestrator.store.models import DesiredState, Job, JobRequest, RequestKind
-from orchestrator.store.types import utcnow
 
 
 class RequestRefusedError(ValueError):

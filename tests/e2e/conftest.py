@@ -26,11 +26,14 @@ from typing import Any
 
 import pytest
 
+from orchestrator.config import OrchConfig
+from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
-from orchestrator.engine.reconciler import AgentReport, EngineConfig, Reconciler
+from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, SshMonitor, TransportPool
 from orchestrator.runtime.render_input import CloudKind
+from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store
 from providers.base import Capability, GpuRequest, Instance, InstanceState, LaunchSpec, Market, Offer
 from providers.catalog.query import match_offers
@@ -122,8 +125,8 @@ class RecordingMonitor(SshMonitor):
         super().__init__(*args, **kw)
         self.reports: dict[str, list[AgentReport]] = {}
 
-    def read(self, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
-        report = super().read(attempt, instance)
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        report = super().read(job, attempt, instance)
         if report is not None:
             self.reports.setdefault(instance.instance_id, []).append(report)
         return report
@@ -390,11 +393,11 @@ def ssh_engine(stack: contextlib.ExitStack, tmp_path: Path, provider: SshProvide
     store = make_store(tmp_path / "orch.db", catalog)
     pool = TransportPool({"ssh": provider})
     stack.callback(pool.close)
-    monitor = RecordingMonitor(pool, store.job, nodes)
-    rec = Reconciler(store, {"ssh": provider}, catalog,
-                     EngineConfig(owner=OWNER, notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
-                     monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
-    return store, pool, monitor, rec
+    monitor = RecordingMonitor(pool, nodes)
+    service = build_service(config=OrchConfig(owner=OWNER), engine_store=store, providers={"ssh": provider},
+                            catalog=catalog, settings=ServiceSettings(notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
+                            monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
+    return store, pool, monitor, service.reconciler
 
 
 @pytest.fixture

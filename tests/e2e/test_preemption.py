@@ -45,7 +45,7 @@ def _start_on_a(world: World, job: JobRecord) -> None:
     # The GPU utilization the stand-in nvidia-smi shows on A reached the engine over SSH.
     [attempt_a] = [a for a in world.attempts(job) if a.instance_id == "host-a"]
     assert (87.0, 93.0) in [r.gpu_util_pct for r in world.monitor.reports["host-a"]]
-    assert (87.0, 93.0) in [s.gpu_util_pct for s in world.rec._samples[attempt_a.id]]
+    assert (87.0, 93.0) in [s.gpu_util_pct for s in world.rec.utilization(attempt_a.id)]
     assert any("--query-gpu" in c for c in world.a.nvidia_smi_calls)
 
 
@@ -113,7 +113,7 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     assert b_running is not None and inst_b is not None
     status_b = world.b.workdir / WORK / "status.json"
     agent_b = json.loads(status_b.read_text())["agent"]
-    assert world.rec.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
+    assert world.rec.hooks.bootstrapper.start(world.store.job(job.id), b_running, inst_b) is True
     assert json.loads(status_b.read_text())["agent"]["started_at"] == agent_b["started_at"]
     assert agents_on(world.b) == 1
     assert getattr(world.pool.get(inst_b), "connect_count", None) == 1  # one kept-alive connection to B

@@ -7,8 +7,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.manifest.schema import Manifest
 from providers.base import Instance, Offer
+from tests.support.manifests import manifest_doc
+
+
+def manifest_for(spec: JobSpec) -> Manifest:
+    """A manifest with the spec's name and resources (the engine keeps one with every job; the spec's other
+    fields, deadlines and the like, are the test's own)."""
+    return Manifest.model_validate(manifest_doc(spec.name, gpus=list(spec.plan.gpus), count=spec.plan.count,
+                                                nodes=spec.plan.nodes))
 
 
 @dataclass
@@ -29,7 +38,9 @@ class MemoryStore:
     spend_marks: dict[int, datetime] = field(default_factory=dict)
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
-        job = JobRecord(len(self.jobs) + 1, spec.name, spec, JobStatus.PENDING, True, 0, 0.0, now)
+        job = JobRecord(id=len(self.jobs) + 1, name=spec.name, manifest=manifest_for(spec), spec=spec,
+                        status=JobStatus.PENDING, desired_active=True, relaunch_count=0, spent_usd=0.0,
+                        created_at=now)
         self.jobs[job.id] = job
         return job
 
@@ -55,6 +66,9 @@ class MemoryStore:
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
         return [a for a in self.attempts.values() if a.state.is_live]
+
+    def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
+        return [a for a in self.attempts.values() if a.drain_until is not None and a.drain_until > now]
 
     def all_live_launch_ids(self) -> set[str]:
         return {a.launch_id for a in self.attempts.values() if a.state.is_live}
@@ -83,13 +97,20 @@ class MemoryStore:
         return a
 
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
-                          instance: Instance | None = None, reason: str | None = None) -> None:
+                          instance: Instance | None = None, reason: str | None = None,
+                          cause: EndCause | None = None, drain_until: datetime | None = None) -> None:
         a = self.attempts[attempt_id]
+        if a.state.is_final and state is not a.state:
+            raise ValueError(f"attempt {a.launch_id}: cannot go from {a.state.value} to {state.value}")
         changes: dict[str, object] = {"state": state}
         if instance is not None:
             changes["instance_id"] = instance.instance_id
         if reason is not None:
             changes["reason"] = reason
+        if cause is not None:
+            changes["end_cause"] = cause
+        if drain_until is not None:
+            changes["drain_until"] = drain_until
         if state is AttemptState.RUNNING and a.started_at is None:
             changes["started_at"] = now
         if not state.is_live:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import JobStatus
-from orchestrator.engine.reconciler import AgentReport, EngineConfig, Reconciler
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.policies import UniformProgressPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for
@@ -16,8 +16,7 @@ from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAct
 from providers.base import Market
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
-from tests.test_engine import OWNER, Clock, ScriptedMonitor, live, offer, settle, spec
-from tests.test_engine_multinode import RecordingBootstrapper
+from tests.test_engine import Clock, RecordingBootstrapper, ScriptedMonitor, engine, live, notice, offer, settle, spec
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 UP = SpotPolicyRecovery(UniformProgressPolicy)
@@ -73,8 +72,7 @@ def test_the_engine_waits_then_buys_on_demand_as_the_policy_says() -> None:
     site = [offer("aws", 3.0, zone="az1", region="us-east-1"),
             offer("gcp", 10.0, market=Market.ON_DEMAND, region="us-central1")]
     aws, gcp = MemoryProvider("aws", site), MemoryProvider("gcp", site)
-    rec = Reconciler(store, {"aws": aws, "gcp": gcp}, site, EngineConfig(owner=OWNER), clock=clock,
-                     monitor=ScriptedMonitor(), recovery=recovery_for("uniform-progress"))
+    rec = engine(store, {"aws": aws, "gcp": gcp}, site, clock, recovery=recovery_for("uniform-progress"))
     # A 10 h job due in 20 h; a preempted zone cools down for 3 h (a daemon's "no spot there" signal).
     job = store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)), cooldown=timedelta(hours=3),
                                 deadline=clock() + timedelta(hours=20)), clock())
@@ -150,8 +148,8 @@ def test_the_engine_ends_or_drains_a_noticed_machine_as_the_policy_says(
             offer("gcp", 10.0, market=Market.ON_DEMAND, region="us-central1")]
     aws, gcp = MemoryProvider("aws", site), MemoryProvider("gcp", site)
     monitor, boot = ScriptedMonitor(), RecordingBootstrapper()
-    rec = Reconciler(store, {"aws": aws, "gcp": gcp}, site, EngineConfig(owner=OWNER), clock=clock,
-                     monitor=monitor, recovery=recovery_for(policy), bootstrapper=boot)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, site, clock, monitor=monitor, recovery=recovery_for(policy),
+                 bootstrapper=boot)
     job = store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)),
                                 deadline=clock() + timedelta(hours=20)), clock())
     rec.tick()
@@ -160,7 +158,7 @@ def test_the_engine_ends_or_drains_a_noticed_machine_as_the_policy_says(
     [old] = live(aws, gcp)
     assert old.market is Market.SPOT and store.job(job.id).status is JobStatus.RUNNING
     clock.advance(minutes=age_min)
-    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice="aws spot-interruption (agent)")
+    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice=notice())
     report = rec.tick()
     assert report.preempted == 1 and report.relaunched == 1
     [new] = [i for i in live(aws, gcp) if i.instance_id != old.instance_id]

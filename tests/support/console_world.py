@@ -20,7 +20,7 @@ from orchestrator.store import repo
 from orchestrator.store.db import Store
 from orchestrator.store.gpu_util import GpuUtilSample, record_gpu_util
 from orchestrator.store.models import AttemptState, JobStatus
-from orchestrator.store.repo import InstanceRecord, JobSpec
+from orchestrator.store.repo import AppliedJob, InstanceRecord
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ M = timedelta(minutes=1)
 
 
 def _job(tx: Any, name: str, manifest: dict[str, Any], source: str, applied: datetime) -> int:
-    job, _ = repo.upsert_job(tx, JobSpec(name, manifest, f"hash-{name}", source), now=applied)
+    job, _ = repo.upsert_job(tx, AppliedJob(Manifest.model_validate(manifest), f"hash-{name}", source), now=applied)
     assert job.id is not None
     return job.id
 

@@ -1,0 +1,59 @@
+"""What an engine is built from: its settings, its seams, and the dependencies every step receives.
+
+``orchestrator.service.build_service`` is the one place these are assembled (the CLI, the daemon and the
+tests all build the engine there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from orchestrator.engine.hooks import (
+    Bootstrapper,
+    Monitor,
+    NoBootstrap,
+    NoMonitor,
+    NoStartupScript,
+    StartupRenderer,
+)
+from orchestrator.engine.ports import EngineStore
+from orchestrator.observability import DaemonMetrics
+from orchestrator.recovery import DefaultRecoveryPolicy, RecoveryPolicy
+from providers.base import Offer, Provider
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    owner: str
+    orphan_grace: timedelta = timedelta(minutes=10)
+    #: After a preemption NOTICE the old machine keeps running so the agent can upload its checkpoint;
+    #: orch ends it after this long if the cloud has not reclaimed it by then.
+    notice_drain: timedelta = timedelta(minutes=2)
+    ssh_public_key: str = ""
+    use_live_offers: bool = False
+    #: False: the engine asks no cloud for a machine (``orch down`` tears down without launching what is
+    #: pending, relaunching what was preempted, or re-asking a launch the cloud never saw).
+    launches_allowed: bool = True
+
+
+@dataclass(frozen=True)
+class EngineHooks:
+    monitor: Monitor = field(default_factory=NoMonitor)
+    bootstrapper: Bootstrapper = field(default_factory=NoBootstrap)
+    recovery: RecoveryPolicy = field(default_factory=DefaultRecoveryPolicy)
+    startup: StartupRenderer = field(default_factory=NoStartupScript)
+
+
+@dataclass(frozen=True)
+class EngineDeps:
+    """Long-lived: what every step may use. Per-tick facts travel separately, as ``TickFacts``."""
+
+    store: EngineStore
+    providers: Mapping[str, Provider]
+    catalog: Sequence[Offer]
+    config: EngineConfig
+    clock: Callable[[], datetime]
+    hooks: EngineHooks = field(default_factory=EngineHooks)
+    metrics: DaemonMetrics | None = None

@@ -1,0 +1,74 @@
+"""The tick's facts: what the passive sync found in the clouds, the store and the nodes' reports.
+
+Built once per tick by ``orchestrator.engine.sync`` and handed, read-only, to every active step. The
+attempts are as the sync left them: an attempt whose machine the cloud reclaimed is already PREEMPTED here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from orchestrator.engine.hooks import AgentReport
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from providers.base import Instance, InstanceState
+
+#: Attempt states in which the machine is the job's (from the accepted launch until it is being ended).
+HOLDING_STATES = frozenset({AttemptState.LAUNCHED, AttemptState.BOOTSTRAPPING, AttemptState.RUNNING})
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One attempt that was live at the tick's start, on a cloud that answered its listing."""
+
+    job: JobRecord
+    attempt: AttemptRecord          # after the sync's writes
+    before: AttemptState            # its state when the tick started
+    instance: Instance | None       # what its provider lists under its launch id (None: nothing)
+    agent: AgentReport | None       # its agent's report (RUNNING attempts of active jobs), else None
+
+    @property
+    def ended_by_sync(self) -> bool:
+        """The sync ended it: the cloud confirmed its termination, reclaimed it or lost it."""
+        return self.before.is_live and self.attempt.state.is_final
+
+    @property
+    def lost(self) -> bool:
+        """The cloud took its machine this tick (reclaimed a spot machine, or an on-demand one vanished)."""
+        return self.ended_by_sync and self.attempt.end_cause in (EndCause.PREEMPTED, EndCause.LOST)
+
+    @property
+    def machine_running(self) -> bool:
+        return self.instance is not None and self.instance.state is InstanceState.RUNNING
+
+
+@dataclass(frozen=True, slots=True)
+class Draining:
+    """An ended attempt whose machine drains after a notice (``drain_until`` not yet passed)."""
+
+    attempt: AttemptRecord
+    instance: Instance | None       # None or gone: nothing is left to wait for
+    agent: AgentReport | None       # None: unreachable
+
+    @property
+    def holds_successor(self) -> bool:
+        """Still uploading its notice checkpoint: a replacement of the same job waits before starting."""
+        if self.instance is None or self.instance.state.is_gone or self.agent is None:
+            return False
+        return not (self.agent.exit_code is not None and self.agent.pending_uploads == 0)
+
+
+@dataclass(frozen=True)
+class TickFacts:
+    now: datetime
+    listed: Mapping[str, tuple[Instance, ...]]     # per provider that answered its listing
+    unlistable: frozenset[str]                     # providers whose listing failed: their attempts wait
+    jobs: Mapping[int, JobRecord]                  # the active jobs (desired state active)
+    observed: tuple[Observed, ...]                 # oldest attempt first
+    draining: tuple[Draining, ...]
+    #: Jobs with a live attempt after the sync (also on clouds that did not answer).
+    held_jobs: frozenset[int]
+
+    def running(self, job_id: int) -> list[Observed]:
+        return [o for o in self.observed if o.attempt.job_id == job_id and o.attempt.state is AttemptState.RUNNING]

@@ -1,0 +1,122 @@
+"""Multi-node jobs: a gang of N attempts of one generation (node ranks 0..N-1), on one site, restarted whole.
+
+All ranks are written PLANNED before any cloud call, so a crash leaves the whole gang for the next tick to
+re-ask; a gang missing ranks after a crash is completed beside node 0, or ended when that cannot be done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.ending import request_termination
+from orchestrator.engine.launching import request_launch
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.tick import TickLog
+from providers.base import Offer, new_launch_id
+
+
+def site_offers(first: Offer, eligible: Sequence[Offer]) -> list[Offer]:
+    """Where a gang's other nodes may go: node 0's offer first, then the eligible offers of the same
+    provider, region, GPU and count (one site, so the nodes share a fast network), cheapest first."""
+    same = [o for o in eligible if o != first and o.provider == first.provider and o.region == first.region
+            and o.gpu == first.gpu and o.gpu_count == first.gpu_count]
+    return [first, *same]
+
+
+def launch(deps: EngineDeps, job: JobRecord, first: AttemptRecord, eligible: Sequence[Offer], now: datetime,
+           log: TickLog) -> bool:
+    """Launch node 0 (``first``, already PLANNED) and nodes 1..N-1 of its generation. A rank the cloud
+    refuses tries the next same-site offer; if none takes it the gang is ended."""
+    planned = [first, *(deps.store.plan_attempt(job.id, first.offer, new_launch_id(), first.checkpoint_restored,
+                                                now, node_rank=r, generation=first.generation)
+                        for r in range(1, job.spec.plan.nodes))]
+    if not request_launch(deps, job, first, now, log):
+        abort(deps, job, first, "node 0 could not launch", now, log)
+        return False
+    for attempt in planned[1:]:
+        if not _launch_rank(deps, job, attempt, site_offers(first.offer, eligible), now, log):
+            abort(deps, job, first, f"node {attempt.node_rank} found no capacity beside node 0", now, log)
+            return False
+    return True
+
+
+def _launch_rank(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, offers: Sequence[Offer],
+                 now: datetime, log: TickLog) -> bool:
+    """Launch one rank of a gang: its planned offer, then each other offer of the site."""
+    if request_launch(deps, job, attempt, now, log):
+        return True
+    for offer in offers:
+        if offer == attempt.offer:
+            continue
+        retry = deps.store.plan_attempt(job.id, offer, new_launch_id(), attempt.checkpoint_restored, now,
+                                        node_rank=attempt.node_rank, generation=attempt.generation)
+        if request_launch(deps, job, retry, now, log):
+            return True
+    return False
+
+
+def others_live(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, log: TickLog) -> list[AttemptRecord]:
+    """The other live attempts of ``attempt``'s gang (fresh from the store), less those ended this tick."""
+    if job.spec.plan.nodes <= 1:
+        return []
+    return [a for a in deps.store.attempts_for_job(job.id)
+            if a.generation == attempt.generation and a.id != attempt.id and a.state.is_live
+            and a.id not in log.ended]
+
+
+def end_others(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, reason: str, now: datetime,
+               log: TickLog, *, drain_until: datetime | None = None) -> None:
+    """End every other live node of ``attempt``'s gang (``EndCause.GANG``). With ``drain_until`` their
+    machines keep running until then, as for a noticed node (the sweep ends them); else they end now."""
+    for other in others_live(deps, job, attempt, log):
+        log.ended.add(other.id)
+        if other.instance_id is None:
+            # Never launched, or the cloud may still be creating it: the sweep ends what shows up.
+            deps.store.set_attempt_state(other.id, AttemptState.TERMINATED, now, reason=reason, cause=EndCause.GANG)
+        elif drain_until is not None:
+            deps.store.set_attempt_state(other.id, AttemptState.TERMINATED, now, reason=reason, cause=EndCause.GANG,
+                                         drain_until=drain_until)
+        else:
+            request_termination(deps, other, EndCause.GANG, reason, now, log)
+
+
+def abort(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, reason: str, now: datetime,
+          log: TickLog) -> None:
+    """End a gang that cannot be completed: its other nodes, then ``attempt`` itself."""
+    end_others(deps, job, attempt, f"gang: {reason}", now, log)
+    fresh = deps.store.attempt_by_launch_id(attempt.launch_id)
+    if fresh is not None and fresh.state.is_live:
+        if fresh.instance_id:
+            request_termination(deps, fresh, EndCause.GANG, f"gang: {reason}", now, log)
+        else:
+            log.ended.add(fresh.id)
+            deps.store.set_attempt_state(fresh.id, AttemptState.TERMINATED, now, reason=f"gang: {reason}",
+                                         cause=EndCause.GANG)
+    deps.store.event("gang-aborted", f"multi-node launch abandoned: {reason}", now, job_id=job.id)
+
+
+def complete(deps: EngineDeps, job: JobRecord, live: Sequence[AttemptRecord], now: datetime,
+             log: TickLog) -> None:
+    """After a crash between planning a gang's ranks: plan the missing ranks beside node 0, or end the
+    gang when a rank was refused for good (the job then plans a new gang)."""
+    generation = max(a.generation for a in live)
+    gang = [a for a in live if a.generation == generation]
+    if len(gang) >= job.spec.plan.nodes:
+        return
+    have = {a.node_rank for a in gang}
+    head = next((a for a in gang if a.node_rank == 0), None)
+    if head is None:
+        abort(deps, job, gang[0], "node 0 is gone", now, log)
+        deps.store.set_job_status(job.id, JobStatus.PENDING, now)
+        return
+    for rank in range(job.spec.plan.nodes):
+        if rank in have:
+            continue
+        attempt = deps.store.plan_attempt(job.id, head.offer, new_launch_id(), head.checkpoint_restored, now,
+                                          node_rank=rank, generation=generation)
+        if not request_launch(deps, job, attempt, now, log):
+            abort(deps, job, head, f"node {rank} could not launch", now, log)
+            deps.store.set_job_status(job.id, JobStatus.PENDING, now)
+            return

@@ -1,0 +1,89 @@
+"""The engine's seams to the nodes, each a small protocol: read a node (Monitor), start its job
+(Bootstrapper), render the script a machine boots with (StartupRenderer). What a node tells the engine
+is typed (``AgentReport``, ``Notice``), never a formatted string.
+
+The defaults here do nothing: no node is read (the providers' own states still count), nothing is
+started over SSH (the startup script does the work), no startup script. ``orchestrator.service`` wires
+the real ones (``orchestrator.runtime``): the SSH bootstrapper and monitor when orch has an SSH key, and
+the manifest's rendered startup script otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from providers.base import Instance
+
+__all__ = ["AgentReport", "Bootstrapper", "Monitor", "NoBootstrap", "NoMonitor", "NoStartupScript", "Notice",
+           "StartupRenderer", "StartupScriptError"]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A preemption notice the node's agent heard: which cloud said it, its kind, the agent's dedup key, when."""
+
+    cloud: str
+    kind: str
+    key: str
+    seen_at: datetime
+
+    def describe(self) -> str:
+        return f"{self.cloud} {self.kind} (agent, {self.key})"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    """What the monitor learned from an instance's agent this tick."""
+
+    gpu_util_pct: tuple[float, ...] = ()
+    notice: Notice | None = None             # the newest preemption notice the agent heard
+    checkpoints: tuple[tuple[str, int | None], ...] = ()   # committed (uri, step), oldest first
+    exit_code: int | None = None             # the job process ended with this code
+    pending_uploads: int = 0                 # checkpoints complete on the machine, not yet in the store
+
+
+class Monitor(Protocol):
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        """What the attempt's agent reports now; None when it cannot be read (the engine then relies on the
+        provider's state). Called in the passive phase for running attempts and draining machines."""
+        ...
+
+
+class Bootstrapper(Protocol):
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """Start the job on a running machine: True once started (idempotent: a second call finds it
+        running), False while the machine cannot be reached yet (the next tick tries again). The attempt
+        is BOOTSTRAPPING meanwhile; a rank > 0 of a gang carries node 0's ``master_addr``/``master_key``."""
+        ...
+
+
+class StartupScriptError(ValueError):
+    """The job cannot be rendered into a startup script (the message says which field and why)."""
+
+
+class StartupRenderer(Protocol):
+    def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
+        """The script the machine of ``attempt`` boots with (its node rank, launch id, checkpoint to restore,
+        and, when known, node 0's address): passed to the provider as user data. Raises StartupScriptError
+        when the job cannot be rendered (the engine reports it and launches without a script)."""
+        ...
+
+
+class NoMonitor:
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        return None
+
+
+class NoBootstrap:
+    """Starts nothing: the machine's startup script does the work, so a running machine runs the job."""
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        return True
+
+
+class NoStartupScript:
+    def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
+        return ""

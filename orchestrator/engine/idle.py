@@ -1,0 +1,71 @@
+"""The idle step: a machine whose GPUs all stayed under the job's threshold for its whole window is
+stopped (keeping its disk, where the provider can stop) or terminated, with the rest of its gang; the job
+is STOPPED. Utilization comes from the agents' reports (the tick's facts); the verdict is
+``orchestrator.idle.idle_verdict``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from orchestrator.engine import gang
+from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.facts import Observed, TickFacts
+from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
+from orchestrator.engine.tick import TickLog
+from orchestrator.idle import IdleAction, IdleVerdict, UtilSample, idle_verdict
+from providers.base import Capability
+from providers.errors import ProviderError
+
+
+class IdleStep:
+    def __init__(self) -> None:
+        self._samples: dict[int, list[UtilSample]] = {}     # per attempt, the window's utilization
+
+    def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+        for seen in facts.observed:
+            if seen.agent is not None and seen.agent.gpu_util_pct:
+                self._sample(seen, facts.now)
+            if (seen.attempt.state is not AttemptState.RUNNING or not seen.machine_running
+                    or not seen.job.desired_active or seen.attempt.id in log.ended):
+                continue
+            verdict = idle_verdict(self._samples.get(seen.attempt.id, ()), seen.job.spec.idle, facts.now)
+            if verdict.idle:
+                _shut_down(deps, seen, verdict, facts.now, log)
+
+    def samples(self, attempt_id: int) -> tuple[UtilSample, ...]:
+        """The utilization the idle verdict sees for an attempt (its window, and five minutes more)."""
+        return tuple(self._samples.get(attempt_id, ()))
+
+    def _sample(self, seen: Observed, now: datetime) -> None:
+        samples = self._samples.setdefault(seen.attempt.id, [])
+        assert seen.agent is not None
+        samples.append(UtilSample(now, seen.agent.gpu_util_pct))
+        horizon = now - seen.job.spec.idle.window - timedelta(minutes=5)
+        self._samples[seen.attempt.id] = [s for s in samples if s.at >= horizon]
+
+
+def _shut_down(deps: EngineDeps, seen: Observed, verdict: IdleVerdict, now: datetime, log: TickLog) -> None:
+    job, attempt, inst = seen.job, seen.attempt, seen.instance
+    assert inst is not None
+    action = job.spec.idle.action
+    provider = deps.providers[attempt.offer.provider]
+    if action is IdleAction.STOP and Capability.STOP in provider.capabilities:
+        try:
+            provider.stop(inst.instance_id)
+        except ProviderError as exc:
+            log.report.errors.append(f"stop {inst.instance_id}: {exc}")
+            return
+        log.ended.add(attempt.id)
+        deps.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="idle: stopped",
+                                     cause=EndCause.IDLE_STOPPED)
+    else:
+        end_attempt(deps, attempt, AttemptState.TERMINATED, EndCause.IDLE_TERMINATED, f"idle: {verdict.reason}",
+                    now, log)
+    gang.end_others(deps, job, attempt, f"idle: gang node {attempt.node_rank} idle", now, log)
+    deps.store.set_job_status(job.id, JobStatus.STOPPED, now)
+    deps.store.event("idle-shutdown", f"{action.value} {inst.provider} {inst.instance_id}: {verdict.reason}",
+                     now, job_id=job.id)
+    log.report.idle_stopped += 1
+    if deps.metrics:
+        deps.metrics.idle_shutdowns.labels(action.value).inc()

@@ -1,0 +1,136 @@
+"""The launch step: get machines for jobs that need one. The last active step of a tick.
+
+In order: ask again for launches the cloud never saw (same launch id), complete gangs a crash left short,
+carry out the recovery step's orders (a preempted job's replacement, a deadline move), and launch pending
+jobs. Offers are tried cheapest first; capacity and quota refusals move on to the next. With
+``EngineConfig.launches_allowed`` False the step does nothing. It decides no recovery: that is
+orchestrator/engine/recover.py's, which hands its decisions here as ``LaunchOrder``s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from orchestrator.engine import gang
+from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.launching import request_launch
+from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.recovery_facts import preempted_places
+from orchestrator.engine.tick import TickLog
+from orchestrator.offer_sources import offer_sources
+from orchestrator.planner import PlannedOffer, plan
+from orchestrator.spend import would_break_budget
+from providers.base import Capability, Market, new_launch_id
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOrder:
+    """The recovery step's decision that ``job_id`` gets a machine now, and where it may look."""
+
+    job_id: int
+    markets: frozenset[Market] | None = None       # None: the job's own
+    exclude: frozenset[str] = frozenset()          # zones (else regions) to keep out
+    relaunch: bool = False                         # counts as one relaunch of the job
+    #: A preemption's replacement: counted in the tick's report and timed (seen -> launch accepted).
+    preemption_seen_at: datetime | None = None
+
+
+def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[LaunchOrder]) -> None:
+    if not deps.config.launches_allowed:
+        return
+    _ask_again(deps, facts, log)
+    live_by_job: dict[int, list[AttemptRecord]] = {}
+    for a in deps.store.live_attempts():
+        if a.state is not AttemptState.TERMINATE_REQUESTED:     # a machine being ended is no one's any more
+            live_by_job.setdefault(a.job_id, []).append(a)
+    by_job = {o.job_id: o for o in orders}
+    for job in deps.store.active_jobs():
+        live = live_by_job.get(job.id)
+        if live:
+            if job.spec.plan.nodes > 1 and job.status in (JobStatus.LAUNCHING, JobStatus.RECOVERING):
+                gang.complete(deps, job, live, facts.now, log)
+            continue
+        order = by_job.get(job.id)
+        if order is not None:
+            _carry_out(deps, job, order, facts.now, log)
+        elif job.status is JobStatus.PENDING:
+            # A job whose relaunch failed comes back here PENDING: it still keeps its preempted zones out.
+            launch_job(deps, job, facts.now, log, exclude=cooling_places(deps, job, facts.now))
+
+
+def _ask_again(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+    """Launches the cloud never saw (orch died before asking): ask again with the SAME launch id."""
+    for seen in facts.observed:
+        a = seen.attempt
+        if (a.state in (AttemptState.PLANNED, AttemptState.LAUNCH_REQUESTED) and a.id not in log.ended
+                and seen.job.desired_active):
+            request_launch(deps, seen.job, a, facts.now, log)
+
+
+def _carry_out(deps: EngineDeps, job: JobRecord, order: LaunchOrder, now: datetime, log: TickLog) -> None:
+    launched = launch_job(deps, job, now, log, exclude=order.exclude, markets=order.markets,
+                          relaunch=order.relaunch)
+    if launched is None or order.preemption_seen_at is None:
+        return
+    log.report.relaunched += 1
+    if deps.metrics:
+        deps.metrics.relaunch_latency.observe((deps.clock() - order.preemption_seen_at).total_seconds())
+
+
+def cooling_places(deps: EngineDeps, job: JobRecord, now: datetime) -> frozenset[str]:
+    """Zones (or regions) where this job was preempted within its cool-down."""
+    if job.relaunch_count == 0 and job.status is JobStatus.PENDING:
+        return frozenset()   # never preempted: no history to read (keeps a steady tick query-free)
+    return preempted_places(deps.store.attempts_for_job(job.id), now, job.spec.cooldown)
+
+
+def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, *,
+               exclude: frozenset[str] = frozenset(), markets: frozenset[Market] | None = None,
+               relaunch: bool = False) -> AttemptRecord | None:
+    """Try eligible offers cheapest first; move on after capacity/quota errors. Returns the attempt."""
+    candidates = _candidates(deps, job, now, exclude, markets)
+    if candidates is None:
+        return None
+    eligible = [c.offer for c in candidates]
+    checkpoint = deps.store.last_checkpoint(job.id)
+    hours = job.spec.plan.estimated_hours or 1.0
+    refused: list[str] = []
+    for candidate in candidates:
+        offer = candidate.offer
+        if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
+            refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
+            continue
+        attempt = deps.store.plan_attempt(job.id, offer, new_launch_id(), checkpoint, now)
+        deps.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
+        relaunch = False  # counted once per recovery, not per offer tried
+        if (gang.launch(deps, job, attempt, eligible, now, log) if job.spec.plan.nodes > 1
+                else request_launch(deps, job, attempt, now, log)):
+            return attempt
+    if refused:
+        deps.store.event("budget-refused", f"launch refused: would break the budget ${job.spec.budget_usd:.2f} "
+                         f"({', '.join(refused[:3])})", now, job_id=job.id)
+    deps.store.set_job_status(job.id, JobStatus.PENDING, now)
+    if not candidates:
+        deps.store.event("no-offer", "no eligible offer for the job's constraints", now, job_id=job.id)
+    return None
+
+
+def _candidates(deps: EngineDeps, job: JobRecord, now: datetime, exclude: frozenset[str],
+                markets: frozenset[Market] | None) -> list[PlannedOffer] | None:
+    """The job's eligible offers, cheapest first, on configured providers (None: none is configured)."""
+    # An allow list none of which is configured means no offer (an empty allow list means "any provider").
+    usable = tuple(p for p in (job.spec.plan.providers_allow or deps.providers) if p in deps.providers)
+    if not usable:
+        deps.store.set_job_status(job.id, JobStatus.PENDING, now)
+        deps.store.event("no-offer", "none of the job's allowed providers is configured", now, job_id=job.id)
+        return None
+    req = replace(job.spec.plan, exclude_zones=job.spec.plan.exclude_zones | exclude,
+                  markets=markets or job.spec.plan.markets, providers_allow=usable)
+    sources = offer_sources(deps.catalog, providers=deps.providers, live=deps.config.use_live_offers)
+    the_plan = plan(req, sources.offers(req.gpu_request()))
+    return [c for c in the_plan.eligible if job.spec.plan.nodes == 1
+            or Capability.MULTI_NODE in deps.providers[c.offer.provider].capabilities]
+

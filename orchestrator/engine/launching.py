@@ -1,0 +1,71 @@
+"""One launch request to one cloud, written to the store before and after (the crash-safety rule).
+
+PLANNED -> (startup script rendered) -> LAUNCH_REQUESTED -> the provider's launch call -> LAUNCHED with the
+instance. The launch id is the idempotency key: a request the cloud never saw (orch died before asking) is
+asked again with the same id; one the cloud did see is adopted by the sync.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from orchestrator.crashpoints import crashpoint
+from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.ending import clean_up_launch
+from orchestrator.engine.hooks import StartupScriptError
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from orchestrator.engine.tick import TickLog
+from providers.base import LaunchSpec
+from providers.errors import MOVE_ON_ERRORS, ProviderError
+
+
+def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime, log: TickLog) -> bool:
+    """Ask the attempt's provider for its machine: True once the cloud accepted (LAUNCHED), False when it
+    refused or failed (the attempt FAILED; the next offer may take it)."""
+    provider = deps.providers[attempt.offer.provider]
+    script = _startup_script(deps, job, attempt, now, log)
+    deps.store.set_attempt_state(attempt.id, AttemptState.LAUNCH_REQUESTED, now)
+    crashpoint("before-launch-call")
+    spec = LaunchSpec(
+        launch_id=attempt.launch_id, owner=deps.config.owner, job=job.name, offer=attempt.offer,
+        ssh_public_key=deps.config.ssh_public_key, startup_script=script, image=job.spec.image,
+        disk_gb=job.spec.disk_gb, max_price_hr=job.spec.max_price_hr, node_rank=attempt.node_rank,
+    )
+    try:
+        inst = provider.launch(spec)
+    except MOVE_ON_ERRORS as exc:
+        deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=type(exc).__name__,
+                                     cause=EndCause.LAUNCH_REFUSED)
+        deps.store.event("launch-refused", f"{provider.name} {attempt.offer.instance_type} "
+                         f"{attempt.offer.region}: {exc}; trying the next offer", now, job_id=job.id)
+        log.ended.add(attempt.id)
+        return False
+    except ProviderError as exc:
+        # Ambiguous failure: the cloud may have created it anyway. Leave nothing behind.
+        clean_up_launch(deps, provider, attempt.launch_id, log)
+        deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=str(exc)[:300],
+                                     cause=EndCause.LAUNCH_FAILED)
+        deps.store.event("launch-failed", f"{provider.name}: {exc}", now, job_id=job.id)
+        log.report.errors.append(f"launch {attempt.launch_id}: {exc}")
+        log.ended.add(attempt.id)
+        return False
+    crashpoint("after-launch-call")
+    deps.store.set_attempt_state(attempt.id, AttemptState.LAUNCHED, now, instance=inst)
+    crashpoint("after-launched-written")
+    deps.store.event("launched", f"{provider.name} {inst.instance_id} ({attempt.offer.instance_type}, "
+                     f"{attempt.offer.market.value}, ${attempt.offer.price_hr:.2f}/h) launch {attempt.launch_id}",
+                     now, job_id=job.id)
+    log.report.launched += 1
+    return True
+
+
+def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime, log: TickLog) -> str:
+    """The script the machine boots with. One that cannot be rendered is reported and the machine boots
+    without one, as every machine did before this seam was wired (an SSH bootstrapper may still start it)."""
+    try:
+        return deps.hooks.startup.render(job, attempt)
+    except StartupScriptError as exc:
+        deps.store.event("startup-script", f"no startup script for launch {attempt.launch_id}: {exc}", now,
+                         job_id=job.id)
+        log.report.errors.append(f"startup script {attempt.launch_id}: {exc}")
+        return ""

@@ -1,0 +1,69 @@
+"""The sweep (garbage collection): end machines no live attempt owns.
+
+* Stragglers: machines of ended attempts the cloud still lists. Ended once ``drain_until`` (a notice's
+  drain) has passed; a machine stopped on purpose when idle (``EndCause.IDLE_STOPPED``) is kept.
+* Orphans: machines tagged as this owner's with a launch id the store does not know (orch died between
+  the cloud's yes and its own write, or another daemon's crash), after the grace period.
+
+Decided from the attempts' typed causes and the clouds' listings, never from reason text.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.ending import terminate
+from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.ports import AttemptRecord, EndCause
+from orchestrator.engine.tick import TickLog
+from providers.base import Instance, InstanceState
+
+
+class SweepStep:
+    def __init__(self) -> None:
+        self._orphans_seen: dict[tuple[str, str], datetime] = {}
+        #: Stragglers already asked to end, once per process: a cloud may keep listing a reclaimed machine
+        #: for a long while (AWS, ~1 h).
+        self._asked_to_end: set[tuple[str, str]] = set()
+
+    def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+        live = deps.store.all_live_launch_ids()
+        # PREEMPTED counts: a Vast instance outbid to "stopped" still bills its disk until destroyed.
+        candidates = [(name, inst) for name, instances in facts.listed.items() for inst in instances
+                      if inst.state is not InstanceState.TERMINATED and inst.owner == deps.config.owner
+                      and inst.launch_id not in live]
+        ended = deps.store.attempts_by_launch_ids([i.launch_id for _, i in candidates if i.launch_id])
+        seen_now: set[tuple[str, str]] = set()
+        for name, inst in candidates:
+            attempt = ended.get(inst.launch_id or "")
+            if attempt is not None:
+                self._straggler(deps, name, inst, attempt, facts.now, log)
+                continue
+            seen_now.add((name, inst.instance_id))
+            self._orphan(deps, name, inst, facts.now, log)
+        self._orphans_seen = {k: v for k, v in self._orphans_seen.items() if k in seen_now}
+
+    def _straggler(self, deps: EngineDeps, name: str, inst: Instance, attempt: AttemptRecord, now: datetime,
+                   log: TickLog) -> None:
+        if inst.state is InstanceState.STOPPED and attempt.end_cause is EndCause.IDLE_STOPPED:
+            return      # stopped on purpose, keeping its disk
+        if attempt.drain_until is not None and now < attempt.drain_until:
+            return      # still draining its notice checkpoint
+        key = (name, inst.instance_id)
+        if key in self._asked_to_end:
+            return
+        self._asked_to_end.add(key)
+        terminate(deps.providers[name], inst.instance_id, log)
+        log.report.terminated += 1
+
+    def _orphan(self, deps: EngineDeps, name: str, inst: Instance, now: datetime, log: TickLog) -> None:
+        first = self._orphans_seen.setdefault((name, inst.instance_id), now)
+        if now - first < deps.config.orphan_grace:
+            return
+        terminate(deps.providers[name], inst.instance_id, log)
+        deps.store.event("orphan-terminated", f"{name} {inst.instance_id} (launch {inst.launch_id}) is "
+                         "tagged as orch's but unknown to the store", now)
+        log.report.orphans_terminated += 1
+        if deps.metrics:
+            deps.metrics.orphans_terminated.labels(name).inc()

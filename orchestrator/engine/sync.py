@@ -1,0 +1,160 @@
+"""The passive phase: list the clouds, read the nodes, mirror both into the store, return the facts.
+
+It decides nothing and starts nothing. What it writes is what the clouds and the nodes already say:
+
+* instance rows (``observe_instances``);
+* an attempt the cloud has created under its launch id is LAUNCHED (adopted: orch may have died between
+  the cloud's yes and its own write);
+* an attempt being terminated whose machine is gone is TERMINATED;
+* an attempt whose machine the cloud took is PREEMPTED (spot: ``EndCause.PREEMPTED``) or FAILED (an
+  on-demand machine vanished: ``EndCause.LOST``), with a ``preempted`` event;
+* the checkpoints the nodes' agents report as committed.
+
+A cloud whose listing fails is NOT an empty cloud: its attempts are left out of the facts this tick.
+What to do about any of it is for the active steps (orchestrator/engine/reconciler.py lists them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.facts import HOLDING_STATES, Draining, Observed, TickFacts
+from orchestrator.engine.hooks import AgentReport
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from orchestrator.engine.tick import TickReport
+from providers.base import Instance, InstanceState, Market
+from providers.errors import ProviderError
+
+
+def sync(deps: EngineDeps, now: datetime, report: TickReport) -> TickFacts:
+    deps.store.begin_tick(now)
+    listed, unlistable = _list_clouds(deps, report)
+    by_launch = _by_launch_id(listed)
+    jobs = {j.id: j for j in deps.store.active_jobs()}
+    observed: list[Observed] = []
+    held: set[int] = set()
+    for attempt in deps.store.live_attempts():
+        if attempt.offer.provider in unlistable or attempt.offer.provider not in deps.providers:
+            held.add(attempt.job_id)
+            continue
+        job = jobs.get(attempt.job_id) or deps.store.job(attempt.job_id)
+        seen = _observe(deps, job, attempt, by_launch.get(attempt.launch_id), now, report)
+        observed.append(seen)
+        if seen.attempt.state.is_live:
+            held.add(attempt.job_id)
+    draining = tuple(_draining(deps, jobs, by_launch, now))
+    for name, instances in listed.items():
+        deps.store.observe_instances(name, instances, now)
+    return TickFacts(now=now, listed={k: tuple(v) for k, v in listed.items()}, unlistable=frozenset(unlistable),
+                     jobs=jobs, observed=tuple(observed), draining=draining, held_jobs=frozenset(held))
+
+
+def _list_clouds(deps: EngineDeps, report: TickReport) -> tuple[dict[str, list[Instance]], set[str]]:
+    listed: dict[str, list[Instance]] = {}
+    failed: set[str] = set()
+    for name, provider in deps.providers.items():
+        try:
+            listed[name] = provider.list_instances(deps.config.owner)
+        except ProviderError as exc:
+            failed.add(name)
+            report.errors.append(f"{name}: list failed: {exc}")
+    return listed, failed
+
+
+def _by_launch_id(listed: Mapping[str, Sequence[Instance]]) -> dict[str, Instance]:
+    by_launch: dict[str, Instance] = {}
+    for instances in listed.values():
+        for inst in instances:
+            if inst.launch_id:
+                prev = by_launch.get(inst.launch_id)
+                # A terminated row may linger beside a live one with the same launch id: prefer live.
+                if prev is None or (prev.state.is_gone and not inst.state.is_gone):
+                    by_launch[inst.launch_id] = inst
+    return by_launch
+
+
+def _observe(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance | None, now: datetime,
+             report: TickReport) -> Observed:
+    after = _mirror(deps, attempt, inst, now, report)
+    agent = None
+    if (after.state is AttemptState.RUNNING and inst is not None and inst.state is InstanceState.RUNNING
+            and job.desired_active):
+        agent = _read(deps, job, after, inst, now)
+    return Observed(job=job, attempt=after, before=attempt.state, instance=inst, agent=agent)
+
+
+def _mirror(deps: EngineDeps, attempt: AttemptRecord, inst: Instance | None, now: datetime,
+            report: TickReport) -> AttemptRecord:
+    """Write what the cloud says about one attempt; return the attempt as it now stands."""
+    store = deps.store
+    gone = inst is None or inst.state.is_gone
+    if attempt.state is AttemptState.TERMINATE_REQUESTED:
+        if not gone:
+            return attempt
+        store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="confirmed gone")
+        report.terminated += 1
+        return replace(attempt, state=AttemptState.TERMINATED, ended_at=now, reason="confirmed gone")
+    if attempt.state in (AttemptState.PLANNED, AttemptState.LAUNCH_REQUESTED):
+        if inst is None or gone:
+            return attempt      # the cloud never saw it: the launch step asks again with the same launch id
+        store.set_attempt_state(attempt.id, AttemptState.LAUNCHED, now, instance=inst)
+        store.event("adopted", f"adopted {inst.provider} {inst.instance_id} for launch {attempt.launch_id}", now,
+                    job_id=attempt.job_id)
+        report.adopted += 1
+        return replace(attempt, state=AttemptState.LAUNCHED, instance_id=inst.instance_id)
+    if attempt.state not in HOLDING_STATES:
+        return attempt
+    if inst is None or inst.state is InstanceState.TERMINATED:
+        if attempt.offer.market is Market.SPOT:
+            why = "instance gone" if inst is None else (inst.raw_reason or inst.raw_state or "terminated")
+            return _reclaimed(deps, attempt, why, now, report)
+        store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason="instance disappeared",
+                                cause=EndCause.LOST)
+        return replace(attempt, state=AttemptState.FAILED, ended_at=now, reason="instance disappeared",
+                       end_cause=EndCause.LOST)
+    if inst.state is InstanceState.PREEMPTED:
+        return _reclaimed(deps, attempt, inst.raw_reason or inst.raw_state, now, report)
+    return attempt
+
+
+def _reclaimed(deps: EngineDeps, attempt: AttemptRecord, why: str, now: datetime,
+               report: TickReport) -> AttemptRecord:
+    deps.store.set_attempt_state(attempt.id, AttemptState.PREEMPTED, now, reason=why, cause=EndCause.PREEMPTED)
+    record_preemption(deps, attempt, why, now, report)
+    return replace(attempt, state=AttemptState.PREEMPTED, ended_at=now, reason=why, end_cause=EndCause.PREEMPTED)
+
+
+def record_preemption(deps: EngineDeps, attempt: AttemptRecord, why: str, now: datetime,
+                      report: TickReport) -> None:
+    """The event and counters of one preemption (a reclaimed machine here, a notice in the recovery step)."""
+    deps.store.event("preempted", f"{attempt.offer.provider} {attempt.instance_id} preempted ({why})", now,
+                     job_id=attempt.job_id, data={"zone": attempt.offer.zone, "region": attempt.offer.region})
+    report.preempted += 1
+    if deps.metrics:
+        deps.metrics.preemptions.labels(attempt.offer.provider).inc()
+
+
+def _read(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance,
+          now: datetime) -> AgentReport | None:
+    agent = deps.hooks.monitor.read(job, attempt, inst)
+    if agent is not None:
+        for uri, step in agent.checkpoints:
+            deps.store.record_checkpoint(job.id, attempt.id, uri, step, now)
+    return agent
+
+
+def _draining(deps: EngineDeps, jobs: Mapping[int, JobRecord], by_launch: Mapping[str, Instance],
+              now: datetime) -> list[Draining]:
+    """Machines still draining after a notice, with what their agents say (their checkpoints are recorded)."""
+    out = []
+    for attempt in deps.store.draining_attempts(now):
+        job = jobs.get(attempt.job_id)
+        inst = by_launch.get(attempt.launch_id)
+        agent = None
+        if job is not None and inst is not None and not inst.state.is_gone:
+            agent = _read(deps, job, attempt, inst, now)
+        out.append(Draining(attempt=attempt, instance=inst, agent=agent))
+    return out
