@@ -25,6 +25,8 @@ from tests.fakes.memory_provider import MemoryProvider
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SPOT = Offer("aws", "p4d.24xlarge", "us-east-1", "use1-az1", "A100-80G", 8, 80, 96, 1152, Interconnect.NVLINK,
              Market.SPOT, 10.0, date(2026, 12, 1), True)
+# A preempted zone cools down (policies.preempted_zone_cooldown): each relaunch goes to the next zone.
+SPOTS = [replace(SPOT, zone=f"use1-az{i}", price_hr=10.0 + i / 10) for i in range(1, 6)]
 MANIFEST = """\
 apiVersion: orch/v1
 kind: Job
@@ -49,7 +51,7 @@ def service(tmp_path: Path, receiver: Receiver, provider: MemoryProvider, **aler
     settings = replace(AlertSettings((Webhook("ops", UrlSource(url=WebhookUrl(f"{receiver.base}/hook/SECRET"))),)),
                        **alerts)  # type: ignore[arg-type]
     svc = build_service(config=OrchConfig(owner="tester", alerts=settings), store_url=f"sqlite:///{tmp_path / 'o.db'}",
-                        providers={"aws": provider}, catalog=[SPOT], lease_owner=None, clock=lambda: T0)
+                        providers={"aws": provider}, catalog=SPOTS, lease_owner=None, clock=lambda: T0)
     path = tmp_path / "train.yaml"
     path.write_text(MANIFEST)
     apply(svc.store, load([path]), now=T0)
@@ -57,7 +59,7 @@ def service(tmp_path: Path, receiver: Receiver, provider: MemoryProvider, **aler
 
 
 def test_a_preemption_and_its_relaunch_reach_the_webhook(tmp_path: Path, receiver: Receiver) -> None:
-    aws = MemoryProvider("aws", [SPOT])
+    aws = MemoryProvider("aws", SPOTS)
     svc = service(tmp_path, receiver, aws)
     try:
         assert svc.reconciler.tick().launched == 1
@@ -79,7 +81,7 @@ def test_a_preemption_and_its_relaunch_reach_the_webhook(tmp_path: Path, receive
 def test_a_hanging_receiver_never_slows_a_tick(tmp_path: Path, receiver: Receiver) -> None:
     receiver.hang = threading.Event()
     receiver.hang.set()
-    aws = MemoryProvider("aws", [SPOT])
+    aws = MemoryProvider("aws", SPOTS)
     svc = service(tmp_path, receiver, aws, timeout_s=120.0)
     try:
         svc.reconciler.tick()
