@@ -1,6 +1,5 @@
 """The on-node agent (orchestrator/runtime/templates/agent/orch_agent.py): GPU sampling, notices, checkpoint-now,
-uploads
-with a LATEST pointer that only follows completed uploads, atomic status, job supervision."""
+uploads with a LATEST pointer that only follows completed uploads, atomic status, job supervision."""
 
 from __future__ import annotations
 
