@@ -7,9 +7,7 @@ WORKDIR /opt/orch
 COPY pyproject.toml README.md ./
 COPY orchestrator ./orchestrator
 COPY providers ./providers
-COPY templates ./templates
-COPY migrations ./migrations
-RUN pip install --no-cache-dir -e ".[all]"
+RUN pip install --no-cache-dir ".[all]"
 USER orch
 ENTRYPOINT []
 CMD ["orch", "daemon"]

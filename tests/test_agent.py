@@ -1,5 +1,5 @@
-"""The on-node agent (templates/agent/orch_agent.py): GPU sampling, notices, checkpoint-now, uploads
-with a LATEST pointer that only follows completed uploads, atomic status, job supervision."""
+"""The on-node agent (orchestrator/runtime/templates/agent/orch_agent.py): GPU sampling, notices, checkpoint-now,
+uploads with a LATEST pointer that only follows completed uploads, atomic status, job supervision."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from orchestrator.runtime.status import JobState, StatusFormatError, parse_status
 from tests.fakes.metadata import metadata_server
 
-AGENT_PATH = Path(__file__).resolve().parents[1] / "templates" / "agent" / "orch_agent.py"
+AGENT_PATH = Path(__file__).resolve().parents[1] / "orchestrator" / "runtime" / "templates" / "agent" / "orch_agent.py"
 
 
 def _load() -> Any:

@@ -39,8 +39,8 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
             e.dispose()
 
 
-def test_migrations_dir_is_the_repository_one() -> None:
-    assert Path(__file__).resolve().parents[1] / "migrations" == MIGRATIONS_DIR
+def test_migrations_dir_is_the_packaged_one() -> None:
+    assert Path(__file__).resolve().parents[1] / "orchestrator" / "store" / "migrations" == MIGRATIONS_DIR
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").exists()
     assert head_revision() == "0005"
 

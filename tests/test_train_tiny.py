@@ -22,7 +22,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 STEPS = 10
 DEADLINE_S = 60.0
-AGENT = Path(__file__).resolve().parents[1] / "templates" / "agent" / "orch_agent.py"
+AGENT = Path(__file__).resolve().parents[1] / "orchestrator" / "runtime" / "templates" / "agent" / "orch_agent.py"
 
 
 def _agent_module() -> Any:

@@ -1,7 +1,7 @@
 """Render one node's startup script and agent config from a RenderInput. Pure and deterministic.
 
 Same input, same bytes: every collection is emitted in a fixed order and every operand is quoted
-with ``shlex.quote``. The script's skeleton lives in templates/startup.sh.tmpl (string.Template);
+with ``shlex.quote``. The script's skeleton lives in orchestrator/runtime/templates/startup.sh.tmpl (string.Template);
 this module fills its sections. What each section does and why is in docs/runtime.md.
 """
 
@@ -44,8 +44,8 @@ _Q = shlex.quote
 
 
 def templates_dir() -> Path:
-    """templates/ at the repository root (next to orchestrator/)."""
-    return Path(__file__).resolve().parents[2] / "templates"
+    """The on-node templates, shipped inside the package (an installed wheel has them too)."""
+    return Path(__file__).resolve().parent / "templates"
 
 
 @cache

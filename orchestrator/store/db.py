@@ -20,7 +20,7 @@ from sqlmodel import Session, create_engine
 
 from orchestrator.store.listen import EventFeed, EventListener
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"   # shipped inside the package
 _PG_UPGRADE_LOCK = 0x6F726368   # "orch": one process upgrades a PostgreSQL schema at a time
 
 

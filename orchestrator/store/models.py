@@ -1,7 +1,7 @@
 """The store's tables. Jobs are desired state; instances, attempts, checkpoints, events and spend are history.
 
 Every timestamp is an aware UTC datetime. Changing a table means a new Alembic migration in
-migrations/versions/ (tests/test_migrations.py checks the models and migrations agree).
+orchestrator/store/migrations/versions/ (tests/test_migrations.py checks the models and migrations agree).
 """
 
 from __future__ import annotations
