@@ -39,6 +39,9 @@ class AttemptRecord:
     end_cause: EndCause | None = None    # why it ended (or is being ended)
     drain_until: datetime | None = None  # a noticed machine keeps running until then (see EndCause.NOTICED)
     node_rank: int = 0
+    #: $/h: the quote the machine was launched at, and what its cloud reports for it (None: nothing reported).
+    launch_price_hr: float | None = None
+    actual_price_hr: float | None = None
     #: Attempts planned together for one start of a multi-node job share a generation (a gang).
     generation: int = 0
     #: Derived per tick, never stored: where this gang's node 0 listens (its address, and the
@@ -100,7 +103,10 @@ class EngineStore(Protocol):
         """Move the attempt on; ``cause``/``drain_until`` given are kept (None leaves the stored ones)."""
         ...
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None: ...
-    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None: ...
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime, *,
+                  price_hr: float) -> None:
+        """Charge ``usd`` for ``[since, until)`` (inside one UTC day) at ``price_hr``."""
+        ...
     def last_checkpoint(self, job_id: int) -> str | None: ...
     def spend_mark(self, attempt_id: int) -> datetime | None:
         """Up to when the attempt's spend is recorded (a restarted daemon continues from there)."""

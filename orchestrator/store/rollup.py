@@ -1,7 +1,8 @@
 """The spend ledger rolled up: per job over a window, per UTC day, per attempt; and what burns now.
 
 Budgets, ``orch budgets`` and the console read spend through these functions only, never the ``spend``
-rows themselves: how rows are written (one per attempt per tick today) may change, these answers may not.
+rows themselves: how rows are written (one per attempt, UTC day and rate: orchestrator/store/spend_ledger.py)
+may change, these answers may not.
 
 A spend row covers ``[from_ts, to_ts)`` at a constant rate, so a row that straddles a window's edge (a
 month, a day) counts pro rata: the part inside the window.
@@ -18,8 +19,9 @@ from sqlmodel import Session, col, select
 
 from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, Event, InstanceRow, Job, Spend
 
-#: Instance states that bill (a stopped machine keeps only its disk; gone ones nothing).
-BURNING_STATES = ("pending", "running", "stopping")
+#: Instance states that bill (a stopped machine keeps only its disk; gone ones nothing; an unreachable one is
+#: still the cloud's and still billed).
+BURNING_STATES = ("pending", "running", "stopping", "unreachable")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from datetime import datetime
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.manifest.schema import Manifest
+from orchestrator.spend import reported_price_hr
 from providers.base import Instance, Offer
 from tests.support.manifests import manifest_doc
 
@@ -36,6 +37,8 @@ class MemoryStore:
     checkpoints: dict[int, list[tuple[str, int | None]]] = field(default_factory=dict)
     instances: dict[tuple[str, str], Instance] = field(default_factory=dict)
     spend_marks: dict[int, datetime] = field(default_factory=dict)
+    #: Every charge the spend step made: (attempt id, since, until, usd, $/h).
+    charges: list[tuple[int, datetime, datetime, float, float]] = field(default_factory=list)
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
         job = JobRecord(id=len(self.jobs) + 1, name=spec.name, manifest=manifest_for(spec), spec=spec,
@@ -92,7 +95,8 @@ class MemoryStore:
         if generation is None:
             generation = max((a.generation for a in self.attempts.values() if a.job_id == job_id), default=0) + 1
         a = AttemptRecord(len(self.attempts) + 1, job_id, launch_id, AttemptState.PLANNED, offer, None, now,
-                          checkpoint_restored=checkpoint, node_rank=node_rank, generation=generation)
+                          checkpoint_restored=checkpoint, node_rank=node_rank, generation=generation,
+                          launch_price_hr=offer.price_hr)
         self.attempts[a.id] = a
         return a
 
@@ -105,6 +109,8 @@ class MemoryStore:
         changes: dict[str, object] = {"state": state}
         if instance is not None:
             changes["instance_id"] = instance.instance_id
+            if reported_price_hr(instance.price_hr) is not None:
+                changes["actual_price_hr"] = instance.price_hr
         if reason is not None:
             changes["reason"] = reason
         if cause is not None:
@@ -121,7 +127,9 @@ class MemoryStore:
         j = self.jobs[job_id]
         self.jobs[job_id] = replace(j, status=status, relaunch_count=j.relaunch_count + int(relaunched))
 
-    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None:
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime, *,
+                  price_hr: float) -> None:
+        self.charges.append((attempt_id, since, until, usd, price_hr))
         j = self.jobs[job_id]
         self.jobs[job_id] = replace(j, spent_usd=j.spent_usd + usd)
         self.spend_marks[attempt_id] = until
