@@ -18,6 +18,7 @@ from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Instance, Offer
 
 if TYPE_CHECKING:
+    from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
     from orchestrator.manifest.schema import Manifest
 
 __all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "JobRecord", "JobStatus"]
@@ -114,3 +115,10 @@ class EngineStore(Protocol):
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None: ...
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None: ...
+    def budget_ledger(self, now: datetime) -> BudgetLedger:
+        """Every job's spend this calendar month and $/h burning now, from the spend rollup (all daemons')."""
+        ...
+    def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
+        """Review the budgets at ``now`` and write each threshold crossed for the first time this month as a
+        ``budget-threshold`` event, in one transaction (once per threshold per month, across restarts)."""
+        ...

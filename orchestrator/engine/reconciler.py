@@ -6,6 +6,7 @@ Karpenter's controllers), each its own module, each taking the tick's facts as a
 1. ``sync``: list the clouds FIRST, read the nodes' agents, mirror both into the store; return the facts.
    Decides nothing, launches nothing.
 2. ``spend``: charge the machines' time up to now.
+   ``budget``: review the config's budgets (threshold alerts once; at a cap, drain spot machines if asked).
 3. ``start``: start the job on machines that are up (LAUNCHED -> BOOTSTRAPPING -> RUNNING).
 4. ``finish``: jobs whose process exited succeed or fail.
 5. ``recover``: the one place that decides what a preemption, a notice, a waiting recovery or an
@@ -30,6 +31,7 @@ from dataclasses import replace
 
 from orchestrator.crashpoints import crashpoint
 from orchestrator.engine import finish, launch, metrics, start, teardown
+from orchestrator.engine.budget import BudgetStep
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.idle import IdleStep
 from orchestrator.engine.recover import RecoveryStep
@@ -50,6 +52,7 @@ class Reconciler:
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
         self._spend = SpendStep()
+        self._budget = BudgetStep()
         self._recovery = RecoveryStep()
         self._idle = IdleStep()
         self._sweep = SweepStep()
@@ -77,12 +80,13 @@ class Reconciler:
         facts = sync(self.deps, self.deps.clock(), log.report)
         crashpoint("after-sync")     # what the clouds said is written; no step has acted on it yet
         self._spend.run(self.deps, facts)
+        self._budget.run(self.deps, facts, log)
         start.run(self.deps, facts, log)
         finish.run(self.deps, facts, log)
         orders = self._recovery.run(self.deps, facts, log)
         self._idle.run(self.deps, facts, log)
         teardown.run(self.deps, facts, log)
         self._sweep.run(self.deps, facts, log)
-        launch.run(self.deps, facts, log, orders)
+        launch.run(self.deps, facts, log, orders, self._budget.gate(self.deps, facts.now))
         metrics.run(self.deps, facts)
         return log.report

@@ -14,6 +14,8 @@ from typing import TypeVar
 
 from sqlmodel import Session
 
+from orchestrator import budget_watch
+from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
 from orchestrator.engine.jobspec import JobSpec, jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.stored_offers import OfferBook
@@ -240,6 +242,16 @@ class SqlEngineStore:
               data: dict[str, object] | None = None) -> None:
         with self.store.transaction() as tx:
             repo.record_event(tx, kind, message, job_id=job_id, data=dict(data or {}), ts=now)
+
+    # --- budgets -------------------------------------------------------------------------------------
+    def budget_ledger(self, now: datetime) -> BudgetLedger:
+        self.flush()
+        with self.store.transaction() as tx:
+            return budget_watch.read_ledger(tx, now)
+
+    def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
+        self.flush()
+        return budget_watch.review_budgets(self.store, budgets, now)
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         listed = {i.launch_id: i for i in instances if i.launch_id}

@@ -56,6 +56,7 @@ class EndCause(StrEnum):
     DEADLINE_MOVE = "deadline-move"      # moved off spot so the deadline holds
     LAUNCH_REFUSED = "launch-refused"    # the cloud refused (capacity, quota): the next offer is tried
     LAUNCH_FAILED = "launch-failed"      # the launch failed otherwise (ambiguous error, no startup script)
+    BUDGET_CAP = "budget-cap"            # a budget reached its monthly cap (stop_spot_at_cap): drained, then ended
 
 
 class AttemptState(StrEnum):

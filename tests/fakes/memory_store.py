@@ -6,6 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from orchestrator.budget_watch import THRESHOLD_EVENT
+from orchestrator.budgets import (
+    Budget,
+    BudgetLedger,
+    BudgetReview,
+    JobFacts,
+    alerted_from,
+    month_label,
+    review,
+)
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.manifest.schema import Manifest
@@ -27,6 +37,7 @@ class Event:
     kind: str
     message: str
     job_id: int | None
+    data: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,7 +156,24 @@ class MemoryStore:
 
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
-        self.events.append(Event(now, kind, message, job_id))
+        self.events.append(Event(now, kind, message, job_id, dict(data or {})))
+
+    def budget_ledger(self, now: datetime) -> BudgetLedger:
+        """Each job's whole spend counts as this month's; burn: its live attempts' launch prices."""
+        burn: dict[int, float] = {}
+        for a in self.attempts.values():
+            if a.state.is_live:
+                burn[a.job_id] = burn.get(a.job_id, 0.0) + (a.actual_price_hr or a.offer.price_hr)
+        jobs = tuple(JobFacts(j.id, j.name, j.manifest.project, j.spent_usd, burn.get(j.id, 0.0))
+                     for j in self.jobs.values())
+        alerted = alerted_from([e.data for e in self.events if e.kind == THRESHOLD_EVENT], month_label(now))
+        return BudgetLedger(now, jobs, alerted)
+
+    def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
+        result = review(budgets, self.budget_ledger(now))
+        for crossing in result.crossings:
+            self.event(THRESHOLD_EVENT, crossing.message(), now, data=crossing.data())
+        return result
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
