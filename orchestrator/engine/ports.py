@@ -20,6 +20,8 @@ from providers.base import Instance, Offer
 if TYPE_CHECKING:
     from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
     from orchestrator.manifest.schema import Manifest
+    from orchestrator.store.gpu_util import GpuUtilSample
+    from orchestrator.store.requests import RelaunchRequest
 
 __all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "JobRecord", "JobStatus"]
 
@@ -115,6 +117,12 @@ class EngineStore(Protocol):
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None: ...
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None: ...
+    def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
+        """Keep the agents' GPU utilization readings of this tick (per attempt, per minute) for the console."""
+        ...
+    def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        """The open "relaunch now" requests of these jobs, oldest first, each marked taken (never taken twice)."""
+        ...
     def budget_ledger(self, now: datetime) -> BudgetLedger:
         """Every job's spend this calendar month and $/h burning now, from the spend rollup (all daemons')."""
         ...

@@ -11,12 +11,13 @@ Karpenter's controllers), each its own module, each taking the tick's facts as a
 4. ``finish``: jobs whose process exited succeed or fail.
 5. ``recover``: the one place that decides what a preemption, a notice, a waiting recovery or an
    approaching deadline leads to; it hands relaunches to the launch step.
+   ``requests``: take the console's "relaunch now" requests: end the job's machines, order a launch.
 6. ``idle``: stop or terminate machines idle for their whole window.
 7. ``teardown``: end the machines of jobs no longer wanted; re-ask terminations in flight.
 8. ``sweep``: end stragglers of ended attempts (after a notice's drain) and orphans (after the grace).
 9. ``launch``: re-ask launches the cloud never saw, complete gangs, carry out the recovery's orders,
    launch pending jobs.
-10. ``metrics``.
+10. ``metrics``: the agents' GPU utilization into the store (the console), Prometheus gauges.
 
 Every step that changes a cloud writes the store before (LAUNCH_REQUESTED with the launch id,
 TERMINATE_REQUESTED) and after (LAUNCHED with the instance id, an end state with its EndCause), so a
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from orchestrator.crashpoints import crashpoint
-from orchestrator.engine import finish, launch, metrics, start, teardown
+from orchestrator.engine import finish, launch, metrics, requests, start, teardown
 from orchestrator.engine.budget import BudgetStep
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.idle import IdleStep
@@ -84,6 +85,7 @@ class Reconciler:
         start.run(self.deps, facts, log)
         finish.run(self.deps, facts, log)
         orders = self._recovery.run(self.deps, facts, log)
+        orders += requests.run(self.deps, facts, log)
         self._idle.run(self.deps, facts, log)
         teardown.run(self.deps, facts, log)
         self._sweep.run(self.deps, facts, log)

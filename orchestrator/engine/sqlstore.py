@@ -21,11 +21,13 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.stored_offers import OfferBook
 from orchestrator.manifest.schema import Manifest
 from orchestrator.spend import reported_price_hr
-from orchestrator.store import queries, repo
+from orchestrator.store import gpu_util, queries, repo, requests
 from orchestrator.store.db import Store
+from orchestrator.store.gpu_util import GpuUtilSample
 from orchestrator.store.leases import claim_jobs
 from orchestrator.store.models import AttemptState, DesiredState, EndCause, Job, JobStatus
 from orchestrator.store.queries import AttemptColumns
+from orchestrator.store.requests import RelaunchRequest
 from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
 from providers.base import Instance, Offer
 
@@ -242,6 +244,16 @@ class SqlEngineStore:
               data: dict[str, object] | None = None) -> None:
         with self.store.transaction() as tx:
             repo.record_event(tx, kind, message, job_id=job_id, data=dict(data or {}), ts=now)
+
+    # --- the console's -------------------------------------------------------------------------------
+    def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
+        if samples:
+            with self.store.transaction() as tx:
+                gpu_util.record_gpu_util(tx, samples)
+
+    def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        with self.store.transaction() as tx:
+            return requests.take_relaunch_requests(tx, now=now, job_ids=list(job_ids))
 
     # --- budgets -------------------------------------------------------------------------------------
     def budget_ledger(self, now: datetime) -> BudgetLedger:

@@ -57,6 +57,7 @@ class EndCause(StrEnum):
     LAUNCH_REFUSED = "launch-refused"    # the cloud refused (capacity, quota): the next offer is tried
     LAUNCH_FAILED = "launch-failed"      # the launch failed otherwise (ambiguous error, no startup script)
     BUDGET_CAP = "budget-cap"            # a budget reached its monthly cap (stop_spot_at_cap): drained, then ended
+    RELAUNCH_REQUESTED = "relaunch-requested"   # an operator asked to relaunch the job now (the web console)
 
 
 class AttemptState(StrEnum):

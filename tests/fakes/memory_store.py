@@ -20,6 +20,8 @@ from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.spend import reported_price_hr
+from orchestrator.store.gpu_util import GpuUtilSample
+from orchestrator.store.requests import RelaunchRequest
 from providers.base import Instance, Offer
 from tests.support.manifests import manifest_doc
 
@@ -50,6 +52,8 @@ class MemoryStore:
     spend_marks: dict[int, datetime] = field(default_factory=dict)
     #: Every charge the spend step made: (attempt id, since, until, usd, $/h).
     charges: list[tuple[int, datetime, datetime, float, float]] = field(default_factory=list)
+    gpu_util: list[GpuUtilSample] = field(default_factory=list)
+    relaunch_requests: list[RelaunchRequest] = field(default_factory=list)
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
         job = JobRecord(id=len(self.jobs) + 1, name=spec.name, manifest=manifest_for(spec), spec=spec,
@@ -157,6 +161,15 @@ class MemoryStore:
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
         self.events.append(Event(now, kind, message, job_id, dict(data or {})))
+
+    def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
+        self.gpu_util.extend(samples)
+
+    def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        wanted = set(job_ids)
+        taken = [r for r in self.relaunch_requests if r.taken_at is None and r.job_id in wanted]
+        self.relaunch_requests = [replace(r, taken_at=now) if r in taken else r for r in self.relaunch_requests]
+        return taken
 
     def budget_ledger(self, now: datetime) -> BudgetLedger:
         """Each job's whole spend counts as this month's; burn: its live attempts' launch prices."""
