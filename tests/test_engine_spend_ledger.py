@@ -227,3 +227,28 @@ def test_0006_folds_a_per_tick_ledger(url: str) -> None:
         assert total == pytest.approx(150 * 0.05 + 1.0)
     finally:
         engine.dispose()
+
+
+def test_a_catalog_refresh_reaches_the_stores_offers_and_the_planner(tmp_path: Path) -> None:
+    """The daemon's refresh swaps ``Reconciler.catalog``: the SQL store rebuilds attempts' offers from the fresh
+    rows, the next launch plans on them, and a machine already running is still charged what it was launched at."""
+    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    aws = MemoryProvider("aws", [OFFER])
+    svc = service(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, clock, aws)
+    try:
+        svc.reconciler.tick()
+        fresh = replace(OFFER, price_hr=7.0)
+        svc.reconciler.catalog = [fresh]
+        [live] = svc.engine_store.live_attempts()
+        assert live.offer.price_hr == 7.0 and live.launch_price_hr == 10.0
+        (tmp_path / "second.yaml").write_text(MANIFEST.replace("name: train", "name: second"))
+        assert svc.store is not None
+        apply(svc.store, load([tmp_path / "second.yaml"]), now=clock.now)
+        clock.now += timedelta(hours=1)
+        svc.reconciler.tick()
+        rows = ledger(svc)
+        assert [(r.attempt_id, r.charged_price_hr, round(r.usd, 6)) for r in rows] == [(1, 10.0, 10.0)]
+        launched = [i for i in aws.live() if i.job == "second"]
+        assert [i.price_hr for i in launched] == [7.0]      # planned on the refreshed row
+    finally:
+        svc.close()

@@ -68,8 +68,10 @@ class Reconciler:
 
     @catalog.setter
     def catalog(self, offers: Sequence[Offer]) -> None:
-        """Swap the catalog the engine plans from (the daemon's scheduled refresh: orchestrator/catalog_schedule.py)."""
+        """Swap the catalog the engine plans from (the daemon's scheduled refresh: orchestrator/catalog_schedule.py),
+        and the store's copy its attempts' offers are rebuilt from."""
         self.deps = replace(self.deps, catalog=tuple(offers))
+        self.deps.store.use_catalog(self.deps.catalog)
         self._recovery.facts.forget_catalog()
 
     def utilization(self, attempt_id: int) -> tuple[UtilSample, ...]:

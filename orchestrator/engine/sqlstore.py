@@ -245,6 +245,11 @@ class SqlEngineStore:
         with self.store.transaction() as tx:
             repo.record_event(tx, kind, message, job_id=job_id, data=dict(data or {}), ts=now)
 
+    def use_catalog(self, offers: Sequence[Offer]) -> None:
+        """The daemon's catalog refresh: attempts' offers come from the fresh rows (the tick's reads are dropped)."""
+        self._offers = OfferBook(offers)
+        self._reads.clear()
+
     # --- the console's -------------------------------------------------------------------------------
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         if samples:

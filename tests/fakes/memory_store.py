@@ -53,6 +53,7 @@ class MemoryStore:
     #: Every charge the spend step made: (attempt id, since, until, usd, $/h).
     charges: list[tuple[int, datetime, datetime, float, float]] = field(default_factory=list)
     gpu_util: list[GpuUtilSample] = field(default_factory=list)
+    catalog: tuple[Offer, ...] = ()                 # what use_catalog was last given
     relaunch_requests: list[RelaunchRequest] = field(default_factory=list)
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
@@ -161,6 +162,9 @@ class MemoryStore:
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
         self.events.append(Event(now, kind, message, job_id, dict(data or {})))
+
+    def use_catalog(self, offers: Sequence[Offer]) -> None:
+        self.catalog = tuple(offers)
 
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         self.gpu_util.extend(samples)
