@@ -17,7 +17,7 @@ from orchestrator.jobs_service import apply, load
 from orchestrator.service import Service, build_service
 from orchestrator.store import requests
 from orchestrator.store.gpu_util import util_since
-from orchestrator.store.models import Attempt, EndCause, Event, JobRequest
+from orchestrator.store.models import Attempt, EndCause, Event, Job, JobRequest
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for
@@ -126,5 +126,38 @@ def test_a_request_for_a_job_torn_down_meanwhile_is_dropped(tmp_path: Path) -> N
             [dropped] = tx.exec(select(Event).where(Event.kind == "relaunch-dropped")).all()
         assert request.taken_at is not None        # taken, never left open ...
         assert "relaunch request dropped" in dropped.message and aws.live() == []   # ... and not honoured
+    finally:
+        svc.close()
+
+
+def test_a_process_killed_between_acting_and_taking_leaves_the_request_open(tmp_path: Path) -> None:
+    """The machines are ended before the request is taken: a tick killed in between (here: the take fails)
+    leaves it open, and the next tick only launches (one relaunch, no second machine ended)."""
+    clock, aws, monitor = Clock(), MemoryProvider("aws", [OFFER]), ScriptedMonitor()
+    svc = running(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, clock, aws, monitor)
+    try:
+        assert svc.store is not None
+        with svc.store.transaction() as tx:
+            requests.request_relaunch(tx, "train", now=clock.now)
+        store = svc.engine_store
+        take = store.take_relaunch_requests
+
+        def killed(*args: object, **kw: object) -> None:
+            raise SystemExit("killed")
+
+        store.take_relaunch_requests = killed  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=20)
+        with pytest.raises(SystemExit):
+            svc.reconciler.tick()
+        assert aws.live() == []                    # the machine was ended before the kill
+        store.take_relaunch_requests = take  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=20)
+        assert svc.reconciler.tick().launched == 1
+        with svc.store.transaction() as tx:
+            [request] = tx.exec(select(JobRequest)).all()
+            ended = [a for a in tx.exec(select(Attempt)) if a.end_cause == EndCause.RELAUNCH_REQUESTED.value]
+            job = tx.exec(select(Job)).one()
+        assert request.taken_at is not None and len(ended) == 1 and len(aws.live()) == 1
+        assert job.relaunch_count == 1
     finally:
         svc.close()

@@ -123,8 +123,11 @@ class EngineStore(Protocol):
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         """Keep the agents' GPU utilization readings of this tick (per attempt, per minute) for the console."""
         ...
+    def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        """The open "relaunch now" requests of these jobs, oldest first (left open)."""
+        ...
     def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
-        """The open "relaunch now" requests of these jobs, oldest first, each marked taken (never taken twice)."""
+        """Mark the open requests of these jobs taken (never taken twice); returns them."""
         ...
     def budget_ledger(self, now: datetime) -> BudgetLedger:
         """Every job's spend this calendar month and $/h burning now, from the spend rollup (all daemons')."""

@@ -14,27 +14,24 @@ from typing import TypeVar
 
 from sqlmodel import Session
 
-from orchestrator import budget_watch
-from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
 from orchestrator.engine.jobspec import JobSpec, jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.sqlstore_side import SideTables
 from orchestrator.engine.stored_offers import OfferBook
 from orchestrator.manifest.schema import Manifest
 from orchestrator.spend import reported_price_hr
-from orchestrator.store import gpu_util, queries, repo, requests
+from orchestrator.store import queries, repo
 from orchestrator.store.db import Store
-from orchestrator.store.gpu_util import GpuUtilSample
 from orchestrator.store.leases import claim_jobs
 from orchestrator.store.models import AttemptState, DesiredState, EndCause, Job, JobStatus
 from orchestrator.store.queries import AttemptColumns
-from orchestrator.store.requests import RelaunchRequest
 from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
 from providers.base import Instance, Offer
 
 T = TypeVar("T")
 
 
-class SqlEngineStore:
+class SqlEngineStore(SideTables):
     def __init__(self, store: Store, owner: str, *, catalog: Sequence[Offer] = (), lease_owner: str | None = None,
                  lease_ttl: timedelta = timedelta(seconds=90)) -> None:
         self.store = store
@@ -249,26 +246,6 @@ class SqlEngineStore:
         """The daemon's catalog refresh: attempts' offers come from the fresh rows (the tick's reads are dropped)."""
         self._offers = OfferBook(offers)
         self._reads.clear()
-
-    # --- the console's -------------------------------------------------------------------------------
-    def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
-        if samples:
-            with self.store.transaction() as tx:
-                gpu_util.record_gpu_util(tx, samples)
-
-    def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
-        with self.store.transaction() as tx:
-            return requests.take_relaunch_requests(tx, now=now, job_ids=list(job_ids))
-
-    # --- budgets -------------------------------------------------------------------------------------
-    def budget_ledger(self, now: datetime) -> BudgetLedger:
-        self.flush()
-        with self.store.transaction() as tx:
-            return budget_watch.read_ledger(tx, now)
-
-    def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
-        self.flush()
-        return budget_watch.review_budgets(self.store, budgets, now)
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         listed = {i.launch_id: i for i in instances if i.launch_id}

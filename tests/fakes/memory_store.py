@@ -54,7 +54,7 @@ class MemoryStore:
     charges: list[tuple[int, datetime, datetime, float, float]] = field(default_factory=list)
     gpu_util: list[GpuUtilSample] = field(default_factory=list)
     catalog: tuple[Offer, ...] = ()                 # what use_catalog was last given
-    relaunch_requests: list[RelaunchRequest] = field(default_factory=list)
+    relaunch_requests_made: list[RelaunchRequest] = field(default_factory=list)
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
         job = JobRecord(id=len(self.jobs) + 1, name=spec.name, manifest=manifest_for(spec), spec=spec,
@@ -169,10 +169,15 @@ class MemoryStore:
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         self.gpu_util.extend(samples)
 
+    def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        wanted = set(job_ids)
+        return [r for r in self.relaunch_requests_made if r.taken_at is None and r.job_id in wanted]
+
     def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
         wanted = set(job_ids)
-        taken = [r for r in self.relaunch_requests if r.taken_at is None and r.job_id in wanted]
-        self.relaunch_requests = [replace(r, taken_at=now) if r in taken else r for r in self.relaunch_requests]
+        taken = [r for r in self.relaunch_requests_made if r.taken_at is None and r.job_id in wanted]
+        self.relaunch_requests_made = [replace(r, taken_at=now) if r in taken else r
+                                       for r in self.relaunch_requests_made]
         return taken
 
     def budget_ledger(self, now: datetime) -> BudgetLedger:
