@@ -253,3 +253,17 @@ def test_at_the_cap_spot_machines_drain_then_end_and_the_job_waits(tmp_path: Pat
         assert len(events(svc, "budget-refused")) == 1 and len(events(svc, "budget-threshold")) == 1
     finally:
         svc.close()
+
+
+def test_an_owner_budget_holds_for_the_engines_owner_only(tmp_path: Path) -> None:
+    clock, aws = Clock(), MemoryProvider("aws", [ON_DEMAND])
+    mine = Budget("tester", BudgetMatch(owners=frozenset({"tester"})), max_usd_per_hour=15.0)
+    theirs = Budget("someone", BudgetMatch(owners=frozenset({"someone"})), max_usd_per_hour=1.0)
+    svc = build(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, clock, aws, (mine, theirs))
+    try:
+        submit(svc, tmp_path, clock, ("a", manifest("a")), ("b", manifest("b", project="cv")))
+        assert svc.reconciler.tick().launched == 1    # $10/h under tester's $15/h; someone's budget is not ours
+        [refused] = events(svc, "budget-refused")
+        assert [r["budget"] for r in refused.data["refusals"]] == ["tester"]
+    finally:
+        svc.close()

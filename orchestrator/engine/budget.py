@@ -10,9 +10,10 @@ budget_ledger``, ``review_budgets``). With no budgets configured nothing here re
   ``EndCause.BUDGET_CAP`` and ``drain_until`` (``notice_drain``) so the agent can finish an upload and the
   sync records the checkpoints it commits meanwhile; the sweep ends the machine when the drain has passed.
   Their jobs go back to PENDING, and the gate keeps them there until the month turns.
-* The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break a budget's $/h ceiling
-  or monthly cap is refused with a ``budget-refused`` event carrying the typed refusals (budget, limit,
-  numbers). A job refused for the same reasons again is not written again (one event per change of reason).
+* The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break the $/h ceiling or the
+  monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
+  ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). A job refused by the same
+  limits again is not written again (one event per change of the limits refusing it).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class LaunchGate:
         budgets = self._deps.config.budgets
         if not budgets or price_hr <= 0:
             return BudgetVerdict()
-        verdict = check_launch(budgets, self._read(), project=job.manifest.project, price_hr=price_hr, hours=hours)
+        verdict = check_launch(budgets, self._read(), project=job.manifest.project, price_hr=price_hr, hours=hours,
+                               owner=self._deps.config.owner)
         if verdict.allowed:
             self._refused.pop(job.id, None)
         return verdict
@@ -72,7 +74,8 @@ class LaunchGate:
 
     def launched(self, job: JobRecord, price_hr: float) -> None:
         if self._ledger is not None:
-            self._ledger = self._ledger.with_launch(job.id, job.name, job.manifest.project, price_hr)
+            self._ledger = self._ledger.with_launch(job.id, job.name, job.manifest.project, price_hr,
+                                                    self._deps.config.owner)
 
     def _read(self) -> BudgetLedger:
         if self._ledger is None:
