@@ -95,7 +95,8 @@ class BudgetStep:
             return
         result = deps.store.review_budgets(deps.config.budgets, facts.now)
         if result.stop_spot_jobs:
-            _stop_spot(deps, facts, log, result.stop_spot_jobs, ", ".join(result.capped))
+            stopping = [s.budget.name for s in result.standings if s.at_cap and s.budget.stop_spot_at_cap]
+            _stop_spot(deps, facts, log, result.stop_spot_jobs, ", ".join(stopping))
         self._refused = {k: v for k, v in self._refused.items() if k in facts.jobs}
 
 
