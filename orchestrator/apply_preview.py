@@ -84,9 +84,10 @@ class _Rollback(Exception):
 
 def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: OfferSources, *, prune: bool = False,
                   only_providers: Sequence[str] | None = None, budgets: Sequence[Budget] = (),
-                  now: datetime) -> ApplyPreview:
+                  owner: str | None = None, now: datetime) -> ApplyPreview:
     """What ``jobs_service.apply(store, loaded, prune=prune)`` would record, and what the engine would then
-    launch from ``sources`` (``only_providers``: the configured ones). Writes nothing."""
+    launch from ``sources`` (``only_providers``: the configured ones; ``owner``: the orch owner whose engine
+    launches, for budgets matching owners). Writes nothing."""
     from orchestrator.jobs_service import BadInputError, plan_jobs
     from orchestrator.store import repo
 
@@ -100,7 +101,7 @@ def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: Offer
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
     plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now)
-    return ApplyPreview(result, tuple(_with_budgets(store, plans, pending, ids, budgets, now)))
+    return ApplyPreview(result, tuple(_with_budgets(store, plans, pending, ids, budgets, owner, now)))
 
 
 def _spec(m: LoadedManifest) -> Any:
@@ -140,7 +141,7 @@ def _awaiting_launch(tx: Session, loaded: Sequence[LoadedManifest]) -> tuple[lis
 
 
 def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[LoadedManifest], ids: dict[str, int],
-                  budgets: Sequence[Budget], now: datetime) -> list[PlannedLaunch]:
+                  budgets: Sequence[Budget], owner: str | None, now: datetime) -> list[PlannedLaunch]:
     """Each planned launch, checked against the budgets in order (each allowed launch counts for the next)."""
     from orchestrator.budget_watch import read_ledger
     from orchestrator.budgets import check_launch
@@ -155,10 +156,10 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
         refusal = None
         if chosen is not None and ledger is not None:
             verdict = check_launch(budgets, ledger, project=m.manifest.project, price_hr=chosen.total_price_hr,
-                                   hours=jp.estimated_hours)
+                                   hours=jp.estimated_hours, owner=owner)
             if verdict.allowed:
                 ledger = ledger.with_launch(ids.get(jp.name, -1 - len(out)), jp.name, m.manifest.project,
-                                            chosen.total_price_hr)
+                                            chosen.total_price_hr, owner)
             else:
                 refusal = verdict.reason()
         out.append(PlannedLaunch(jp.name, chosen, jp.estimated_hours, refusal))

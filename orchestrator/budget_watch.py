@@ -44,7 +44,7 @@ def read_ledger(tx: Session, now: datetime) -> BudgetLedger:
     spent = {s.job_id: s.usd for s in rollup.spend_between(tx, start, now)}
     burn = {b.job_id: b.usd_per_hour for b in rollup.burn_by_job(tx)}
     labels = rollup.job_labels(tx, sorted(set(spent) | set(burn)))
-    jobs = tuple(JobFacts(j.job_id, j.name, j.project, spent.get(j.job_id, 0.0), burn.get(j.job_id, 0.0))
+    jobs = tuple(JobFacts(j.job_id, j.name, j.project, spent.get(j.job_id, 0.0), burn.get(j.job_id, 0.0), j.owner)
                  for j in labels)
     events = rollup.events_since(tx, THRESHOLD_EVENT, start)
     return BudgetLedger(now, jobs, alerted_from([dict(e.data or {}) for e in events], month_label(now)))

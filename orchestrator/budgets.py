@@ -12,6 +12,7 @@ whose spot machines must stop). The engine and the CLI read the store and act; n
         max_usd_per_hour: 60
       - name: nlp
         match: {project: nlp}         # jobs whose manifest says project: nlp (or a list: [nlp, speech])
+                                      # owner: alice: jobs whose machines orch owner alice launches (both: both)
         monthly_usd: 2000
         max_usd_per_hour: 40
         alert_at: [0.5, 0.8, 1.0]     # fractions of monthly_usd (the default)
@@ -42,15 +43,20 @@ class BudgetLimit(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class BudgetMatch:
-    """Which jobs a budget counts: those of these projects; no projects means every job."""
+    """Which jobs a budget counts: those of these projects and of these owners (the orch ``owner`` whose
+    engine launches their machines); neither means every job."""
 
     projects: frozenset[str] = frozenset()
+    owners: frozenset[str] = frozenset()
 
-    def covers(self, project: str | None) -> bool:
-        return not self.projects or project in self.projects
+    def covers(self, project: str | None, owner: str | None = None) -> bool:
+        return ((not self.projects or project in self.projects)
+                and (not self.owners or owner in self.owners))
 
     def describe(self) -> str:
-        return f"project {', '.join(sorted(self.projects))}" if self.projects else "every job"
+        parts = [f"{what} {', '.join(sorted(names))}" for what, names in (("project", self.projects),
+                                                                          ("owner", self.owners)) if names]
+        return ", ".join(parts) if parts else "every job"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,7 @@ class JobFacts:
     project: str | None
     month_usd: float = 0.0      # spent this calendar month (UTC)
     burn_hr: float = 0.0        # $/h of its machines running now
+    owner: str | None = None    # the orch owner whose engine launched its machines (None: none yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,23 +113,24 @@ class BudgetLedger:
     alerted: frozenset[ThresholdKey] = frozenset()
 
     def spent(self, budget: Budget) -> float:
-        return sum(j.month_usd for j in self.jobs if budget.match.covers(j.project))
+        return sum(j.month_usd for j in self.jobs if budget.match.covers(j.project, j.owner))
 
     def burn(self, budget: Budget) -> float:
-        return sum(j.burn_hr for j in self.jobs if budget.match.covers(j.project))
+        return sum(j.burn_hr for j in self.jobs if budget.match.covers(j.project, j.owner))
 
     def hours_left_in_month(self) -> float:
         return (next_month_start(self.now) - self.now).total_seconds() / 3600
 
-    def with_launch(self, job_id: int, name: str, project: str | None, price_hr: float) -> BudgetLedger:
-        """The ledger after a launch at ``price_hr`` (several launches in one tick each count)."""
+    def with_launch(self, job_id: int, name: str, project: str | None, price_hr: float,
+                    owner: str | None = None) -> BudgetLedger:
+        """The ledger after a launch at ``price_hr`` by ``owner`` (several launches in one tick each count)."""
         jobs = list(self.jobs)
         for i, j in enumerate(jobs):
             if j.job_id == job_id:
-                jobs[i] = replace(j, burn_hr=j.burn_hr + price_hr)
+                jobs[i] = replace(j, burn_hr=j.burn_hr + price_hr, owner=owner or j.owner)
                 break
         else:
-            jobs.append(JobFacts(job_id, name, project, 0.0, price_hr))
+            jobs.append(JobFacts(job_id, name, project, 0.0, price_hr, owner))
         return replace(self, jobs=tuple(jobs))
 
 
@@ -163,15 +171,16 @@ class BudgetVerdict:
 
 
 def check_launch(budgets: Sequence[Budget], ledger: BudgetLedger, *, project: str | None, price_hr: float,
-                 hours: float | None) -> BudgetVerdict:
-    """May a launch at ``price_hr`` (all its nodes) for a job of ``project`` go ahead? ``hours``: the job's
-    estimated run time (None: one hour), counted up to the end of the month for the monthly cap."""
+                 hours: float | None, owner: str | None = None) -> BudgetVerdict:
+    """May a launch at ``price_hr`` (all its nodes) for a job of ``project``, by orch owner ``owner``, go
+    ahead? ``hours``: the job's estimated run time (None: one hour), counted up to the end of the month for
+    the monthly cap."""
     if price_hr <= 0:
         return BudgetVerdict()
     cost = price_hr * min(max(hours or 1.0, 0.0), ledger.hours_left_in_month())
     refusals: list[Refusal] = []
     for budget in budgets:
-        if not budget.match.covers(project):
+        if not budget.match.covers(project, owner):
             continue
         if budget.max_usd_per_hour is not None:
             burn = ledger.burn(budget)
@@ -233,7 +242,8 @@ class Standing:
 
     def to_json(self) -> dict[str, object]:
         b = self.budget
-        return {"name": b.name, "match": sorted(b.match.projects) or None, "monthly_usd": b.monthly_usd,
+        return {"name": b.name, "match": sorted(b.match.projects) or None,
+                "match_owners": sorted(b.match.owners) or None, "monthly_usd": b.monthly_usd,
                 "spent_usd": round(self.spent_usd, 4), "fraction": None if self.fraction is None
                 else round(self.fraction, 4), "max_usd_per_hour": b.max_usd_per_hour,
                 "burn_usd_per_hour": round(self.burn_hr, 4), "at_cap": self.at_cap,
@@ -268,7 +278,7 @@ def review(budgets: Sequence[Budget], ledger: BudgetLedger) -> BudgetReview:
             if standing.spent_usd >= threshold * budget.monthly_usd - 1e-9 and key not in ledger.alerted:
                 crossings.append(Crossing(budget.name, threshold, standing.spent_usd, budget.monthly_usd, month))
         if standing.at_cap and budget.stop_spot_at_cap:
-            stop.update(j.job_id for j in ledger.jobs if budget.match.covers(j.project))
+            stop.update(j.job_id for j in ledger.jobs if budget.match.covers(j.project, j.owner))
     return BudgetReview(tuple(standings), tuple(crossings), frozenset(stop))
 
 

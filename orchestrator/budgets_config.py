@@ -7,15 +7,17 @@ is known). The section's shape is documented in orchestrator/budgets.py and docs
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from orchestrator.budgets import DEFAULT_ALERT_AT, Budget, BudgetMatch
 from orchestrator.config_values import Where, flag, mapping, positive, sequence, text
 
 _BUDGET_KEYS = frozenset({"name", "match", "monthly_usd", "max_usd_per_hour", "alert_at", "stop_spot_at_cap"})
-_MATCH_KEYS = frozenset({"project"})
+_MATCH_KEYS = frozenset({"project", "owner"})
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 PROJECT_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"     # the manifest's project: (a DNS label, like names)
 _PROJECT = re.compile(PROJECT_PATTERN)
+_OWNER = re.compile(r"^[a-z][a-z0-9-]{0,30}$")                 # providers.base.validate_owner's rule
 
 
 def parse_budgets(raw: object, path: str) -> tuple[Budget, ...]:
@@ -70,17 +72,25 @@ def _match(raw: object, where: Where) -> BudgetMatch:
     if raw is None:
         return BudgetMatch()
     section = mapping(raw, where, _MATCH_KEYS)
-    if "project" not in section:
-        return BudgetMatch()
-    value = section["project"]
-    names = value if isinstance(value, list) else [value]
-    projects: set[str] = set()
-    for i, project in enumerate(names):
-        at = where.child("project") if not isinstance(value, list) else where.child("project").child(i)
-        name = text(project, at)
-        if not _PROJECT.match(name):
-            raise at.error(f"{name!r} is not a project name (lower-case letters, digits, '-')")
-        projects.add(name)
-    if not projects:
-        raise where.child("project").error("an empty list matches no job; leave match out for every job")
-    return BudgetMatch(frozenset(projects))
+    return BudgetMatch(_names(section, "project", where, _PROJECT, "a project name (lower-case letters, digits, '-')"),
+                       _names(section, "owner", where, _OWNER, "an orch owner (lower-case letters, digits, '-', "
+                              "starting with a letter, at most 31)"))
+
+
+def _names(section: Mapping[str, object], key: str, where: Where, pattern: re.Pattern[str],
+           what: str) -> frozenset[str]:
+    """``match.<key>``: one name or a list of them (absent: no condition)."""
+    if key not in section:
+        return frozenset()
+    value = section[key]
+    items = value if isinstance(value, list) else [value]
+    names: set[str] = set()
+    for i, item in enumerate(items):
+        at = where.child(key) if not isinstance(value, list) else where.child(key).child(i)
+        name = text(item, at)
+        if not pattern.match(name):
+            raise at.error(f"{name!r} is not {what}")
+        names.add(name)
+    if not names:
+        raise where.child(key).error("an empty list matches no job; leave match out for every job")
+    return frozenset(names)

@@ -328,7 +328,8 @@ def _last_event_id(store: Store) -> int:
 
 # -- status -------------------------------------------------------------------------------------------
 
-_BURNING_STATES = frozenset({"pending", "running", "stopping"})
+#: Machine states that bill (an unreachable machine is still the cloud's, and still billed).
+_BURNING_STATES = frozenset({"pending", "running", "stopping", "unreachable"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,7 +248,8 @@ def build_service(
     metrics = metrics or DaemonMetrics()
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
-                                 use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed)
+                                 use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed,
+                                 budgets=config.budgets)
     hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup))
     deps = EngineDeps(store=engine_store, providers=built, catalog=tuple(catalog), config=engine_config,
                       clock=clock or utcnow, hooks=hooks, metrics=metrics)

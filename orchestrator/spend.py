@@ -3,6 +3,7 @@ reports for the instance where it reports it, else the offer's price."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 
@@ -27,3 +28,8 @@ def charged_price_hr(instance_price_hr: float | None, offer_price_hr: float) -> 
     if instance_price_hr is None or not (instance_price_hr >= 0) or instance_price_hr == float("inf"):
         return offer_price_hr
     return instance_price_hr
+
+
+def reported_price_hr(value: float | None) -> float | None:
+    """A cloud's reported $/h if it is one (a finite non-negative number), else None."""
+    return value if value is not None and math.isfinite(value) and value >= 0 else None

@@ -61,7 +61,9 @@ def test_parse_budgets_reads_every_field_with_defaults() -> None:
     ({"name": "a", "max_usd_per_hour": 1, "alert_at": [0.5]}, "budgets.a.alert_at: needs monthly_usd"),
     ({"name": "a", "max_usd_per_hour": 1, "stop_spot_at_cap": True}, "budgets.a.stop_spot_at_cap: needs monthly_usd"),
     ({"name": "a", "monthly_usd": 1, "stop_spot_at_cap": "yes"}, "budgets.a.stop_spot_at_cap: must be true or false"),
-    ({"name": "a", "monthly_usd": 1, "match": {"owner": "x"}}, "budgets.a.match.owner: unknown key (known: project)"),
+    ({"name": "a", "monthly_usd": 1, "match": {"team": "x"}}, "budgets.a.match.team: unknown key (known: owner, "),
+    ({"name": "a", "monthly_usd": 1, "match": {"owner": "Alice"}}, "budgets.a.match.owner: 'Alice' is not an orch"),
+    ({"name": "a", "monthly_usd": 1, "match": {"owner": []}}, "budgets.a.match.owner: an empty list"),
     ({"name": "a", "monthly_usd": 1, "match": {"project": "NLP"}}, "budgets.a.match.project: 'NLP' is not a project"),
     ({"name": "a", "monthly_usd": 1, "match": {"project": []}}, "budgets.a.match.project: an empty list"),
     ({"name": "a", "monthly_usd": 1, "cap": 3}, "budgets[0].cap: unknown key"),
@@ -216,3 +218,19 @@ def test_a_manifest_names_its_project_and_a_bad_one_is_reported_where_it_is(tmp_
     with pytest.raises(ManifestError) as err:
         load_manifests([path])
     assert err.value.errors[0].format().startswith(f"{path}:4:10: project:")
+
+
+def test_an_owner_budget_counts_the_jobs_that_owners_engine_launches() -> None:
+    [alice] = parse_budgets([{"name": "alice", "match": {"owner": "alice"}, "max_usd_per_hour": 10}], "c.yaml")
+    assert alice.match == BudgetMatch(owners=frozenset({"alice"})) and alice.match.describe() == "owner alice"
+    facts = ledger(JobFacts(1, "a", None, burn_hr=6.0, owner="alice"), JobFacts(2, "b", None, burn_hr=30.0,
+                                                                               owner="bob"))
+    assert facts.burn(alice) == 6.0
+    [refusal] = check_launch([alice], facts, project=None, price_hr=5.0, hours=1, owner="alice").refusals
+    assert (refusal.budget, refusal.limit, refusal.current_usd) == ("alice", BudgetLimit.HOURLY, 6.0)
+    assert check_launch([alice], facts, project=None, price_hr=5.0, hours=1, owner="bob").allowed
+    both = Budget("nlp-alice", BudgetMatch(frozenset({"nlp"}), frozenset({"alice"})), max_usd_per_hour=1.0)
+    assert both.match.describe() == "project nlp, owner alice"
+    assert check_launch([both], facts, project="cv", price_hr=5.0, hours=1, owner="alice").allowed
+    assert not check_launch([both], facts, project="nlp", price_hr=5.0, hours=1, owner="alice").allowed
+    assert facts.with_launch(3, "c", None, 2.0, "alice").burn(alice) == 8.0

@@ -131,8 +131,9 @@ def test_the_ledger_holds_this_months_spend_burn_and_projects(store: Store) -> N
     now = JULY_1 + timedelta(days=10)
     with store.transaction() as tx:
         ledger = read_ledger(tx, now)
-    assert sorted(ledger.jobs, key=lambda j: j.name) == [JobFacts(nlp, "nlp-1", "nlp", 12.0, 3.0),
-                                                         JobFacts(other, "other", None, 5.0, 0.0)]
+    # owner: the orch owner of the job's newest machine (none for a job that never had one)
+    assert sorted(ledger.jobs, key=lambda j: j.name) == [JobFacts(nlp, "nlp-1", "nlp", 12.0, 3.0, "t"),
+                                                         JobFacts(other, "other", None, 5.0, 0.0, None)]
     assert ledger.alerted == frozenset() and ledger.now == now
 
 

@@ -62,14 +62,34 @@ def test_status_table_prints_quoted_and_actual(tmp_path: Path, store: Store) -> 
 
     from orchestrator.cli.jobs import _print_status
 
-    js.apply(store, manifests(tmp_path, "a"))
+    js.apply(store, manifests(tmp_path, "a", "b"))
     with store.transaction() as tx:
         job = repo.require_job(tx, "a")
         repo.create_attempt(tx, job.id, "la00000000001")
         repo.record_instance(tx, repo.InstanceRecord(provider="runpod", launch_id="la00000000001", owner="t",
                                                      job_id=job.id, instance_id="pod1", state="running",
                                                      price_hr=1.39, actual_price_hr=1.44))
+        repo.record_event(tx, "launched", "runpod pod1 (" + "a very long reason " * 10 + ")", job_id=job.id)
+        other = repo.require_job(tx, "b")
+        repo.create_attempt(tx, other.id, "lb00000000001")
+        repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lb00000000001", owner="t",
+                                                     job_id=other.id, instance_id="i-0123456789abcdef0123",
+                                                     state="unreachable", region="a-region-with-a-long-name",
+                                                     market="spot", price_hr=0.4))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         _print_status(js.status(store))
-    assert "quoted $1.39/h, actual $1.44/h" in out.getvalue()
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80, text
+    header = next(line for line in lines if "QUOTED" in line)
+    assert header.split() == ["PROVIDER", "INSTANCE", "STATE", "QUOTED", "ACTUAL", "JOB"]
+    pod = next(line for line in lines if line.startswith("  runpod"))
+    assert pod.split() == ["runpod", "pod1", "running", "$1.39", "$1.44", "a"]
+    # no reported price: "-"; an unreachable machine still burns (its quoted price counts in the total)
+    vast = next(line for line in lines if line.startswith("  vastai"))
+    assert vast.split()[2:] == ["unreachable", "$0.40", "-", "b"] and "~" in vast.split()[1]
+    assert header.index("ACTUAL") + len("ACTUAL") == pod.index("$1.44") + len("$1.44")
+    assert "burning $1.84/h" in text
+    job_line = next(line for line in lines if line.startswith("a "))
+    assert job_line.split()[:2] == ["a", "pending"] and "$1.44" in job_line

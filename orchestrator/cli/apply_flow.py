@@ -96,7 +96,8 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
         sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
         return preview_apply(store, loaded, sources, prune=opts.prune,
                              only_providers=config.enabled_providers() if config is not None else None,
-                             budgets=config.budgets if config is not None else (), now=utcnow())
+                             budgets=config.budgets if config is not None else (),
+                             owner=config.owner if config is not None else None, now=utcnow())
     except (BadInputError, ConfigError) as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
 

@@ -263,31 +263,9 @@ def _print_status(report: StatusReport) -> None:
 
 
 def _status_lines(report: StatusReport) -> list[str]:
-    lines: list[str] = []
-    if not report.jobs:
-        lines.append("no jobs (apply some manifests: orch apply PATH)")
-    else:
-        lines.append(f"{'JOB':<20}{'STATUS':<11}{'DESIRED':<9}{'PROVIDER':<9}{'INSTANCE':<18}{'REGION':<14}"
-                     f"{'MARKET':<10}{'$/H':>9}{'SPENT':>11}{'RELAUNCH':>9}  LAST EVENT")
-        for j in report.jobs:
-            cur = j.current
-            last = f"{j.last_event.kind}: {j.last_event.message}" if j.last_event else ""
-            lines.append(f"{j.name:<20}{j.status:<11}{j.desired_state:<9}{(cur.provider if cur else '-'):<9}"
-                         f"{((cur.instance_id or '?') if cur else '-'):<18}{(cur.region if cur else '-'):<14}"
-                         f"{(cur.market if cur else '-'):<10}{_money(j.burn_hr):>9}{_money(j.spent_usd):>11}"
-                         f"{j.relaunches:>9}  {last[:80]}")
-    if report.instances:
-        lines += ["", "instances:", *(_instance_line(i) for i in report.instances)]
-    lines += ["", f"total: {len(report.instances)} live instance(s), burning {_money(report.burn_hr)}/h, "
-                  f"spent {_money(report.spent_usd)}"]
-    return lines
+    from orchestrator.cli.status_table import status_lines
 
-
-def _instance_line(i: InstanceView) -> str:
-    # Quoted (the offer's) and actual (what the cloud reports, "-" where it reports none) $/h.
-    actual = "-" if i.actual_price_hr is None else _money(i.actual_price_hr)
-    return (f"  {i.provider:<8} {(i.instance_id or '?'):<18} {i.instance_type:<30} {i.region:<14} {i.market:<10}"
-            f"{i.state:<10}quoted {_money(i.price_hr)}/h, actual {actual}/h  job {i.job or '-'}")
+    return status_lines(report)
 
 
 # -- down ----------------------------------------------------------------------------------------------

@@ -91,8 +91,10 @@ def configured_views(review: BudgetReview) -> list[BudgetView]:
     views: list[BudgetView] = []
     for s in review.standings:
         b = s.budget
-        scope = BudgetScope.PROJECT if b.match.projects else BudgetScope.GLOBAL
-        name = f"{b.name} ({', '.join(sorted(b.match.projects))})" if b.match.projects else b.name
+        scope = (BudgetScope.PROJECT if b.match.projects else BudgetScope.OWNER if b.match.owners
+                 else BudgetScope.GLOBAL)
+        matched = sorted(b.match.projects | b.match.owners)
+        name = f"{b.name} ({', '.join(matched)})" if matched else b.name
         if b.monthly_usd is not None:
             views.append(BudgetView(scope, name, BudgetPeriod.MONTHLY, b.monthly_usd, s.spent_usd))
         if b.max_usd_per_hour is not None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from orchestrator.budgets import Budget
 from orchestrator.engine.hooks import (
     Bootstrapper,
     Monitor,
@@ -36,6 +37,8 @@ class EngineConfig:
     #: False: the engine asks no cloud for a machine (``orch down`` tears down without launching what is
     #: pending, relaunching what was preempted, or re-asking a launch the cloud never saw).
     launches_allowed: bool = True
+    #: The config's ``budgets:`` (orchestrator/budgets.py): checked before every launch, reviewed every tick.
+    budgets: tuple[Budget, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from orchestrator.engine import gang
+from orchestrator.engine.budget import LaunchGate
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.launching import request_launch
@@ -38,7 +39,7 @@ class LaunchOrder:
     preemption_seen_at: datetime | None = None
 
 
-def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[LaunchOrder]) -> None:
+def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[LaunchOrder], gate: LaunchGate) -> None:
     if not deps.config.launches_allowed:
         return
     _ask_again(deps, facts, log)
@@ -55,10 +56,10 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[Launc
             continue
         order = by_job.get(job.id)
         if order is not None:
-            _carry_out(deps, job, order, facts.now, log)
+            _carry_out(deps, job, order, facts.now, log, gate)
         elif job.status is JobStatus.PENDING:
             # A job whose relaunch failed comes back here PENDING: it still keeps its preempted zones out.
-            launch_job(deps, job, facts.now, log, exclude=cooling_places(deps, job, facts.now))
+            launch_job(deps, job, facts.now, log, gate, exclude=cooling_places(deps, job, facts.now))
 
 
 def _ask_again(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
@@ -70,8 +71,9 @@ def _ask_again(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
             request_launch(deps, seen.job, a, facts.now, log)
 
 
-def _carry_out(deps: EngineDeps, job: JobRecord, order: LaunchOrder, now: datetime, log: TickLog) -> None:
-    launched = launch_job(deps, job, now, log, exclude=order.exclude, markets=order.markets,
+def _carry_out(deps: EngineDeps, job: JobRecord, order: LaunchOrder, now: datetime, log: TickLog,
+               gate: LaunchGate) -> None:
+    launched = launch_job(deps, job, now, log, gate, exclude=order.exclude, markets=order.markets,
                           relaunch=order.relaunch)
     if launched is None or order.preemption_seen_at is None:
         return
@@ -87,10 +89,13 @@ def cooling_places(deps: EngineDeps, job: JobRecord, now: datetime) -> frozenset
     return preempted_places(deps.store.attempts_for_job(job.id), now, job.spec.cooldown)
 
 
-def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, *,
+def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, gate: LaunchGate, *,
                exclude: frozenset[str] = frozenset(), markets: frozenset[Market] | None = None,
                relaunch: bool = False) -> AttemptRecord | None:
-    """Try eligible offers cheapest first; move on after capacity/quota errors. Returns the attempt."""
+    """Try eligible offers cheapest first; move on after capacity/quota errors. Returns the attempt.
+
+    Before each launch the job's own ``budget_usd`` and the config's budgets (``gate``) are asked; a budget
+    refusing the cheapest offer refuses every dearer one too, so the job waits (PENDING)."""
     candidates = _candidates(deps, job, now, exclude, markets)
     if candidates is None:
         return None
@@ -103,11 +108,16 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, *,
         if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
             refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
             continue
+        verdict = gate.check(job, candidate.total_price_hr, job.spec.plan.estimated_hours)
+        if not verdict.allowed:
+            gate.refused(job, verdict, f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
+            break
         attempt = deps.store.plan_attempt(job.id, offer, new_launch_id(), checkpoint, now)
         deps.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
         relaunch = False  # counted once per recovery, not per offer tried
         if (gang.launch(deps, job, attempt, eligible, now, log) if job.spec.plan.nodes > 1
                 else request_launch(deps, job, attempt, now, log)):
+            gate.launched(job, candidate.total_price_hr)
             return attempt
     if refused:
         deps.store.event("budget-refused", f"launch refused: would break the budget ${job.spec.budget_usd:.2f} "

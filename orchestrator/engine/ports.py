@@ -18,7 +18,10 @@ from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Instance, Offer
 
 if TYPE_CHECKING:
+    from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
     from orchestrator.manifest.schema import Manifest
+    from orchestrator.store.gpu_util import GpuUtilSample
+    from orchestrator.store.requests import RelaunchRequest
 
 __all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "JobRecord", "JobStatus"]
 
@@ -39,6 +42,9 @@ class AttemptRecord:
     end_cause: EndCause | None = None    # why it ended (or is being ended)
     drain_until: datetime | None = None  # a noticed machine keeps running until then (see EndCause.NOTICED)
     node_rank: int = 0
+    #: $/h: the quote the machine was launched at, and what its cloud reports for it (None: nothing reported).
+    launch_price_hr: float | None = None
+    actual_price_hr: float | None = None
     #: Attempts planned together for one start of a multi-node job share a generation (a gang).
     generation: int = 0
     #: Derived per tick, never stored: where this gang's node 0 listens (its address, and the
@@ -100,7 +106,10 @@ class EngineStore(Protocol):
         """Move the attempt on; ``cause``/``drain_until`` given are kept (None leaves the stored ones)."""
         ...
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None: ...
-    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None: ...
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime, *,
+                  price_hr: float) -> None:
+        """Charge ``usd`` for ``[since, until)`` (inside one UTC day) at ``price_hr``."""
+        ...
     def last_checkpoint(self, job_id: int) -> str | None: ...
     def spend_mark(self, attempt_id: int) -> datetime | None:
         """Up to when the attempt's spend is recorded (a restarted daemon continues from there)."""
@@ -108,3 +117,22 @@ class EngineStore(Protocol):
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None: ...
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None: ...
+    def use_catalog(self, offers: Sequence[Offer]) -> None:
+        """The engine's catalog was refreshed: rebuild attempts' offers from these rows from now on."""
+        ...
+    def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
+        """Keep the agents' GPU utilization readings of this tick (per attempt, per minute) for the console."""
+        ...
+    def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        """The open "relaunch now" requests of these jobs, oldest first (left open)."""
+        ...
+    def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        """Mark the open requests of these jobs taken (never taken twice); returns them."""
+        ...
+    def budget_ledger(self, now: datetime) -> BudgetLedger:
+        """Every job's spend this calendar month and $/h burning now, from the spend rollup (all daemons')."""
+        ...
+    def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
+        """Review the budgets at ``now`` and write each threshold crossed for the first time this month as a
+        ``budget-threshold`` event, in one transaction (once per threshold per month, across restarts)."""
+        ...

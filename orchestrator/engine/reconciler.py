@@ -6,16 +6,18 @@ Karpenter's controllers), each its own module, each taking the tick's facts as a
 1. ``sync``: list the clouds FIRST, read the nodes' agents, mirror both into the store; return the facts.
    Decides nothing, launches nothing.
 2. ``spend``: charge the machines' time up to now.
+   ``budget``: review the config's budgets (threshold alerts once; at a cap, drain spot machines if asked).
 3. ``start``: start the job on machines that are up (LAUNCHED -> BOOTSTRAPPING -> RUNNING).
 4. ``finish``: jobs whose process exited succeed or fail.
 5. ``recover``: the one place that decides what a preemption, a notice, a waiting recovery or an
    approaching deadline leads to; it hands relaunches to the launch step.
+   ``requests``: take the console's "relaunch now" requests: end the job's machines, order a launch.
 6. ``idle``: stop or terminate machines idle for their whole window.
 7. ``teardown``: end the machines of jobs no longer wanted; re-ask terminations in flight.
 8. ``sweep``: end stragglers of ended attempts (after a notice's drain) and orphans (after the grace).
 9. ``launch``: re-ask launches the cloud never saw, complete gangs, carry out the recovery's orders,
    launch pending jobs.
-10. ``metrics``.
+10. ``metrics``: the agents' GPU utilization into the store (the console), Prometheus gauges.
 
 Every step that changes a cloud writes the store before (LAUNCH_REQUESTED with the launch id,
 TERMINATE_REQUESTED) and after (LAUNCHED with the instance id, an end state with its EndCause), so a
@@ -29,7 +31,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from orchestrator.crashpoints import crashpoint
-from orchestrator.engine import finish, launch, metrics, start, teardown
+from orchestrator.engine import finish, launch, metrics, requests, start, teardown
+from orchestrator.engine.budget import BudgetStep
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.idle import IdleStep
 from orchestrator.engine.recover import RecoveryStep
@@ -50,6 +53,7 @@ class Reconciler:
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
         self._spend = SpendStep()
+        self._budget = BudgetStep()
         self._recovery = RecoveryStep()
         self._idle = IdleStep()
         self._sweep = SweepStep()
@@ -64,8 +68,10 @@ class Reconciler:
 
     @catalog.setter
     def catalog(self, offers: Sequence[Offer]) -> None:
-        """Swap the catalog the engine plans from (the daemon's scheduled refresh: orchestrator/catalog_schedule.py)."""
+        """Swap the catalog the engine plans from (the daemon's scheduled refresh: orchestrator/catalog_schedule.py),
+        and the store's copy its attempts' offers are rebuilt from."""
         self.deps = replace(self.deps, catalog=tuple(offers))
+        self.deps.store.use_catalog(self.deps.catalog)
         self._recovery.facts.forget_catalog()
 
     def utilization(self, attempt_id: int) -> tuple[UtilSample, ...]:
@@ -77,12 +83,14 @@ class Reconciler:
         facts = sync(self.deps, self.deps.clock(), log.report)
         crashpoint("after-sync")     # what the clouds said is written; no step has acted on it yet
         self._spend.run(self.deps, facts)
+        self._budget.run(self.deps, facts, log)
         start.run(self.deps, facts, log)
         finish.run(self.deps, facts, log)
         orders = self._recovery.run(self.deps, facts, log)
+        orders += requests.run(self.deps, facts, log)
         self._idle.run(self.deps, facts, log)
         teardown.run(self.deps, facts, log)
         self._sweep.run(self.deps, facts, log)
-        launch.run(self.deps, facts, log, orders)
+        launch.run(self.deps, facts, log, orders, self._budget.gate(self.deps, facts.now))
         metrics.run(self.deps, facts)
         return log.report

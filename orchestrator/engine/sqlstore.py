@@ -16,19 +16,22 @@ from sqlmodel import Session
 
 from orchestrator.engine.jobspec import JobSpec, jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.sqlstore_side import SideTables
 from orchestrator.engine.stored_offers import OfferBook
 from orchestrator.manifest.schema import Manifest
+from orchestrator.spend import reported_price_hr
 from orchestrator.store import queries, repo
 from orchestrator.store.db import Store
 from orchestrator.store.leases import claim_jobs
 from orchestrator.store.models import AttemptState, DesiredState, EndCause, Job, JobStatus
-from orchestrator.store.queries import AttemptColumns, SpendRow
+from orchestrator.store.queries import AttemptColumns
+from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
 from providers.base import Instance, Offer
 
 T = TypeVar("T")
 
 
-class SqlEngineStore:
+class SqlEngineStore(SideTables):
     def __init__(self, store: Store, owner: str, *, catalog: Sequence[Offer] = (), lease_owner: str | None = None,
                  lease_ttl: timedelta = timedelta(seconds=90)) -> None:
         self.store = store
@@ -41,7 +44,7 @@ class SqlEngineStore:
         self._leased: set[int] | None = None
         # Hot-path state (see "steady ticks" below): spend rows waiting to be written in one bulk insert, and
         # the tick's reads of jobs/attempts, valid until this store writes a job or an attempt.
-        self._pending_spend: list[SpendRow] = []
+        self._pending_spend: list[SpendCharge] = []
         self._version = 0
         self._reads: dict[str, tuple[int, object]] = {}
         #: Each job's total spend, kept up to date by ``flush``. Only the lease holder accrues a job's spend,
@@ -76,9 +79,10 @@ class SqlEngineStore:
     # --- steady ticks --------------------------------------------------------------------------------
     # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
     # make it so: the tick's reads of jobs and live attempts are kept until this store writes a job or an
-    # attempt (``_version``), and spend rows are written in one bulk insert (``flush``) before any read of
-    # spend and at the start of every tick. A process killed before a flush loses no money: the next one
-    # continues from ``spend_mark`` (the last STORED interval end) and accrues the lost interval again.
+    # attempt (``_version``), and buffered charges are written in one transaction (``flush``: an upsert per
+    # ledger row, orchestrator/store/spend_ledger.py) before any read of spend and at the start of every
+    # tick. A process killed before a flush loses no money: the next one continues from ``spend_mark`` (the
+    # last STORED interval end) and accrues the lost interval again.
     def _cached(self, key: str, load: Callable[[], T]) -> T:
         hit = self._reads.get(key)
         if hit is not None and hit[0] == self._version:
@@ -91,12 +95,12 @@ class SqlEngineStore:
         self._version += 1
 
     def flush(self) -> None:
-        """Write the buffered spend rows (one transaction, one bulk insert)."""
+        """Write the buffered charges (one transaction; each extends its attempt's row for the day and rate)."""
         if not self._pending_spend:
             return
         rows, self._pending_spend = self._pending_spend, []
         with self.store.transaction() as tx:
-            queries.insert_spend(tx, rows)
+            upsert_spend(tx, rows)
         for row in rows:
             if row.job_id in self._spent:
                 self._spent[row.job_id] += row.usd
@@ -145,7 +149,8 @@ class SqlEngineStore:
                              offer=offer or self._offers.of(r), instance_id=r.instance_id, created_at=r.created_at,
                              started_at=r.started_at, ended_at=r.ended_at, checkpoint_restored=r.checkpoint_restored,
                              reason=r.reason, node_rank=r.node_rank, generation=r.generation,
-                             end_cause=EndCause(r.end_cause) if r.end_cause else None, drain_until=r.drain_until)
+                             end_cause=EndCause(r.end_cause) if r.end_cause else None, drain_until=r.drain_until,
+                             launch_price_hr=r.price_hr, actual_price_hr=r.actual_price_hr)
 
     def _attempts(self, read: Callable[[Session], list[AttemptColumns]]) -> list[AttemptRecord]:
         with self.store.transaction() as tx:
@@ -220,11 +225,12 @@ class SqlEngineStore:
                 repo.count_relaunch(tx, job_id, now=now)
         self._wrote()
 
-    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None:
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime, *,
+                  price_hr: float) -> None:
         """Buffered (see "steady ticks"): written by the next ``flush``, before any read of spend."""
         if until < since or usd < 0:
             raise ValueError("spend must be a non-negative amount over a forward interval")
-        self._pending_spend.append(SpendRow(job_id, attempt_id, since, until, usd))
+        self._pending_spend.append(SpendCharge(job_id, attempt_id, since, until, usd, price_hr))
 
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None:
         with self.store.transaction() as tx:
@@ -235,6 +241,11 @@ class SqlEngineStore:
               data: dict[str, object] | None = None) -> None:
         with self.store.transaction() as tx:
             repo.record_event(tx, kind, message, job_id=job_id, data=dict(data or {}), ts=now)
+
+    def use_catalog(self, offers: Sequence[Offer]) -> None:
+        """The daemon's catalog refresh: attempts' offers come from the fresh rows (the tick's reads are dropped)."""
+        self._offers = OfferBook(offers)
+        self._reads.clear()
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         listed = {i.launch_id: i for i in instances if i.launch_id}
@@ -247,8 +258,10 @@ class SqlEngineStore:
                         repo.mark_instance_gone(tx, row.launch_id, "terminated", "not listed", now=now)
                         changed = True
                     continue
-                if (row.state, row.raw_state, row.public_ip) != (inst.state.value, inst.raw_state or None,
-                                                                 inst.public_ip):
+                price = reported_price_hr(inst.price_hr)
+                reported = row.actual_price_hr if price is None else price
+                if (row.state, row.raw_state, row.public_ip, row.actual_price_hr) != (
+                        inst.state.value, inst.raw_state or None, inst.public_ip, reported):
                     repo.record_instance(tx, _instance_record(inst, row.launch_id, self.owner, row.job_id), now=now)
                     changed = True
         if changed:
@@ -259,4 +272,4 @@ def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | N
     return repo.InstanceRecord(
         provider=inst.provider, launch_id=launch_id, owner=owner, job_id=job_id, instance_id=inst.instance_id,
         state=inst.state.value, raw_state=inst.raw_state or None, public_ip=inst.public_ip, ssh_port=inst.ssh_port,
-        ssh_user=inst.ssh_user, host_keys=inst.host_keys or None)
+        ssh_user=inst.ssh_user, host_keys=inst.host_keys or None, actual_price_hr=reported_price_hr(inst.price_hr))

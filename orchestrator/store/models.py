@@ -6,7 +6,7 @@ orchestrator/store/migrations/versions/ (tests/test_migrations.py checks the mod
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -56,6 +56,8 @@ class EndCause(StrEnum):
     DEADLINE_MOVE = "deadline-move"      # moved off spot so the deadline holds
     LAUNCH_REFUSED = "launch-refused"    # the cloud refused (capacity, quota): the next offer is tried
     LAUNCH_FAILED = "launch-failed"      # the launch failed otherwise (ambiguous error, no startup script)
+    BUDGET_CAP = "budget-cap"            # a budget reached its monthly cap (stop_spot_at_cap): drained, then ended
+    RELAUNCH_REQUESTED = "relaunch-requested"   # an operator asked to relaunch the job now (the web console)
 
 
 class AttemptState(StrEnum):
@@ -195,9 +197,16 @@ class Event(SQLModel, table=True):
 
 
 class Spend(SQLModel, table=True):
-    """Money spent by one attempt over [from_ts, to_ts): rows never overlap for one attempt."""
+    """Money spent by one attempt over [from_ts, to_ts): rows never overlap for one attempt.
+
+    The engine keeps ONE row per attempt, UTC ``day`` and ``charged_price_hr`` (the $/h it charged: the
+    cloud's reported price, else the quote at launch) and extends it each tick (an upsert on that key), so
+    the ledger grows with attempts and days, not ticks. Rows never straddle a UTC midnight. Rows written
+    without a day (before revision 0006, or by hand with ``repo.record_spend``) stay as they are.
+    """
 
     __tablename__ = "spend"
+    __table_args__ = (sa.UniqueConstraint("attempt_id", "day", "charged_price_hr", name="uq_spend_attempt_day_rate"),)
 
     id: int | None = Field(default=None, primary_key=True)
     attempt_id: int | None = Field(default=None, foreign_key="attempts.id", index=True)
@@ -205,6 +214,8 @@ class Spend(SQLModel, table=True):
     from_ts: datetime = Field(sa_type=UTCDateTime, nullable=False)
     to_ts: datetime = Field(sa_type=UTCDateTime, nullable=False)
     usd: float = Field(nullable=False)
+    day: date | None = Field(default=None, sa_column=Column(sa.Date(), nullable=True))
+    charged_price_hr: float | None = Field(default=None)
 
 
 class RequestKind(StrEnum):

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from orchestrator.store.models import (
@@ -69,19 +69,6 @@ def spend_totals(tx: Session, job_ids: Sequence[int]) -> dict[int, float]:
     return out
 
 
-class SpendRow(NamedTuple):
-    job_id: int
-    attempt_id: int
-    from_ts: datetime
-    to_ts: datetime
-    usd: float
-
-
-def insert_spend(tx: Session, rows: Sequence[SpendRow]) -> None:
-    """One bulk insert."""
-    tx.execute(insert(Spend), [r._asdict() for r in rows])
-
-
 class AttemptColumns(NamedTuple):
     """An attempt joined with its instance row (the offer it was launched on lives there)."""
 
@@ -108,6 +95,7 @@ class AttemptColumns(NamedTuple):
     gpu_count: int
     price_hr: float
     instance_created_at: datetime
+    actual_price_hr: float | None
 
 
 def _attempt_columns():  # type: ignore[no-untyped-def]
@@ -116,7 +104,7 @@ def _attempt_columns():  # type: ignore[no-untyped-def]
                    Attempt.reason, Attempt.node_rank, Attempt.generation, Attempt.end_cause, Attempt.drain_until,
                    InstanceRow.instance_id, InstanceRow.provider, InstanceRow.instance_type, InstanceRow.region,
                    InstanceRow.zone, InstanceRow.market, InstanceRow.gpu, InstanceRow.gpu_count, InstanceRow.price_hr,
-                   InstanceRow.created_at)
+                   InstanceRow.created_at, InstanceRow.actual_price_hr)
             .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id))
 
 
@@ -154,12 +142,13 @@ class InstanceColumns(NamedTuple):
     raw_state: str | None
     public_ip: str | None
     job_id: int | None
+    actual_price_hr: float | None
 
 
 def unended_instance_columns(tx: Session, provider: str) -> list[InstanceColumns]:
     """The provider's instance rows not yet gone."""
     q = (select(InstanceRow.launch_id, InstanceRow.instance_id, InstanceRow.state,  # type: ignore[call-overload]
-                InstanceRow.raw_state, InstanceRow.public_ip, InstanceRow.job_id)
+                InstanceRow.raw_state, InstanceRow.public_ip, InstanceRow.job_id, InstanceRow.actual_price_hr)
          .where(InstanceRow.provider == provider, col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES)))
     return [InstanceColumns(*r) for r in tx.exec(q).all()]
 

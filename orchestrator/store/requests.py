@@ -81,6 +81,18 @@ def open_relaunch_request(tx: Session, job_id: int) -> RelaunchRequest | None:
     return None if row is None else _view(row[0], row[1])
 
 
+def open_relaunch_requests(tx: Session, job_ids: Sequence[int]) -> list[RelaunchRequest]:
+    """The open relaunch requests of these jobs, oldest first, left open (the engine acts on them, then takes
+    them: a crash in between leaves them open for the next tick, which finds the machines already ended)."""
+    if not job_ids:
+        return []
+    query = (select(JobRequest, Job.name).join(Job, col(Job.id) == col(JobRequest.job_id))
+             .where(JobRequest.kind == RequestKind.RELAUNCH.value, col(JobRequest.taken_at).is_(None),
+                    col(JobRequest.job_id).in_(list(job_ids)))
+             .order_by(col(JobRequest.requested_at), col(JobRequest.id)))
+    return [_view(row, name) for row, name in tx.exec(query).all()]
+
+
 def take_relaunch_requests(tx: Session, *, now: datetime | None = None,
                            job_ids: Sequence[int] | None = None) -> list[RelaunchRequest]:
     """The open relaunch requests (of ``job_ids`` only, when given: a daemon passes the jobs it leases),

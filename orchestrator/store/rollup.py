@@ -1,7 +1,8 @@
 """The spend ledger rolled up: per job over a window, per UTC day, per attempt; and what burns now.
 
 Budgets, ``orch budgets`` and the console read spend through these functions only, never the ``spend``
-rows themselves: how rows are written (one per attempt per tick today) may change, these answers may not.
+rows themselves: how rows are written (one per attempt, UTC day and rate: orchestrator/store/spend_ledger.py)
+may change, these answers may not.
 
 A spend row covers ``[from_ts, to_ts)`` at a constant rate, so a row that straddles a window's edge (a
 month, a day) counts pro rata: the part inside the window.
@@ -18,8 +19,9 @@ from sqlmodel import Session, col, select
 
 from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, Event, InstanceRow, Job, Spend
 
-#: Instance states that bill (a stopped machine keeps only its disk; gone ones nothing).
-BURNING_STATES = ("pending", "running", "stopping")
+#: Instance states that bill (a stopped machine keeps only its disk; gone ones nothing; an unreachable one is
+#: still the cloud's and still billed).
+BURNING_STATES = ("pending", "running", "stopping", "unreachable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class JobLabel:
     job_id: int
     name: str
     project: str | None
+    owner: str | None = None    # the orch owner of its newest machine (None: it never had one)
 
 
 def _rows(tx: Session, since: datetime, until: datetime, job_ids: Sequence[int] | None) -> Iterable[Spend]:
@@ -144,14 +147,18 @@ def burn_by_job(tx: Session) -> tuple[JobBurn, ...]:
 
 
 def job_labels(tx: Session, job_ids: Sequence[int] | None = None) -> tuple[JobLabel, ...]:
-    """Jobs' names and projects (the manifest's ``project:``), every job when ``job_ids`` is None."""
+    """Jobs' names, projects (the manifest's ``project:``) and owners (of their newest machine), every job
+    when ``job_ids`` is None."""
     q = select(Job.id, Job.name, Job.manifest)  # type: ignore[call-overload]
+    owned = select(InstanceRow.job_id, InstanceRow.owner).order_by(col(InstanceRow.id))  # type: ignore[call-overload]
     if job_ids is not None:
         q = q.where(col(Job.id).in_(list(job_ids)))
+        owned = owned.where(col(InstanceRow.job_id).in_(list(job_ids)))
+    owners = dict(tx.exec(owned).all())      # the newest row per job wins
     out: list[JobLabel] = []
     for job_id, name, manifest in tx.exec(q):
         project = manifest.get("project") if isinstance(manifest, dict) else None
-        out.append(JobLabel(int(job_id), name, project if isinstance(project, str) else None))
+        out.append(JobLabel(int(job_id), name, project if isinstance(project, str) else None, owners.get(job_id)))
     return tuple(out)
 
 

@@ -6,9 +6,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from orchestrator.budget_watch import THRESHOLD_EVENT
+from orchestrator.budgets import (
+    Budget,
+    BudgetLedger,
+    BudgetReview,
+    JobFacts,
+    alerted_from,
+    month_label,
+    review,
+)
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.manifest.schema import Manifest
+from orchestrator.spend import reported_price_hr
+from orchestrator.store.gpu_util import GpuUtilSample
+from orchestrator.store.requests import RelaunchRequest
 from providers.base import Instance, Offer
 from tests.support.manifests import manifest_doc
 
@@ -26,6 +39,7 @@ class Event:
     kind: str
     message: str
     job_id: int | None
+    data: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -36,6 +50,11 @@ class MemoryStore:
     checkpoints: dict[int, list[tuple[str, int | None]]] = field(default_factory=dict)
     instances: dict[tuple[str, str], Instance] = field(default_factory=dict)
     spend_marks: dict[int, datetime] = field(default_factory=dict)
+    #: Every charge the spend step made: (attempt id, since, until, usd, $/h).
+    charges: list[tuple[int, datetime, datetime, float, float]] = field(default_factory=list)
+    gpu_util: list[GpuUtilSample] = field(default_factory=list)
+    catalog: tuple[Offer, ...] = ()                 # what use_catalog was last given
+    relaunch_requests_made: list[RelaunchRequest] = field(default_factory=list)
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
         job = JobRecord(id=len(self.jobs) + 1, name=spec.name, manifest=manifest_for(spec), spec=spec,
@@ -92,7 +111,8 @@ class MemoryStore:
         if generation is None:
             generation = max((a.generation for a in self.attempts.values() if a.job_id == job_id), default=0) + 1
         a = AttemptRecord(len(self.attempts) + 1, job_id, launch_id, AttemptState.PLANNED, offer, None, now,
-                          checkpoint_restored=checkpoint, node_rank=node_rank, generation=generation)
+                          checkpoint_restored=checkpoint, node_rank=node_rank, generation=generation,
+                          launch_price_hr=offer.price_hr)
         self.attempts[a.id] = a
         return a
 
@@ -105,6 +125,8 @@ class MemoryStore:
         changes: dict[str, object] = {"state": state}
         if instance is not None:
             changes["instance_id"] = instance.instance_id
+            if reported_price_hr(instance.price_hr) is not None:
+                changes["actual_price_hr"] = instance.price_hr
         if reason is not None:
             changes["reason"] = reason
         if cause is not None:
@@ -121,7 +143,9 @@ class MemoryStore:
         j = self.jobs[job_id]
         self.jobs[job_id] = replace(j, status=status, relaunch_count=j.relaunch_count + int(relaunched))
 
-    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime) -> None:
+    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime, *,
+                  price_hr: float) -> None:
+        self.charges.append((attempt_id, since, until, usd, price_hr))
         j = self.jobs[job_id]
         self.jobs[job_id] = replace(j, spent_usd=j.spent_usd + usd)
         self.spend_marks[attempt_id] = until
@@ -137,7 +161,41 @@ class MemoryStore:
 
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
-        self.events.append(Event(now, kind, message, job_id))
+        self.events.append(Event(now, kind, message, job_id, dict(data or {})))
+
+    def use_catalog(self, offers: Sequence[Offer]) -> None:
+        self.catalog = tuple(offers)
+
+    def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
+        self.gpu_util.extend(samples)
+
+    def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        wanted = set(job_ids)
+        return [r for r in self.relaunch_requests_made if r.taken_at is None and r.job_id in wanted]
+
+    def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
+        wanted = set(job_ids)
+        taken = [r for r in self.relaunch_requests_made if r.taken_at is None and r.job_id in wanted]
+        self.relaunch_requests_made = [replace(r, taken_at=now) if r in taken else r
+                                       for r in self.relaunch_requests_made]
+        return taken
+
+    def budget_ledger(self, now: datetime) -> BudgetLedger:
+        """Each job's whole spend counts as this month's; burn: its live attempts' launch prices."""
+        burn: dict[int, float] = {}
+        for a in self.attempts.values():
+            if a.state.is_live:
+                burn[a.job_id] = burn.get(a.job_id, 0.0) + (a.actual_price_hr or a.offer.price_hr)
+        jobs = tuple(JobFacts(j.id, j.name, j.manifest.project, j.spent_usd, burn.get(j.id, 0.0))
+                     for j in self.jobs.values())
+        alerted = alerted_from([e.data for e in self.events if e.kind == THRESHOLD_EVENT], month_label(now))
+        return BudgetLedger(now, jobs, alerted)
+
+    def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
+        result = review(budgets, self.budget_ledger(now))
+        for crossing in result.crossings:
+            self.event(THRESHOLD_EVENT, crossing.message(), now, data=crossing.data())
+        return result
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]

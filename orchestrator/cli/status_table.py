@@ -1,0 +1,55 @@
+"""``orch status`` as text that fits 80 columns: one line per job (where it runs, $/h burning now at the
+charged price, spent) with its last event beneath, then one line per live machine with its QUOTED $/h (the
+offer it was launched on) beside the ACTUAL $/h its cloud reports ("-" where the cloud reports none).
+Instance types, launch ids and every other field are in ``orch status --json``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.jobs_service import InstanceView, JobView, StatusReport
+
+WIDTH = 80
+
+
+def money(usd: float) -> str:
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` in ``width`` columns: padded, or cut with a '~' where it is longer."""
+    return text.ljust(width) if len(text) <= width else text[:width - 1] + "~"
+
+
+def status_lines(report: StatusReport) -> list[str]:
+    lines: list[str] = []
+    if not report.jobs:
+        lines.append("no jobs (apply some manifests: orch apply PATH)")
+    else:
+        lines.append(f"{'JOB':<18}{'STATUS':<11}{'WHERE':<24}{'$/H':>8}{'SPENT':>12}{'RL':>4}")
+        for j in report.jobs:
+            lines += _job_lines(j)
+    if report.instances:
+        lines += ["", f"  {'PROVIDER':<9}{'INSTANCE':<20}{'STATE':<12}{'QUOTED':>9}{'ACTUAL':>9}  JOB"]
+        lines += [_instance_line(i) for i in report.instances]
+    lines += ["", _fit(f"total: {len(report.instances)} live instance(s), burning {money(report.burn_hr)}/h, "
+                       f"spent {money(report.spent_usd)}", WIDTH).rstrip()]
+    return lines
+
+
+def _job_lines(j: JobView) -> list[str]:
+    cur = j.current
+    where = f"{cur.provider} {cur.region} {cur.market}" if cur else "-"
+    status = j.status if j.desired_state == "active" else f"{j.status}*"   # *: no longer wanted (down, pruned)
+    lines = [f"{_fit(j.name, 17)} {_fit(status, 10)} {_fit(where, 23)} {money(j.burn_hr):>8}"
+             f"{money(j.spent_usd):>12}{j.relaunches:>4}".rstrip()]
+    if j.last_event:
+        lines.append(_fit(f"  {j.last_event.kind}: {j.last_event.message}", WIDTH).rstrip())
+    return lines
+
+
+def _instance_line(i: InstanceView) -> str:
+    actual = "-" if i.actual_price_hr is None else money(i.actual_price_hr)
+    return _fit(f"  {_fit(i.provider, 8)} {_fit(i.instance_id or '?', 19)} {_fit(i.state, 11)} "
+                f"{money(i.price_hr):>9} {actual:>8}  {i.job or '-'}", WIDTH).rstrip()

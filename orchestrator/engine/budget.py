@@ -1,0 +1,118 @@
+"""The budget step, and the gate the launch step asks before every launch (the config's ``budgets:``).
+
+Decisions are ``orchestrator.budgets``' (pure); the facts are the store's spend rollup (``EngineStore.
+budget_ledger``, ``review_budgets``). With no budgets configured nothing here reads the store.
+
+* The step (after the spend step, so this tick's money counts): review every budget. A threshold crossed for
+  the first time this month is written as ONE ``budget-threshold`` event (the store's alert listener turns
+  it into a webhook alert on background workers, so no tick waits on a receiver). At a cap with
+  ``stop_spot_at_cap``, the budget's running spot machines end like a noticed machine: PREEMPTED with
+  ``EndCause.BUDGET_CAP`` and ``drain_until`` (``notice_drain``) so the agent can finish an upload and the
+  sync records the checkpoints it commits meanwhile; the sweep ends the machine when the drain has passed.
+  Their jobs go back to PENDING, and the gate keeps them there until the month turns.
+* The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break the $/h ceiling or the
+  monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
+  ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). A job refused by the same
+  limits again is not written again (one event per change of the limits refusing it).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from orchestrator.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refusal, check_launch
+from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.ports import AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.tick import TickLog
+from providers.base import Market
+
+#: The event a budget's refusal writes (orchestrator.budget_watch.REFUSED_EVENT; ``orch status`` shows it).
+REFUSED_EVENT = "budget-refused"
+CAP_STOP_EVENT = "budget-cap-stop"
+
+#: The budgets and limits that refused a job last (a refusal is written again only when these change).
+_Refused = frozenset[tuple[str, BudgetLimit]]
+
+
+def refusal_data(refusals: tuple[Refusal, ...]) -> dict[str, object]:
+    """The typed reason, as the event's data."""
+    return {"refusals": [{"budget": r.budget, "limit": r.limit.value, "limit_usd": r.limit_usd,
+                          "current_usd": round(r.current_usd, 4), "adding_usd": round(r.adding_usd, 4)}
+                         for r in refusals]}
+
+
+class LaunchGate:
+    """One tick's budget checks: the ledger is read once (at the first paid launch) and each launch the
+    tick makes is added to it, so two launches in one tick cannot break a ceiling together."""
+
+    def __init__(self, deps: EngineDeps, now: datetime, refused: dict[int, _Refused]) -> None:
+        self._deps = deps
+        self._now = now
+        self._ledger: BudgetLedger | None = None
+        self._refused = refused         # the BudgetStep's memory: which limits last refused each job
+
+    def check(self, job: JobRecord, price_hr: float, hours: float | None) -> BudgetVerdict:
+        budgets = self._deps.config.budgets
+        if not budgets or price_hr <= 0:
+            return BudgetVerdict()
+        verdict = check_launch(budgets, self._read(), project=job.manifest.project, price_hr=price_hr, hours=hours,
+                               owner=self._deps.config.owner)
+        if verdict.allowed:
+            self._refused.pop(job.id, None)
+        return verdict
+
+    def refused(self, job: JobRecord, verdict: BudgetVerdict, what: str) -> None:
+        """Write the refusal (once per job per change of the limits that refuse it)."""
+        limits = frozenset((r.budget, r.limit) for r in verdict.refusals)
+        if self._refused.get(job.id) == limits:
+            return
+        self._refused[job.id] = limits
+        self._deps.store.event(REFUSED_EVENT, f"launch refused ({what}): {verdict.reason()}", self._now, job_id=job.id,
+                               data=refusal_data(verdict.refusals))
+
+    def launched(self, job: JobRecord, price_hr: float) -> None:
+        if self._ledger is not None:
+            self._ledger = self._ledger.with_launch(job.id, job.name, job.manifest.project, price_hr,
+                                                    self._deps.config.owner)
+
+    def _read(self) -> BudgetLedger:
+        if self._ledger is None:
+            self._ledger = self._deps.store.budget_ledger(self._now)
+        return self._ledger
+
+
+class BudgetStep:
+    def __init__(self) -> None:
+        self._refused: dict[int, _Refused] = {}
+
+    def gate(self, deps: EngineDeps, now: datetime) -> LaunchGate:
+        return LaunchGate(deps, now, self._refused)
+
+    def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+        if not deps.config.budgets:
+            return
+        result = deps.store.review_budgets(deps.config.budgets, facts.now)
+        if result.stop_spot_jobs:
+            stopping = [s.budget.name for s in result.standings if s.at_cap and s.budget.stop_spot_at_cap]
+            _stop_spot(deps, facts, log, result.stop_spot_jobs, ", ".join(stopping))
+        self._refused = {k: v for k, v in self._refused.items() if k in facts.jobs}
+
+
+def _stop_spot(deps: EngineDeps, facts: TickFacts, log: TickLog, jobs: frozenset[int], capped: str) -> None:
+    """End the running spot machines of ``jobs`` after a drain, as a notice would; their jobs wait."""
+    drain = facts.now + deps.config.notice_drain
+    stopped: set[int] = set()
+    for seen in facts.observed:
+        a = seen.attempt
+        if (a.job_id not in jobs or a.state is not AttemptState.RUNNING or a.offer.market is not Market.SPOT
+                or a.id in log.ended):
+            continue
+        why = f"budget {capped} at its monthly cap: spot machine ended after a {deps.config.notice_drain} drain"
+        end_attempt(deps, a, AttemptState.PREEMPTED, EndCause.BUDGET_CAP, why, facts.now, log, drain_until=drain)
+        deps.store.event(CAP_STOP_EVENT, f"{a.offer.provider} {a.instance_id}: {why}", facts.now, job_id=a.job_id,
+                         data={"budgets": capped, "drain_until": drain.isoformat()})
+        stopped.add(a.job_id)
+    for job_id in stopped:
+        deps.store.set_job_status(job_id, JobStatus.PENDING, facts.now)
