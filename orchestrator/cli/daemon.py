@@ -155,7 +155,8 @@ def daemon_cmd(
     from orchestrator.console.server import serving
     from orchestrator.console.settings import ConsoleConfigError, console_settings
     from orchestrator.daemon import DaemonSettings, run_daemon
-    from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, release_leases
+    from orchestrator.store.fleet import leave
+    from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock
 
     if log_format not in ("json", "text"):
         fail(f"--log-format must be json or text, not {shown(log_format)}")
@@ -188,7 +189,7 @@ def daemon_cmd(
             if service.lease_owner is not None:
                 # Hand the jobs back at once instead of making the others wait for the leases to expire.
                 with service.store.transaction() as tx:
-                    release_leases(tx, service.lease_owner)
+                    leave(tx, service.lease_owner)
     except (DaemonAlreadyRunningError, ConsoleConfigError) as exc:
         fail(str(exc))
     finally:
