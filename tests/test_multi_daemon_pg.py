@@ -45,8 +45,7 @@ class Planned:
         original = store.plan_attempt
 
         def plan_attempt(job_id, offer, launch_id, checkpoint, now):  # type: ignore[no-untyped-def]
-            leased = store._leased or set()
-            assert job_id in leased, f"{name} planned job {job_id} without holding its lease"
+            assert store.fleet.holds(job_id), f"{name} planned job {job_id} without holding its lease"
             with self.lock:
                 self.rows.append((name, job_id, launch_id))
             return original(job_id, offer, launch_id, checkpoint, now)

@@ -183,6 +183,9 @@ def daemon_cmd(
                 _serve_metrics(service, metrics_port, metrics_host)
                 log.info("metrics", extra={"fields": {"url": f"http://{metrics_host}:{metrics_port}/metrics"}})
             log.info("store", extra={"fields": {"url": service.store.url, "lease_owner": service.lease_owner}})
+            join = getattr(service.engine_store, "join", None)
+            if callable(join):
+                join(service.reconciler.deps.clock())   # counted as live before the first claim: even shares
             run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval,
                                                                   refresh_interval_s=refresh_every),
                        service.metrics, stop, catalog_refresh=catalog_refresh)

@@ -16,11 +16,9 @@ from typing import TypeVar
 from sqlmodel import Session
 
 from orchestrator.clock import utcnow
-from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.specs import SpecCache
 from orchestrator.engine.stored_offers import OfferBook
-from orchestrator.manifest.schema import Manifest
 from orchestrator.store import queries, repo
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
@@ -68,12 +66,16 @@ class SqlEngineStore:
         before = dict(self.fleet.holding.jobs) if self.fleet.holding else {}
         with self.store.transaction() as tx:
             holding = self.fleet.begin(tx, now)
-        # Totals and marks are kept only while a job stays this daemon's at one generation (only the holder
-        # accrues); the rest is read again.
+        # Totals and marks are kept while a job stays this daemon's at one generation (only the holder accrues).
         self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
         if before != holding.jobs:
             self._marks.clear()
         return holding
+
+    def join(self, now: datetime) -> None:
+        if self.fleet is not None:
+            with self.store.transaction() as tx:
+                self.fleet.join(tx, now)
 
     def _mine(self, job_id: int) -> bool:
         return self.fleet is None or self.fleet.holds(job_id)
@@ -82,10 +84,6 @@ class SqlEngineStore:
         """Within ``tx``: this daemon still holds ``job_id`` (None: is still a live member of the fleet)."""
         if self.fleet is not None:
             self.fleet.daemon(tx) if job_id is None else self.fleet.job(tx, job_id)
-
-    # --- reading -------------------------------------------------------------------------------------
-    def _spec(self, row: Job) -> tuple[JobSpec, Manifest]:
-        return self._specs.of(row.id or 0, row.manifest_hash, row.manifest, row.applied_at)
 
     # --- steady ticks --------------------------------------------------------------------------------
     # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
@@ -151,7 +149,7 @@ class SqlEngineStore:
                 raise repo.NotFoundError(f"no job {job_id}")
             spent = repo.total_spend(tx, job_id)
         assert row.id is not None
-        spec, manifest = self._spec(row)
+        spec, manifest = self._specs.of(row.id, row.manifest_hash, row.manifest, row.applied_at)
         return JobRecord(id=row.id, name=row.name, manifest=manifest, spec=spec, status=JobStatus(row.status),
                          desired_active=row.desired_state == DesiredState.ACTIVE.value,
                          relaunch_count=row.relaunch_count, spent_usd=spent, created_at=row.created_at)

@@ -198,6 +198,10 @@ class FleetMember:
     #: Ticks begun (what a tick's cloud listing is keyed by).
     ticks: int = 0
 
+    def join(self, tx: Session, now: datetime) -> None:
+        """Register without claiming (a daemon starting): daemons started together then share evenly."""
+        self.epoch, _ = heartbeat(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
+
     def begin(self, tx: Session, now: datetime) -> Holding:
         self.ticks += 1
         self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
