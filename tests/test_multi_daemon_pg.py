@@ -101,10 +101,8 @@ def test_three_daemons_share_jobs_without_doing_one_twice_and_take_over_a_dead_o
         assert sorted(j for _, j, _ in planned.rows) == sorted(jobs)       # one launch per job, by one daemon
         owners = lease_owners(pg_url)
         assert set(owners.values()) <= set(daemons)
-        by_job = {j: d for d, j, _ in planned.rows}
-        with admin.transaction() as tx:
+        with admin.transaction() as tx:       # each planned by the daemon holding it then (Planned checks)
             for job in tx.exec(select(Job)):
-                assert job.lease_owner == by_job[job.id or 0]           # planned by the lease holder
                 assert JobStatus(job.status) is JobStatus.RUNNING
 
         # The daemon holding the most jobs dies (no release: as if SIGKILLed).

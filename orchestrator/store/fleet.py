@@ -15,8 +15,9 @@
   the job is still this daemon's at the generation it claimed, and this daemon's registration (its epoch)
   is live at the caller's clock, read ``FOR SHARE`` so a reaper's DELETE waits for the write to commit
   (or the write sees the reaping and fails). Cloud-changing calls check the same just before they go out
-  (orchestrator/fencing.py). A paused or partitioned daemon therefore acts on nothing after it resumes
-  until its next tick has claimed the job again.
+  (orchestrator/fencing.py). A reaper skips a registration whose row is locked (being renewed, or a
+  fenced write in flight) and reaps it later. A paused or partitioned daemon therefore acts on nothing
+  after it resumes until its next tick has claimed the job again.
 
 A job needs a driver while it is not finished or still has a live attempt (a machine to watch or end).
 SQLite keeps one daemon (``leases.daemon_lock``) and uses none of this.
@@ -73,9 +74,16 @@ def heartbeat(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, now
     return fresh, False
 
 
-def reap(tx: Session, now: datetime) -> int:
-    """Delete lapsed registrations (their jobs become free). Waits for a fenced write of theirs in flight."""
-    return int(tx.execute(delete(DaemonRow).where(col(DaemonRow.expires_at) <= now)).rowcount or 0)
+def reap(tx: Session, now: datetime, *, keep: str | None = None) -> int:
+    """Delete lapsed registrations (their jobs become free), except ``keep``'s. A row another transaction
+    holds (a daemon renewing itself, or a fenced write of its in flight) is skipped, not waited for: two
+    daemons reaping each other at once would deadlock, and a row being written is not dead yet."""
+    lapsed = (select(DaemonRow.owner).where(col(DaemonRow.expires_at) <= now, DaemonRow.owner != (keep or ""))
+              .with_for_update(skip_locked=True))
+    owners = list(tx.exec(lapsed))
+    if not owners:
+        return 0
+    return int(tx.execute(delete(DaemonRow).where(col(DaemonRow.owner).in_(owners))).rowcount or 0)
 
 
 def live_daemons(tx: Session, now: datetime) -> list[str]:
@@ -113,7 +121,7 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
     epoch, continued = heartbeat(tx, owner, epoch, ttl=ttl, now=now)
     if not continued:
         release(tx, owner)          # leases from a lapsed registration are void: claimed again below
-    reap(tx, now)
+    reap(tx, now, keep=owner)
     live = max(1, len(live_daemons(tx, now)))
     needing = int(tx.exec(select(func.count()).select_from(Job).where(needs_driver())).one())
     share = math.ceil(needing / live) if limit is None else limit
@@ -165,7 +173,7 @@ def release(tx: Session, owner: str, job_ids: Sequence[int] | None = None) -> in
 
 def fence_daemon(tx: Session, owner: str, epoch: int, now: datetime) -> None:
     """Raise LeaseLostError unless ``owner`` is registered under ``epoch`` until after ``now``. The row is
-    read FOR SHARE: a reaper cannot delete it before this transaction ends."""
+    read FOR SHARE: no reaper deletes it before this transaction ends."""
     found = tx.exec(select(DaemonRow.owner).where(DaemonRow.owner == owner, DaemonRow.epoch == epoch,
                                                   col(DaemonRow.expires_at) > now).with_for_update(read=True)).first()
     if found is None:
