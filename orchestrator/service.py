@@ -174,7 +174,12 @@ class Service:
     def close(self) -> None:
         flush = getattr(self.engine_store, "flush", None)
         if callable(flush):
-            flush()                     # buffered spend rows
+            from orchestrator.store.fleet import LeaseLostError
+
+            try:
+                flush()                 # buffered spend rows
+            except LeaseLostError:
+                pass                    # accrued under a lapsed lease: the job's holder charges it again
         for provider in self.providers.values():
             close = getattr(provider, "close", None)
             if callable(close):

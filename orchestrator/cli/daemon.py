@@ -125,11 +125,22 @@ def tick_cmd(
                     break
             else:
                 if until_quiet:
+                    _leave(service)
                     fail(f"not quiet after {max_ticks} ticks", code=1)
+            _leave(service)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc))
     finally:
         service.close()
+
+
+def _leave(service: Service) -> None:
+    """A one-shot tick on PostgreSQL hands its share back at once (the daemons need not wait out its TTL)."""
+    if service.lease_owner is not None and service.store is not None:
+        from orchestrator.store.fleet import leave
+
+        with service.store.transaction() as tx:
+            leave(tx, service.lease_owner)
 
 
 @app.command("daemon")
