@@ -50,7 +50,7 @@ class Recorder:
 
     def launch(self, spec: LaunchSpec) -> Any:
         with self.lock:
-            self.log.append((self.name, spec.launch_id))
+            self.log.append((self.name, spec.job))
         inst = self.inner.launch(spec)
         self.launches += 1
         if self.kill_on_launch is not None and self.launches >= self.kill_on_launch:
@@ -72,7 +72,7 @@ def fakes() -> Iterator[Fakes]:
 class Fleet:
     def __init__(self, fakes: Fakes, url: str, names: tuple[str, ...] = ("d1", "d2", "d3")) -> None:
         self.clock = Clock()
-        self.calls: list[tuple[str, str]] = []
+        self.calls: list[tuple[str, str]] = []      # (daemon, job name) per launch call
         self.lock = threading.Lock()
         settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=TTL, ssh_public_key=PUBLIC_KEY)
         self.daemons: dict[str, Service] = {}
@@ -141,8 +141,9 @@ def test_300_jobs_spread_over_three_daemons_and_a_killed_ones_are_taken_over(pg_
         jobs = [add_job(admin, f"job-{n:03d}", providers=["lambda"]) for n in range(300)]
         for _ in range(4):
             assert fleet.round() == {}
-        launched_by = Counter(name for name, _ in fleet.calls)
-        assert sum(launched_by.values()) == 300                      # one launch per job
+        launchers = {job: {d for d, j in fleet.calls if j == job} for _, job in fleet.calls}
+        assert len(launchers) == 300 and all(len(d) == 1 for d in launchers.values())   # each job by one daemon
+        launched_by = Counter(next(iter(d)) for d in launchers.values())
         for name in fleet.daemons:
             assert 0.2 * 300 <= launched_by[name] <= 0.5 * 300, launched_by
         held = Counter(owners(admin).values())

@@ -60,13 +60,14 @@ class SqlEngineStore:
             self.flush()
         except LeaseLostError:      # accrued under a lapsed lease: the holder charges it from the stored mark
             self._pending_spend, self._marks = [], {}
-        self._reads.clear()     # other processes may have written since the last tick
         if self.fleet is None:
+            self._reads.clear()     # other processes may have written since the last tick
             return None
         before = dict(self.fleet.holding.jobs) if self.fleet.holding else {}
-        with self.store.transaction() as tx:
-            holding = self.fleet.begin(tx, now)
-        # Totals and marks are kept while a job stays this daemon's at one generation (only the holder accrues).
+        holding = self.fleet.begin(self.store, now)
+        # Jobs change from outside (orch apply, down, the console): read again. A held job's attempts, instance
+        # rows, spend marks and totals are written only by its holder (the fence): kept while it holds the same.
+        self._reads = {k: v for k, v in self._reads.items() if k == "live" and before == holding.jobs}
         self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
         if before != holding.jobs:
             self._marks.clear()

@@ -8,16 +8,16 @@
   registration lapsed) up to it, with ``SELECT ... FOR UPDATE SKIP LOCKED`` so claimers never wait on each
   other. A daemon joining or leaving changes the share; within a tick or two the jobs are spread again.
 * **Generations.** Each claim bumps ``jobs.lease_generation``.
-* **Takeover.** A registration past ``expires_at`` is reaped (deleted) by the next daemon that claims; only
-  then are its jobs free. A daemon that comes back after that joins again with a new epoch and claims
-  like any other (its old leases are void).
+* **Takeover.** A registration past ``expires_at`` is reaped (deleted) at the start of the next daemon's
+  tick, in a transaction of its own that waits for rows other reapers hold, so every daemon claiming after
+  it sees the lapsed one gone; only then are its jobs free. A daemon that comes back after that joins
+  again with a new epoch and claims like any other (its old leases are void).
 * **The fence.** Every write a daemon makes on a job's behalf runs ``fence_job`` in the same transaction:
   the job is still this daemon's at the generation it claimed, and this daemon's registration (its epoch)
   is live at the caller's clock, read ``FOR SHARE`` so a reaper's DELETE waits for the write to commit
   (or the write sees the reaping and fails). Cloud-changing calls check the same just before they go out
-  (orchestrator/fencing.py). A reaper skips a registration whose row is locked (being renewed, or a
-  fenced write in flight) and reaps it later. A paused or partitioned daemon therefore acts on nothing
-  after it resumes until its next tick has claimed the job again.
+  (orchestrator/fencing.py). A paused or partitioned daemon therefore acts on nothing after it resumes
+  until its next tick has claimed the job again.
 
 A job needs a driver while it is not finished or still has a live attempt (a machine to watch or end).
 SQLite keeps one daemon (``leases.daemon_lock``) and uses none of this.
@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import delete, exists, func, or_, update
 from sqlmodel import Session, col, select
 
+from orchestrator.store.db import Store
 from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, AttemptState, DaemonRow, Job, JobStatus
 
 _FINAL_JOB = [s.value for s in JobStatus if s.is_final]
@@ -74,13 +75,16 @@ def heartbeat(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, now
     return fresh, False
 
 
-def reap(tx: Session, now: datetime, *, keep: str | None = None) -> int:
-    """Delete lapsed registrations (their jobs become free), except ``keep``'s. A row another transaction
-    holds (a daemon renewing itself, or a fenced write of its in flight) is skipped, not waited for: two
-    daemons reaping each other at once would deadlock, and a row being written is not dead yet."""
+def reap(tx: Session, now: datetime, *, keep: str | None = None, wait: bool = False) -> int:
+    """Delete lapsed registrations (their jobs become free), except ``keep``'s.
+
+    ``wait``: lock them in order and wait for a fenced write of theirs in flight to commit first; call it so
+    in a transaction that holds no registration of its own (``FleetMember.begin`` does), or two daemons
+    reaping each other would deadlock. Otherwise a row another transaction holds is skipped.
+    """
     lapsed = (select(DaemonRow.owner).where(col(DaemonRow.expires_at) <= now, DaemonRow.owner != (keep or ""))
-              .with_for_update(skip_locked=True))
-    owners = list(tx.exec(lapsed))
+              .order_by(col(DaemonRow.owner)))
+    owners = list(tx.exec(lapsed.with_for_update() if wait else lapsed.with_for_update(skip_locked=True)))
     if not owners:
         return 0
     return int(tx.execute(delete(DaemonRow).where(col(DaemonRow.owner).in_(owners))).rowcount or 0)
@@ -210,9 +214,14 @@ class FleetMember:
         """Register without claiming (a daemon starting): daemons started together then share evenly."""
         self.epoch, _ = heartbeat(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
 
-    def begin(self, tx: Session, now: datetime) -> Holding:
+    def begin(self, store: Store, now: datetime) -> Holding:
+        """Reap the lapsed (waiting for rows others reap: every claimer then sees them gone), then renew and
+        take the share: two transactions."""
         self.ticks += 1
-        self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
+        with store.transaction() as tx:
+            reap(tx, now, keep=self.owner, wait=True)
+        with store.transaction() as tx:
+            self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
         self.epoch = self.holding.epoch
         return self.holding
 
