@@ -14,7 +14,7 @@ from sqlmodel import select
 
 from orchestrator.service import Service, ServiceSettings
 from orchestrator.store import open_store
-from orchestrator.store.models import Job, JobStatus
+from orchestrator.store.models import Attempt, AttemptState, Job, JobStatus
 from tests._store_db import pg_database
 from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
 
@@ -110,8 +110,12 @@ def test_three_daemons_share_jobs_without_doing_one_twice_and_take_over_a_dead_o
         orphaned_jobs = {n for n, o in owners.items() if o == dead}
         daemons.pop(dead).close()
         # Its machines lose their instance (terminated behind orch's back): someone must relaunch them.
-        lost = [i for i in fakes.live_instances()["lambda"]
-                if i.job in orphaned_jobs or any(lid == i.launch_id and d == dead for d, _, lid in planned.rows)]
+        with admin.transaction() as tx:
+            ids = {j.id for j in tx.exec(select(Job)) if j.name in orphaned_jobs}
+            theirs = {a.launch_id for a in tx.exec(select(Attempt))
+                      if a.job_id in ids and AttemptState(a.state).is_live}
+        lost = [i for i in fakes.live_instances()["lambda"] if i.launch_id in theirs]
+        assert lost and len(lost) == len(orphaned_jobs)
         for inst in lost:
             fakes.build_providers()["lambda"].terminate(inst.instance_id)
         before = len(planned.rows)
