@@ -220,3 +220,24 @@ def test_daemon_lock_is_a_no_op_for_postgresql(pg_store: Store) -> None:
     assert lock_path(pg_store) is None
     with daemon_lock(pg_store), daemon_lock(pg_store):
         pass
+
+
+@pytest.mark.postgres
+def test_a_daemon_stopped_inside_a_write_does_not_stall_the_others(pg_store: Store,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """d1 lapses while its fenced write is open (SIGSTOP mid-transaction): d2's tick goes on without its jobs
+    (the reaper's wait is bounded), and takes them once the write is over."""
+    from orchestrator.store import fleet
+
+    monkeypatch.setattr(fleet, "REAP_WAIT_MS", 100)
+    _seed(pg_store, "a", "b")
+    with pg_store.transaction() as tx:
+        held = take_share(tx, "d1", None, ttl=TTL, now=T0)
+    later = T0 + TTL + timedelta(seconds=1)
+    d2 = fleet.FleetMember("d2", TTL, clock=lambda: later)
+    with Session(pg_store.engine) as writer:
+        job, gen = next(iter(held.jobs.items()))
+        fence_job(writer, "d1", held.epoch, job, gen, T0 + timedelta(seconds=30))     # open, FOR SHARE
+        assert d2.begin(pg_store, later).jobs == {}          # returned: it waited 100 ms, not for ever
+        writer.rollback()
+    assert set(d2.begin(pg_store, later).jobs) == set(held.jobs)

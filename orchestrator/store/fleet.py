@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, exists, func, or_, update
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
 from orchestrator.store.db import Store
@@ -41,6 +42,7 @@ from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, AttemptStat
 _FINAL_JOB = [s.value for s in JobStatus if s.is_final]
 _LIVE_ATTEMPT = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
 _CHUNK = 1000
+REAP_WAIT_MS = 5000
 
 
 class LeaseLostError(RuntimeError):
@@ -218,8 +220,13 @@ class FleetMember:
         """Reap the lapsed (waiting for rows others reap: every claimer then sees them gone), then renew and
         take the share: two transactions."""
         self.ticks += 1
-        with store.transaction() as tx:
-            reap(tx, now, keep=self.owner, wait=True)
+        try:
+            with store.transaction() as tx:
+                if store.dialect == "postgresql":     # a lapsed daemon stopped inside a write: do not stall on it
+                    tx.connection().exec_driver_sql(f"SET LOCAL lock_timeout = '{REAP_WAIT_MS}ms'")
+                reap(tx, now, keep=self.owner, wait=True)
+        except OperationalError:
+            pass                                    # reaped next tick (or by take_share, skipping it)
         with store.transaction() as tx:
             self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
         self.epoch = self.holding.epoch
