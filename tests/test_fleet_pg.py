@@ -228,6 +228,9 @@ def test_a_paused_daemon_acts_on_nothing_after_resuming_until_it_holds_the_lease
         admin.close()
 
 
+LAUNCH_FAULTS = ("ambiguous", "capacity", "500", "429")
+
+
 class Faulty:
     """20% of the Lambda fake's answers fail: 500s, 429s, capacity refusals, and launches the cloud carries
     out but answers with a 500 (the ambiguous case). Seeded; the adapters do not retry."""
@@ -237,16 +240,19 @@ class Faulty:
         self.rng = random.Random(seed)
         self.rate = rate
         self.injected = Counter[str]()
+        self.launch_faults = Counter[str]()
         self.lock = threading.Lock()
 
     def __call__(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Reply:
         with self.lock:
-            roll, kind = self.rng.random(), self.rng.choice(["500", "429", "ambiguous", "capacity"])
+            roll, other = self.rng.random(), self.rng.choice(["500", "429"])
         if roll >= self.rate or path.endswith("/ssh-keys"):
             return self.inner(method, path, body, headers)
-        launching = path.endswith("/instance-operations/launch")
-        kind = kind if launching or kind in ("500", "429") else "500"
-        with self.lock:
+        with self.lock:         # a launch's faults take turns, so each kind happens (~13 of ~65 launches)
+            kind = (LAUNCH_FAULTS[sum(self.launch_faults.values()) % len(LAUNCH_FAULTS)]
+                    if path.endswith("/instance-operations/launch") else other)
+            if path.endswith("/instance-operations/launch"):
+                self.launch_faults[kind] += 1
             self.injected[kind] += 1
         if kind == "ambiguous":
             self.inner(method, path, body, headers)     # done in the cloud, but the answer is lost
