@@ -150,18 +150,15 @@ def claim_free(tx: Session, owner: str, count: int) -> dict[int, int]:
     if count <= 0:
         return {}
     registered = select(DaemonRow.owner)
-    query = (select(Job.id).where(needs_driver(), or_(col(Job.lease_owner).is_(None),
-                                                        col(Job.lease_owner).not_in(registered)))
-             .order_by(col(Job.id)).limit(count)
-             .with_for_update(skip_locked=True))   # SQLite ignores it: its database lock serialises writers
-    ids = list(tx.exec(query))
-    for chunk in _chunks(ids):
-        tx.execute(update(Job).where(col(Job.id).in_(chunk))
-                   .values(lease_owner=owner, lease_generation=Job.lease_generation + 1))
-    if not ids:
-        return {}
-    return {int(k): int(v) for chunk in _chunks(ids)
-            for k, v in tx.exec(select(Job.id, Job.lease_generation).where(col(Job.id).in_(chunk))).all()}
+    free = (select(Job.id).where(needs_driver(), or_(col(Job.lease_owner).is_(None),
+                                                       col(Job.lease_owner).not_in(registered)))
+            .order_by(col(Job.id)).limit(count)
+            .with_for_update(skip_locked=True))   # SQLite ignores it: its database lock serialises writers
+    # One statement: UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING the new generations.
+    claimed = tx.execute(update(Job).where(col(Job.id).in_(free.scalar_subquery()))
+                         .values(lease_owner=owner, lease_generation=Job.lease_generation + 1)
+                         .returning(Job.id, Job.lease_generation))
+    return {int(k): int(v) for k, v in claimed.all()}
 
 
 def release(tx: Session, owner: str, job_ids: Sequence[int] | None = None) -> int:
