@@ -32,8 +32,16 @@ class DaemonSettings:
 
 def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> TickReport:
     """One reconcile tick, logged; errors are logged and counted, never kill the daemon."""
+    from orchestrator.store.fleet import LeaseLostError
+
     try:
         report = reconciler.tick()
+    except LeaseLostError as exc:
+        # Paused or partitioned past its lease: it acted on nothing since; the next tick claims anew.
+        log.warning("reconcile tick stopped: lease lost", extra={"fields": {"why": str(exc)}})
+        if metrics:
+            metrics.ticks.labels("reconcile", "lease-lost").inc()
+        raise
     except Exception:
         log.exception("reconcile tick failed")
         if metrics:

@@ -149,7 +149,7 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
 
 def daemon_running(store: Store, now: datetime | None = None) -> bool:
     """Whether a daemon is looking after this store: the SQLite daemon lock is held, or (PostgreSQL)
-    some job carries an unexpired lease."""
+    some daemon's registration is live (orchestrator/store/fleet.py)."""
     from orchestrator.store import queries
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, lock_path
 

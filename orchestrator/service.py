@@ -4,9 +4,10 @@
 Every part has a default from orch's config and can be given instead (tests pass fakes' providers, a
 catalog, a clock, a scripted monitor, an in-memory store). Providers come from
 ``build_providers(load_config())``, the store from ``open_store()`` (``$ORCH_DATABASE_URL`` or the SQLite
-file), the catalog from the shipped snapshot. On PostgreSQL the engine store takes row leases as
-``<hostname>-<pid>-<random>`` so several daemons share the work; on SQLite there is no lease owner (one daemon,
-guarded by ``orchestrator.store.leases.daemon_lock``).
+file), the catalog from the shipped snapshot. On PostgreSQL the engine store joins the fleet as
+``<hostname>-<pid>-<random>`` and takes its share of the jobs (orchestrator/store/fleet.py), and the engine's
+providers are fenced (orchestrator/fencing.py); on SQLite there is no lease owner (one daemon, guarded by
+``orchestrator.store.leases.daemon_lock``).
 
 The seams: with ``ssh_private_key`` set, the SSH bootstrapper starts each job and the SSH monitor reads its
 agent (and machines boot with no startup script, so a job is never started twice); without it, machines
@@ -18,7 +19,7 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
     daemon:
       orphan_grace_s: 600       # ORCH_ORPHAN_GRACE_S: a tagged instance unknown to the store lives this long
       notice_drain_s: 120       # ORCH_NOTICE_DRAIN_S: a noticed machine keeps running this long to upload
-      lease_ttl_s: 90           # ORCH_LEASE_TTL_S: PostgreSQL row leases expire after this
+      lease_ttl_s: 90           # ORCH_LEASE_TTL_S: a daemon silent this long loses its jobs (PostgreSQL)
       use_live_offers: false    # ORCH_USE_LIVE_OFFERS: merge providers' live prices into the catalog
       ssh_public_key: "ssh-ed25519 ..."   # ORCH_SSH_PUBLIC_KEY: put on every launched machine
       recovery_policy: default  # ORCH_RECOVERY_POLICY: default, or a policy of `orch simulate` (orch,
@@ -173,7 +174,12 @@ class Service:
     def close(self) -> None:
         flush = getattr(self.engine_store, "flush", None)
         if callable(flush):
-            flush()                     # buffered spend rows
+            from orchestrator.store.fleet import LeaseLostError
+
+            try:
+                flush()                 # buffered spend rows
+            except LeaseLostError:
+                pass                    # accrued under a lapsed lease: the job's holder charges it again
         for provider in self.providers.values():
             close = getattr(provider, "close", None)
             if callable(close):
@@ -243,7 +249,8 @@ def build_service(
         catalog = load_catalog().offers
     opened, owner_of_leases = None, None
     if engine_store is None:
-        opened, engine_store, owner_of_leases = _sql_store(config, settings, store, store_url, catalog, lease_owner)
+        opened, engine_store, owner_of_leases = _sql_store(config, settings, store, store_url, catalog, lease_owner,
+                                                           clock or utcnow)
         _attach_alerts(opened, config, close_on_error=store is None)
     metrics = metrics or DaemonMetrics()
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
@@ -251,13 +258,21 @@ def build_service(
                                  use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed,
                                  budgets=config.budgets)
     hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup))
-    deps = EngineDeps(store=engine_store, providers=built, catalog=tuple(catalog), config=engine_config,
+    fleet = getattr(engine_store, "fleet", None)
+    if opened is not None and fleet is not None:
+        from orchestrator.fencing import fenced
+
+        engine_providers = fenced(built, opened, fleet)    # several daemons: cloud calls pass the fence
+    else:
+        engine_providers = built
+    deps = EngineDeps(store=engine_store, providers=engine_providers, catalog=tuple(catalog), config=engine_config,
                       clock=clock or utcnow, hooks=hooks, metrics=metrics)
     return Service(Reconciler(deps), engine_store, opened, built, metrics, settings, owner_of_leases)
 
 
 def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | None, store_url: str | None,
-               catalog: Sequence[Offer], lease_owner: str | None) -> tuple[Store, SqlEngineStore, str | None]:
+               catalog: Sequence[Offer], lease_owner: str | None,
+               clock: Callable[[], datetime]) -> tuple[Store, SqlEngineStore, str | None]:
     from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.store.db import open_store
 
@@ -265,7 +280,7 @@ def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | Non
     owner = ((default_lease_owner() if opened.dialect == "postgresql" else None) if lease_owner == AUTO
              else lease_owner)
     return opened, SqlEngineStore(opened, config.owner, catalog=catalog, lease_owner=owner,
-                                  lease_ttl=settings.lease_ttl), owner
+                                  lease_ttl=settings.lease_ttl, clock=clock), owner
 
 
 def _hooks(settings: ServiceSettings, providers: Mapping[str, Provider], given: Seams) -> EngineHooks:

@@ -329,20 +329,26 @@ def test_with_launches_not_allowed_no_machine_is_bought_and_teardown_still_works
 
 
 def test_the_sql_store_parses_each_manifest_once_not_per_tick_or_read(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import orchestrator.engine.sqlstore as sqlstore
+    from orchestrator.manifest.schema import Manifest
 
     clock = Clock()
     store = SqlHarness(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=CATALOG)
     jobs = [store.add_job(replace(spec(), name=f"job-{i}"), clock()) for i in range(3)]
     fresh = SqlHarness(store.store, OWNER, catalog=CATALOG)          # a restarted daemon: nothing parsed yet
     parsed: list[str] = []
-    real = sqlstore.Manifest.model_validate
+    real, real_json = Manifest.model_validate, Manifest.model_validate_json
 
     def counting(doc, *a, **kw):  # type: ignore[no-untyped-def]
         parsed.append(doc["name"])
         return real(doc, *a, **kw)
 
-    monkeypatch.setattr(sqlstore.Manifest, "model_validate", counting)
+    def counting_json(text, *a, **kw):  # type: ignore[no-untyped-def]
+        found = real_json(text, *a, **kw)
+        parsed.append(found.name)
+        return found
+
+    monkeypatch.setattr(Manifest, "model_validate", counting)
+    monkeypatch.setattr(Manifest, "model_validate_json", counting_json)
     for _ in range(3):
         clock.advance(seconds=15)
         fresh.begin_tick(clock())

@@ -76,7 +76,8 @@ def test_apply_is_one_transaction(tmp_path: Path, store: Store, monkeypatch: pyt
 
 
 def test_daemon_detection(tmp_path: Path, store: Store) -> None:
-    from orchestrator.store.leases import claim_jobs, daemon_lock, lock_path
+    from orchestrator.store.fleet import take_share
+    from orchestrator.store.leases import daemon_lock, lock_path
 
     assert js.daemon_running(store) is False
     if lock_path(store) is not None:
@@ -86,9 +87,9 @@ def test_daemon_detection(tmp_path: Path, store: Store) -> None:
         js.apply(store, manifests(tmp_path, "leased"))
         now = datetime.now(UTC)
         with store.transaction() as tx:
-            claim_jobs(tx, "daemon-1", now=now)
+            take_share(tx, "daemon-1", None, ttl=timedelta(seconds=90), now=now)
         assert js.daemon_running(store, now=now) is True
-        assert js.daemon_running(store, now=now + timedelta(hours=1)) is False   # the lease expired
+        assert js.daemon_running(store, now=now + timedelta(hours=1)) is False   # its registration lapsed
     assert js.daemon_running(store) is (lock_path(store) is None)
 
 

@@ -26,7 +26,7 @@ from orchestrator.store.db import (
 )
 from tests._store_db import BACKENDS, database_url_for
 
-TABLES = {"jobs", "instances", "attempts", "checkpoints", "events", "spend", "job_requests", "gpu_util"}
+TABLES = {"jobs", "daemons", "instances", "attempts", "checkpoints", "events", "spend", "job_requests", "gpu_util"}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -42,7 +42,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 def test_migrations_dir_is_the_packaged_one() -> None:
     assert Path(__file__).resolve().parents[1] / "orchestrator" / "store" / "migrations" == MIGRATIONS_DIR
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").exists()
-    assert head_revision() == "0006_wiring"
+    assert head_revision() == "0006_scale"
 
 
 def test_upgrade_head_matches_the_models(engine: Engine) -> None:

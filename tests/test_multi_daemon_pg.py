@@ -14,7 +14,7 @@ from sqlmodel import select
 
 from orchestrator.service import Service, ServiceSettings
 from orchestrator.store import open_store
-from orchestrator.store.models import Job, JobStatus
+from orchestrator.store.models import Attempt, AttemptState, Job, JobStatus
 from tests._store_db import pg_database
 from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
 
@@ -45,8 +45,7 @@ class Planned:
         original = store.plan_attempt
 
         def plan_attempt(job_id, offer, launch_id, checkpoint, now):  # type: ignore[no-untyped-def]
-            leased = store._leased or set()
-            assert job_id in leased, f"{name} planned job {job_id} without holding its lease"
+            assert store.fleet.holds(job_id), f"{name} planned job {job_id} without holding its lease"
             with self.lock:
                 self.rows.append((name, job_id, launch_id))
             return original(job_id, offer, launch_id, checkpoint, now)
@@ -102,10 +101,8 @@ def test_three_daemons_share_jobs_without_doing_one_twice_and_take_over_a_dead_o
         assert sorted(j for _, j, _ in planned.rows) == sorted(jobs)       # one launch per job, by one daemon
         owners = lease_owners(pg_url)
         assert set(owners.values()) <= set(daemons)
-        by_job = {j: d for d, j, _ in planned.rows}
-        with admin.transaction() as tx:
+        with admin.transaction() as tx:       # each planned by the daemon holding it then (Planned checks)
             for job in tx.exec(select(Job)):
-                assert job.lease_owner == by_job[job.id or 0]           # planned by the lease holder
                 assert JobStatus(job.status) is JobStatus.RUNNING
 
         # The daemon holding the most jobs dies (no release: as if SIGKILLed).
@@ -113,8 +110,12 @@ def test_three_daemons_share_jobs_without_doing_one_twice_and_take_over_a_dead_o
         orphaned_jobs = {n for n, o in owners.items() if o == dead}
         daemons.pop(dead).close()
         # Its machines lose their instance (terminated behind orch's back): someone must relaunch them.
-        lost = [i for i in fakes.live_instances()["lambda"]
-                if i.job in orphaned_jobs or any(lid == i.launch_id and d == dead for d, _, lid in planned.rows)]
+        with admin.transaction() as tx:
+            ids = {j.id for j in tx.exec(select(Job)) if j.name in orphaned_jobs}
+            theirs = {a.launch_id for a in tx.exec(select(Attempt))
+                      if a.job_id in ids and AttemptState(a.state).is_live}
+        lost = [i for i in fakes.live_instances()["lambda"] if i.launch_id in theirs]
+        assert lost and len(lost) == len(orphaned_jobs)
         for inst in lost:
             fakes.build_providers()["lambda"].terminate(inst.instance_id)
         before = len(planned.rows)

@@ -125,11 +125,22 @@ def tick_cmd(
                     break
             else:
                 if until_quiet:
+                    _leave(service)
                     fail(f"not quiet after {max_ticks} ticks", code=1)
+            _leave(service)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc))
     finally:
         service.close()
+
+
+def _leave(service: Service) -> None:
+    """A one-shot tick on PostgreSQL hands its share back at once (the daemons need not wait out its TTL)."""
+    if service.lease_owner is not None and service.store is not None:
+        from orchestrator.store.fleet import leave
+
+        with service.store.transaction() as tx:
+            leave(tx, service.lease_owner)
 
 
 @app.command("daemon")
@@ -155,7 +166,8 @@ def daemon_cmd(
     from orchestrator.console.server import serving
     from orchestrator.console.settings import ConsoleConfigError, console_settings
     from orchestrator.daemon import DaemonSettings, run_daemon
-    from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, release_leases
+    from orchestrator.store.fleet import leave
+    from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock
 
     if log_format not in ("json", "text"):
         fail(f"--log-format must be json or text, not {shown(log_format)}")
@@ -182,13 +194,16 @@ def daemon_cmd(
                 _serve_metrics(service, metrics_port, metrics_host)
                 log.info("metrics", extra={"fields": {"url": f"http://{metrics_host}:{metrics_port}/metrics"}})
             log.info("store", extra={"fields": {"url": service.store.url, "lease_owner": service.lease_owner}})
+            join = getattr(service.engine_store, "join", None)
+            if callable(join):
+                join(service.reconciler.deps.clock())   # counted as live before the first claim: even shares
             run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval,
                                                                   refresh_interval_s=refresh_every),
                        service.metrics, stop, catalog_refresh=catalog_refresh)
             if service.lease_owner is not None:
                 # Hand the jobs back at once instead of making the others wait for the leases to expire.
                 with service.store.transaction() as tx:
-                    release_leases(tx, service.lease_owner)
+                    leave(tx, service.lease_owner)
     except (DaemonAlreadyRunningError, ConsoleConfigError) as exc:
         fail(str(exc))
     finally:

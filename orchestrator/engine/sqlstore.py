@@ -1,9 +1,10 @@
 """EngineStore on the SQL store (SQLite or PostgreSQL). Every method is its own committed transaction.
 
-With ``lease_owner`` set (several daemons on PostgreSQL), ``begin_tick`` claims or renews row leases
-(``SELECT ... FOR UPDATE SKIP LOCKED``) and the job-scoped reads return only the jobs this daemon
-holds; ``all_live_launch_ids`` still spans every daemon, so nobody mistakes another's machine for an
-orphan.
+With ``lease_owner`` set (several daemons on PostgreSQL), ``begin_tick`` renews this daemon's registration
+and takes its share of the jobs (orchestrator/store/fleet.py); the job-scoped reads return only the jobs it
+holds, and every write runs the fence in its own transaction (``LeaseLostError`` when this daemon no
+longer holds the job at the generation it claimed). ``all_live_launch_ids`` still spans every daemon, so
+nobody mistakes another's machine for an orphan.
 """
 
 from __future__ import annotations
@@ -14,37 +15,43 @@ from typing import TypeVar
 
 from sqlmodel import Session
 
-from orchestrator.engine.jobspec import JobSpec, jobspec_from_manifest
+from orchestrator.clock import utcnow
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.specs import SpecCache
 from orchestrator.engine.sqlstore_side import SideTables
+from orchestrator.engine.sqlstore_spend import SpendBuffer
 from orchestrator.engine.stored_offers import OfferBook
-from orchestrator.manifest.schema import Manifest
 from orchestrator.spend import reported_price_hr
 from orchestrator.store import queries, repo
 from orchestrator.store.db import Store
-from orchestrator.store.leases import claim_jobs
+from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
 from orchestrator.store.models import AttemptState, DesiredState, EndCause, Job, JobStatus
 from orchestrator.store.queries import AttemptColumns
-from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
+from orchestrator.store.spend_ledger import SpendCharge
 from providers.base import Instance, Offer
 
 T = TypeVar("T")
 
 
-class SqlEngineStore(SideTables):
+class SqlEngineStore(SpendBuffer, SideTables):
     def __init__(self, store: Store, owner: str, *, catalog: Sequence[Offer] = (), lease_owner: str | None = None,
-                 lease_ttl: timedelta = timedelta(seconds=90)) -> None:
+                 lease_ttl: timedelta = timedelta(seconds=90), clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
         self.owner = owner
         self.lease_owner = lease_owner
         self.lease_ttl = lease_ttl
+        #: This daemon's leases (None: the only daemon, on SQLite or a one-shot CLI engine).
+        self.fleet = FleetMember(lease_owner, lease_ttl, clock) if lease_owner is not None else None
+        self._leased_to = lease_owner     # the job-scoped reads' filter
         self._offers = OfferBook(catalog)
         #: Each job's typed manifest and what the engine derives from it, parsed once per (job, manifest hash).
-        self._specs: dict[tuple[int, str], tuple[JobSpec, Manifest]] = {}
-        self._leased: set[int] | None = None
+        self._specs = SpecCache()
         # Hot-path state (see "steady ticks" below): spend rows waiting to be written in one bulk insert, and
         # the tick's reads of jobs/attempts, valid until this store writes a job or an attempt.
         self._pending_spend: list[SpendCharge] = []
+        #: Attempts' spend marks (up to when their spend is stored), read ahead in chunks (a restart asks for
+        #: every live attempt's) and kept while this store holds the attempt's job (only the holder accrues).
+        self._marks: dict[int, datetime | None] = {}
         self._version = 0
         self._reads: dict[str, tuple[int, object]] = {}
         #: Each job's total spend, kept up to date by ``flush``. Only the lease holder accrues a job's spend,
@@ -52,29 +59,36 @@ class SqlEngineStore(SideTables):
         self._spent: dict[int, float] = {}
 
     # --- leases --------------------------------------------------------------------------------------
-    def begin_tick(self, now: datetime) -> None:
-        self.flush()
-        self._reads.clear()     # other processes may have written since the last tick
-        if self.lease_owner is None:
-            return
-        with self.store.transaction() as tx:
-            leased = {j.id for j in claim_jobs(tx, self.lease_owner, ttl=self.lease_ttl, now=now)
-                      if j.id is not None}
-        self._spent = {k: v for k, v in self._spent.items() if self._leased is not None and k in self._leased
-                       and k in leased}
-        self._leased = leased
+    def begin_tick(self, now: datetime) -> Holding | None:
+        try:
+            self.flush()
+        except LeaseLostError:      # accrued under a lapsed lease: the holder charges it from the stored mark
+            self._pending_spend, self._marks = [], {}
+        if self.fleet is None:
+            self._reads.clear()     # other processes may have written since the last tick
+            return None
+        before = dict(self.fleet.holding.jobs) if self.fleet.holding else {}
+        holding = self.fleet.begin(self.store, now)
+        # Jobs change from outside (orch apply, down, the console): read again. A held job's attempts, instance
+        # rows, spend marks and totals are written only by its holder (the fence): kept while it holds the same.
+        self._reads = {k: v for k, v in self._reads.items() if k == "live" and before == holding.jobs}
+        self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
+        if before != holding.jobs:
+            self._marks.clear()
+        return holding
+
+    def join(self, now: datetime) -> None:
+        if self.fleet is not None:
+            with self.store.transaction() as tx:
+                self.fleet.join(tx, now)
 
     def _mine(self, job_id: int) -> bool:
-        return self._leased is None or job_id in self._leased
+        return self.fleet is None or self.fleet.holds(job_id)
 
-    # --- reading -------------------------------------------------------------------------------------
-    def _spec(self, row: Job) -> tuple[JobSpec, Manifest]:
-        key = (row.id or 0, row.manifest_hash)
-        found = self._specs.get(key)
-        if found is None:
-            manifest = Manifest.model_validate(row.manifest)
-            found = self._specs[key] = (jobspec_from_manifest(manifest, row.applied_at), manifest)
-        return found
+    def _fence(self, tx: Session, job_id: int | None) -> None:
+        """Within ``tx``: this daemon still holds ``job_id`` (None: is still a live member of the fleet)."""
+        if self.fleet is not None:
+            self.fleet.daemon(tx) if job_id is None else self.fleet.job(tx, job_id)
 
     # --- steady ticks --------------------------------------------------------------------------------
     # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
@@ -94,24 +108,12 @@ class SqlEngineStore(SideTables):
     def _wrote(self) -> None:
         self._version += 1
 
-    def flush(self) -> None:
-        """Write the buffered charges (one transaction; each extends its attempt's row for the day and rate)."""
-        if not self._pending_spend:
-            return
-        rows, self._pending_spend = self._pending_spend, []
-        with self.store.transaction() as tx:
-            upsert_spend(tx, rows)
-        for row in rows:
-            if row.job_id in self._spent:
-                self._spent[row.job_id] += row.usd
-
     def _jobs(self, active: bool) -> list[JobRecord]:
         self.flush()
         with self.store.transaction() as tx:
             # Plain columns; a job's manifest is read (and parsed) only when its hash is new to this process.
-            rows = [r for r in queries.job_columns(tx, active=active) if self._mine(r.id)]
-            for full in queries.jobs_by_ids(tx, [r.id for r in rows if (r.id, r.manifest_hash) not in self._specs]):
-                self._spec(full)
+            rows = [r for r in queries.job_columns(tx, active=active, lease_owner=self._leased_to) if self._mine(r.id)]
+            self._specs.load(tx, [(r.id, r.manifest_hash) for r in rows])
             self._spent.update(queries.spend_totals(tx, [r.id for r in rows if r.id not in self._spent]))
         out = []
         for r in rows:
@@ -139,7 +141,7 @@ class SqlEngineStore(SideTables):
                 raise repo.NotFoundError(f"no job {job_id}")
             spent = repo.total_spend(tx, job_id)
         assert row.id is not None
-        spec, manifest = self._spec(row)
+        spec, manifest = self._specs.of(row.id, row.manifest_hash, row.manifest, row.applied_at)
         return JobRecord(id=row.id, name=row.name, manifest=manifest, spec=spec, status=JobStatus(row.status),
                          desired_active=row.desired_state == DesiredState.ACTIVE.value,
                          relaunch_count=row.relaunch_count, spent_usd=spent, created_at=row.created_at)
@@ -159,12 +161,13 @@ class SqlEngineStore(SideTables):
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
         def load() -> list[AttemptRecord]:
-            return [a for a in self._attempts(queries.live_attempt_columns) if self._mine(a.job_id)]
+            found = self._attempts(lambda tx: queries.live_attempt_columns(tx, self._leased_to))
+            return [a for a in found if self._mine(a.job_id)]
 
         return list(self._cached("live", load))
 
     def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
-        found = self._attempts(lambda tx: queries.draining_attempt_columns(tx, now))
+        found = self._attempts(lambda tx: queries.draining_attempt_columns(tx, now, self._leased_to))
         return [a for a in found if self._mine(a.job_id)]
 
     def all_live_launch_ids(self) -> set[str]:
@@ -187,15 +190,11 @@ class SqlEngineStore(SideTables):
             row = repo.latest_checkpoint(tx, job_id)
             return row.uri if row else None
 
-    def spend_mark(self, attempt_id: int) -> datetime | None:
-        self.flush()
-        with self.store.transaction() as tx:
-            return repo.last_spend_until(tx, attempt_id)
-
     # --- writing -------------------------------------------------------------------------------------
     def plan_attempt(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
                      now: datetime, *, node_rank: int = 0, generation: int | None = None) -> AttemptRecord:
         with self.store.transaction() as tx:
+            self._fence(tx, job_id)
             if generation is None:
                 generation = (repo.latest_generation(tx, job_id) or 0) + 1
             repo.create_attempt(tx, job_id, launch_id, generation=generation, node_rank=node_rank,
@@ -214,32 +213,29 @@ class SqlEngineStore(SideTables):
         with self.store.transaction() as tx:
             row = repo.transition_attempt(tx, attempt_id, state, reason=reason, cause=cause, drain_until=drain_until,
                                           now=now)
+            self._fence(tx, row.job_id)
             if instance is not None:
                 repo.record_instance(tx, _instance_record(instance, row.launch_id, self.owner, row.job_id), now=now)
         self._wrote()
 
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None:
         with self.store.transaction() as tx:
+            self._fence(tx, job_id)
             repo.set_job_status(tx, job_id, status, now=now)
             if relaunched:
                 repo.count_relaunch(tx, job_id, now=now)
         self._wrote()
 
-    def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime, *,
-                  price_hr: float) -> None:
-        """Buffered (see "steady ticks"): written by the next ``flush``, before any read of spend."""
-        if until < since or usd < 0:
-            raise ValueError("spend must be a non-negative amount over a forward interval")
-        self._pending_spend.append(SpendCharge(job_id, attempt_id, since, until, usd, price_hr))
-
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None:
         with self.store.transaction() as tx:
+            self._fence(tx, job_id)
             if not queries.checkpoint_recorded(tx, job_id, uri):
                 repo.record_checkpoint(tx, job_id, uri, attempt_id=attempt_id, step=step, committed_at=at)
 
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
         with self.store.transaction() as tx:
+            self._fence(tx, job_id)
             repo.record_event(tx, kind, message, job_id=job_id, data=dict(data or {}), ts=now)
 
     def use_catalog(self, offers: Sequence[Offer]) -> None:
@@ -251,7 +247,8 @@ class SqlEngineStore(SideTables):
         listed = {i.launch_id: i for i in instances if i.launch_id}
         changed = False
         with self.store.transaction() as tx:
-            for row in queries.unended_instance_columns(tx, provider):
+            self._fence(tx, None)
+            for row in queries.unended_instance_columns(tx, provider, self._leased_to):
                 inst = listed.get(row.launch_id)
                 if inst is None:
                     if row.instance_id is not None:     # the cloud answered once and no longer lists it

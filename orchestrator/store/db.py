@@ -22,6 +22,7 @@ from orchestrator.store.listen import EventFeed, EventListener
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"   # shipped inside the package
 _PG_UPGRADE_LOCK = 0x6F726368   # "orch": one process upgrades a PostgreSQL schema at a time
+IDLE_TX_TIMEOUT_MS = 30_000      # below the default lease TTL (90 s), so a stopped daemon's locks go in time
 
 
 class StoreError(RuntimeError):
@@ -86,7 +87,10 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "":
         url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     try:
-        return create_engine(url, pool_pre_ping=True)
+        # A process stopped inside a transaction (SIGSTOP, a partition) must not hold its row locks, and with
+        # them other daemons' claims, for ever: the server ends such a transaction after a while.
+        return create_engine(url, pool_pre_ping=True,
+                             connect_args={"options": f"-c idle_in_transaction_session_timeout={IDLE_TX_TIMEOUT_MS}"})
     except ImportError as exc:
         raise StoreError(f"the driver for {redact(url)} is not installed ({exc.name}); "
                          "pip install 'orch[postgres]'") from None

@@ -1,89 +1,18 @@
-"""Who works on which job: row leases, so several daemons can share one PostgreSQL store.
+"""One daemon per SQLite store: an OS lock on the database file (``daemon_lock``).
 
-A daemon takes leases on jobs (``lease_owner``, ``lease_expires_at``) and renews them every tick; a
-lease that is not renewed expires and another daemon takes the job over. On PostgreSQL the claim is
-``SELECT ... FOR UPDATE SKIP LOCKED``: two daemons claiming at once get different rows and never wait
-on each other. SQLite has no row locks, so there one daemon runs at a time, guarded by an OS lock on
-the database file itself (``daemon_lock``).
+SQLite has no row locks, so there one daemon runs at a time. On PostgreSQL several daemons share the jobs
+through leases instead (orchestrator/store/fleet.py: a registry with heartbeats, shares claimed with
+``SELECT ... FOR UPDATE SKIP LOCKED``, a generation per lease that fences every write).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import or_
-from sqlmodel import Session, col, select
-
-from orchestrator.clock import utcnow
 from orchestrator.store.db import Store
-from orchestrator.store.models import DesiredState, Job
-
-DEFAULT_TTL = timedelta(seconds=90)
-
-
-def claim_jobs(tx: Session, owner: str, *, ttl: timedelta = DEFAULT_TTL, limit: int | None = None,
-               desired_states: Sequence[DesiredState] = (DesiredState.ACTIVE, DesiredState.PRUNED,
-                                                         DesiredState.DELETED),
-               now: datetime | None = None) -> list[Job]:
-    """Lease to ``owner`` the jobs that are free, expired, or already its own; return them.
-
-    Rows another transaction is claiming right now are skipped (PostgreSQL), not waited for. The
-    leases hold once the caller's transaction commits.
-    """
-    now = now or utcnow()
-    query = (
-        select(Job)
-        .where(col(Job.desired_state).in_([s.value for s in desired_states]))
-        .where(or_(col(Job.lease_owner).is_(None), Job.lease_owner == owner,
-                   col(Job.lease_expires_at).is_(None), col(Job.lease_expires_at) <= now))
-        .order_by(col(Job.id))
-        .with_for_update(skip_locked=True)   # SQLite ignores it: the database lock serialises writers
-    )
-    if limit is not None:
-        query = query.limit(limit)
-    jobs = list(tx.exec(query))
-    for job in jobs:
-        job.lease_owner = owner
-        job.lease_expires_at = now + ttl
-        tx.add(job)
-    tx.flush()
-    return jobs
-
-
-def renew_leases(tx: Session, owner: str, job_ids: Sequence[int], *, ttl: timedelta = DEFAULT_TTL,
-                 now: datetime | None = None) -> list[int]:
-    """Extend ``owner``'s leases; return the ids still held (a lost lease is not renewed)."""
-    now = now or utcnow()
-    held = list(tx.exec(select(Job).where(col(Job.id).in_(list(job_ids)), Job.lease_owner == owner,
-                                          col(Job.lease_expires_at) > now).with_for_update()))
-    for job in held:
-        job.lease_expires_at = now + ttl
-        tx.add(job)
-    tx.flush()
-    return sorted(j.id for j in held if j.id is not None)
-
-
-def release_leases(tx: Session, owner: str, job_ids: Sequence[int] | None = None) -> int:
-    """Give up ``owner``'s leases (all of them when ``job_ids`` is None); return how many."""
-    query = select(Job).where(Job.lease_owner == owner)
-    if job_ids is not None:
-        query = query.where(col(Job.id).in_(list(job_ids)))
-    jobs = list(tx.exec(query.with_for_update()))
-    for job in jobs:
-        job.lease_owner = None
-        job.lease_expires_at = None
-        tx.add(job)
-    tx.flush()
-    return len(jobs)
-
-
-def holds_lease(job: Job, owner: str, now: datetime | None = None) -> bool:
-    now = now or utcnow()
-    return job.lease_owner == owner and job.lease_expires_at is not None and job.lease_expires_at > now
 
 
 class DaemonAlreadyRunningError(RuntimeError):

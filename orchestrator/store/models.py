@@ -114,8 +114,28 @@ class Job(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     relaunch_count: int = Field(default=0, nullable=False)
-    lease_owner: str | None = Field(default=None)
-    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    #: The daemon driving this job (a ``daemons.owner``); the lease holds while that daemon's registration
+    #: is live (orchestrator/store/fleet.py). None: no daemon holds it.
+    lease_owner: str | None = Field(default=None, index=True)
+    #: Bumped each time a daemon takes the job: every write made on the job's behalf checks it (the fence).
+    lease_generation: int = Field(default=0, nullable=False)
+
+
+class DaemonRow(SQLModel, table=True):
+    """One daemon sharing a PostgreSQL store: its heartbeat. Its job leases hold while ``expires_at`` is ahead.
+
+    ``epoch`` is drawn anew each time the daemon (re)joins: a daemon whose registration lapsed (paused,
+    partitioned) and was reaped by another comes back with a new epoch, so nothing it began under the old
+    one passes the fence.
+    """
+
+    __tablename__ = "daemons"
+
+    owner: str = Field(sa_column=Column(sa.String(140), primary_key=True))
+    epoch: int = Field(sa_column=Column(sa.BigInteger, nullable=False))
+    started_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    heartbeat_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+    expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False, index=True)
 
 
 class InstanceRow(SQLModel, table=True):
@@ -257,4 +277,4 @@ class GpuUtilMinute(SQLModel, table=True):
     max_pct: float = Field(default=0.0, nullable=False)    # the busiest GPU in any sample of the minute
 
 
-TABLES = (Job, InstanceRow, Attempt, CheckpointRow, Event, Spend, JobRequest, GpuUtilMinute)
+TABLES = (Job, DaemonRow, InstanceRow, Attempt, CheckpointRow, Event, Spend, JobRequest, GpuUtilMinute)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import func
+from sqlalchemy import Text, cast, func
 from sqlmodel import Session, col, select
 
 from orchestrator.store.models import (
@@ -17,6 +17,7 @@ from orchestrator.store.models import (
     Attempt,
     AttemptState,
     CheckpointRow,
+    DaemonRow,
     DesiredState,
     Event,
     InstanceRow,
@@ -27,6 +28,7 @@ from orchestrator.store.models import (
 #: IN (live states), not NOT IN (final ones): the state index serves it while the history grows.
 _LIVE = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
 _CHUNK = 500
+CHUNK = _CHUNK   # how many ids one IN (...) carries
 
 
 def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
@@ -46,13 +48,31 @@ class JobColumns(NamedTuple):
     created_at: datetime
 
 
-def job_columns(tx: Session, *, active: bool) -> list[JobColumns]:
-    """Active (or not active) jobs by id, without their manifests."""
+def job_columns(tx: Session, *, active: bool, lease_owner: str | None = None) -> list[JobColumns]:
+    """Active (or not active) jobs by id, without their manifests; only ``lease_owner``'s when given."""
     q = select(Job.id, Job.name, Job.manifest_hash, Job.status, Job.desired_state,  # type: ignore[call-overload]
                Job.relaunch_count, Job.created_at)
     q = (q.where(Job.desired_state == DesiredState.ACTIVE.value) if active
          else q.where(Job.desired_state != DesiredState.ACTIVE.value))
+    if lease_owner is not None:
+        q = q.where(Job.lease_owner == lease_owner)
     return [JobColumns(*r) for r in tx.exec(q.order_by(col(Job.id))).all()]
+
+
+class ManifestText(NamedTuple):
+    id: int
+    manifest_hash: str
+    manifest: str          # the stored JSON, as text
+    applied_at: datetime
+
+
+def manifest_texts(tx: Session, ids: Sequence[int]) -> list[ManifestText]:
+    """Jobs' manifests as JSON text (parsed by the caller straight into the typed model)."""
+    out: list[ManifestText] = []
+    for chunk in _chunks(list(ids)):
+        q = select(Job.id, Job.manifest_hash, cast(Job.manifest, Text), Job.applied_at)  # type: ignore[call-overload]
+        out.extend(ManifestText(*r) for r in tx.exec(q.where(col(Job.id).in_(list(chunk)))).all())
+    return out
 
 
 def jobs_by_ids(tx: Session, ids: Sequence[int]) -> list[Job]:
@@ -66,6 +86,16 @@ def spend_totals(tx: Session, job_ids: Sequence[int]) -> dict[int, float]:
         sums = dict(tx.exec(select(Spend.job_id, func.sum(Spend.usd))  # type: ignore[call-overload]
                             .where(col(Spend.job_id).in_(list(chunk))).group_by(col(Spend.job_id))).all())
         out.update({job_id: float(sums.get(job_id) or 0.0) for job_id in chunk})
+    return out
+
+
+def spend_marks(tx: Session, attempt_ids: Sequence[int]) -> dict[int, datetime | None]:
+    """Up to when each attempt's spend is recorded (None: nothing yet), in one grouped query per chunk."""
+    out: dict[int, datetime | None] = {i: None for i in attempt_ids}
+    for chunk in _chunks(list(attempt_ids)):
+        q = (select(Spend.attempt_id, func.max(Spend.to_ts))  # type: ignore[call-overload]
+             .where(col(Spend.attempt_id).in_(list(chunk))).group_by(col(Spend.attempt_id)))
+        out.update({int(a): t for a, t in tx.exec(q).all()})
     return out
 
 
@@ -112,13 +142,22 @@ def _attempts(tx: Session, q: Any) -> list[AttemptColumns]:
     return [AttemptColumns(*r) for r in tx.exec(q).all()]
 
 
-def live_attempt_columns(tx: Session) -> list[AttemptColumns]:
-    return _attempts(tx, _attempt_columns().where(col(Attempt.state).in_(_LIVE)).order_by(col(Attempt.id)))
+def _leased_to(q: Any, lease_owner: str | None) -> Any:
+    if lease_owner is None:
+        return q
+    return q.join(Job, Job.id == Attempt.job_id).where(Job.lease_owner == lease_owner)
 
 
-def draining_attempt_columns(tx: Session, now: datetime) -> list[AttemptColumns]:
-    """Attempts whose ``drain_until`` is after ``now``."""
-    return _attempts(tx, _attempt_columns().where(col(Attempt.drain_until) > now).order_by(col(Attempt.id)))
+def live_attempt_columns(tx: Session, lease_owner: str | None = None) -> list[AttemptColumns]:
+    """Live attempts (of ``lease_owner``'s jobs only, when given)."""
+    q = _leased_to(_attempt_columns().where(col(Attempt.state).in_(_LIVE)), lease_owner)
+    return _attempts(tx, q.order_by(col(Attempt.id)))
+
+
+def draining_attempt_columns(tx: Session, now: datetime, lease_owner: str | None = None) -> list[AttemptColumns]:
+    """Attempts whose ``drain_until`` is after ``now`` (of ``lease_owner``'s jobs only, when given)."""
+    q = _leased_to(_attempt_columns().where(col(Attempt.drain_until) > now), lease_owner)
+    return _attempts(tx, q.order_by(col(Attempt.id)))
 
 
 def job_attempt_columns(tx: Session, job_id: int) -> list[AttemptColumns]:
@@ -145,11 +184,13 @@ class InstanceColumns(NamedTuple):
     actual_price_hr: float | None
 
 
-def unended_instance_columns(tx: Session, provider: str) -> list[InstanceColumns]:
-    """The provider's instance rows not yet gone."""
+def unended_instance_columns(tx: Session, provider: str, lease_owner: str | None = None) -> list[InstanceColumns]:
+    """The provider's instance rows not yet gone (of ``lease_owner``'s jobs only, when given)."""
     q = (select(InstanceRow.launch_id, InstanceRow.instance_id, InstanceRow.state,  # type: ignore[call-overload]
                 InstanceRow.raw_state, InstanceRow.public_ip, InstanceRow.job_id, InstanceRow.actual_price_hr)
          .where(InstanceRow.provider == provider, col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES)))
+    if lease_owner is not None:
+        q = q.join(Job, Job.id == InstanceRow.job_id).where(Job.lease_owner == lease_owner)
     return [InstanceColumns(*r) for r in tx.exec(q).all()]
 
 
@@ -194,6 +235,19 @@ def live_attempts_of(tx: Session, job_ids: Sequence[int]) -> list[Attempt]:
 
 
 def unexpired_lease(tx: Session, now: datetime) -> bool:
-    """Whether some job is leased to a daemon until after ``now``."""
-    found = tx.exec(select(Job.id).where(col(Job.lease_owner).is_not(None), col(Job.lease_expires_at) > now).limit(1))
-    return found.first() is not None
+    """Whether some daemon's registration (and so its job leases) holds until after ``now``."""
+    return tx.exec(select(DaemonRow.owner).where(col(DaemonRow.expires_at) > now).limit(1)).first() is not None
+
+
+def instance_attempt(tx: Session, provider: str, instance_id: str) -> tuple[int, str] | None:
+    """The job and state of the attempt a cloud instance was launched for (None: unknown to the store)."""
+    found = tx.exec(select(Attempt.job_id, Attempt.state)  # type: ignore[call-overload]
+                    .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id)
+                    .where(InstanceRow.provider == provider, InstanceRow.instance_id == instance_id)).first()
+    return (int(found[0]), str(found[1])) if found else None
+
+
+def launch_attempt(tx: Session, launch_id: str) -> tuple[int, str] | None:
+    """The job and state of the attempt with ``launch_id`` (None: unknown)."""
+    found = tx.exec(select(Attempt.job_id, Attempt.state).where(Attempt.launch_id == launch_id)).first()  # type: ignore[call-overload]
+    return (int(found[0]), str(found[1])) if found else None

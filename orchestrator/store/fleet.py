@@ -1,0 +1,247 @@
+"""Several daemons on one PostgreSQL store: who is alive, who drives which job, and the fence.
+
+* **Registry.** Each daemon has a row in ``daemons`` (its lease owner id, an ``epoch``, ``expires_at``) and
+  renews it once per tick. Its job leases hold while that row is live: renewing one row keeps thousands of
+  leases, so a steady tick writes nothing per job.
+* **Shares.** Each tick a daemon takes about its share, ``ceil(jobs needing a driver / live daemons)``:
+  it gives back what it holds above the share and claims free jobs (no owner, or an owner whose
+  registration lapsed) up to it, with ``SELECT ... FOR UPDATE SKIP LOCKED`` so claimers never wait on each
+  other. A daemon joining or leaving changes the share; within a tick or two the jobs are spread again.
+* **Generations.** Each claim bumps ``jobs.lease_generation``.
+* **Takeover.** A registration past ``expires_at`` is reaped (deleted) at the start of the next daemon's
+  tick, in a transaction of its own that waits for rows other reapers hold, so every daemon claiming after
+  it sees the lapsed one gone; only then are its jobs free. A daemon that comes back after that joins
+  again with a new epoch and claims like any other (its old leases are void).
+* **The fence.** Every write a daemon makes on a job's behalf runs ``fence_job`` in the same transaction:
+  the job is still this daemon's at the generation it claimed, and this daemon's registration (its epoch)
+  is live at the caller's clock, read ``FOR SHARE`` so a reaper's DELETE waits for the write to commit
+  (or the write sees the reaping and fails). Cloud-changing calls check the same just before they go out
+  (orchestrator/fencing.py). A paused or partitioned daemon therefore acts on nothing after it resumes
+  until its next tick has claimed the job again.
+
+A job needs a driver while it is not finished or still has a live attempt (a machine to watch or end).
+SQLite keeps one daemon (``leases.daemon_lock``) and uses none of this.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, exists, func, or_, update
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, col, select
+
+from orchestrator.store.db import Store
+from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, AttemptState, DaemonRow, Job, JobStatus
+
+_FINAL_JOB = [s.value for s in JobStatus if s.is_final]
+_LIVE_ATTEMPT = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
+_CHUNK = 1000
+REAP_WAIT_MS = 5000
+
+
+class LeaseLostError(RuntimeError):
+    """This daemon no longer holds what it was about to act for (its registration lapsed, or the job was
+    taken over). The tick stops; the next one claims afresh."""
+
+
+def needs_driver() -> Any:
+    """SQL condition: the job is unfinished, or one of its attempts is live."""
+    live = exists().where(Attempt.job_id == Job.id, col(Attempt.state).in_(_LIVE_ATTEMPT))
+    return or_(col(Job.status).not_in(_FINAL_JOB), live)
+
+
+# -- registry ------------------------------------------------------------------------------------------
+
+def heartbeat(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, now: datetime) -> tuple[int, bool]:
+    """Renew ``owner``'s registration until ``now + ttl``. Returns its epoch and whether it CONTINUED (the
+    row was still live under ``epoch``); False means it (re)joined with a new epoch: its old leases are void."""
+    row = tx.exec(select(DaemonRow).where(DaemonRow.owner == owner).with_for_update()).first()
+    if row is not None and epoch is not None and row.epoch == epoch and row.expires_at > now:
+        row.heartbeat_at, row.expires_at = now, now + ttl
+        tx.add(row)
+        tx.flush()
+        return epoch, True
+    fresh = secrets.randbits(62)
+    if row is None:
+        row = DaemonRow(owner=owner, epoch=fresh, started_at=now, heartbeat_at=now, expires_at=now + ttl)
+    else:
+        row.epoch, row.started_at, row.heartbeat_at, row.expires_at = fresh, now, now, now + ttl
+    tx.add(row)
+    tx.flush()
+    return fresh, False
+
+
+def reap(tx: Session, now: datetime, *, keep: str | None = None, wait: bool = False) -> int:
+    """Delete lapsed registrations (their jobs become free), except ``keep``'s.
+
+    ``wait``: lock them in order and wait for a fenced write of theirs in flight to commit first; call it so
+    in a transaction that holds no registration of its own (``FleetMember.begin`` does), or two daemons
+    reaping each other would deadlock. Otherwise a row another transaction holds is skipped.
+    """
+    lapsed = (select(DaemonRow.owner).where(col(DaemonRow.expires_at) <= now, DaemonRow.owner != (keep or ""))
+              .order_by(col(DaemonRow.owner)))
+    owners = list(tx.exec(lapsed.with_for_update() if wait else lapsed.with_for_update(skip_locked=True)))
+    if not owners:
+        return 0
+    return int(tx.execute(delete(DaemonRow).where(col(DaemonRow.owner).in_(owners))).rowcount or 0)
+
+
+def live_daemons(tx: Session, now: datetime) -> list[str]:
+    return list(tx.exec(select(DaemonRow.owner).where(col(DaemonRow.expires_at) > now).order_by(col(DaemonRow.owner))))
+
+
+def leave(tx: Session, owner: str) -> int:
+    """``owner`` leaves the fleet: its jobs are released and its registration deleted. Returns the jobs released."""
+    released = release(tx, owner)
+    tx.execute(delete(DaemonRow).where(DaemonRow.owner == owner))
+    return released
+
+
+# -- shares --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """What a daemon holds after its tick's claim: job id -> lease generation, and how the fleet stood."""
+
+    owner: str
+    epoch: int
+    jobs: dict[int, int] = field(default_factory=dict)
+    live_daemons: int = 1
+    share: int = 0
+    released: int = 0
+    claimed: int = 0
+
+
+def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, now: datetime,
+               limit: int | None = None) -> Holding:
+    """Renew ``owner``, reap the lapsed, give back what is above the share, claim free jobs up to it.
+
+    ``limit`` caps the share (None: ``ceil(needing / live daemons)``).
+    """
+    epoch, continued = heartbeat(tx, owner, epoch, ttl=ttl, now=now)
+    if not continued:
+        release(tx, owner)          # leases from a lapsed registration are void: claimed again below
+    reap(tx, now, keep=owner)
+    live = max(1, len(live_daemons(tx, now)))
+    needing = int(tx.exec(select(func.count()).select_from(Job).where(needs_driver())).one())
+    share = math.ceil(needing / live) if limit is None else limit
+    mine = dict(tx.exec(select(Job.id, Job.lease_generation).where(Job.lease_owner == owner)).all())
+    driving = sorted(tx.exec(select(Job.id).where(Job.lease_owner == owner, needs_driver())))
+    released = 0
+    if len(driving) > share:
+        excess = driving[share:]
+        released = release(tx, owner, excess)
+        for job_id in excess:
+            mine.pop(job_id, None)
+    claimed = claim_free(tx, owner, share - min(len(driving), share)) if len(driving) < share else {}
+    mine.update(claimed)
+    return Holding(owner, epoch, {int(k): int(v) for k, v in mine.items()}, live, share, released, len(claimed))
+
+
+def claim_free(tx: Session, owner: str, count: int) -> dict[int, int]:
+    """Claim up to ``count`` jobs needing a driver whose owner is no live daemon (after ``reap``); rows
+    another claimer holds are skipped. Returns job id -> new generation."""
+    if count <= 0:
+        return {}
+    registered = select(DaemonRow.owner)
+    free = (select(Job.id).where(needs_driver(), or_(col(Job.lease_owner).is_(None),
+                                                       col(Job.lease_owner).not_in(registered)))
+            .order_by(col(Job.id)).limit(count)
+            .with_for_update(skip_locked=True))   # SQLite ignores it: its database lock serialises writers
+    # One statement: UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING the new generations.
+    claimed = tx.execute(update(Job).where(col(Job.id).in_(free.scalar_subquery()))
+                         .values(lease_owner=owner, lease_generation=Job.lease_generation + 1)
+                         .returning(Job.id, Job.lease_generation))
+    return {int(k): int(v) for k, v in claimed.all()}
+
+
+def release(tx: Session, owner: str, job_ids: Sequence[int] | None = None) -> int:
+    """Give back ``owner``'s leases (all when ``job_ids`` is None). Returns how many."""
+    if job_ids is None:
+        return int(tx.execute(update(Job).where(Job.lease_owner == owner).values(lease_owner=None)).rowcount or 0)
+    done = 0
+    for chunk in _chunks(list(job_ids)):
+        done += int(tx.execute(update(Job).where(Job.lease_owner == owner, col(Job.id).in_(chunk))
+                               .values(lease_owner=None)).rowcount or 0)
+    return done
+
+
+# -- the fence -----------------------------------------------------------------------------------------
+
+def fence_daemon(tx: Session, owner: str, epoch: int, now: datetime) -> None:
+    """Raise LeaseLostError unless ``owner`` is registered under ``epoch`` until after ``now``. The row is
+    read FOR SHARE: no reaper deletes it before this transaction ends."""
+    found = tx.exec(select(DaemonRow.owner).where(DaemonRow.owner == owner, DaemonRow.epoch == epoch,
+                                                  col(DaemonRow.expires_at) > now).with_for_update(read=True)).first()
+    if found is None:
+        raise LeaseLostError(f"daemon {owner}: its registration lapsed; it acts again once it has claimed anew")
+
+
+def fence_job(tx: Session, owner: str, epoch: int, job_id: int, generation: int | None, now: datetime) -> None:
+    """Raise LeaseLostError unless ``owner`` (live under ``epoch``) holds ``job_id`` at ``generation``."""
+    fence_daemon(tx, owner, epoch, now)
+    found = tx.exec(select(Job.id).where(Job.id == job_id, Job.lease_owner == owner,
+                                         Job.lease_generation == (generation if generation is not None else -1))
+                    .with_for_update(read=True)).first()
+    if found is None:
+        raise LeaseLostError(f"daemon {owner}: job {job_id} is no longer its own (generation {generation})")
+
+
+@dataclass
+class FleetMember:
+    """One daemon's standing in the fleet, kept between ticks: its epoch and the jobs it holds.
+
+    ``begin`` runs at the start of each tick (``take_share``); ``job``/``daemon`` fence a transaction.
+    ``clock`` is read afresh by each fence, so a daemon that was paused sees the time it resumed at.
+    """
+
+    owner: str
+    ttl: timedelta
+    clock: Callable[[], datetime]
+    epoch: int | None = None
+    holding: Holding | None = None
+    #: Ticks begun (what a tick's cloud listing is keyed by).
+    ticks: int = 0
+
+    def join(self, tx: Session, now: datetime) -> None:
+        """Register without claiming (a daemon starting): daemons started together then share evenly."""
+        self.epoch, _ = heartbeat(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
+
+    def begin(self, store: Store, now: datetime) -> Holding:
+        """Reap the lapsed (waiting for rows others reap: every claimer then sees them gone), then renew and
+        take the share: two transactions."""
+        self.ticks += 1
+        try:
+            with store.transaction() as tx:
+                if store.dialect == "postgresql":     # a lapsed daemon stopped inside a write: do not stall on it
+                    tx.connection().exec_driver_sql(f"SET LOCAL lock_timeout = '{REAP_WAIT_MS}ms'")
+                reap(tx, now, keep=self.owner, wait=True)
+        except OperationalError:
+            pass                                    # reaped next tick (or by take_share, skipping it)
+        with store.transaction() as tx:
+            self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
+        self.epoch = self.holding.epoch
+        return self.holding
+
+    def holds(self, job_id: int) -> bool:
+        return self.holding is not None and job_id in self.holding.jobs
+
+    def job(self, tx: Session, job_id: int) -> None:
+        if self.holding is None or self.epoch is None:
+            raise LeaseLostError(f"daemon {self.owner} holds no leases yet")
+        fence_job(tx, self.owner, self.epoch, job_id, self.holding.jobs.get(job_id), self.clock())
+
+    def daemon(self, tx: Session) -> None:
+        if self.epoch is None:
+            raise LeaseLostError(f"daemon {self.owner} has not joined yet")
+        fence_daemon(tx, self.owner, self.epoch, self.clock())
+
+
+def _chunks(values: Sequence[Any]) -> list[list[Any]]:
+    return [list(values[i:i + _CHUNK]) for i in range(0, len(values), _CHUNK)]
