@@ -313,6 +313,11 @@ def render_agent_config(ri: RenderInput) -> str:
             "notify": {"via": c.notify_via.value, "signal": c.notify_signal, "file": c.request_file},
             "store": {"kind": ckpt.kind.value, "path": ckpt.path, "uri": ckpt.uri, "env": dict(ckpt.env)},
         }
+    report = None
+    if ri.report is not None:
+        target = parse_store(ri.report.uri, ri.report.endpoint)
+        report = {"kind": target.kind.value, "path": target.path, "uri": target.uri, "env": dict(target.env),
+                  "interval_s": ri.report.interval_s, "log_chunk_bytes": ri.report.log_chunk_bytes}
     config = {
         "version": 1,
         "job_name": ri.job_name,
@@ -327,6 +332,7 @@ def render_agent_config(ri: RenderInput) -> str:
         "cloud": a.cloud.value,
         "metadata": {"aws": a.aws_metadata_url, "gcp": a.gcp_metadata_url, "azure": a.azure_metadata_url},
         "checkpoint": checkpoint,
+        "report": report,
     }
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 

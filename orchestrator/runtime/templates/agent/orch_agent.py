@@ -12,7 +12,11 @@ What it does every tick (see docs/runtime.md for the formats):
   * after a notice, once a checkpoint taken since is complete on disk, stops the job and goes on
     uploading it (drain; single node); the status says how many complete checkpoints await upload;
   * supervises the job (its own process group), recording pid and exit code;
-  * writes its whole state to the status file atomically (temp file + os.replace).
+  * writes its whole state to the status file atomically (temp file + os.replace);
+  * reports outbound only (no inbound port): the same status document, as one whole object, to
+    ``<report store>/status.json`` every ``interval_s`` and at once on a notice, a job state change or a
+    new committed checkpoint, and ships the job's output (job.log) as ``logs/<chunk>`` objects of at most
+    ``log_chunk_bytes`` each (the last one re-put whole as it grows), so logs outlive the machine.
 
 Usage: orch_agent.py --config agent.json [--once] [--no-job]
 """
@@ -259,6 +263,22 @@ class Store:
         finally:
             os.unlink(fh.name)
 
+    def put_object(self, name: str, data: bytes) -> None:
+        """Write the whole object ``name`` at once: a temp file renamed (local), one PUT (rclone rcat)."""
+        if self.kind == "local":
+            dest = f"{self.path}/{name}"
+            directory = os.path.dirname(dest)
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, dest)
+            return
+        out = subprocess.run([self.rclone, "rcat", f"{self.path}/{name}"], input=data, capture_output=True,
+                             env=self.env, timeout=300)
+        if out.returncode != 0:
+            raise OSError(f"rclone rcat exited {out.returncode}: {out.stderr.decode('utf-8', 'replace')[-500:]}")
+
     def read_latest(self) -> str | None:
         if self.kind == "local":
             try:
@@ -305,6 +325,57 @@ def _atomic_write(path: str, text: str) -> None:
 def _step_of(name: str) -> int:
     m = STEP_DIR.fullmatch(name)
     return int(m.group(1)) if m else -1
+
+
+# --- outbound reporting -----------------------------------------------------------------------------
+
+#: GPU samples kept in the reported copy of the status (the local file keeps the whole window).
+REPORTED_SAMPLES = 12
+
+
+class Reporter:
+    """Writes the status and the job's output to the report store (``config["report"]``), outbound only.
+
+    ``status.json``: the status document (as the local file, with the last few GPU samples), one whole
+    object per write. ``logs/<NNNNNNNN>``: the job log cut at ``log_chunk_bytes``; chunk k holds bytes
+    [k*C, (k+1)*C) and only the chunks that grew are put again (each whole). A failed write is retried on
+    the next round; it never stops the agent.
+    """
+
+    def __init__(self, spec: dict[str, Any], store: Store, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.clock = clock
+        self.interval = float(spec.get("interval_s", 10.0))
+        self.chunk = max(1, int(spec.get("log_chunk_bytes", 1 << 20)))
+        self.next_at = 0.0
+        self.last_key: Any = None
+        self.shipped = 0           # bytes of the job log already in the store
+
+    def due(self, key: Any, force: bool) -> bool:
+        return force or key != self.last_key or self.clock() >= self.next_at
+
+    def report(self, doc: dict[str, Any], key: Any, job_log: str) -> None:
+        self.ship_log(job_log)
+        gpu = dict(doc["gpu"])
+        gpu["samples"] = list(gpu["samples"])[-REPORTED_SAMPLES:]
+        body = json.dumps({**doc, "gpu": gpu}, sort_keys=True).encode() + b"\n"
+        self.store.put_object("status.json", body)
+        self.last_key = key
+        self.next_at = self.clock() + self.interval
+
+    def ship_log(self, path: str) -> None:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            return
+        if size <= self.shipped:
+            return
+        with open(path, "rb") as fh:
+            for k in range(self.shipped // self.chunk, (size - 1) // self.chunk + 1):
+                fh.seek(k * self.chunk)
+                data = fh.read(min(self.chunk, size - k * self.chunk))
+                self.store.put_object(f"logs/{k:08d}", data)
+        self.shipped = size
 
 
 # --- process tree ----------------------------------------------------------------------------------
@@ -385,6 +456,8 @@ class Agent:
         self.job: dict[str, Any] = {"state": "pending", "pid": None, "exit_code": None, "started_at": None,
                                     "ended_at": None}
         self.started_at = clock()
+        report = config.get("report") or None
+        self.reporter = Reporter(report, Store(report, config.get("rclone", "rclone")), clock) if report else None
         self._restore_from_status()
 
     def _restore_from_status(self) -> None:
@@ -564,6 +637,21 @@ class Agent:
         self._drain_after_notice()
         self._scan_checkpoints()
         self.write_status()
+        self.report()
+
+    def report(self, force: bool = False) -> None:
+        """Send the status (and new job output) to the report store when something the daemon acts on
+        changed, or every ``interval_s`` as a heartbeat."""
+        if self.reporter is None:
+            return
+        key = (self.job["state"], self.job.get("drained", False), len(self.notices), self.latest,
+               self._pending_uploads(), len(self.checkpoints))
+        if not self.reporter.due(key, force):
+            return
+        try:
+            self.reporter.report(self.status(), key, self.config.get("job_log", "job.log"))
+        except (OSError, subprocess.SubprocessError) as exc:
+            self._error("report", exc)
 
     def _complete_local(self) -> list[str]:
         """Names of the checkpoints complete on this node's disk (their marker written), by step."""
@@ -606,6 +694,7 @@ class Agent:
             self.tick()
             self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
         self.tick()
+        self.report(force=True)
         return 0
 
 
@@ -631,6 +720,7 @@ def main(argv: list[str] | None = None) -> int:
         # The instance is going away: pass it on to the job (it may checkpoint), then record and leave.
         agent.stop_job(signum)
         agent.tick()
+        agent.report(force=True)
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, _on_term)
