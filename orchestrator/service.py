@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.observability import DaemonMetrics
     from orchestrator.recovery import RecoveryPolicy
+    from orchestrator.runtime.node_facts import NodeSettings
     from orchestrator.store.db import Store
     from providers.base import Offer, Provider
 
@@ -207,6 +208,8 @@ class Seams:
     bootstrapper: Bootstrapper | None = None
     recovery: RecoveryPolicy | None = None
     startup: StartupRenderer | None = None
+    #: Per provider (or "<provider>/<instance id>"): facts about machines no config says (test endpoints).
+    node_settings: Mapping[str, NodeSettings] | None = None
 
 
 def _attach_alerts(store: Store, config: OrchConfig, *, close_on_error: bool) -> None:
@@ -239,9 +242,12 @@ def build_service(
     startup: StartupRenderer | None = None,
     metrics: DaemonMetrics | None = None,
     launches_allowed: bool = True,
+    node_settings: Mapping[str, NodeSettings] | None = None,
 ) -> Service:
     """Build the engine. Every argument overrides what the config would give; ``engine_store`` replaces the
-    SQL store altogether (the in-memory store of the engine's unit tests)."""
+    SQL store altogether (the in-memory store of the engine's unit tests). ``node_settings``: per provider,
+    what the boot script, the store monitor and the SSH hooks need to know about machines (metadata URLs,
+    store endpoint, agent intervals; tests); default: ``daemon.store_endpoint`` for every provider."""
     from orchestrator.clock import utcnow
     from orchestrator.engine.config import EngineConfig, EngineDeps
     from orchestrator.engine.reconciler import Reconciler
@@ -263,7 +269,7 @@ def build_service(
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
                                  use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed)
-    hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup), config)
+    hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup, node_settings), config)
     deps = EngineDeps(store=engine_store, providers=built, catalog=tuple(catalog), config=engine_config,
                       clock=clock or utcnow, hooks=hooks, metrics=metrics)
     return Service(Reconciler(deps), engine_store, opened, built, metrics, settings, owner_of_leases)
@@ -308,8 +314,9 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
     from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper, StoreMonitor, StoreReader
 
     ssh_key = bool(settings.ssh_private_key)
-    nodes = {p: NodeSettings(store_endpoint=settings.store_endpoint) for p in providers} \
-        if settings.store_endpoint else {}
+    nodes = dict(given.node_settings) if given.node_settings is not None else (
+        {p: NodeSettings(store_endpoint=settings.store_endpoint) for p in providers} if settings.store_endpoint
+        else {})
     reader = StoreReader(nodes, state_store=settings.state_store)
     ssh_monitor: Monitor | None = None
     ssh_boot: Bootstrapper | None = None
@@ -323,7 +330,7 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
         key = Path(settings.ssh_private_key).expanduser() if ssh_key else None
         pool = TransportPool(providers, key_path=key,
                              host_keys=HostKeyStore(data_dir() / "known_hosts") if ssh_key else None)
-        ssh_monitor, ssh_boot = SshMonitor(pool), SshBootstrapper(pool)
+        ssh_monitor, ssh_boot = SshMonitor(pool, nodes), SshBootstrapper(pool, nodes)
     monitor = given.monitor or CombinedMonitor(StoreMonitor(reader), ssh_monitor)
     bootstrapper = given.bootstrapper or RoutingBootstrapper(reader, ssh_boot, ssh_key=ssh_key)
     startup = given.startup or ManifestStartupRenderer(nodes, identities=identities_from_config(config),

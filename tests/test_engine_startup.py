@@ -39,7 +39,8 @@ def test_each_node_boots_with_its_rendered_startup_script() -> None:
     for sent in aws.specs:
         # The boot script installs the agent and the job's startup.sh (rendered for this node) and starts it.
         assert sent.startup_script.startswith("#!/usr/bin/env bash")
-        assert "setsid nohup python3 orch_agent.py --config agent.json" in sent.startup_script
+        start = "setsid nohup python3 orch_agent.py --config agent.json > agent.log 2>&1 < /dev/null &"
+        assert start in sent.startup_script.splitlines()
         files = boot_files(sent.startup_script)
         assert sorted(files) == ["agent.json", "orch_agent.py", "startup.sh"]
         script = files["startup.sh"].decode()

@@ -22,7 +22,6 @@ import tarfile
 import textwrap
 from collections.abc import Mapping
 
-from orchestrator.runtime.bootstrap import start_command
 from orchestrator.runtime.objectstore import StoreKind, parse_store
 from orchestrator.runtime.render import (
     AGENT_CONFIG_NAME,
@@ -91,7 +90,12 @@ def render_boot(ri: RenderInput, env_values: Mapping[str, str], launch_id: str) 
         text = "".join(f"export {k}={_Q(v)}\n" for k, v in sorted(env_values.items())).encode()
         lines += [f"base64 -d > {SECRETS_ENV_NAME} <<'ORCH_SECRETS'",
                   *textwrap.wrap(base64.b64encode(text).decode(), 76), "ORCH_SECRETS"]
-    lines.append(f"({start_command('.')}) > {AGENT_PID_NAME}")
+    # As the SSH bootstrapper's start line (secrets loaded into the agent's environment, the file deleted), but
+    # with ``&`` on the agent alone: a backgrounded list would keep a shell holding the boot's stdout open.
+    env = SECRETS_ENV_NAME
+    lines += [f"if [ -f {env} ]; then set -a; . ./{env}; set +a; rm -f {env}; fi",
+              f"setsid nohup python3 {AGENT_SCRIPT_NAME} --config {AGENT_CONFIG_NAME} > agent.log 2>&1 < /dev/null &",
+              f"echo $! > {AGENT_PID_NAME}"]
     return "\n".join(lines) + "\n"
 
 

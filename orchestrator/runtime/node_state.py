@@ -6,6 +6,8 @@ its predecessor's status and the logs of every machine a job ran on stay apart::
     <job state>/<launch id>/status.json      the agent's status document (heartbeat, job, GPU, notices,
                                               checkpoints, LATEST), one whole object, rewritten each report
     <job state>/<launch id>/logs/00000000    the job's output, in chunks of ``LOG_CHUNK_BYTES``
+    <job state>/<launch id>/start.json       written by orch: "start the job now" (a node booted by its
+                                              user data waits for it, so orch still decides when a job starts)
 
 ``<job state>`` is ``<checkpoint store>/_orch`` for a job with a checkpoint store, else
 ``<state_store>/<job name>`` (the daemon-wide ``daemon.state_store``), else there is none (the job is
@@ -19,10 +21,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
 
-__all__ = ["LOGS_DIR", "LOG_CHUNK_BYTES", "STATE_DIR", "STATUS_OBJECT", "job_state_uri", "launch_state_uri"]
+__all__ = ["LOGS_DIR", "LOG_CHUNK_BYTES", "START_OBJECT", "STATE_DIR", "STATUS_OBJECT", "job_state_uri",
+           "launch_state_uri"]
 
 STATE_DIR = "_orch"
 STATUS_OBJECT = "status.json"
+START_OBJECT = "start.json"
 LOGS_DIR = "logs"
 LOG_CHUNK_BYTES = 1 << 20
 

@@ -124,6 +124,8 @@ class ReportSpec:
     endpoint: str = ""
     interval_s: float = 10.0
     log_chunk_bytes: int = 1 << 20
+    #: Booted by its user data: the agent starts the job once orch puts ``start.json`` (node_state.START_OBJECT).
+    wait_for_start: bool = False
 
     def __post_init__(self) -> None:
         if not self.uri:

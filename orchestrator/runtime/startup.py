@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
@@ -50,6 +51,9 @@ class ManifestStartupRenderer:
                              state_store=self.state_store)
         try:
             ri = render_input_for(job.manifest, facts)
+            if ri.report is not None:
+                # The node boots by itself but starts the job when orch says (the start step's StoreBootstrapper).
+                ri = replace(ri, report=replace(ri.report, wait_for_start=True))
             return render_boot(ri, self._values(ri, provider), attempt.launch_id)
         except (RenderInputError, UnsupportedStoreError) as exc:
             raise StartupScriptError(str(exc)) from None

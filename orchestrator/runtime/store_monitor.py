@@ -13,6 +13,7 @@ SSH key, to the SSH bootstrapper; every other cloud machine started itself (``st
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -22,7 +23,7 @@ from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.engine_hooks import report_from_status
 from orchestrator.runtime.node_facts import NodeSettings, node_settings_for
-from orchestrator.runtime.node_state import STATUS_OBJECT, launch_state_uri
+from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT, launch_state_uri
 from orchestrator.runtime.objectstore import StoreAccessError, StoreClient, UnsupportedStoreError, parse_store
 from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
 from providers.base import Instance
@@ -100,14 +101,31 @@ class StoreMonitor(Monitor):
 
 
 class StoreBootstrapper(Bootstrapper):
-    """True once the machine's agent has reported its job started (running, or already ended)."""
+    """Starts a job on a machine that booted itself: once its agent has reported (job pending), puts
+    ``start.json`` in its report prefix, the agent's go; True once the agent reports the job started (running,
+    or already ended). Called by the start step only when the job may start (a noticed predecessor has
+    committed its last checkpoint; a gang's node 0 first), so that decision stays the engine's. Idempotent: a
+    second put writes the same object again."""
 
-    def __init__(self, reader: StoreReader) -> None:
+    def __init__(self, reader: StoreReader, wall_clock: Callable[[], float] = time.time) -> None:
         self.reader = reader
+        self.wall_clock = wall_clock
 
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         status = self.reader.status(job, attempt)
-        return status is not None and status.job.state is not JobState.PENDING
+        if status is None:
+            return False                 # not booted yet (or not readable now): the next tick asks again
+        if status.job.state is not JobState.PENDING:
+            return True
+        client = self.reader.client(job, attempt)
+        if client is None:
+            return False
+        go = {"launch_id": attempt.launch_id, "at": self.wall_clock(), "master_addr": attempt.master_addr}
+        try:
+            client.put(START_OBJECT, json.dumps(go, sort_keys=True).encode() + b"\n")
+        except StoreAccessError as exc:
+            log.info("start of launch %s not written: %s", attempt.launch_id, exc)
+        return False
 
 
 class CombinedMonitor(Monitor):

@@ -11,7 +11,8 @@ What it does every tick (see docs/runtime.md for the formats):
     checkpoint's COMPLETE and moves LATEST only once every node's flag is in the store;
   * after a notice, once a checkpoint taken since is complete on disk, stops the job and goes on
     uploading it (drain; single node); the status says how many complete checkpoints await upload;
-  * supervises the job (its own process group), recording pid and exit code;
+  * supervises the job (its own process group), recording pid and exit code; booted by its user data
+    (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix;
   * writes its whole state to the status file atomically (temp file + os.replace);
   * reports outbound only (no inbound port): the same status document, as one whole object, to
     ``<report store>/status.json`` every ``interval_s`` and at once on a notice, a job state change or a
@@ -687,8 +688,23 @@ class Agent:
         if self.proc is not None and self.job["state"] == "running":
             signal_tree(self.proc.pid, sig)
 
+    @property
+    def waits_for_start(self) -> bool:
+        return self.reporter is not None and bool((self.config.get("report") or {}).get("wait_for_start"))
+
+    def wait_for_start(self) -> None:
+        """Booted by its user data, the node reports itself (job pending) and starts the job only once orch
+        has put ``start.json`` beside its status: orch decides when (after a noticed predecessor committed its
+        last checkpoint; a gang's node 0 first), as it does over SSH, with no inbound connection."""
+        assert self.reporter is not None
+        while not self.reporter.store.has("start.json"):
+            self.tick()
+            self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
+
     def run(self) -> int:
         """Start the job and tick until it has exited; a last tick uploads what it wrote at the end."""
+        if self.waits_for_start:
+            self.wait_for_start()
         self.start_job()
         while not self.job_done:
             self.tick()
