@@ -40,6 +40,20 @@ AGENT_PID_NAME = "agent.pid"
 _Q = shlex.quote
 
 
+def _compact(source: bytes) -> bytes:
+    """The agent without docstrings and comments (``ast.unparse``: the same code), so that the boot script fits
+    EC2's 16 KB of user data. The unpacked file is what runs; the full source is the package's."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return (ast.unparse(tree) + "\n").encode()
+
+
 def _payload(files: list[tuple[str, bytes, int]]) -> str:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -63,7 +77,8 @@ def render_boot(ri: RenderInput, env_values: Mapping[str, str], launch_id: str) 
     the machine has no identity for (see store_credentials); written only into ``secrets.env``."""
     node = render_node(ri)
     work = f"$ORCH_ROOT/{ri.resolved_work_dir}"
-    files = [(AGENT_SCRIPT_NAME, agent_source(), 0o755), (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644),
+    files = [(AGENT_SCRIPT_NAME, _compact(agent_source()), 0o755),
+             (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644),
              (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755)]
     mark = _Q(f"ORCH_LAUNCH_ID={launch_id}")
     lines = [

@@ -28,7 +28,10 @@ from orchestrator.runtime.render_input import RenderInput, RenderInputError
 from orchestrator.runtime.store_credentials import store_env
 from orchestrator.runtime.store_monitor import starts_by_boot
 
-__all__ = ["ManifestStartupRenderer"]
+__all__ = ["USER_DATA_LIMITS", "ManifestStartupRenderer"]
+
+#: Bytes of user data a provider accepts (before its base64 encoding): EC2's is 16 KB.
+USER_DATA_LIMITS = {"aws": 16 * 1024}
 
 
 class ManifestStartupRenderer:
@@ -54,9 +57,14 @@ class ManifestStartupRenderer:
             if ri.report is not None:
                 # The node boots by itself but starts the job when orch says (the start step's StoreBootstrapper).
                 ri = replace(ri, report=replace(ri.report, wait_for_start=True))
-            return render_boot(ri, self._values(ri, provider), attempt.launch_id)
+            script = render_boot(ri, self._values(ri, provider), attempt.launch_id)
         except (RenderInputError, UnsupportedStoreError) as exc:
             raise StartupScriptError(str(exc)) from None
+        limit = USER_DATA_LIMITS.get(provider)
+        if limit is not None and len(script.encode()) > limit:
+            raise StartupScriptError(f"the boot script is {len(script.encode())} bytes; {provider} takes {limit} "
+                                     "bytes of user data (fewer or shorter secrets, or an instance profile)")
+        return script
 
     def _values(self, ri: RenderInput, provider: str) -> dict[str, str]:
         missing = [n for n in ri.secrets if n not in self.environ]
