@@ -112,6 +112,29 @@ def test_a_booted_node_waits_for_orch_then_runs_reports_and_ships_its_output(tmp
     assert SECRET.encode() not in (prefix / STATUS_OBJECT).read_bytes()
 
 
+def test_a_gang_rank_booted_before_node_0_gets_its_address_from_orchs_go(tmp_path: Path) -> None:
+    doc = {**_doc('echo "rendezvous at $ORCH_MASTER_ADDR"'), "resources": {"gpu": "A100-80G", "count": 1, "nodes": 2}}
+    job = _job(doc)
+    rank1 = replace(ATTEMPT, node_rank=1)
+    renderer = ManifestStartupRenderer({"lambda": NodeSettings(sample_interval_s=0.05, notice_interval_s=0.05,
+                                                               report_interval_s=0.05)},
+                                       environ={"HF_TOKEN": SECRET}, state_store=f"file://{tmp_path}/store")
+    script = renderer.render(job, rank1)
+    startup = boot_files(script)["startup.sh"].decode()
+    assert 'export ORCH_MASTER_ADDR="${ORCH_MASTER_ADDR_GIVEN:?' in startup
+    assert "ORCH_MASTER_ADDR=127.0.0.1" not in startup
+    _run_boot(script, tmp_path / "node")
+    reader = StoreReader(state_store=f"file://{tmp_path}/store")
+    _wait(lambda: reader.status(job, rank1), "rank 1's first report")
+    # The start step passes node 0's address with the attempt (start.py); the go carries it to the node.
+    boot = StoreBootstrapper(reader)
+    _wait(lambda: boot.start(job, replace(rank1, master_addr="10.9.8.7"), INSTANCE), "rank 1 to start")
+    from orchestrator.job_logs import read_log
+
+    logs = StoreClient(parse_store(f"file://{tmp_path}/store/tiny/{rank1.launch_id}"))
+    assert b"rendezvous at 10.9.8.7" in _wait(lambda: read_log(logs), "rank 1's output")
+
+
 def test_the_boot_script_is_deterministic_and_a_second_run_starts_no_second_agent(tmp_path: Path) -> None:
     script = _boot(tmp_path, "sleep 30")[1]
     assert script == _boot(tmp_path, "sleep 30")[1]

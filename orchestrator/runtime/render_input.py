@@ -178,6 +178,9 @@ class RenderInput:
     interconnect: str = "pcie"  # nvlink | pcie
     socket_ifname: str = ""  # multi-node: NCCL/Gloo interface; empty = a hint that excludes lo/docker
     infiniband: bool = False
+    #: A gang's rank > 0 rendered before node 0 exists (a boot script): the launcher reads node 0's address from
+    #: ``ORCH_MASTER_ADDR_GIVEN``, which the agent sets from orch's start.json, instead of ``master_addr``.
+    master_from_start: bool = False
     work_dir: str = ""  # empty: .orch/jobs/<job_name> under the SSH user's home
     agent: AgentSettings = field(default_factory=AgentSettings)
     report: ReportSpec | None = None  # None: the agent reports over no store (SSH only)

@@ -55,8 +55,10 @@ class ManifestStartupRenderer:
         try:
             ri = render_input_for(job.manifest, facts)
             if ri.report is not None:
-                # The node boots by itself but starts the job when orch says (the start step's StoreBootstrapper).
-                ri = replace(ri, report=replace(ri.report, wait_for_start=True))
+                # The node boots by itself but starts the job when orch says (the start step's StoreBootstrapper),
+                # and a gang's rank > 0 learns node 0's address from that go (node 0 may not exist yet).
+                ri = replace(ri, report=replace(ri.report, wait_for_start=True),
+                             master_from_start=ri.node_rank > 0 and attempt.master_addr is None)
             script = render_boot(ri, self._values(ri, provider), attempt.launch_id)
         except (RenderInputError, UnsupportedStoreError) as exc:
             raise StartupScriptError(str(exc)) from None

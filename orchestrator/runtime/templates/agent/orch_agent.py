@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -264,6 +265,18 @@ class Store:
         finally:
             os.unlink(fh.name)
 
+    def read_object(self, name: str) -> bytes | None:
+        """The whole object ``name``, or None when it cannot be read."""
+        if self.kind == "local":
+            try:
+                with open(f"{self.path}/{name}", "rb") as fh:
+                    return fh.read()
+            except OSError:
+                return None
+        out = subprocess.run([self.rclone, "cat", f"{self.path}/{name}"], capture_output=True, env=self.env,
+                             timeout=120)
+        return out.stdout if out.returncode == 0 else None
+
     def put_object(self, name: str, data: bytes) -> None:
         """Write the whole object ``name`` at once: a temp file renamed (local), one PUT (rclone rcat)."""
         if self.kind == "local":
@@ -339,30 +352,69 @@ class Reporter:
 
     ``status.json``: the status document (as the local file, with the last few GPU samples), one whole
     object per write. ``logs/<NNNNNNNN>``: the job log cut at ``log_chunk_bytes``; chunk k holds bytes
-    [k*C, (k+1)*C) and only the chunks that grew are put again (each whole). A failed write is retried on
-    the next round; it never stops the agent.
+    [k*C, (k+1)*C) and only the chunks that grew are put again (each whole).
+
+    Uploads run on a background thread, so a slow store never delays the agent's own round (a notice, the
+    drain, checkpoint uploads): ``submit`` hands over the newest status (serialized at once) and returns;
+    a status superseded before its upload started is skipped. A failed upload is reported through
+    ``on_error`` and retried with the next status. ``flush`` waits for what was submitted (the last report).
     """
 
-    def __init__(self, spec: dict[str, Any], store: Store, clock: Callable[[], float]) -> None:
+    def __init__(self, spec: dict[str, Any], store: Store, clock: Callable[[], float],
+                 on_error: Callable[[str, BaseException], None] = lambda where, exc: None) -> None:
         self.store = store
         self.clock = clock
+        self.on_error = on_error
         self.interval = float(spec.get("interval_s", 10.0))
         self.chunk = max(1, int(spec.get("log_chunk_bytes", 1 << 20)))
         self.next_at = 0.0
         self.last_key: Any = None
         self.shipped = 0           # bytes of the job log already in the store
+        self._cond = threading.Condition()
+        self._pending: tuple[bytes, str] | None = None
+        self._busy = False
+        self._thread: threading.Thread | None = None
 
     def due(self, key: Any, force: bool) -> bool:
         return force or key != self.last_key or self.clock() >= self.next_at
 
-    def report(self, doc: dict[str, Any], key: Any, job_log: str) -> None:
-        self.ship_log(job_log)
+    def submit(self, doc: dict[str, Any], key: Any, job_log: str) -> None:
         gpu = dict(doc["gpu"])
         gpu["samples"] = list(gpu["samples"])[-REPORTED_SAMPLES:]
         body = json.dumps({**doc, "gpu": gpu}, sort_keys=True).encode() + b"\n"
-        self.store.put_object("status.json", body)
         self.last_key = key
         self.next_at = self.clock() + self.interval
+        with self._cond:
+            self._pending = (body, job_log)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="orch-report", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, timeout_s: float = 120.0) -> bool:
+        """Wait until everything submitted is uploaded (or failed); False after ``timeout_s``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout_s)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending is not None)
+                assert self._pending is not None
+                (body, job_log), self._pending = self._pending, None
+                self._busy = True
+            try:
+                self.upload(body, job_log)
+            except (OSError, subprocess.SubprocessError) as exc:
+                self.on_error("report", exc)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def upload(self, body: bytes, job_log: str) -> None:
+        self.ship_log(job_log)
+        self.store.put_object("status.json", body)
 
     def ship_log(self, path: str) -> None:
         try:
@@ -458,7 +510,8 @@ class Agent:
                                     "ended_at": None}
         self.started_at = clock()
         report = config.get("report") or None
-        self.reporter = Reporter(report, Store(report, config.get("rclone", "rclone")), clock) if report else None
+        self.reporter = (Reporter(report, Store(report, config.get("rclone", "rclone")), clock, self._error)
+                         if report else None)
         self._restore_from_status()
 
     def _restore_from_status(self) -> None:
@@ -478,12 +531,12 @@ class Agent:
         del self.errors[:-MAX_ERRORS]
 
     # job supervision
-    def start_job(self) -> None:
+    def start_job(self, env: dict[str, str] | None = None) -> None:
         argv = self.config["command"]
         log = open(self.config.get("job_log", "job.log"), "ab")  # noqa: SIM115 - owned by the child
         try:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, env={**os.environ, **(env or {})})
         except OSError as exc:
             self.job.update(state="failed", ended_at=self.clock())
             self._error("start", exc)
@@ -647,12 +700,14 @@ class Agent:
             return
         key = (self.job["state"], self.job.get("drained", False), len(self.notices), self.latest,
                self._pending_uploads(), len(self.checkpoints))
-        if not self.reporter.due(key, force):
-            return
-        try:
-            self.reporter.report(self.status(), key, self.config.get("job_log", "job.log"))
-        except (OSError, subprocess.SubprocessError) as exc:
-            self._error("report", exc)
+        if self.reporter.due(key, force):
+            self.reporter.submit(self.status(), key, self.config.get("job_log", "job.log"))
+
+    def final_report(self) -> None:
+        """The last word before the agent exits: the final status and output, uploaded before it returns."""
+        if self.reporter is not None:
+            self.report(force=True)
+            self.reporter.flush()
 
     def _complete_local(self) -> list[str]:
         """Names of the checkpoints complete on this node's disk (their marker written), by step."""
@@ -701,16 +756,30 @@ class Agent:
             self.tick()
             self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
 
+    def start_env(self) -> dict[str, str]:
+        """What orch's go adds to the job's environment: node 0's address for a gang's rank > 0 booted before
+        node 0 existed (its startup.sh reads ``ORCH_MASTER_ADDR_GIVEN``)."""
+        assert self.reporter is not None
+        try:
+            go = json.loads(self.reporter.store.read_object("start.json") or b"{}")
+        except (OSError, ValueError) as exc:
+            self._error("start", exc)
+            return {}
+        addr = go.get("master_addr") if isinstance(go, dict) else None
+        return {"ORCH_MASTER_ADDR_GIVEN": str(addr)} if addr else {}
+
     def run(self) -> int:
         """Start the job and tick until it has exited; a last tick uploads what it wrote at the end."""
+        env: dict[str, str] = {}
         if self.waits_for_start:
             self.wait_for_start()
-        self.start_job()
+            env = self.start_env()
+        self.start_job(env)
         while not self.job_done:
             self.tick()
             self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
         self.tick()
-        self.report(force=True)
+        self.final_report()
         return 0
 
 
@@ -736,7 +805,7 @@ def main(argv: list[str] | None = None) -> int:
         # The instance is going away: pass it on to the job (it may checkpoint), then record and leave.
         agent.stop_job(signum)
         agent.tick()
-        agent.report(force=True)
+        agent.final_report()
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, _on_term)
