@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -250,5 +249,55 @@ def test_store_client_on_s3_through_rclone(tmp_path: Path, monkeypatch: pytest.M
         server.stop()
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__]))
+class _Recording:
+    """A stand-in channel (Monitor and Bootstrapper) that records which machines it was asked about."""
+
+    def __init__(self, answer):  # type: ignore[no-untyped-def]
+        self.answer, self.asked = answer, []
+
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+        self.asked.append(instance.provider)
+        return self.answer
+
+    def start(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+        self.asked.append(instance.provider)
+        return self.answer
+
+
+def test_ssh_hosts_go_over_ssh_and_cloud_machines_through_the_store(tmp_path: Path) -> None:
+    from orchestrator.engine.hooks import AgentReport
+    from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper
+
+    job = _job(_doc("true"))
+    ssh_host = replace(INSTANCE, provider="ssh", instance_id="box1")
+    reader = StoreReader(state_store=f"file://{tmp_path}/store")
+    ssh = _Recording(True)
+    routing = RoutingBootstrapper(reader, ssh, ssh_key=False)
+    assert routing.start(job, ATTEMPT, ssh_host) is True and ssh.asked == ["ssh"]
+    # A cloud machine that has not reported yet is not started, and SSH is never asked about it.
+    assert routing.start(job, ATTEMPT, INSTANCE) is False and ssh.asked == ["ssh"]
+    # No store for the job and orch has a key: SSH starts the cloud machine too (it booted with no script).
+    no_store = StoreReader()
+    assert RoutingBootstrapper(no_store, ssh, ssh_key=True).start(job, ATTEMPT, INSTANCE) is True
+    assert ssh.asked == ["ssh", "lambda"]
+    # The monitor: the store first; where it has nothing, the second channel.
+    second = _Recording(AgentReport(gpu_util_pct=(50.0,)))
+    assert CombinedMonitor(StoreMonitor(reader), second).read(job, ATTEMPT, INSTANCE) == second.answer
+    StoreClient(parse_store(f"file://{tmp_path}/store/tiny/{ATTEMPT.launch_id}")).put(
+        STATUS_OBJECT, _status_doc().encode())
+    report = CombinedMonitor(StoreMonitor(reader), second).read(job, ATTEMPT, INSTANCE)
+    assert report is not None and report.exit_code == 0 and second.asked == ["lambda"]
+
+
+def _status_doc() -> str:
+    import time
+
+    now = time.time()
+    return json.dumps({
+        "version": 1, "job_name": "tiny", "node_rank": 0,
+        "agent": {"pid": 1, "started_at": now, "heartbeat": now},
+        "job": {"state": "exited", "pid": 2, "exit_code": 0, "started_at": now, "ended_at": now},
+        "gpu": {"available": False, "error": "nvidia-smi not found", "samples": [],
+                "summary": {"samples": 0, "gpus": 0, "window_s": 0.0, "mean_util": None, "max_util": None,
+                            "last_mean_util": None, "max_mem_used_mib": None}},
+        "notices": [], "checkpoint_requests": [], "checkpoints": [], "latest": None, "errors": []})
