@@ -159,7 +159,7 @@ def _steps(node_root: Path) -> list[int]:
 
 def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
         clouds: Clouds, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any],
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level("DEBUG", logger="orch")
     job_id = _apply(clouds, bucket, tmp_path)
 
@@ -223,6 +223,15 @@ def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
                       for o in bucket.client.list_objects_v2(
                           Bucket=bucket.name, Prefix=f"{bucket.prefix}/_orch/{b.launch_id}/logs/")["Contents"])
     assert f"resuming from ckpt/step-{restored}".encode() in logs_b
+    # ... and `orch logs` reads it from there, both machines gone.
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "no-config.yaml"))
+    monkeypatch.setenv("ORCH_STORE_ENDPOINT", s3_endpoint)
+    shown = CliRunner().invoke(app, ["logs", JOB])
+    assert shown.exit_code == 0 and shown.stdout.encode() == logs_b.decode("utf-8", "replace").encode()
     # No machine left, no SSH connection, and the store credentials went nowhere but the user data.
     assert [i for p in (clouds.aws.provider(), clouds.gcp.provider()) for i in p.list_instances(OWNER)
             if not i.state.is_gone] == []
