@@ -795,6 +795,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_job:
             agent.start_job()
         agent.tick()
+        if agent.reporter is not None:
+            agent.reporter.flush()      # the upload thread is a daemon: let this round's report land first
         return 0
     if args.no_job:
         while True:
