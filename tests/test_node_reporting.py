@@ -5,6 +5,7 @@ the store monitor and bootstrapper read and drive it; ``orch logs`` prints the o
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import replace
 from datetime import UTC, date, datetime
@@ -301,3 +302,17 @@ def _status_doc() -> str:
                 "summary": {"samples": 0, "gpus": 0, "window_s": 0.0, "mean_util": None, "max_util": None,
                             "last_mean_util": None, "max_mem_used_mib": None}},
         "notices": [], "checkpoint_requests": [], "checkpoints": [], "latest": None, "errors": []})
+
+
+def test_a_boot_script_over_ec2s_user_data_limit_is_refused_for_aws(tmp_path: Path) -> None:
+    from orchestrator.engine.hooks import StartupScriptError
+
+    job = _job(_doc("true"))
+    aws = replace(ATTEMPT, offer=replace(OFFER, provider="aws"))
+    fits = ManifestStartupRenderer(environ={"HF_TOKEN": SECRET}, state_store=f"file://{tmp_path}")
+    assert len(fits.render(job, aws).encode()) <= 16 * 1024
+    # Random bytes do not compress: 8 KB of secret pushes the script over 16 KB.
+    huge = ManifestStartupRenderer(environ={"HF_TOKEN": os.urandom(8192).hex()}, state_store=f"file://{tmp_path}")
+    with pytest.raises(StartupScriptError, match="aws takes 16384 bytes of user data"):
+        huge.render(job, aws)
+    assert huge.render(job, ATTEMPT)           # Lambda takes far more
