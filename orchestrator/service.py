@@ -9,9 +9,11 @@ file), the catalog from the shipped snapshot. On PostgreSQL the engine store joi
 providers are fenced (orchestrator/fencing.py); on SQLite there is no lease owner (one daemon, guarded by
 ``orchestrator.store.leases.daemon_lock``).
 
-The seams: with ``ssh_private_key`` set, the SSH bootstrapper starts each job and the SSH monitor reads its
-agent (and machines boot with no startup script, so a job is never started twice); without it, machines
-boot with the job's startup script rendered from its manifest and only the clouds' states are read.
+The seams: every cloud machine boots with a script that installs orch's agent and starts the job
+(orchestrator/runtime/boot.py); the agent reports to the job's store, which the store monitor reads each tick
+(outbound only, no SSH). SSH is the second channel: SSH-provider hosts are started and read over SSH, and with
+``ssh_private_key`` set a cloud job with no store to report to is too (its machine then boots with no script,
+so a job is never started twice). orchestrator/runtime/store_monitor.py has the rule.
 
 Engine knobs live in an optional ``daemon:`` section of the config file, each overridable by an env var
 (handy for subprocess tests and containers)::
@@ -25,6 +27,9 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
       recovery_policy: default  # ORCH_RECOVERY_POLICY: default, or a policy of `orch simulate` (orch,
                                 #   uniform-progress, greedy, on-demand) for jobs with a deadline and an estimate
       restart_overhead_s: 720   # ORCH_RESTART_OVERHEAD_S: what one restart costs (boot, setup, restore)
+      state_store: s3://bucket/orch-state   # ORCH_STATE_STORE: where agents of jobs without a checkpoint
+                                #   store report (status, heartbeat, notices, logs)
+      store_endpoint: ""        # ORCH_STORE_ENDPOINT: an S3-compatible endpoint for s3:// stores
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.observability import DaemonMetrics
     from orchestrator.recovery import RecoveryPolicy
+    from orchestrator.runtime.node_facts import NodeSettings
     from orchestrator.store.db import Store
     from providers.base import Offer, Provider
 
@@ -67,6 +73,11 @@ class ServiceSettings:
     ssh_private_key: str = ""
     recovery_policy: str = "default"
     restart_overhead: timedelta = timedelta(minutes=12)
+    #: Where agents of jobs without a checkpoint store report (s3://, gs://, az://, a path); empty: nowhere
+    #: (such a job is read over SSH, or only through its cloud's state).
+    state_store: str = ""
+    #: An S3-compatible endpoint (MinIO, R2) for s3:// stores, used by nodes and the daemon alike.
+    store_endpoint: str = ""
 
 
 _MAX_SECONDS = 10 * 365 * 86400.0
@@ -80,6 +91,8 @@ _ENV = {
     "ssh_private_key": "ORCH_SSH_PRIVATE_KEY",
     "recovery_policy": "ORCH_RECOVERY_POLICY",
     "restart_overhead_s": "ORCH_RESTART_OVERHEAD_S",
+    "state_store": "ORCH_STATE_STORE",
+    "store_endpoint": "ORCH_STORE_ENDPOINT",
 }
 
 
@@ -131,6 +144,8 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
         ssh_private_key=str(values.get("ssh_private_key") or ""),
         recovery_policy=_policy_name(values.get("recovery_policy")),
         restart_overhead=seconds("restart_overhead_s", base.restart_overhead),
+        state_store=str(values.get("state_store") or ""),
+        store_endpoint=str(values.get("store_endpoint") or ""),
     )
 
 
@@ -199,6 +214,8 @@ class Seams:
     bootstrapper: Bootstrapper | None = None
     recovery: RecoveryPolicy | None = None
     startup: StartupRenderer | None = None
+    #: Per provider (or "<provider>/<instance id>"): facts about machines no config says (test endpoints).
+    node_settings: Mapping[str, NodeSettings] | None = None
 
 
 def _attach_alerts(store: Store, config: OrchConfig, *, close_on_error: bool) -> None:
@@ -231,9 +248,12 @@ def build_service(
     startup: StartupRenderer | None = None,
     metrics: DaemonMetrics | None = None,
     launches_allowed: bool = True,
+    node_settings: Mapping[str, NodeSettings] | None = None,
 ) -> Service:
     """Build the engine. Every argument overrides what the config would give; ``engine_store`` replaces the
-    SQL store altogether (the in-memory store of the engine's unit tests)."""
+    SQL store altogether (the in-memory store of the engine's unit tests). ``node_settings``: per provider,
+    what the boot script, the store monitor and the SSH hooks need to know about machines (metadata URLs,
+    store endpoint, agent intervals; tests); default: ``daemon.store_endpoint`` for every provider."""
     from orchestrator.clock import utcnow
     from orchestrator.engine.config import EngineConfig, EngineDeps
     from orchestrator.engine.reconciler import Reconciler
@@ -257,7 +277,7 @@ def build_service(
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
                                  use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed,
                                  budgets=config.budgets)
-    hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup))
+    hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup, node_settings), config)
     fleet = getattr(engine_store, "fleet", None)
     if opened is not None and fleet is not None:
         from orchestrator.fencing import fenced
@@ -283,32 +303,12 @@ def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | Non
                                   lease_ttl=settings.lease_ttl, clock=clock), owner
 
 
-def _hooks(settings: ServiceSettings, providers: Mapping[str, Provider], given: Seams) -> EngineHooks:
+def _hooks(settings: ServiceSettings, providers: Mapping[str, Provider], given: Seams,
+           config: OrchConfig) -> EngineHooks:
     from orchestrator.engine.config import EngineHooks
-    from orchestrator.engine.hooks import NoMonitor, NoStartupScript
     from orchestrator.recovery import DefaultRecoveryPolicy
 
-    monitor, bootstrapper = given.monitor, given.bootstrapper
-    if settings.ssh_private_key and (monitor is None or bootstrapper is None):
-        # Over SSH: start the agent and the job on each machine, then read its status every tick. Without
-        # a key orch leaves start-up to the machines' startup scripts and reads only the clouds' state.
-        from pathlib import Path
-
-        from orchestrator.config import data_dir
-        from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
-        from providers.ssh.hostkeys import HostKeyStore
-
-        pool = TransportPool(providers, key_path=Path(settings.ssh_private_key).expanduser(),
-                             host_keys=HostKeyStore(data_dir() / "known_hosts"))
-        monitor = monitor or SshMonitor(pool)
-        bootstrapper = bootstrapper or SshBootstrapper(pool)
-    startup = given.startup
-    if startup is None and settings.ssh_private_key:
-        startup = NoStartupScript()     # the SSH bootstrapper starts the job: booting it too would start it twice
-    elif startup is None:
-        from orchestrator.runtime.startup import ManifestStartupRenderer
-
-        startup = ManifestStartupRenderer()
+    monitor, bootstrapper, startup = _node_seams(settings, providers, given, config)
     recovery = given.recovery
     if recovery is None:
         recovery = DefaultRecoveryPolicy()
@@ -317,8 +317,41 @@ def _hooks(settings: ServiceSettings, providers: Mapping[str, Provider], given: 
 
             recovery = recovery_for(settings.recovery_policy,
                                     overhead_h=settings.restart_overhead.total_seconds() / 3600)
-    return EngineHooks(monitor=monitor or NoMonitor(), bootstrapper=bootstrapper or _no_bootstrap(),
-                       recovery=recovery, startup=startup)
+    return EngineHooks(monitor=monitor, bootstrapper=bootstrapper, recovery=recovery, startup=startup)
+
+
+def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], given: Seams,
+                config: OrchConfig) -> tuple[Monitor, Bootstrapper, StartupRenderer]:
+    """The store channel for every cloud machine (boot script, store monitor); SSH for SSH-provider hosts and,
+    with orch's key, for cloud jobs with no store (orchestrator/runtime/store_monitor.py)."""
+    from orchestrator.runtime.node_facts import NodeSettings
+    from orchestrator.runtime.startup import ManifestStartupRenderer
+    from orchestrator.runtime.store_credentials import identities_from_config
+    from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper, StoreMonitor, StoreReader
+
+    ssh_key = bool(settings.ssh_private_key)
+    nodes = dict(given.node_settings) if given.node_settings is not None else (
+        {p: NodeSettings(store_endpoint=settings.store_endpoint) for p in providers} if settings.store_endpoint
+        else {})
+    reader = StoreReader(nodes, state_store=settings.state_store)
+    ssh_monitor: Monitor | None = None
+    ssh_boot: Bootstrapper | None = None
+    if ssh_key or "ssh" in providers:
+        from pathlib import Path
+
+        from orchestrator.config import data_dir
+        from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
+        from providers.ssh.hostkeys import HostKeyStore
+
+        key = Path(settings.ssh_private_key).expanduser() if ssh_key else None
+        pool = TransportPool(providers, key_path=key,
+                             host_keys=HostKeyStore(data_dir() / "known_hosts") if ssh_key else None)
+        ssh_monitor, ssh_boot = SshMonitor(pool, nodes), SshBootstrapper(pool, nodes)
+    monitor = given.monitor or CombinedMonitor(StoreMonitor(reader), ssh_monitor)
+    bootstrapper = given.bootstrapper or RoutingBootstrapper(reader, ssh_boot, ssh_key=ssh_key)
+    startup = given.startup or ManifestStartupRenderer(nodes, identities=identities_from_config(config),
+                                                       state_store=settings.state_store, ssh_key=ssh_key)
+    return monitor, bootstrapper, startup
 
 
 def _no_bootstrap() -> Bootstrapper:

@@ -48,6 +48,7 @@ FLAGS: dict[str, list[str]] = {
                  "--policy", "-p", "--starts", "--zones", "--notice", "--no-optimum", "--per-trace", "--json"],
     "status": ["--json"],
     "events": ["--json", "--limit", "--max-wait", "--poll"],
+    "logs": ["--node", "--max-wait", "--poll"],
     "db current": ["--url"],
     "providers": ["--json"],
     "down": ["--all", "--yes", "-y", "--timeout", "--poll"],

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.runtime.boot import boot_files
 from orchestrator.store import repo
 from providers.base import Instance, LaunchSpec
 from tests.daemon_world import LAMBDA_A100, add_job, running_fakes, service_for
@@ -36,8 +37,14 @@ def test_each_node_boots_with_its_rendered_startup_script() -> None:
     attempts = {a.launch_id: a for a in store.attempts_for_job(job.id)}
     assert len(aws.specs) == 2
     for sent in aws.specs:
-        script = sent.startup_script
-        assert script.startswith("#!/usr/bin/env bash") and "python train.py" in script
+        # The boot script installs the agent and the job's startup.sh (rendered for this node) and starts it.
+        assert sent.startup_script.startswith("#!/usr/bin/env bash")
+        start = "setsid nohup python3 orch_agent.py --config agent.json > agent.log 2>&1 < /dev/null &"
+        assert start in sent.startup_script.splitlines()
+        files = boot_files(sent.startup_script)
+        assert sorted(files) == ["agent.json", "orch_agent.py", "startup.sh"]
+        script = files["startup.sh"].decode()
+        assert "python train.py" in script
         assert f"export ORCH_LAUNCH_ID={sent.launch_id}" in script.splitlines()
         assert f"export ORCH_NODE_RANK={attempts[sent.launch_id].node_rank}" in script.splitlines()
 
@@ -66,7 +73,7 @@ def test_a_launch_through_the_lambda_api_carries_the_script_as_user_data(tmp_pat
             assert service.store is not None
             with service.store.transaction() as tx:
                 [attempt] = repo.list_attempts(tx, job)
-            user_data = str((sent.body or {}).get("user_data", ""))
+            user_data = boot_files(str((sent.body or {}).get("user_data", "")))["startup.sh"].decode()
             assert f"export ORCH_LAUNCH_ID={attempt.launch_id}" in user_data.splitlines()
         finally:
             service.close()

@@ -43,23 +43,43 @@ def test_a_stored_manifest_renders_with_the_offer_and_machine_facts() -> None:
     assert ri.secrets == ("HF_TOKEN",) and ("ORCH_LAUNCH_ID", "labcdefabcdef") in ri.env
 
 
-def test_build_service_wires_ssh_hooks_only_with_a_key(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def _job_and_attempt(doc: dict, provider: str = "aws"):  # type: ignore[no-untyped-def,type-arg]
+    m = Manifest.model_validate(doc)
+    now = datetime.now(UTC)
+    job = JobRecord(id=1, name="tiny", manifest=m, spec=jobspec_from_manifest(m, now), status=JobStatus.LAUNCHING,
+                    desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
+    offer = Offer(provider, "p4de.24xlarge", "us-east-1", "use1-az1", "A100-80G", 8, 80, 96, 1152,
+                  Interconnect.NVLINK, Market.SPOT, 12.0, date(2025, 12, 1))
+    return job, AttemptRecord(7, 1, "labcdefabcdef", AttemptState.PLANNED, offer)
+
+
+def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from orchestrator.config import OrchConfig
-    from orchestrator.engine.hooks import NoStartupScript
     from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor
-    from orchestrator.runtime.startup import ManifestStartupRenderer
+    from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper, StoreMonitor
     from orchestrator.service import build_service
 
+    monkeypatch.setenv("HF_TOKEN", "hf-value")
     url = f"sqlite:///{tmp_path / 'orch.db'}"
+    with_store = _job_and_attempt(DOC)
+    no_store = _job_and_attempt({k: v for k, v in DOC.items() if k != "checkpoint"})
     plain = build_service(config=OrchConfig(owner="o"), store_url=url, providers={}, catalog=[])
-    assert not isinstance(plain.reconciler.hooks.monitor, SshMonitor)
-    assert isinstance(plain.reconciler.hooks.startup, ManifestStartupRenderer)   # machines boot the job
+    hooks = plain.reconciler.hooks
+    assert isinstance(hooks.monitor, CombinedMonitor) and isinstance(hooks.monitor.first, StoreMonitor)
+    assert hooks.monitor.second is None and isinstance(hooks.bootstrapper, RoutingBootstrapper)
+    # Without an SSH key every cloud machine boots its job, with a store to report to or not.
+    assert hooks.startup.render(*with_store).startswith("#!/usr/bin/env bash")
+    assert hooks.startup.render(*no_store).startswith("#!/usr/bin/env bash")
     plain.close()
     monkeypatch.setenv("ORCH_SSH_PRIVATE_KEY", str(tmp_path / "id_ed25519"))
     wired = build_service(config=OrchConfig(owner="o"), store_url=url, providers={}, catalog=[])
-    assert isinstance(wired.reconciler.hooks.monitor, SshMonitor)
-    assert isinstance(wired.reconciler.hooks.bootstrapper, SshBootstrapper)
-    assert isinstance(wired.reconciler.hooks.startup, NoStartupScript)          # SSH starts it: never twice
+    hooks = wired.reconciler.hooks
+    assert isinstance(hooks.monitor, CombinedMonitor) and isinstance(hooks.monitor.second, SshMonitor)
+    assert isinstance(hooks.bootstrapper, RoutingBootstrapper) and isinstance(hooks.bootstrapper.ssh, SshBootstrapper)
+    # With a key: a job with a store still boots itself (no SSH); one without is started over SSH, never twice.
+    assert hooks.startup.render(*with_store).startswith("#!/usr/bin/env bash")
+    assert hooks.startup.render(*no_store) == ""
+    assert hooks.startup.render(*_job_and_attempt(DOC, provider="ssh")) == ""
     wired.close()
 
 

@@ -115,6 +115,7 @@ COMMAND_MODULES = (
     "daemon",
     "console",
     "jobs",
+    "logs",
     "budgets",
     "simulate",
     "rehearse",

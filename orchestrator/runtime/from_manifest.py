@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.manifest.schema import Launcher as ManifestLauncher
 from orchestrator.manifest.schema import Manifest
+from orchestrator.runtime.node_state import LOG_CHUNK_BYTES, launch_state_uri
 from orchestrator.runtime.render_input import (
     AgentSettings,
     CheckpointSpec,
@@ -14,6 +15,7 @@ from orchestrator.runtime.render_input import (
     Launcher,
     NotifyVia,
     RenderInput,
+    ReportSpec,
     ResumeVia,
 )
 from providers.fabric import Fabric
@@ -45,6 +47,9 @@ class LaunchFacts:
     #: The checkpoint the store expected this launch to restore, exported as ORCH_RESTORE_HINT (informational:
     #: startup.sh restores the store's LATEST, which is never older).
     restore_hint: str = ""
+    #: The daemon-wide ``daemon.state_store`` (reports of jobs without a checkpoint store go there).
+    state_store: str = ""
+    report_interval_s: float = 10.0
 
 
 def uses_infiniband(manifest: Manifest, facts: LaunchFacts) -> bool:
@@ -91,7 +96,16 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
             gcp_metadata_url=facts.metadata_urls.get("gcp", ""),
             azure_metadata_url=facts.metadata_urls.get("azure", ""),
         ),
+        report=_report(manifest, facts),
     )
+
+
+def _report(manifest: Manifest, facts: LaunchFacts) -> ReportSpec | None:
+    uri = launch_state_uri(manifest, facts.launch_id, facts.state_store)
+    if uri is None:
+        return None
+    return ReportSpec(uri=uri, endpoint=facts.store_endpoint, interval_s=facts.report_interval_s,
+                      log_chunk_bytes=LOG_CHUNK_BYTES)
 
 
 def _launch_env(facts: LaunchFacts) -> dict[str, str]:

@@ -38,6 +38,7 @@ class NodeSettings:
     socket_ifname: str = ""           # multi-node: the interface of the machine's private network (NCCL, gloo)
     sample_interval_s: float = 5.0
     notice_interval_s: float = 5.0
+    report_interval_s: float = 10.0   # the agent reports to the store at least this often (its heartbeat)
 
 
 def node_settings_for(table: Mapping[str, NodeSettings], provider: str, instance_id: str | None = None
@@ -55,11 +56,13 @@ def _cloud_of(provider: str) -> CloudKind:
 
 
 def launch_facts(job: JobRecord, attempt: AttemptRecord, node: NodeSettings = NodeSettings(),
-                 master: NodeSettings | None = None, *, fabric: Fabric | None = None) -> LaunchFacts:
+                 master: NodeSettings | None = None, *, fabric: Fabric | None = None,
+                 state_store: str = "") -> LaunchFacts:
     """The facts of ``attempt`` on its machine (pure). A rank > 0 of a gang joins node 0's rendezvous:
     ``attempt.master_addr`` (the engine fills it from node 0's instance) and node 0's ``master`` settings'
     port. Before node 0 is known (a boot script rendered at launch) the address is loopback. ``fabric``: the
-    machine's RDMA fabric as launched (``Instance.fabric``), unknown before the machine exists."""
+    machine's RDMA fabric as launched (``Instance.fabric``), unknown before the machine exists. ``state_store``:
+    the daemon-wide report store for jobs without a checkpoint store."""
     port_from = master if attempt.node_rank > 0 and master is not None else node
     urls = {"aws": node.aws_metadata_url, "gcp": node.gcp_metadata_url, "azure": node.azure_metadata_url}
     return LaunchFacts(
@@ -69,5 +72,6 @@ def launch_facts(job: JobRecord, attempt: AttemptRecord, node: NodeSettings = No
         metadata_urls={k: v for k, v in urls.items() if v}, store_endpoint=node.store_endpoint,
         socket_ifname=node.socket_ifname, fabric=fabric, sample_interval_s=node.sample_interval_s,
         notice_interval_s=node.notice_interval_s, launch_id=attempt.launch_id,
-        restore_hint=attempt.checkpoint_restored or "",
+        restore_hint=attempt.checkpoint_restored or "", state_store=state_store,
+        report_interval_s=node.report_interval_s,
     )

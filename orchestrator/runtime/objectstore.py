@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-__all__ = ["StoreKind", "StoreTarget", "UnsupportedStoreError", "parse_store"]
+__all__ = ["StoreAccessError", "StoreClient", "StoreKind", "StoreTarget", "UnsupportedStoreError", "parse_store"]
 
 S3_REMOTE = "orchs3"
 GCS_REMOTE = "orchgcs"
@@ -103,3 +103,105 @@ def parse_store(uri: str, endpoint: str = "") -> StoreTarget:
     if "://" in uri:
         raise UnsupportedStoreError(f"{uri!r}: supported stores are s3://, gs://, az://, file:// and local paths")
     return StoreTarget(uri, StoreKind.LOCAL, uri)
+
+
+# --- reading and writing small objects (the daemon's side of the outbound-only channel) -------------------
+
+class StoreAccessError(OSError):
+    """The store could not be read or written (not: the object is absent, which reads as None).
+    ``exit_code``: rclone's (3: directory not found, 4: file not found), None when rclone did not run."""
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+#: rclone's exit codes for "directory not found" and "file not found" (rclone docs, "Exit code").
+RCLONE_NOT_FOUND = (3, 4)
+
+
+class StoreClient:
+    """Small whole objects in a store, through rclone (or plain files for a local store).
+
+    Contract: ``put`` writes the whole object atomically (a temp file renamed into place locally; one
+    PUT through rclone, which S3, GCS and Azure Blob apply whole), so a reader sees the old or the new
+    object, never half of one. ``get`` returns None for an object that does not exist (or is empty:
+    orch writes no empty object). ``environ`` is
+    where rclone finds credentials (``env_auth``); nothing here logs a value from it.
+    """
+
+    def __init__(self, target: StoreTarget, *, environ: dict[str, str] | None = None, rclone: str = "rclone",
+                 timeout_s: float = 60.0) -> None:
+        self.target = target
+        self.rclone = rclone
+        self.timeout_s = timeout_s
+        import os
+
+        self._env = {**(environ if environ is not None else os.environ), **dict(target.env)}
+
+    def _run(self, *args: str, data: bytes | None = None) -> bytes:
+        import subprocess
+
+        try:
+            out = subprocess.run([self.rclone, *args], input=data, capture_output=True, env=self._env,
+                                 timeout=self.timeout_s)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise StoreAccessError(f"rclone {args[0]}: {exc}") from None
+        if out.returncode != 0:
+            # rclone's stderr names paths and HTTP statuses, never credential values.
+            raise StoreAccessError(f"rclone {args[0]} exited {out.returncode}: "
+                                   f"{out.stderr.decode('utf-8', 'replace').strip()[-300:]}", out.returncode)
+        return out.stdout
+
+    def get(self, name: str) -> bytes | None:
+        loc = self.target.child(name)
+        if self.target.kind is StoreKind.LOCAL:
+            try:
+                with open(loc, "rb") as fh:
+                    return fh.read()
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise StoreAccessError(f"{loc}: {exc}") from None
+        try:
+            data = self._run("cat", loc)
+        except StoreAccessError as exc:
+            if exc.exit_code in RCLONE_NOT_FOUND:
+                return None
+            raise
+        # On S3 and GCS, ``rclone cat`` of an absent key lists an empty "directory" and prints nothing: orch's
+        # objects are never empty, so empty reads as absent.
+        return data or None
+
+    def put(self, name: str, data: bytes) -> None:
+        loc = self.target.child(name)
+        if self.target.kind is StoreKind.LOCAL:
+            import os
+            import tempfile
+
+            os.makedirs(os.path.dirname(loc) or ".", exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(loc) or ".", prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, loc)
+            return
+        self._run("rcat", loc, data=data)
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Names of the objects directly under ``prefix`` (files only), sorted; [] when there is none."""
+        loc = self.target.child(prefix) if prefix else self.target.path
+        if self.target.kind is StoreKind.LOCAL:
+            import os
+
+            try:
+                return sorted(e for e in os.listdir(loc) if os.path.isfile(os.path.join(loc, e))
+                              and not e.startswith(".tmp-"))
+            except FileNotFoundError:
+                return []
+        try:
+            listed = self._run("lsf", loc, "--files-only")
+        except StoreAccessError as exc:
+            if exc.exit_code in RCLONE_NOT_FOUND:
+                return []
+            raise
+        return sorted(line for line in listed.decode().splitlines() if line)

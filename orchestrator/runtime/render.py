@@ -85,15 +85,20 @@ def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
     return sorted((k, v) for k, v in env if k not in user)
 
 
+#: Stands for node 0's address in a launcher line when it comes from orch's start.json (``master_from_start``).
+_GIVEN_MASTER = "@ORCH_MASTER_ADDR@"
+
+
 def _orch_env(ri: RenderInput) -> list[tuple[str, str]]:
     env = [
         ("ORCH_JOB_NAME", ri.job_name),
         ("ORCH_NNODES", str(ri.nodes)),
         ("ORCH_NODE_RANK", str(ri.node_rank)),
         ("ORCH_NPROC_PER_NODE", str(ri.gpus_per_node)),
-        ("ORCH_MASTER_ADDR", ri.master_addr),
         ("ORCH_MASTER_PORT", str(ri.master_port)),
     ]
+    if not ri.master_from_start:
+        env.append(("ORCH_MASTER_ADDR", ri.master_addr))
     if ri.checkpoint:
         env.append(("ORCH_CHECKPOINT_DIR", ri.checkpoint.local_dir))
         if ri.checkpoint.notify_via is NotifyVia.FILE:
@@ -203,7 +208,8 @@ def _restore(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
 
 
 def _launcher_argv(ri: RenderInput) -> list[str]:
-    n, g, r, a, p = ri.nodes, ri.gpus_per_node, ri.node_rank, ri.master_addr, str(ri.master_port)
+    a = _GIVEN_MASTER if ri.master_from_start else ri.master_addr
+    n, g, r, p = ri.nodes, ri.gpus_per_node, ri.node_rank, str(ri.master_port)
     if ri.launcher is Launcher.TORCHRUN:
         head = ["torchrun", "--nnodes", str(n), "--nproc-per-node", str(g), "--node-rank", str(r),
                 "--master-addr", a, "--master-port", p]
@@ -237,8 +243,15 @@ def _launch_lines(ri: RenderInput) -> list[str]:
         if ri.launcher is Launcher.DEEPSPEED and ri.is_multi_node:
             hosts = "".join(f"node-{i} slots={ri.gpus_per_node}\\n" for i in range(ri.nodes))
             lines.append(f"printf '{hosts}' > hostfile")
-        lines.append("exec " + " ".join(_Q(x) for x in _launcher_argv(ri)) + tail)
+        line = "exec " + " ".join(_Q(x) for x in _launcher_argv(ri)) + tail
+        lines.append(line.replace(_GIVEN_MASTER, '"$ORCH_MASTER_ADDR"'))
     return lines
+
+
+def _given_master(ri: RenderInput) -> list[str]:
+    if not ri.master_from_start:
+        return []
+    return ['export ORCH_MASTER_ADDR="${ORCH_MASTER_ADDR_GIVEN:?orch gave no master address (start.json)}"']
 
 
 def _docker_lines(ri: RenderInput, inner: list[str], passed_env: list[str]) -> list[str]:
@@ -273,6 +286,8 @@ def render_script(ri: RenderInput) -> str:
     if ri.image:
         # ``-e NAME`` passes the host's value through without writing it on the command line.
         passed = {*(k for k, _ in orch_env), *(k for k, _ in nccl), *(k for k, _ in ri.env), *ri.secrets}
+        if ri.master_from_start:
+            passed.add("ORCH_MASTER_ADDR")
         if c is not None:
             passed.add("ORCH_RESUME_PATH")
             if c.resume_via is ResumeVia.ENV:
@@ -286,7 +301,7 @@ def render_script(ri: RenderInput) -> str:
         nodes=ri.nodes,
         launcher=ri.launcher.value,
         where=f"docker image {ri.image}" if ri.image else "on the host",
-        exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env))),
+        exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env)) + _given_master(ri)),
         secrets=_section("secrets (by name; values come from the launch environment)", secrets),
         nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else "")
                       + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else ""), _exports(nccl)),
@@ -313,6 +328,12 @@ def render_agent_config(ri: RenderInput) -> str:
             "notify": {"via": c.notify_via.value, "signal": c.notify_signal, "file": c.request_file},
             "store": {"kind": ckpt.kind.value, "path": ckpt.path, "uri": ckpt.uri, "env": dict(ckpt.env)},
         }
+    report = None
+    if ri.report is not None:
+        target = parse_store(ri.report.uri, ri.report.endpoint)
+        report = {"kind": target.kind.value, "path": target.path, "uri": target.uri, "env": dict(target.env),
+                  "interval_s": ri.report.interval_s, "log_chunk_bytes": ri.report.log_chunk_bytes,
+                  "wait_for_start": ri.report.wait_for_start}
     config = {
         "version": 1,
         "job_name": ri.job_name,
@@ -327,6 +348,7 @@ def render_agent_config(ri: RenderInput) -> str:
         "cloud": a.cloud.value,
         "metadata": {"aws": a.aws_metadata_url, "gcp": a.gcp_metadata_url, "azure": a.azure_metadata_url},
         "checkpoint": checkpoint,
+        "report": report,
     }
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 

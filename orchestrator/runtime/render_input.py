@@ -21,6 +21,7 @@ __all__ = [
     "NotifyVia",
     "RenderInput",
     "RenderInputError",
+    "ReportSpec",
     "ResumeVia",
 ]
 
@@ -115,6 +116,25 @@ class CheckpointSpec:
 
 
 @dataclass(frozen=True)
+class ReportSpec:
+    """Where this node's agent reports outbound (orchestrator/runtime/node_state.py): its launch's prefix in
+    the report store, the store's S3-compatible endpoint if any, how often it reports at the least."""
+
+    uri: str
+    endpoint: str = ""
+    interval_s: float = 10.0
+    log_chunk_bytes: int = 1 << 20
+    #: Booted by its user data: the agent starts the job once orch puts ``start.json`` (node_state.START_OBJECT).
+    wait_for_start: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.uri:
+            raise RenderInputError("report store must not be empty")
+        if self.interval_s <= 0 or self.log_chunk_bytes < 1:
+            raise RenderInputError("report interval and log chunk size must be positive")
+
+
+@dataclass(frozen=True)
 class AgentSettings:
     """How the on-node agent runs. Empty metadata URLs mean the cloud's real link-local endpoint."""
 
@@ -158,8 +178,12 @@ class RenderInput:
     interconnect: str = "pcie"  # nvlink | pcie
     socket_ifname: str = ""  # multi-node: NCCL/Gloo interface; empty = a hint that excludes lo/docker
     infiniband: bool = False
+    #: A gang's rank > 0 rendered before node 0 exists (a boot script): the launcher reads node 0's address from
+    #: ``ORCH_MASTER_ADDR_GIVEN``, which the agent sets from orch's start.json, instead of ``master_addr``.
+    master_from_start: bool = False
     work_dir: str = ""  # empty: .orch/jobs/<job_name> under the SSH user's home
     agent: AgentSettings = field(default_factory=AgentSettings)
+    report: ReportSpec | None = None  # None: the agent reports over no store (SSH only)
 
     def __post_init__(self) -> None:
         if not _JOB_NAME.fullmatch(self.job_name):

@@ -1,33 +1,79 @@
-"""The engine's default StartupRenderer: the node's startup script, rendered from the job's manifest.
+"""The engine's default StartupRenderer: the machine's boot script, rendered from the job's manifest.
 
-Given to the provider as the machine's user data (UserData, startup-script, customData, user_data, onstart)
-when orch does not start jobs over SSH. The script carries the launch id (``ORCH_LAUNCH_ID``), the node
-rank and, for a gang's rank > 0, node 0's address when the engine knows it.
+Given to the provider as the machine's user data (UserData, startup-script, customData, user_data, container
+args, onstart): it installs the agent and starts it, and the agent starts the job and reports to the job's
+store (orchestrator/runtime/boot.py), so no machine needs inbound access. The script carries the launch id
+(``ORCH_LAUNCH_ID``), the node rank and, for a gang's rank > 0, node 0's address when the engine knows it.
+
+Secret values (the manifest's ``secrets``, by name) and store credentials the machine has no identity for
+(orchestrator/runtime/store_credentials.py) are read from ``environ`` at launch. SSH-provider hosts get no
+script: the SSH bootstrapper starts their jobs (as it does a cloud job with no store to report to when orch has an
+SSH key: ``orchestrator.runtime.store_monitor.starts_by_boot``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.runtime.boot import render_boot
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
+from orchestrator.runtime.node_state import launch_state_uri
 from orchestrator.runtime.objectstore import UnsupportedStoreError
-from orchestrator.runtime.render import render_node
-from orchestrator.runtime.render_input import RenderInputError
+from orchestrator.runtime.render_input import RenderInput, RenderInputError
+from orchestrator.runtime.store_credentials import store_env
+from orchestrator.runtime.store_monitor import starts_by_boot
 
-__all__ = ["ManifestStartupRenderer"]
+__all__ = ["USER_DATA_LIMITS", "ManifestStartupRenderer"]
+
+#: Bytes of user data a provider accepts (before its base64 encoding): EC2's is 16 KB.
+USER_DATA_LIMITS = {"aws": 16 * 1024}
 
 
 class ManifestStartupRenderer:
-    def __init__(self, node_settings: Mapping[str, NodeSettings] | None = None) -> None:
+    def __init__(self, node_settings: Mapping[str, NodeSettings] | None = None, *,
+                 environ: Mapping[str, str] | None = None, identities: frozenset[str] = frozenset(),
+                 state_store: str = "", ssh_key: bool = False) -> None:
         self.node_settings = dict(node_settings or {})
+        self.ssh_key = ssh_key
+        self.environ = environ if environ is not None else os.environ
+        self.identities = identities
+        self.state_store = state_store
 
     def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
-        node = node_settings_for(self.node_settings, attempt.offer.provider, attempt.instance_id)
-        facts = launch_facts(job, attempt, node, self.node_settings.get(attempt.master_key or ""))
+        provider = attempt.offer.provider
+        has_store = launch_state_uri(job.manifest, attempt.launch_id, self.state_store) is not None
+        if not starts_by_boot(provider, has_store, self.ssh_key):
+            return ""       # the SSH bootstrapper starts it: booting it too would start it twice
+        node = node_settings_for(self.node_settings, provider, attempt.instance_id)
+        facts = launch_facts(job, attempt, node, self.node_settings.get(attempt.master_key or ""),
+                             state_store=self.state_store)
         try:
-            return render_node(render_input_for(job.manifest, facts)).script
+            ri = render_input_for(job.manifest, facts)
+            if ri.report is not None:
+                # The node boots by itself but starts the job when orch says (the start step's StoreBootstrapper),
+                # and a gang's rank > 0 learns node 0's address from that go (node 0 may not exist yet).
+                ri = replace(ri, report=replace(ri.report, wait_for_start=True),
+                             master_from_start=ri.node_rank > 0 and attempt.master_addr is None)
+            script = render_boot(ri, self._values(ri, provider), attempt.launch_id)
         except (RenderInputError, UnsupportedStoreError) as exc:
             raise StartupScriptError(str(exc)) from None
+        limit = USER_DATA_LIMITS.get(provider)
+        if limit is not None and len(script.encode()) > limit:
+            raise StartupScriptError(f"the boot script is {len(script.encode())} bytes; {provider} takes {limit} "
+                                     "bytes of user data (fewer or shorter secrets, or an instance profile)")
+        return script
+
+    def _values(self, ri: RenderInput, provider: str) -> dict[str, str]:
+        missing = [n for n in ri.secrets if n not in self.environ]
+        if missing:
+            raise StartupScriptError(f"secrets not set in the daemon's environment: {', '.join(missing)}")
+        uris = [ri.checkpoint.store_uri] if ri.checkpoint else []
+        uris += [ri.report.uri] if ri.report else []
+        uris += [d.source for d in ri.data if not d.is_url]
+        return {**store_env(uris, provider, self.identities, self.environ),
+                **{n: self.environ[n] for n in ri.secrets}}

@@ -6,7 +6,6 @@ latest checkpoint from S3 (moto, through rclone) and finishes with the weights o
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,16 +86,29 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
 
     world.metadata.raise_aws_spot()
     noticed = time.monotonic()
-    # Like a real reclaim: the "cloud" kills A when the notice window ends, whatever orch is doing.
-    reclaim = threading.Timer(NOTICE_WINDOW_S, kill_machine, args=(world.a,))
-    reclaim.start()
-    try:
-        # orch ticks through the window as the daemon does: it reads the notice, launches B at once, and
-        # starts the job on B once A's agent has committed the notice checkpoint and stopped A's job.
-        world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b")
-        running_b = time.monotonic() - noticed
-    finally:
-        reclaim.join()
+    # Like a real reclaim, the "cloud" kills A at the end of its notice window; the window ends on an event
+    # (A's agent has recorded its job stopped after the notice checkpoint), not on a timer, so a loaded machine
+    # cannot make A die before its agent got there.
+    status_path = world.a.workdir / WORK / "status.json"
+    reclaimed: list[int] = []
+
+    def drained() -> bool:
+        try:
+            job_a = json.loads(status_path.read_text())["job"]
+        except (OSError, ValueError):
+            return False
+        return bool(job_a.get("drained")) and job_a["state"] == "exited"
+
+    def reclaim_at_window_end() -> bool:
+        if not reclaimed and drained():
+            reclaimed.append(kill_machine(world.a))
+        return bool(reclaimed)
+
+    # orch ticks through the window as the daemon does: it reads the notice, launches B at once, and
+    # starts the job on B once A's agent has committed the notice checkpoint and stopped A's job.
+    world.tick_until(lambda: reclaim_at_window_end() and world.running_on(job, "host-b"),
+                     "A's window to end and the replacement to run on host-b")
+    running_b = time.monotonic() - noticed
     a_steps = steps_logged(world.a)
     poll_until(lambda: steps_logged(world.b), "B's first training step", 60.0)
     stepping_b = time.monotonic() - noticed

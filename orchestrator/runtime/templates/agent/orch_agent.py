@@ -11,8 +11,13 @@ What it does every tick (see docs/runtime.md for the formats):
     checkpoint's COMPLETE and moves LATEST only once every node's flag is in the store;
   * after a notice, once a checkpoint taken since is complete on disk, stops the job and goes on
     uploading it (drain; single node); the status says how many complete checkpoints await upload;
-  * supervises the job (its own process group), recording pid and exit code;
-  * writes its whole state to the status file atomically (temp file + os.replace).
+  * supervises the job (its own process group), recording pid and exit code; booted by its user data
+    (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix;
+  * writes its whole state to the status file atomically (temp file + os.replace);
+  * reports outbound only (no inbound port): the same status document, as one whole object, to
+    ``<report store>/status.json`` every ``interval_s`` and at once on a notice, a job state change or a
+    new committed checkpoint, and ships the job's output (job.log) as ``logs/<chunk>`` objects of at most
+    ``log_chunk_bytes`` each (the last one re-put whole as it grows), so logs outlive the machine.
 
 Usage: orch_agent.py --config agent.json [--once] [--no-job]
 """
@@ -29,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -259,6 +265,34 @@ class Store:
         finally:
             os.unlink(fh.name)
 
+    def read_object(self, name: str) -> bytes | None:
+        """The whole object ``name``, or None when it cannot be read."""
+        if self.kind == "local":
+            try:
+                with open(f"{self.path}/{name}", "rb") as fh:
+                    return fh.read()
+            except OSError:
+                return None
+        out = subprocess.run([self.rclone, "cat", f"{self.path}/{name}"], capture_output=True, env=self.env,
+                             timeout=120)
+        return out.stdout if out.returncode == 0 else None
+
+    def put_object(self, name: str, data: bytes) -> None:
+        """Write the whole object ``name`` at once: a temp file renamed (local), one PUT (rclone rcat)."""
+        if self.kind == "local":
+            dest = f"{self.path}/{name}"
+            directory = os.path.dirname(dest)
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, dest)
+            return
+        out = subprocess.run([self.rclone, "rcat", f"{self.path}/{name}"], input=data, capture_output=True,
+                             env=self.env, timeout=300)
+        if out.returncode != 0:
+            raise OSError(f"rclone rcat exited {out.returncode}: {out.stderr.decode('utf-8', 'replace')[-500:]}")
+
     def read_latest(self) -> str | None:
         if self.kind == "local":
             try:
@@ -305,6 +339,96 @@ def _atomic_write(path: str, text: str) -> None:
 def _step_of(name: str) -> int:
     m = STEP_DIR.fullmatch(name)
     return int(m.group(1)) if m else -1
+
+
+# --- outbound reporting -----------------------------------------------------------------------------
+
+#: GPU samples kept in the reported copy of the status (the local file keeps the whole window).
+REPORTED_SAMPLES = 12
+
+
+class Reporter:
+    """Writes the status and the job's output to the report store (``config["report"]``), outbound only.
+
+    ``status.json``: the status document (as the local file, with the last few GPU samples), one whole
+    object per write. ``logs/<NNNNNNNN>``: the job log cut at ``log_chunk_bytes``; chunk k holds bytes
+    [k*C, (k+1)*C) and only the chunks that grew are put again (each whole).
+
+    Uploads run on a background thread, so a slow store never delays the agent's own round (a notice, the
+    drain, checkpoint uploads): ``submit`` hands over the newest status (serialized at once) and returns;
+    a status superseded before its upload started is skipped. A failed upload is reported through
+    ``on_error`` and retried with the next status. ``flush`` waits for what was submitted (the last report).
+    """
+
+    def __init__(self, spec: dict[str, Any], store: Store, clock: Callable[[], float],
+                 on_error: Callable[[str, BaseException], None] = lambda where, exc: None) -> None:
+        self.store = store
+        self.clock = clock
+        self.on_error = on_error
+        self.interval = float(spec.get("interval_s", 10.0))
+        self.chunk = max(1, int(spec.get("log_chunk_bytes", 1 << 20)))
+        self.next_at = 0.0
+        self.last_key: Any = None
+        self.shipped = 0           # bytes of the job log already in the store
+        self._cond = threading.Condition()
+        self._pending: tuple[bytes, str] | None = None
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    def due(self, key: Any, force: bool) -> bool:
+        return force or key != self.last_key or self.clock() >= self.next_at
+
+    def submit(self, doc: dict[str, Any], key: Any, job_log: str) -> None:
+        gpu = dict(doc["gpu"])
+        gpu["samples"] = list(gpu["samples"])[-REPORTED_SAMPLES:]
+        body = json.dumps({**doc, "gpu": gpu}, sort_keys=True).encode() + b"\n"
+        self.last_key = key
+        self.next_at = self.clock() + self.interval
+        with self._cond:
+            self._pending = (body, job_log)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="orch-report", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, timeout_s: float = 120.0) -> bool:
+        """Wait until everything submitted is uploaded (or failed); False after ``timeout_s``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout_s)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending is not None)
+                assert self._pending is not None
+                (body, job_log), self._pending = self._pending, None
+                self._busy = True
+            try:
+                self.upload(body, job_log)
+            except (OSError, subprocess.SubprocessError) as exc:
+                self.on_error("report", exc)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def upload(self, body: bytes, job_log: str) -> None:
+        self.ship_log(job_log)
+        self.store.put_object("status.json", body)
+
+    def ship_log(self, path: str) -> None:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            return
+        if size <= self.shipped:
+            return
+        with open(path, "rb") as fh:
+            for k in range(self.shipped // self.chunk, (size - 1) // self.chunk + 1):
+                fh.seek(k * self.chunk)
+                data = fh.read(min(self.chunk, size - k * self.chunk))
+                self.store.put_object(f"logs/{k:08d}", data)
+        self.shipped = size
 
 
 # --- process tree ----------------------------------------------------------------------------------
@@ -385,6 +509,9 @@ class Agent:
         self.job: dict[str, Any] = {"state": "pending", "pid": None, "exit_code": None, "started_at": None,
                                     "ended_at": None}
         self.started_at = clock()
+        report = config.get("report") or None
+        self.reporter = (Reporter(report, Store(report, config.get("rclone", "rclone")), clock, self._error)
+                         if report else None)
         self._restore_from_status()
 
     def _restore_from_status(self) -> None:
@@ -404,12 +531,12 @@ class Agent:
         del self.errors[:-MAX_ERRORS]
 
     # job supervision
-    def start_job(self) -> None:
+    def start_job(self, env: dict[str, str] | None = None) -> None:
         argv = self.config["command"]
         log = open(self.config.get("job_log", "job.log"), "ab")  # noqa: SIM115 - owned by the child
         try:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, env={**os.environ, **(env or {})})
         except OSError as exc:
             self.job.update(state="failed", ended_at=self.clock())
             self._error("start", exc)
@@ -564,6 +691,23 @@ class Agent:
         self._drain_after_notice()
         self._scan_checkpoints()
         self.write_status()
+        self.report()
+
+    def report(self, force: bool = False) -> None:
+        """Send the status (and new job output) to the report store when something the daemon acts on
+        changed, or every ``interval_s`` as a heartbeat."""
+        if self.reporter is None:
+            return
+        key = (self.job["state"], self.job.get("drained", False), len(self.notices), self.latest,
+               self._pending_uploads(), len(self.checkpoints))
+        if self.reporter.due(key, force):
+            self.reporter.submit(self.status(), key, self.config.get("job_log", "job.log"))
+
+    def final_report(self) -> None:
+        """The last word before the agent exits: the final status and output, uploaded before it returns."""
+        if self.reporter is not None:
+            self.report(force=True)
+            self.reporter.flush()
 
     def _complete_local(self) -> list[str]:
         """Names of the checkpoints complete on this node's disk (their marker written), by step."""
@@ -599,13 +743,43 @@ class Agent:
         if self.proc is not None and self.job["state"] == "running":
             signal_tree(self.proc.pid, sig)
 
+    @property
+    def waits_for_start(self) -> bool:
+        return self.reporter is not None and bool((self.config.get("report") or {}).get("wait_for_start"))
+
+    def wait_for_start(self) -> None:
+        """Booted by its user data, the node reports itself (job pending) and starts the job only once orch
+        has put ``start.json`` beside its status: orch decides when (after a noticed predecessor committed its
+        last checkpoint; a gang's node 0 first), as it does over SSH, with no inbound connection."""
+        assert self.reporter is not None
+        while not self.reporter.store.has("start.json"):
+            self.tick()
+            self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
+
+    def start_env(self) -> dict[str, str]:
+        """What orch's go adds to the job's environment: node 0's address for a gang's rank > 0 booted before
+        node 0 existed (its startup.sh reads ``ORCH_MASTER_ADDR_GIVEN``)."""
+        assert self.reporter is not None
+        try:
+            go = json.loads(self.reporter.store.read_object("start.json") or b"{}")
+        except (OSError, ValueError) as exc:
+            self._error("start", exc)
+            return {}
+        addr = go.get("master_addr") if isinstance(go, dict) else None
+        return {"ORCH_MASTER_ADDR_GIVEN": str(addr)} if addr else {}
+
     def run(self) -> int:
         """Start the job and tick until it has exited; a last tick uploads what it wrote at the end."""
-        self.start_job()
+        env: dict[str, str] = {}
+        if self.waits_for_start:
+            self.wait_for_start()
+            env = self.start_env()
+        self.start_job(env)
         while not self.job_done:
             self.tick()
             self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
         self.tick()
+        self.final_report()
         return 0
 
 
@@ -621,6 +795,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_job:
             agent.start_job()
         agent.tick()
+        if agent.reporter is not None:
+            agent.reporter.flush()      # the upload thread is a daemon: let this round's report land first
         return 0
     if args.no_job:
         while True:
@@ -631,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         # The instance is going away: pass it on to the job (it may checkpoint), then record and leave.
         agent.stop_job(signum)
         agent.tick()
+        agent.final_report()
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, _on_term)

@@ -1,0 +1,121 @@
+"""``orch logs JOB [-f] [--node N]``: a job's output (orchestrator/job_logs.py).
+
+From the job's store, where its agent ships it (so logs outlive the machine), else over SSH from a machine
+orch can reach. Exit 1 with a clear line when there is nothing to read. Heavy imports inside the command.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.main import app
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from orchestrator.config import OrchConfig
+    from orchestrator.job_logs import LogSource
+    from orchestrator.service import ServiceSettings
+
+
+@app.command("logs")
+def logs_cmd(
+    job: Annotated[str, typer.Argument(help="The job's name.", show_default=False)],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new output until the job's machine "
+                                         "ends (Ctrl-C stops).")] = False,
+    node: Annotated[int, typer.Option("--node", help="Which node of a multi-node job (its rank).")] = 0,
+    poll: Annotated[float, typer.Option("--poll", help="With -f: seconds between reads.")] = 2.0,
+    max_wait: Annotated[float | None, typer.Option("--max-wait", help="With -f: stop after this many seconds "
+                                                   "without new output.")] = None,
+) -> None:
+    """The job's output (stdout and stderr) on its latest machine, from its store or over SSH."""
+    from orchestrator.config import ConfigError, load_config
+    from orchestrator.job_logs import LogsError, Via, follow_log, log_source
+    from orchestrator.service import load_service_settings
+    from orchestrator.store import StoreError, open_store
+
+    if node < 0:
+        fail("--node must be 0 or more", EXIT_BAD_INPUT)
+    check_number("--poll", poll, low=0, high=3600)
+    check_number("--max-wait", max_wait, low=0, high=365 * 86400)
+    try:
+        config = load_config()
+        settings = load_service_settings(config)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    try:
+        store = open_store()
+    except StoreError as exc:
+        fail(str(exc), EXIT_NO_MATCH)
+    try:
+        source = log_source(store, job, node, settings.state_store)
+        read = _reader(source, config, settings)
+        first = read(0)
+        if not first and not follow:
+            fail(f"no output from job {job!r} node {node} yet (launch {source.launch_id}; "
+                 f"{'its agent has shipped none' if source.via is Via.STORE else 'job.log is empty'})",
+                 EXIT_NO_MATCH)
+        _write(first)
+        if follow:
+            def running() -> bool:
+                return log_source(store, job, node, settings.state_store).attempt_live
+
+            try:
+                for data in follow_log(read, running, start=len(first), poll_s=poll, max_wait_s=max_wait):
+                    _write(data)
+            except KeyboardInterrupt:
+                pass
+    except LogsError as exc:
+        fail(str(exc), EXIT_NO_MATCH)
+    except OSError as exc:
+        fail(f"cannot read the logs of {job!r}: {exc}", EXIT_NO_MATCH)
+    finally:
+        store.close()
+
+
+def _write(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def _reader(source: LogSource, config: OrchConfig, settings: ServiceSettings) -> Callable[[int], bytes]:
+    from orchestrator.job_logs import Via, read_log, store_client
+
+    if source.via is Via.STORE:
+        client = store_client(source, settings.store_endpoint)
+        return lambda start: read_log(client, start)
+    return _ssh_reader(source, config, settings)
+
+
+def _ssh_reader(source: LogSource, config: OrchConfig, settings: ServiceSettings) -> Callable[[int], bytes]:
+    """job.log from the machine itself, over orch's SSH transport (SSH-provider hosts, or orch's key)."""
+    from pathlib import Path
+
+    from orchestrator.config import data_dir
+    from orchestrator.job_logs import LogsError
+    from orchestrator.runtime.engine_hooks import TransportPool
+    from orchestrator.wiring import build_providers
+    from providers.ssh.errors import TransportError
+    from providers.ssh.hostkeys import HostKeyStore
+
+    providers = build_providers(config)
+    provider = providers.get(source.provider)
+    inst = provider.get(source.instance_id) if provider is not None else None
+    if inst is None:
+        raise LogsError(f"job {source.job!r} keeps no logs in a store and its machine "
+                        f"{source.provider} {source.instance_id} is gone")
+    key = Path(settings.ssh_private_key).expanduser() if settings.ssh_private_key else None
+    pool = TransportPool(providers, key_path=key, host_keys=HostKeyStore(data_dir() / "known_hosts") if key else None)
+    path = f".orch/jobs/{source.job}/job.log"
+
+    def read(start: int) -> bytes:
+        try:
+            return pool.get(inst).get(path)[start:]
+        except TransportError as exc:
+            raise LogsError(f"job {source.job!r}: its machine is not reachable over SSH: {exc}") from None
+
+    return read

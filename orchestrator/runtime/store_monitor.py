@@ -1,0 +1,159 @@
+"""The engine's Monitor and Bootstrapper over the report store: outbound-only nodes, read each tick.
+
+A node's agent writes ``<job state>/<launch id>/status.json`` (orchestrator/runtime/node_state.py); the
+``StoreMonitor`` reads that one object per live attempt per tick and turns it into the engine's
+``AgentReport`` exactly as the SSH monitor does (``report_from_status``: the same ``AgentStatus`` shape, its
+``heartbeat`` the agent's clock at the write). The ``StoreBootstrapper`` starts nothing (the machine's boot
+script did): it says a job is started once its agent has reported the job running (or ended).
+
+``CombinedMonitor`` reads the store first and, where it has nothing, a second channel (SSH). The
+``RoutingBootstrapper`` sends SSH-provider hosts, and cloud jobs with no store to report to when orch has an
+SSH key, to the SSH bootstrapper; every other cloud machine started itself (``starts_by_boot``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+
+from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.runtime.engine_hooks import report_from_status
+from orchestrator.runtime.node_facts import NodeSettings, node_settings_for
+from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT, launch_state_uri
+from orchestrator.runtime.objectstore import StoreAccessError, StoreClient, UnsupportedStoreError, parse_store
+from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
+from providers.base import Instance
+
+__all__ = ["CombinedMonitor", "RoutingBootstrapper", "StoreBootstrapper", "StoreMonitor", "StoreReader",
+           "starts_by_boot"]
+
+log = logging.getLogger("orch.runtime.store")
+
+#: Providers whose machines orch starts over SSH (their user data is never run).
+SSH_STARTED = frozenset({"ssh"})
+
+
+def starts_by_boot(provider: str, has_store: bool, ssh_key: bool) -> bool:
+    """Whether a machine of ``provider`` starts its job from its boot script (else over SSH): every cloud
+    machine does, except, when orch has an SSH key, one whose job has no store to report to."""
+    return provider not in SSH_STARTED and (has_store or not ssh_key)
+
+
+class StoreReader:
+    """Reads a launch's status object. ``node_settings``: per provider, the store endpoint (S3-compatible
+    stores); ``state_store``: the daemon-wide store of jobs without a checkpoint store."""
+
+    def __init__(self, node_settings: Mapping[str, NodeSettings] | None = None, *, state_store: str = "",
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.node_settings = dict(node_settings or {})
+        self.state_store = state_store
+        self.environ = dict(environ if environ is not None else os.environ)
+
+    def has_store(self, job: JobRecord, attempt: AttemptRecord) -> bool:
+        return launch_state_uri(job.manifest, attempt.launch_id, self.state_store) is not None
+
+    def client(self, job: JobRecord, attempt: AttemptRecord) -> StoreClient | None:
+        uri = launch_state_uri(job.manifest, attempt.launch_id, self.state_store)
+        if uri is None:
+            return None
+        endpoint = node_settings_for(self.node_settings, attempt.offer.provider).store_endpoint
+        try:
+            return StoreClient(parse_store(uri, endpoint), environ=self.environ)
+        except UnsupportedStoreError:
+            return None
+
+    def status(self, job: JobRecord, attempt: AttemptRecord) -> AgentStatus | None:
+        """The launch's last reported status; None when there is none yet or it cannot be read now."""
+        client = self.client(job, attempt)
+        if client is None:
+            return None
+        try:
+            data = client.get(STATUS_OBJECT)
+        except StoreAccessError as exc:
+            log.info("status of launch %s not readable: %s", attempt.launch_id, exc)
+            return None
+        if data is None:
+            return None
+        try:
+            return parse_status(data)
+        except StatusFormatError as exc:
+            log.warning("status of launch %s: %s", attempt.launch_id, exc)
+            return None
+
+
+class StoreMonitor(Monitor):
+    """The agent's report from the store (see the module docstring). GPU utilization only while the
+    heartbeat is fresh (``stale_s``); notices, checkpoints and the exit code always."""
+
+    def __init__(self, reader: StoreReader, *, stale_s: float = 60.0,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.reader = reader
+        self.stale_s = stale_s
+        self.wall_clock = wall_clock
+
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        status = self.reader.status(job, attempt)
+        return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
+
+
+class StoreBootstrapper(Bootstrapper):
+    """Starts a job on a machine that booted itself: once its agent has reported (job pending), puts
+    ``start.json`` in its report prefix, the agent's go; True once the agent reports the job started (running,
+    or already ended). Called by the start step only when the job may start (a noticed predecessor has
+    committed its last checkpoint; a gang's node 0 first), so that decision stays the engine's. Idempotent: a
+    second put writes the same object again."""
+
+    def __init__(self, reader: StoreReader, wall_clock: Callable[[], float] = time.time) -> None:
+        self.reader = reader
+        self.wall_clock = wall_clock
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        status = self.reader.status(job, attempt)
+        if status is None:
+            return False                 # not booted yet (or not readable now): the next tick asks again
+        if status.job.state is not JobState.PENDING:
+            return True
+        client = self.reader.client(job, attempt)
+        if client is None:
+            return False
+        go = {"launch_id": attempt.launch_id, "at": self.wall_clock(), "master_addr": attempt.master_addr}
+        try:
+            client.put(START_OBJECT, json.dumps(go, sort_keys=True).encode() + b"\n")
+        except StoreAccessError as exc:
+            log.info("start of launch %s not written: %s", attempt.launch_id, exc)
+        return False
+
+
+class CombinedMonitor(Monitor):
+    """The store first; where it has nothing for a machine, the second channel (SSH), if any."""
+
+    def __init__(self, first: Monitor, second: Monitor | None = None) -> None:
+        self.first = first
+        self.second = second
+
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        report = self.first.read(job, attempt, instance)
+        if report is None and self.second is not None:
+            report = self.second.read(job, attempt, instance)
+        return report
+
+
+class RoutingBootstrapper(Bootstrapper):
+    """Per machine: started by its boot script (the store says when its job runs), or over SSH."""
+
+    def __init__(self, reader: StoreReader, ssh: Bootstrapper | None = None, *, ssh_key: bool = False) -> None:
+        self.store = StoreBootstrapper(reader)
+        self.reader = reader
+        self.ssh = ssh
+        self.ssh_key = ssh_key
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        has_store = self.reader.has_store(job, attempt)
+        if starts_by_boot(instance.provider, has_store, self.ssh_key):
+            # A job with nowhere to report cannot say it runs: a running machine is taken as running it.
+            return self.store.start(job, attempt, instance) if has_store else True
+        return self.ssh.start(job, attempt, instance) if self.ssh is not None else False

@@ -1,0 +1,318 @@
+"""The outbound-only channel without clouds: a boot script run here (a local store, a command job) installs
+the agent, which waits for orch's start, runs the job, reports its status and ships its output to the store;
+the store monitor and bootstrapper read and drive it; ``orch logs`` prints the output from the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import replace
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.engine.jobspec import jobspec_from_manifest
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.manifest.schema import Manifest
+from orchestrator.runtime.boot import boot_files
+from orchestrator.runtime.from_manifest import render_input_for
+from orchestrator.runtime.node_facts import NodeSettings, launch_facts
+from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT
+from orchestrator.runtime.objectstore import StoreClient, parse_store
+from orchestrator.runtime.startup import ManifestStartupRenderer
+from orchestrator.runtime.store_credentials import CredentialSource, credential_source, store_env
+from orchestrator.runtime.store_monitor import StoreBootstrapper, StoreMonitor, StoreReader
+from orchestrator.store.models import AttemptState, JobStatus
+from providers.base import Instance, InstanceState, Market, Offer
+from providers.gpus import Interconnect
+
+SECRET = "hf-secret-value-0123456789"
+
+
+def _doc(command: str) -> dict:  # type: ignore[type-arg]
+    """A job with no checkpoint store (manifests take only s3/gs/az stores): it reports to the daemon's
+    ``state_store``, a local directory here."""
+    return {"apiVersion": "orch/v1", "kind": "Job", "name": "tiny", "resources": {"gpu": "A100-80G", "count": 1},
+            "run": {"launcher": "command", "command": command}, "secrets": ["HF_TOKEN"]}
+
+
+def _job(doc: dict) -> JobRecord:  # type: ignore[type-arg]
+    m = Manifest.model_validate(doc)
+    now = datetime.now(UTC)
+    return JobRecord(id=1, name="tiny", manifest=m, spec=jobspec_from_manifest(m, now), status=JobStatus.LAUNCHING,
+                     desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
+
+
+OFFER = Offer("lambda", "gpu_1x_a100", "us-west-2", None, "A100-80G", 1, 80, 30, 200, Interconnect.PCIE,
+              Market.ON_DEMAND, 1.29, date(2026, 12, 1))
+ATTEMPT = AttemptRecord(7, 1, "lnode00000001", AttemptState.PLANNED, OFFER)
+INSTANCE = Instance("lambda", "i-1", "lnode00000001", "tester", InstanceState.RUNNING, "gpu_1x_a100", "us-west-2")
+
+
+def _boot(tmp_path: Path, command: str) -> tuple[JobRecord, str, Path]:
+    store = tmp_path / "store"
+    job = _job(_doc(command))
+    renderer = ManifestStartupRenderer({"lambda": NodeSettings(sample_interval_s=0.05, notice_interval_s=0.05,
+                                                               report_interval_s=0.05)},
+                                       environ={"HF_TOKEN": SECRET}, state_store=f"file://{store}")
+    return job, renderer.render(job, ATTEMPT), store / "tiny" / ATTEMPT.launch_id
+
+
+def _run_boot(script: str, root: Path) -> None:
+    root.mkdir()
+    (root / "boot.sh").write_text(script)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(root), "ORCH_ROOT": str(root)}
+    done = subprocess.run(["bash", "boot.sh"], cwd=root, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def _wait(cond, what: str, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
+    """Poll a condition the node's processes make true (an event), bounded so a hang fails."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while not (value := cond()):
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return value
+
+
+def test_a_booted_node_waits_for_orch_then_runs_reports_and_ships_its_output(tmp_path: Path) -> None:
+    job, script, prefix = _boot(tmp_path, "echo hello from the job; echo token=${HF_TOKEN:+set} >&2")
+    # The boot script carries the agent, its config (report prefix, wait for start) and the job's startup.sh.
+    files = boot_files(script)
+    config = json.loads(files["agent.json"])
+    assert config["report"]["uri"] == f"file://{tmp_path}/store/tiny/{ATTEMPT.launch_id}"
+    assert config["report"]["wait_for_start"] is True
+    assert SECRET not in script        # the value rides base64-encoded, only in secrets.env
+    root = tmp_path / "node"
+    _run_boot(script, root)
+    reader = StoreReader(state_store=f"file://{tmp_path}/store")
+    monitor, boot = StoreMonitor(reader), StoreBootstrapper(reader)
+    # Booted: the agent reports the job pending and waits; the start step's bootstrapper gives the go.
+    status = _wait(lambda: reader.status(job, ATTEMPT), "the agent's first report")
+    assert status.job.state.value == "pending" and not (prefix / START_OBJECT).exists()
+    assert boot.start(job, ATTEMPT, INSTANCE) is False
+    assert json.loads((prefix / START_OBJECT).read_text())["launch_id"] == ATTEMPT.launch_id
+    _wait(lambda: boot.start(job, ATTEMPT, INSTANCE), "the job to start")
+    report = _wait(lambda: (r := monitor.read(job, ATTEMPT, INSTANCE)) and r.exit_code is not None and r,
+                   "the job's exit in the store")
+    assert report.exit_code == 0
+    logs = StoreClient(parse_store(f"file://{prefix}"))
+    from orchestrator.job_logs import read_log
+
+    out = _wait(lambda: b"token=set" in read_log(logs) and read_log(logs), "the shipped output")
+    assert b"hello from the job" in out and b"token=set" in out
+    assert read_log(logs, start=6).startswith(out[6:7])
+    # The secret was handed over in secrets.env, which the agent's start deleted; no file keeps it.
+    assert not [p for p in root.rglob("*") if p.is_file() and p.name != "boot.sh" and SECRET.encode() in p.read_bytes()]
+    assert SECRET.encode() not in (prefix / STATUS_OBJECT).read_bytes()
+
+
+def test_a_gang_rank_booted_before_node_0_gets_its_address_from_orchs_go(tmp_path: Path) -> None:
+    doc = {**_doc('echo "rendezvous at $ORCH_MASTER_ADDR"'), "resources": {"gpu": "A100-80G", "count": 1, "nodes": 2}}
+    job = _job(doc)
+    rank1 = replace(ATTEMPT, node_rank=1)
+    renderer = ManifestStartupRenderer({"lambda": NodeSettings(sample_interval_s=0.05, notice_interval_s=0.05,
+                                                               report_interval_s=0.05)},
+                                       environ={"HF_TOKEN": SECRET}, state_store=f"file://{tmp_path}/store")
+    script = renderer.render(job, rank1)
+    startup = boot_files(script)["startup.sh"].decode()
+    assert 'export ORCH_MASTER_ADDR="${ORCH_MASTER_ADDR_GIVEN:?' in startup
+    assert "ORCH_MASTER_ADDR=127.0.0.1" not in startup
+    _run_boot(script, tmp_path / "node")
+    reader = StoreReader(state_store=f"file://{tmp_path}/store")
+    _wait(lambda: reader.status(job, rank1), "rank 1's first report")
+    # The start step passes node 0's address with the attempt (start.py); the go carries it to the node.
+    boot = StoreBootstrapper(reader)
+    _wait(lambda: boot.start(job, replace(rank1, master_addr="10.9.8.7"), INSTANCE), "rank 1 to start")
+    from orchestrator.job_logs import read_log
+
+    logs = StoreClient(parse_store(f"file://{tmp_path}/store/tiny/{rank1.launch_id}"))
+    assert b"rendezvous at 10.9.8.7" in _wait(lambda: read_log(logs), "rank 1's output")
+
+
+def test_the_boot_script_is_deterministic_and_a_second_run_starts_no_second_agent(tmp_path: Path) -> None:
+    script = _boot(tmp_path, "sleep 30")[1]
+    assert script == _boot(tmp_path, "sleep 30")[1]
+    root = tmp_path / "node"
+    _run_boot(script, root)
+    work = root / ".orch" / "jobs" / "tiny"
+    pid = int((work / "agent.pid").read_text())
+    try:
+        again = subprocess.run(["bash", "boot.sh"], cwd=root, capture_output=True, text=True, timeout=60,
+                               env={"PATH": "/usr/bin:/bin", "HOME": str(root), "ORCH_ROOT": str(root)})
+        assert again.returncode == 0 and "already runs" in again.stdout
+        assert int((work / "agent.pid").read_text()) == pid
+    finally:
+        import os
+        import signal
+
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_secret_missing_from_the_daemon_environment_is_a_startup_script_error(tmp_path: Path) -> None:
+    from orchestrator.engine.hooks import StartupScriptError
+
+    job = _job(_doc("true"))
+    with pytest.raises(StartupScriptError, match="HF_TOKEN"):
+        ManifestStartupRenderer(environ={}).render(job, ATTEMPT)
+
+
+def test_store_credentials_come_from_the_identity_where_the_machine_has_one() -> None:
+    env = {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK", "RCLONE_CONFIG_ORCHAZ_KEY": "AZ",
+           "UNRELATED": "x"}
+    assert credential_source("s3://b/p", "aws", frozenset({"aws"})) is CredentialSource.IDENTITY
+    assert credential_source("s3://b/p", "gcp", frozenset({"aws", "gcp"})) is CredentialSource.ENVIRONMENT
+    assert credential_source("/tmp/x", "aws", frozenset()) is CredentialSource.LOCAL
+    assert store_env(["s3://b/p"], "aws", frozenset({"aws"}), env) == {}
+    assert store_env(["s3://b/p"], "runpod", frozenset({"aws"}), env) == {"AWS_ACCESS_KEY_ID": "AK",
+                                                                           "AWS_SECRET_ACCESS_KEY": "SK"}
+    assert store_env(["az://acct/c/p"], "azure", frozenset(), env) == {"RCLONE_CONFIG_ORCHAZ_KEY": "AZ"}
+
+
+def test_a_job_without_a_checkpoint_store_reports_to_the_daemon_state_store(tmp_path: Path) -> None:
+    job = _job(_doc("true"))
+    facts = launch_facts(job, ATTEMPT, state_store=f"file://{tmp_path}/state")
+    ri = render_input_for(job.manifest, facts)
+    assert ri.report is not None and ri.report.uri == f"file://{tmp_path}/state/tiny/{ATTEMPT.launch_id}"
+    assert render_input_for(job.manifest, replace(facts, state_store="")).report is None
+
+
+def test_orch_logs_prints_a_job_output_from_its_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.cli.main import app
+    from orchestrator.store import open_store, repo
+
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    monkeypatch.setenv("ORCH_DATABASE_URL", url)
+    monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "missing.yaml"))
+    monkeypatch.setenv("ORCH_STATE_STORE", f"file://{tmp_path}/store")
+    runner = CliRunner()
+    result = runner.invoke(app, ["logs", "tiny"])
+    assert result.exit_code == 1 and "no job named 'tiny'" in result.output
+    store = open_store(url)
+    m = Manifest.model_validate(_doc("true"))
+    with store.transaction() as tx:
+        repo.apply_jobs(tx, [repo.AppliedJob(m, "h")], now=datetime.now(UTC))
+        job_id = repo.require_job(tx, "tiny").id or 0
+    result = runner.invoke(app, ["logs", "tiny"])
+    assert result.exit_code == 1 and "has no node 0 yet" in result.output
+    with store.transaction() as tx:
+        repo.create_attempt(tx, job_id, ATTEMPT.launch_id)
+    store.close()
+    result = runner.invoke(app, ["logs", "tiny"])
+    assert result.exit_code == 1 and "no output from job 'tiny' node 0 yet" in result.output
+    logs = StoreClient(parse_store(f"file://{tmp_path}/store/tiny/{ATTEMPT.launch_id}"))
+    logs.put("logs/00000000", b"step 1\nstep 2\n")
+    result = runner.invoke(app, ["logs", "tiny"])
+    assert result.exit_code == 0 and result.output == "step 1\nstep 2\n"
+    # -f prints what there is, then new output while the machine lives (here: --max-wait ends it).
+    result = runner.invoke(app, ["logs", "tiny", "-f", "--poll", "0", "--max-wait", "0"])
+    assert result.exit_code == 0 and result.output == "step 1\nstep 2\n"
+    assert runner.invoke(app, ["logs", "tiny", "--node", "1"]).exit_code == 1
+
+
+def test_follow_yields_new_output_until_the_machine_ends() -> None:
+    from orchestrator.job_logs import follow_log
+
+    shipped = [b"a", b"ab", b"abc", b"abc"]
+    running = iter([True, True, True, False])
+    reads = iter(shipped)
+    got = list(follow_log(lambda start: next(reads)[start:], lambda: next(running), poll_s=0, sleep=lambda s: None))
+    assert got == [b"a", b"b", b"c"]
+
+
+def test_store_client_on_s3_through_rclone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    if shutil.which("rclone") is None:
+        pytest.skip("rclone is not installed (apt-get install rclone)")
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="t",
+                     aws_secret_access_key="t").create_bucket(Bucket="orch-node-test")
+        env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "HOME": str(tmp_path)}
+        client = StoreClient(parse_store("s3://orch-node-test/job/_orch/l1", endpoint), environ=env)
+        assert client.get(STATUS_OBJECT) is None and client.list("logs") == []
+        client.put(STATUS_OBJECT, b'{"v": 1}\n')
+        client.put("logs/00000000", b"x")
+        assert client.get(STATUS_OBJECT) == b'{"v": 1}\n' and client.list("logs") == ["00000000"]
+    finally:
+        server.stop()
+
+
+class _Recording:
+    """A stand-in channel (Monitor and Bootstrapper) that records which machines it was asked about."""
+
+    def __init__(self, answer):  # type: ignore[no-untyped-def]
+        self.answer, self.asked = answer, []
+
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+        self.asked.append(instance.provider)
+        return self.answer
+
+    def start(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+        self.asked.append(instance.provider)
+        return self.answer
+
+
+def test_ssh_hosts_go_over_ssh_and_cloud_machines_through_the_store(tmp_path: Path) -> None:
+    from orchestrator.engine.hooks import AgentReport
+    from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper
+
+    job = _job(_doc("true"))
+    ssh_host = replace(INSTANCE, provider="ssh", instance_id="box1")
+    reader = StoreReader(state_store=f"file://{tmp_path}/store")
+    ssh = _Recording(True)
+    routing = RoutingBootstrapper(reader, ssh, ssh_key=False)
+    assert routing.start(job, ATTEMPT, ssh_host) is True and ssh.asked == ["ssh"]
+    # A cloud machine that has not reported yet is not started, and SSH is never asked about it.
+    assert routing.start(job, ATTEMPT, INSTANCE) is False and ssh.asked == ["ssh"]
+    # No store for the job and orch has a key: SSH starts the cloud machine too (it booted with no script).
+    no_store = StoreReader()
+    assert RoutingBootstrapper(no_store, ssh, ssh_key=True).start(job, ATTEMPT, INSTANCE) is True
+    assert ssh.asked == ["ssh", "lambda"]
+    # The monitor: the store first; where it has nothing, the second channel.
+    second = _Recording(AgentReport(gpu_util_pct=(50.0,)))
+    assert CombinedMonitor(StoreMonitor(reader), second).read(job, ATTEMPT, INSTANCE) == second.answer
+    StoreClient(parse_store(f"file://{tmp_path}/store/tiny/{ATTEMPT.launch_id}")).put(
+        STATUS_OBJECT, _status_doc().encode())
+    report = CombinedMonitor(StoreMonitor(reader), second).read(job, ATTEMPT, INSTANCE)
+    assert report is not None and report.exit_code == 0 and second.asked == ["lambda"]
+
+
+def _status_doc() -> str:
+    import time
+
+    now = time.time()
+    return json.dumps({
+        "version": 1, "job_name": "tiny", "node_rank": 0,
+        "agent": {"pid": 1, "started_at": now, "heartbeat": now},
+        "job": {"state": "exited", "pid": 2, "exit_code": 0, "started_at": now, "ended_at": now},
+        "gpu": {"available": False, "error": "nvidia-smi not found", "samples": [],
+                "summary": {"samples": 0, "gpus": 0, "window_s": 0.0, "mean_util": None, "max_util": None,
+                            "last_mean_util": None, "max_mem_used_mib": None}},
+        "notices": [], "checkpoint_requests": [], "checkpoints": [], "latest": None, "errors": []})
+
+
+def test_a_boot_script_over_ec2s_user_data_limit_is_refused_for_aws(tmp_path: Path) -> None:
+    from orchestrator.engine.hooks import StartupScriptError
+
+    job = _job(_doc("true"))
+    aws = replace(ATTEMPT, offer=replace(OFFER, provider="aws"))
+    fits = ManifestStartupRenderer(environ={"HF_TOKEN": SECRET}, state_store=f"file://{tmp_path}")
+    assert len(fits.render(job, aws).encode()) <= 16 * 1024
+    # Random bytes do not compress: 8 KB of secret pushes the script over 16 KB.
+    huge = ManifestStartupRenderer(environ={"HF_TOKEN": os.urandom(8192).hex()}, state_store=f"file://{tmp_path}")
+    with pytest.raises(StartupScriptError, match="aws takes 16384 bytes of user data"):
+        huge.render(job, aws)
+    assert huge.render(job, ATTEMPT)           # Lambda takes far more
