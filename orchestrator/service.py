@@ -24,6 +24,10 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
       recovery_policy: default  # ORCH_RECOVERY_POLICY: default, or a policy of `orch simulate` (orch,
                                 #   uniform-progress, greedy, on-demand) for jobs with a deadline and an estimate
       restart_overhead_s: 720   # ORCH_RESTART_OVERHEAD_S: what one restart costs (boot, setup, restore)
+      boot_timeout_s: 1200      # ORCH_BOOT_TIMEOUT_S: a node whose agent never reported this long after launch
+                                #   is ended and the job relaunched elsewhere
+      heartbeat_timeout_s: 600  # ORCH_HEARTBEAT_TIMEOUT_S: an agent silent this long: the node is lost
+      unreachable_grace_s: 600  # ORCH_UNREACHABLE_GRACE_S: a machine its cloud lists unreachable is lost after this
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ class ServiceSettings:
     ssh_private_key: str = ""
     recovery_policy: str = "default"
     restart_overhead: timedelta = timedelta(minutes=12)
+    #: The liveness deadlines (orchestrator/engine/liveness.py); a job's manifest may set its own.
+    boot_timeout: timedelta = timedelta(minutes=20)
+    heartbeat_timeout: timedelta = timedelta(minutes=10)
+    unreachable_grace: timedelta = timedelta(minutes=10)
 
 
 _MAX_SECONDS = 10 * 365 * 86400.0
@@ -79,6 +87,9 @@ _ENV = {
     "ssh_private_key": "ORCH_SSH_PRIVATE_KEY",
     "recovery_policy": "ORCH_RECOVERY_POLICY",
     "restart_overhead_s": "ORCH_RESTART_OVERHEAD_S",
+    "boot_timeout_s": "ORCH_BOOT_TIMEOUT_S",
+    "heartbeat_timeout_s": "ORCH_HEARTBEAT_TIMEOUT_S",
+    "unreachable_grace_s": "ORCH_UNREACHABLE_GRACE_S",
 }
 
 
@@ -130,6 +141,9 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
         ssh_private_key=str(values.get("ssh_private_key") or ""),
         recovery_policy=_policy_name(values.get("recovery_policy")),
         restart_overhead=seconds("restart_overhead_s", base.restart_overhead),
+        boot_timeout=seconds("boot_timeout_s", base.boot_timeout),
+        heartbeat_timeout=seconds("heartbeat_timeout_s", base.heartbeat_timeout),
+        unreachable_grace=seconds("unreachable_grace_s", base.unreachable_grace),
     )
 
 
@@ -229,7 +243,7 @@ def build_service(
     """Build the engine. Every argument overrides what the config would give; ``engine_store`` replaces the
     SQL store altogether (the in-memory store of the engine's unit tests)."""
     from orchestrator.clock import utcnow
-    from orchestrator.engine.config import EngineConfig, EngineDeps
+    from orchestrator.engine.config import Deadlines, EngineConfig, EngineDeps
     from orchestrator.engine.reconciler import Reconciler
     from orchestrator.observability import DaemonMetrics
     from orchestrator.wiring import build_providers
@@ -246,9 +260,12 @@ def build_service(
         opened, engine_store, owner_of_leases = _sql_store(config, settings, store, store_url, catalog, lease_owner)
         _attach_alerts(opened, config, close_on_error=store is None)
     metrics = metrics or DaemonMetrics()
+    deadlines = Deadlines(boot_timeout=settings.boot_timeout, heartbeat_timeout=settings.heartbeat_timeout,
+                          unreachable_grace=settings.unreachable_grace)
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
-                                 use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed)
+                                 use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed,
+                                 deadlines=deadlines)
     hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup))
     deps = EngineDeps(store=engine_store, providers=built, catalog=tuple(catalog), config=engine_config,
                       clock=clock or utcnow, hooks=hooks, metrics=metrics)

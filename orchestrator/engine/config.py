@@ -24,6 +24,19 @@ from orchestrator.recovery import DefaultRecoveryPolicy, RecoveryPolicy
 from providers.base import Offer, Provider
 
 
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """How long a node may go unheard before the engine ends it (orchestrator/engine/liveness.py); a job's
+    manifest may set its own (``policies.boot_timeout`` ...)."""
+
+    #: A node whose agent has not reported this long after its launch is ended and its place cooled.
+    boot_timeout: timedelta = timedelta(minutes=20)
+    #: An agent that reported once and has been silent this long: the node is lost.
+    heartbeat_timeout: timedelta = timedelta(minutes=10)
+    #: A machine the cloud lists UNREACHABLE (may come back) counts as lost after this long.
+    unreachable_grace: timedelta = timedelta(minutes=10)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     owner: str
@@ -36,6 +49,7 @@ class EngineConfig:
     #: False: the engine asks no cloud for a machine (``orch down`` tears down without launching what is
     #: pending, relaunching what was preempted, or re-asking a launch the cloud never saw).
     launches_allowed: bool = True
+    deadlines: Deadlines = field(default_factory=Deadlines)
 
 
 @dataclass(frozen=True)

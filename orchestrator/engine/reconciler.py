@@ -8,6 +8,8 @@ Karpenter's controllers), each its own module, each taking the tick's facts as a
 2. ``spend``: charge the machines' time up to now.
 3. ``start``: start the job on machines that are up (LAUNCHED -> BOOTSTRAPPING -> RUNNING).
 4. ``finish``: jobs whose process exited succeed or fail.
+   ``liveness``: end nodes past a deadline (never reported since launch, agent silent, the cloud listing
+   them unreachable past the grace); the facts it returns carry them as lost.
 5. ``recover``: the one place that decides what a preemption, a notice, a waiting recovery or an
    approaching deadline leads to; it hands relaunches to the launch step.
 6. ``idle``: stop or terminate machines idle for their whole window.
@@ -32,6 +34,7 @@ from orchestrator.crashpoints import crashpoint
 from orchestrator.engine import finish, launch, metrics, start, teardown
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.idle import IdleStep
+from orchestrator.engine.liveness import LivenessStep
 from orchestrator.engine.recover import RecoveryStep
 from orchestrator.engine.spend import SpendStep
 from orchestrator.engine.sweep import SweepStep
@@ -52,6 +55,7 @@ class Reconciler:
         self._spend = SpendStep()
         self._recovery = RecoveryStep()
         self._idle = IdleStep()
+        self._liveness = LivenessStep()
         self._sweep = SweepStep()
 
     @property
@@ -79,6 +83,7 @@ class Reconciler:
         self._spend.run(self.deps, facts)
         start.run(self.deps, facts, log)
         finish.run(self.deps, facts, log)
+        facts = self._liveness.run(self.deps, facts, log)
         orders = self._recovery.run(self.deps, facts, log)
         self._idle.run(self.deps, facts, log)
         teardown.run(self.deps, facts, log)

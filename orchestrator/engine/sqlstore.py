@@ -145,7 +145,8 @@ class SqlEngineStore:
                              offer=offer or self._offers.of(r), instance_id=r.instance_id, created_at=r.created_at,
                              started_at=r.started_at, ended_at=r.ended_at, checkpoint_restored=r.checkpoint_restored,
                              reason=r.reason, node_rank=r.node_rank, generation=r.generation,
-                             end_cause=EndCause(r.end_cause) if r.end_cause else None, drain_until=r.drain_until)
+                             end_cause=EndCause(r.end_cause) if r.end_cause else None, drain_until=r.drain_until,
+                             heard_at=r.heard_at, unreachable_since=r.unreachable_since)
 
     def _attempts(self, read: Callable[[Session], list[AttemptColumns]]) -> list[AttemptRecord]:
         with self.store.transaction() as tx:
@@ -230,6 +231,12 @@ class SqlEngineStore:
         with self.store.transaction() as tx:
             if not queries.checkpoint_recorded(tx, job_id, uri):
                 repo.record_checkpoint(tx, job_id, uri, attempt_id=attempt_id, step=step, committed_at=at)
+
+    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None,
+                      unreachable_since: datetime | None) -> None:
+        with self.store.transaction() as tx:
+            queries.set_liveness(tx, attempt_id, heard_at, unreachable_since)
+        self._wrote()
 
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:

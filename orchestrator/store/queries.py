@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, insert
+from sqlalchemy import func, insert, update
 from sqlmodel import Session, col, select
 
 from orchestrator.store.models import (
@@ -98,6 +98,8 @@ class AttemptColumns(NamedTuple):
     generation: int
     end_cause: str | None
     drain_until: datetime | None
+    heard_at: datetime | None
+    unreachable_since: datetime | None
     instance_id: str | None
     provider: str
     instance_type: str
@@ -114,7 +116,8 @@ def _attempt_columns():  # type: ignore[no-untyped-def]
     return (select(Attempt.id, Attempt.job_id, Attempt.launch_id, Attempt.state,  # type: ignore[call-overload]
                    Attempt.created_at, Attempt.started_at, Attempt.ended_at, Attempt.checkpoint_restored,
                    Attempt.reason, Attempt.node_rank, Attempt.generation, Attempt.end_cause, Attempt.drain_until,
-                   InstanceRow.instance_id, InstanceRow.provider, InstanceRow.instance_type, InstanceRow.region,
+                   Attempt.heard_at, Attempt.unreachable_since, InstanceRow.instance_id, InstanceRow.provider,
+                   InstanceRow.instance_type, InstanceRow.region,
                    InstanceRow.zone, InstanceRow.market, InstanceRow.gpu, InstanceRow.gpu_count, InstanceRow.price_hr,
                    InstanceRow.created_at)
             .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id))
@@ -122,6 +125,13 @@ def _attempt_columns():  # type: ignore[no-untyped-def]
 
 def _attempts(tx: Session, q: Any) -> list[AttemptColumns]:
     return [AttemptColumns(*r) for r in tx.exec(q).all()]
+
+
+def set_liveness(tx: Session, attempt_id: int, heard_at: datetime | None,
+                 unreachable_since: datetime | None) -> None:
+    """An attempt's liveness marks (orchestrator/engine/liveness.py), as given."""
+    tx.exec(update(Attempt).where(col(Attempt.id) == attempt_id)  # type: ignore[call-overload]
+            .values(heard_at=heard_at, unreachable_since=unreachable_since))
 
 
 def live_attempt_columns(tx: Session) -> list[AttemptColumns]:

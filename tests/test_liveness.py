@@ -1,0 +1,241 @@
+"""Nothing bills without a live job: the liveness deadlines (orchestrator/engine/liveness.py) against the
+Vast.ai and Lambda wire fakes (real adapters over HTTP on 127.0.0.1), a SQLite store, a fake clock and a
+scripted monitor whose agent heartbeat the test moves on, or not.
+
+* a node whose agent never reports is ended after ``boot_timeout``; the job runs on the next offer;
+* an agent that goes silent (its heartbeat stops moving, or it cannot be read at all) is a lost node: the
+  job recovers from its last committed checkpoint;
+* Vast's ``offline``/``unknown`` (UNREACHABLE) is not lost within ``unreachable_grace``, and is after it;
+* the marks survive a restarted daemon; the manifest's own deadlines win over the daemon's.
+
+In every case no machine is left running but the job's one live attempt (``check_invariants``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
+
+from orchestrator.engine.hooks import AgentReport, NoMonitor
+from orchestrator.service import Service, ServiceSettings
+from orchestrator.store import repo
+from orchestrator.store.models import AttemptState, EndCause, JobStatus
+from tests.daemon_world import (
+    PUBLIC_KEY,
+    Clock,
+    Fakes,
+    ScriptedMonitor,
+    add_job,
+    check_invariants,
+    running_fakes,
+    service_for,
+)
+
+BOOT = timedelta(minutes=20)
+HEARTBEAT = timedelta(minutes=10)
+GRACE = timedelta(minutes=10)
+SETTINGS = ServiceSettings(orphan_grace=timedelta(0), ssh_public_key=PUBLIC_KEY, boot_timeout=BOOT,
+                           heartbeat_timeout=HEARTBEAT, unreachable_grace=GRACE)
+TICK = timedelta(seconds=30)
+
+
+@pytest.fixture
+def fakes() -> Iterator[Fakes]:
+    with running_fakes() as f:
+        yield f
+
+
+class Agent(ScriptedMonitor):
+    """The nodes' agents: ``beat(id)`` moves an agent's heartbeat on (to the engine's clock: the engine never
+    compares it with its own, only whether it moved); an id with no report is unreadable."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def beat(self, instance_id: str, **kw: object) -> None:
+        self.reports[instance_id] = AgentReport(heartbeat_at=self.clock(), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def world(fakes: Fakes, tmp_path):  # type: ignore[no-untyped-def]
+    clock = Clock()
+    agent = Agent(clock)
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    service = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+    yield fakes, service, clock, agent, url
+    service.close()
+
+
+def tick(service: Service, clock: Clock, agent: Agent | None = None, beating: tuple[str, ...] = ()) -> None:
+    clock.advance(seconds=TICK.total_seconds())
+    if agent is not None:
+        for iid in beating:
+            agent.beat(iid)
+    service.reconciler.tick()
+
+
+def ticks_for(span: timedelta) -> int:
+    return int(span / TICK)
+
+
+def history(service: Service, job: int):  # type: ignore[no-untyped-def]
+    return list(service.engine_store.attempts_for_job(job))
+
+
+def kinds(service: Service) -> list[str]:
+    assert service.store is not None
+    with service.store.transaction() as tx:
+        return [e.kind for e in repo.list_events(tx)]
+
+
+def test_a_node_that_never_reports_is_ended_after_boot_timeout_and_the_job_runs_elsewhere(world) -> None:  # type: ignore[no-untyped-def]
+    fakes, service, clock, agent, _ = world
+    job = add_job(service.store, "train")
+    service.reconciler.tick()
+    [_vast] = fakes.live_instances()["vastai"]
+    for _ in range(ticks_for(BOOT) - 1):         # silent, but not yet past the boot timeout
+        tick(service, clock)
+    assert fakes.live_instances()["vastai"] != [] and history(service, job)[0].state.is_live
+
+    tick(service, clock)                         # boot timeout reached
+    first, second = history(service, job)
+    assert first.state is AttemptState.FAILED and first.end_cause is EndCause.BOOT_TIMEOUT
+    assert fakes.live_instances()["vastai"] == []                  # ended, not left billing
+    assert [i.provider for i in fakes.live_instances()["lambda"]] == ["lambda"]
+    assert second.offer.provider == "lambda" and second.state.is_live
+    assert "boot-timeout" in kinds(service) and "recovering" in kinds(service)
+    assert service.engine_store.job(job).relaunch_count == 1
+
+    [lam] = fakes.live_instances()["lambda"]
+    for _ in range(ticks_for(BOOT) + 2):         # this one's agent reports: it keeps running
+        tick(service, clock, agent, beating=(lam.instance_id,))
+    assert history(service, job)[-1].state is AttemptState.RUNNING
+    assert service.engine_store.job(job).status is JobStatus.RUNNING
+    check_invariants(fakes, service.store)
+
+
+@pytest.mark.parametrize("silence", ["heartbeat-stops", "unreadable"])
+def test_a_silent_agent_is_a_lost_node_recovered_from_its_checkpoint(world, silence: str) -> None:  # type: ignore[no-untyped-def]
+    fakes, service, clock, agent, _ = world
+    job = add_job(service.store, "train")
+    service.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    ckpt = (("s3://ckpt/train/step-40", 40),)
+    for _ in range(ticks_for(BOOT) * 2):         # reporting well past the boot timeout: nothing happens
+        clock.advance(seconds=TICK.total_seconds())
+        agent.beat(vast.instance_id, checkpoints=ckpt)
+        service.reconciler.tick()
+    assert history(service, job)[0].state is AttemptState.RUNNING
+
+    if silence == "unreadable":
+        del agent.reports[vast.instance_id]       # the agent's channel answers no more
+    for _ in range(ticks_for(HEARTBEAT) - 1):    # the heartbeat no longer moves
+        tick(service, clock)
+    assert history(service, job)[0].state is AttemptState.RUNNING
+
+    tick(service, clock)
+    first, second = history(service, job)
+    assert first.state is AttemptState.FAILED and first.end_cause is EndCause.SILENT
+    assert second.checkpoint_restored == "s3://ckpt/train/step-40"
+    assert second.offer.provider == "lambda"     # the lost node's place cools like a preempted zone
+    assert fakes.live_instances()["vastai"] == []
+    assert "node-silent" in kinds(service)
+    check_invariants(fakes, service.store)
+
+
+def _vast_status(fakes: Fakes, instance_id: str, status: str) -> None:
+    with fakes.vast.lock:
+        fakes.vast.state.instances[int(instance_id)].update(actual_status=status)
+
+
+@pytest.mark.parametrize("status", ["offline", "unknown"])
+def test_vast_unreachable_is_not_lost_within_the_grace_and_is_after_it(world, status: str) -> None:  # type: ignore[no-untyped-def]
+    fakes, service, clock, agent, _ = world
+    job = add_job(service.store, "train")
+    service.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    for _ in range(4):
+        tick(service, clock, agent, beating=(vast.instance_id,))
+    _vast_status(fakes, vast.instance_id, status)
+    for _ in range(ticks_for(GRACE) - 1):        # within the grace: kept, not recovered, no relaunch
+        tick(service, clock, agent, beating=(vast.instance_id,))
+    assert [a.state for a in history(service, job)] == [AttemptState.RUNNING]
+    assert fakes.live_instances()["lambda"] == []
+
+    _vast_status(fakes, vast.instance_id, "running")   # back within the grace: the count starts over
+    tick(service, clock, agent, beating=(vast.instance_id,))
+    _vast_status(fakes, vast.instance_id, status)
+    for _ in range(ticks_for(GRACE)):            # first seen at the first of these; 9.5 min at the last
+        tick(service, clock, agent, beating=(vast.instance_id,))
+    assert [a.state for a in history(service, job)] == [AttemptState.RUNNING]
+
+    tick(service, clock, agent, beating=(vast.instance_id,))     # past the grace: lost
+    first, second = history(service, job)
+    assert first.end_cause is EndCause.UNREACHABLE and second.offer.provider == "lambda"
+    assert fakes.live_instances()["vastai"] == []
+    check_invariants(fakes, service.store)
+
+
+def test_the_marks_survive_a_restart_and_the_manifest_wins(fakes: Fakes, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = Clock()
+    agent = Agent(clock)
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    first = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+    job = add_job(first.store, "train")
+    assert first.store is not None
+    with first.store.transaction() as tx:      # the manifest's own heartbeat timeout: 3 minutes
+        row = repo.require_job(tx, "train")
+        row.manifest = {**row.manifest, "policies": {**row.manifest["policies"], "heartbeat_timeout": "3m"}}
+        row.manifest_hash = "h-3m"
+        tx.add(row)
+    first.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    for _ in range(3):
+        tick(first, clock, agent, beating=(vast.instance_id,))
+    first.close()
+
+    # A new daemon: it knows the node was heard (not a boot failure) and when.
+    second = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+    try:
+        for _ in range(ticks_for(timedelta(minutes=3)) - 2):
+            tick(second, clock)
+        assert history(second, job)[0].state is AttemptState.RUNNING
+        tick(second, clock)
+        tick(second, clock)
+        lost = history(second, job)[0]
+        assert lost.end_cause is EndCause.SILENT, lost
+        check_invariants(fakes, second.store)
+    finally:
+        second.close()
+
+
+def test_without_a_monitor_no_agent_deadline_applies(fakes: Fakes, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = Clock()
+    service = service_for(fakes, f"sqlite:///{tmp_path / 'orch.db'}", clock=clock, monitor=NoMonitor(),
+                          settings=SETTINGS)
+    try:
+        job = add_job(service.store, "train")
+        service.reconciler.tick()
+        for _ in range(ticks_for(BOOT + HEARTBEAT) + 2):
+            tick(service, clock)
+        assert [a.state for a in history(service, job)] == [AttemptState.RUNNING]
+    finally:
+        service.close()
+
+
+def test_heard_at_is_written_at_most_every_quarter_timeout(world) -> None:  # type: ignore[no-untyped-def]
+    fakes, service, clock, agent, _ = world
+    job = add_job(service.store, "train")
+    service.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    marks: list[datetime | None] = []
+    for _ in range(ticks_for(HEARTBEAT)):
+        tick(service, clock, agent, beating=(vast.instance_id,))
+        marks.append(history(service, job)[0].heard_at)
+    distinct = sorted({m for m in marks if m is not None})
+    assert len(distinct) == 4, distinct          # the first report, then every 2.5 min over 10 min
+    assert all(b - a >= HEARTBEAT / 4 for a, b in itertools.pairwise(distinct))
