@@ -50,6 +50,8 @@ class EngineConfig:
     #: pending, relaunching what was preempted, or re-asking a launch the cloud never saw).
     launches_allowed: bool = True
     deadlines: Deadlines = field(default_factory=Deadlines)
+    #: How often the sweep lists each cloud's network resources for leftovers (engine/leftovers.py).
+    leftover_sweep_every: timedelta = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
