@@ -176,8 +176,9 @@ def drive(orch: Orch, now: datetime, agents: Path, *extra: str,
                           timeout=120)
 
 
-def _heard(fakes: Fakes, orch: Orch, agents: Path, store: Store) -> datetime:
-    """Tick until the spot machine's agent has been heard (its heartbeat moving); returns the engine's time."""
+def _heard(fakes: Fakes, orch: Orch, agents: Path, store: Store) -> tuple[datetime, float]:
+    """Tick until the spot machine's agent has been heard (its heartbeat moving); returns the engine's time
+    and the agent's last heartbeat."""
     [spot] = fakes.live_instances()["vastai"]
     now = T0
     for beat in range(1, 8):
@@ -187,33 +188,50 @@ def _heard(fakes: Fakes, orch: Orch, agents: Path, store: Store) -> datetime:
         with store.transaction() as tx:
             [a] = repo.list_attempts(tx, repo.require_job(tx, "train").id or 0)
         if a.heard_at is not None:
-            return now
+            return now, 1000.0 + beat
     raise AssertionError("the agent was never heard")
+
+
+def _ticks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 @pytest.mark.parametrize("case", DEADLINE_CASES, ids=[f"{c.deadline}-{c.crashpoint}" for c in DEADLINE_CASES])
 def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
         case: DeadlineCase, fakes: Fakes, orch: Orch, tmp_path: Path) -> None:
+    """A daemon counts every deadline from its own first tick at the earliest (it heard nothing while down),
+    so each run here ticks twice, a deadline apart: the first tick starts the count, the second decides."""
     store = open_store(orch.env["ORCH_DATABASE_URL"])
     agents = tmp_path / "agents.json"
     agents.write_text("{}")
     try:
         add_job(store, "train")
         assert drive(orch, T0, agents).returncode == 0                  # launched on the spot machine
-        if case.deadline == "boot":
-            at, cause = T0 + timedelta(seconds=BOOT_S + 30), EndCause.BOOT_TIMEOUT     # it never reports
-        else:
-            at, cause = _heard(fakes, orch, agents, store) + timedelta(seconds=HEARTBEAT_S + 30), EndCause.SILENT
+        [spot] = fakes.live_instances()["vastai"]
+        if case.deadline == "boot":                                     # it never reports
+            start, step, cause = T0 + timedelta(seconds=30), BOOT_S + 30, EndCause.BOOT_TIMEOUT
+            agents.write_text(json.dumps({spot.instance_id: None, "*": {"alive": True}}))
+        else:                                                           # heard, then silent
+            heard, beat = _heard(fakes, orch, agents, store)
+            start, step, cause = heard + timedelta(seconds=30), HEARTBEAT_S + 30, EndCause.SILENT
+            agents.write_text(json.dumps({spot.instance_id: {"heartbeat": beat, "checkpoint": [CKPT, 5]},
+                                          "*": {"alive": True}}))     # any replacement reports
 
-        crashed = drive(orch, at, agents, crashpoint=case.crashpoint)
+        crashed = drive(orch, start, agents, "--ticks", "2", "--step-s", str(step), crashpoint=case.crashpoint)
         assert crashed.returncode == -signal.SIGKILL, (
             f"expected death by SIGKILL at {case.crashpoint}, got {crashed.returncode}: {crashed.stderr[-1500:]}")
 
         orphan = fakes.plant_orphan("lambda")
-        done = drive(orch, at, agents, "--until-quiet")
-        assert done.returncode == 0, done.stderr[-2000:]
-        recovery = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        assert recovery and recovery[-1]["quiet"], recovery
+        restart = start + timedelta(seconds=step)
+        recovery: list[dict[str, object]] = []
+        if case.crashpoint.startswith("before-") and case.crashpoint != "before-launch-call":
+            # Killed before anything was written: the restarted daemon decides again, a deadline after its own
+            # first tick. Then a daemon at that time settles (its replacement's boot counts from then).
+            recovery += _ticks(drive(orch, restart, agents, "--ticks", "2", "--step-s", str(step)))
+            restart += timedelta(seconds=step)
+        recovery += _ticks(drive(orch, restart, agents, "--until-quiet"))
+        assert recovery[-1]["quiet"], recovery
 
         check_invariants(fakes, store)
         assert orphan not in {i.instance_id for insts in fakes.live_instances().values() for i in insts}
@@ -225,10 +243,11 @@ def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
         assert first.state in (AttemptState.FAILED.value, AttemptState.TERMINATED.value)
         assert first.end_cause == cause.value
         assert second.checkpoint_restored == (CKPT if case.deadline == "heartbeat" else None)
+        assert second.state == AttemptState.RUNNING.value
         # The lost machine is gone; the one live machine is the replacement, on the other provider.
         assert fakes.live_instances()["vastai"] == [] and len(fakes.live_instances()["lambda"]) == 1
         keys = ("adopted", "launched", "relaunched", "preempted", "terminated", "orphans_terminated")
-        total = {k: sum(int(t[k]) for t in recovery) for k in keys}
+        total = {k: sum(int(t[k]) for t in recovery) for k in keys}  # type: ignore[call-overload]
         did = ", ".join(f"{k} {v}" for k, v in total.items() if v) + f" ({len(recovery)} ticks)"
         MATRIX.append((case.deadline, case.crashpoint, "SIGKILL", did,
                        "clouds == store, 1 live, 0 duplicate launches, orphan collected"))

@@ -198,17 +198,38 @@ def test_the_marks_survive_a_restart_and_the_manifest_wins(fakes: Fakes, tmp_pat
         tick(first, clock, agent, beating=(vast.instance_id,))
     first.close()
 
-    # A new daemon: it knows the node was heard (not a boot failure) and when.
+    # A new daemon: it knows the node was heard (so silence, not a boot failure, is what can end it), and,
+    # having heard nothing while it was down, gives it the full timeout from its own first tick.
     second = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
     try:
-        for _ in range(ticks_for(timedelta(minutes=3)) - 2):
+        for _ in range(ticks_for(timedelta(minutes=3))):   # past 3 min after the last mark, within 3 after restart
             tick(second, clock)
         assert history(second, job)[0].state is AttemptState.RUNNING
-        tick(second, clock)
         tick(second, clock)
         lost = history(second, job)[0]
         assert lost.end_cause is EndCause.SILENT, lost
         check_invariants(fakes, second.store)
+    finally:
+        second.close()
+
+
+def test_a_daemon_back_after_a_long_outage_ends_no_live_node(fakes: Fakes, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = Clock()
+    agent = Agent(clock)
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    first = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+    job = add_job(first.store, "train")
+    first.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    for _ in range(3):
+        tick(first, clock, agent, beating=(vast.instance_id,))
+    first.close()
+    clock.now += timedelta(hours=2)              # the daemon was down far longer than any deadline
+    second = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+    try:
+        for _ in range(ticks_for(BOOT) + 2):
+            tick(second, clock, agent, beating=(vast.instance_id,))
+        assert [a.state for a in history(second, job)] == [AttemptState.RUNNING]
     finally:
         second.close()
 

@@ -16,10 +16,13 @@ moved on since the last one (a report carrying no heartbeat counts whenever it i
 never compared with the engine's: only whether its heartbeat moved, timed by the engine clock. With the
 ``NoMonitor`` the engine hears no agent, so only the cloud's UNREACHABLE counts.
 
-The marks the deadlines count from live in the store (``AttemptRecord.heard_at``, ``unreachable_since``), so a
-restarted daemon keeps counting; ``heard_at`` is written at most every quarter of the heartbeat timeout (a
-restart right after a node died may end it up to that much early). The last heartbeat value seen is kept in
-memory: after a restart the first report only sets it.
+The marks live in the store (``AttemptRecord.heard_at``, ``unreachable_since``; ``heard_at`` written at most
+every quarter of the heartbeat timeout), so a restarted daemon knows which deadline applies (a node heard
+once is silent, not unbooted). A daemon cannot hear while it is down, so every deadline counts at the earliest
+from this process's first tick (``started``), as Kubernetes' node controller gives each node a full grace
+from its own first observation: a daemon restarted after an outage longer than a deadline does not end every
+node at once; a dead node bills at most one deadline more. The last heartbeat value seen is kept in memory:
+after a restart the first report only sets it.
 
 What follows is the recovery step's, as after a preemption: this step returns the tick's facts with the
 ended attempts in them (``Observed.lost``), so the recovery decides from its last committed checkpoint, and
@@ -64,9 +67,13 @@ class LivenessStep:
         self._beats: dict[int, datetime | None] = {}
         #: Per attempt, when (engine clock) it was last heard; exact, where the store's mark may lag.
         self._heard: dict[int, datetime] = {}
+        #: This process's first tick: no deadline counts from earlier (it could not hear before).
+        self._started: datetime | None = None
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> TickFacts:
         """End the nodes past a deadline; return the facts with them ended (for the recovery step)."""
+        if self._started is None:
+            self._started = facts.now
         listening = not isinstance(deps.hooks.monitor, NoMonitor)
         ended: dict[int, AttemptRecord] = {}
         for seen in facts.observed:
@@ -77,7 +84,8 @@ class LivenessStep:
             verdict = self._judge(deps, seen, facts.now, listening)
             if verdict is not None:
                 ended[a.id] = self._end(deps, seen, verdict, facts.now, log)
-        live = {o.attempt.id for o in facts.observed}
+        # Forget ended attempts; those of a cloud that did not answer are not in the facts but still live.
+        live = {o.attempt.id for o in facts.observed} if not facts.unlistable else set(self._beats) | set(self._heard)
         self._beats = {k: v for k, v in self._beats.items() if k in live and k not in ended}
         self._heard = {k: v for k, v in self._heard.items() if k in live and k not in ended}
         return _with_ended(facts, ended) if ended else facts
@@ -90,21 +98,26 @@ class LivenessStep:
         since = (a.unreachable_since or now) if inst.state is InstanceState.UNREACHABLE else None
         if (mark, since) != (a.heard_at, a.unreachable_since):
             deps.store.note_liveness(a.id, heard_at=mark, unreachable_since=since)
-        if since is not None and now - since >= limits.unreachable_grace:
+        if since is not None and now - self._since(since) >= limits.unreachable_grace:
             return Verdict(EndCause.UNREACHABLE, f"{inst.provider} lists it {inst.raw_state or 'unreachable'} "
-                           f"for {_span(now - since)} (grace {_span(limits.unreachable_grace)})")
+                           f"since {since.isoformat(timespec='seconds')} (grace {_span(limits.unreachable_grace)})")
         if not listening:
             return None
         if heard is None:
             launched = a.created_at or now
-            if now - launched >= limits.boot_timeout:
+            if now - self._since(launched) >= limits.boot_timeout:
                 return Verdict(EndCause.BOOT_TIMEOUT, f"no report from its agent {_span(now - launched)} after "
                                f"launch (boot timeout {_span(limits.boot_timeout)})")
             return None
-        if inst.state is InstanceState.RUNNING and now - heard >= limits.heartbeat_timeout:
-            return Verdict(EndCause.SILENT, f"its agent silent for {_span(now - heard)} "
+        if inst.state is InstanceState.RUNNING and now - self._since(heard) >= limits.heartbeat_timeout:
+            return Verdict(EndCause.SILENT, f"its agent silent since {heard.isoformat(timespec='seconds')} "
                            f"(heartbeat timeout {_span(limits.heartbeat_timeout)})")
         return None
+
+    def _since(self, mark: datetime) -> datetime:
+        """When a deadline counts from: ``mark``, but never before this process's first tick."""
+        assert self._started is not None
+        return max(mark, self._started)
 
     def _hear(self, seen: Observed, now: datetime, limits: Deadlines) -> tuple[datetime | None, datetime | None]:
         """When the attempt was last heard, counting this tick's report, and the mark the store should hold
