@@ -1,7 +1,8 @@
 """A dead SSH host is a lost node: your own machine A (a REAL sshd on 127.0.0.1) runs the job and its agent
 reports through the real SshMonitor; then A's sshd dies. The engine (fake clock) keeps A until
 ``heartbeat_timeout``, then releases it and recovers the job on machine B from A's last committed checkpoint.
-No machine is left reserved but B.
+No machine is left reserved but B. A host that dies before its agent ever reports is ended after
+``boot_timeout`` the same way.
 
 The agent is stood in for by its status file (docs/runtime.md), written on A's disk by the test: the
 SshMonitor reads it over SSH exactly as it reads a real agent's (tests/e2e drive a real one).
@@ -33,6 +34,7 @@ OWNER = "alice"
 JOB = "tiny"
 WORK = Path(".orch") / "jobs" / JOB
 HEARTBEAT = timedelta(minutes=2)
+BOOT = timedelta(minutes=5)
 TICK = timedelta(seconds=30)
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 MANIFEST = {
@@ -87,7 +89,7 @@ def engine(tmp_path: Path, a: Sshd, b: Sshd, clock: Clock) -> tuple[Service, Ssh
     store = SqlEngineStore(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=catalog)
     service = build_service(config=OrchConfig(owner=OWNER), engine_store=store, providers={"ssh": provider},
                             catalog=catalog, clock=clock, monitor=SshMonitor(pool), bootstrapper=NoBootstrap(),
-                            settings=ServiceSettings(heartbeat_timeout=HEARTBEAT))
+                            settings=ServiceSettings(heartbeat_timeout=HEARTBEAT, boot_timeout=BOOT))
     return service, provider, pool
 
 
@@ -126,6 +128,36 @@ def test_a_dead_ssh_host_is_lost_after_the_heartbeat_timeout_and_the_job_recover
         assert (lost.state, lost.end_cause) == (AttemptState.FAILED, EndCause.SILENT)
         assert (second.instance_id, second.checkpoint_restored) == ("host-b", "s3://bucket/tiny/step-5")
         # A's reservation is released: the only machine orch holds is B, the job's one live attempt.
+        assert [i.instance_id for i in provider.list_instances(OWNER)] == ["host-b"]
+    finally:
+        pool.close()
+        service.close()
+
+
+def test_a_host_that_dies_before_its_agent_reports_is_ended_after_boot_timeout(
+        machines: tuple[Sshd, Sshd], tmp_path: Path) -> None:
+    a, b = machines
+    clock = Clock()
+    service, provider, pool = engine(tmp_path, a, b, clock)
+    store = service.engine_store
+    assert isinstance(store, SqlEngineStore)
+    try:
+        from orchestrator.manifest.schema import Manifest
+
+        with store.store.transaction() as tx:
+            repo.apply_jobs(tx, [repo.AppliedJob(Manifest.model_validate(MANIFEST), "h-tiny")], now=T0)
+        [job] = store.active_jobs()
+        service.reconciler.tick()                # A reserved (its verify ran over SSH), then it dies
+        a.stop()
+        for _ in range(int(BOOT / TICK) - 1):
+            clock.now += TICK
+            service.reconciler.tick()
+        assert [x.instance_id for x in store.attempts_for_job(job.id)] == ["host-a"]
+        clock.now += TICK
+        service.reconciler.tick()
+        ended, second = store.attempts_for_job(job.id)
+        assert (ended.state, ended.end_cause) == (AttemptState.FAILED, EndCause.BOOT_TIMEOUT)
+        assert second.instance_id == "host-b" and second.checkpoint_restored is None
         assert [i.instance_id for i in provider.list_instances(OWNER)] == ["host-b"]
     finally:
         pool.close()
