@@ -260,3 +260,19 @@ def test_heard_at_is_written_at_most_every_quarter_timeout(world) -> None:  # ty
     distinct = sorted({m for m in marks if m is not None})
     assert len(distinct) == 4, distinct          # the first report, then every 2.5 min over 10 min
     assert all(b - a >= HEARTBEAT / 4 for a, b in itertools.pairwise(distinct))
+
+
+def test_the_deadlines_come_from_the_config_and_its_env(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from orchestrator.config import ConfigError, OrchConfig
+    from orchestrator.service import load_service_settings
+
+    path = tmp_path / "config.yaml"
+    path.write_text("daemon: {boot_timeout_s: 900, heartbeat_timeout_s: 120}\n")
+    monkeypatch.setenv("ORCH_UNREACHABLE_GRACE_S", "45")
+    got = load_service_settings(OrchConfig(owner="o", path=path))
+    assert (got.boot_timeout, got.heartbeat_timeout, got.unreachable_grace) == (
+        timedelta(seconds=900), timedelta(seconds=120), timedelta(seconds=45))
+    assert ServiceSettings().boot_timeout == timedelta(minutes=20)
+    monkeypatch.setenv("ORCH_HEARTBEAT_TIMEOUT_S", "soon")
+    with pytest.raises(ConfigError, match="heartbeat_timeout_s"):
+        load_service_settings(OrchConfig(owner="o", path=path))
