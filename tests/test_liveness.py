@@ -276,3 +276,52 @@ def test_the_deadlines_come_from_the_config_and_its_env(tmp_path, monkeypatch) -
     monkeypatch.setenv("ORCH_HEARTBEAT_TIMEOUT_S", "soon")
     with pytest.raises(ConfigError, match="heartbeat_timeout_s"):
         load_service_settings(OrchConfig(owner="o", path=path))
+
+
+def test_a_silent_node_of_a_gang_restarts_the_whole_gang_elsewhere(engine_world) -> None:  # type: ignore[no-untyped-def]
+    """test_engine's world (memory and SQLite stores, in-memory clouds): node 1 of a 2-node gang goes silent;
+    the gang ends (node 0 as ``gang``) and starts again, both nodes, in another zone."""
+    from dataclasses import replace
+
+    from tests.test_engine import live, settle, spec
+
+    clock, store, aws, gcp, monitor, rec = engine_world
+    job = store.add_job(spec(plan=replace(spec().plan, nodes=2)), clock())
+    rec.tick()
+    settle(rec, clock)
+    first = [a for a in store.attempts_for_job(job.id) if a.state is AttemptState.RUNNING]
+    assert sorted(a.node_rank for a in first) == [0, 1]
+    by_rank = {a.node_rank: next(i for i in live(aws, gcp) if i.launch_id == a.launch_id) for a in first}
+    for minute in range(12):
+        clock.advance(minutes=1)
+        monitor.reports[by_rank[0].instance_id] = AgentReport(heartbeat_at=clock())   # node 0 keeps beating
+        if minute < 2:
+            monitor.reports[by_rank[1].instance_id] = AgentReport(heartbeat_at=clock())
+        rec.tick()
+    ended = {a.node_rank: a for a in store.attempts_for_job(job.id) if a.generation == first[0].generation}
+    assert ended[1].end_cause is EndCause.SILENT and ended[0].end_cause is EndCause.GANG
+    second = [a for a in store.attempts_for_job(job.id) if a.generation > first[0].generation]
+    assert sorted(a.node_rank for a in second) == [0, 1] and all(a.state.is_live for a in second)
+    assert second[0].offer.zone != first[0].offer.zone          # the lost node's zone cools
+    assert {i.launch_id for i in live(aws, gcp)} == {a.launch_id for a in second}
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def engine_world(request, tmp_path):  # type: ignore[no-untyped-def]
+    from tests.fakes.memory_provider import MemoryProvider
+    from tests.fakes.memory_store import MemoryStore
+    from tests.test_engine import CATALOG, OWNER, SqlHarness, engine
+    from tests.test_engine import Clock as EngineClock
+    from tests.test_engine import ScriptedMonitor as EngineMonitor
+
+    clock = EngineClock()
+    if request.param == "memory":
+        store = MemoryStore()
+    else:
+        from orchestrator.store import open_store
+
+        store = SqlHarness(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=CATALOG)
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    monitor = EngineMonitor()
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)
+    return clock, store, aws, gcp, monitor, rec
