@@ -30,6 +30,10 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
       state_store: s3://bucket/orch-state   # ORCH_STATE_STORE: where agents of jobs without a checkpoint
                                 #   store report (status, heartbeat, notices, logs)
       store_endpoint: ""        # ORCH_STORE_ENDPOINT: an S3-compatible endpoint for s3:// stores
+      boot_timeout_s: 1200      # ORCH_BOOT_TIMEOUT_S: a node whose agent never reported this long after launch
+                                #   is ended and the job relaunched elsewhere
+      heartbeat_timeout_s: 600  # ORCH_HEARTBEAT_TIMEOUT_S: an agent silent this long: the node is lost
+      unreachable_grace_s: 600  # ORCH_UNREACHABLE_GRACE_S: a machine its cloud lists unreachable is lost after this
 """
 
 from __future__ import annotations
@@ -78,6 +82,10 @@ class ServiceSettings:
     state_store: str = ""
     #: An S3-compatible endpoint (MinIO, R2) for s3:// stores, used by nodes and the daemon alike.
     store_endpoint: str = ""
+    #: The liveness deadlines (orchestrator/engine/liveness.py); a job's manifest may set its own.
+    boot_timeout: timedelta = timedelta(minutes=20)
+    heartbeat_timeout: timedelta = timedelta(minutes=10)
+    unreachable_grace: timedelta = timedelta(minutes=10)
 
 
 _MAX_SECONDS = 10 * 365 * 86400.0
@@ -93,6 +101,9 @@ _ENV = {
     "restart_overhead_s": "ORCH_RESTART_OVERHEAD_S",
     "state_store": "ORCH_STATE_STORE",
     "store_endpoint": "ORCH_STORE_ENDPOINT",
+    "boot_timeout_s": "ORCH_BOOT_TIMEOUT_S",
+    "heartbeat_timeout_s": "ORCH_HEARTBEAT_TIMEOUT_S",
+    "unreachable_grace_s": "ORCH_UNREACHABLE_GRACE_S",
 }
 
 
@@ -146,6 +157,9 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
         restart_overhead=seconds("restart_overhead_s", base.restart_overhead),
         state_store=str(values.get("state_store") or ""),
         store_endpoint=str(values.get("store_endpoint") or ""),
+        boot_timeout=seconds("boot_timeout_s", base.boot_timeout),
+        heartbeat_timeout=seconds("heartbeat_timeout_s", base.heartbeat_timeout),
+        unreachable_grace=seconds("unreachable_grace_s", base.unreachable_grace),
     )
 
 
@@ -255,7 +269,7 @@ def build_service(
     what the boot script, the store monitor and the SSH hooks need to know about machines (metadata URLs,
     store endpoint, agent intervals; tests); default: ``daemon.store_endpoint`` for every provider."""
     from orchestrator.clock import utcnow
-    from orchestrator.engine.config import EngineConfig, EngineDeps
+    from orchestrator.engine.config import Deadlines, EngineConfig, EngineDeps
     from orchestrator.engine.reconciler import Reconciler
     from orchestrator.observability import DaemonMetrics
     from orchestrator.wiring import build_providers
@@ -273,10 +287,12 @@ def build_service(
                                                            clock or utcnow)
         _attach_alerts(opened, config, close_on_error=store is None)
     metrics = metrics or DaemonMetrics()
+    deadlines = Deadlines(boot_timeout=settings.boot_timeout, heartbeat_timeout=settings.heartbeat_timeout,
+                          unreachable_grace=settings.unreachable_grace)
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
                                  use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed,
-                                 budgets=config.budgets)
+                                 budgets=config.budgets, deadlines=deadlines)
     hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup, node_settings), config)
     fleet = getattr(engine_store, "fleet", None)
     if opened is not None and fleet is not None:

@@ -207,15 +207,20 @@ def test_notice_requests_checkpoint_once_by_file(tmp_path: Path) -> None:
 
 
 def test_checkpoint_now_signal_reaches_the_training_process(tmp_path: Path) -> None:
+    # Driven by events, not by polling windows: the child says it is ready through a FIFO (the test's read
+    # blocks until the handler is installed), and the exit code is the child's answer to the signal.
     child = tmp_path / "child.py"
     got = tmp_path / "got-signal"
+    ready = tmp_path / "ready"
+    os.mkfifo(ready)
     child.write_text(textwrap.dedent(f"""
         import signal, sys, time
         def on(sig, frame):
             open({str(got)!r}, "w").write("yes")
             sys.exit(3)
         signal.signal(signal.SIGUSR1, on)
-        open({str(tmp_path / "ready")!r}, "w").write("1")
+        with open({str(ready)!r}, "w") as fh:
+            fh.write("1")
         while True:
             time.sleep(0.05)
     """))
@@ -225,13 +230,13 @@ def test_checkpoint_now_signal_reaches_the_training_process(tmp_path: Path) -> N
     agent = _agent(_config(tmp_path, store=tmp_path / "store", notify=notify, command=cmd))
     agent.start_job()
     try:
-        _wait((tmp_path / "ready").exists, "child ready")
+        assert ready.read_text() == "1"          # blocks until the child has installed its handler
         agent.request_checkpoint("test")
-        _wait(got.exists, "signal delivered")
-        _wait(lambda: agent.proc.poll() is not None, "job exit")
+        assert agent.proc.wait() == 3            # only the handler exits with 3
         agent.tick()
     finally:
         agent.stop_job(9)
+    assert got.read_text() == "yes"
     status = parse_status((tmp_path / "status.json").read_bytes())
     assert status.job.state is JobState.EXITED and status.job.exit_code == 3  # bash outlived the signal
     assert [r.via for r in status.checkpoint_requests] == ["signal"]

@@ -1,6 +1,9 @@
 """Crash safety: `python -m orchestrator tick` as a REAL subprocess, SIGKILLed by itself (ORCH_CRASHPOINT) at
 every step of launch, relaunch (also between the passive sync and the steps that act on it) and teardown;
-restarted without the crash point and ticked until quiet.
+restarted without the crash point and ticked until quiet. The liveness deadlines (a node that never reports
+within boot_timeout, an agent silent for heartbeat_timeout) are crashed at each of their steps the same way,
+through tests/support/crash_tick.py (orch's tick with the engine's clock and the agents' reports set from
+outside the process).
 
 After every restart: each cloud (the Vast.ai and Lambda wire fakes, in this test process) holds exactly the
 instances of the store's live attempts, each active job has exactly one live attempt, no launch was made
@@ -17,13 +20,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from orchestrator.store import open_store, repo
-from orchestrator.store.models import DesiredState
-from tests.daemon_world import CATALOG, OWNER, Fakes, add_job, check_invariants, running_fakes
+from orchestrator.store.db import Store
+from orchestrator.store.models import AttemptState, DesiredState, EndCause
+from tests.daemon_world import CATALOG, OWNER, T0, Fakes, add_job, check_invariants, running_fakes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +43,16 @@ CASES = [Case("launch", p) for p in ("before-launch-call", "after-launch-call", 
         [Case("relaunch", p) for p in ("after-sync", "before-launch-call", "after-launch-call",
                                        "after-launched-written")] + \
         [Case("teardown", "after-terminate-requested")]
+
+
+@dataclass(frozen=True)
+class DeadlineCase:
+    deadline: str      # boot | heartbeat
+    crashpoint: str
+
+
+DEADLINE_CASES = [DeadlineCase(d, p) for d, kind in (("boot", "boot-timeout"), ("heartbeat", "node-silent"))
+                  for p in (f"before-{kind}", "after-terminate-requested", f"after-{kind}", "before-launch-call")]
 
 MATRIX: list[tuple[str, str, str, str, str]] = []
 
@@ -147,6 +162,99 @@ def test_killed_at_every_step_recovers_without_duplicates_or_leaks(case: Case, f
         store.close()
 
 
+BOOT_S, HEARTBEAT_S = 600, 300
+CKPT = "s3://ckpt/train/step-5"
+
+
+def drive(orch: Orch, now: datetime, agents: Path, *extra: str,
+          crashpoint: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**orch.env, "ORCH_BOOT_TIMEOUT_S": str(BOOT_S), "ORCH_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_S)}
+    if crashpoint:
+        env["ORCH_CRASHPOINT"] = crashpoint
+    return subprocess.run([sys.executable, "-m", "tests.support.crash_tick", "--now", now.isoformat(),
+                           "--reports", str(agents), *extra], cwd=ROOT, env=env, text=True, capture_output=True,
+                          timeout=120)
+
+
+def _heard(fakes: Fakes, orch: Orch, agents: Path, store: Store) -> tuple[datetime, float]:
+    """Tick until the spot machine's agent has been heard (its heartbeat moving); returns the engine's time
+    and the agent's last heartbeat."""
+    [spot] = fakes.live_instances()["vastai"]
+    now = T0
+    for beat in range(1, 8):
+        now += timedelta(seconds=30)
+        agents.write_text(json.dumps({spot.instance_id: {"heartbeat": 1000 + beat, "checkpoint": [CKPT, 5]}}))
+        assert drive(orch, now, agents).returncode == 0
+        with store.transaction() as tx:
+            [a] = repo.list_attempts(tx, repo.require_job(tx, "train").id or 0)
+        if a.heard_at is not None:
+            return now, 1000.0 + beat
+    raise AssertionError("the agent was never heard")
+
+
+def _ticks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("case", DEADLINE_CASES, ids=[f"{c.deadline}-{c.crashpoint}" for c in DEADLINE_CASES])
+def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
+        case: DeadlineCase, fakes: Fakes, orch: Orch, tmp_path: Path) -> None:
+    """A daemon counts every deadline from its own first tick at the earliest (it heard nothing while down),
+    so each run here ticks twice, a deadline apart: the first tick starts the count, the second decides."""
+    store = open_store(orch.env["ORCH_DATABASE_URL"])
+    agents = tmp_path / "agents.json"
+    agents.write_text("{}")
+    try:
+        add_job(store, "train")
+        assert drive(orch, T0, agents).returncode == 0                  # launched on the spot machine
+        [spot] = fakes.live_instances()["vastai"]
+        if case.deadline == "boot":                                     # it never reports
+            start, step, cause = T0 + timedelta(seconds=30), BOOT_S + 30, EndCause.BOOT_TIMEOUT
+            agents.write_text(json.dumps({spot.instance_id: None, "*": {"alive": True}}))
+        else:                                                           # heard, then silent
+            heard, beat = _heard(fakes, orch, agents, store)
+            start, step, cause = heard + timedelta(seconds=30), HEARTBEAT_S + 30, EndCause.SILENT
+            agents.write_text(json.dumps({spot.instance_id: {"heartbeat": beat, "checkpoint": [CKPT, 5]},
+                                          "*": {"alive": True}}))     # any replacement reports
+
+        crashed = drive(orch, start, agents, "--ticks", "2", "--step-s", str(step), crashpoint=case.crashpoint)
+        assert crashed.returncode == -signal.SIGKILL, (
+            f"expected death by SIGKILL at {case.crashpoint}, got {crashed.returncode}: {crashed.stderr[-1500:]}")
+
+        orphan = fakes.plant_orphan("lambda")
+        restart = start + timedelta(seconds=step)
+        recovery: list[dict[str, object]] = []
+        if case.crashpoint.startswith("before-") and case.crashpoint != "before-launch-call":
+            # Killed before anything was written: the restarted daemon decides again, a deadline after its own
+            # first tick. Then a daemon at that time settles (its replacement's boot counts from then).
+            recovery += _ticks(drive(orch, restart, agents, "--ticks", "2", "--step-s", str(step)))
+            restart += timedelta(seconds=step)
+        recovery += _ticks(drive(orch, restart, agents, "--until-quiet"))
+        assert recovery[-1]["quiet"], recovery
+
+        check_invariants(fakes, store)
+        assert orphan not in {i.instance_id for insts in fakes.live_instances().values() for i in insts}
+        dup = {k: v for k, v in creates_per_launch_id(fakes).items() if v > 1}
+        assert not dup, f"launched twice: {dup}"
+        with store.transaction() as tx:
+            first, second = repo.list_attempts(tx, repo.require_job(tx, "train").id or 0)
+        # FAILED, or TERMINATED when the restart found it TERMINATE_REQUESTED and the cloud confirmed it gone.
+        assert first.state in (AttemptState.FAILED.value, AttemptState.TERMINATED.value)
+        assert first.end_cause == cause.value
+        assert second.checkpoint_restored == (CKPT if case.deadline == "heartbeat" else None)
+        assert second.state == AttemptState.RUNNING.value
+        # The lost machine is gone; the one live machine is the replacement, on the other provider.
+        assert fakes.live_instances()["vastai"] == [] and len(fakes.live_instances()["lambda"]) == 1
+        keys = ("adopted", "launched", "relaunched", "preempted", "terminated", "orphans_terminated")
+        total = {k: sum(int(t[k]) for t in recovery) for k in keys}  # type: ignore[call-overload]
+        did = ", ".join(f"{k} {v}" for k, v in total.items() if v) + f" ({len(recovery)} ticks)"
+        MATRIX.append((case.deadline, case.crashpoint, "SIGKILL", did,
+                       "clouds == store, 1 live, 0 duplicate launches, orphan collected"))
+    finally:
+        store.close()
+
+
 def test_print_the_crash_matrix() -> None:
     """Runs last in this module (pytest keeps file order): prints what the cases above recorded."""
     if not MATRIX:
@@ -155,5 +263,5 @@ def test_print_the_crash_matrix() -> None:
     print(f"{'step':<9} {'crash point':<26} {'died':<8} {'restart did (all ticks until quiet)':<52} invariants")
     for step, point, died, did, inv in MATRIX:
         print(f"{step:<9} {point:<26} {died:<8} {did:<52} {inv}")
-    assert len(MATRIX) == len(CASES)
+    assert len(MATRIX) == len(CASES) + len(DEADLINE_CASES)
     assert OWNER

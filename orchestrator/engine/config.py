@@ -25,6 +25,19 @@ from orchestrator.recovery import DefaultRecoveryPolicy, RecoveryPolicy
 from providers.base import Offer, Provider
 
 
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """How long a node may go unheard before the engine ends it (orchestrator/engine/liveness.py); a job's
+    manifest may set its own (``policies.boot_timeout`` ...)."""
+
+    #: A node whose agent has not reported this long after its launch is ended and its place cooled.
+    boot_timeout: timedelta = timedelta(minutes=20)
+    #: An agent that reported once and has been silent this long: the node is lost.
+    heartbeat_timeout: timedelta = timedelta(minutes=10)
+    #: A machine the cloud lists UNREACHABLE (may come back) counts as lost after this long.
+    unreachable_grace: timedelta = timedelta(minutes=10)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     owner: str
@@ -39,6 +52,9 @@ class EngineConfig:
     launches_allowed: bool = True
     #: The config's ``budgets:`` (orchestrator/budgets.py): checked before every launch, reviewed every tick.
     budgets: tuple[Budget, ...] = ()
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    #: How often the sweep lists each cloud's network resources for leftovers (engine/leftovers.py).
+    leftover_sweep_every: timedelta = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)

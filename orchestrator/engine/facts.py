@@ -17,6 +17,11 @@ from providers.base import Instance, InstanceState
 #: Attempt states in which the machine is the job's (from the accepted launch until it is being ended).
 HOLDING_STATES = frozenset({AttemptState.LAUNCHED, AttemptState.BOOTSTRAPPING, AttemptState.RUNNING})
 
+#: Why a machine counts as taken from its job: the cloud took it (the sync), or it stopped answering past a
+#: liveness deadline (orchestrator/engine/liveness.py). The recovery step decides what follows.
+LOSS_CAUSES = frozenset({EndCause.PREEMPTED, EndCause.LOST, EndCause.BOOT_TIMEOUT, EndCause.SILENT,
+                         EndCause.UNREACHABLE})
+
 
 @dataclass(frozen=True, slots=True)
 class Observed:
@@ -30,13 +35,14 @@ class Observed:
 
     @property
     def ended_by_sync(self) -> bool:
-        """The sync ended it: the cloud confirmed its termination, reclaimed it or lost it."""
+        """The sync ended it (the cloud confirmed its termination, reclaimed it or lost it), or the liveness
+        step did (its facts carry the ended attempt)."""
         return self.before.is_live and self.attempt.state.is_final
 
     @property
     def lost(self) -> bool:
-        """The cloud took its machine this tick (reclaimed a spot machine, or an on-demand one vanished)."""
-        return self.ended_by_sync and self.attempt.end_cause in (EndCause.PREEMPTED, EndCause.LOST)
+        """Its machine was taken this tick (reclaimed, vanished, or ended past a liveness deadline)."""
+        return self.ended_by_sync and self.attempt.end_cause in LOSS_CAUSES
 
     @property
     def machine_running(self) -> bool:

@@ -43,6 +43,9 @@ class AgentReport:
     checkpoints: tuple[tuple[str, int | None], ...] = ()   # committed (uri, step), oldest first
     exit_code: int | None = None             # the job process ended with this code
     pending_uploads: int = 0                 # checkpoints complete on the machine, not yet in the store
+    #: The agent's own last heartbeat (its clock), where the channel carries one. The liveness step counts
+    #: the node as heard when it moves on (a report without one counts as heard whenever it is read).
+    heartbeat_at: datetime | None = None
 
 
 class Monitor(Protocol):
@@ -73,6 +76,9 @@ class StartupRenderer(Protocol):
 
 
 class NoMonitor:
+    """Reads no node. The engine then hears no agent, so it applies no boot or heartbeat deadline (a cloud's
+    UNREACHABLE still counts after its grace): see orchestrator/engine/liveness.py."""
+
     def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
         return None
 

@@ -29,6 +29,10 @@ class JobSpec:
     disk_gb: int = 100
     image: str | None = None
     max_price_hr: float | None = None
+    #: The manifest's own liveness deadlines (None: the daemon's, ``EngineConfig.deadlines``).
+    boot_timeout: timedelta | None = None
+    heartbeat_timeout: timedelta | None = None
+    unreachable_grace: timedelta | None = None
 
 
 def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Iterable[Offer] | None = None) -> JobSpec:
@@ -66,6 +70,7 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
         max_relaunches=p.max_relaunches, cooldown=p.preempted_zone_cooldown, budget_usd=p.budget_usd,
         deadline=p.deadline_at(applied_at), disk_gb=int(r.disk_gb or 100), image=manifest.image,
         max_price_hr=manifest.max_price_hr / r.nodes if manifest.max_price_hr else None,
+        boot_timeout=p.boot_timeout, heartbeat_timeout=p.heartbeat_timeout, unreachable_grace=p.unreachable_grace,
     )
 
 

@@ -41,6 +41,10 @@ class AttemptRecord:
     reason: str | None = None            # human text (events, status); nothing is decided from it
     end_cause: EndCause | None = None    # why it ended (or is being ended)
     drain_until: datetime | None = None  # a noticed machine keeps running until then (see EndCause.NOTICED)
+    #: When its agent last showed it alive (engine clock; None: never) and since when the cloud has listed
+    #: its machine UNREACHABLE: what the liveness deadlines count from (orchestrator/engine/liveness.py).
+    heard_at: datetime | None = None
+    unreachable_since: datetime | None = None
     node_rank: int = 0
     #: $/h: the quote the machine was launched at, and what its cloud reports for it (None: nothing reported).
     launch_price_hr: float | None = None
@@ -115,6 +119,10 @@ class EngineStore(Protocol):
         """Up to when the attempt's spend is recorded (a restarted daemon continues from there)."""
         ...
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None: ...
+    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None,
+                      unreachable_since: datetime | None) -> None:
+        """Store both liveness marks of a live attempt as given (None clears ``unreachable_since``)."""
+        ...
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None: ...
     def use_catalog(self, offers: Sequence[Offer]) -> None:

@@ -9,6 +9,8 @@ Karpenter's controllers), each its own module, each taking the tick's facts as a
    ``budget``: review the config's budgets (threshold alerts once; at a cap, drain spot machines if asked).
 3. ``start``: start the job on machines that are up (LAUNCHED -> BOOTSTRAPPING -> RUNNING).
 4. ``finish``: jobs whose process exited succeed or fail.
+   ``liveness``: end nodes past a deadline (never reported since launch, agent silent, the cloud listing
+   them unreachable past the grace); the facts it returns carry them as lost.
 5. ``recover``: the one place that decides what a preemption, a notice, a waiting recovery or an
    approaching deadline leads to; it hands relaunches to the launch step.
    ``requests``: take the console's "relaunch now" requests: end the job's machines, order a launch.
@@ -35,6 +37,7 @@ from orchestrator.engine import finish, launch, metrics, requests, start, teardo
 from orchestrator.engine.budget import BudgetStep
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.idle import IdleStep
+from orchestrator.engine.liveness import LivenessStep
 from orchestrator.engine.recover import RecoveryStep
 from orchestrator.engine.spend import SpendStep
 from orchestrator.engine.sweep import SweepStep
@@ -56,6 +59,7 @@ class Reconciler:
         self._budget = BudgetStep()
         self._recovery = RecoveryStep()
         self._idle = IdleStep()
+        self._liveness = LivenessStep()
         self._sweep = SweepStep()
 
     @property
@@ -86,6 +90,7 @@ class Reconciler:
         self._budget.run(self.deps, facts, log)
         start.run(self.deps, facts, log)
         finish.run(self.deps, facts, log)
+        facts = self._liveness.run(self.deps, facts, log)
         orders = self._recovery.run(self.deps, facts, log)
         orders += requests.run(self.deps, facts, log)
         self._idle.run(self.deps, facts, log)

@@ -2,7 +2,9 @@
 
 It reads the tick's facts and asks the job's RecoveryPolicy (orchestrator/recovery.py) in four cases:
 
-* the cloud took a machine (the sync already marked the attempt PREEMPTED, or FAILED/LOST on demand);
+* the cloud took a machine (the sync already marked the attempt PREEMPTED, or FAILED/LOST on demand), or the
+  liveness step ended it past a deadline (FAILED, BOOT_TIMEOUT/SILENT/UNREACHABLE: recovered as after a
+  preemption, its place kept out for the cool-down);
 * an agent heard a preemption notice: drain the machine (PREEMPTED, ``EndCause.NOTICED``, ``drain_until``)
   or, for a single-node spot machine the policy says can save nothing before it goes, END it at once;
 * a RECOVERING job with no machine (the policy said WAIT, or a crash interrupted a recovery): decide again;
@@ -22,14 +24,15 @@ from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.launch import LaunchOrder
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
-from orchestrator.engine.recovery_facts import RecoveryFacts, preempted_places
+from orchestrator.engine.recovery_facts import RecoveryFacts, cooled_places, preempted_places
 from orchestrator.engine.sync import record_preemption
 from orchestrator.engine.tick import TickLog
 from orchestrator.recovery import RecoveryAction
 from providers.base import Market
 
 #: The job status each end cause leads to, strongest first (a gang's nodes may end for several causes).
-_STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE}), JobStatus.RECOVERING),
+_STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE, EndCause.BOOT_TIMEOUT,
+                              EndCause.SILENT, EndCause.UNREACHABLE}), JobStatus.RECOVERING),
                  (frozenset({EndCause.FAILED}), JobStatus.FAILED),
                  (frozenset({EndCause.IDLE_STOPPED, EndCause.IDLE_TERMINATED}), JobStatus.STOPPED))
 
@@ -75,7 +78,8 @@ class RecoveryStep:
             deps.store.event("instance-lost", f"{attempt.offer.provider} instance {attempt.instance_id} "
                              "disappeared; relaunching", now, job_id=job.id)
             return None
-        gang.end_others(deps, job, attempt, f"gang node {attempt.node_rank} preempted", now, log)
+        what = "preempted" if attempt.end_cause is EndCause.PREEMPTED else "lost"
+        gang.end_others(deps, job, attempt, f"gang node {attempt.node_rank} {what}", now, log)
         return self._after_preemption(deps, job, now, seen_at)
 
     def _after_notice(self, deps: EngineDeps, job: JobRecord, seen: Observed, now: datetime,
@@ -120,10 +124,10 @@ class RecoveryStep:
             # No machine for now: the job stays RECOVERING and the policy is asked again every tick.
             deps.store.event("waiting", decision.reason, now, job_id=job.id)
             return None
-        deps.store.event("recovering", decision.reason, now, job_id=job.id,
-                         data={"exclude": sorted(decision.exclude_places)})
-        return LaunchOrder(job.id, decision.markets, decision.exclude_places, relaunch=True,
-                           preemption_seen_at=seen_at)
+        # A node ended past a liveness deadline keeps its place out too (the policy knows only preemptions).
+        exclude = decision.exclude_places | cooled_places(deps.store.attempts_for_job(job.id), now, job.spec.cooldown)
+        deps.store.event("recovering", decision.reason, now, job_id=job.id, data={"exclude": sorted(exclude)})
+        return LaunchOrder(job.id, decision.markets, exclude, relaunch=True, preemption_seen_at=seen_at)
 
     # --- every other active job ----------------------------------------------------------------------
     def _review(self, deps: EngineDeps, facts: TickFacts, job: JobRecord, log: TickLog) -> LaunchOrder | None:

@@ -7,17 +7,29 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from orchestrator.engine.config import EngineDeps
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
 from orchestrator.offer_sources import offer_sources
 from orchestrator.planner import plan
 from orchestrator.recovery import Preemption, RecoveryContext
 from providers.base import Market
 
+#: A node ended past a liveness deadline (orchestrator/engine/liveness.py) cools its place like a preemption.
+COOLING_CAUSES = frozenset({EndCause.BOOT_TIMEOUT, EndCause.SILENT, EndCause.UNREACHABLE})
+
 
 def preempted_places(attempts: Sequence[AttemptRecord], now: datetime, cooldown: timedelta) -> frozenset[str]:
-    """Zones (else regions) where these attempts were preempted within ``cooldown`` of ``now``."""
+    """Zones (else regions) where these attempts were preempted, or ended past a liveness deadline, within
+    ``cooldown`` of ``now``."""
     return frozenset(a.offer.zone or a.offer.region for a in attempts
-                     if a.state is AttemptState.PREEMPTED and now - (a.ended_at or now) < cooldown)
+                     if (a.state is AttemptState.PREEMPTED or a.end_cause in COOLING_CAUSES)
+                     and now - (a.ended_at or now) < cooldown)
+
+
+def cooled_places(attempts: Sequence[AttemptRecord], now: datetime, cooldown: timedelta) -> frozenset[str]:
+    """Zones (else regions) of the nodes ended past a liveness deadline within ``cooldown`` of ``now`` (the
+    policy's own exclusions cover preemptions)."""
+    return frozenset(a.offer.zone or a.offer.region for a in attempts
+                     if a.end_cause in COOLING_CAUSES and now - (a.ended_at or now) < cooldown)
 
 
 class RecoveryFacts:

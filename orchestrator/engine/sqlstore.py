@@ -152,7 +152,8 @@ class SqlEngineStore(SpendBuffer, SideTables):
                              started_at=r.started_at, ended_at=r.ended_at, checkpoint_restored=r.checkpoint_restored,
                              reason=r.reason, node_rank=r.node_rank, generation=r.generation,
                              end_cause=EndCause(r.end_cause) if r.end_cause else None, drain_until=r.drain_until,
-                             launch_price_hr=r.price_hr, actual_price_hr=r.actual_price_hr)
+                             launch_price_hr=r.price_hr, actual_price_hr=r.actual_price_hr,
+                             heard_at=r.heard_at, unreachable_since=r.unreachable_since)
 
     def _attempts(self, read: Callable[[Session], list[AttemptColumns]]) -> list[AttemptRecord]:
         with self.store.transaction() as tx:
@@ -231,6 +232,13 @@ class SqlEngineStore(SpendBuffer, SideTables):
             self._fence(tx, job_id)
             if not queries.checkpoint_recorded(tx, job_id, uri):
                 repo.record_checkpoint(tx, job_id, uri, attempt_id=attempt_id, step=step, committed_at=at)
+
+    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None,
+                      unreachable_since: datetime | None) -> None:
+        with self.store.transaction() as tx:
+            self._fence(tx, None)
+            queries.set_liveness(tx, attempt_id, heard_at, unreachable_since)
+        self._wrote()
 
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:

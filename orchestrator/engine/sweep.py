@@ -4,6 +4,8 @@
   drain) has passed; a machine stopped on purpose when idle (``EndCause.IDLE_STOPPED``) is kept.
 * Orphans: machines tagged as this owner's with a launch id the store does not know (orch died between
   the cloud's yes and its own write, or another daemon's crash), after the grace period.
+* Leftover network resources (security groups, firewall rules, NSGs, public IPs, NICs, key pairs) orch
+  created and nothing uses any more, after the same grace (``orchestrator.engine.leftovers``).
 
 Decided from the attempts' typed causes and the clouds' listings, never from reason text.
 """
@@ -15,6 +17,7 @@ from datetime import datetime
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import terminate
 from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.leftovers import NetworkSweep
 from orchestrator.engine.ports import AttemptRecord, EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import Instance, InstanceState
@@ -26,6 +29,7 @@ class SweepStep:
         #: Stragglers already asked to end, once per process: a cloud may keep listing a reclaimed machine
         #: for a long while (AWS, ~1 h).
         self._asked_to_end: set[tuple[str, str]] = set()
+        self._network = NetworkSweep()
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
         live = deps.store.all_live_launch_ids()
@@ -43,6 +47,7 @@ class SweepStep:
             seen_now.add((name, inst.instance_id))
             self._orphan(deps, name, inst, facts.now, log)
         self._orphans_seen = {k: v for k, v in self._orphans_seen.items() if k in seen_now}
+        self._network.run(deps, facts, live, log)
 
     def _straggler(self, deps: EngineDeps, name: str, inst: Instance, attempt: AttemptRecord, now: datetime,
                    log: TickLog) -> None:

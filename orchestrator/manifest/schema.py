@@ -384,6 +384,12 @@ class Policies(_Model):
     preempted_zone_cooldown: Duration = Field(timedelta(minutes=30),
                                               description="Avoid a zone this long after a preemption there.")
     estimated_hours: float | None = Field(None, gt=0, description="Expected run time, for cost estimates.")
+    boot_timeout: Duration | None = Field(None, description="End a node whose agent has not reported this long "
+                                          "after launch, and relaunch elsewhere (default: the daemon's, 20m).")
+    heartbeat_timeout: Duration | None = Field(None, description="A node whose agent is silent this long is lost: "
+                                               "recover from the last checkpoint (default: the daemon's, 10m).")
+    unreachable_grace: Duration | None = Field(None, description="A machine its cloud lists as unreachable counts as "
+                                               "lost after this long (default: the daemon's, 10m).")
 
     def deadline_at(self, applied_at: datetime) -> datetime | None:
         """The deadline as a UTC instant, a relative one counted from ``applied_at``."""

@@ -58,6 +58,9 @@ class EndCause(StrEnum):
     LAUNCH_FAILED = "launch-failed"      # the launch failed otherwise (ambiguous error, no startup script)
     BUDGET_CAP = "budget-cap"            # a budget reached its monthly cap (stop_spot_at_cap): drained, then ended
     RELAUNCH_REQUESTED = "relaunch-requested"   # an operator asked to relaunch the job now (the web console)
+    BOOT_TIMEOUT = "boot-timeout"        # its agent never reported within the boot timeout: ended, place cooled
+    SILENT = "silent"                    # its agent went silent for the heartbeat timeout: the node is lost
+    UNREACHABLE = "unreachable"          # the cloud listed it unreachable past the grace: the node is lost
 
 
 class AttemptState(StrEnum):
@@ -188,6 +191,11 @@ class Attempt(SQLModel, table=True):
     #: A noticed machine (and its gang) keeps running until then so its checkpoint uploads; the sweep ends it
     #: after, and a replacement waits for it (until it has committed and stopped) before starting its job.
     drain_until: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True, index=True)
+    #: The engine's clock when the node's agent last showed it was alive (a report whose heartbeat moved on);
+    #: None: never. Written at most every quarter heartbeat timeout (orchestrator/engine/liveness.py).
+    heard_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    #: Since when the cloud has listed the machine UNREACHABLE (None: it does not); the grace counts from here.
+    unreachable_since: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
 

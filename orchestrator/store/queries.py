@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, cast, func
+from sqlalchemy import Text, cast, func, update
 from sqlmodel import Session, col, select
 
 from orchestrator.store.models import (
@@ -115,6 +115,8 @@ class AttemptColumns(NamedTuple):
     generation: int
     end_cause: str | None
     drain_until: datetime | None
+    heard_at: datetime | None
+    unreachable_since: datetime | None
     instance_id: str | None
     provider: str
     instance_type: str
@@ -132,7 +134,8 @@ def _attempt_columns():  # type: ignore[no-untyped-def]
     return (select(Attempt.id, Attempt.job_id, Attempt.launch_id, Attempt.state,  # type: ignore[call-overload]
                    Attempt.created_at, Attempt.started_at, Attempt.ended_at, Attempt.checkpoint_restored,
                    Attempt.reason, Attempt.node_rank, Attempt.generation, Attempt.end_cause, Attempt.drain_until,
-                   InstanceRow.instance_id, InstanceRow.provider, InstanceRow.instance_type, InstanceRow.region,
+                   Attempt.heard_at, Attempt.unreachable_since, InstanceRow.instance_id, InstanceRow.provider,
+                   InstanceRow.instance_type, InstanceRow.region,
                    InstanceRow.zone, InstanceRow.market, InstanceRow.gpu, InstanceRow.gpu_count, InstanceRow.price_hr,
                    InstanceRow.created_at, InstanceRow.actual_price_hr)
             .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id))
@@ -146,6 +149,13 @@ def _leased_to(q: Any, lease_owner: str | None) -> Any:
     if lease_owner is None:
         return q
     return q.join(Job, Job.id == Attempt.job_id).where(Job.lease_owner == lease_owner)
+
+
+def set_liveness(tx: Session, attempt_id: int, heard_at: datetime | None,
+                 unreachable_since: datetime | None) -> None:
+    """An attempt's liveness marks (orchestrator/engine/liveness.py), as given."""
+    tx.exec(update(Attempt).where(col(Attempt.id) == attempt_id)  # type: ignore[call-overload]
+            .values(heard_at=heard_at, unreachable_since=unreachable_since))
 
 
 def live_attempt_columns(tx: Session, lease_owner: str | None = None) -> list[AttemptColumns]:

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +338,20 @@ def node_settings(s3_endpoint: str, **kw: Any) -> NodeSettings:
     return NodeSettings(store_endpoint=s3_endpoint, sample_interval_s=0.5, notice_interval_s=0.5, **kw)
 
 
+class ManualClock:
+    """The engine's clock, moved on only by the test (``advance``): a window the engine times, such as a
+    notice's drain, ends when the test says so, never because a loaded machine ran slow."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
 @dataclass
 class World:
     a: Sshd
@@ -348,6 +362,7 @@ class World:
     monitor: RecordingMonitor
     rec: Reconciler
     pool: TransportPool
+    clock: ManualClock
     started: float = field(default_factory=time.monotonic)
 
     def tick_until(self, cond: Callable[[], Any], what: str, deadline_s: float = 60.0) -> Any:
@@ -386,7 +401,7 @@ def ssh_settings(hosts: tuple[HostSettings, ...], key_owner: Sshd, tmp_path: Pat
 
 
 def ssh_engine(stack: contextlib.ExitStack, tmp_path: Path, provider: SshProvider, catalog: Sequence[Offer],
-               nodes: dict[str, NodeSettings],
+               nodes: dict[str, NodeSettings], clock: Callable[[], datetime] | None = None,
                ) -> tuple[SqlEngineStore, TransportPool, RecordingMonitor, Reconciler]:
     """orch's engine over the e2e machines, wired as the daemon wires it: the SQL store, kept-alive SSH
     transports (closed with ``stack``), the recording monitor, the SSH bootstrapper, the e2e's notice window."""
@@ -396,7 +411,8 @@ def ssh_engine(stack: contextlib.ExitStack, tmp_path: Path, provider: SshProvide
     monitor = RecordingMonitor(pool, nodes)
     service = build_service(config=OrchConfig(owner=OWNER), engine_store=store, providers={"ssh": provider},
                             catalog=catalog, settings=ServiceSettings(notice_drain=timedelta(seconds=NOTICE_WINDOW_S)),
-                            monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0))
+                            monitor=monitor, bootstrapper=SshBootstrapper(pool, nodes, status_deadline_s=30.0),
+                            clock=clock)
     return store, pool, monitor, service.reconciler
 
 
@@ -425,5 +441,6 @@ def world(tmp_path: Path, s3_endpoint: str) -> Iterator[World]:
         nodes = {"ssh/host-a": node_settings(s3_endpoint, cloud=CloudKind.AWS, aws_metadata_url=url,
                                              master_port=free_port()),
                  "ssh/host-b": node_settings(s3_endpoint, master_port=free_port())}
-        store, pool, monitor, rec = ssh_engine(stack, tmp_path, provider, catalog, nodes)
-        yield World(a, b, metadata, provider, store, monitor, rec, pool)
+        clock = ManualClock()
+        store, pool, monitor, rec = ssh_engine(stack, tmp_path, provider, catalog, nodes, clock)
+        yield World(a, b, metadata, provider, store, monitor, rec, pool, clock)

@@ -159,6 +159,11 @@ class MemoryStore:
         if (uri, step) not in found:
             found.append((uri, step))
 
+    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None,
+                      unreachable_since: datetime | None) -> None:
+        a = self.attempts[attempt_id]
+        self.attempts[attempt_id] = replace(a, heard_at=heard_at, unreachable_since=unreachable_since)
+
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
         self.events.append(Event(now, kind, message, job_id, dict(data or {})))

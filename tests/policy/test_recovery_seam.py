@@ -16,7 +16,18 @@ from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAct
 from providers.base import Market
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
-from tests.test_engine import Clock, RecordingBootstrapper, ScriptedMonitor, engine, live, notice, offer, settle, spec
+from tests.test_engine import (
+    Clock,
+    RecordingBootstrapper,
+    ReportingMonitor,
+    ScriptedMonitor,
+    engine,
+    live,
+    notice,
+    offer,
+    settle,
+    spec,
+)
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 UP = SpotPolicyRecovery(UniformProgressPolicy)
@@ -72,7 +83,9 @@ def test_the_engine_waits_then_buys_on_demand_as_the_policy_says() -> None:
     site = [offer("aws", 3.0, zone="az1", region="us-east-1"),
             offer("gcp", 10.0, market=Market.ON_DEMAND, region="us-central1")]
     aws, gcp = MemoryProvider("aws", site), MemoryProvider("gcp", site)
-    rec = engine(store, {"aws": aws, "gcp": gcp}, site, clock, recovery=recovery_for("uniform-progress"))
+    # Its agents answer (ReportingMonitor): hours pass here, and a silent node would end at its deadline.
+    rec = engine(store, {"aws": aws, "gcp": gcp}, site, clock, recovery=recovery_for("uniform-progress"),
+                 monitor=ReportingMonitor())
     # A 10 h job due in 20 h; a preempted zone cools down for 3 h (a daemon's "no spot there" signal).
     job = store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)), cooldown=timedelta(hours=3),
                                 deadline=clock() + timedelta(hours=20)), clock())

@@ -1,0 +1,162 @@
+"""The liveness step: nothing bills without a live job. A node that cannot show it runs the job is ended.
+
+Three deadlines (``EngineConfig.deadlines``, a job's manifest may set its own), each ending the attempt
+(TERMINATE_REQUESTED, terminate where the cloud still lists it, FAILED) with a typed cause:
+
+* ``boot_timeout``: the node's agent has not reported once since the launch (``created_at``): a machine that
+  never booted, an image that never started the agent, an SSH host never reached. ``EndCause.BOOT_TIMEOUT``.
+* ``heartbeat_timeout``: the agent reported before and has been silent this long while the cloud lists the
+  machine running (a dead SSH host, a hung node, an agent killed). ``EndCause.SILENT``.
+* ``unreachable_grace``: the cloud itself lists the machine UNREACHABLE (Vast ``unknown``/``offline``, Lambda
+  ``unhealthy``, GCE ``REPAIRING``, Azure ``unknown``: it may come back) and has for this long.
+  ``EndCause.UNREACHABLE``.
+
+"Heard" means the Monitor (``orchestrator.engine.hooks``) returned a report this tick whose agent heartbeat
+moved on since the last one (a report carrying no heartbeat counts whenever it is read). The agent's clock is
+never compared with the engine's: only whether its heartbeat moved, timed by the engine clock. With the
+``NoMonitor`` the engine hears no agent, so only the cloud's UNREACHABLE counts.
+
+The marks live in the store (``AttemptRecord.heard_at``, ``unreachable_since``; ``heard_at`` written at most
+every quarter of the heartbeat timeout), so a restarted daemon knows which deadline applies (a node heard
+once is silent, not unbooted). A daemon cannot hear while it is down, so every deadline counts at the earliest
+from this process's first tick (``started``), as Kubernetes' node controller gives each node a full grace
+from its own first observation: a daemon restarted after an outage longer than a deadline does not end every
+node at once; a dead node bills at most one deadline more. The last heartbeat value seen is kept in memory:
+after a restart the first report only sets it.
+
+What follows is the recovery step's, as after a preemption: this step returns the tick's facts with the
+ended attempts in them (``Observed.lost``), so the recovery decides from its last committed checkpoint, and
+keeps the ended node's zone (else region) out for the job's cool-down (``recovery_facts.cooled_places``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from orchestrator.crashpoints import crashpoint
+from orchestrator.engine.config import Deadlines, EngineDeps
+from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
+from orchestrator.engine.hooks import NoMonitor
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from orchestrator.engine.tick import TickLog
+from providers.base import InstanceState
+
+_EVENTS = {EndCause.BOOT_TIMEOUT: "boot-timeout", EndCause.SILENT: "node-silent",
+           EndCause.UNREACHABLE: "node-unreachable"}
+
+
+def deadlines_for(deps: EngineDeps, job: JobRecord) -> Deadlines:
+    """The daemon's deadlines with the job's manifest's own in their place."""
+    base, spec = deps.config.deadlines, job.spec
+    return Deadlines(boot_timeout=spec.boot_timeout or base.boot_timeout,
+                     heartbeat_timeout=spec.heartbeat_timeout or base.heartbeat_timeout,
+                     unreachable_grace=spec.unreachable_grace or base.unreachable_grace)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    cause: EndCause
+    why: str
+
+
+class LivenessStep:
+    def __init__(self) -> None:
+        #: Per attempt, the agent's last heartbeat seen (None: a report without one).
+        self._beats: dict[int, datetime | None] = {}
+        #: Per attempt, when (engine clock) it was last heard; exact, where the store's mark may lag.
+        self._heard: dict[int, datetime] = {}
+        #: This process's first tick: no deadline counts from earlier (it could not hear before).
+        self._started: datetime | None = None
+
+    def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> TickFacts:
+        """End the nodes past a deadline; return the facts with them ended (for the recovery step)."""
+        if self._started is None:
+            self._started = facts.now
+        listening = not isinstance(deps.hooks.monitor, NoMonitor)
+        ended: dict[int, AttemptRecord] = {}
+        for seen in facts.observed:
+            a = seen.attempt
+            if (a.state not in HOLDING_STATES or a.id in log.ended or not seen.job.desired_active
+                    or seen.instance is None or seen.instance.state.is_gone):
+                continue
+            verdict = self._judge(deps, seen, facts.now, listening)
+            if verdict is not None:
+                ended[a.id] = self._end(deps, seen, verdict, facts.now, log)
+        # Forget ended attempts; those of a cloud that did not answer are not in the facts but still live.
+        live = {o.attempt.id for o in facts.observed} if not facts.unlistable else set(self._beats) | set(self._heard)
+        self._beats = {k: v for k, v in self._beats.items() if k in live and k not in ended}
+        self._heard = {k: v for k, v in self._heard.items() if k in live and k not in ended}
+        return _with_ended(facts, ended) if ended else facts
+
+    def _judge(self, deps: EngineDeps, seen: Observed, now: datetime, listening: bool) -> Verdict | None:
+        a, inst = seen.attempt, seen.instance
+        assert inst is not None
+        limits = deadlines_for(deps, seen.job)
+        heard, mark = self._hear(seen, now, limits) if listening else (a.heard_at, a.heard_at)
+        since = (a.unreachable_since or now) if inst.state is InstanceState.UNREACHABLE else None
+        if (mark, since) != (a.heard_at, a.unreachable_since):
+            deps.store.note_liveness(a.id, heard_at=mark, unreachable_since=since)
+        if since is not None and now - self._since(since) >= limits.unreachable_grace:
+            return Verdict(EndCause.UNREACHABLE, f"{inst.provider} lists it {inst.raw_state or 'unreachable'} "
+                           f"since {since.isoformat(timespec='seconds')} (grace {_span(limits.unreachable_grace)})")
+        if not listening:
+            return None
+        if heard is None:
+            launched = a.created_at or now
+            if now - self._since(launched) >= limits.boot_timeout:
+                return Verdict(EndCause.BOOT_TIMEOUT, f"no report from its agent {_span(now - launched)} after "
+                               f"launch (boot timeout {_span(limits.boot_timeout)})")
+            return None
+        if inst.state is InstanceState.RUNNING and now - self._since(heard) >= limits.heartbeat_timeout:
+            return Verdict(EndCause.SILENT, f"its agent silent since {heard.isoformat(timespec='seconds')} "
+                           f"(heartbeat timeout {_span(limits.heartbeat_timeout)})")
+        return None
+
+    def _since(self, mark: datetime) -> datetime:
+        """When a deadline counts from: ``mark``, but never before this process's first tick."""
+        assert self._started is not None
+        return max(mark, self._started)
+
+    def _hear(self, seen: Observed, now: datetime, limits: Deadlines) -> tuple[datetime | None, datetime | None]:
+        """When the attempt was last heard, counting this tick's report, and the mark the store should hold
+        (moved on only when it was never written or is a quarter heartbeat timeout old)."""
+        a, report = seen.attempt, seen.agent
+        last = max((t for t in (a.heard_at, self._heard.get(a.id)) if t is not None), default=None)
+        if report is None:
+            return last, a.heard_at
+        beat = report.heartbeat_at
+        known = a.id in self._beats
+        moved = beat is None or (known and self._beats[a.id] != beat) or (not known and a.heard_at is None)
+        self._beats[a.id] = beat
+        if not moved:
+            return last, a.heard_at
+        self._heard[a.id] = now
+        due = a.heard_at is None or now - a.heard_at >= limits.heartbeat_timeout / 4
+        return now, now if due else a.heard_at
+
+    def _end(self, deps: EngineDeps, seen: Observed, verdict: Verdict, now: datetime, log: TickLog) -> AttemptRecord:
+        a = seen.attempt
+        where = f"{a.offer.provider} {a.instance_id or a.launch_id}"
+        kind = _EVENTS[verdict.cause]
+        crashpoint(f"before-{kind}")       # decided, nothing written yet
+        deps.store.event(kind, f"{where}: {verdict.why}; ending it", now, job_id=a.job_id,
+                         data={"zone": a.offer.zone, "region": a.offer.region, "launch_id": a.launch_id})
+        end_attempt(deps, a, AttemptState.FAILED, verdict.cause, verdict.why, now, log)
+        crashpoint(f"after-{kind}")        # ended and written; the recovery has not decided yet
+        log.report.terminated += 1
+        return replace(a, state=AttemptState.FAILED, ended_at=now, reason=verdict.why, end_cause=verdict.cause)
+
+
+def _with_ended(facts: TickFacts, ended: dict[int, AttemptRecord]) -> TickFacts:
+    observed = tuple(replace(o, attempt=ended[o.attempt.id]) if o.attempt.id in ended else o
+                     for o in facts.observed)
+    jobs = {a.job_id for a in ended.values()}
+    still = {o.attempt.job_id for o in observed if o.attempt.state.is_live}
+    return replace(facts, observed=observed, held_jobs=frozenset((facts.held_jobs - jobs) | (still & jobs)))
+
+
+def _span(d: timedelta) -> str:
+    s = int(d.total_seconds())
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
