@@ -191,7 +191,7 @@ def test_history_keeps_only_what_changed(sources: RecordedSources, tmp_path: Pat
     lines = (tmp_path / HISTORY_FILE).read_text().splitlines()
     added = lines[len(first):]
     assert len(added) > 0 and any("Texas, US" in line and "on-demand" in line for line in added)
-    assert all("2026-12-03T12:00:00Z" in line for line in added)
+    assert all(line.startswith("2026-12-03T12:00:00.000000Z,") for line in added)
     series = {(t.provider, t.market): t for t in trend(tmp_path, "RTX4090-24G", 1)}
     od = series[("vastai", "on-demand")]
     assert [round(p.price_per_gpu_hr, 4) for p in od.points] == [round(0.31 + 100 * 0.1 / 720, 4),

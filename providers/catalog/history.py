@@ -33,7 +33,8 @@ def changes(previous: Iterable[Offer], current: Iterable[Offer], when: datetime)
     price), and offers gone (empty price), all stamped ``when``."""
     before = {_key(o): o for o in previous}
     now = {_key(o): o for o in current}
-    stamp = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Microseconds: two refreshes within one second are still two points of the trend.
+    stamp = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lines: list[list[str]] = []
     for key, o in now.items():
         old = before.get(key)
@@ -100,12 +101,23 @@ def _read(directory: Path, gpu: str, count: int | None) -> list[list[str]]:
     return rows
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _when(stamp: str) -> datetime | None:
+    """A line's capture time (whole seconds as older refreshes wrote it, or microseconds)."""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def trend(directory: Path, gpu: str, count: int | None = None) -> list[Trend]:
     """Per (provider, market): the cheapest $/GPU-hour of ``gpu`` (``count`` GPUs per machine, or any) after
     each refresh recorded in the history, oldest first. A torn or foreign line is skipped."""
     live: dict[Key, float] = {}
     series: dict[tuple[str, str], list[TrendPoint]] = {}
-    rows = sorted(_read(directory, gpu, count), key=lambda r: r[0])
+    rows = sorted(_read(directory, gpu, count), key=lambda r: _when(r[0]) or _EPOCH)
     i = 0
     while i < len(rows):
         stamp = rows[i][0]
@@ -122,9 +134,8 @@ def trend(directory: Path, gpu: str, count: int | None = None) -> list[Trend]:
                 pass
             touched.add((provider, market))
             i += 1
-        try:
-            when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        except ValueError:
+        when = _when(stamp)
+        if when is None:
             continue
         for provider, market in touched:
             prices = [p for k, p in live.items() if k[0] == provider and k[4] == market]

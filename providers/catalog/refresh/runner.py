@@ -158,11 +158,13 @@ def _record_state(directory: Path, reports: Sequence[ProviderReport], now: datet
     write_atomic(path, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
 
 
-def _write(directory: Path, fetch: _Fetch, now: datetime) -> ProviderReport:
+def _write(directory: Path, fetch: _Fetch, started: datetime) -> ProviderReport:
+    """The provider's rows, atomically, and what moved into the history, stamped with the refresh's start to
+    the microsecond (two refreshes within one second are two points of the trend)."""
     assert fetch.rows is not None
     previous = _previous(directory, fetch.provider)
     write_atomic(user_catalog_file(fetch.provider, directory), render(fetch.rows))
-    lines = history.changes(previous, fetch.rows, now)
+    lines = history.changes(previous, fetch.rows, started)
     history.append(directory, lines)
     captured = [o.captured_at for o in fetch.rows if o.captured_at is not None]
     return ProviderReport(fetch.provider, Outcome.REFRESHED, rows=len(fetch.rows), previous_rows=len(previous),
@@ -176,7 +178,8 @@ def refresh(providers: Sequence[str], settings: RefreshSettings, *, directory: P
     for a source's failure: the report says which provider failed and why."""
     directory = directory or user_catalog_dir()
     names = [p for p in REFRESH_PROVIDERS if p in providers] if providers else list(REFRESH_PROVIDERS)
-    now = clock().astimezone(UTC).replace(microsecond=0)
+    started = clock().astimezone(UTC)
+    now = started.replace(microsecond=0)
     fetches = [_Fetch(p) for p in names]
     threads = [threading.Thread(target=_fetch, args=(f, settings, now, progress), name=f"refresh-{f.provider}",
                                 daemon=True) for f in fetches]
@@ -199,7 +202,7 @@ def refresh(providers: Sequence[str], settings: RefreshSettings, *, directory: P
                 reports.append(ProviderReport(fetch.provider, Outcome.FAILED, previous_rows=len(
                     _previous(directory, fetch.provider)), notes=fetch.notes, error=error, seconds=fetch.seconds))
                 continue
-            report = _write(directory, fetch, now)
+            report = _write(directory, fetch, started)
             progress(f"{fetch.provider}: {report.rows} rows ({report.changed} changed)")
             reports.append(report)
         _record_state(directory, reports, now)
