@@ -114,7 +114,7 @@ class SpotPolicyRecovery:
         exclude = cooling_places(ctx)
         if ctx.on_spot and ctx.noticed:
             # The replacement is decided after the preemption; here only: drain this machine, or end it now.
-            if action.mode is Mode.IDLE:
+            if not (action.mode is Mode.SPOT and action.zone == obs.zone):
                 return RecoveryDecision(RecoveryAction.END, f"{policy.name}: end it now: still in its restart "
                                         f"overhead, it can make no progress before the preemption ({facts})")
             return RecoveryDecision(RecoveryAction.KEEP, f"{policy.name}: drain it ({facts})")
