@@ -44,7 +44,8 @@ class RunTable:
 class RunTables:
     """Caches each ZoneStats's sorted run tables until its run list changes (one per policy object)."""
 
-    def __init__(self) -> None:
+    def __init__(self, recent: int | None = None) -> None:
+        self.recent = recent
         self._cache: dict[tuple[int, bool], tuple[tuple[int, int], RunTable]] = {}
 
     def table(self, stats: ZoneStats, up: bool) -> RunTable:
@@ -54,7 +55,7 @@ class RunTables:
         hit = self._cache.get(key)
         if hit is not None and hit[0] == version:
             return hit[1]
-        table = RunTable.of(runs)
+        table = RunTable.of(runs[-self.recent:] if self.recent else runs)
         self._cache[key] = (version, table)
         return table
 
@@ -62,11 +63,11 @@ class RunTables:
         self._cache.clear()
 
 
-def mean_run(stats: ZoneStats, up: bool) -> float:
+def mean_run(tables: RunTables, stats: ZoneStats, up: bool) -> float:
     """Mean length of an ended run (up or down), shrunk to the prior."""
-    runs = stats.up_runs if up else stats.down_runs
+    table = tables.table(stats, up)
     prior = UP_PRIOR_H if up else DOWN_PRIOR_H
-    return (sum(runs) + PRIOR_RUNS * prior) / (len(runs) + PRIOR_RUNS)
+    return (table.suffix[0] + PRIOR_RUNS * prior) / (len(table.sorted_h) + PRIOR_RUNS)
 
 
 def up_fraction(stats: ZoneStats) -> float:

@@ -163,6 +163,7 @@ class Observation:
     seen of zone z so far; a live view, valid during ``decide`` only (the simulator updates it in place rather
     than copying it every tick): read it, never change it, copy what must be kept. ``any_zone``: the same
     for "some zone of the set has spot" (None: not known; a policy may then use ``history[0]`` alone).
+    ``spent``: what the job has been billed so far, in hours of on-demand (None: not known).
     """
 
     tick: int
@@ -179,6 +180,7 @@ class Observation:
     preempted: bool = False
     history: tuple[ZoneStats, ...] = field(default=())
     any_zone: ZoneStats | None = None
+    spent: float | None = None
 
     @property
     def remaining_h(self) -> float:

@@ -52,7 +52,10 @@ class OrchPolicy:
     def __init__(self, reserve_per_sqrt_h: float = 0.0, release_overheads: float = 4.0,
                  cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  line: bool = True, hysteresis: bool = False, reserve_fixed: float = 0.0,
-                 return_overheads: float = 2.0) -> None:
+                 return_overheads: float = 2.0, line_lag_overheads: float = 0.0, recent: int | None = None,
+                 guard: float | None = None) -> None:
+        self.guard = guard
+        self.line_lag_overheads = line_lag_overheads
         self.reserve_fixed = reserve_fixed
         self.return_overheads = return_overheads
         self.line = line
@@ -62,7 +65,7 @@ class OrchPolicy:
         self.cover_longest = cover_longest
         self.lifetime_filter = lifetime_filter
         self.stable_zone = stable_zone
-        self._tables = RunTables()
+        self._tables = RunTables(recent)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         self._tables.clear()
@@ -86,13 +89,13 @@ class OrchPolicy:
         if stats is None:
             return None
         d = obs.spec.overhead_h
-        up, down = mean_run(stats, True), mean_run(stats, False)
+        up, down = mean_run(self._tables, stats, True), mean_run(self._tables, stats, False)
         cycle = up + down
         # Productive spot per hour: each available run worth riding pays one overhead, E[(U - d)^+] per cycle;
         # in a zone set, each zone lost while others still have spot costs one more overhead (a hop).
         rho = excess_mean(self._tables, stats, True, d) / cycle
         if len(obs.history) > 1:
-            zone_up = sum(mean_run(h, True) for h in obs.history) / len(obs.history)
+            zone_up = sum(mean_run(self._tables, h, True) for h in obs.history) / len(obs.history)
             if zone_up < up:
                 rho -= (up / cycle) * d * (1 / zone_up - 1 / up)
         rho = max(rho, 0.0)
@@ -109,7 +112,7 @@ class OrchPolicy:
             return True
         d = obs.spec.overhead_h
         age = stats.streak_h if not stats.available else 0.0
-        cycle = mean_run(stats, True) + mean_run(stats, False)
+        cycle = mean_run(self._tables, stats, True) + mean_run(self._tables, stats, False)
         outages = max(obs.time_left_h, 0.0) / cycle
         return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
 
@@ -148,6 +151,10 @@ class OrchPolicy:
                 return spot(obs.zone)       # Exploitation: a live spot instance is kept
         elif forced is not None:
             return forced
+        if self.guard is not None and obs.spent is not None and obs.mode is not Mode.SPOT:
+            to_finish = obs.remaining_h + (obs.overhead_left_h if obs.mode is Mode.ON_DEMAND else d)
+            if obs.spent + to_finish >= self.guard * spec.on_demand_cost:
+                return ON_DEMAND
         k_min = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
         if obs.mode is Mode.ON_DEMAND:
             return self._from_on_demand(obs, k_min)
@@ -157,7 +164,8 @@ class OrchPolicy:
         x = self.shortfall(obs)
         if x is None:   # no history at all: Uniform Progress's line
             return ON_DEMAND if obs.work_done_h < spec.work_h / spec.deadline_h * obs.elapsed_h else WAIT
-        if self.line and obs.work_done_h >= spec.work_h / spec.deadline_h * obs.elapsed_h:
+        lag = self.line_lag_overheads * d
+        if self.line and obs.work_done_h + lag >= spec.work_h / spec.deadline_h * obs.elapsed_h:
             return WAIT
         return ON_DEMAND if self.covers_now(obs, x) else WAIT
 

@@ -123,7 +123,7 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
             tick=t, elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done, mode=mode, zone=zone,
             overhead_left_h=ovh_left, available=now, spot_prices=prices,
             notice=tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
-            preempted=preempted, history=history, any_zone=any_zone,
+            preempted=preempted, history=history, any_zone=any_zone, spent=cost,
         )
         action: Action = policy.decide(obs)
         if action.mode is Mode.SPOT and (action.zone is None or not 0 <= action.zone < n_zones
