@@ -53,7 +53,11 @@ class OrchPolicy:
                  cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  line: bool = True, hysteresis: bool = False, reserve_fixed: float = 0.0,
                  return_overheads: float = 2.0, line_lag_overheads: float = 0.0, recent: int | None = None,
-                 guard: float | None = None) -> None:
+                 guard: float | None = None, current_outage: bool = False, slack_cost: float = 1.0,
+                 floor: float | None = None) -> None:
+        self.floor = floor
+        self.slack_cost = slack_cost
+        self.current_outage = current_outage
         self.guard = guard
         self.line_lag_overheads = line_lag_overheads
         self.reserve_fixed = reserve_fixed
@@ -100,6 +104,9 @@ class OrchPolicy:
                 rho -= (up / cycle) * d * (1 / zone_up - 1 / up)
         rho = max(rho, 0.0)
         t_left = max(obs.time_left_h, 0.0)
+        if self.current_outage and not stats.available:
+            # The outage now will last its expected residual: no spot in that part of the time left.
+            t_left = max(t_left - residual(self._tables, stats, False, stats.streak_h), 0.0)
         reserve = self.reserve_fixed * (2 * d + 2 * obs.gap_h) + self.reserve_per_sqrt_h * math.sqrt(t_left * down)
         return obs.remaining_h - rho * t_left + reserve
 
@@ -156,25 +163,30 @@ class OrchPolicy:
             if obs.spent + to_finish >= self.guard * spec.on_demand_cost:
                 return ON_DEMAND
         k_min = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
+        x = self.shortfall(obs)
+        # A launch also spends d of slack; when the slack is short (X > 0), that is worth on-demand hours.
+        tight = self.slack_cost * d if x is not None and x > 0 else 0.0
         if obs.mode is Mode.ON_DEMAND:
-            return self._from_on_demand(obs, k_min)
-        z = self.best_zone(obs, d / max(1 - k_min, _EPS))
+            return self._from_on_demand(obs, k_min, x, tight)
+        z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight)
         if z is not None:
             return spot(z)
-        x = self.shortfall(obs)
         if x is None:   # no history at all: Uniform Progress's line
             return ON_DEMAND if obs.work_done_h < spec.work_h / spec.deadline_h * obs.elapsed_h else WAIT
         lag = self.line_lag_overheads * d
+        line_now = spec.work_h / spec.deadline_h * obs.elapsed_h
+        if self.floor is not None and obs.work_done_h < line_now - self.floor * (spec.deadline_h - spec.work_h):
+            return ON_DEMAND
         if self.line and obs.work_done_h + lag >= spec.work_h / spec.deadline_h * obs.elapsed_h:
             return WAIT
         return ON_DEMAND if self.covers_now(obs, x) else WAIT
 
-    def _from_on_demand(self, obs: Observation, k_min: float) -> Action:
+    def _from_on_demand(self, obs: Observation, k_min: float, x: float | None, tight: float) -> Action:
         d, r = obs.spec.overhead_h, obs.remaining_h
         # On-demand to the end costs no more than spot could, even never preempted: stay.
         if obs.overhead_left_h + r <= k_min * (d + r) + _EPS:
             return ON_DEMAND
-        z = self.best_zone(obs, self.return_overheads * d / max(1 - k_min, _EPS))
+        z = self.best_zone(obs, self.return_overheads * d / max(1 - k_min, _EPS) + 2 * tight)
         spec = obs.spec
         if self.hysteresis and obs.work_done_h < spec.work_h / spec.deadline_h * (obs.elapsed_h + 2 * d):
             return ON_DEMAND
@@ -182,7 +194,6 @@ class OrchPolicy:
             return spot(z)
         if any(obs.available):
             return ON_DEMAND   # spot there, but too short-lived to leave on-demand for
-        x = self.shortfall(obs)
         if x is not None and x <= -self.release_overheads * d and not self.covers_now(obs, x):
             return WAIT
         return ON_DEMAND
