@@ -17,6 +17,8 @@ from orchestrator.policy.model import ZoneStats
 UP_PRIOR_H = 2.0
 DOWN_PRIOR_H = 1.0
 PRIOR_RUNS = 1.0
+#: Run lengths are sums of ticks: a run "as long as" the streak may differ from it by float noise.
+_TICK_EPS_H = 1e-7
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +79,15 @@ def up_fraction(stats: ZoneStats) -> float:
 
 
 def residual(tables: RunTables, stats: ZoneStats, up: bool, age_h: float) -> float:
-    """Expected time left of a run (up or down) that has lasted ``age_h``: E[X - a | X > a] over the ended
-    runs and the prior. A run already longer than every one seen is expected to last about as long again
-    (runs are long-tailed: the longer a state has lasted, the longer it tends to last)."""
+    """Expected time left of a run (up or down) that has lasted at least ``age_h``: E[X - a | X >= a] over
+    the ended runs and the prior. A run already longer than every one seen is expected to last about as long
+    again (runs are long-tailed: the longer a state has lasted, the longer it tends to last)."""
     prior = UP_PRIOR_H if up else DOWN_PRIOR_H
-    count, excess = tables.table(stats, up).tail(age_h)
+    count, excess = tables.table(stats, up).tail(age_h - _TICK_EPS_H)
     weight = PRIOR_RUNS * math.exp(-age_h / prior)
     if count == 0:
         return max(prior, age_h)
-    return (excess + weight * prior) / (count + weight)
+    return max((excess - count * _TICK_EPS_H + weight * prior) / (count + weight), 0.0)
 
 
 def excess_mean(tables: RunTables, stats: ZoneStats, up: bool, y: float) -> float:

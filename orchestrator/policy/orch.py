@@ -76,11 +76,13 @@ class OrchPolicy:
 
     # --- forecasts -------------------------------------------------------------------------------------
     def lifetime(self, obs: Observation, z: int) -> float:
-        """Predicted hours of spot left in zone z (available now): its current run's expected residual."""
+        """Predicted hours of spot from now in zone z (available now): this tick, and the expected rest of
+        its current run (which has lasted ``streak`` so far, this tick included)."""
         if not obs.history:
             return math.inf
         stats = obs.history[z]
-        return residual(self._tables, stats, True, stats.streak_h if stats.available else 0.0)
+        age = stats.streak_h if stats.available else obs.gap_h
+        return obs.gap_h + residual(self._tables, stats, True, age)
 
     def set_stats(self, obs: Observation) -> ZoneStats | None:
         if obs.any_zone is not None:
