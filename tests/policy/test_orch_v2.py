@@ -8,6 +8,7 @@ start tick.
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,18 +18,18 @@ from orchestrator.policy.forecast import RunTables, excess_mean, mean_run, resid
 from orchestrator.policy.model import ON_DEMAND, WAIT, Mode, Observation, ProblemSpec, ZoneStats, spot
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.policies import UniformProgressPolicy
-from orchestrator.policy.simulator import simulate
+from orchestrator.policy.simulator import SimResult, simulate
 from orchestrator.policy.traces import Trace, ZoneSet
 from tests.policy._helpers import zones
 
 
-def run_both(spec: ProblemSpec, zs: ZoneSet, start: int, notice: bool = False) -> tuple:
+def run_both(spec: ProblemSpec, zs: ZoneSet, start: int, notice: bool = False) -> tuple[SimResult, SimResult]:
     up = simulate(spec, zs, UniformProgressPolicy(), start, notice=notice, keep_log=True)
     mine = simulate(spec, zs, OrchPolicy(), start, notice=notice, keep_log=True)
     return up, mine
 
 
-def actions(result) -> list[str]:  # noqa: ANN001 - a SimResult
+def actions(result: SimResult) -> list[str]:
     return [r.action for r in result.log]
 
 
@@ -225,10 +226,7 @@ def zone_sets(draw: st.DrawFn) -> tuple[ProblemSpec, ZoneSet, int, bool]:
     traces = []
     for z in range(n_zones):
         up_mean, down_mean = draw(st.floats(0.3, 20.0)), draw(st.floats(0.1, 10.0))
-        rng_seed = draw(st.integers(0, 2**16))
-        import random
-
-        rng = random.Random(rng_seed)
+        rng = random.Random(draw(st.integers(0, 2**16)))
         data: list[bool] = []
         state = rng.random() < 0.5
         while len(data) < ticks:
