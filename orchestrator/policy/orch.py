@@ -39,52 +39,47 @@ _EPS = 1e-9
 
 
 class OrchPolicy:
-    """See the module docstring. Per-job state: the cache of sorted run tables (cleared by ``reset``).
+    """See the module docstring. Per-job state: the caches of sorted run tables (cleared by ``reset``).
 
-    ``reserve_per_sqrt_h``: the reserve kept against a forecast's error, as a multiple of
-    sqrt(time left x mean outage) (the spread of an alternating process's available time grows like that),
-    plus two overheads and two ticks. ``release_h``: on on-demand with no spot, how far below zero the shortfall
-    must fall (in overheads) before orch stops paying and waits again.
+    The switches turn single rules off, for measuring each (docs/policy.md); the defaults are orch.
+    ``recent_check``: before leaving on-demand, a zone's lifetime is the lower of the estimate over every run
+    kept and over its last ``recent_check`` runs. ``slack_cost``: overheads of slack a launch costs, in the
+    break-evens, while the slack is short.
     """
 
     name = "orch"
 
-    def __init__(self, reserve_per_sqrt_h: float = 0.0, release_overheads: float = 4.0,
-                 cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
-                 line: bool = True, hysteresis: bool = False, reserve_fixed: float = 0.0,
-                 return_overheads: float = 2.0, line_lag_overheads: float = 0.0, recent: int | None = None,
-                 guard: float | None = None, current_outage: bool = False, slack_cost: float = 1.0,
-                 floor: float | None = None) -> None:
-        self.floor = floor
-        self.slack_cost = slack_cost
-        self.current_outage = current_outage
-        self.guard = guard
-        self.line_lag_overheads = line_lag_overheads
-        self.reserve_fixed = reserve_fixed
-        self.return_overheads = return_overheads
-        self.line = line
-        self.hysteresis = hysteresis
-        self.reserve_per_sqrt_h = reserve_per_sqrt_h
-        self.release_overheads = release_overheads
+    def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
+                 slack_cost: float = 1.0, recent_check: int | None = 10) -> None:
         self.cover_longest = cover_longest
         self.lifetime_filter = lifetime_filter
         self.stable_zone = stable_zone
-        self._tables = RunTables(recent)
+        self.slack_cost = slack_cost
+        self.recent_check = recent_check
+        self._tables = RunTables()
+        self._recent = RunTables(recent_check)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         self._tables.clear()
+        self._recent.clear()
 
     # --- forecasts -------------------------------------------------------------------------------------
-    def lifetime(self, obs: Observation, z: int) -> float:
+    def lifetime(self, obs: Observation, z: int, cautious: bool = False) -> float:
         """Predicted hours of spot from now in zone z (available now): this tick, and the expected rest of
-        its current run (which has lasted ``streak`` so far, this tick included)."""
+        its current run (which has lasted ``streak`` so far, this tick included). ``cautious``: the lower of
+        that over all runs kept and over the last ``recent_check`` (a zone flapping lately is not trusted
+        on its longer past: used before leaving on-demand, where a short run costs two overheads)."""
         if not obs.history:
             return math.inf
         stats = obs.history[z]
         age = stats.streak_h if stats.available else obs.gap_h
-        return obs.gap_h + residual(self._tables, stats, True, age)
+        life = residual(self._tables, stats, True, age)
+        if cautious and self.recent_check:
+            life = min(life, residual(self._recent, stats, True, age))
+        return obs.gap_h + life
 
     def set_stats(self, obs: Observation) -> ZoneStats | None:
+        """The history of "some zone has spot": the simulator's (or the daemon's) any-zone stats."""
         if obs.any_zone is not None:
             return obs.any_zone
         return obs.history[0] if len(obs.history) == 1 else None
@@ -104,16 +99,10 @@ class OrchPolicy:
             zone_up = sum(mean_run(self._tables, h, True) for h in obs.history) / len(obs.history)
             if zone_up < up:
                 rho -= (up / cycle) * d * (1 / zone_up - 1 / up)
-        rho = max(rho, 0.0)
-        t_left = max(obs.time_left_h, 0.0)
-        if self.current_outage and not stats.available:
-            # The outage now will last its expected residual: no spot in that part of the time left.
-            t_left = max(t_left - residual(self._tables, stats, False, stats.streak_h), 0.0)
-        reserve = self.reserve_fixed * (2 * d + 2 * obs.gap_h) + self.reserve_per_sqrt_h * math.sqrt(t_left * down)
-        return obs.remaining_h - rho * t_left + reserve
+        return obs.remaining_h - max(rho, 0.0) * max(obs.time_left_h, 0.0)
 
     def covers_now(self, obs: Observation, shortfall: float) -> bool:
-        """Whether this outage (of its age now) is one of those on-demand should cover (see the docstring)."""
+        """Whether this outage (of its age now) is one of those on-demand should cover (module docstring)."""
         stats = self.set_stats(obs)
         if shortfall <= 0 or stats is None:
             return False
@@ -126,7 +115,7 @@ class OrchPolicy:
         return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
 
     # --- the decision --------------------------------------------------------------------------------
-    def best_zone(self, obs: Observation, threshold_h: float) -> int | None:
+    def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False) -> int | None:
         """The available zone (none noticed) with the largest expected saving, if its lifetime beats
         ``threshold_h``."""
         d, r = obs.spec.overhead_h, obs.remaining_h
@@ -136,7 +125,7 @@ class OrchPolicy:
             if not up or (obs.notice and obs.notice[z]):
                 continue
             k = obs.spot_prices[z]
-            life = self.lifetime(obs, z) if (self.stable_zone or self.lifetime_filter) else math.inf
+            life = self.lifetime(obs, z, cautious) if (self.stable_zone or self.lifetime_filter) else math.inf
             if self.lifetime_filter and life <= threshold_h:
                 continue
             score = (1 - k) * (min(life, r) - d) - k * d if self.stable_zone else -k
@@ -150,52 +139,34 @@ class OrchPolicy:
         spec = obs.spec
         d = spec.overhead_h
         forced = paper_safety_net(obs)
+        if forced is not None:
+            return forced
         if obs.mode is Mode.SPOT:
             assert obs.zone is not None
             stuck = (obs.notice and obs.notice[obs.zone]
                      and obs.overhead_left_h >= min(obs.gap_h, obs.time_left_h) - _EPS)
-            if forced is not None:
-                return forced
             if not stuck:
                 return spot(obs.zone)       # Exploitation: a live spot instance is kept
-        elif forced is not None:
-            return forced
-        if self.guard is not None and obs.spent is not None and obs.mode is not Mode.SPOT:
-            to_finish = obs.remaining_h + (obs.overhead_left_h if obs.mode is Mode.ON_DEMAND else d)
-            if obs.spent + to_finish >= self.guard * spec.on_demand_cost:
-                return ON_DEMAND
         k_min = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
         x = self.shortfall(obs)
         # A launch also spends d of slack; when the slack is short (X > 0), that is worth on-demand hours.
         tight = self.slack_cost * d if x is not None and x > 0 else 0.0
         if obs.mode is Mode.ON_DEMAND:
-            return self._from_on_demand(obs, k_min, x, tight)
+            return self._from_on_demand(obs, k_min, tight)
         z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight)
         if z is not None:
             return spot(z)
+        behind = obs.work_done_h < spec.work_h / spec.deadline_h * obs.elapsed_h
         if x is None:   # no history at all: Uniform Progress's line
-            return ON_DEMAND if obs.work_done_h < spec.work_h / spec.deadline_h * obs.elapsed_h else WAIT
-        lag = self.line_lag_overheads * d
-        line_now = spec.work_h / spec.deadline_h * obs.elapsed_h
-        if self.floor is not None and obs.work_done_h < line_now - self.floor * (spec.deadline_h - spec.work_h):
-            return ON_DEMAND
-        if self.line and obs.work_done_h + lag >= spec.work_h / spec.deadline_h * obs.elapsed_h:
-            return WAIT
-        return ON_DEMAND if self.covers_now(obs, x) else WAIT
+            return ON_DEMAND if behind else WAIT
+        # Ahead of UP's line orch waits, as UP does; behind it, on-demand only for an outage worth covering.
+        return ON_DEMAND if behind and self.covers_now(obs, x) else WAIT
 
-    def _from_on_demand(self, obs: Observation, k_min: float, x: float | None, tight: float) -> Action:
+    def _from_on_demand(self, obs: Observation, k_min: float, tight: float) -> Action:
         d, r = obs.spec.overhead_h, obs.remaining_h
         # On-demand to the end costs no more than spot could, even never preempted: stay.
         if obs.overhead_left_h + r <= k_min * (d + r) + _EPS:
             return ON_DEMAND
-        z = self.best_zone(obs, self.return_overheads * d / max(1 - k_min, _EPS) + 2 * tight)
-        spec = obs.spec
-        if self.hysteresis and obs.work_done_h < spec.work_h / spec.deadline_h * (obs.elapsed_h + 2 * d):
-            return ON_DEMAND
-        if z is not None:
-            return spot(z)
-        if any(obs.available):
-            return ON_DEMAND   # spot there, but too short-lived to leave on-demand for
-        if x is not None and x <= -self.release_overheads * d and not self.covers_now(obs, x):
-            return WAIT
-        return ON_DEMAND
+        z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
+        # An outage being covered is covered to its end (stopping and starting again costs an overhead).
+        return spot(z) if z is not None else ON_DEMAND
