@@ -247,3 +247,39 @@ def test_orch_meets_every_deadline_on_random_zone_sets(case: tuple[ProblemSpec, 
     spec, zs, start, notice = case
     result = simulate(spec, zs, OrchPolicy(), start, notice=notice)
     assert result.met, (spec, start, notice)
+
+
+def test_a_zone_flapping_lately_is_not_left_on_demand_for() -> None:
+    # gap 0.25 h, d 0.25, k 0.5: from idle spot needs a lifetime > d/(1-k) = 0.5 h, from on-demand > 1.0 h
+    # (plenty of slack here: X < 0, no extra). The zone held spot 5 h at a time 40 times, then its last ten
+    # runs lasted one tick each; a run has just started.
+    # Over all 50 runs: 0.25 + (40 x 4.75 + 2w) / (50 + w) = 4.07 h (w = e^-0.125, the prior's 2 h run).
+    # Over the last 10: 0.25 + (0 + 2w) / (10 + w) = 0.41 h.
+    gap = 0.25
+    stats = stats_of(("1" * 20 + "00") * 40 + ("1" + "00") * 10 + "1", gap)
+    spec = ProblemSpec(work_h=10, deadline_h=60, overhead_h=0.25, spot_price=0.5)
+    policy = OrchPolicy()
+    policy.reset(spec, 1)
+    idle = observation(stats, spec, mode=Mode.IDLE, elapsed=10.0, done=5.0, gap=gap)
+    w = math.exp(-0.125)
+    assert policy.lifetime(idle, 0) == pytest.approx(0.25 + (40 * 4.75 + 2 * w) / (50 + w))
+    assert policy.lifetime(idle, 0, cautious=True) == pytest.approx(0.25 + 2 * w / (10 + w))
+    assert (policy.shortfall(idle) or 0.0) < 0
+    assert policy.decide(idle) == spot(0)
+    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=5.0, gap=gap)) \
+        == ON_DEMAND
+
+
+def test_an_outage_being_covered_is_covered_to_its_end() -> None:
+    # Spot for 20 h, out 2 h, ten times, and now 1 h into an outage: the forecast says spot will do the work
+    # (X < 0), so from idle orch waits; already on on-demand it stays (stopping would cost the overhead
+    # again when it has to start once more).
+    stats = stats_of(("1" * 20 + "00") * 10 + "1" * 20 + "0", 1.0)
+    spec = ProblemSpec(work_h=10, deadline_h=40, overhead_h=0.5, spot_price=0.3)
+    policy = OrchPolicy()
+    policy.reset(spec, 1)
+    idle = observation(stats, spec, mode=Mode.IDLE, elapsed=10.0, done=6.0, gap=1.0)
+    assert (policy.shortfall(idle) or 0.0) < 0
+    assert policy.decide(idle) == WAIT
+    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=6.0, gap=1.0)) \
+        == ON_DEMAND
