@@ -50,7 +50,7 @@ class OrchPolicy:
     name = "orch"
 
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
-                 slack_cost: float = 1.0, recent_check: int | None = 10) -> None:
+                 slack_cost: float = 0.0, recent_check: int | None = 10) -> None:
         self.cover_longest = cover_longest
         self.lifetime_filter = lifetime_filter
         self.stable_zone = stable_zone

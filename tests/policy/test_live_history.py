@@ -83,11 +83,12 @@ def test_the_store_adapter_reads_spot_machines_that_started() -> None:
 
 
 def test_orch_in_the_daemon_relaunches_where_spot_has_lasted() -> None:
-    # A 10 h job due 30 h after T0, 5 h in, just preempted in az1 (at 5 h). Its record: az1 flapped (machines
-    # of 0.1 h, each preempted), az2 held a machine 3 h until it was moved off. Both places have spot offers
-    # at the same price; az1 is cooling. Then az1 cools down, and orch still picks az2: az1's machines lasted
-    # 0.1 h (break-even d/(1-k) = 0.29 h at d 0.2, k 0.3), az2's lasted 3 h.
-    runs = tuple([SpotRun("az1", at(0.1 + 0.2 * i), at(0.2 + 0.2 * i), preempted=True) for i in range(5)]
+    # A 10 h job due 30 h after T0, 5 h in, just preempted in az1 (at 5 h). Its record: az1 flapped (16
+    # machines of 0.1 h, each preempted), az2 held a machine 3 h until it was moved off (its end not a
+    # preemption: no end of availability seen, so az2's runs are the prior's, 2 h). Both places have spot
+    # offers at the same price, no cool-down. orch picks az2: az1's predicted lifetime is a tick (1 min) +
+    # (16 x 0.083 + 2w) / (16 + w) = 0.22 h (w ~ 1, the prior's 2 h run) < d/(1-k) = 0.29 h at d 0.2, k 0.3.
+    runs = tuple([SpotRun("az1", at(0.1 + 0.18 * i), at(0.2 + 0.18 * i), preempted=True) for i in range(15)]
                  + [SpotRun("az2", at(1.1), at(4.1), preempted=False),
                     SpotRun("az1", at(4.9), at(5.0), preempted=True)])
     ctx = RecoveryContext(
