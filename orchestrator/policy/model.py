@@ -85,8 +85,15 @@ WAIT = Action(Mode.IDLE)
 ON_DEMAND = Action(Mode.ON_DEMAND)
 
 
+_SPOT_ACTIONS: dict[int, Action] = {}
+
+
 def spot(zone: int) -> Action:
-    return Action(Mode.SPOT, zone)
+    """SPOT in ``zone`` (one shared value per zone: actions are immutable)."""
+    action = _SPOT_ACTIONS.get(zone)
+    if action is None:
+        action = _SPOT_ACTIONS[zone] = Action(Mode.SPOT, zone)
+    return action
 
 
 @dataclass(slots=True)
@@ -127,6 +134,20 @@ class ZoneStats:
         self.streak_h += gap_h
         if available:
             self.up_h += gap_h
+
+    def observe_run(self, available: bool, ticks: int, gap_h: float) -> None:
+        """``ticks`` ticks in state ``available``: exactly what ``observe`` called that many times does (the
+        same float additions, in the same order), without a call per tick."""
+        if ticks <= 0:
+            return
+        self.observe(available, gap_h)
+        seen, streak, up = self.seen_h, self.streak_h, self.up_h
+        for _ in range(ticks - 1):
+            seen += gap_h
+            streak += gap_h
+            if available:
+                up += gap_h
+        self.seen_h, self.streak_h, self.up_h = seen, streak, up
 
     def record_run(self, up: bool, hours: float) -> None:
         """Keep one ended run's length (the counters above are the caller's: ``observe`` keeps both)."""

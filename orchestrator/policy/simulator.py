@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import groupby
 
 from orchestrator.policy.base import SpotPolicy
 from orchestrator.policy.model import Action, Mode, Observation, ProblemSpec, ZoneStats
@@ -81,10 +82,12 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     history = tuple(ZoneStats() for _ in range(n_zones))
     any_zone = ZoneStats()
     # What the trace so far says: the zones as seen before the job started (up to HISTORY_H of it).
-    for i in range(max(0, start_tick - math.floor(HISTORY_H / gap)), start_tick):
-        for z in range(n_zones):
-            history[z].observe(avail_rows[z][i], gap)
-        any_zone.observe(any(row[i] for row in avail_rows), gap)
+    first = max(0, start_tick - math.floor(HISTORY_H / gap))
+    for z in range(n_zones):
+        for state, run in groupby(avail_rows[z][first:start_tick]):
+            history[z].observe_run(state, sum(1 for _ in run), gap)
+    for state, run in groupby(any(row[i] for row in avail_rows) for i in range(first, start_tick)):
+        any_zone.observe_run(state, sum(1 for _ in run), gap)
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)

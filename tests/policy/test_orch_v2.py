@@ -286,3 +286,16 @@ def test_an_outage_being_covered_is_covered_to_its_end() -> None:
     assert policy.decide(idle) == WAIT
     assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=6.0, gap=1.0)) \
         == ON_DEMAND
+
+
+def test_observe_run_is_observe_repeated_exactly() -> None:
+    pattern = "1110000111110100" * 7
+    one, bulk = stats_of(pattern, 195 / 3600), ZoneStats()
+    i = 0
+    while i < len(pattern):
+        j = i
+        while j < len(pattern) and pattern[j] == pattern[i]:
+            j += 1
+        bulk.observe_run(pattern[i] == "1", j - i, 195 / 3600)
+        i = j
+    assert bulk == one   # every field, floats bit for bit
