@@ -208,8 +208,9 @@ def _scenario_table(names: tuple[str, ...], cases: list[CaseResult]) -> object:
     table = Table(title="per scenario: mean cost (worst run)")
     has_opt = bool(cases and cases[0].optimum)
     for col in ("scenario", "sets", "runs", *names, *(["optimum"] if has_opt else [])):
-        table.add_column(col, justify="left" if col == "scenario" else "right")
+        table.add_column(col, justify="left" if col == "scenario" else "right", no_wrap=col == "scenario")
     for name, n_sets, n_runs, rows in _scenario_rows(names, cases):
+        name = name.rsplit("/", 1)[-1]   # the directory's own name (--json gives the whole path)
         cells = []
         for s in rows:
             cell = f"{s.mean_cost:.3f} ({s.worst_cost:.3f})"
