@@ -9,20 +9,24 @@ two overheads and the tick's rounding).
 The forecast (``forecast.py``): per zone, and for "some zone has spot", the lengths of the available runs and
 outages seen so far (the two weeks before the job and the job itself; only the past). From them:
 
-* spot's productive rate rho = availability - launches per hour x d (every run pays one overhead);
-* the shortfall X = remaining work - rho x time left + a reserve: the work on-demand must do if the future
-  looks like the past. X <= 0: the slack covers every outage; wait them all out (no on-demand bought early);
+* spot's productive rate rho = E[(U - d)^+] / (mean available run + mean outage) (every run pays one
+  overhead; in a zone set, every zone lost while others have spot costs one more);
+* the shortfall X = remaining work - rho x time left: the work on-demand must do if the future looks like
+  the past. X <= 0: the spot ahead is enough; every outage is waited out (no on-demand bought early). No
+  reserve beyond the Safety Net's: every reserve measured cost more (docs/policy.md);
 * which outages to cover: all outages cost the same per hour on on-demand, but each on-demand session pays
   one more overhead, so covering the longest is cheapest. In an outage that has lasted tau, the outages ahead
   (n = time left / mean cycle) would be covered beyond age tau for n x E[(L - tau - d)^+] hours: orch goes
-  on-demand when that is no more than X (tau has reached the threshold that covers just the shortfall).
-  Long-tailed outages make this "wait out the short ones, cover the long ones early".
+  on-demand when that is no more than X (tau has reached the threshold that covers just the shortfall), and
+  only when behind UP's line (ahead of it, it waits as UP does). Long-tailed outages make this "wait out the
+  short ones, cover the long ones early". An outage being covered is covered to its end.
 
 And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, a zone's spot is taken only
-when its predicted lifetime (expected residual of its current available run, from its run lengths) beats
-d / (1 - k); on on-demand, spot is taken only beyond 2d / (1 - k), and never when on-demand finishes the job
-for less than spot could (r + o <= k (d + r)). A new spot instance goes to the zone with the largest expected
-saving (1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price.
+when its predicted lifetime (this tick and the expected residual of its current available run, from its run
+lengths) beats d / (1 - k); from on-demand only beyond 2d / (1 - k), on the lower of that lifetime over all
+runs kept and over the zone's last ``recent_check`` runs, and never when on-demand finishes the job for less
+than spot could (r + o <= k (d + r)). A new spot instance goes to the zone with the largest expected saving
+(1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price.
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
 """
