@@ -40,6 +40,19 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
+class SpotRun:
+    """One spot machine's life as the store recorded it: where, from when to when (None: still running), and
+    whether it ended by a preemption (``noticed``: announced by a notice first). A forecasting policy reads
+    these as the place's availability history (orchestrator/policy/live_history.py)."""
+
+    place: str
+    started_at: datetime
+    ended_at: datetime | None
+    preempted: bool
+    noticed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RecoveryContext:
     now: datetime
     relaunch_count: int
@@ -61,6 +74,8 @@ class RecoveryContext:
     spot_price_ratio: float | None = None     # cheapest eligible spot $/h over cheapest on-demand $/h
     noticed: bool = False                     # the cloud has announced the running spot machine's preemption
     notice_window_hours: float = 0.0          # how long a noticed machine has left (the engine's drain time)
+    spot_place_ratios: tuple[float, ...] = ()  # per spot place: its cheapest spot $/h over cheapest on-demand
+    spot_runs: tuple[SpotRun, ...] = ()       # the job's spot machines so far, oldest first (its history)
 
 
 @dataclass(frozen=True, slots=True)

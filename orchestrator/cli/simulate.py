@@ -78,7 +78,12 @@ def simulate(
     trace_prices: Annotated[float | None, typer.Option("--trace-prices", help="Use the files' own spot price "
                             "series, divided by this on-demand price (USD/h).")] = None,
     policy: Annotated[list[str], typer.Option("--policy", "-p", help="Policy to run (repeatable): on-demand, "
-                      "greedy, uniform-progress, orch. Default: all.")] = [],  # noqa: B006
+                      "greedy, uniform-progress, orch, orch-v1, or an orch.policies entry point's name. Default: "
+                      "on-demand, greedy, uniform-progress, orch and every --policy-file.")] = [],  # noqa: B006
+    policy_file: Annotated[list[Path], typer.Option("--policy-file", help="A Python file defining POLICY (a "
+                           "class or factory of a SpotPolicy: name, reset(spec, zones), decide(obs)); its policy is "
+                           "run too (repeatable). The file runs as Python: load only files you trust.")]
+    = [],  # noqa: B006
     starts: Annotated[int, typer.Option("--starts", help="Start times per trace, spread evenly over it.")] = 8,
     zones: Annotated[str, typer.Option("--zones", help="single (each file), multi (each directory as a zone "
                                        "set) or both.")] = "both",
@@ -94,13 +99,22 @@ def simulate(
     """Replay spot policies on availability traces: normalized cost, deadlines met, and the optimum."""
     from orchestrator.policy.evaluate import evaluate
     from orchestrator.policy.model import ProblemError, ProblemSpec
-    from orchestrator.policy.registry import POLICY_NAMES, UnknownPolicyError, make_policy
+    from orchestrator.policy.registry import (
+        POLICY_NAMES,
+        PolicyFileError,
+        UnknownPolicyError,
+        load_policy_file,
+        make_policy,
+    )
     from orchestrator.policy.traces import TraceError, discover
 
     try:
         spec = ProblemSpec(parse_duration_h("--work", work), parse_duration_h("--deadline", deadline),
                            parse_duration_h("--overhead", overhead), spot_price)
-        names = tuple(dict.fromkeys(make_policy(p).name for p in policy)) or POLICY_NAMES
+        files = [str(f) for f in policy_file]
+        own = [load_policy_file(Path(f)) for f in files]
+        asked = [make_policy(p).name for p in policy] or list(POLICY_NAMES)
+        names = tuple(dict.fromkeys([*asked, *own]))
         if not 1 <= starts <= 10_000:
             raise ValueError(f"--starts must be 1 to 10000, got {starts}")
         if zones not in ("single", "multi", "both"):
@@ -113,10 +127,11 @@ def simulate(
             _check_matplotlib()
         sets = discover(traces, single=zones != "multi", multi=zones != "single", on_demand_price=trace_prices)
         check_sets(spec, sets)
-    except (DurationError, ProblemError, UnknownPolicyError, TraceError, ValueError) as exc:
+    except (DurationError, ProblemError, UnknownPolicyError, PolicyFileError, TraceError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
 
-    cases = evaluate(spec, sets, names, starts, notice=notice, with_optimum=not no_optimum, workers=workers)
+    cases = evaluate(spec, sets, names, starts, notice=notice, with_optimum=not no_optimum, workers=workers,
+                     policy_files=files)
     if as_json:
         sys.stdout.write(dumps(_to_json(spec, names, cases), indent=2) + "\n")
     else:
@@ -151,14 +166,17 @@ def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResu
     runs = sum(len(c.starts) for c in cases)
     table = Table(title=f"{len(cases)} zone sets x start times = {runs} jobs; work {spec.work_h:g} h, deadline "
                   f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
-    for col in ("policy", "cost/on-demand mean", "worst", "deadline met", "finish h", "preemptions", "switches"):
+    for col in ("policy", "cost/on-demand mean", "worst", "score", "deadline met", "finish h", "preemptions",
+                "switches"):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for s in _summaries(names, cases):
-        table.add_row(s.policy, f"{s.mean_cost:.3f}", f"{s.worst_cost:.3f}", f"{s.met_pct:.1f}%",
+        table.add_row(s.policy, f"{s.mean_cost:.3f}", f"{s.worst_cost:.3f}", f"{s.score:.3f}", f"{s.met_pct:.1f}%",
                       "-" if s.mean_finish_h is None else f"{s.mean_finish_h:.1f}",
                       f"{s.mean_preemptions:.1f}", f"{s.mean_switches:.1f}")
     console = Console(width=max(100, Console().width))
     console.print(table)
+    console.print("score = mean + 0.25 x std of the runs' costs (the ADRS score; lower is better)")
+    console.print(_scenario_table(names, cases))
     if per_trace:
         detail = Table(title="per zone set (mean over its start times)")
         for col in ("zone set", "zones", "starts", *names, *(["optimum"] if cases and cases[0].optimum else [])):
@@ -175,11 +193,38 @@ def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResu
         console.print(detail)
 
 
+def _scenario_rows(names: tuple[str, ...], cases: list[CaseResult]) -> list[tuple[str, int, int, list[PolicySummary]]]:
+    """Per scenario (a trace directory, single-zone or multi-zone): its sets, runs and each policy's summary
+    (then the optimum's, when computed)."""
+    from orchestrator.policy.evaluate import by_scenario
+
+    return [(name, len(group), sum(len(c.starts) for c in group), _summaries(names, group))
+            for name, group in by_scenario(cases).items()]
+
+
+def _scenario_table(names: tuple[str, ...], cases: list[CaseResult]) -> object:
+    from rich.table import Table
+
+    table = Table(title="per scenario: mean cost (worst run)")
+    has_opt = bool(cases and cases[0].optimum)
+    for col in ("scenario", "sets", "runs", *names, *(["optimum"] if has_opt else [])):
+        table.add_column(col, justify="left" if col == "scenario" else "right", no_wrap=col == "scenario")
+    for name, n_sets, n_runs, rows in _scenario_rows(names, cases):
+        name = name.rsplit("/", 1)[-1]   # the directory's own name (--json gives the whole path)
+        cells = []
+        for s in rows:
+            cell = f"{s.mean_cost:.3f} ({s.worst_cost:.3f})"
+            cells.append(cell + ("" if s.policy == "optimum" or s.met_pct == 100 else f" ({s.met_pct:.0f}% met)"))
+        table.add_row(name, str(n_sets), str(n_runs), *cells)
+    return table
+
+
 def _to_json(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult]) -> dict[str, object]:
     from orchestrator.policy.evaluate import summarize
 
     def row(s: PolicySummary) -> dict[str, object]:
         return {"policy": s.policy, "runs": s.runs, "mean_cost": s.mean_cost, "worst_cost": s.worst_cost,
+                "std_cost": s.std_cost, "score": s.score,
                 "deadline_met_pct": s.met_pct, "mean_finish_h": s.mean_finish_h,
                 "mean_preemptions": s.mean_preemptions, "mean_switches": s.mean_switches}
 
@@ -187,6 +232,8 @@ def _to_json(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult])
         "problem": {"work_h": spec.work_h, "deadline_h": spec.deadline_h, "overhead_h": spec.overhead_h,
                     "spot_price": spec.spot_price},
         "summary": [row(s) for s in _summaries(names, cases)],
+        "scenarios": [{"scenario": name, "zone_sets": n_sets, "runs": n_runs, "policies": [row(s) for s in rows]}
+                      for name, n_sets, n_runs, rows in _scenario_rows(names, cases)],
         "zone_sets": [
             {"zone_set": c.zone_set, "zones": c.zones, "starts": list(c.starts),
              "policies": [row(summarize(n, c.results(n))) for n in names],

@@ -11,9 +11,10 @@ import statistics
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from orchestrator.policy.model import ProblemSpec
-from orchestrator.policy.registry import make_policy
+from orchestrator.policy.registry import load_policy_file, make_policy
 from orchestrator.policy.simulator import SimResult, simulate, window_ticks
 from orchestrator.policy.traces import ZoneSet
 
@@ -49,7 +50,11 @@ class CaseResult:
 
 
 def run_case(spec: ProblemSpec, zones: ZoneSet, policies: Sequence[str], starts: Sequence[int],
-             notice: bool = False, with_optimum: bool = True) -> CaseResult:
+             notice: bool = False, with_optimum: bool = True, policy_files: Sequence[str] = ()) -> CaseResult:
+    """Every policy on one zone set from each start. ``policy_files`` are loaded first (in this process: a
+    worker process loads them again, so a user's policy runs in every worker)."""
+    for path in policy_files:
+        load_policy_file(Path(path))
     runs = tuple(
         (name, tuple(simulate(spec, zones, make_policy(name), s, notice=notice) for s in starts))
         for name in policies
@@ -62,15 +67,17 @@ def run_case(spec: ProblemSpec, zones: ZoneSet, policies: Sequence[str], starts:
     return CaseResult(zones.name, len(zones.zones), tuple(starts), runs, opt)
 
 
-def _run_case_args(args: tuple[ProblemSpec, ZoneSet, tuple[str, ...], tuple[int, ...], bool, bool]) -> CaseResult:
+def _run_case_args(args: tuple[ProblemSpec, ZoneSet, tuple[str, ...], tuple[int, ...], bool, bool,
+                                tuple[str, ...]]) -> CaseResult:
     return run_case(*args)
 
 
 def evaluate(spec: ProblemSpec, sets: Sequence[ZoneSet], policies: Sequence[str], n_starts: int,
-             notice: bool = False, with_optimum: bool = True, workers: int | None = None) -> list[CaseResult]:
+             notice: bool = False, with_optimum: bool = True, workers: int | None = None,
+             policy_files: Sequence[str] = ()) -> list[CaseResult]:
     """Every policy (and the optimum) on every zone set from ``n_starts`` start times; in set order."""
-    jobs = [(spec, zs, tuple(policies), tuple(start_ticks(zs, spec, n_starts)), notice, with_optimum)
-            for zs in sets]
+    jobs = [(spec, zs, tuple(policies), tuple(start_ticks(zs, spec, n_starts)), notice, with_optimum,
+             tuple(policy_files)) for zs in sets]
     workers = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
     if workers <= 1 or len(jobs) <= 1:
         return [_run_case_args(j) for j in jobs]
@@ -81,9 +88,15 @@ def evaluate(spec: ProblemSpec, sets: Sequence[ZoneSet], policies: Sequence[str]
     return [done[i] for i in range(len(jobs))]
 
 
+#: The ADRS score's weight on the spread: score = mean + SCORE_STD_WEIGHT x standard deviation (of the
+#: normalized costs over the runs), as the ADRS study of spot policies ranks them.
+SCORE_STD_WEIGHT = 0.25
+
+
 @dataclass(frozen=True, slots=True)
 class PolicySummary:
-    """One policy over many runs: normalized cost (mean, worst), deadlines met, finish, preemptions, switches."""
+    """One policy over many runs: normalized cost (mean, worst, spread, ADRS score), deadlines met, finish,
+    preemptions, switches."""
 
     policy: str
     runs: int
@@ -93,6 +106,12 @@ class PolicySummary:
     mean_finish_h: float | None
     mean_preemptions: float
     mean_switches: float
+    std_cost: float = 0.0
+
+    @property
+    def score(self) -> float:
+        """mean + 0.25 x std: the ADRS score (lower is better)."""
+        return self.mean_cost + SCORE_STD_WEIGHT * self.std_cost
 
 
 def summarize(policy: str, results: Sequence[SimResult]) -> PolicySummary:
@@ -104,6 +123,7 @@ def summarize(policy: str, results: Sequence[SimResult]) -> PolicySummary:
         mean_finish_h=statistics.fmean(finishes) if finishes else None,
         mean_preemptions=statistics.fmean(r.preemptions for r in results),
         mean_switches=statistics.fmean(r.switches for r in results),
+        std_cost=statistics.pstdev(costs),
     )
 
 
@@ -116,7 +136,23 @@ def summarize_optimum(cases: Sequence[CaseResult]) -> PolicySummary | None:
         policy=OPTIMUM, runs=len(values), mean_cost=statistics.fmean(feasible) if feasible else float("nan"),
         worst_cost=max(feasible) if feasible else float("nan"),
         met_pct=100.0 * len(feasible) / len(values), mean_finish_h=None, mean_preemptions=0.0, mean_switches=0.0,
+        std_cost=statistics.pstdev(feasible) if feasible else 0.0,
     )
+
+
+def scenario_of(zone_set: str, zones: int) -> str:
+    """The scenario a zone set belongs to: its directory, single-zone or multi-zone ("files" for a file given
+    directly)."""
+    head = zone_set.rsplit("/", 1)[0] if "/" in zone_set else "files"
+    return f"{head} ({'multi' if zones > 1 else 'single'})"
+
+
+def by_scenario(cases: Sequence[CaseResult]) -> dict[str, list[CaseResult]]:
+    """Cases grouped by ``scenario_of``, in first-seen order."""
+    groups: dict[str, list[CaseResult]] = {}
+    for c in cases:
+        groups.setdefault(scenario_of(c.zone_set, c.zones), []).append(c)
+    return groups
 
 
 def all_results(cases: Sequence[CaseResult], policy: str) -> list[SimResult]:

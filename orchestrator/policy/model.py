@@ -85,8 +85,15 @@ WAIT = Action(Mode.IDLE)
 ON_DEMAND = Action(Mode.ON_DEMAND)
 
 
+_SPOT_ACTIONS: dict[int, Action] = {}
+
+
 def spot(zone: int) -> Action:
-    return Action(Mode.SPOT, zone)
+    """SPOT in ``zone`` (one shared value per zone: actions are immutable)."""
+    action = _SPOT_ACTIONS.get(zone)
+    if action is None:
+        action = _SPOT_ACTIONS[zone] = Action(Mode.SPOT, zone)
+    return action
 
 
 @dataclass(slots=True)
@@ -103,6 +110,14 @@ class ZoneStats:
     ended_up_h: float = 0.0        # their total length
     available: bool = False        # state now
     streak_h: float = 0.0          # how long the state now has lasted
+    # The lengths of the most recent ended runs (at most MAX_RUNS each): the run-length distributions a
+    # forecasting policy estimates spot lifetimes and outage lengths from. Oldest first.
+    up_runs: list[float] = field(default_factory=list)
+    down_runs: list[float] = field(default_factory=list)
+    runs_recorded: int = 0         # how many runs record_run has kept, ever (a cache key for their tables)
+
+    #: How many ended runs of each kind are kept (the oldest go first).
+    MAX_RUNS = 200
 
     def observe(self, available: bool, gap_h: float) -> None:
         """One more tick of ``gap_h`` hours in state ``available``."""
@@ -110,12 +125,37 @@ class ZoneStats:
             if self.available:
                 self.ended_up_runs += 1
                 self.ended_up_h += self.streak_h
+                self.record_run(True, self.streak_h)
+            else:
+                self.record_run(False, self.streak_h)
             self.streak_h = 0.0
         self.available = available
         self.seen_h += gap_h
         self.streak_h += gap_h
         if available:
             self.up_h += gap_h
+
+    def observe_run(self, available: bool, ticks: int, gap_h: float) -> None:
+        """``ticks`` ticks in state ``available``: exactly what ``observe`` called that many times does (the
+        same float additions, in the same order), without a call per tick."""
+        if ticks <= 0:
+            return
+        self.observe(available, gap_h)
+        seen, streak, up = self.seen_h, self.streak_h, self.up_h
+        for _ in range(ticks - 1):
+            seen += gap_h
+            streak += gap_h
+            if available:
+                up += gap_h
+        self.seen_h, self.streak_h, self.up_h = seen, streak, up
+
+    def record_run(self, up: bool, hours: float) -> None:
+        """Keep one ended run's length (the counters above are the caller's: ``observe`` keeps both)."""
+        runs = self.up_runs if up else self.down_runs
+        runs.append(hours)
+        self.runs_recorded += 1
+        if len(runs) > self.MAX_RUNS:
+            del runs[: len(runs) - self.MAX_RUNS]
 
     @property
     def up_fraction(self) -> float | None:
@@ -142,7 +182,9 @@ class Observation:
     preempted at the next tick (empty tuple when no notice service exists). ``preempted``: the instance the
     job was on was taken away at the start of this tick (the job is now idle). ``history[z]``: what has been
     seen of zone z so far; a live view, valid during ``decide`` only (the simulator updates it in place rather
-    than copying it every tick): read it, never change it, copy what must be kept.
+    than copying it every tick): read it, never change it, copy what must be kept. ``any_zone``: the same
+    for "some zone of the set has spot" (None: not known; a policy may then use ``history[0]`` alone).
+    ``spent``: what the job has been billed so far, in hours of on-demand (None: not known).
     """
 
     tick: int
@@ -158,6 +200,8 @@ class Observation:
     notice: tuple[bool, ...] = ()
     preempted: bool = False
     history: tuple[ZoneStats, ...] = field(default=())
+    any_zone: ZoneStats | None = None
+    spent: float | None = None
 
     @property
     def remaining_h(self) -> float:

@@ -1,93 +1,176 @@
-"""orch's policy: Uniform Progress, with a decision replaced only where the replacement provably costs no more.
+"""orch's policy (v2): a forecast of each zone from its past, under Uniform Progress's safety net.
 
-The bar is "never dearer than Uniform Progress (UP), on any trace, while meeting every deadline". Measured
-heuristics that beat UP on average (a different zone choice, a model-based DP, slack rules from the history:
-docs/policy.md) each cost more than UP on some traces, so orch deviates from UP only where a short argument
-shows the deviation cannot cost more, whatever the rest of the trace does.
+Uniform Progress (UP) spends the slack evenly: it buys on-demand whenever the job is behind the straight line
+C t / D, even early in a window whose spot will later be plentiful, and finishes hours before the deadline
+having paid on-demand for them. orch spends the slack where a forecast says it is cheapest, and keeps UP's
+Safety Net, which alone guarantees the deadline (on-demand once the time left holds no more than the work,
+two overheads and the tick's rounding).
 
-The argument is a coupling. UP's decisions depend only on what it observes (elapsed time, work done, its
-instance, availability), and orch observes the same trace. orch keeps this invariant: at the start of every
-tick, either orch is in exactly the state UP would be in (same work done, same instance and overhead left)
-having paid no more, or orch is on on-demand finishing the job for less than UP can. So orch asks UP what it
-would do in orch's state, and does it, except in two cases:
+The forecast (``forecast.py``): per zone, and for "some zone has spot", the lengths of the available runs and
+outages seen so far (the two weeks before the job and the job itself; only the past). From them:
 
-1. Zero-progress tick before a notice. UP would run a spot instance in zone z during a tick in which that
-   instance's overhead fills the whole tick, and the cloud has said z's spot goes at the next tick. Then UP
-   pays for the tick, makes no progress and is idle at the next tick (preempted). orch WAITs instead: at the
-   next tick it is idle with the same work done, so back in UP's state, and it saved the tick's bill.
-2. Finishing on on-demand. UP would leave on-demand for spot at price k with r hours of work left (o hours of
-   on-demand overhead still to pay). Spot from here costs UP at least k(d + r) even if never preempted; staying
-   on on-demand to the end costs o + r and finishes no later. orch stays when o + r <= k(d + r) + what rule 1
-   has saved so far (UP's cost exceeds orch's by at least that much). Prices: the lowest spot price seen in
-   this job stands for k (exact for the problem's constant spot price; with a price series the guarantee
-   holds while prices do not drop below what has been seen).
+* spot's productive rate rho = E[(U - d)^+] / (mean available run + mean outage) (every run pays one
+  overhead; in a zone set, every zone lost while others have spot costs one more);
+* the shortfall X = remaining work - rho x time left: the work on-demand must do if the future looks like
+  the past. X <= 0: the spot ahead is enough; every outage is waited out (no on-demand bought early). No
+  reserve beyond the Safety Net's: every reserve measured cost more (docs/policy.md);
+* which outages to cover: all outages cost the same per hour on on-demand, but each on-demand session pays
+  one more overhead, so covering the longest is cheapest. In an outage that has lasted tau, the outages ahead
+  (n = time left / mean cycle) would be covered beyond age tau for n x E[(L - tau - d)^+] hours: orch goes
+  on-demand when that is no more than X (tau has reached the threshold that covers just the shortfall), and
+  only when behind UP's line (ahead of it, it waits as UP does). Long-tailed outages make this "wait out the
+  short ones, cover the long ones early". An outage being covered is covered to its end.
 
-Everything else (the Safety Net, Exploitation, the progress line, the hysteresis, the zone choice) is UP's, so
-every deadline UP meets, orch meets: in state-equal ticks orch does what UP does or waits where UP makes no
-progress; on the finishing path it is on on-demand, finishing earlier than UP's spot path could.
-
-Where no notice service exists rule 1 never fires and rule 2 rarely does: orch then costs what UP costs. The
-tests check "orch <= UP on every run" on random traces (tests/policy/test_orch_dominance.py).
+And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, a zone's spot is taken only
+when its predicted lifetime (this tick and the expected residual of its current available run, from its run
+lengths) beats d / (1 - k); from on-demand only beyond 2d / (1 - k), on the lower of that lifetime over all
+runs kept and over the zone's last ``recent_check`` runs, and never when on-demand finishes the job for less
+than spot could (r + o <= k (d + r)). A new spot instance goes to the zone with the largest expected saving
+(1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price.
+With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
+the tick on its overhead before the preemption is stopped (it could make no progress).
 """
 
 from __future__ import annotations
 
-from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec
-from orchestrator.policy.policies import UniformProgressPolicy
+import math
 
-_EPS = 1e-12
+from orchestrator.policy.forecast import RunTables, excess_mean, mean_run, residual
+from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
+from orchestrator.policy.policies import paper_safety_net
 
-
-def makes_no_progress(obs: Observation, action: Action) -> bool:
-    """True when ``action``'s instance would spend all of this tick (cut by the deadline) paying overhead."""
-    keeps = action.mode is obs.mode and action.zone == obs.zone
-    overhead = obs.overhead_left_h if keeps else obs.spec.overhead_h
-    return overhead >= min(obs.gap_h, obs.time_left_h) - _EPS
+_EPS = 1e-9
 
 
 class OrchPolicy:
-    """Uniform Progress with the two provably cheaper replacements of the module docstring.
+    """See the module docstring. Per-job state: the caches of sorted run tables (cleared by ``reset``).
 
-    Per-job state (kept between ``reset`` and the job's end): the bill rule 1 has saved so far, the lowest spot
-    price seen, and whether rule 2 has put the job on its on-demand finishing path.
+    The switches turn single rules off, for measuring each (docs/policy.md); the defaults are orch.
+    ``recent_check``: before leaving on-demand, a zone's lifetime is the lower of the estimate over every run
+    kept and over its last ``recent_check`` runs. ``slack_cost``: overheads of slack a launch costs, in the
+    break-evens, while the slack is short.
     """
 
     name = "orch"
 
-    def __init__(self) -> None:
-        self._up = UniformProgressPolicy()
-        self._saved = 0.0
-        self._lowest_price: float | None = None
-        self._finishing = False
+    def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
+                 slack_cost: float = 0.0, recent_check: int | None = 10) -> None:
+        self.cover_longest = cover_longest
+        self.lifetime_filter = lifetime_filter
+        self.stable_zone = stable_zone
+        self.slack_cost = slack_cost
+        self.recent_check = recent_check
+        self._tables = RunTables()
+        self._recent = RunTables(recent_check)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
-        self._up.reset(spec, zones)
-        self._saved = 0.0
-        self._lowest_price = None
-        self._finishing = False
+        self._tables.clear()
+        self._recent.clear()
+
+    # --- forecasts -------------------------------------------------------------------------------------
+    def lifetime(self, obs: Observation, z: int, cautious: bool = False) -> float:
+        """Predicted hours of spot from now in zone z (available now): this tick, and the expected rest of
+        its current run (which has lasted ``streak`` so far, this tick included). ``cautious``: the lower of
+        that over all runs kept and over the last ``recent_check`` (a zone flapping lately is not trusted
+        on its longer past: used before leaving on-demand, where a short run costs two overheads)."""
+        if not obs.history:
+            return math.inf
+        stats = obs.history[z]
+        age = stats.streak_h if stats.available else obs.gap_h
+        life = residual(self._tables, stats, True, age)
+        if cautious and self.recent_check:
+            life = min(life, residual(self._recent, stats, True, age))
+        return obs.gap_h + life
+
+    def set_stats(self, obs: Observation) -> ZoneStats | None:
+        """The history of "some zone has spot": the simulator's (or the daemon's) any-zone stats."""
+        if obs.any_zone is not None:
+            return obs.any_zone
+        return obs.history[0] if len(obs.history) == 1 else None
+
+    def shortfall(self, obs: Observation) -> float | None:
+        """X: on-demand hours the job needs if the future looks like the past (None: no history)."""
+        stats = self.set_stats(obs)
+        if stats is None:
+            return None
+        d = obs.spec.overhead_h
+        up, down = mean_run(self._tables, stats, True), mean_run(self._tables, stats, False)
+        cycle = up + down
+        # Productive spot per hour: each available run worth riding pays one overhead, E[(U - d)^+] per cycle;
+        # in a zone set, each zone lost while others still have spot costs one more overhead (a hop).
+        rho = excess_mean(self._tables, stats, True, d) / cycle
+        if len(obs.history) > 1:
+            zone_up = sum(mean_run(self._tables, h, True) for h in obs.history) / len(obs.history)
+            if zone_up < up:
+                rho -= (up / cycle) * d * (1 / zone_up - 1 / up)
+        return obs.remaining_h - max(rho, 0.0) * max(obs.time_left_h, 0.0)
+
+    def covers_now(self, obs: Observation, shortfall: float) -> bool:
+        """Whether this outage (of its age now) is one of those on-demand should cover (module docstring)."""
+        stats = self.set_stats(obs)
+        if shortfall <= 0 or stats is None:
+            return False
+        if not self.cover_longest:
+            return True
+        d = obs.spec.overhead_h
+        age = stats.streak_h if not stats.available else 0.0
+        cycle = mean_run(self._tables, stats, True) + mean_run(self._tables, stats, False)
+        outages = max(obs.time_left_h, 0.0) / cycle
+        return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
+
+    # --- the decision --------------------------------------------------------------------------------
+    def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False) -> int | None:
+        """The available zone (none noticed) with the largest expected saving, if its lifetime beats
+        ``threshold_h``."""
+        d, r = obs.spec.overhead_h, obs.remaining_h
+        best: int | None = None
+        best_score = -math.inf
+        for z, up in enumerate(obs.available):
+            if not up or (obs.notice and obs.notice[z]):
+                continue
+            k = obs.spot_prices[z]
+            life = self.lifetime(obs, z, cautious) if (self.stable_zone or self.lifetime_filter) else math.inf
+            if self.lifetime_filter and life <= threshold_h:
+                continue
+            score = (1 - k) * (min(life, r) - d) - k * d if self.stable_zone else -k
+            if score > best_score + _EPS:
+                best, best_score = z, score
+        return best
 
     def decide(self, obs: Observation) -> Action:
         if obs.remaining_h <= 0:
             return WAIT
-        if obs.spot_prices:
-            low = min(obs.spot_prices)
-            self._lowest_price = low if self._lowest_price is None else min(self._lowest_price, low)
-        if self._finishing and obs.mode is Mode.ON_DEMAND:
-            return ON_DEMAND
-        action = self._up.decide(obs)
-        if action.mode is not Mode.SPOT:
-            return action
-        zone = action.zone
-        assert zone is not None
-        # Rule 1: the tick would be billed for nothing, and the instance is gone at the next one.
-        if obs.notice and obs.notice[zone] and makes_no_progress(obs, action):
-            self._saved += obs.spot_prices[zone] * min(obs.gap_h, obs.time_left_h)
-            return WAIT
-        # Rule 2: on-demand to the end costs no more than the spot instance could, even never preempted.
+        spec = obs.spec
+        d = spec.overhead_h
+        forced = paper_safety_net(obs)
+        if forced is not None:
+            return forced
+        if obs.mode is Mode.SPOT:
+            assert obs.zone is not None
+            stuck = (obs.notice and obs.notice[obs.zone]
+                     and obs.overhead_left_h >= min(obs.gap_h, obs.time_left_h) - _EPS)
+            if not stuck:
+                return spot(obs.zone)       # Exploitation: a live spot instance is kept
+        k_min = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
+        x = self.shortfall(obs)
+        # A launch also spends d of slack; when the slack is short (X > 0), that is worth on-demand hours.
+        tight = self.slack_cost * d if x is not None and x > 0 else 0.0
         if obs.mode is Mode.ON_DEMAND:
-            k = self._lowest_price if self._lowest_price is not None else obs.spot_prices[zone]
-            r, d = obs.remaining_h, obs.spec.overhead_h
-            if obs.overhead_left_h + r <= k * (d + r) + self._saved + _EPS:
-                self._finishing = True
-                return ON_DEMAND
-        return action
+            return self._from_on_demand(obs, k_min, tight)
+        z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight)
+        if z is not None:
+            return spot(z)
+        behind = obs.work_done_h < spec.work_h / spec.deadline_h * obs.elapsed_h
+        if x is None:   # no history at all: Uniform Progress's line
+            return ON_DEMAND if behind else WAIT
+        # Ahead of UP's line orch waits, as UP does; behind it, on-demand only for an outage worth covering.
+        return ON_DEMAND if behind and self.covers_now(obs, x) else WAIT
+
+    def _from_on_demand(self, obs: Observation, k_min: float, tight: float) -> Action:
+        d, r = obs.spec.overhead_h, obs.remaining_h
+        # On-demand to the end costs no more than spot could, even never preempted: stay.
+        if obs.overhead_left_h + r <= k_min * (d + r) + _EPS:
+            return ON_DEMAND
+        z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
+        # An outage being covered is covered to its end (stopping and starting again costs an overhead).
+        return spot(z) if z is not None else ON_DEMAND

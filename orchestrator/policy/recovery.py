@@ -10,14 +10,17 @@ daemon knows and maps the policy's action onto a recovery decision:
   overhead per machine: a progress estimate, not a measurement); mode = spot on the current place when the
   job runs there, else idle; a place (zone, else region) of its eligible spot offers is "available" unless it
   was preempted within the cool-down (a daemon learns a zone's spot is gone from its preemptions); each
-  place's history counts its preemptions as ended runs of availability;
+  place's spot price is its cheapest eligible spot offer over the cheapest on-demand (the catalog's); each
+  place's history, and the set's, are built from the job's recorded spot machines and their preemptions
+  and notices (``live_history.place_history``): the same ZoneStats the simulator gives a policy;
 * the action: WAIT -> WAIT (the engine asks again next tick), ON_DEMAND -> relaunch on on-demand, SPOT(z) ->
-  relaunch on spot; for a running spot job (its overhead left = d - its age), keeping its instance -> KEEP,
-  ON_DEMAND -> move to on-demand (Uniform Progress's safety net moves a spot instance still in its overhead
-  when the deadline has no room left for a preemption);
+  relaunch on spot in z (the other places are excluded from that launch); for a running spot job (its
+  overhead left = d - its age), keeping its instance -> KEEP, ON_DEMAND -> move to on-demand (Uniform
+  Progress's safety net moves a spot instance still in its overhead when the deadline has no room left for a
+  preemption);
 * a noticed spot machine (``ctx.noticed``): the observation carries the notice for its zone, with the notice
-  window as the tick; WAIT -> END (orch's rule 1: its overhead outlasts the window, so it would be billed for
-  no progress: end it now), anything else -> KEEP (drain it: it may still commit a checkpoint).
+  window as the tick; anything but keeping it -> END (its overhead outlasts the window, so it would be billed
+  for no progress: end it now), keeping it -> KEEP (drain it: it may still commit a checkpoint).
 
 Jobs without a deadline or an estimate, or whose problem cannot be posed, get ``fallback``'s decision;
 max relaunches, budget and a passed deadline are checked first, as by the default policy.
@@ -28,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.model import Mode, Observation, ProblemError, ProblemSpec, ZoneStats
+from orchestrator.policy.live_history import place_history
+from orchestrator.policy.model import Mode, Observation, ProblemError, ProblemSpec
 from orchestrator.recovery import (
     DefaultRecoveryPolicy,
     RecoveryAction,
@@ -75,14 +79,10 @@ class SpotPolicyRecovery:
             places.append(ctx.current_place)
         cooling = cooling_places(ctx)
         available = tuple(p == ctx.current_place if ctx.on_spot else p not in cooling for p in places)
-        history = []
-        for place in places:
-            stats = ZoneStats()
-            stats.observe(True, elapsed)
-            ended = [p for p in ctx.preemptions if (p.zone or p.region) == place]
-            stats.ended_up_runs = len(ended)
-            stats.available = place not in cooling
-            history.append(stats)
+        # The places' history: what the job's spot machines met there (live_history.py).
+        history, any_place = place_history(places, ctx.spot_runs, ctx.now, ctx.cooldown)
+        ratios = dict(zip(ctx.spot_places, ctx.spot_place_ratios, strict=False))
+        prices = tuple(ratios.get(p, spec.spot_price) for p in places)
         runs = len(ctx.preemptions) + (1 if ctx.on_spot else 0)
         done = min(max(ctx.running_hours - runs * spec.overhead_h, 0.0), spec.work_h)
         zone = places.index(ctx.current_place) if ctx.on_spot and ctx.current_place in places else None
@@ -93,8 +93,9 @@ class SpotPolicyRecovery:
             tick=int(elapsed / gap), elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done,
             mode=Mode.SPOT if zone is not None else Mode.IDLE, zone=zone,
             overhead_left_h=max(spec.overhead_h - ctx.current_age_hours, 0.0) if zone is not None else 0.0,
-            available=available, spot_prices=(spec.spot_price,) * len(places),
-            notice=tuple(i == zone for i in range(len(places))) if noticed else (), history=tuple(history),
+            available=available, spot_prices=prices,
+            notice=tuple(i == zone for i in range(len(places))) if noticed else (), history=history,
+            any_zone=any_place,
         )
 
     def decide(self, ctx: RecoveryContext) -> RecoveryDecision:
@@ -114,7 +115,7 @@ class SpotPolicyRecovery:
         exclude = cooling_places(ctx)
         if ctx.on_spot and ctx.noticed:
             # The replacement is decided after the preemption; here only: drain this machine, or end it now.
-            if action.mode is Mode.IDLE:
+            if not (action.mode is Mode.SPOT and action.zone == obs.zone):
                 return RecoveryDecision(RecoveryAction.END, f"{policy.name}: end it now: still in its restart "
                                         f"overhead, it can make no progress before the preemption ({facts})")
             return RecoveryDecision(RecoveryAction.KEEP, f"{policy.name}: drain it ({facts})")
@@ -130,8 +131,14 @@ class SpotPolicyRecovery:
             return RecoveryDecision(RecoveryAction.RELAUNCH, f"{policy.name}: relaunch on on-demand ({facts})",
                                     _ON_DEMAND, exclude)
         markets = _SPOT if Market.SPOT in ctx.markets else ctx.markets
-        return RecoveryDecision(RecoveryAction.RELAUNCH, f"{policy.name}: relaunch on spot ({facts})", markets,
-                                exclude)
+        # The zone the policy chose: the other places are kept out of this launch.
+        places = list(ctx.spot_places)
+        chosen = places[action.zone] if action.zone is not None and action.zone < len(places) else None
+        where = f" in {chosen}" if chosen is not None else ""
+        if chosen is not None:
+            exclude = exclude | frozenset(p for p in places if p != chosen)
+        return RecoveryDecision(RecoveryAction.RELAUNCH, f"{policy.name}: relaunch on spot{where} ({facts})",
+                                markets, exclude)
 
 
 def recovery_for(name: str, *, overhead_h: float = 0.2) -> RecoveryPolicy:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import groupby
 
 from orchestrator.policy.base import SpotPolicy
 from orchestrator.policy.model import Action, Mode, Observation, ProblemSpec, ZoneStats
@@ -79,10 +80,14 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     d = spec.overhead_h
     work = spec.work_h
     history = tuple(ZoneStats() for _ in range(n_zones))
+    any_zone = ZoneStats()
     # What the trace so far says: the zones as seen before the job started (up to HISTORY_H of it).
-    for i in range(max(0, start_tick - math.floor(HISTORY_H / gap)), start_tick):
-        for z in range(n_zones):
-            history[z].observe(avail_rows[z][i], gap)
+    first = max(0, start_tick - math.floor(HISTORY_H / gap))
+    for z in range(n_zones):
+        for state, run in groupby(avail_rows[z][first:start_tick]):
+            history[z].observe_run(state, sum(1 for _ in run), gap)
+    for state, run in groupby(any(row[i] for row in avail_rows) for i in range(first, start_tick)):
+        any_zone.observe_run(state, sum(1 for _ in run), gap)
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)
@@ -114,13 +119,14 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
             mode, zone, ovh_left = Mode.IDLE, None, 0.0
         for z in range(n_zones):
             history[z].observe(now[z], gap)
+        any_zone.observe(any(now), gap)
         past_end = idx >= total_ticks
         prices = (k,) * n_zones if past_end else tuple(k if row is None else row[idx] for row in price_rows)
         obs = Observation(
             tick=t, elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done, mode=mode, zone=zone,
             overhead_left_h=ovh_left, available=now, spot_prices=prices,
             notice=tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
-            preempted=preempted, history=history,
+            preempted=preempted, history=history, any_zone=any_zone, spent=cost,
         )
         action: Action = policy.decide(obs)
         if action.mode is Mode.SPOT and (action.zone is None or not 0 <= action.zone < n_zones

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.policy.model import ProblemSpec
-from orchestrator.policy.orch import OrchPolicy
+from orchestrator.policy.orch_v1 import OrchV1Policy as OrchPolicy
 from orchestrator.policy.policies import UniformProgressPolicy
 from orchestrator.policy.simulator import simulate
 from tests.policy._helpers import zones

@@ -10,13 +10,14 @@ from hypothesis import strategies as st
 
 from orchestrator.policy.model import ON_DEMAND, WAIT, Mode, ProblemSpec, spot
 from orchestrator.policy.optimum import optimum
-from orchestrator.policy.orch import OrchPolicy
+from orchestrator.policy.orch import OrchPolicy as ForecastPolicy
+from orchestrator.policy.orch_v1 import OrchV1Policy as OrchPolicy
 from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
 from orchestrator.policy.registry import POLICY_NAMES, UnknownPolicyError, make_policy
 from orchestrator.policy.simulator import simulate
 from tests.policy._helpers import Scripted, zones
 
-ALL = [OnDemandPolicy, GreedyPolicy, UniformProgressPolicy, OrchPolicy]
+ALL = [OnDemandPolicy, GreedyPolicy, UniformProgressPolicy, OrchPolicy, ForecastPolicy]
 
 
 def modes(spec: ProblemSpec, zs, policy) -> str:  # type: ignore[no-untyped-def]

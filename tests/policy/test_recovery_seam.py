@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import JobStatus
-from orchestrator.policy.orch import OrchPolicy
+from orchestrator.policy.orch_v1 import OrchV1Policy as OrchPolicy
 from orchestrator.policy.policies import UniformProgressPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for
 from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext
@@ -138,7 +138,7 @@ def test_a_noticed_machine_still_in_its_overhead_is_ended_by_orch_and_drained_by
     # 3 minutes old: 9 minutes of restart overhead left, more than the 2-minute window: it would be billed
     # for the window and make no progress (orch's rule 1). Uniform Progress keeps it to the end (drain).
     end = ORCH.decide(noticed(0.05))
-    assert end.action is RecoveryAction.END and end.reason.startswith("orch: end it now")
+    assert end.action is RecoveryAction.END and end.reason.startswith("orch-v1: end it now")
     assert UP.decide(noticed(0.05)).action is RecoveryAction.KEEP
     # 11.4 minutes old: 0.6 minutes of overhead left, then progress before the window ends: drain it.
     assert ORCH.decide(noticed(0.19)).action is RecoveryAction.KEEP

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Benchmark: orch against Uniform Progress and the offline optimum, measured against issue 20's bar.
+
+    python tests/bench/bench_policy.py TRACE_DIR [--starts 12] [--workers N] [--policy orch]
+    python tests/bench/bench_policy.py --synthetic [--starts 12]     # traces of tests/bench/synthetic_traces.py
+
+TRACE_DIR is e.g. ../shared/reference/spot-traces (never committed here). C = 48 h, k = 0.3; settings
+D72/d0.2, D60/d0.2, D96/d0.2, D72/d0.05, D72/d0.5; single-zone sets (each file) and multi-zone sets (each
+directory) separately; without and with a preemption notice one tick ahead. Per row: UP's mean, orch's mean,
+the optimum's mean (the same with or without a notice), gap closed = (UP - orch) / (UP - optimum), orch/UP,
+the dearest zone set's orch/UP, the worst single run of orch and of UP, deadlines met; then whether the bar
+holds (mean <= 0.95 x UP; no set > 1.03 x UP; worst <= max(1, UP's worst) + 0.02; 100% deadlines).
+Reports; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.policy.evaluate import CaseResult, evaluate  # noqa: E402
+from orchestrator.policy.model import ProblemSpec  # noqa: E402
+from orchestrator.policy.traces import ZoneSet, discover  # noqa: E402
+
+SETTINGS = [(72.0, 0.2), (60.0, 0.2), (96.0, 0.2), (72.0, 0.05), (72.0, 0.5)]
+UP = "uniform-progress"
+
+
+def row(label: str, cases: list[CaseResult], optimum: list[float], policy: str) -> tuple[str, bool]:
+    up = [r.normalized_cost for c in cases for r in c.results(UP)]
+    mine_runs = [r for c in cases for r in c.results(policy)]
+    mine = [r.normalized_cost for r in mine_runs]
+    met = 100.0 * sum(r.met for r in mine_runs) / len(mine_runs)
+    mu, mm, mo = statistics.fmean(up), statistics.fmean(mine), statistics.fmean(optimum)
+    closed = 100.0 * (mu - mm) / (mu - mo) if mu - mo > 1e-9 else float("nan")
+    ratios = [(statistics.fmean(r.normalized_cost for r in c.results(policy))
+               / statistics.fmean(r.normalized_cost for r in c.results(UP)), c.zone_set) for c in cases]
+    dearest, which = max(ratios)
+    ok = mm <= 0.95 * mu + 1e-12 and dearest <= 1.03 + 1e-12 and max(mine) <= max(1.0, max(up)) + 0.02 + 1e-12 \
+        and met == 100.0
+    line = (f"{label:<22}{len(cases):>5}{mu:>8.4f}{mm:>8.4f}{mo:>8.4f}{closed:>8.0f}%{mm / mu:>8.3f}"
+            f"{dearest:>8.3f}{max(mine):>8.3f}{max(up):>8.3f}{met:>7.1f}  {'yes' if ok else 'NO'}"
+            + ("" if dearest <= 1.03 else f"  (dearest: {which})"))
+    return line, ok
+
+
+def run(sets: list[ZoneSet], starts: int, workers: int | None, policy: str) -> int:
+    print(f"{len(sets)} zone sets ({sum(len(s.zones) == 1 for s in sets)} single-zone), {starts} starts each; "
+          f"policy {policy}")
+    print(f"{'setting':<22}{'sets':>5}{'UP':>8}{policy:>8}{'opt':>8}{'closed':>9}{'/UP':>8}{'set/UP':>8}"
+          f"{'worst':>8}{'UPworst':>8}{'met%':>7}  bar")
+    held = total = 0
+    for deadline, overhead in SETTINGS:
+        spec = ProblemSpec(48.0, deadline, overhead, 0.3)
+        t0 = time.perf_counter()
+        plain = evaluate(spec, sets, (UP, policy), starts, workers=workers)
+        noticed = evaluate(spec, sets, (UP, policy), starts, notice=True, with_optimum=False, workers=workers)
+        for multi in (False, True):
+            pick = [i for i, zs in enumerate(sets) if (len(zs.zones) > 1) == multi]
+            if not pick:
+                continue
+            opt = [v for i in pick for v in (plain[i].optimum or ()) if v is not None]
+            kind = "multi" if multi else "single"
+            for tag, cases in (("", plain), (" +notice", noticed)):
+                line, ok = row(f"D{deadline:g} d{overhead:g} {kind}{tag}", [cases[i] for i in pick], opt, policy)
+                print(line, flush=True)
+                held += ok
+                total += 1
+        print(f"{'':<22}({time.perf_counter() - t0:.0f} s)")
+    print(f"bar held in {held} of {total} rows")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("traces", type=Path, nargs="?")
+    parser.add_argument("--synthetic", action="store_true", help="generate tests/bench/synthetic_traces.py's "
+                        "traces (fixed seed) into a temporary directory and use them")
+    parser.add_argument("--starts", type=int, default=12)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--policy", default="orch")
+    args = parser.parse_args()
+    if args.synthetic:
+        from tests.bench.synthetic_traces import generate
+
+        with tempfile.TemporaryDirectory() as tmp:
+            generate(Path(tmp))
+            return run(discover([Path(tmp)]), args.starts, args.workers, args.policy)
+    if args.traces is None:
+        parser.error("give TRACE_DIR or --synthetic")
+    return run(discover([args.traces]), args.starts, args.workers, args.policy)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
