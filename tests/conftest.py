@@ -17,3 +17,12 @@ def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.delenv("ORCH_DATABASE_URL", raising=False)
     monkeypatch.delenv("ORCH_CATALOG_DIR", raising=False)
     yield
+
+
+@pytest.fixture()
+def deadlines_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For engine tests about something else whose fake clocks jump past the liveness deadlines
+    (orchestrator/engine/liveness.py; tested in test_liveness.py): a machine is first read by the tick after
+    the one that started it, and no agent reports in them, so ``boot_timeout`` would end every machine."""
+    monkeypatch.setenv("ORCH_BOOT_TIMEOUT_S", str(7 * 24 * 3600))
+    monkeypatch.setenv("ORCH_HEARTBEAT_TIMEOUT_S", str(7 * 24 * 3600))

@@ -32,6 +32,9 @@ from tests._webhook_receiver import Receiver, start_receiver
 from tests.fakes.memory_provider import MemoryProvider
 from tests.test_engine import ReportingMonitor
 
+# Ticks 30 minutes apart, no agents reporting: the liveness deadlines are not what these tests are about.
+pytestmark = pytest.mark.usefixtures("deadlines_out_of_reach")
+
 T0 = datetime(2026, 12, 10, 12, 0, tzinfo=UTC)
 ON_DEMAND = Offer("aws", "p4d.24xlarge", "us-east-1", "use1-az1", "A100-80G", 8, 80, 96, 1152, Interconnect.NVLINK,
                   Market.ON_DEMAND, 10.0, date(2026, 12, 1), True)
@@ -50,14 +53,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture(autouse=True)
-def _ticks_far_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests tick every 30 minutes: a machine is first read by the tick after the one that started it, so
-    the liveness deadlines (orchestrator/engine/liveness.py, tested in test_liveness.py) are set out of reach."""
-    monkeypatch.setenv("ORCH_BOOT_TIMEOUT_S", str(7 * 24 * 3600))
-    monkeypatch.setenv("ORCH_HEARTBEAT_TIMEOUT_S", str(7 * 24 * 3600))
 
 
 @pytest.fixture()

@@ -37,6 +37,9 @@ market: on-demand
 run: {launcher: command, command: nvidia-smi}
 """
 
+# Ticks up to hours apart with no agent reporting: the liveness deadlines are not what these tests are about.
+pytestmark = pytest.mark.usefixtures("deadlines_out_of_reach")
+
 
 class Clock:
     def __init__(self, now: datetime) -> None:

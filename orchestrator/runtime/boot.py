@@ -20,6 +20,7 @@ import io
 import shlex
 import tarfile
 import textwrap
+import threading
 from collections.abc import Mapping
 
 from orchestrator.runtime.objectstore import StoreKind, parse_store
@@ -54,6 +55,20 @@ def _compact(source: bytes) -> bytes:
     return (ast.unparse(tree) + "\n").encode()
 
 
+_COMPACT_LOCK = threading.Lock()
+_compact_agent_bytes: bytes | None = None
+
+
+def _compact_agent() -> bytes:
+    """The compacted agent, made once per process under a lock: CPython 3.11's parser is not safe to run in
+    several threads at once ("AST constructor recursion depth mismatch" when daemons tick in threads)."""
+    global _compact_agent_bytes
+    with _COMPACT_LOCK:
+        if _compact_agent_bytes is None:
+            _compact_agent_bytes = _compact(agent_source())
+        return _compact_agent_bytes
+
+
 def _payload(files: list[tuple[str, bytes, int]]) -> str:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -77,7 +92,7 @@ def render_boot(ri: RenderInput, env_values: Mapping[str, str], launch_id: str) 
     the machine has no identity for (see store_credentials); written only into ``secrets.env``."""
     node = render_node(ri)
     work = f"$ORCH_ROOT/{ri.resolved_work_dir}"
-    files = [(AGENT_SCRIPT_NAME, _compact(agent_source()), 0o755),
+    files = [(AGENT_SCRIPT_NAME, _compact_agent(), 0o755),
              (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644),
              (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755)]
     mark = _Q(f"ORCH_LAUNCH_ID={launch_id}")
