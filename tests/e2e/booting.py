@@ -110,7 +110,12 @@ class NodeBooter:
 
 
 def node_processes(root: Path) -> list[int]:
-    mark = f"{MARK}={root}".encode()
+    return processes_marked(MARK, str(root))
+
+
+def processes_marked(name: str, value: str) -> list[int]:
+    """Pids (not this process) whose environment holds ``name=value``: everything a fake machine started."""
+    mark = f"{name}={value}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():

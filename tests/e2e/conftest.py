@@ -136,18 +136,9 @@ class RecordingMonitor(SshMonitor):
 
 def machine_processes(machine: Sshd) -> list[int]:
     """Pids of everything started in ``machine``'s sessions (sshd exports ORCH_MACHINE_ROOT to them)."""
-    mark = f"ORCH_MACHINE_ROOT={machine.workdir}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        if mark in environ.split(b"\0"):
-            found.append(int(entry))
-    return found
+    from tests.e2e.booting import processes_marked
+
+    return processes_marked("ORCH_MACHINE_ROOT", str(machine.workdir))
 
 
 def _gone(pid: int) -> bool:
