@@ -271,8 +271,10 @@ class SqlEngineStore(SpendBuffer, SideTables):
                     changed.append(_instance_record(inst, row.launch_id, self.owner, row.job_id))
             tx.flush()
             repo.update_instances(tx, changed, now=now)     # one statement (a first tick records every price)
-        if changed or gone:
+        if gone:
             self._wrote()
+        elif changed and "live" in self._reads:     # instance columns only: the attempts' read (it carries them)
+            self._reads["live"] = (-1, self._reads["live"][1])  # is stale (kept for spend_mark's read-ahead)
 
 
 def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | None) -> repo.InstanceRecord:
