@@ -362,7 +362,9 @@ def test_the_sql_store_parses_each_manifest_once_not_per_tick_or_read(tmp_path, 
         fresh.begin_tick(clock())
         assert [j.manifest.name for j in fresh.active_jobs()] == ["job-0", "job-1", "job-2"]
         assert all(fresh.job(j.id).manifest.name == j.name for j in jobs)
-    assert sorted(parsed) == ["job-0", "job-1", "job-2"]
+    # The three differ only by name: one shape, validated once (the others are copies under their names,
+    # orchestrator/engine/specs.py Shapes; tests/test_engine_specs.py holds the copies to full validation).
+    assert parsed == ["job-0"]
 
 
 @pytest.mark.parametrize(("cause", "then", "relaunched"), [

@@ -178,3 +178,31 @@ def test_standings_record_nothing(store: Store) -> None:
     assert [c.threshold for c in result.crossings] == [0.5]
     with store.transaction() as tx:
         assert rollup.events_since(tx, THRESHOLD_EVENT, JULY_1) == ()
+
+
+def test_upsert_spend_creates_and_extends_rows_per_attempt_day_and_rate(store: Store) -> None:
+    # PostgreSQL writes the buffer as one statement over column arrays; SQLite one execution per row: same rows.
+    from sqlalchemy.exc import StatementError
+    from sqlmodel import select
+
+    from orchestrator.store.models import Spend
+    from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
+
+    job = add_job(store, "ledger")
+    a, b = add_attempt(store, job, "l-a"), add_attempt(store, job, "l-b", instance_id="i-2")
+    t = JULY_1 + timedelta(hours=23)
+    half = timedelta(minutes=30)
+    with store.transaction() as tx:
+        upsert_spend(tx, [SpendCharge(job, a, t, t + half, 1.0, 2.0), SpendCharge(job, b, t, t + half, 1.5, 3.0)])
+    with store.transaction() as tx:     # extends a's and b's rows; a new rate and a new day start rows
+        upsert_spend(tx, [SpendCharge(job, a, t + half, t + 2 * half, 1.0, 2.0),
+                          SpendCharge(job, b, t + half, t + 2 * half, 0.5, 1.0),
+                          SpendCharge(job, a, t + 2 * half, t + 3 * half, 1.0, 2.0)])
+    with store.transaction() as tx:
+        rows = sorted((r.attempt_id, r.day, r.charged_price_hr, r.from_ts, r.to_ts, r.usd)
+                      for r in tx.exec(select(Spend)))
+    day1, day2 = (t.date(), (t + 2 * half).date())
+    assert rows == sorted([(a, day1, 2.0, t, t + 2 * half, 2.0), (a, day2, 2.0, t + 2 * half, t + 3 * half, 1.0),
+                           (b, day1, 3.0, t, t + half, 1.5), (b, day1, 1.0, t + half, t + 2 * half, 0.5)])
+    with pytest.raises((ValueError, StatementError)), store.transaction() as tx:     # naive time: refused
+        upsert_spend(tx, [SpendCharge(job, a, t.replace(tzinfo=None), t + half, 1.0, 2.0)])

@@ -12,15 +12,17 @@ from providers.base import Provider
 from providers.errors import InstanceNotFoundError, ProviderError
 
 
-def terminate(provider: Provider, instance_id: str, log: TickLog) -> None:
+def terminate(provider: Provider, instance_id: str, log: TickLog) -> bool:
     """Ask the cloud to end a machine; one already gone is success, other errors are reported (the next
-    tick asks again: TERMINATE_REQUESTED stays until the cloud confirms)."""
+    tick asks again: TERMINATE_REQUESTED stays until the cloud confirms). False: the cloud refused."""
     try:
         provider.terminate(instance_id)
     except InstanceNotFoundError:
         pass
     except ProviderError as exc:
         log.report.errors.append(f"terminate {provider.name} {instance_id}: {exc}")
+        return False
+    return True
 
 
 def end_attempt(deps: EngineDeps, attempt: AttemptRecord, final: AttemptState, cause: EndCause, reason: str,

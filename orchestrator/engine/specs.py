@@ -1,22 +1,56 @@
 """Each job's typed manifest and what the engine derives from it, parsed once per process per content.
 
 Keyed by (job id, manifest hash, applied at): a re-applied manifest gets a new hash and is parsed again; an
-unchanged one never is. A restart parses each held job once, straight from the stored JSON text
-(``Manifest.model_validate_json``: no ORM rows, no Python JSON decoding), in chunks of one query each.
+unchanged one never is. A restart parses each held job once, straight from the stored JSON text, in chunks of
+one query each.
+
+Many jobs share one manifest but for their names (a sweep, a fleet applied from one template): a restart
+validates each such shape once (``Shapes``) and gives every other job of it a copy under its own name. The name
+is the only field that differs, it is checked against the same pattern, and no validator of the manifest reads
+it, so the copy is what validating the whole document would give; a name that fails the pattern is validated
+in full (its error is the schema's).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from collections.abc import Sequence
 from datetime import datetime
 
 from sqlmodel import Session
 
 from orchestrator.engine.jobspec import JobSpec, jobspec_from_manifest
-from orchestrator.manifest.schema import Manifest
+from orchestrator.manifest.schema import NAME_PATTERN, Manifest
 from orchestrator.store import queries
 
 Key = tuple[int, str]
+_NAME = re.compile(NAME_PATTERN)
+
+
+class Shapes:
+    """Manifests (and their JobSpecs) by their content without the name, valid for one restart's load."""
+
+    def __init__(self) -> None:
+        self._manifests: dict[str, Manifest] = {}
+        self._specs: dict[tuple[str, datetime], JobSpec] = {}
+
+    def parse(self, text: str, applied_at: datetime) -> tuple[JobSpec, Manifest]:
+        doc = json.loads(text)
+        name = doc.pop("name", None) if isinstance(doc, dict) else None
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            manifest = Manifest.model_validate_json(text)         # raises the schema's own error
+            return jobspec_from_manifest(manifest, applied_at), manifest
+        shape = json.dumps(doc, sort_keys=True)
+        template = self._manifests.get(shape)
+        if template is None:
+            template = self._manifests[shape] = Manifest.model_validate_json(text)
+        manifest = template if template.name == name else template.model_copy(update={"name": name})
+        spec = self._specs.get((shape, applied_at))
+        if spec is None:
+            spec = self._specs[(shape, applied_at)] = jobspec_from_manifest(manifest, applied_at)
+        return (spec if spec.name == name else dataclasses.replace(spec, name=name)), manifest
 
 
 class SpecCache:
@@ -30,10 +64,11 @@ class SpecCache:
         return self._specs[key]
 
     def load(self, tx: Session, keys: Sequence[Key]) -> None:
-        """Parse the manifests of ``keys`` not parsed yet."""
+        """Parse the manifests of ``keys`` not parsed yet (each shape validated once, see ``Shapes``)."""
         missing = [job_id for job_id, digest in keys if (job_id, digest) not in self._specs]
+        shapes = Shapes()
         for row in queries.manifest_texts(tx, missing):
-            self.add(row.id, row.manifest_hash, Manifest.model_validate_json(row.manifest), row.applied_at)
+            self._specs[(row.id, row.manifest_hash)] = shapes.parse(row.manifest, row.applied_at)
 
     def add(self, job_id: int, digest: str, manifest: Manifest, applied_at: datetime) -> tuple[JobSpec, Manifest]:
         found = self._specs[(job_id, digest)] = (jobspec_from_manifest(manifest, applied_at), manifest)

@@ -253,7 +253,8 @@ class SqlEngineStore(SpendBuffer, SideTables):
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         listed = {i.launch_id: i for i in instances if i.launch_id}
-        changed = False
+        changed: list[repo.InstanceRecord] = []
+        gone = False
         with self.store.transaction() as tx:
             self._fence(tx, None)
             for row in queries.unended_instance_columns(tx, provider, self._leased_to):
@@ -261,16 +262,19 @@ class SqlEngineStore(SpendBuffer, SideTables):
                 if inst is None:
                     if row.instance_id is not None:     # the cloud answered once and no longer lists it
                         repo.mark_instance_gone(tx, row.launch_id, "terminated", "not listed", now=now)
-                        changed = True
+                        gone = True
                     continue
                 price = reported_price_hr(inst.price_hr)
                 reported = row.actual_price_hr if price is None else price
                 if (row.state, row.raw_state, row.public_ip, row.actual_price_hr) != (
                         inst.state.value, inst.raw_state or None, inst.public_ip, reported):
-                    repo.record_instance(tx, _instance_record(inst, row.launch_id, self.owner, row.job_id), now=now)
-                    changed = True
-        if changed:
+                    changed.append(_instance_record(inst, row.launch_id, self.owner, row.job_id))
+            tx.flush()
+            repo.update_instances(tx, changed, now=now)     # one statement (a first tick records every price)
+        if gone:
             self._wrote()
+        elif changed and "live" in self._reads:     # instance columns only: the attempts' read (it carries them)
+            self._reads["live"] = (-1, self._reads["live"][1])  # is stale (kept for spend_mark's read-ahead)
 
 
 def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | None) -> repo.InstanceRecord:

@@ -58,8 +58,9 @@ class SweepStep:
         key = (name, inst.instance_id)
         if key in self._asked_to_end:
             return
+        if not terminate(deps.providers[name], inst.instance_id, log):
+            return      # refused (a fault, a throttle): asked again next tick, not remembered as asked
         self._asked_to_end.add(key)
-        terminate(deps.providers[name], inst.instance_id, log)
         log.report.terminated += 1
 
     def _orphan(self, deps: EngineDeps, name: str, inst: Instance, now: datetime, log: TickLog) -> None:

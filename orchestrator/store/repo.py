@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, case, func, literal, or_, update
 from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
@@ -323,14 +323,17 @@ class InstanceRecord:
     host_keys: tuple[str, ...] | None = None
 
 
+_INSTANCE_FIELDS = ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "actual_price_hr",
+                    "gpu", "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user")
+
+
 def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = None) -> InstanceRow:
     """Insert or update the instance row keyed by ``launch_id`` (idempotent; safe to repeat)."""
     now = now or utcnow()
     row = get_instance_by_launch_id(tx, rec.launch_id)
     if row is None:
         row = InstanceRow(provider=rec.provider, launch_id=rec.launch_id, owner=rec.owner, created_at=now)
-    for name in ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "actual_price_hr",
-                 "gpu", "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user"):
+    for name in _INSTANCE_FIELDS:
         value = getattr(rec, name)
         if value is not None:
             setattr(row, name, value)
@@ -344,6 +347,29 @@ def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = 
     tx.add(row)
     tx.flush()
     return row
+
+
+def update_instances(tx: Session, recs: Sequence[InstanceRecord], *, now: datetime) -> None:
+    """``record_instance`` for many rows that exist already (keyed by launch id), as one executemany UPDATE per
+    set of given fields: no ORM object per row (the sync records a whole fleet's reported prices at once)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for rec in recs:
+        names = tuple(n for n in _INSTANCE_FIELDS if getattr(rec, n) is not None)
+        params = {f"v_{n}": getattr(rec, n) for n in names}
+        if rec.host_keys is not None:
+            names, params["v_host_keys"] = (*names, "host_keys"), list(rec.host_keys)
+        params.update(k_launch_id=rec.launch_id, v_provider=rec.provider, v_owner=rec.owner, v_now=now)
+        groups.setdefault(names, []).append(params)
+    table = InstanceRow.__table__  # type: ignore[attr-defined]
+    stamp = bindparam("v_now", type_=table.c.updated_at.type)
+    for names, rows in groups.items():
+        values: dict[str, Any] = {n: bindparam(f"v_{n}") for n in (*names, "provider", "owner")}
+        state = values.get("state", table.c.state)
+        # OR of equalities, not IN: an expanding IN cannot be used with executemany
+        gone = table.c.terminated_at.is_(None) & or_(*(state == literal(v) for v in GONE_INSTANCE_STATE_VALUES))
+        values.update(updated_at=stamp, terminated_at=case((gone, stamp), else_=table.c.terminated_at))
+        tx.connection().execute(update(table).where(table.c.launch_id == bindparam("k_launch_id")).values(values),
+                                rows)
 
 
 def get_instance_by_launch_id(tx: Session, launch_id: str) -> InstanceRow | None:

@@ -86,11 +86,13 @@ def open_relaunch_requests(tx: Session, job_ids: Sequence[int]) -> list[Relaunch
     them: a crash in between leaves them open for the next tick, which finds the machines already ended)."""
     if not job_ids:
         return []
+    # The open requests are few and a daemon's jobs many (10k ids would make a 10k-parameter IN every tick):
+    # read the open ones and keep this daemon's here.
+    wanted = set(job_ids)
     query = (select(JobRequest, Job.name).join(Job, col(Job.id) == col(JobRequest.job_id))
-             .where(JobRequest.kind == RequestKind.RELAUNCH.value, col(JobRequest.taken_at).is_(None),
-                    col(JobRequest.job_id).in_(list(job_ids)))
+             .where(JobRequest.kind == RequestKind.RELAUNCH.value, col(JobRequest.taken_at).is_(None))
              .order_by(col(JobRequest.requested_at), col(JobRequest.id)))
-    return [_view(row, name) for row, name in tx.exec(query).all()]
+    return [_view(row, name) for row, name in tx.exec(query).all() if row.job_id in wanted]
 
 
 def take_relaunch_requests(tx: Session, *, now: datetime | None = None,
