@@ -11,8 +11,8 @@ builds it (``build_service()`` from ``$ORCH_CONFIG`` and ``$ORCH_DATABASE_URL``,
 stdin commands, one per line:
 
 * ``tick``: one reconcile tick; answers ``{"tick": n, "now", "owner", "held", "share", "live", ...report...,
-  "lease_lost": null | why}`` (a tick the fence stopped answers with ``lease_lost`` set, as ``orch daemon``
-  logs it and goes on);
+  "lease_lost": null | why}`` (a tick the fence stopped answers with ``lease_lost`` set, one that failed
+  otherwise with ``failed``; ``orch daemon`` logs either and ticks again);
 * ``arm <crashpoint> <kill|stop> <skip>``: arm ``orchestrator.crashpoints`` in this process (answers
   ``{"armed": name}``); with ``stop`` the process announces ``{"crashpoint": name, "pid": pid}`` on stdout and
   SIGSTOPs itself there, for the test to SIGKILL or SIGCONT;
@@ -59,6 +59,8 @@ def _tick(service: Service, n: int) -> dict[str, object]:
         report = service.reconciler.tick()
     except LeaseLostError as exc:           # orch daemon logs it and ticks again later (run_tick)
         doc["lease_lost"] = str(exc)
+    except Exception as exc:                # so does it any other failure; the test sees it here
+        doc["failed"] = f"{type(exc).__name__}: {exc}"
     else:
         doc.update(asdict(report))
     holding = getattr(getattr(service.engine_store, "fleet", None), "holding", None)
