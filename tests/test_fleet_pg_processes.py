@@ -25,19 +25,20 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlmodel import select
 
-from orchestrator.store import open_store
+from orchestrator.manifest.schema import Manifest
+from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Attempt, Job, JobStatus
 from providers.base import parse_instance_name
 from tests._store_db import pg_database
-from tests.daemon_world import T0, Fakes, add_job, check_invariants, running_fakes
+from tests.daemon_world import T0, Fakes, check_invariants, manifest_doc, running_fakes
 from tests.fakes.lr_base import Reply
 from tests.test_crash_safety import ROOT, write_catalog
 
@@ -205,6 +206,14 @@ def fleet(pg_url: str, tmp_path: Path) -> Iterator[ProcessFleet]:
 
 # -- what the store and the cloud say ------------------------------------------------------------------
 
+def add_jobs(store: Store, names: list[str], now: datetime) -> None:
+    """Lambda-only jobs (as daemon_world.add_job makes them), applied in one transaction."""
+    applied = [repo.AppliedJob(m, "h-" + m.name) for m in
+               (Manifest.model_validate(manifest_doc(name, providers=["lambda"])) for name in names)]
+    with store.transaction() as tx:
+        repo.apply_jobs(tx, applied, now=now)
+
+
 def owners(store: Store) -> dict[int, str | None]:
     """Job id -> the daemon (d1, d2, d3) holding its lease."""
     with store.transaction() as tx:
@@ -263,11 +272,11 @@ def no_duplicates_no_leaks(fleet: ProcessFleet, admin: Store, jobs: int) -> None
 
 # -- the tests -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow      # 300 launches through three real engines: ~20 s of CPU, 20-45 s on a loaded 2-core box
 def test_300_jobs_over_three_daemon_processes_and_one_sigkilled_mid_launch(fleet: ProcessFleet) -> None:
     admin = open_store(fleet.url)                  # creates the schema before any daemon opens it
     try:
-        for n in range(300):
-            add_job(admin, f"job-{n:03d}", providers=["lambda"])
+        add_jobs(admin, [f"job-{n:03d}" for n in range(300)], fleet.now)
         fleet.start()
         settle(fleet, admin)
         launched_by = Counter(c.daemon for c in accepted_launches(fleet))
@@ -278,8 +287,7 @@ def test_300_jobs_over_three_daemon_processes_and_one_sigkilled_mid_launch(fleet
 
         # 30 more jobs; d1 is held just after the cloud accepted its 3rd launch of them (LAUNCHED never
         # written), and SIGKILLed there.
-        for n in range(30):
-            add_job(admin, f"late-{n:02d}", now=fleet.now, providers=["lambda"])
+        add_jobs(admin, [f"late-{n:02d}" for n in range(30)], fleet.now)
         fleet.arm("d1", "after-launch-call", skip=2)
         before = len(accepted_launches(fleet))
         answers = fleet.round()
@@ -324,12 +332,10 @@ def test_a_daemon_process_sigstopped_mid_launch_past_its_lease_acts_on_nothing_a
     the resumed daemon's next step would be a cloud call or a write for a job it no longer holds."""
     admin = open_store(fleet.url)
     try:
-        for n in range(30):
-            add_job(admin, f"job-{n:02d}", providers=["lambda"])
+        add_jobs(admin, [f"job-{n:02d}" for n in range(30)], fleet.now)
         fleet.start()
         settle(fleet, admin)
-        for n in range(9):
-            add_job(admin, f"more-{n}", now=fleet.now, providers=["lambda"])
+        add_jobs(admin, [f"more-{n}" for n in range(9)], fleet.now)
         fleet.arm("d1", point, skip=0)             # d1 stops itself there (SIGSTOP)
         answers = fleet.round()
         assert answers["d1"]["crashpoint"] == point, answers["d1"]
