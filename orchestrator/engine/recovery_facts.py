@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from orchestrator.engine.config import EngineDeps
@@ -49,13 +49,23 @@ class SpotFacts:
     on_demand_hr: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Fleet:
+    """The fleet's spot history as read at ``now`` (one tick), by (GPU model, place), and the tuples handed
+    out per (GPU models, places)."""
+
+    now: datetime
+    index: dict[tuple[str, str], list[FleetSpotRun]]
+    shared: dict[tuple[frozenset[str], tuple[str, ...]], tuple[SpotRun, ...]] = field(default_factory=dict)
+
+
 class RecoveryFacts:
     """Builds a job's RecoveryContext. Caches each job's spot facts until the catalog changes, and the
     fleet's spot history for one tick (read once, for every job the policy is asked about in that tick)."""
 
     def __init__(self) -> None:
         self._spot: dict[int, SpotFacts] = {}
-        self._fleet: tuple[datetime, dict[tuple[str, str], list[FleetSpotRun]]] | None = None
+        self._fleet: _Fleet | None = None
 
     def forget_catalog(self) -> None:
         """The engine's catalog was swapped (a scheduled refresh): the spot facts are read again."""
@@ -83,29 +93,34 @@ class RecoveryFacts:
                                if running is not None and running.started_at is not None else 0.0),
             spot_places=facts.places, spot_price_ratio=facts.ratio, spot_place_ratios=facts.place_ratios,
             spot_runs=spot_runs(attempts), on_demand_hr=facts.on_demand_hr,
-            fleet_runs=self._fleet_runs(deps, job, now, facts, current),
+            fleet_runs=self._fleet_runs(deps, now, facts, current),
         )
         if noticed:
             ctx = replace(ctx, noticed=True, notice_window_hours=deps.config.notice_drain.total_seconds() / 3600)
         return ctx
 
-    def _fleet_runs(self, deps: EngineDeps, job: JobRecord, now: datetime, facts: SpotFacts,
+    def _fleet_runs(self, deps: EngineDeps, now: datetime, facts: SpotFacts,
                     current: str | None) -> tuple[SpotRun, ...]:
-        """Other jobs' spot machines in the job's spot places (and where it runs) on the GPU models of its
-        spot offers, or on an unnamed one. Only for a policy that reads history (``uses_history``).
+        """The fleet's spot machines (every job's, this one's too) in the job's spot places (and where it runs)
+        on the GPU models of its spot offers, or on an unnamed one: one tuple per tick for every job with the
+        same places and models (the policy builds their history once). Only for a policy that reads history
+        (``uses_history``).
 
         Same GPU model only: spot capacity is pooled per instance type, so a zone's A100 spot running dry
         says little about its H100 spot; a machine whose offer named no GPU model cannot be told apart and
         counts for all."""
         if not getattr(deps.hooks.recovery, "uses_history", False):
             return ()
-        if self._fleet is None or self._fleet[0] != now:
-            self._fleet = (now, _by_gpu_and_place(deps.store.spot_history(now - FLEET_HISTORY)))
-        index = self._fleet[1]
+        if self._fleet is None or self._fleet.now != now:
+            self._fleet = _Fleet(now, _by_gpu_and_place(deps.store.spot_history(now - FLEET_HISTORY)))
         places = facts.places if current is None or current in facts.places else (*facts.places, current)
-        found = [f.run for gpu in (*sorted(facts.gpus), "") for place in places
-                 for f in index.get((gpu, place), ()) if f.job_id != job.id]
-        return tuple(sorted(found, key=lambda r: r.started_at))
+        key = (facts.gpus, places)
+        found = self._fleet.shared.get(key)
+        if found is None:
+            runs = [f.run for gpu in (*sorted(facts.gpus), "") for place in places
+                    for f in self._fleet.index.get((gpu, place), ())]
+            found = self._fleet.shared[key] = tuple(sorted(runs, key=lambda r: r.started_at))
+        return found
 
     def _spot_facts(self, deps: EngineDeps, job: JobRecord) -> SpotFacts:
         found = self._spot.get(job.id)

@@ -104,6 +104,44 @@ def stats_from(runs: Sequence[SpotRun], now: datetime, cooldown: timedelta) -> Z
 
 def place_history(places: Sequence[str], runs: Sequence[SpotRun], now: datetime, cooldown: timedelta,
                   ) -> tuple[tuple[ZoneStats, ...], ZoneStats]:
-    """Per place in ``places`` (in that order) its ZoneStats, and the set's ("some place has spot")."""
-    per_place = tuple(stats_from([r for r in runs if r.place == p], now, cooldown) for p in places)
-    return per_place, stats_from(list(runs), now, cooldown)
+    """Per place in ``places`` (in that order) its ZoneStats, and the set's ("some place has spot"). A machine
+    given twice (the job's own record and the fleet's) counts once."""
+    unique = list(dict.fromkeys(runs))
+    by_place: dict[str, list[SpotRun]] = {}
+    for run in unique:
+        by_place.setdefault(run.place, []).append(run)
+    per_place = tuple(stats_from(by_place.get(p, []), now, cooldown) for p in places)
+    return per_place, stats_from(unique, now, cooldown)
+
+
+class SharedHistory:
+    """The fleet's history, built once per tick per (places, fleet runs) and shared by every job whose own
+    machines are all among those runs: its history is then the fleet's alone (a machine given twice counts
+    once). A job whose own record holds more (a machine older than the fleet's window, or ended since the
+    fleet's read this tick) gets its own. The shared ZoneStats are read-only, as an Observation's are."""
+
+    def __init__(self) -> None:
+        self._now: datetime | None = None
+        self._built: dict[tuple[tuple[str, ...], timedelta, int], _Built] = {}
+
+    def history(self, places: Sequence[str], own: Sequence[SpotRun], fleet: tuple[SpotRun, ...], now: datetime,
+                cooldown: timedelta) -> tuple[tuple[ZoneStats, ...], ZoneStats]:
+        if not fleet:
+            return place_history(places, own, now, cooldown)
+        if now != self._now:
+            self._built.clear()
+            self._now = now
+        key = (tuple(places), cooldown, id(fleet))
+        built = self._built.get(key)
+        if built is None or built.runs is not fleet:     # an id may be reused once its tuple is gone
+            built = self._built[key] = _Built(fleet, frozenset(fleet), place_history(places, fleet, now, cooldown))
+        if all(run in built.members for run in own):
+            return built.history
+        return place_history(places, (*own, *fleet), now, cooldown)
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    runs: tuple[SpotRun, ...]
+    members: frozenset[SpotRun]
+    history: tuple[tuple[ZoneStats, ...], ZoneStats]

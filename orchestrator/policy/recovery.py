@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.live_history import place_history
+from orchestrator.policy.live_history import SharedHistory
 from orchestrator.policy.model import Mode, Observation, ProblemError, ProblemSpec, ZoneStats
 from orchestrator.recovery import (
     DefaultRecoveryPolicy,
@@ -66,6 +66,8 @@ class SpotPolicyRecovery:
         self.overhead_h = overhead_h
         self.gap_h = gap_h
         self.fallback = fallback or DefaultRecoveryPolicy()
+        #: The fleet's history, built once per tick for all jobs with the same places (live_history.py).
+        self.histories = SharedHistory()
 
     def problem(self, ctx: RecoveryContext) -> ProblemSpec | None:
         """The simulator's problem for this job, or None where it cannot be posed from the facts."""
@@ -86,7 +88,7 @@ class SpotPolicyRecovery:
         if ctx.on_spot and ctx.current_place is not None and ctx.current_place not in places:
             places.append(ctx.current_place)
         # The places' history: what the job's and the fleet's spot machines met there (live_history.py).
-        history, any_place = place_history(places, ctx.spot_runs + ctx.fleet_runs, ctx.now, ctx.cooldown)
+        history, any_place = self.histories.history(places, ctx.spot_runs, ctx.fleet_runs, ctx.now, ctx.cooldown)
         cooling = cooling_places(ctx) | {p for p, h in zip(places, history, strict=True) if _out_now(h)}
         available = tuple(p == ctx.current_place if ctx.on_spot else p not in cooling for p in places)
         ratios = dict(zip(ctx.spot_places, ctx.spot_place_ratios, strict=False))

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobStatus
-from orchestrator.policy.live_history import place_history, stats_from
+from orchestrator.policy.live_history import SharedHistory, place_history, stats_from
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for
 from orchestrator.recovery import RecoveryContext, SpotRun
@@ -76,6 +76,22 @@ def test_the_set_history_is_the_union_of_the_places_machines() -> None:
     assert az2.up_runs == [4.0] and az2.down_runs == [1.0] and az2.streak_h == pytest.approx(2.0)
     assert any_place.up_runs == [6.0] and any_place.down_runs == [1.0]
     assert any_place.available and any_place.streak_h == pytest.approx(2.0)
+
+
+def test_the_fleets_history_is_built_once_per_tick_and_shared_where_a_jobs_own_record_adds_nothing() -> None:
+    fleet = (run(0, 3, True), run(1, 3, True), run(4, 6, False), run(4.5, None, False, "az2"))
+    shared = SharedHistory()
+    places = ("az1", "az2")
+    first = shared.history(places, (fleet[1],), fleet, at(8), COOL)
+    assert first == place_history(places, fleet, at(8), COOL)
+    assert shared.history(places, (), fleet, at(8), COOL) is first            # another job, same tick: shared
+    # A job whose record holds a machine the fleet's read has not (preempted at this tick): its own history.
+    own = (run(4.5, 8, True, "az2"),)
+    mine = shared.history(places, own, fleet, at(8), COOL)
+    assert mine is not first and mine == place_history(places, own + fleet, at(8), COOL)
+    assert mine[0][1].available is False and first[0][1].available is True
+    # The next tick builds it again.
+    assert shared.history(places, (), fleet, at(9), COOL) is not first
 
 
 # --- the seam: fleet history, availability, spent ---------------------------------------------------------
