@@ -92,6 +92,10 @@ class RecoveryDecision:
 
 
 class RecoveryPolicy(Protocol):
+    """Decides from a RecoveryContext. A policy with a true class attribute ``uses_history`` gets
+    ``ctx.fleet_runs`` filled (the daemon then reads the fleet's spot history once per tick); others get ()
+    and cost no read."""
+
     def decide(self, ctx: RecoveryContext) -> RecoveryDecision: ...
 
 

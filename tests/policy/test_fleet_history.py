@@ -223,3 +223,24 @@ def test_a_policy_that_reads_no_history_costs_no_read() -> None:
     clock.advance(seconds=30)
     rec.tick()
     assert store.job(job.id).relaunch_count == 1 and store.history_reads == 0
+
+
+def test_the_daemons_facts_give_the_fleets_machines_in_the_jobs_places_on_its_gpus_and_the_on_demand_price() -> None:
+    clock, store = Clock(), MemoryStore()
+    offers = site()
+    rec = engine(store, {"aws": MemoryProvider("aws", offers), "gcp": MemoryProvider("gcp", offers)}, offers, clock,
+                 recovery=recovery_for("orch"))
+    job = store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)),
+                                deadline=clock() + timedelta(hours=30)), clock())
+    now = clock()
+    fleet_attempt(store, 7, "az-a", -5, -4, True, now=now)                  # in
+    fleet_attempt(store, 7, "az-b", -3, -2, False, now=now, gpu="")         # in: no GPU model named
+    fleet_attempt(store, 8, "az-b", -6, -5, True, now=now, gpu="H100")      # out: another GPU model
+    fleet_attempt(store, 8, "az-z", -6, -5, True, now=now)                  # out: not one of its places
+    fleet_attempt(store, 8, "az-a", -200, -190, True, now=now)              # out: before the fleet's window
+    ctx = rec._recovery.facts.context(rec.deps, replace(job, spent_usd=25.0), now)
+    assert ctx.spot_places == ("az-c", "az-a", "az-b") and ctx.on_demand_hr == pytest.approx(10.0)
+    assert [(r.place, r.started_at, r.preempted) for r in ctx.fleet_runs] == [
+        ("az-a", now - timedelta(hours=5), True), ("az-b", now - timedelta(hours=3), False)]
+    spec_ = rec.deps.hooks.recovery.problem(ctx)  # type: ignore[attr-defined]
+    assert rec.deps.hooks.recovery.observation(ctx, spec_).spent == pytest.approx(2.5)  # type: ignore[attr-defined]
