@@ -11,7 +11,7 @@ from orchestrator import budget_watch
 from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
 from orchestrator.engine.ports import FleetSpotRun
 from orchestrator.recovery import SpotRun
-from orchestrator.store import gpu_util, queries, requests
+from orchestrator.store import gpu_util, requests, spot_history
 from orchestrator.store.db import Store
 from orchestrator.store.gpu_util import GpuUtilSample
 from orchestrator.store.models import AttemptState, EndCause
@@ -52,7 +52,7 @@ class SideTables:
     # --- the recovery policy's -----------------------------------------------------------------------
     def spot_history(self, since: datetime) -> Sequence[FleetSpotRun]:
         with self.store.transaction() as tx:
-            rows = queries.spot_history_columns(tx, self.owner, since)
+            rows = spot_history.spot_history_columns(tx, self.owner, since)
         return [FleetSpotRun(r.job_id, r.gpu or "", SpotRun(
                     r.zone or r.region, r.started_at, r.ended_at, preempted=r.state == AttemptState.PREEMPTED.value,
                     noticed=r.end_cause == EndCause.NOTICED.value))

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, cast, func, or_, update
+from sqlalchemy import Text, cast, func, update
 from sqlmodel import Session, col, select
 
 from orchestrator.store.models import (
@@ -24,7 +24,6 @@ from orchestrator.store.models import (
     Job,
     Spend,
 )
-from providers.base import Market
 
 #: IN (live states), not NOT IN (final ones): the state index serves it while the history grows.
 _LIVE = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
@@ -183,29 +182,6 @@ def attempt_columns_by_launch_ids(tx: Session, launch_ids: Sequence[str]) -> lis
 
 def live_launch_ids(tx: Session) -> set[str]:
     return set(tx.exec(select(Attempt.launch_id).where(col(Attempt.state).in_(_LIVE))))
-
-
-class SpotHistoryColumns(NamedTuple):
-    job_id: int
-    started_at: datetime
-    ended_at: datetime | None
-    state: str
-    end_cause: str | None
-    zone: str | None
-    region: str
-    gpu: str
-
-
-def spot_history_columns(tx: Session, owner: str, since: datetime) -> list[SpotHistoryColumns]:
-    """Node 0 of ``owner``'s spot launches whose machine started and was up at some time from ``since`` on
-    (not ended, or ended at or after it), oldest start first."""
-    q = (select(Attempt.job_id, Attempt.started_at, Attempt.ended_at, Attempt.state,  # type: ignore[call-overload]
-                Attempt.end_cause, InstanceRow.zone, InstanceRow.region, InstanceRow.gpu)
-         .join(InstanceRow, InstanceRow.launch_id == Attempt.launch_id)
-         .where(InstanceRow.owner == owner, InstanceRow.market == Market.SPOT.value, Attempt.node_rank == 0,
-                col(Attempt.started_at).is_not(None),
-                or_(col(Attempt.ended_at).is_(None), col(Attempt.ended_at) >= since)))
-    return [SpotHistoryColumns(*r) for r in tx.exec(q.order_by(col(Attempt.started_at), col(Attempt.id))).all()]
 
 
 class InstanceColumns(NamedTuple):
