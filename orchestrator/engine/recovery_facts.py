@@ -67,6 +67,11 @@ class RecoveryFacts:
         self._spot: dict[int, SpotFacts] = {}
         self._fleet: _Fleet | None = None
 
+    def begin_tick(self) -> None:
+        """A new tick: the fleet's spot history is read again at its first use (also when the clock has not
+        moved since the last tick, as a test's may not)."""
+        self._fleet = None
+
     def forget_catalog(self) -> None:
         """The engine's catalog was swapped (a scheduled refresh): the spot facts are read again."""
         self._spot.clear()

@@ -208,6 +208,8 @@ def test_the_fleet_history_is_read_once_per_tick_whatever_the_number_of_jobs(job
         clock.advance(minutes=1)
         rec.tick()
     assert store.history_reads - before == 3
+    rec.tick()                                  # a tick at the same clock reading reads it again too
+    assert store.history_reads - before == 4
 
 
 def test_a_policy_that_reads_no_history_costs_no_read() -> None:
