@@ -5,18 +5,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobStatus
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.policy.live_history import SharedHistory, place_history, stats_from
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for
 from orchestrator.recovery import RecoveryContext, SpotRun
+from orchestrator.store import open_store, repo
 from providers.base import Market, Offer
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
-from tests.test_engine import Clock, ReportingMonitor, engine, live, offer, settle, spec
+from tests.support.manifests import manifest
+from tests.test_engine import OWNER, Clock, ReportingMonitor, SqlHarness, engine, live, offer, settle, spec
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 COOL = timedelta(minutes=30)
@@ -157,15 +160,27 @@ def record_fleet(store: MemoryStore, now: datetime, *, other_gpu_flapping_in_b: 
         fleet_attempt(store, 105, "az-b", -0.8, -0.5, True, now=now, gpu="H100")
 
 
-def relaunched_zone(store: MemoryStore, clock: Clock) -> str | None:
-    """A 10 h job due in 30 h: launched on the cheapest spot (az-c), preempted there before its machine
-    started (so its own history is empty, az-c cooling for 3 h); where orch relaunches it."""
+def new_job(store: MemoryStore | SqlHarness, clock: Clock) -> JobRecord:
+    """A 10 h job due in 30 h whose preempted zones cool for 3 h."""
+    if isinstance(store, MemoryStore):
+        return store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)),
+                                     cooldown=timedelta(hours=3), deadline=clock() + timedelta(hours=30)), clock())
+    m = manifest("train", gpus=["A100-80G"], count=8,
+                 policies={"estimated_hours": 10, "deadline": "30h", "preempted_zone_cooldown": "3h"})
+    with store.store.transaction() as tx:
+        repo.apply_jobs(tx, [repo.AppliedJob(m, "h-train")], now=clock())
+        job_id = repo.require_job(tx, "train").id or 0
+    return store.job(job_id)
+
+
+def relaunched_zone(store: MemoryStore | SqlHarness, clock: Clock) -> str | None:
+    """The new job: launched on the cheapest spot (az-c), preempted there before its machine started (so its
+    own history is empty, az-c cooling for 3 h); where orch relaunches it."""
     offers = site()
     aws, gcp = MemoryProvider("aws", offers), MemoryProvider("gcp", offers)
     rec = engine(store, {"aws": aws, "gcp": gcp}, offers, clock, recovery=recovery_for("orch"),
                  monitor=ReportingMonitor())
-    job = store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)), cooldown=timedelta(hours=3),
-                                deadline=clock() + timedelta(hours=30)), clock())
+    job = new_job(store, clock)
     rec.tick()
     [first] = live(aws, gcp)
     assert first.zone == "az-c"
@@ -188,6 +203,32 @@ def test_a_new_job_relaunches_where_the_fleet_found_spot_stable() -> None:
     clock, store = Clock(), MemoryStore()
     record_fleet(store, clock(), other_gpu_flapping_in_b=True)
     assert relaunched_zone(store, clock) == "az-b"           # another GPU model's flapping is not az-b's A100
+
+
+def test_on_sqlite_too_a_new_job_relaunches_where_the_fleet_found_spot_stable(tmp_path: Path) -> None:
+    def sql(name: str) -> SqlHarness:
+        return SqlHarness(open_store(f"sqlite:///{tmp_path / name}"), OWNER, catalog=site())
+
+    assert relaunched_zone(sql("alone.db"), Clock()) == "az-a"
+    clock, store = Clock(), sql("fleet.db")
+    others = [store.add_job(spec(name=f"other-{n}"), clock() - timedelta(days=2)) for n in range(2)]
+    for other in others:
+        store.request_down(other.id)            # done: only their record is left
+    for i in range(12):
+        sql_machine(store, others[i % 2].id, "az-a", -20 + 0.1 * i, -20 + 0.1 * i + 0.05, True, now=clock())
+    sql_machine(store, others[0].id, "az-b", -30, -10, True, now=clock())
+    sql_machine(store, others[1].id, "az-b", -9, -1, False, now=clock())
+    assert relaunched_zone(store, clock) == "az-b"
+
+
+def sql_machine(store: SqlHarness, job_id: int, zone: str, start_h: float, end_h: float, preempted: bool, *,
+                now: datetime) -> None:
+    """``fleet_attempt`` on the SQL store: planned, running from ``start_h``, ended at ``end_h``."""
+    a = store.plan_attempt(job_id, offer("aws", 3.0, zone=zone, region="us-east-1"), f"fleet-{zone}-{start_h}",
+                           None, now + timedelta(hours=start_h))
+    store.set_attempt_state(a.id, AttemptState.RUNNING, now + timedelta(hours=start_h))
+    store.set_attempt_state(a.id, AttemptState.PREEMPTED if preempted else AttemptState.SUCCEEDED,
+                            now + timedelta(hours=end_h), cause=EndCause.PREEMPTED if preempted else EndCause.SUCCEEDED)
 
 
 @pytest.mark.parametrize("jobs", [1, 4])
