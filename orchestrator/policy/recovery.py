@@ -34,6 +34,7 @@ max relaunches, budget and a passed deadline are checked first, as by the defaul
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from orchestrator.policy.base import SpotPolicy
 from orchestrator.policy.live_history import SharedHistory
@@ -89,7 +90,7 @@ class SpotPolicyRecovery:
             places.append(ctx.current_place)
         # The places' history: what the job's and the fleet's spot machines met there (live_history.py).
         history, any_place = self.histories.history(places, ctx.spot_runs, ctx.fleet_runs, ctx.now, ctx.cooldown)
-        cooling = cooling_places(ctx) | {p for p, h in zip(places, history, strict=True) if _out_now(h)}
+        cooling = cooling_places(ctx) | {p for p, h in zip(places, history, strict=True) if _out_now(h, ctx.cooldown)}
         available = tuple(p == ctx.current_place if ctx.on_spot else p not in cooling for p in places)
         ratios = dict(zip(ctx.spot_places, ctx.spot_place_ratios, strict=False))
         prices = tuple(ratios.get(p, spec.spot_price) for p in places)
@@ -151,10 +152,10 @@ class SpotPolicyRecovery:
                                 markets, exclude)
 
 
-def _out_now(stats: ZoneStats) -> bool:
-    """The place's history ends in an outage in progress (live_history: a preemption within the cool-down,
-    no machine started there since)."""
-    return stats.seen_h > 0 and not stats.available
+def _out_now(stats: ZoneStats, cooldown: timedelta) -> bool:
+    """The place's history ends in an outage in progress: a preemption less than the cool-down ago, no
+    machine started there since (live_history.py; as ``cooling_places`` counts a job's own preemptions)."""
+    return stats.seen_h > 0 and not stats.available and stats.streak_h < cooldown.total_seconds() / 3600
 
 
 def recovery_for(name: str, *, overhead_h: float = 0.2) -> RecoveryPolicy:

@@ -118,6 +118,11 @@ def test_the_seam_reads_the_fleet_history_beside_the_jobs_own() -> None:
     # The fleet's outage in progress (preempted 10 min ago, no machine since) makes the place unavailable.
     out = seam.observation(ctx(fleet_runs=(run(3, 4.9, True),)), seam.problem(ctx()))  # type: ignore[arg-type]
     assert out.available == (False, True) and out.history[0].up_runs == [pytest.approx(1.9)]
+    # Past the cool-down (here none at all) the place is available again, as after the job's own preemption.
+    spec_ = seam.problem(ctx())
+    assert spec_ is not None
+    assert seam.observation(ctx(fleet_runs=(run(3, 4.4, True),)), spec_).available == (True, True)
+    assert seam.observation(ctx(cooldown=timedelta(0), fleet_runs=(run(3, 5, True),)), spec_).available == (True, True)
 
 
 def test_the_seam_gives_the_policy_its_spend_in_on_demand_hours() -> None:
