@@ -12,8 +12,9 @@ daemon knows and maps the policy's action onto a recovery decision:
   was preempted within the cool-down (a daemon learns a zone's spot is gone from its preemptions); each
   place's spot price is its cheapest eligible spot offer over the cheapest on-demand (the catalog's); each
   place's history, and the set's, are built from the recorded spot machines and their preemptions and
-  notices (``live_history.place_history``): the job's own and the fleet's (other jobs' of this owner on the
-  same GPU models, the last week: ``ctx.fleet_runs``), the same ZoneStats the simulator gives a policy; a
+  notices (``live_history.place_history``): the job's own and the fleet's (every job's of this owner on the
+  same GPU models, the last week: ``ctx.fleet_runs``; built once per tick and shared by the jobs whose own
+  record adds nothing to it: ``live_history.SharedHistory``), the same ZoneStats the simulator gives a policy; a
   place whose history shows an outage in progress (a preemption within the cool-down and no machine
   started there since, of any job) is not available either; spent = the job's spend over the cheapest
   eligible on-demand $/h (the simulator's cost so far, in hours of on-demand; None without an on-demand
