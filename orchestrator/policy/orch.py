@@ -54,7 +54,9 @@ class OrchPolicy:
     name = "orch"
 
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
-                 slack_cost: float = 0.0, recent_check: int | None = 10) -> None:
+                 slack_cost: float = 0.0, recent_check: int | None = 10,
+                 set_lifetime: bool = True) -> None:
+        self.set_lifetime = set_lifetime
         self.cover_longest = cover_longest
         self.lifetime_filter = lifetime_filter
         self.stable_zone = stable_zone
@@ -80,6 +82,17 @@ class OrchPolicy:
         life = residual(self._tables, stats, True, age)
         if cautious and self.recent_check:
             life = min(life, residual(self._recent, stats, True, age))
+        return obs.gap_h + life
+
+    def set_spot_life(self, obs: Observation, cautious: bool = False) -> float:
+        """Predicted hours of spot somewhere in the set from now (this tick and the residual of the set's
+        current spot run), the cautious way as ``lifetime``; 0 when the set's history is not known."""
+        stats = obs.any_zone
+        if stats is None or not stats.available:
+            return 0.0
+        life = residual(self._tables, stats, True, stats.streak_h)
+        if cautious and self.recent_check:
+            life = min(life, residual(self._recent, stats, True, stats.streak_h))
         return obs.gap_h + life
 
     def set_stats(self, obs: Observation) -> ZoneStats | None:
@@ -125,12 +138,15 @@ class OrchPolicy:
         d, r = obs.spec.overhead_h, obs.remaining_h
         best: int | None = None
         best_score = -math.inf
+        # In a zone set a preempted job hops to another zone with spot: how long it can stay on spot is the
+        # set's spot run, not one zone's (each hop costs one more overhead, weighed by the zone choice below).
+        set_life = self.set_spot_life(obs, cautious) if self.set_lifetime and len(obs.available) > 1 else 0.0
         for z, up in enumerate(obs.available):
             if not up or (obs.notice and obs.notice[z]):
                 continue
             k = obs.spot_prices[z]
             life = self.lifetime(obs, z, cautious) if (self.stable_zone or self.lifetime_filter) else math.inf
-            if self.lifetime_filter and life <= threshold_h:
+            if self.lifetime_filter and max(life, set_life) <= threshold_h:
                 continue
             score = (1 - k) * (min(life, r) - d) - k * d if self.stable_zone else -k
             if score > best_score + _EPS:
