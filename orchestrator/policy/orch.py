@@ -132,21 +132,21 @@ class OrchPolicy:
         return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
 
     # --- the decision --------------------------------------------------------------------------------
-    def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False) -> int | None:
+    def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False,
+                  set_threshold_h: float = 0.0) -> int | None:
         """The available zone (none noticed) with the largest expected saving, if its lifetime beats
-        ``threshold_h``."""
+        ``threshold_h`` and the set's spot (``set_spot_life``, or the zone's own when longer) beats
+        ``set_threshold_h``."""
         d, r = obs.spec.overhead_h, obs.remaining_h
         best: int | None = None
         best_score = -math.inf
-        # In a zone set a preempted job hops to another zone with spot: how long it can stay on spot is the
-        # set's spot run, not one zone's (each hop costs one more overhead, weighed by the zone choice below).
         set_life = self.set_spot_life(obs, cautious) if self.set_lifetime and len(obs.available) > 1 else 0.0
         for z, up in enumerate(obs.available):
             if not up or (obs.notice and obs.notice[z]):
                 continue
             k = obs.spot_prices[z]
             life = self.lifetime(obs, z, cautious) if (self.stable_zone or self.lifetime_filter) else math.inf
-            if self.lifetime_filter and max(life, set_life) <= threshold_h:
+            if self.lifetime_filter and (life <= threshold_h or max(life, set_life) <= set_threshold_h):
                 continue
             score = (1 - k) * (min(life, r) - d) - k * d if self.stable_zone else -k
             if score > best_score + _EPS:
@@ -187,6 +187,13 @@ class OrchPolicy:
         # On-demand to the end costs no more than spot could, even never preempted: stay.
         if obs.overhead_left_h + r <= k_min * (d + r) + _EPS:
             return ON_DEMAND
-        z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
+        # Leaving on-demand pays this spot session's overhead (worth it beyond d/(1-k) of the zone's spot) and,
+        # when spot ends, one more on-demand overhead: in a zone set only when the set's spot ends, since a
+        # preempted job hops to another zone (each hop is a session of its own, weighed as from idle).
+        if self.set_lifetime and len(obs.available) > 1:
+            z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight, cautious=True,
+                               set_threshold_h=2 * d / max(1 - k_min, _EPS) + 2 * tight)
+        else:
+            z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
         # An outage being covered is covered to its end (stopping and starting again costs an overhead).
         return spot(z) if z is not None else ON_DEMAND
