@@ -25,7 +25,9 @@ And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, 
 when its predicted lifetime (this tick and the expected residual of its current available run, from its run
 lengths) beats d / (1 - k); from on-demand only beyond 2d / (1 - k), on the lower of that lifetime over all
 runs kept and over the zone's last ``recent_check`` runs, and never when on-demand finishes the job for less
-than spot could (r + o <= k (d + r)). A new spot instance goes to the zone with the largest expected saving
+than spot could (r + o <= k (d + r)). In a zone set, leaving on-demand asks the zone's session to beat
+d / (1 - k) and the set's spot run (any zone, from the any-zone history) to beat 2d / (1 - k): a preempted job
+hops to another zone, so the second on-demand overhead comes only when the whole set loses spot. A new spot instance goes to the zone with the largest expected saving
 (1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price.
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
