@@ -25,9 +25,10 @@ And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, 
 when its predicted lifetime (this tick and the expected residual of its current available run, from its run
 lengths) beats d / (1 - k); from on-demand only beyond 2d / (1 - k), on the lower of that lifetime over all
 runs kept and over the zone's last ``recent_check`` runs, and never when on-demand finishes the job for less
-than spot could (r + o <= k (d + r)). In a zone set, leaving on-demand asks the zone's session to beat
-d / (1 - k) and the set's spot run (any zone, from the any-zone history) to beat 2d / (1 - k): a preempted job
-hops to another zone, so the second on-demand overhead comes only when the whole set loses spot. A new spot instance goes to the zone with the largest expected saving
+than spot could (r + o <= k (d + r)). In a zone set a preempted job hops to another zone, so the second
+on-demand overhead comes only when the whole set loses spot: when the set's spot run S (any-zone history)
+pays for its hops, S (1 - k - d / L) > d with L a zone's mean available run, leaving on-demand asks only that
+the zone's session beat d / (1 - k). A new spot instance goes to the zone with the largest expected saving
 (1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price.
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
@@ -134,26 +135,39 @@ class OrchPolicy:
         return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
 
     # --- the decision --------------------------------------------------------------------------------
-    def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False,
-                  set_threshold_h: float = 0.0) -> int | None:
+    def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False) -> int | None:
         """The available zone (none noticed) with the largest expected saving, if its lifetime beats
-        ``threshold_h`` and the set's spot (``set_spot_life``, or the zone's own when longer) beats
-        ``set_threshold_h``."""
+        ``threshold_h``."""
         d, r = obs.spec.overhead_h, obs.remaining_h
         best: int | None = None
         best_score = -math.inf
-        set_life = self.set_spot_life(obs, cautious) if self.set_lifetime and len(obs.available) > 1 else 0.0
         for z, up in enumerate(obs.available):
             if not up or (obs.notice and obs.notice[z]):
                 continue
             k = obs.spot_prices[z]
             life = self.lifetime(obs, z, cautious) if (self.stable_zone or self.lifetime_filter) else math.inf
-            if self.lifetime_filter and (life <= threshold_h or max(life, set_life) <= set_threshold_h):
+            if self.lifetime_filter and life <= threshold_h:
                 continue
             score = (1 - k) * (min(life, r) - d) - k * d if self.stable_zone else -k
             if score > best_score + _EPS:
                 best, best_score = z, score
         return best
+
+    def set_spot_pays(self, obs: Observation, k: float) -> bool:
+        """Whether leaving on-demand for the set's spot pays, hops included (zone sets only).
+
+        The set keeps spot for S more hours (``set_spot_life``, cautious); on it the job hops about S / L times
+        (L: a zone's mean available run, the lower of that over all runs kept and over the last ones), each hop
+        one more overhead, and goes back to on-demand once (one more). Spot pays over staying on on-demand when
+        (1 - k) S > (S / L + 1) d, i.e. S (1 - k - d / L) > d; for one zone (S = L) that is 2d / (1 - k).
+        """
+        d = obs.spec.overhead_h
+        life = self.set_spot_life(obs, cautious=True)
+        zone_up = min(
+            sum(mean_run(tables, h, True) for h in obs.history) / len(obs.history)
+            for tables in ((self._tables, self._recent) if self.recent_check else (self._tables,))
+        )
+        return life * (1 - k - d / zone_up) > d
 
     def decide(self, obs: Observation) -> Action:
         if obs.remaining_h <= 0:
@@ -192,10 +206,8 @@ class OrchPolicy:
         # Leaving on-demand pays this spot session's overhead (worth it beyond d/(1-k) of the zone's spot) and,
         # when spot ends, one more on-demand overhead: in a zone set only when the set's spot ends, since a
         # preempted job hops to another zone (each hop is a session of its own, weighed as from idle).
-        if self.set_lifetime and len(obs.available) > 1:
-            z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight, cautious=True,
-                               set_threshold_h=2 * d / max(1 - k_min, _EPS) + 2 * tight)
+        if self.set_lifetime and len(obs.history) > 1 and self.set_spot_pays(obs, k_min):
+            z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight, cautious=True)
         else:
             z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
-        # An outage being covered is covered to its end (stopping and starting again costs an overhead).
         return spot(z) if z is not None else ON_DEMAND

@@ -45,11 +45,15 @@ def test_leaving_on_demand_in_a_zone_set_weighs_the_sets_spot_not_one_zones() ->
     w = math.exp(-0.5)
     assert policy.lifetime(obs, 0) == pytest.approx(1 + 2 * w / (50 + w))
     assert policy.lifetime(obs, 0, cautious=True) == pytest.approx(1 + 2 * w / (50 + w))
-    # The set's run has lasted 101 h, longer than any seen: about as long again, + this tick = 102 h.
+    # The set's run has lasted 101 h, longer than any seen: about as long again, + this tick = S = 102 h.
     assert policy.set_spot_life(obs, cautious=True) == pytest.approx(102.0)
-    # Zone 0's session beats d/(1-k) and the set's spot beats 2d/(1-k): leave on-demand. Hopping each tick
-    # costs 0.3 per tick for 0.5 h of work (0.6 an hour of work, against 1.0 on on-demand), and the second
-    # on-demand overhead comes only when the set loses spot.
+    # On it the job hops about S / L times, L = a zone's mean available run, the lower over all runs ((50 x 1
+    # + 2) / 51 = 1.0196 h) and the last 10 ((10 + 2) / 11): spot pays when S (1 - k - d / L) > d:
+    # 102 x (0.7 - 0.5 / 1.0196) = 21.4 > 0.5.
+    assert policy.set_spot_pays(obs, 0.3)
+    # So zone 0's session need only beat d/(1-k): leave on-demand. Hopping each tick costs 0.3 per tick for
+    # 0.5 h of work (0.6 an hour of work, against 1.0 on on-demand), and the second on-demand overhead comes
+    # only when the set loses spot.
     assert policy.decide(obs) == spot(0)
     # The same zone alone (or the rule off): 1.024 h < 1.429 h, on-demand is kept (a preemption after one tick
     # would send the job back to on-demand for a second overhead).
@@ -61,9 +65,10 @@ def test_leaving_on_demand_in_a_zone_set_weighs_the_sets_spot_not_one_zones() ->
     assert off.decide(obs) == ON_DEMAND
 
 
-def test_a_short_zone_session_is_not_launched_on_the_sets_lifetime() -> None:
-    # As above but d = gap = 1 h (d/(1-k) = 1.43 h): each zone session would be all overhead (no progress at
-    # 0.3 a tick), however long the set keeps spot. From idle and from on-demand orch takes neither zone.
+def test_a_set_whose_every_hop_is_all_overhead_is_not_left_on_demand_for() -> None:
+    # As above but d = gap = 1 h: each zone session would be all overhead (no progress at 0.3 a tick), however
+    # long the set keeps spot: S (1 - k - d / L) = 102 x (0.7 - 1 / 1.0196) < 0, and the zone's 1.024 h is
+    # below 2d/(1-k) = 2.86 h (and d/(1-k) = 1.43 h). orch stays on on-demand and takes no zone from idle.
     z0 = stats_of("10" * 50 + "1", 1.0)
     z1 = stats_of("01" * 50 + "0", 1.0)
     any_zone = stats_of("1" * 101, 1.0)
@@ -71,5 +76,6 @@ def test_a_short_zone_session_is_not_launched_on_the_sets_lifetime() -> None:
     policy = OrchPolicy()
     policy.reset(spec, 2)
     obs = on_demand_obs((z0, z1), any_zone, spec)
+    assert not policy.set_spot_pays(obs, 0.3)
     assert policy.decide(obs) == ON_DEMAND
     assert policy.best_zone(obs, 1.0 / 0.7) is None
