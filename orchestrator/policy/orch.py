@@ -29,7 +29,8 @@ than spot could (r + o <= k (d + r)). In a zone set a preempted job hops to anot
 on-demand overhead comes only when the whole set loses spot: when the set's spot run S (any-zone history)
 pays for its hops, S (1 - k - d / L) > d with L a zone's mean available run, leaving on-demand asks only that
 the zone's session beat d / (1 - k). A new spot instance goes to the zone with the largest expected saving
-(1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price.
+(1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price (on a
+tie, the longest-lived).
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
 """
@@ -49,8 +50,10 @@ class OrchPolicy:
     """See the module docstring. Per-job state: the caches of sorted run tables (cleared by ``reset``).
 
     The switches turn single rules off, for measuring each (docs/policy.md); the defaults are orch.
-    ``recent_check``: before leaving on-demand, a zone's lifetime is the lower of the estimate over every run
-    kept and over its last ``recent_check`` runs. ``slack_cost``: overheads of slack a launch costs, in the
+    ``tie_life``: among zones whose expected savings tie (every lifetime beyond the work left), the
+    longest-lived (the estimates are uncertain: the longer one leaves more margin). ``recent_check``: before
+    leaving on-demand, a zone's lifetime is the lower of the estimate over every run kept and over its last
+    ``recent_check`` runs. ``slack_cost``: overheads of slack a launch costs, in the
     break-evens, while the slack is short.
     """
 
@@ -58,7 +61,8 @@ class OrchPolicy:
 
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  slack_cost: float = 0.0, recent_check: int | None = 10,
-                 set_lifetime: bool = True) -> None:
+                 set_lifetime: bool = True, tie_life: bool = True) -> None:
+        self.tie_life = tie_life
         self.set_lifetime = set_lifetime
         self.cover_longest = cover_longest
         self.lifetime_filter = lifetime_filter
@@ -140,7 +144,7 @@ class OrchPolicy:
         ``threshold_h``."""
         d, r = obs.spec.overhead_h, obs.remaining_h
         best: int | None = None
-        best_score = -math.inf
+        best_score = best_life = -math.inf
         for z, up in enumerate(obs.available):
             if not up or (obs.notice and obs.notice[z]):
                 continue
@@ -149,8 +153,8 @@ class OrchPolicy:
             if self.lifetime_filter and life <= threshold_h:
                 continue
             score = (1 - k) * (min(life, r) - d) - k * d if self.stable_zone else -k
-            if score > best_score + _EPS:
-                best, best_score = z, score
+            if score > best_score + _EPS or (self.tie_life and score > best_score - _EPS and life > best_life):
+                best, best_score, best_life = z, score, life
         return best
 
     def set_spot_pays(self, obs: Observation, k: float) -> bool:

@@ -79,3 +79,25 @@ def test_a_set_whose_every_hop_is_all_overhead_is_not_left_on_demand_for() -> No
     assert not policy.set_spot_pays(obs, 0.3)
     assert policy.decide(obs) == ON_DEMAND
     assert policy.best_zone(obs, 1.0 / 0.7) is None
+
+
+def test_among_zones_whose_savings_tie_the_longest_lived_is_taken() -> None:
+    # Two zones at the same price, both with spot now (a run 1 tick old, gap 1 h): zone 0's runs last 5 h,
+    # zone 1's 20 h. Lifetimes: 1 + (20 x 4 + 2w) / (20 + w) = 4.95 h and 1 + (5 x 19 + 2w) / (5 + w) = 19.2 h
+    # (w = e^-0.5). With 2 h of work left both savings are (1 - k)(min(L, 2) - d) - k d = 0.7 x 1.5 - 0.15 =
+    # 0.9: a tie, and orch takes zone 1, whose estimate has the more margin (the first zone before).
+    z0 = stats_of(("1" * 5 + "0") * 20 + "1", 1.0)
+    z1 = stats_of(("1" * 20 + "0") * 5 + "1", 1.0)
+    spec = ProblemSpec(work_h=40, deadline_h=80, overhead_h=0.5, spot_price=0.3)
+    obs = Observation(tick=10, elapsed_h=40.0, gap_h=1.0, spec=spec, work_done_h=38.0, mode=Mode.IDLE,
+                      zone=None, overhead_left_h=0.0, available=(True, True), spot_prices=(0.3, 0.3),
+                      history=(z0, z1), any_zone=stats_of("1" * 121, 1.0))
+    policy = OrchPolicy()
+    policy.reset(spec, 2)
+    w = math.exp(-0.5)
+    assert policy.lifetime(obs, 0) == pytest.approx(1 + (20 * 4 + 2 * w) / (20 + w))
+    assert policy.lifetime(obs, 1) == pytest.approx(1 + (5 * 19 + 2 * w) / (5 + w))
+    assert policy.decide(obs) == spot(1)
+    first = OrchPolicy(tie_life=False)
+    first.reset(spec, 2)
+    assert first.decide(obs) == spot(0)
