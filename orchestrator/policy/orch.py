@@ -25,8 +25,12 @@ And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, 
 when its predicted lifetime (this tick and the expected residual of its current available run, from its run
 lengths) beats d / (1 - k); from on-demand only beyond 2d / (1 - k), on the lower of that lifetime over all
 runs kept and over the zone's last ``recent_check`` runs, and never when on-demand finishes the job for less
-than spot could (r + o <= k (d + r)). A new spot instance goes to the zone with the largest expected saving
-(1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price.
+than spot could (r + o <= k (d + r)). In a zone set a preempted job hops to another zone, so the second
+on-demand overhead comes only when the whole set loses spot: when the set's spot run S (any-zone history)
+pays for its hops, S (1 - k - d / L) > d with L a zone's mean available run, leaving on-demand asks only that
+the zone's session beat d / (1 - k). A new spot instance goes to the zone with the largest expected saving
+(1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price (on a
+tie, the longest-lived).
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
 """
@@ -46,15 +50,20 @@ class OrchPolicy:
     """See the module docstring. Per-job state: the caches of sorted run tables (cleared by ``reset``).
 
     The switches turn single rules off, for measuring each (docs/policy.md); the defaults are orch.
-    ``recent_check``: before leaving on-demand, a zone's lifetime is the lower of the estimate over every run
-    kept and over its last ``recent_check`` runs. ``slack_cost``: overheads of slack a launch costs, in the
+    ``tie_life``: among zones whose expected savings tie (every lifetime beyond the work left), the
+    longest-lived (the estimates are uncertain: the longer one leaves more margin). ``recent_check``: before
+    leaving on-demand, a zone's lifetime is the lower of the estimate over every run kept and over its last
+    ``recent_check`` runs. ``slack_cost``: overheads of slack a launch costs, in the
     break-evens, while the slack is short.
     """
 
     name = "orch"
 
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
-                 slack_cost: float = 0.0, recent_check: int | None = 10) -> None:
+                 slack_cost: float = 0.0, recent_check: int | None = 10,
+                 set_lifetime: bool = True, tie_life: bool = True) -> None:
+        self.tie_life = tie_life
+        self.set_lifetime = set_lifetime
         self.cover_longest = cover_longest
         self.lifetime_filter = lifetime_filter
         self.stable_zone = stable_zone
@@ -80,6 +89,17 @@ class OrchPolicy:
         life = residual(self._tables, stats, True, age)
         if cautious and self.recent_check:
             life = min(life, residual(self._recent, stats, True, age))
+        return obs.gap_h + life
+
+    def set_spot_life(self, obs: Observation, cautious: bool = False) -> float:
+        """Predicted hours of spot somewhere in the set from now (this tick and the residual of the set's
+        current spot run), the cautious way as ``lifetime``; 0 when the set's history is not known."""
+        stats = obs.any_zone
+        if stats is None or not stats.available:
+            return 0.0
+        life = residual(self._tables, stats, True, stats.streak_h)
+        if cautious and self.recent_check:
+            life = min(life, residual(self._recent, stats, True, stats.streak_h))
         return obs.gap_h + life
 
     def set_stats(self, obs: Observation) -> ZoneStats | None:
@@ -124,7 +144,7 @@ class OrchPolicy:
         ``threshold_h``."""
         d, r = obs.spec.overhead_h, obs.remaining_h
         best: int | None = None
-        best_score = -math.inf
+        best_score = best_life = -math.inf
         for z, up in enumerate(obs.available):
             if not up or (obs.notice and obs.notice[z]):
                 continue
@@ -133,9 +153,25 @@ class OrchPolicy:
             if self.lifetime_filter and life <= threshold_h:
                 continue
             score = (1 - k) * (min(life, r) - d) - k * d if self.stable_zone else -k
-            if score > best_score + _EPS:
-                best, best_score = z, score
+            if score > best_score + _EPS or (self.tie_life and score > best_score - _EPS and life > best_life):
+                best, best_score, best_life = z, score, life
         return best
+
+    def set_spot_pays(self, obs: Observation, k: float) -> bool:
+        """Whether leaving on-demand for the set's spot pays, hops included (zone sets only).
+
+        The set keeps spot for S more hours (``set_spot_life``, cautious); on it the job hops about S / L times
+        (L: a zone's mean available run, the lower of that over all runs kept and over the last ones), each hop
+        one more overhead, and goes back to on-demand once (one more). Spot pays over staying on on-demand when
+        (1 - k) S > (S / L + 1) d, i.e. S (1 - k - d / L) > d; for one zone (S = L) that is 2d / (1 - k).
+        """
+        d = obs.spec.overhead_h
+        life = self.set_spot_life(obs, cautious=True)
+        zone_up = min(
+            sum(mean_run(tables, h, True) for h in obs.history) / len(obs.history)
+            for tables in ((self._tables, self._recent) if self.recent_check else (self._tables,))
+        )
+        return life * (1 - k - d / zone_up) > d
 
     def decide(self, obs: Observation) -> Action:
         if obs.remaining_h <= 0:
@@ -171,6 +207,11 @@ class OrchPolicy:
         # On-demand to the end costs no more than spot could, even never preempted: stay.
         if obs.overhead_left_h + r <= k_min * (d + r) + _EPS:
             return ON_DEMAND
-        z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
-        # An outage being covered is covered to its end (stopping and starting again costs an overhead).
+        # Leaving on-demand pays this spot session's overhead (worth it beyond d/(1-k) of the zone's spot) and,
+        # when spot ends, one more on-demand overhead: in a zone set only when the set's spot ends, since a
+        # preempted job hops to another zone (each hop is a session of its own, weighed as from idle).
+        if self.set_lifetime and len(obs.history) > 1 and self.set_spot_pays(obs, k_min):
+            z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight, cautious=True)
+        else:
+            z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
         return spot(z) if z is not None else ON_DEMAND
