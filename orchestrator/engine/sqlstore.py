@@ -19,7 +19,7 @@ from orchestrator.clock import utcnow
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.specs import SpecCache
 from orchestrator.engine.sqlstore_side import SideTables
-from orchestrator.engine.sqlstore_spend import SpendBuffer
+from orchestrator.engine.sqlstore_spend import RowKey, SpendBuffer
 from orchestrator.engine.stored_offers import OfferBook
 from orchestrator.spend import reported_price_hr
 from orchestrator.store import queries, repo
@@ -48,7 +48,9 @@ class SqlEngineStore(SpendBuffer, SideTables):
         self._specs = SpecCache()
         # Hot-path state (see "steady ticks" below): spend rows waiting to be written in one bulk insert, and
         # the tick's reads of jobs/attempts, valid until this store writes a job or an attempt.
-        self._pending_spend: list[SpendCharge] = []
+        self._pending: dict[RowKey, SpendCharge] = {}
+        self._due: set[int] = set()
+        self._latest: dict[int, RowKey] = {}
         #: Attempts' spend marks (up to when their spend is stored), read ahead in chunks (a restart asks for
         #: every live attempt's) and kept while this store holds the attempt's job (only the holder accrues).
         self._marks: dict[int, datetime | None] = {}
@@ -61,9 +63,9 @@ class SqlEngineStore(SpendBuffer, SideTables):
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> Holding | None:
         try:
-            self.flush()
+            self.flush_due()
         except LeaseLostError:      # accrued under a lapsed lease: the holder charges it from the stored mark
-            self._pending_spend, self._marks = [], {}
+            self.drop_buffer()
         if self.fleet is None:
             self._reads.clear()     # other processes may have written since the last tick
             return None
@@ -93,10 +95,8 @@ class SqlEngineStore(SpendBuffer, SideTables):
     # --- steady ticks --------------------------------------------------------------------------------
     # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
     # make it so: the tick's reads of jobs and live attempts are kept until this store writes a job or an
-    # attempt (``_version``), and buffered charges are written in one transaction (``flush``: an upsert per
-    # ledger row, orchestrator/store/spend_ledger.py) before any read of spend and at the start of every
-    # tick. A process killed before a flush loses no money: the next one continues from ``spend_mark`` (the
-    # last STORED interval end) and accrues the lost interval again.
+    # attempt (``_version``), and charges are buffered, folded per ledger row, and written a slice at a
+    # time (orchestrator/engine/sqlstore_spend.py says when; everything before any read of spend).
     def _cached(self, key: str, load: Callable[[], T]) -> T:
         hit = self._reads.get(key)
         if hit is not None and hit[0] == self._version:
@@ -109,12 +109,15 @@ class SqlEngineStore(SpendBuffer, SideTables):
         self._version += 1
 
     def _jobs(self, active: bool) -> list[JobRecord]:
-        self.flush()
         with self.store.transaction() as tx:
             # Plain columns; a job's manifest is read (and parsed) only when its hash is new to this process.
             rows = [r for r in queries.job_columns(tx, active=active, lease_owner=self._leased_to) if self._mine(r.id)]
             self._specs.load(tx, [(r.id, r.manifest_hash) for r in rows])
-            self._spent.update(queries.spend_totals(tx, [r.id for r in rows if r.id not in self._spent]))
+            unknown = [r.id for r in rows if r.id not in self._spent]
+            stored = queries.spend_totals(tx, unknown)
+        if unknown:     # the stored total and what is buffered
+            buffered = self.pending_spend(set(unknown))
+            self._spent.update({j: usd + buffered.get(j, 0.0) for j, usd in stored.items()})
         out = []
         for r in rows:
             spec, manifest = self._specs[(r.id, r.manifest_hash)]
@@ -217,6 +220,8 @@ class SqlEngineStore(SpendBuffer, SideTables):
             self._fence(tx, row.job_id)
             if instance is not None:
                 repo.record_instance(tx, _instance_record(instance, row.launch_id, self.owner, row.job_id), now=now)
+        if state.is_final:
+            self.attempt_ended(attempt_id)
         self._wrote()
 
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None:
