@@ -20,10 +20,12 @@ row was written each tick. Mixed into ``SqlEngineStore``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
 from sqlmodel import Session
 
+from orchestrator.engine.sqlstore_reads import Kept
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
@@ -59,7 +61,8 @@ class SpendBuffer:
     _marks: dict[int, datetime | None]
     #: Each job's total spend, buffered charges included (``add_spend`` keeps it up to date).
     _spent: dict[int, float]
-    _reads: dict[str, tuple[int, object]]
+    _reads: dict[str, Kept]
+    wrote_aside: Callable[[object | None, object | None], None]     # KeptReads'
 
     def _fence(self, tx: Session, job_id: int | None) -> None:
         raise NotImplementedError
@@ -94,8 +97,12 @@ class SpendBuffer:
         with self.store.transaction() as tx:
             self._fence(tx, None)       # jobs leave this daemon only by its own release or its reaping
             rows = [r for r in rows if self._mine(r.job_id)]
-            if rows:
-                upsert_spend(tx, rows)
+            if not rows:
+                return
+            before = queries.change_token(tx)
+            upsert_spend(tx, rows)
+            after = queries.change_token(tx)    # holding the write lock: nobody commits before this does
+        self.wrote_aside(before, after)
 
     def pending_spend(self, job_ids: set[int]) -> dict[int, float]:
         """Buffered (not yet written) charges of ``job_ids``, per job."""

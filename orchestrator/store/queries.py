@@ -4,6 +4,7 @@ Session of the caller's transaction. No other module writes SQL for these."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -37,6 +38,24 @@ def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 
 # -- the engine's reads ---------------------------------------------------------------------------------
+
+_serials = itertools.count(1)
+
+
+def change_token(tx: Session) -> tuple[int, int, int] | None:
+    """SQLite: this connection, its ``PRAGMA data_version`` and its ``total_changes``. The version changes
+    when another connection commits (any process's); the count when this connection writes (whoever in this
+    process uses it). Two equal tokens: nobody wrote between them. None on PostgreSQL (no such cheap check).
+
+    The connection is named by a serial kept in its pool record (an ``id()`` could name a later one)."""
+    conn = tx.connection()
+    if conn.dialect.name != "sqlite":
+        return None
+    record = conn.connection
+    serial = record.info.setdefault("orch_serial", next(_serials))
+    version = conn.exec_driver_sql("PRAGMA data_version").scalar_one()
+    return int(serial), int(version), int(record.dbapi_connection.total_changes)  # type: ignore[union-attr]
+
 
 class JobColumns(NamedTuple):
     id: int
