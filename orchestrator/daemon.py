@@ -9,6 +9,7 @@ every one is logged as a JSON line with what it changed. The one-daemon rule on 
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -57,6 +58,18 @@ def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> Ti
     return report
 
 
+def settle_heap() -> None:
+    """Once, after the daemon's first tick: take what it loaded out of the garbage collector's full passes.
+
+    The first tick loads what lives as long as the process (each held job's parsed manifest and spec, its
+    attempts' records, the last listing); each later tick makes objects that die at the next one (its facts,
+    ~50k at 10k jobs). Those survive long enough to count towards a full collection, which then walked the
+    whole heap almost every tick (~0.1-0.15 s of CPU at 10k jobs). ``gc.freeze`` leaves the loaded objects
+    out of those passes; collecting first freezes no garbage with them."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettings, metrics: DaemonMetrics,
                stop: threading.Event, catalog_refresh: Callable[[], Any] | None = None) -> None:
     """Run the scheduler until ``stop`` is set. The reconciler is built once (it keeps in-memory
@@ -69,11 +82,16 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
     scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(settings.workers)},
                                     job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
 
+    settled: list[bool] = []
+
     def reconcile_job() -> None:
         try:
             run_tick(reconciler, metrics)
         except Exception:  # logged in run_tick; the next tick tries again
-            pass
+            return
+        if not settled:
+            settle_heap()
+            settled.append(True)
 
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())

@@ -15,7 +15,8 @@ database is created and dropped afterwards. Without one the store is a SQLite fi
 Lambda wire fake (one JSON list call for every instance) runs in a child process with N running instances;
 each daemon is its own process (its own connection, adapters, lease owner), measured with
 ``time.process_time()`` in that process, so neither the fake's CPU nor the database server's is counted.
-Each daemon lists the cloud once per tick. Not a test: it asserts nothing; it reports.
+Each daemon lists the cloud once per tick, and after its first tick settles its heap as `orch daemon` does
+(``orchestrator.daemon.settle_heap``, not counted in any tick). Not a test: it asserts nothing; it reports.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def seed_store(url: str, n: int, now: datetime) -> None:
 def _daemon(url: str, port: int, name: str | None, conn: Connection) -> None:
     """One daemon: joins, then ticks on each command and answers (cpu seconds, wall seconds, quiet)."""
     from orchestrator.config import OrchConfig
+    from orchestrator.daemon import settle_heap
     from orchestrator.service import ServiceSettings, build_service
     from providers.lambdalabs.adapter import LambdaProvider
     from tests.contract.harness_lambda import fast_settings
@@ -122,6 +124,7 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection) -> None:
     if callable(join):
         join(clock[0])
     conn.send("joined")
+    settled = False
     try:
         while (msg := conn.recv()) is not None:
             clock[0] = msg
@@ -129,6 +132,9 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection) -> None:
             report = service.reconciler.tick()
             conn.send((time.process_time() - cpu, time.perf_counter() - wall, report.quiet and not report.errors,
                        str(report.errors[:2])))
+            if not settled:     # as the daemon does after its first tick (its CPU is not a tick's)
+                settle_heap()
+                settled = True
     finally:
         service.close()
 
