@@ -120,3 +120,27 @@ def test_the_change_token_moves_when_another_connection_commits(tmp_path: Path) 
     finally:
         mine.close()
         other.close()
+
+
+def test_the_kept_attempts_are_as_a_fresh_read_after_the_cloud_reports_a_price(
+        world: tuple[Service, Clock, MemoryProvider, str]) -> None:
+    from dataclasses import replace
+
+    from orchestrator.engine.sqlstore import SqlEngineStore
+
+    svc, clock, aws, _ = world
+    for _ in range(3):
+        svc.reconciler.tick()
+        clock.now += timedelta(seconds=15)
+    one, two = sorted(aws.live(), key=lambda i: i.instance_id)
+    aws.plant(replace(one, price_hr=7.5))               # the instance row records it (an instance-only write)
+    aws.plant(replace(two, price_hr=None))              # no price: the recorded one stands
+    svc.reconciler.tick()
+    store = svc.engine_store
+    assert isinstance(store, SqlEngineStore) and svc.store is not None
+    seen = selects(svc)
+    kept = list(store.live_attempts())
+    assert not [s for s in seen if "FROM attempts" in s]     # kept, patched as written: not read again
+    fresh = SqlEngineStore(svc.store, "tester", catalog=[OFFER])
+    assert kept == list(fresh.live_attempts())
+    assert sorted(a.actual_price_hr for a in kept) == [7.5, 10.0]

@@ -276,9 +276,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         if gone:
             self._wrote()
             return
-        self.wrote_aside(before, after)     # instance columns only: the jobs' reads stay, the attempts' read (it
-        if "live" in self._reads:           # carries them) is stale (kept for spend_mark's read-ahead)
-            self._reads["live"] = self._reads["live"]._replace(version=-1)
+        self.wrote_aside(before, after)     # instance columns only: the other reads stay; the attempts' read
+        self.patch_live({r.launch_id: r for r in changed})    # carries two of them: patched as written
 
 
 def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | None) -> repo.InstanceRecord:

@@ -3,8 +3,8 @@
 A steady tick (nothing changes) must not read and rebuild 10k jobs and attempts (at 10k on SQLite that was
 ~0.6 s of CPU a tick). A read is kept until:
 
-* this store writes a job or an attempt (``_wrote``; an instance-only write marks the attempts' read stale
-  itself, ``SqlEngineStore.observe_instances``);
+* this store writes a job or an attempt (``_wrote``; after an instance-only write the attempts' read is
+  patched as it was written, ``patch_live``);
 * anybody else writes to the database (another process, or another part of this one), which SQLite tells
   (orchestrator/store/queries.py ``change_token``): checked at each tick's start (``keep_unchanged_reads``);
   this store's own writes of rows no read holds (the spend ledger) carry the kept reads over
@@ -20,7 +20,7 @@ Mixed into ``SqlEngineStore``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
@@ -29,6 +29,7 @@ from sqlmodel import Session
 from orchestrator.engine.ports import JobRecord
 from orchestrator.store import queries
 from orchestrator.store.db import Store
+from orchestrator.store.repo import InstanceRecord
 
 T = TypeVar("T")
 
@@ -37,7 +38,7 @@ JOB_READS = ("active", "inactive")
 
 
 class Kept(NamedTuple):
-    version: int                # this store's write count when read (-1: stale, kept for read-ahead only)
+    version: int                # this store's write count when read
     value: Any
     token: object | None        # the database's change token before the read (None: none known)
 
@@ -86,3 +87,17 @@ class KeptReads:
     def _with_spent(self, job: JobRecord) -> JobRecord:
         spent = self._spent.get(job.id, job.spent_usd)
         return job if spent == job.spent_usd else replace(job, spent_usd=spent)
+
+    def patch_live(self, written: Mapping[str, InstanceRecord]) -> None:
+        """The kept live attempts as a read after ``update_instances(written)`` would give them."""
+        kept = self._reads.get("live")
+        if kept is None:
+            return
+        patched = []
+        for a in kept.value:
+            rec = written.get(a.launch_id)
+            if rec is not None:
+                price = a.actual_price_hr if rec.actual_price_hr is None else rec.actual_price_hr
+                a = replace(a, instance_id=rec.instance_id or a.instance_id, actual_price_hr=price)
+            patched.append(a)
+        self._reads["live"] = kept._replace(value=patched)
