@@ -144,3 +144,35 @@ def test_the_kept_attempts_are_as_a_fresh_read_after_the_cloud_reports_a_price(
     fresh = SqlEngineStore(svc.store, "tester", catalog=[OFFER])
     assert kept == list(fresh.live_attempts())
     assert sorted(a.actual_price_hr for a in kept) == [7.5, 10.0]
+
+
+@pytest.mark.postgres
+def test_a_fleet_daemon_keeps_its_jobs_until_their_rows_change(tmp_path: Path) -> None:
+    from tests._store_db import pg_database
+
+    for url in pg_database():
+        clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+        aws = MemoryProvider("aws", [OFFER])
+        svc = build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws},
+                            catalog=[OFFER], lease_owner="d1", clock=clock)
+        try:
+            paths = []
+            for name in ("one", "two"):
+                paths.append(tmp_path / f"{name}.yaml")
+                paths[-1].write_text(MANIFEST.format(name=name))
+            assert svc.store is not None
+            apply(svc.store, load(paths), now=clock.now)
+            svc.engine_store.join(clock.now)  # type: ignore[attr-defined]
+            for _ in range(4):
+                svc.reconciler.tick()
+                clock.now += timedelta(seconds=15)
+            assert sorted(i.job or "" for i in aws.live()) == ["one", "two"]
+            seen = selects(svc)
+            svc.reconciler.tick()
+            assert seen and not [s for s in seen if "jobs.manifest_hash" in s]     # the jobs are not read again
+            mark_down(svc.store, ["one"], now=clock.now)                       # `orch down one`
+            clock.now += timedelta(seconds=15)
+            svc.reconciler.tick()
+            assert [i.job for i in aws.live()] == ["two"]
+        finally:
+            svc.close()

@@ -72,13 +72,14 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             return None
         before = dict(self.fleet.holding.jobs) if self.fleet.holding else {}
         holding = self.fleet.begin(self.store, now)
-        # Jobs change from outside (orch apply, down, the console): read again. A held job's attempts, instance
-        # rows, spend marks and totals are written only by its holder (the fence): kept while it holds the same.
-        self._reads = {k: v for k, v in self._reads.items()
-                       if k.split(":")[0] in ("live", "instances") and before == holding.jobs}
+        # Jobs change from outside (orch apply, down, the console): kept while their rows are unchanged. A held
+        # job's attempts, instance rows, spend marks and totals are written only by its holder (the fence):
+        # kept while it holds the same.
         self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
         if before != holding.jobs:
+            self._reads.clear()
             self._marks.clear()
+        self.keep_unchanged_reads(held=("live", "instances"))
         return holding
 
     def join(self, now: datetime) -> None:

@@ -9,8 +9,9 @@ A steady tick (nothing changes) must not read and rebuild 10k jobs and attempts 
   (orchestrator/store/queries.py ``change_token``): checked at each tick's start (``keep_unchanged_reads``);
   this store's own writes of rows no read holds (the spend ledger) carry the kept reads over
   (``wrote_aside``);
-  on PostgreSQL, where no such cheap check exists, the caller drops what others may write (the jobs) every
-  tick (``SqlEngineStore.begin_tick``);
+  on PostgreSQL with several daemons, a fingerprint of the rows of the jobs this daemon holds tells whether
+  anybody wrote them (the attempts and instance rows of its jobs only it writes: kept while its holding is
+  the same, ``SqlEngineStore.begin_tick``); with one daemon on PostgreSQL nothing is kept across ticks;
 * the catalog the attempts' offers are rebuilt from changes (``use_catalog``).
 
 A kept read of jobs carries each job's spend total as of the read; ``keep_unchanged_reads`` brings the
@@ -37,6 +38,11 @@ T = TypeVar("T")
 JOB_READS = ("active", "inactive")
 
 
+def _covers(token: object, key: str) -> bool:
+    """PostgreSQL's token covers the jobs' rows only (not, say, every daemon's live launch ids)."""
+    return key in JOB_READS or not (isinstance(token, tuple) and token[0] == "jobs")
+
+
 class Kept(NamedTuple):
     version: int                # this store's write count when read
     value: Any
@@ -48,6 +54,7 @@ class KeptReads:
     _version: int
     _reads: dict[str, Kept]
     _spent: dict[int, float]
+    _leased_to: str | None
 
     def _cached(self, key: str, load: Callable[[Session], T]) -> T:
         """``load``'s answer, read again only when the kept one may be stale (see the module's docstring)."""
@@ -55,7 +62,7 @@ class KeptReads:
         if hit is not None and hit.version == self._version:
             return hit.value  # type: ignore[no-any-return]
         with self.store.transaction() as tx:
-            token = queries.change_token(tx)        # before the read: a commit after it changes the token
+            token = queries.change_token(tx, self._leased_to)   # before the read: a commit after changes it
             value = load(tx)
         self._reads[key] = Kept(self._version, value, token)
         return value
@@ -63,14 +70,16 @@ class KeptReads:
     def _wrote(self) -> None:
         self._version += 1
 
-    def keep_unchanged_reads(self) -> None:
-        """Drop the kept reads unless the database says nobody committed since they were read; bring the
-        kept jobs' spend totals up to date."""
+    def keep_unchanged_reads(self, held: tuple[str, ...] = ()) -> None:
+        """Drop the kept reads unless the database says nobody wrote what they hold since they were read;
+        bring the kept jobs' spend totals up to date. ``held``: reads (by key prefix) the caller knows only
+        this store writes (several daemons: a held job's attempts and instance rows, the fence), kept."""
         if not self._reads:
             return
         with self.store.transaction() as tx:
-            token = queries.change_token(tx)
-        self._reads = {k: v for k, v in self._reads.items() if token is not None and v.token == token}
+            token = queries.change_token(tx, self._leased_to)
+        self._reads = {k: v for k, v in self._reads.items()
+                       if k.split(":")[0] in held or (token is not None and v.token == token and _covers(token, k))}
         for key in JOB_READS:
             kept = self._reads.get(key)
             if kept is not None:

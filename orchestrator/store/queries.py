@@ -42,15 +42,26 @@ def _chunks(values: Sequence[Any]) -> Iterator[Sequence[Any]]:
 _serials = itertools.count(1)
 
 
-def change_token(tx: Session) -> tuple[int, int, int] | None:
-    """SQLite: this connection, its ``PRAGMA data_version`` and its ``total_changes``. The version changes
-    when another connection commits (any process's); the count when this connection writes (whoever in this
-    process uses it). Two equal tokens: nobody wrote between them. None on PostgreSQL (no such cheap check).
+def change_token(tx: Session, lease_owner: str | None = None) -> tuple[object, ...] | None:
+    """Whether anybody wrote since: two equal tokens, nobody did (in what the token covers). None: unknown.
 
-    The connection is named by a serial kept in its pool record (an ``id()`` could name a later one)."""
+    SQLite: this connection, its ``PRAGMA data_version`` and its ``total_changes``. The version changes when
+    another connection commits (any process's); the count when this connection writes (whoever in this
+    process uses it). It covers the whole database. The connection is named by a serial kept in its pool
+    record (an ``id()`` could name a later one).
+
+    PostgreSQL, with ``lease_owner``: a fingerprint of the rows of the jobs it holds (each row's id and
+    ``xmin``, the transaction that wrote its current version: any update gives a row a new one). It covers
+    those job rows only (where the same data stays the same token, row locks included). Without
+    ``lease_owner``: None."""
     conn = tx.connection()
     if conn.dialect.name != "sqlite":
-        return None
+        if lease_owner is None:
+            return None
+        found = conn.exec_driver_sql(
+            "SELECT count(*), md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' ORDER BY id), '')) "
+            "FROM jobs WHERE lease_owner = %(owner)s", {"owner": lease_owner}).one()
+        return "jobs", int(found[0]), str(found[1])
     record = conn.connection
     serial = record.info.setdefault("orch_serial", next(_serials))
     version = conn.exec_driver_sql("PRAGMA data_version").scalar_one()
