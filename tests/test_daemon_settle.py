@@ -1,4 +1,5 @@
-"""``orch daemon`` settles its heap once, after its first tick that succeeded (orchestrator/daemon.py)."""
+"""``orch daemon`` pauses garbage collection for its first tick and settles its heap once after it, whether
+the tick succeeded or not (orchestrator/daemon.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,17 @@ from orchestrator.observability import DaemonMetrics
 
 
 class _Engine:
-    """Fails its first tick, then succeeds; stops the daemon after its fourth."""
+    """Fails its first tick, then succeeds; stops the daemon after its fourth. Notes whether the collector
+    ran during each tick."""
 
     def __init__(self, stop: threading.Event) -> None:
         self.ticks = 0
         self.stop = stop
+        self.collecting: list[bool] = []
 
     def tick(self) -> TickReport:
         self.ticks += 1
+        self.collecting.append(gc.isenabled())
         if self.ticks >= 4:
             self.stop.set()
         if self.ticks == 1:
@@ -30,13 +34,31 @@ class _Engine:
         return TickReport()
 
 
-def test_the_heap_is_settled_once_after_the_first_good_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collection_pauses_for_the_first_tick_and_the_heap_is_settled_once_after_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     stop = threading.Event()
     engine = _Engine(stop)
     settled_at: list[int] = []
-    monkeypatch.setattr(daemon, "settle_heap", lambda: settled_at.append(engine.ticks))
+
+    def settle() -> None:
+        settled_at.append(engine.ticks)
+        gc.enable()
+
+    monkeypatch.setattr(daemon, "settle_heap", settle)
+    try:
+        run_daemon(lambda: engine, DaemonSettings(reconcile_interval_s=0.01, settle_heap=True), DaemonMetrics(), stop)  # type: ignore[arg-type,return-value]
+    finally:
+        gc.enable()
+    assert engine.ticks >= 4 and settled_at == [1]            # after the first tick, though it failed
+    assert engine.collecting[:4] == [False, True, True, True]
+
+
+def test_a_daemon_run_inside_another_program_leaves_its_collector_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    stop = threading.Event()
+    engine = _Engine(stop)
+    monkeypatch.setattr(daemon, "settle_heap", lambda: pytest.fail("settled a heap not its own"))
     run_daemon(lambda: engine, DaemonSettings(reconcile_interval_s=0.01), DaemonMetrics(), stop)  # type: ignore[arg-type,return-value]
-    assert engine.ticks >= 4 and settled_at == [2]
+    assert engine.ticks >= 4 and all(engine.collecting)
 
 
 def test_settling_collects_the_garbage_and_freezes_what_lives() -> None:
@@ -47,8 +69,11 @@ def test_settling_collects_the_garbage_and_freezes_what_lives() -> None:
     garbage = weakref.ref(Cycle())                  # freed only by a collection
     frozen_before = gc.get_freeze_count()
     try:
+        daemon.pause_collection()
+        assert not gc.isenabled()
         daemon.settle_heap()
         assert garbage() is None                    # collected, not frozen with the rest
-        assert gc.get_freeze_count() > frozen_before
+        assert gc.get_freeze_count() > frozen_before and gc.isenabled()
     finally:
         gc.unfreeze()
+        gc.enable()
