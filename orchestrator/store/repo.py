@@ -381,6 +381,9 @@ def _update_plain_instances(tx: Session, names: tuple[str, ...], rows: list[dict
     records every machine's price). The one typed value, the time, is converted once by its column type."""
     conn = tx.connection()
     table = InstanceRow.__table__  # type: ignore[attr-defined]
+    if conn.dialect.name == "postgresql":
+        _update_plain_instances_pg(conn, names, rows, now)
+        return
     style = "%({})s" if conn.dialect.paramstyle == "pyformat" else ":{}"
     sets = [f"{n} = {style.format('v_' + n)}" for n in (*names, "provider", "owner")]
     # (the cast: PostgreSQL deduces one type per parameter, varchar from the SET and text from the IN)
@@ -394,6 +397,24 @@ def _update_plain_instances(tx: Session, names: tuple[str, ...], rows: list[dict
     when = process(now) if process is not None else now
     conn.exec_driver_sql(f"UPDATE instances SET {', '.join(sets)} WHERE launch_id = {style.format('k_launch_id')}",
                          [{**row, "v_now": when} for row in rows])
+
+
+def _update_plain_instances_pg(conn: Any, names: tuple[str, ...], rows: list[dict[str, Any]], now: datetime) -> None:
+    """PostgreSQL: the whole group as one UPDATE ... FROM unnest(column arrays), not an execution per row."""
+    table = InstanceRow.__table__  # type: ignore[attr-defined]
+    last = {row["k_launch_id"]: row for row in rows}    # one row per key, the last given (as executemany would)
+    columns = (*names, "provider", "owner")
+    arrays = {f"a_{n}": [row[f"v_{n}"] for row in last.values()] for n in columns}
+    arrays["a_k"] = list(last)
+    casts = ", ".join(f"CAST(%(a_{n})s AS {table.c[n].type.compile(dialect=conn.dialect)}[])" for n in columns)
+    state = "v.state" if "state" in names else "instances.state"
+    gone = ", ".join(f"'{v}'" for v in GONE_INSTANCE_STATE_VALUES)
+    sets = ", ".join(f"{n} = v.{n}" for n in columns)
+    conn.exec_driver_sql(
+        f"UPDATE instances SET {sets}, updated_at = %(now)s, terminated_at = CASE WHEN instances.terminated_at IS "
+        f"NULL AND {state} IN ({gone}) THEN %(now)s ELSE instances.terminated_at END "
+        f"FROM unnest(CAST(%(a_k)s AS VARCHAR[]), {casts}) AS v(k, {', '.join(columns)}) "
+        "WHERE instances.launch_id = v.k", {**arrays, "now": now})
 
 
 def get_instance_by_launch_id(tx: Session, launch_id: str) -> InstanceRow | None:
