@@ -24,6 +24,8 @@ UPDATES = [
                         raw_state="terminated"),                        # gone: terminated_at is stamped
     repo.InstanceRecord(provider="lambda", launch_id="2", owner="o", instance_id="i2", state="running",
                         host_keys=("ssh-ed25519 AAAA",)),              # host keys: the typed statement
+    repo.InstanceRecord(provider="lambda", launch_id="3", owner="o", instance_id='i"3\\', state="running",
+                        raw_state='say "hi", {a} \\ b', actual_price_hr=0.1 + 0.2),   # quoted, exact
 ]
 
 
@@ -61,4 +63,5 @@ def test_many_rows_updated_at_once_are_as_each_recorded(store: Store) -> None:
     by_id = {r[0]: r for r in many}
     assert by_id["0"][1:] == ("i0", "running", "active", "198.51.100.1", 1.29, 1.0, [], LATER, None)
     assert by_id["1"][2] == "terminated" and by_id["1"][9] == LATER
-    assert by_id["2"][7] == ["ssh-ed25519 AAAA"] and by_id["3"][2:] == ("pending", None, None, None, 1.0, [], T0, None)
+    assert by_id["2"][7] == ["ssh-ed25519 AAAA"] and by_id["3"][1:6] == ('i"3\\', "running", 'say "hi", {a} \\ b',
+                                                                          None, 0.1 + 0.2)

@@ -11,6 +11,7 @@ Times are injected (``now=``) where the caller has a clock; else the current UTC
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -325,6 +326,7 @@ class InstanceRecord:
 
 _INSTANCE_FIELDS = ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "actual_price_hr",
                     "gpu", "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user")
+_instance_values = operator.attrgetter(*_INSTANCE_FIELDS)     # a record's values of those, in one C call
 
 
 def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = None) -> InstanceRow:
@@ -354,8 +356,9 @@ def update_instances(tx: Session, recs: Sequence[InstanceRecord], *, now: dateti
     set of given fields: no ORM object per row (the sync records a whole fleet's reported prices at once)."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for rec in recs:
-        names = tuple(n for n in _INSTANCE_FIELDS if getattr(rec, n) is not None)
-        params = {f"v_{n}": getattr(rec, n) for n in names}
+        given = [(n, v) for n, v in zip(_INSTANCE_FIELDS, _instance_values(rec), strict=True) if v is not None]
+        names = tuple(n for n, _ in given)
+        params = {f"v_{n}": v for n, v in given}
         if rec.host_keys is not None:
             names, params["v_host_keys"] = (*names, "host_keys"), list(rec.host_keys)
         params.update(k_launch_id=rec.launch_id, v_provider=rec.provider, v_owner=rec.owner, v_now=now)
@@ -404,8 +407,8 @@ def _update_plain_instances_pg(conn: Any, names: tuple[str, ...], rows: list[dic
     table = InstanceRow.__table__  # type: ignore[attr-defined]
     last = {row["k_launch_id"]: row for row in rows}    # one row per key, the last given (as executemany would)
     columns = (*names, "provider", "owner")
-    arrays = {f"a_{n}": [row[f"v_{n}"] for row in last.values()] for n in columns}
-    arrays["a_k"] = list(last)
+    arrays = {f"a_{n}": _pg_array([row[f"v_{n}"] for row in last.values()]) for n in columns}
+    arrays["a_k"] = _pg_array(list(last))
     casts = ", ".join(f"CAST(%(a_{n})s AS {table.c[n].type.compile(dialect=conn.dialect)}[])" for n in columns)
     state = "v.state" if "state" in names else "instances.state"
     gone = ", ".join(f"'{v}'" for v in GONE_INSTANCE_STATE_VALUES)
@@ -415,6 +418,18 @@ def _update_plain_instances_pg(conn: Any, names: tuple[str, ...], rows: list[dic
         f"NULL AND {state} IN ({gone}) THEN %(now)s ELSE instances.terminated_at END "
         f"FROM unnest(CAST(%(a_k)s AS VARCHAR[]), {casts}) AS v(k, {', '.join(columns)}) "
         "WHERE instances.launch_id = v.k", {**arrays, "now": now})
+
+
+def _pg_array(values: list[Any]) -> str:
+    """A PostgreSQL array literal (text the server casts): psycopg's dumping of each element of a list cost
+    more than the statement. Text is quoted with its backslashes and quotes escaped; None is NULL."""
+    def one(v: Any) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(v)
+    return "{" + ",".join(map(one, values)) + "}"
 
 
 def get_instance_by_launch_id(tx: Session, launch_id: str) -> InstanceRow | None:
