@@ -60,6 +60,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         #: Each job's total spend, kept up to date by ``add_spend``. Only the lease holder accrues a job's spend,
         #: so a job's total is re-read whenever this store (re)gains its lease.
         self._spent: dict[int, float] = {}
+        #: Per provider: the kept instance rows and the listing they last agreed with (nothing to write).
+        self._agreed: dict[str, tuple[object, list[Instance]]] = {}
 
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> Holding | None:
@@ -247,9 +249,12 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         self._reads.clear()
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
-        listed = {i.launch_id: i for i in instances if i.launch_id}
         key = f"instances:{provider}"
         rows = self._cached(key, lambda tx: queries.unended_instance_columns(tx, provider, self._leased_to))
+        agreed = self._agreed.get(provider)
+        if agreed is not None and agreed[0] is rows and agreed[1] == instances:
+            return      # the same kept rows and an equal listing (same machines: cheap) agreed last time
+        listed = {i.launch_id: i for i in instances if i.launch_id}
         changed: list[repo.InstanceRecord] = []
         gone: list[str] = []        # launch ids the cloud answered for once and no longer lists
         for row in rows:
@@ -264,7 +269,9 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
                     inst.state.value, inst.raw_state or None, inst.public_ip, reported):
                 changed.append(_instance_record(inst, row.launch_id, self.owner, row.job_id))
         if not (changed or gone):
+            self._agreed[provider] = (rows, list(instances))
             return
+        self._agreed.pop(provider, None)
         with self.store.transaction() as tx:
             self._fence(tx, None)
             before = queries.change_token(tx)
