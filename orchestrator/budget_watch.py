@@ -5,7 +5,9 @@ spend rollup, $/h burning now, thresholds already alerted); ``review_budgets`` r
 ``budget-threshold`` event for each threshold crossed for the first time this month, in the same
 transaction, so a threshold is alerted once per month even across daemon restarts (the alert itself is
 sent by the store's event listener, orchestrator.alerts). The engine's budget step and ``orch budgets``
-both come through here.
+both come through here. Several daemons on one PostgreSQL database each review every budget each tick: the
+review takes a transaction-scoped advisory lock first, so a second daemon reads the first one's event and
+does not alert the same threshold again (SQLite has one writer, its daemon lock, already).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from orchestrator.store import Store
+
+#: One budget review at a time on a PostgreSQL database ("orchb"), held until the review's transaction ends.
+_PG_REVIEW_LOCK = 0x6F726368_62
 
 #: The event a crossed threshold writes (mapped to AlertKind.BUDGET_THRESHOLD in orchestrator.alerts.mapping).
 THRESHOLD_EVENT = "budget-threshold"
@@ -55,10 +60,19 @@ def review_budgets(store: Store, budgets: Sequence[Budget], now: datetime) -> Bu
     from orchestrator.store import repo
 
     with store.transaction() as tx:
+        _serialise_reviews(tx)
         result = review(budgets, read_ledger(tx, now))
         for crossing in result.crossings:
             repo.record_event(tx, THRESHOLD_EVENT, crossing.message(), data=crossing.data(), ts=now)
     return result
+
+
+def _serialise_reviews(tx: Session) -> None:
+    """On PostgreSQL, wait for any other daemon's review to commit (READ COMMITTED then shows its events)."""
+    if tx.get_bind().dialect.name == "postgresql":
+        from sqlalchemy import text
+
+        tx.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_REVIEW_LOCK})
 
 
 def standings(store: Store, budgets: Sequence[Budget], now: datetime) -> BudgetReview:

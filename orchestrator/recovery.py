@@ -76,6 +76,11 @@ class RecoveryContext:
     notice_window_hours: float = 0.0          # how long a noticed machine has left (the engine's drain time)
     spot_place_ratios: tuple[float, ...] = ()  # per spot place: its cheapest spot $/h over cheapest on-demand
     spot_runs: tuple[SpotRun, ...] = ()       # the job's spot machines so far, oldest first (its history)
+    #: The fleet's spot machines (every job of this owner, this one's too, the last days) in its spot places
+    #: on its GPU models, oldest first: those places' history beside the job's own record (a machine in both
+    #: counts once). One tuple per tick for all jobs alike (orchestrator/engine/recovery_facts.py).
+    fleet_runs: tuple[SpotRun, ...] = ()
+    on_demand_hr: float | None = None         # cheapest eligible on-demand $/h for the whole job (None: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,10 @@ class RecoveryDecision:
 
 
 class RecoveryPolicy(Protocol):
+    """Decides from a RecoveryContext. A policy with a true class attribute ``uses_history`` gets
+    ``ctx.fleet_runs`` filled (the daemon then reads the fleet's spot history once per tick); others get ()
+    and cost no read."""
+
     def decide(self, ctx: RecoveryContext) -> RecoveryDecision: ...
 
 

@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -178,6 +179,46 @@ def test_a_different_key_under_the_name_gets_its_own_name(provider: LambdaProvid
     [added] = posts(fake, "/ssh-keys")
     assert added["name"].startswith("orch-") and added["public_key"] == PUBLIC_KEY
     assert {b["ssh_key_names"][0] for b in posts(fake, "/instance-operations/launch")} == {added["name"]}
+
+
+def test_a_key_registered_by_another_daemon_meanwhile_is_used(cloud: tuple[LambdaFake, FakeServer]) -> None:
+    """Several daemons on one account: each reads the keys (none yet), one adds it first, the others' add is
+    refused as a duplicate name; their launch goes on with the key now there, the same one."""
+    fake, server = cloud
+    plain = server._handle
+
+    def racing(method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        if (method, path) == ("POST", f"{API}/ssh-keys") and not fake.ssh_keys:
+            fake.ssh_keys.append({"id": "k1", "name": "orch", "public_key": PUBLIC_KEY})   # the other daemon's
+        return plain(method, path, body, headers)
+
+    server._handle = racing
+    p = LambdaProvider(fast_settings(f"{server.url}/api/v1"), catalog=())
+    try:
+        p.launch(spec())
+    finally:
+        p.close()
+    assert [r.status for r in fake.requests if r.path == f"{API}/ssh-keys" and r.method == "POST"] == [400]
+    assert [b["ssh_key_names"] for b in posts(fake, "/instance-operations/launch")] == [["orch"]]
+
+
+def test_a_different_key_registered_meanwhile_is_still_an_error(cloud: tuple[LambdaFake, FakeServer]) -> None:
+    fake, server = cloud
+    plain = server._handle
+
+    def racing(method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        if (method, path) == ("POST", f"{API}/ssh-keys") and not fake.ssh_keys:
+            fake.ssh_keys.append({"id": "k1", "name": "orch", "public_key": "ssh-ed25519 AAAAOther me@other"})
+        return plain(method, path, body, headers)
+
+    server._handle = racing
+    p = LambdaProvider(fast_settings(f"{server.url}/api/v1"), catalog=())
+    try:
+        with pytest.raises(InvalidRequestError, match="already exists"):
+            p.launch(spec())
+    finally:
+        p.close()
+    assert posts(fake, "/instance-operations/launch") == []
 
 
 def test_same_key_with_another_comment_is_reused(provider: LambdaProvider, fake: LambdaFake) -> None:

@@ -206,3 +206,63 @@ def test_upsert_spend_creates_and_extends_rows_per_attempt_day_and_rate(store: S
                            (b, day1, 3.0, t, t + half, 1.5), (b, day1, 1.0, t + half, t + 2 * half, 0.5)])
     with pytest.raises((ValueError, StatementError)), store.transaction() as tx:     # naive time: refused
         upsert_spend(tx, [SpendCharge(job, a, t.replace(tzinfo=None), t + half, 1.0, 2.0)])
+
+
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    yield from database_url_for("postgresql", tmp_path)
+
+
+@pytest.mark.postgres
+def test_two_daemons_reviewing_at_once_alert_a_threshold_once(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Daemon A has read the ledger (no alert yet) and not committed when daemon B reviews: B must wait for
+    A's commit and then see A's event, not write a second one (READ COMMITTED alone lets both write)."""
+    import threading
+    import time
+
+    from sqlalchemy import text
+
+    from orchestrator import budget_watch
+
+    store_a, store_b = open_store(pg_url), open_store(pg_url)
+    try:
+        spend(store_a, add_job(store_a, "a"), None, JULY_1, 1, 90.0)
+        budget = Budget("all", monthly_usd=100.0, alert_at=(0.5,))
+        a_read, a_go = threading.Event(), threading.Event()
+        real_read = budget_watch.read_ledger
+
+        def read_then_hold(tx, now):  # type: ignore[no-untyped-def]
+            ledger = real_read(tx, now)
+            if threading.current_thread().name == "daemon-a":
+                a_read.set()
+                assert a_go.wait(60), "the test never let daemon A go on"
+            return ledger
+
+        monkeypatch.setattr(budget_watch, "read_ledger", read_then_hold)
+        results: dict[str, int] = {}
+
+        def run(name: str, s: Store) -> None:
+            results[name] = len(review_budgets(s, [budget], JULY_1 + timedelta(days=1)).crossings)
+
+        a = threading.Thread(target=run, args=("a", store_a), name="daemon-a")
+        b = threading.Thread(target=run, args=("b", store_b), name="daemon-b")
+        a.start()
+        assert a_read.wait(60)
+        b.start()
+        # wait (on events, not a time window) until B either finished or waits on the review lock
+        deadline = time.monotonic() + 60
+        while b.is_alive() and time.monotonic() < deadline:
+            with store_a.engine.connect() as conn:
+                if conn.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                     "AND NOT granted")).scalar():
+                    break
+            time.sleep(0.01)
+        a_go.set()
+        a.join(60)
+        b.join(60)
+        assert results == {"a": 1, "b": 0}
+        with store_a.transaction() as tx:
+            assert len(rollup.events_since(tx, THRESHOLD_EVENT, JULY_1)) == 1
+    finally:
+        store_a.close()
+        store_b.close()

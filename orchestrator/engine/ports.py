@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.engine.jobspec import JobSpec
+from orchestrator.recovery import SpotRun
 from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Instance, Offer
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.store.gpu_util import GpuUtilSample
     from orchestrator.store.requests import RelaunchRequest
 
-__all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "JobRecord", "JobStatus"]
+__all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "FleetSpotRun", "JobRecord", "JobStatus"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,16 @@ class JobRecord:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class FleetSpotRun:
+    """One spot machine (node 0 of a launch) of any job of this owner, as the fleet's history of its place:
+    the job it ran, its GPU model (the offer's; "" where the offer named none) and its life (``SpotRun``)."""
+
+    job_id: int
+    gpu: str
+    run: SpotRun
+
+
 class EngineStore(Protocol):
     """Every method commits before it returns: a crash after a call never loses what it wrote."""
 
@@ -93,6 +104,11 @@ class EngineStore(Protocol):
         ...
     def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]: ...
     def attempt_by_launch_id(self, launch_id: str) -> AttemptRecord | None: ...
+    def spot_history(self, since: datetime) -> Sequence[FleetSpotRun]:
+        """Node 0 of every spot launch of every job of this owner (every daemon's, leases or not) whose machine
+        started and was up at some time from ``since`` on (not ended, or ended at or after it), oldest start
+        first: the fleet's spot history (orchestrator/engine/recovery_facts.py reads it once per tick)."""
+        ...
     def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]: ...
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         """Mirror the cloud's view into the instances table (only rows whose state changed are written);

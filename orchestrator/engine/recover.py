@@ -52,6 +52,7 @@ class RecoveryStep:
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[LaunchOrder]:
         orders: list[LaunchOrder | None] = []
         decided: set[int] = set()
+        self.facts.begin_tick()
         for seen in facts.observed:
             job = facts.jobs.get(seen.attempt.job_id)
             if job is None or job.id in decided:

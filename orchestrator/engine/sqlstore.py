@@ -26,7 +26,7 @@ from orchestrator.spend import reported_price_hr
 from orchestrator.store import queries, repo
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
-from orchestrator.store.models import AttemptState, DesiredState, EndCause, Job, JobStatus
+from orchestrator.store.models import Attempt, AttemptState, DesiredState, EndCause, Job, JobStatus
 from orchestrator.store.queries import AttemptColumns
 from orchestrator.store.spend_ledger import SpendCharge
 from providers.base import Instance, Offer
@@ -207,9 +207,13 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
                           instance: Instance | None = None, reason: str | None = None,
                           cause: EndCause | None = None, drain_until: datetime | None = None) -> None:
         with self.store.transaction() as tx:
+            # The fence first: a daemon resumed past its lease learns that it lost the job (LeaseLostError), not
+            # that the new holder moved the attempt on meanwhile (InvalidTransitionError).
+            found = tx.get(Attempt, attempt_id)
+            if found is not None:
+                self._fence(tx, found.job_id)
             row = repo.transition_attempt(tx, attempt_id, state, reason=reason, cause=cause, drain_until=drain_until,
                                           now=now)
-            self._fence(tx, row.job_id)
             if instance is not None:
                 repo.record_instance(tx, _instance_record(instance, row.launch_id, self.owner, row.job_id), now=now)
         if state.is_final:

@@ -11,8 +11,14 @@ daemon knows and maps the policy's action onto a recovery decision:
   job runs there, else idle; a place (zone, else region) of its eligible spot offers is "available" unless it
   was preempted within the cool-down (a daemon learns a zone's spot is gone from its preemptions); each
   place's spot price is its cheapest eligible spot offer over the cheapest on-demand (the catalog's); each
-  place's history, and the set's, are built from the job's recorded spot machines and their preemptions
-  and notices (``live_history.place_history``): the same ZoneStats the simulator gives a policy;
+  place's history, and the set's, are built from the recorded spot machines and their preemptions and
+  notices (``live_history.place_history``): the job's own and the fleet's (every job's of this owner on the
+  same GPU models, the last week: ``ctx.fleet_runs``; built once per tick and shared by the jobs whose own
+  record adds nothing to it: ``live_history.SharedHistory``), the same ZoneStats the simulator gives a policy; a
+  place whose history shows an outage in progress (a preemption within the cool-down and no machine
+  started there since, of any job) is not available either; spent = the job's spend over the cheapest
+  eligible on-demand $/h (the simulator's cost so far, in hours of on-demand; None without an on-demand
+  price);
 * the action: WAIT -> WAIT (the engine asks again next tick), ON_DEMAND -> relaunch on on-demand, SPOT(z) ->
   relaunch on spot in z (the other places are excluded from that launch); for a running spot job (its
   overhead left = d - its age), keeping its instance -> KEEP, ON_DEMAND -> move to on-demand (Uniform
@@ -29,10 +35,11 @@ max relaunches, budget and a passed deadline are checked first, as by the defaul
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.live_history import place_history
-from orchestrator.policy.model import Mode, Observation, ProblemError, ProblemSpec
+from orchestrator.policy.live_history import SharedHistory
+from orchestrator.policy.model import Mode, Observation, ProblemError, ProblemSpec, ZoneStats
 from orchestrator.recovery import (
     DefaultRecoveryPolicy,
     RecoveryAction,
@@ -52,12 +59,17 @@ class SpotPolicyRecovery:
     """See the module docstring. ``make_policy`` builds a fresh SpotPolicy per decision (a policy keeps
     per-job state only between ``reset`` and its job's end; the daemon's facts are re-read every time)."""
 
+    #: The daemon reads the fleet's spot history for it (orchestrator/engine/recovery_facts.py).
+    uses_history = True
+
     def __init__(self, make_policy: Callable[[], SpotPolicy], *, overhead_h: float = 0.2, gap_h: float = 1 / 60,
                  fallback: RecoveryPolicy | None = None) -> None:
         self.make_policy = make_policy
         self.overhead_h = overhead_h
         self.gap_h = gap_h
         self.fallback = fallback or DefaultRecoveryPolicy()
+        #: The fleet's history, built once per tick for all jobs with the same places (live_history.py).
+        self.histories = SharedHistory()
 
     def problem(self, ctx: RecoveryContext) -> ProblemSpec | None:
         """The simulator's problem for this job, or None where it cannot be posed from the facts."""
@@ -77,10 +89,10 @@ class SpotPolicyRecovery:
         places = list(ctx.spot_places)
         if ctx.on_spot and ctx.current_place is not None and ctx.current_place not in places:
             places.append(ctx.current_place)
-        cooling = cooling_places(ctx)
+        # The places' history: what the job's and the fleet's spot machines met there (live_history.py).
+        history, any_place = self.histories.history(places, ctx.spot_runs, ctx.fleet_runs, ctx.now, ctx.cooldown)
+        cooling = cooling_places(ctx) | {p for p, h in zip(places, history, strict=True) if _out_now(h, ctx.cooldown)}
         available = tuple(p == ctx.current_place if ctx.on_spot else p not in cooling for p in places)
-        # The places' history: what the job's spot machines met there (live_history.py).
-        history, any_place = place_history(places, ctx.spot_runs, ctx.now, ctx.cooldown)
         ratios = dict(zip(ctx.spot_places, ctx.spot_place_ratios, strict=False))
         prices = tuple(ratios.get(p, spec.spot_price) for p in places)
         runs = len(ctx.preemptions) + (1 if ctx.on_spot else 0)
@@ -95,7 +107,7 @@ class SpotPolicyRecovery:
             overhead_left_h=max(spec.overhead_h - ctx.current_age_hours, 0.0) if zone is not None else 0.0,
             available=available, spot_prices=prices,
             notice=tuple(i == zone for i in range(len(places))) if noticed else (), history=history,
-            any_zone=any_place,
+            any_zone=any_place, spent=ctx.spent_usd / ctx.on_demand_hr if ctx.on_demand_hr else None,
         )
 
     def decide(self, ctx: RecoveryContext) -> RecoveryDecision:
@@ -139,6 +151,12 @@ class SpotPolicyRecovery:
             exclude = exclude | frozenset(p for p in places if p != chosen)
         return RecoveryDecision(RecoveryAction.RELAUNCH, f"{policy.name}: relaunch on spot{where} ({facts})",
                                 markets, exclude)
+
+
+def _out_now(stats: ZoneStats, cooldown: timedelta) -> bool:
+    """The place's history ends in an outage in progress: a preemption less than the cool-down ago, no
+    machine started there since (live_history.py; as ``cooling_places`` counts a job's own preemptions)."""
+    return stats.seen_h > 0 and not stats.available and stats.streak_h < cooldown.total_seconds() / 3600
 
 
 def recovery_for(name: str, *, overhead_h: float = 0.2) -> RecoveryPolicy:

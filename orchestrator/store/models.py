@@ -183,7 +183,8 @@ class Attempt(SQLModel, table=True):
     launch_id: str = Field(sa_column=Column(sa.String(64), nullable=False, unique=True))
     state: str = Field(default=AttemptState.PLANNED.value, index=True)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
-    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    #: Indexed: the fleet's spot history reads the machines not ended or ended in the last days.
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True, index=True)
     checkpoint_restored: str | None = Field(default=None)    # the checkpoint URI this attempt resumed from
     exit_code: int | None = Field(default=None)
     reason: str | None = Field(default=None)          # human text for events and status; never parsed

@@ -217,7 +217,14 @@ class LambdaProvider(Provider):
             wanted = f"{wanted}-{hashlib.sha256(_key_body(public_key).encode()).hexdigest()[:8]}"
             if _same_key(keys.get(wanted, ""), public_key):
                 return wanted
-        self._data("POST", "/ssh-keys", json={"name": wanted, "public_key": public_key.strip()})
+        try:
+            self._data("POST", "/ssh-keys", json={"name": wanted, "public_key": public_key.strip()})
+        except InvalidRequestError:
+            # Another daemon (or process) registered the name between our read and our add: fine when it holds
+            # this very key (several daemons sharing one account all register it on their first launch).
+            again = {k["name"]: k.get("public_key", "") for k in self._data("GET", "/ssh-keys")}
+            if not _same_key(again.get(wanted, ""), public_key):
+                raise
         return wanted
 
     def get(self, instance_id: str) -> Instance | None:

@@ -17,12 +17,13 @@ from orchestrator.budgets import (
     review,
 )
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord, JobStatus
 from orchestrator.manifest.schema import Manifest
+from orchestrator.recovery import SpotRun
 from orchestrator.spend import reported_price_hr
 from orchestrator.store.gpu_util import GpuUtilSample
 from orchestrator.store.requests import RelaunchRequest
-from providers.base import Instance, Offer
+from providers.base import Instance, Market, Offer
 from tests.support.manifests import manifest_doc
 
 
@@ -55,6 +56,8 @@ class MemoryStore:
     gpu_util: list[GpuUtilSample] = field(default_factory=list)
     catalog: tuple[Offer, ...] = ()                 # what use_catalog was last given
     relaunch_requests_made: list[RelaunchRequest] = field(default_factory=list)
+    #: How many times ``spot_history`` was read (the recovery reads it once per tick at most).
+    history_reads: int = 0
 
     def add_job(self, spec: JobSpec, now: datetime) -> JobRecord:
         job = JobRecord(id=len(self.jobs) + 1, name=spec.name, manifest=manifest_for(spec), spec=spec,
@@ -101,6 +104,16 @@ class MemoryStore:
     def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]:
         wanted = set(launch_ids)
         return {a.launch_id: a for a in self.attempts.values() if a.launch_id in wanted}
+
+    def spot_history(self, since: datetime) -> Sequence[FleetSpotRun]:
+        self.history_reads += 1
+        found = [FleetSpotRun(a.job_id, a.offer.gpu, SpotRun(
+                     a.offer.zone or a.offer.region, a.started_at, a.ended_at,
+                     preempted=a.state is AttemptState.PREEMPTED, noticed=a.end_cause is EndCause.NOTICED))
+                 for a in self.attempts.values()
+                 if a.offer.market is Market.SPOT and a.node_rank == 0 and a.started_at is not None
+                 and (a.ended_at is None or a.ended_at >= since)]
+        return sorted(found, key=lambda f: f.run.started_at)
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         for inst in instances:
