@@ -9,6 +9,7 @@ every one is logged as a JSON line with what it changed. The one-daemon rule on 
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -28,6 +29,10 @@ class DaemonSettings:
     reconcile_interval_s: float = 15.0
     refresh_interval_s: float = 6 * 3600.0          # catalog.refresh_every
     workers: int = 4
+    #: Pause garbage collection for the first tick and settle the heap after it (``pause_collection``,
+    #: ``settle_heap``): what ``orch daemon``, a process of its own, does. Off for a daemon run inside another
+    #: program (tests), whose heap is not the daemon's to freeze.
+    settle_heap: bool = False
 
 
 def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> TickReport:
@@ -57,6 +62,28 @@ def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> Ti
     return report
 
 
+def pause_collection() -> None:
+    """Before the daemon's first tick: no garbage collection while it loads (``settle_heap`` resumes it).
+
+    The first tick after a start loads what lives as long as the process (each held job's parsed manifest and
+    spec, its attempts' records, the listing: ~250k objects at 10k jobs). Collecting while they pile up walks
+    the growing heap again and again: ~1 s of a ~2.7 s first tick at 10k jobs."""
+    gc.disable()
+
+
+def settle_heap() -> None:
+    """Once, after the daemon's first tick: collect, take what it loaded out of the collector's full passes,
+    and resume collecting.
+
+    Each later tick makes objects that die at the next one (its facts, ~50k at 10k jobs). They survive long
+    enough to count towards a full collection, which then walked the whole heap almost every tick (~0.1-0.15 s
+    of CPU at 10k jobs). ``gc.freeze`` leaves the loaded objects out of those passes; collecting first
+    freezes no garbage with them (~0.15 s, once)."""
+    gc.collect()
+    gc.freeze()
+    gc.enable()
+
+
 def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettings, metrics: DaemonMetrics,
                stop: threading.Event, catalog_refresh: Callable[[], Any] | None = None) -> None:
     """Run the scheduler until ``stop`` is set. The reconciler is built once (it keeps in-memory
@@ -69,12 +96,20 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
     scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(settings.workers)},
                                     job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
 
+    settled: list[bool] = []
+
     def reconcile_job() -> None:
         try:
             run_tick(reconciler, metrics)
         except Exception:  # logged in run_tick; the next tick tries again
             pass
+        finally:
+            if settings.settle_heap and not settled:  # after the first tick, good or not: never left paused
+                settle_heap()
+                settled.append(True)
 
+    if settings.settle_heap:
+        pause_collection()
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())
     if catalog_refresh is not None:

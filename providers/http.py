@@ -11,12 +11,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
 from providers.errors import ProviderError, ProviderUnavailableError, RateLimitedError
 from providers.retry import RetryPolicy, call_with_retry
+
+T = TypeVar("T")
 
 
 class RateLimiter:
@@ -70,10 +72,12 @@ class ApiClient:
                                     timeout=settings.timeout_s, transport=transport, follow_redirects=True)
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None,
-                limiter: RateLimiter | None = None) -> Any:
+                limiter: RateLimiter | None = None, decode: Callable[[bytes], Any] | None = None) -> Any:
         """Send one request (retrying transient failures); return the decoded JSON body (None if empty).
 
-        ``limiter`` adds a second, stricter limiter for this call (Lambda's launch limit).
+        ``limiter`` adds a second, stricter limiter for this call (Lambda's launch limit). ``decode`` turns
+        the body's bytes into the answer instead of the plain JSON decoding (a ``SameBody``); a ValueError
+        from it is a non-JSON answer, as from the plain decoding.
         """
 
         def once() -> Any:
@@ -94,7 +98,7 @@ class ApiClient:
             if not response.content:
                 return None
             try:
-                return response.json()
+                return response.json() if decode is None else decode(response.content)
             except ValueError as exc:
                 raise ProviderUnavailableError(
                     f"non-JSON answer to {method} {path} (HTTP {response.status_code})", provider=self.provider
@@ -104,6 +108,28 @@ class ApiClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+class SameBody(Generic[T]):
+    """A body's decoding, kept while the server answers the same bytes.
+
+    A cloud listing at thousands of machines is several MB of JSON; decoding it and building an Instance per
+    machine cost ~0.35 s of CPU every tick at 10k, though a steady fleet's listing comes back byte for byte
+    the same. Comparing the bytes costs a memcmp. ``decode`` must be pure (the same bytes, an equal answer)
+    and its answer immutable (it is handed out again): a tuple of frozen values, not a dict.
+    """
+
+    def __init__(self, decode: Callable[[bytes], T]) -> None:
+        self._decode = decode
+        self._last: tuple[bytes, T] | None = None
+
+    def __call__(self, body: bytes) -> T:
+        last = self._last
+        if last is not None and last[0] == body:
+            return last[1]
+        value = self._decode(body)
+        self._last = (body, value)
+        return value
 
 
 def default_http_error(provider: str, response: httpx.Response) -> ProviderError:

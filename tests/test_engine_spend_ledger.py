@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from orchestrator.config import OrchConfig
+from orchestrator.engine.sqlstore_spend import SPEND_WRITE_EVERY
 from orchestrator.jobs_service import apply, load
 from orchestrator.service import Service, build_service
 from orchestrator.store import rollup
@@ -179,6 +180,82 @@ def test_an_unreachable_machine_is_still_charged(url: str, tmp_path: Path) -> No
         assert burn.usd_per_hour == 10.0            # an unreachable machine burns money
     finally:
         svc.close()
+
+
+def stored(svc: Service) -> list[Spend]:
+    """The ledger as another process sees it (nothing flushed first)."""
+    assert svc.store is not None
+    with svc.store.transaction() as tx:
+        return list(tx.exec(select(Spend).order_by(col(Spend.attempt_id), col(Spend.from_ts))))
+
+
+def test_a_live_attempts_row_is_written_once_per_interval_and_read_exact(url: str, tmp_path: Path) -> None:
+    step, start = timedelta(seconds=15), datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    clock = Clock(start)
+    aws = MemoryProvider("aws", [OFFER])
+    svc = service(url, tmp_path, clock, aws)
+    try:
+        svc.reconciler.tick()
+        written = []
+        for _ in range(80):                             # 20 minutes of 15 s ticks
+            clock.now += step
+            svc.reconciler.tick()
+            rows = stored(svc)
+            assert len(rows) <= 1
+            reached = rows[0].to_ts if rows else start
+            assert clock.now - reached <= SPEND_WRITE_EVERY + 2 * step     # the store lags boundedly
+            written.append(reached)
+        writes = len(set(written))
+        assert 20 // 5 - 1 <= writes <= 20 // 5 + 1     # about once per SPEND_WRITE_EVERY, not every tick
+        [row] = ledger(svc)                             # this process's read flushes first: exact to the tick
+        assert row.to_ts == clock.now and row.usd == pytest.approx(10.0 * 20 / 60)
+    finally:
+        svc.close()
+
+
+def test_an_ended_attempts_last_charge_is_written_at_the_next_tick(url: str, tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    aws = MemoryProvider("aws", [OFFER])
+    svc = service(url, tmp_path, clock, aws)
+    try:
+        svc.reconciler.tick()
+        [inst] = aws.live()
+        clock.now += timedelta(seconds=15)
+        svc.reconciler.tick()
+        aws.plant(replace(inst, state=InstanceState.TERMINATED, raw_state="terminated"))  # the machine is lost
+        clock.now += timedelta(seconds=15)
+        ended = clock.now
+        svc.reconciler.tick()                           # ends the attempt and charges it up to now
+        clock.now += timedelta(seconds=15)
+        svc.reconciler.tick()
+        first = [r for r in stored(svc) if r.attempt_id == 1]
+        assert [(r.from_ts, r.to_ts) for r in first] == [(ended - timedelta(seconds=30), ended)]
+        assert sum(r.usd for r in first) == pytest.approx(10.0 * 30 / 3600)
+    finally:
+        svc.close()
+
+
+def test_a_process_killed_with_charges_buffered_loses_no_money(url: str, tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    aws = MemoryProvider("aws", [OFFER])
+    svc = service(url, tmp_path, clock, aws)
+    svc.reconciler.tick()
+    for _ in range(10):
+        clock.now += timedelta(seconds=15)
+        svc.reconciler.tick()
+    assert svc.store is not None
+    svc.store.close()                                   # killed: the buffer is never written
+    again = build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws}, catalog=[OFFER],
+                          lease_owner=None, clock=clock)
+    try:
+        clock.now += timedelta(seconds=15)
+        again.reconciler.tick()
+        rows = ledger(again)
+        assert sum(r.usd for r in rows) == pytest.approx(10.0 * 165 / 3600)
+        assert min(r.from_ts for r in rows) == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+        assert max(r.to_ts for r in rows) == clock.now
+    finally:
+        again.close()
 
 
 def test_split_and_fold() -> None:

@@ -278,6 +278,33 @@ def test_list_instances_by_owner_from_names(provider: LambdaProvider, fake: Lamb
     assert (bobs.instance_id, bobs.launch_id, bobs.owner) == ("x2", "l0123456789ab", "bob")
 
 
+def test_a_listing_answered_with_the_same_bytes_is_not_decoded_again(provider: LambdaProvider,
+                                                                      fake: LambdaFake) -> None:
+    mine = provider.launch(spec())
+    fake.instances[mine.instance_id].status = "active"
+    first = provider.list_instances(OWNER)
+    decoded: list[bytes] = []
+    listing = provider._listing
+    decode = listing._decode
+    listing._decode = lambda body: decoded.append(body) or decode(body)  # type: ignore[method-assign]
+    assert provider.list_instances(OWNER) == first and not decoded      # the same bytes: the same machines
+    assert provider.list_instances("bob") == [] and not decoded          # the owner is filtered after
+    fake.instances[mine.instance_id].status = "unhealthy"
+    [now] = provider.list_instances(OWNER)
+    assert len(decoded) == 1 and (now.state, now.raw_reason) == (InstanceState.UNREACHABLE, "unhealthy")
+    assert first[0].state is InstanceState.RUNNING
+
+
+@pytest.mark.parametrize(("body", "error"), [(b'{"error": null}', "unexpected answer"),
+                                           (b'{"data": [', "non-JSON answer"), (b"", "unexpected answer")])
+def test_a_listing_that_is_not_the_envelope_fails(body: bytes, error: str) -> None:
+    reply = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    p = LambdaProvider(fast_settings("http://lambda.invalid/api/v1"), transport=reply, catalog=())
+    with pytest.raises(ProviderUnavailableError, match=error):
+        p.list_instances(OWNER)
+    p.close()
+
+
 def test_terminate_missing_succeeds(provider: LambdaProvider, fake: LambdaFake) -> None:
     provider.terminate("0920582c7ff041399e34823a0be62549")
     assert fake.requests[-1].status == 404

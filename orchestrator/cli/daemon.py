@@ -197,7 +197,7 @@ def daemon_cmd(
             join = getattr(service.engine_store, "join", None)
             if callable(join):
                 join(service.reconciler.deps.clock())   # counted as live before the first claim: even shares
-            run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval,
+            run_daemon(lambda: service.reconciler, DaemonSettings(reconcile_interval_s=interval, settle_heap=True,
                                                                   refresh_interval_s=refresh_every),
                        service.metrics, stop, catalog_refresh=catalog_refresh)
             if service.lease_owner is not None:

@@ -18,8 +18,9 @@ from sqlmodel import Session
 from orchestrator.clock import utcnow
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.specs import SpecCache
+from orchestrator.engine.sqlstore_reads import Kept, KeptReads
 from orchestrator.engine.sqlstore_side import SideTables
-from orchestrator.engine.sqlstore_spend import SpendBuffer
+from orchestrator.engine.sqlstore_spend import RowKey, SpendBuffer
 from orchestrator.engine.stored_offers import OfferBook
 from orchestrator.spend import reported_price_hr
 from orchestrator.store import queries, repo
@@ -33,7 +34,7 @@ from providers.base import Instance, Offer
 T = TypeVar("T")
 
 
-class SqlEngineStore(SpendBuffer, SideTables):
+class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
     def __init__(self, store: Store, owner: str, *, catalog: Sequence[Offer] = (), lease_owner: str | None = None,
                  lease_ttl: timedelta = timedelta(seconds=90), clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
@@ -48,33 +49,39 @@ class SqlEngineStore(SpendBuffer, SideTables):
         self._specs = SpecCache()
         # Hot-path state (see "steady ticks" below): spend rows waiting to be written in one bulk insert, and
         # the tick's reads of jobs/attempts, valid until this store writes a job or an attempt.
-        self._pending_spend: list[SpendCharge] = []
+        self._pending: dict[RowKey, SpendCharge] = {}
+        self._due: set[int] = set()
+        self._latest: dict[int, RowKey] = {}
         #: Attempts' spend marks (up to when their spend is stored), read ahead in chunks (a restart asks for
         #: every live attempt's) and kept while this store holds the attempt's job (only the holder accrues).
         self._marks: dict[int, datetime | None] = {}
         self._version = 0
-        self._reads: dict[str, tuple[int, object]] = {}
-        #: Each job's total spend, kept up to date by ``flush``. Only the lease holder accrues a job's spend,
+        self._reads: dict[str, Kept] = {}
+        #: Each job's total spend, kept up to date by ``add_spend``. Only the lease holder accrues a job's spend,
         #: so a job's total is re-read whenever this store (re)gains its lease.
         self._spent: dict[int, float] = {}
+        #: Per provider: the kept instance rows and the listing they last agreed with (nothing to write).
+        self._agreed: dict[str, tuple[object, list[Instance]]] = {}
 
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> Holding | None:
         try:
-            self.flush()
+            self.flush_due()
         except LeaseLostError:      # accrued under a lapsed lease: the holder charges it from the stored mark
-            self._pending_spend, self._marks = [], {}
+            self.drop_buffer()
         if self.fleet is None:
-            self._reads.clear()     # other processes may have written since the last tick
+            self.keep_unchanged_reads()     # other processes may have written since the last tick
             return None
         before = dict(self.fleet.holding.jobs) if self.fleet.holding else {}
         holding = self.fleet.begin(self.store, now)
-        # Jobs change from outside (orch apply, down, the console): read again. A held job's attempts, instance
-        # rows, spend marks and totals are written only by its holder (the fence): kept while it holds the same.
-        self._reads = {k: v for k, v in self._reads.items() if k == "live" and before == holding.jobs}
+        # Jobs change from outside (orch apply, down, the console): kept while their rows are unchanged. A held
+        # job's attempts, instance rows, spend marks and totals are written only by its holder (the fence):
+        # kept while it holds the same.
         self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
         if before != holding.jobs:
+            self._reads.clear()
             self._marks.clear()
+        self.keep_unchanged_reads(held=("live", "instances"))
         return holding
 
     def join(self, now: datetime) -> None:
@@ -92,29 +99,18 @@ class SqlEngineStore(SpendBuffer, SideTables):
 
     # --- steady ticks --------------------------------------------------------------------------------
     # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
-    # make it so: the tick's reads of jobs and live attempts are kept until this store writes a job or an
-    # attempt (``_version``), and buffered charges are written in one transaction (``flush``: an upsert per
-    # ledger row, orchestrator/store/spend_ledger.py) before any read of spend and at the start of every
-    # tick. A process killed before a flush loses no money: the next one continues from ``spend_mark`` (the
-    # last STORED interval end) and accrues the lost interval again.
-    def _cached(self, key: str, load: Callable[[], T]) -> T:
-        hit = self._reads.get(key)
-        if hit is not None and hit[0] == self._version:
-            return hit[1]  # type: ignore[return-value]
-        value = load()
-        self._reads[key] = (self._version, value)
-        return value
-
-    def _wrote(self) -> None:
-        self._version += 1
-
-    def _jobs(self, active: bool) -> list[JobRecord]:
-        self.flush()
-        with self.store.transaction() as tx:
-            # Plain columns; a job's manifest is read (and parsed) only when its hash is new to this process.
-            rows = [r for r in queries.job_columns(tx, active=active, lease_owner=self._leased_to) if self._mine(r.id)]
-            self._specs.load(tx, [(r.id, r.manifest_hash) for r in rows])
-            self._spent.update(queries.spend_totals(tx, [r.id for r in rows if r.id not in self._spent]))
+    # make it so: the reads of jobs and live attempts are kept until they may be stale
+    # (orchestrator/engine/sqlstore_reads.py), and charges are buffered, folded per ledger row, and written
+    # a slice at a time (orchestrator/engine/sqlstore_spend.py says when; all of them before a read of spend).
+    def _jobs(self, tx: Session, active: bool) -> list[JobRecord]:
+        # Plain columns; a job's manifest is read (and parsed) only when its hash is new to this process.
+        rows = [r for r in queries.job_columns(tx, active=active, lease_owner=self._leased_to) if self._mine(r.id)]
+        self._specs.load(tx, [(r.id, r.manifest_hash) for r in rows])
+        unknown = [r.id for r in rows if r.id not in self._spent]
+        stored = queries.spend_totals(tx, unknown)
+        if unknown:     # the stored total and what is buffered
+            buffered = self.pending_spend(set(unknown))
+            self._spent.update({j: usd + buffered.get(j, 0.0) for j, usd in stored.items()})
         out = []
         for r in rows:
             spec, manifest = self._specs[(r.id, r.manifest_hash)]
@@ -125,13 +121,13 @@ class SqlEngineStore(SpendBuffer, SideTables):
         return out
 
     def active_jobs(self) -> Sequence[JobRecord]:
-        return list(self._cached("active", lambda: self._jobs(True)))
+        return list(self._cached("active", lambda tx: self._jobs(tx, True)))
 
     def jobs_to_tear_down(self) -> Sequence[JobRecord]:
         live_jobs = {a.job_id for a in self.live_attempts()}
         if not live_jobs:
             return []
-        return [j for j in self._cached("inactive", lambda: self._jobs(False)) if j.id in live_jobs]
+        return [j for j in self._cached("inactive", lambda tx: self._jobs(tx, False)) if j.id in live_jobs]
 
     def job(self, job_id: int) -> JobRecord:
         self.flush()
@@ -161,9 +157,9 @@ class SqlEngineStore(SpendBuffer, SideTables):
         return [self._record(r) for r in rows]
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
-        def load() -> list[AttemptRecord]:
-            found = self._attempts(lambda tx: queries.live_attempt_columns(tx, self._leased_to))
-            return [a for a in found if self._mine(a.job_id)]
+        def load(tx: Session) -> list[AttemptRecord]:
+            found = queries.live_attempt_columns(tx, self._leased_to)
+            return [self._record(r) for r in found if self._mine(r.job_id)]
 
         return list(self._cached("live", load))
 
@@ -172,8 +168,7 @@ class SqlEngineStore(SpendBuffer, SideTables):
         return [a for a in found if self._mine(a.job_id)]
 
     def all_live_launch_ids(self) -> set[str]:
-        with self.store.transaction() as tx:
-            return queries.live_launch_ids(tx)
+        return set(self._cached("launch_ids", queries.live_launch_ids))
 
     def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]:
         return self._attempts(lambda tx: queries.job_attempt_columns(tx, job_id))
@@ -221,6 +216,8 @@ class SqlEngineStore(SpendBuffer, SideTables):
                                           now=now)
             if instance is not None:
                 repo.record_instance(tx, _instance_record(instance, row.launch_id, self.owner, row.job_id), now=now)
+        if state.is_final:
+            self.attempt_ended(attempt_id)
         self._wrote()
 
     def set_job_status(self, job_id: int, status: JobStatus, now: datetime, *, relaunched: bool = False) -> None:
@@ -256,29 +253,43 @@ class SqlEngineStore(SpendBuffer, SideTables):
         self._reads.clear()
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
+        key = f"instances:{provider}"
+        rows = self._cached(key, lambda tx: queries.unended_instance_columns(tx, provider, self._leased_to))
+        agreed = self._agreed.get(provider)
+        if agreed is not None and agreed[0] is rows and agreed[1] == instances:
+            return      # the same kept rows and an equal listing (same machines: cheap) agreed last time
         listed = {i.launch_id: i for i in instances if i.launch_id}
         changed: list[repo.InstanceRecord] = []
-        gone = False
+        gone: list[str] = []        # launch ids the cloud answered for once and no longer lists
+        for row in rows:
+            inst = listed.get(row.launch_id)
+            if inst is None:
+                if row.instance_id is not None:
+                    gone.append(row.launch_id)
+                continue
+            price = reported_price_hr(inst.price_hr)
+            reported = row.actual_price_hr if price is None else price
+            if (row.state, row.raw_state, row.public_ip, row.actual_price_hr) != (
+                    inst.state.value, inst.raw_state or None, inst.public_ip, reported):
+                changed.append(_instance_record(inst, row.launch_id, self.owner, row.job_id))
+        if not (changed or gone):
+            self._agreed[provider] = (rows, list(instances))
+            return
+        self._agreed.pop(provider, None)
         with self.store.transaction() as tx:
             self._fence(tx, None)
-            for row in queries.unended_instance_columns(tx, provider, self._leased_to):
-                inst = listed.get(row.launch_id)
-                if inst is None:
-                    if row.instance_id is not None:     # the cloud answered once and no longer lists it
-                        repo.mark_instance_gone(tx, row.launch_id, "terminated", "not listed", now=now)
-                        gone = True
-                    continue
-                price = reported_price_hr(inst.price_hr)
-                reported = row.actual_price_hr if price is None else price
-                if (row.state, row.raw_state, row.public_ip, row.actual_price_hr) != (
-                        inst.state.value, inst.raw_state or None, inst.public_ip, reported):
-                    changed.append(_instance_record(inst, row.launch_id, self.owner, row.job_id))
+            before = queries.change_token(tx)
+            for launch_id in gone:
+                repo.mark_instance_gone(tx, launch_id, "terminated", "not listed", now=now)
             tx.flush()
             repo.update_instances(tx, changed, now=now)     # one statement (a first tick records every price)
+            after = queries.change_token(tx)
+        self._reads.pop(key, None)
         if gone:
             self._wrote()
-        elif changed and "live" in self._reads:     # instance columns only: the attempts' read (it carries them)
-            self._reads["live"] = (-1, self._reads["live"][1])  # is stale (kept for spend_mark's read-ahead)
+            return
+        self.wrote_aside(before, after)     # instance columns only: the other reads stay; the attempts' read
+        self.patch_live({r.launch_id: r for r in changed})    # carries two of them: patched as written
 
 
 def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | None) -> repo.InstanceRecord:

@@ -23,9 +23,13 @@ from providers.base import Instance
 log_ = logging.getLogger("orch.engine.start")
 
 GangKey = tuple[int, int]      # (job id, generation)
+_STARTING = (AttemptState.LAUNCHED, AttemptState.BOOTSTRAPPING)
 
 
 def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+    starting = [seen for seen in facts.observed if seen.attempt.state in _STARTING]
+    if not starting:
+        return          # a steady fleet: nothing to start, no need to map its gangs
     masters: dict[GangKey, Instance] = {}
     running: dict[GangKey, set[int]] = {}
     for seen in facts.observed:
@@ -34,9 +38,9 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
             running.setdefault((a.job_id, a.generation), set()).add(a.node_rank)
             if a.node_rank == 0 and seen.instance is not None:
                 masters[(a.job_id, a.generation)] = seen.instance
-    for seen in facts.observed:
+    for seen in starting:
         a = seen.attempt
-        if (a.state not in (AttemptState.LAUNCHED, AttemptState.BOOTSTRAPPING) or not seen.machine_running
+        if (not seen.machine_running
                 or not seen.job.desired_active or a.id in log.ended or _waits_for_drain(facts, a)):
             continue
         key = (a.job_id, a.generation)

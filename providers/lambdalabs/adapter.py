@@ -9,6 +9,7 @@ its turn instead of collecting 429s.
 from __future__ import annotations
 
 import hashlib
+import json as json_lib
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
@@ -42,7 +43,7 @@ from providers.errors import (
     RateLimitedError,
 )
 from providers.gpus import UnknownGpuError, resolve_gpu
-from providers.http import ApiClient, HttpSettings, RateLimiter
+from providers.http import ApiClient, HttpSettings, RateLimiter, SameBody
 from providers.lambdalabs.settings import Settings
 
 PROVIDER = "lambda"
@@ -108,6 +109,8 @@ class LambdaProvider(Provider):
             limiter=RateLimiter(settings.min_interval_s, clock=clock, sleep=sleep),
             transport=transport,
         )
+        #: The last listing's machines, while Lambda answers the same bytes (a steady fleet's listing).
+        self._listing = SameBody(_orch_instances)
 
     # -- calls -------------------------------------------------------------------------------------
 
@@ -231,12 +234,10 @@ class LambdaProvider(Provider):
             return None
 
     def list_instances(self, owner: str) -> list[Instance]:
-        found = []
-        for raw in self._data("GET", "/instances"):
-            ids = parse_instance_name(raw.get("name"))
-            if ids is not None and ids[0] == owner:
-                found.append(_instance(raw))
-        return found
+        listed = self._client.request("GET", "/instances", decode=self._listing)
+        if listed is None:
+            raise ProviderUnavailableError("unexpected answer to GET /instances", provider=PROVIDER)
+        return [inst for inst in listed if inst.owner == owner]
 
     def terminate(self, instance_id: str) -> None:
         try:
@@ -288,6 +289,15 @@ def _replace_region(offer: Offer, region: str, availability: Availability) -> Of
     from dataclasses import replace
 
     return replace(offer, region=region, availability=availability)
+
+
+def _orch_instances(body: bytes) -> tuple[Instance, ...] | None:
+    """The machines of a GET /instances answer named by orch (any owner's), or None when it is not the
+    ``{"data": [...]}`` envelope. A ValueError: not JSON."""
+    doc = json_lib.loads(body)
+    if not isinstance(doc, dict) or "data" not in doc:
+        return None
+    return tuple(_instance(raw) for raw in doc["data"] if parse_instance_name(raw.get("name")) is not None)
 
 
 def _instance(raw: dict[str, Any]) -> Instance:

@@ -1,0 +1,112 @@
+"""The SQL engine store's kept reads: its reads of jobs and live attempts, kept until they may be stale.
+
+A steady tick (nothing changes) must not read and rebuild 10k jobs and attempts (at 10k on SQLite that was
+~0.6 s of CPU a tick). A read is kept until:
+
+* this store writes a job or an attempt (``_wrote``; after an instance-only write the attempts' read is
+  patched as it was written, ``patch_live``);
+* anybody else writes to the database (another process, or another part of this one), which SQLite tells
+  (orchestrator/store/queries.py ``change_token``): checked at each tick's start (``keep_unchanged_reads``);
+  this store's own writes of rows no read holds (the spend ledger) carry the kept reads over
+  (``wrote_aside``);
+  on PostgreSQL with several daemons, a fingerprint of the rows of the jobs this daemon holds tells whether
+  anybody wrote them (the attempts and instance rows of its jobs only it writes: kept while its holding is
+  the same, ``SqlEngineStore.begin_tick``); with one daemon on PostgreSQL nothing is kept across ticks;
+* the catalog the attempts' offers are rebuilt from changes (``use_catalog``).
+
+A kept read of jobs carries each job's spend total as of the read; ``keep_unchanged_reads`` brings the
+totals up to date (``_spent``, which charges keep current), as reading them again would.
+Mixed into ``SqlEngineStore``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, NamedTuple, TypeVar
+
+from sqlmodel import Session
+
+from orchestrator.engine.ports import JobRecord
+from orchestrator.store import queries
+from orchestrator.store.db import Store
+from orchestrator.store.repo import InstanceRecord
+
+T = TypeVar("T")
+
+#: The reads of jobs (their spend totals are brought up to date when kept).
+JOB_READS = ("active", "inactive")
+
+
+def _covers(token: object, key: str) -> bool:
+    """PostgreSQL's token covers the jobs' rows only (not, say, every daemon's live launch ids)."""
+    return key in JOB_READS or not (isinstance(token, tuple) and token[0] == "jobs")
+
+
+class Kept(NamedTuple):
+    version: int                # this store's write count when read
+    value: Any
+    token: object | None        # the database's change token before the read (None: none known)
+
+
+class KeptReads:
+    store: Store
+    _version: int
+    _reads: dict[str, Kept]
+    _spent: dict[int, float]
+    _leased_to: str | None
+
+    def _cached(self, key: str, load: Callable[[Session], T]) -> T:
+        """``load``'s answer, read again only when the kept one may be stale (see the module's docstring)."""
+        hit = self._reads.get(key)
+        if hit is not None and hit.version == self._version:
+            return hit.value  # type: ignore[no-any-return]
+        with self.store.transaction() as tx:
+            token = queries.change_token(tx, self._leased_to)   # before the read: a commit after changes it
+            value = load(tx)
+        self._reads[key] = Kept(self._version, value, token)
+        return value
+
+    def _wrote(self) -> None:
+        self._version += 1
+
+    def keep_unchanged_reads(self, held: tuple[str, ...] = ()) -> None:
+        """Drop the kept reads unless the database says nobody wrote what they hold since they were read;
+        bring the kept jobs' spend totals up to date. ``held``: reads (by key prefix) the caller knows only
+        this store writes (several daemons: a held job's attempts and instance rows, the fence), kept."""
+        if not self._reads:
+            return
+        with self.store.transaction() as tx:
+            token = queries.change_token(tx, self._leased_to)
+        self._reads = {k: v for k, v in self._reads.items()
+                       if k.split(":")[0] in held or (token is not None and v.token == token and _covers(token, k))}
+        for key in JOB_READS:
+            kept = self._reads.get(key)
+            if kept is not None:
+                self._reads[key] = kept._replace(value=[self._with_spent(j) for j in kept.value])
+
+    def wrote_aside(self, before: object | None, after: object | None) -> None:
+        """This store wrote rows no kept read holds (the spend ledger) between the tokens ``before`` (read in
+        the writing transaction before its writes) and ``after`` (after them, before the commit): the
+        reads kept at ``before`` stay valid at ``after`` unless another connection committed in between."""
+        if before is None or after is None or before[:2] != after[:2]:  # type: ignore[index]
+            return
+        self._reads = {k: v._replace(token=after) if v.token == before else v for k, v in self._reads.items()}
+
+    def _with_spent(self, job: JobRecord) -> JobRecord:
+        spent = self._spent.get(job.id, job.spent_usd)
+        return job if spent == job.spent_usd else replace(job, spent_usd=spent)
+
+    def patch_live(self, written: Mapping[str, InstanceRecord]) -> None:
+        """The kept live attempts as a read after ``update_instances(written)`` would give them."""
+        kept = self._reads.get("live")
+        if kept is None:
+            return
+        patched = []
+        for a in kept.value:
+            rec = written.get(a.launch_id)
+            if rec is not None:
+                price = a.actual_price_hr if rec.actual_price_hr is None else rec.actual_price_hr
+                a = replace(a, instance_id=rec.instance_id or a.instance_id, actual_price_hr=price)
+            patched.append(a)
+        self._reads["live"] = kept._replace(value=patched)

@@ -1,0 +1,67 @@
+"""``repo.update_instances`` writes what ``repo.record_instance`` would, row for row (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlmodel import col, select
+
+from orchestrator.store import repo
+from orchestrator.store.db import Store, open_store
+from orchestrator.store.models import InstanceRow
+from tests._store_db import BACKENDS, database_url_for
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+LATER = T0 + timedelta(minutes=1)
+UPDATES = [
+    repo.InstanceRecord(provider="lambda", launch_id="0", owner="o", instance_id="i0", state="running",
+                        raw_state="active", public_ip="198.51.100.1", actual_price_hr=1.29),
+    repo.InstanceRecord(provider="lambda", launch_id="1", owner="o", instance_id="i1", state="terminated",
+                        raw_state="terminated"),                        # gone: terminated_at is stamped
+    repo.InstanceRecord(provider="lambda", launch_id="2", owner="o", instance_id="i2", state="running",
+                        host_keys=("ssh-ed25519 AAAA",)),              # host keys: the typed statement
+    repo.InstanceRecord(provider="lambda", launch_id="3", owner="o", instance_id='i"3\\', state="running",
+                        raw_state='say "hi", {a} \\ b', actual_price_hr=0.1 + 0.2),   # quoted, exact
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    for url in database_url_for(request.param, tmp_path):
+        opened = open_store(url)
+        yield opened
+        opened.close()
+
+
+def _written(store: Store, prefix: str, *, many: bool) -> list[tuple[object, ...]]:
+    with store.transaction() as tx:
+        for i in range(4):
+            repo.record_instance(tx, repo.InstanceRecord(provider="lambda", launch_id=f"{prefix}{i}", owner="o",
+                                                         instance_type="gpu_1x", state="pending", price_hr=1.0),
+                                 now=T0)
+    updates = [replace(u, launch_id=prefix + u.launch_id) for u in UPDATES]
+    with store.transaction() as tx:
+        if many:
+            repo.update_instances(tx, updates, now=LATER)
+        else:
+            for rec in updates:
+                repo.record_instance(tx, rec, now=LATER)
+    with store.transaction() as tx:
+        found = tx.exec(select(InstanceRow).where(col(InstanceRow.launch_id).startswith(prefix))
+                        .order_by(col(InstanceRow.launch_id))).all()
+        return [(r.launch_id[len(prefix):], r.instance_id, r.state, r.raw_state, r.public_ip, r.actual_price_hr,
+                 r.price_hr, r.host_keys, r.updated_at, r.terminated_at) for r in found]
+
+
+def test_many_rows_updated_at_once_are_as_each_recorded(store: Store) -> None:
+    many = _written(store, "m", many=True)
+    assert many == _written(store, "r", many=False)
+    by_id = {r[0]: r for r in many}
+    assert by_id["0"][1:] == ("i0", "running", "active", "198.51.100.1", 1.29, 1.0, [], LATER, None)
+    assert by_id["1"][2] == "terminated" and by_id["1"][9] == LATER
+    assert by_id["2"][7] == ["ssh-ed25519 AAAA"] and by_id["3"][1:6] == ('i"3\\', "running", 'say "hi", {a} \\ b',
+                                                                          None, 0.1 + 0.2)
