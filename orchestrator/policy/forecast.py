@@ -97,3 +97,12 @@ def excess_mean(tables: RunTables, stats: ZoneStats, up: bool, y: float) -> floa
     _, excess = table.tail(y)
     prior_excess = PRIOR_RUNS * prior * math.exp(-max(y, 0.0) / prior)
     return (excess + prior_excess) / (len(table.sorted_h) + PRIOR_RUNS)
+
+
+def survival(tables: RunTables, stats: ZoneStats, age_h: float, hours: float) -> float:
+    """P(an available run that has lasted ``age_h`` lasts ``hours`` more), over the ended runs with one
+    pseudo-run on each side ((longer + 1) / (as long + 1)): a zone with no such runs is given 1."""
+    table = tables.table(stats, True)
+    reached, _ = table.tail(age_h - _TICK_EPS_H)
+    survived, _ = table.tail(age_h + hours)
+    return (survived + 1) / (reached + 1)

@@ -31,6 +31,11 @@ pays for its hops, S (1 - k - d / L) > d with L a zone's mean available run, lea
 the zone's session beat d / (1 - k). A new spot instance goes to the zone with the largest expected saving
 (1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price (on a
 tie, the longest-lived).
+In a zone set, from idle with slack to spare (X < -``SPARE_BREAK_EVENS`` d / (1 - k), at or ahead of UP's
+line), a launch must also be likely to pay its overhead: a zone whose current run, by its ended runs, lasts
+the next d / (1 - k) with probability below one half is passed over for the zone most likely to (or, with
+none, the job waits): run lengths are long-tailed, so a zone's mean residual says little about whether this
+run is one of its many short ones, and each short one is an overhead lost.
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
 """
@@ -39,11 +44,14 @@ from __future__ import annotations
 
 import math
 
-from orchestrator.policy.forecast import RunTables, excess_mean, mean_run, residual
+from orchestrator.policy.forecast import RunTables, excess_mean, mean_run, residual, survival
 from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
 from orchestrator.policy.policies import paper_safety_net
 
 _EPS = 1e-9
+#: The slack to spare, in break-evens d / (1 - k) of shortfall below zero, before a zone set's launches are
+#: filtered by their odds of paying the overhead (a constant of the method, not fitted per trace).
+SPARE_BREAK_EVENS = 4.0
 
 
 class OrchPolicy:
@@ -53,7 +61,8 @@ class OrchPolicy:
     ``tie_life``: among zones whose expected savings tie (every lifetime beyond the work left), the
     longest-lived (the estimates are uncertain: the longer one leaves more margin). ``recent_check``: before
     leaving on-demand, a zone's lifetime is the lower of the estimate over every run kept and over its last
-    ``recent_check`` runs. ``slack_cost``: overheads of slack a launch costs, in the
+    ``recent_check`` runs. ``odds_filter``: the zone set's filter on a launch's odds of paying its overhead
+    (module docstring). ``slack_cost``: overheads of slack a launch costs, in the
     break-evens, while the slack is short.
     """
 
@@ -61,7 +70,8 @@ class OrchPolicy:
 
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  slack_cost: float = 0.0, recent_check: int | None = 10,
-                 set_lifetime: bool = True, tie_life: bool = True) -> None:
+                 set_lifetime: bool = True, tie_life: bool = True, odds_filter: bool = True) -> None:
+        self.odds_filter = odds_filter
         self.tie_life = tie_life
         self.set_lifetime = set_lifetime
         self.cover_longest = cover_longest
@@ -194,13 +204,30 @@ class OrchPolicy:
         if obs.mode is Mode.ON_DEMAND:
             return self._from_on_demand(obs, k_min, tight)
         z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight)
-        if z is not None:
-            return spot(z)
         behind = obs.work_done_h < spec.work_h / spec.deadline_h * obs.elapsed_h
+        if z is not None:
+            if self.odds_filter and x is not None and not behind and len(obs.history) > 1:
+                return self._likely_zone(obs, z, x, d / max(1 - k_min, _EPS))
+            return spot(z)
         if x is None:   # no history at all: Uniform Progress's line
             return ON_DEMAND if behind else WAIT
         # Ahead of UP's line orch waits, as UP does; behind it, on-demand only for an outage worth covering.
         return ON_DEMAND if behind and self.covers_now(obs, x) else WAIT
+
+    def _likely_zone(self, obs: Observation, z: int, x: float, break_even: float) -> Action:
+        """From idle in a zone set, ahead of UP's line: ``z`` (the zone choice's pick) unless the slack is
+        to spare (X < -SPARE_BREAK_EVENS x ``break_even``) and z's current run lasts ``break_even`` more with
+        probability below 1/2; then the zone most likely to (lifetime beyond ``break_even``), or WAIT."""
+        def odds(zone: int) -> float:
+            stats = obs.history[zone]
+            return survival(self._tables, stats, stats.streak_h, break_even)
+
+        if x >= -SPARE_BREAK_EVENS * break_even or odds(z) >= 0.5:
+            return spot(z)
+        likely = [c for c, up in enumerate(obs.available)
+                  if up and not (obs.notice and obs.notice[c]) and odds(c) >= 0.5
+                  and self.lifetime(obs, c) > break_even]
+        return spot(max(likely, key=odds)) if likely else WAIT
 
     def _from_on_demand(self, obs: Observation, k_min: float, tight: float) -> Action:
         d, r = obs.spec.overhead_h, obs.remaining_h
