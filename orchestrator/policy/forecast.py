@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import weakref
 from dataclasses import dataclass
 
 from orchestrator.policy.model import ZoneStats
@@ -44,21 +45,26 @@ class RunTable:
 
 
 class RunTables:
-    """Caches each ZoneStats's sorted run tables until its run list changes (one per policy object)."""
+    """Caches each ZoneStats's sorted run tables until its run list changes (one per policy object).
+
+    Keyed by the object's identity, checked through a weak reference: the daemon builds new ZoneStats every
+    tick, and CPython hands a freed object's id to the next one, so an id alone could return another
+    zone's table. An entry goes when its ZoneStats does."""
 
     def __init__(self, recent: int | None = None) -> None:
         self.recent = recent
-        self._cache: dict[tuple[int, bool], tuple[tuple[int, int], RunTable]] = {}
+        self._cache: dict[tuple[int, bool], tuple[weakref.ref[ZoneStats], tuple[int, int], RunTable]] = {}
 
     def table(self, stats: ZoneStats, up: bool) -> RunTable:
         runs = stats.up_runs if up else stats.down_runs
         version = (stats.runs_recorded, len(runs))
         key = (id(stats), up)
         hit = self._cache.get(key)
-        if hit is not None and hit[0] == version:
-            return hit[1]
+        if hit is not None and hit[0]() is stats and hit[1] == version:
+            return hit[2]
         table = RunTable.of(runs[-self.recent:] if self.recent else runs)
-        self._cache[key] = (version, table)
+        cache = self._cache
+        self._cache[key] = (weakref.ref(stats, lambda _gone: cache.pop(key, None)), version, table)
         return table
 
     def clear(self) -> None:

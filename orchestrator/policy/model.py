@@ -96,7 +96,7 @@ def spot(zone: int) -> Action:
     return action
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class ZoneStats:
     """What has been seen of one zone so far (never the future): fillable from live facts too.
 
