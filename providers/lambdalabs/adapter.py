@@ -205,7 +205,7 @@ class LambdaProvider(Provider):
         name (rotated, another machine) gets a name suffixed with this key's fingerprint.
         """
         wanted = self.settings.ssh_key_name
-        keys = {k["name"]: k.get("public_key", "") for k in self._data("GET", "/ssh-keys")}
+        keys = self._registered_keys()
         if not public_key.strip():
             if wanted in keys:
                 return wanted
@@ -222,10 +222,13 @@ class LambdaProvider(Provider):
         except InvalidRequestError:
             # Another daemon (or process) registered the name between our read and our add: fine when it holds
             # this very key (several daemons sharing one account all register it on their first launch).
-            again = {k["name"]: k.get("public_key", "") for k in self._data("GET", "/ssh-keys")}
-            if not _same_key(again.get(wanted, ""), public_key):
+            if not _same_key(self._registered_keys().get(wanted, ""), public_key):
                 raise
         return wanted
+
+    def _registered_keys(self) -> dict[str, str]:
+        """The account's SSH keys: name -> public key."""
+        return {k["name"]: k.get("public_key", "") for k in self._data("GET", "/ssh-keys")}
 
     def get(self, instance_id: str) -> Instance | None:
         try:
