@@ -55,9 +55,15 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield from database_url_for(request.param, tmp_path)
 
 
+def engine(url: str, clock: Clock, aws: MemoryProvider) -> Service:
+    """The engine on ``url`` (a restart builds it again on the same store)."""
+    return build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws}, catalog=[OFFER],
+                         lease_owner=None, clock=clock)
+
+
 def service(url: str, tmp_path: Path, clock: Clock, aws: MemoryProvider) -> Service:
-    svc = build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws}, catalog=[OFFER],
-                        lease_owner=None, clock=clock)
+    """The engine with the test's job applied."""
+    svc = engine(url, clock, aws)
     path = tmp_path / "train.yaml"
     path.write_text(MANIFEST)
     assert svc.store is not None
@@ -102,8 +108,7 @@ def test_a_restarted_engine_extends_the_same_row(url: str, tmp_path: Path) -> No
     clock.now += timedelta(minutes=30)
     svc.reconciler.tick()
     svc.close()
-    again = build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws}, catalog=[OFFER],
-                          lease_owner=None, clock=clock)
+    again = engine(url, clock, aws)
     try:
         clock.now += timedelta(minutes=30)
         again.reconciler.tick()
@@ -245,8 +250,7 @@ def test_a_process_killed_with_charges_buffered_loses_no_money(url: str, tmp_pat
         svc.reconciler.tick()
     assert svc.store is not None
     svc.store.close()                                   # killed: the buffer is never written
-    again = build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws}, catalog=[OFFER],
-                          lease_owner=None, clock=clock)
+    again = engine(url, clock, aws)
     try:
         clock.now += timedelta(seconds=15)
         again.reconciler.tick()
