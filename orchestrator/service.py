@@ -24,8 +24,8 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
       lease_ttl_s: 90           # ORCH_LEASE_TTL_S: a daemon silent this long loses its jobs (PostgreSQL)
       use_live_offers: false    # ORCH_USE_LIVE_OFFERS: merge providers' live prices into the catalog
       ssh_public_key: "ssh-ed25519 ..."   # ORCH_SSH_PUBLIC_KEY: put on every launched machine
-      recovery_policy: default  # ORCH_RECOVERY_POLICY: default, or a policy of `orch simulate` (orch,
-                                #   uniform-progress, greedy, on-demand) for jobs with a deadline and an estimate
+      recovery_policy: orch     # ORCH_RECOVERY_POLICY: a policy of `orch simulate` (orch, uniform-progress,
+                                #   greedy, on-demand) for jobs with a deadline and an estimate, or default
       restart_overhead_s: 720   # ORCH_RESTART_OVERHEAD_S: what one restart costs (boot, setup, restore)
       state_store: s3://bucket/orch-state   # ORCH_STATE_STORE: where agents of jobs without a checkpoint
                                 #   store report (status, heartbeat, notices, logs)
@@ -75,7 +75,9 @@ class ServiceSettings:
     #: orch's private key for reaching launched machines over SSH (agent bootstrap and monitoring). Unset:
     #: no SSH bootstrap or monitoring; the providers' startup scripts and states are all orch uses.
     ssh_private_key: str = ""
-    recovery_policy: str = "default"
+    #: Who decides after a preemption and as a deadline nears, for jobs with a deadline and an estimate:
+    #: orch's spot policy (docs/policy.md); "default" is the plain relaunch-at-once rule.
+    recovery_policy: str = "orch"
     restart_overhead: timedelta = timedelta(minutes=12)
     #: Where agents of jobs without a checkpoint store report (s3://, gs://, az://, a path); empty: nowhere
     #: (such a job is read over SSH, or only through its cloud's state).
@@ -164,7 +166,7 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
 
 
 def _policy_name(value: object) -> str:
-    name = str(value or "default").strip().lower()
+    name = str(value or ServiceSettings.recovery_policy).strip().lower()
     if name == "default":
         return name
     from orchestrator.policy.registry import POLICY_NAMES, UnknownPolicyError, make_policy

@@ -262,7 +262,8 @@ def test_a_policy_that_reads_no_history_costs_no_read() -> None:
     clock, store = Clock(), MemoryStore()
     offers = site()
     aws, gcp = MemoryProvider("aws", offers), MemoryProvider("gcp", offers)
-    rec = engine(store, {"aws": aws, "gcp": gcp}, offers, clock, monitor=ReportingMonitor())
+    rec = engine(store, {"aws": aws, "gcp": gcp}, offers, clock, monitor=ReportingMonitor(),
+                 recovery=recovery_for("default"))
     job = store.add_job(replace(spec(plan=replace(spec().plan, estimated_hours=10.0)),
                                 deadline=clock() + timedelta(hours=30)), clock())
     rec.tick()
