@@ -22,7 +22,8 @@ Mixed into ``SqlEngineStore``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, NamedTuple, TypeVar
 
 from sqlmodel import Session
@@ -30,33 +31,54 @@ from sqlmodel import Session
 from orchestrator.engine.ports import JobRecord
 from orchestrator.store import queries
 from orchestrator.store.db import Store
+from orchestrator.store.queries import ChangeToken, HeldJobRows, SqliteChanges
 from orchestrator.store.repo import InstanceRecord
 
 T = TypeVar("T")
 
+
+class Read(Enum):
+    """What a kept read holds."""
+
+    ACTIVE_JOBS = "active jobs"
+    INACTIVE_JOBS = "inactive jobs"
+    LIVE_ATTEMPTS = "live attempts"
+    LIVE_LAUNCH_IDS = "every daemon's live launch ids"
+    INSTANCES = "a provider's unended instance rows"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadKey:
+    read: Read
+    provider: str = ""      # Read.INSTANCES: whose rows
+
+
+ACTIVE_JOBS, INACTIVE_JOBS = ReadKey(Read.ACTIVE_JOBS), ReadKey(Read.INACTIVE_JOBS)
+LIVE_ATTEMPTS, LIVE_LAUNCH_IDS = ReadKey(Read.LIVE_ATTEMPTS), ReadKey(Read.LIVE_LAUNCH_IDS)
+
 #: The reads of jobs (their spend totals are brought up to date when kept).
-JOB_READS = ("active", "inactive")
+JOB_READS = (ACTIVE_JOBS, INACTIVE_JOBS)
 
 
-def _covers(token: object, key: str) -> bool:
+def _covers(token: ChangeToken, key: ReadKey) -> bool:
     """PostgreSQL's token covers the jobs' rows only (not, say, every daemon's live launch ids)."""
-    return key in JOB_READS or not (isinstance(token, tuple) and token[0] == "jobs")
+    return key in JOB_READS or not isinstance(token, HeldJobRows)
 
 
 class Kept(NamedTuple):
     version: int                # this store's write count when read
     value: Any
-    token: object | None        # the database's change token before the read (None: none known)
+    token: ChangeToken | None   # the database's change token before the read (None: none known)
 
 
 class KeptReads:
     store: Store
     _version: int
-    _reads: dict[str, Kept]
+    _reads: dict[ReadKey, Kept]
     _spent: dict[int, float]
     _leased_to: str | None
 
-    def _cached(self, key: str, load: Callable[[Session], T]) -> T:
+    def _cached(self, key: ReadKey, load: Callable[[Session], T]) -> T:
         """``load``'s answer, read again only when the kept one may be stale (see the module's docstring)."""
         hit = self._reads.get(key)
         if hit is not None and hit.version == self._version:
@@ -70,26 +92,28 @@ class KeptReads:
     def _wrote(self) -> None:
         self._version += 1
 
-    def keep_unchanged_reads(self, held: tuple[str, ...] = ()) -> None:
+    def keep_unchanged_reads(self, held: frozenset[Read] = frozenset()) -> None:
         """Drop the kept reads unless the database says nobody wrote what they hold since they were read;
-        bring the kept jobs' spend totals up to date. ``held``: reads (by key prefix) the caller knows only
-        this store writes (several daemons: a held job's attempts and instance rows, the fence), kept."""
+        bring the kept jobs' spend totals up to date. ``held``: reads the caller knows only this store writes
+        (several daemons: a held job's attempts and instance rows, the fence), kept."""
         if not self._reads:
             return
         with self.store.transaction() as tx:
             token = queries.change_token(tx, self._leased_to)
         self._reads = {k: v for k, v in self._reads.items()
-                       if k.split(":")[0] in held or (token is not None and v.token == token and _covers(token, k))}
+                       if k.read in held or (token is not None and v.token == token and _covers(token, k))}
         for key in JOB_READS:
             kept = self._reads.get(key)
             if kept is not None:
                 self._reads[key] = kept._replace(value=[self._with_spent(j) for j in kept.value])
 
-    def wrote_aside(self, before: object | None, after: object | None) -> None:
+    def wrote_aside(self, before: ChangeToken | None, after: ChangeToken | None) -> None:
         """This store wrote rows no kept read holds (the spend ledger) between the tokens ``before`` (read in
         the writing transaction before its writes) and ``after`` (after them, before the commit): the
-        reads kept at ``before`` stay valid at ``after`` unless another connection committed in between."""
-        if before is None or after is None or before[:2] != after[:2]:  # type: ignore[index]
+        reads kept at ``before`` stay valid at ``after`` unless another connection committed in between
+        (SQLite's tokens tell; with none, or PostgreSQL's, the reads are left as they are)."""
+        if not (isinstance(before, SqliteChanges) and isinstance(after, SqliteChanges)) or (
+                (before.connection, before.data_version) != (after.connection, after.data_version)):
             return
         self._reads = {k: v._replace(token=after) if v.token == before else v for k, v in self._reads.items()}
 
@@ -99,7 +123,7 @@ class KeptReads:
 
     def patch_live(self, written: Mapping[str, InstanceRecord]) -> None:
         """The kept live attempts as a read after ``update_instances(written)`` would give them."""
-        kept = self._reads.get("live")
+        kept = self._reads.get(LIVE_ATTEMPTS)
         if kept is None:
             return
         patched = []
@@ -109,4 +133,4 @@ class KeptReads:
                 price = a.actual_price_hr if rec.actual_price_hr is None else rec.actual_price_hr
                 a = replace(a, instance_id=rec.instance_id or a.instance_id, actual_price_hr=price)
             patched.append(a)
-        self._reads["live"] = kept._replace(value=patched)
+        self._reads[LIVE_ATTEMPTS] = kept._replace(value=patched)

@@ -25,9 +25,10 @@ from datetime import date, datetime, timedelta
 
 from sqlmodel import Session
 
-from orchestrator.engine.sqlstore_reads import Kept
+from orchestrator.engine.sqlstore_reads import LIVE_ATTEMPTS, Kept, ReadKey
 from orchestrator.store import queries
 from orchestrator.store.db import Store
+from orchestrator.store.queries import ChangeToken
 from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
 
 #: The longest a live attempt's charges wait in memory before they are written (see the module's docstring).
@@ -61,8 +62,8 @@ class SpendBuffer:
     _marks: dict[int, datetime | None]
     #: Each job's total spend, buffered charges included (``add_spend`` keeps it up to date).
     _spent: dict[int, float]
-    _reads: dict[str, Kept]
-    wrote_aside: Callable[[object | None, object | None], None]     # KeptReads'
+    _reads: dict[ReadKey, Kept]
+    wrote_aside: Callable[[ChangeToken | None, ChangeToken | None], None]     # KeptReads'
 
     def _fence(self, tx: Session, job_id: int | None) -> None:
         raise NotImplementedError
@@ -116,8 +117,8 @@ class SpendBuffer:
         """The stored mark, or the buffered rows' (``add_spend`` moves it)."""
         if attempt_id not in self._marks:
             # Read ahead: this attempt and the next live ones not read yet, in one grouped query.
-            live = self._reads.get("live")
-            ahead = [a.id for a in (live[1] if live else ()) if a.id not in self._marks]  # type: ignore[attr-defined]
+            live = self._reads.get(LIVE_ATTEMPTS)
+            ahead = [a.id for a in (live.value if live else ()) if a.id not in self._marks]
             wanted = [attempt_id, *[i for i in ahead if i != attempt_id][:queries.CHUNK - 1]]
             with self.store.transaction() as tx:
                 self._marks.update(queries.spend_marks(tx, wanted))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -51,18 +52,35 @@ def _one_of(tx: Session, column: Any, values: Sequence[Any]) -> Any:
 _serials = itertools.count(1)
 
 
-def change_token(tx: Session, lease_owner: str | None = None) -> tuple[object, ...] | None:
+@dataclass(frozen=True, slots=True)
+class SqliteChanges:
+    """SQLite's change token: one connection (a serial kept in its pool record: an ``id()`` could name a later
+    one), its ``PRAGMA data_version`` (moves when another connection commits, any process's) and its
+    ``total_changes`` (moves when this connection writes, whoever in this process uses it). Covers the whole
+    database."""
+
+    connection: int
+    data_version: int
+    total_changes: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeldJobRows:
+    """PostgreSQL's change token for one lease owner: how many job rows it holds and a digest of each one's id
+    and ``xmin`` (the transaction that wrote its current version: any update gives a row a new one). Covers
+    those job rows only (the same data stays the same token, row locks included)."""
+
+    count: int
+    digest: str
+
+
+ChangeToken = SqliteChanges | HeldJobRows
+
+
+def change_token(tx: Session, lease_owner: str | None = None) -> ChangeToken | None:
     """Whether anybody wrote since: two equal tokens, nobody did (in what the token covers). None: unknown.
 
-    SQLite: this connection, its ``PRAGMA data_version`` and its ``total_changes``. The version changes when
-    another connection commits (any process's); the count when this connection writes (whoever in this
-    process uses it). It covers the whole database. The connection is named by a serial kept in its pool
-    record (an ``id()`` could name a later one).
-
-    PostgreSQL, with ``lease_owner``: a fingerprint of the rows of the jobs it holds (each row's id and
-    ``xmin``, the transaction that wrote its current version: any update gives a row a new one). It covers
-    those job rows only (where the same data stays the same token, row locks included). Without
-    ``lease_owner``: None."""
+    SQLite: ``SqliteChanges``. PostgreSQL, with ``lease_owner``: ``HeldJobRows``; without one: None."""
     conn = tx.connection()
     if conn.dialect.name != "sqlite":
         if lease_owner is None:
@@ -70,11 +88,11 @@ def change_token(tx: Session, lease_owner: str | None = None) -> tuple[object, .
         found = conn.exec_driver_sql(
             "SELECT count(*), md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' ORDER BY id), '')) "
             "FROM jobs WHERE lease_owner = %(owner)s", {"owner": lease_owner}).one()
-        return "jobs", int(found[0]), str(found[1])
+        return HeldJobRows(int(found[0]), str(found[1]))
     record = conn.connection
     serial = record.info.setdefault("orch_serial", next(_serials))
     version = conn.exec_driver_sql("PRAGMA data_version").scalar_one()
-    return int(serial), int(version), int(record.dbapi_connection.total_changes)  # type: ignore[union-attr]
+    return SqliteChanges(int(serial), int(version), int(record.dbapi_connection.total_changes))  # type: ignore[union-attr]
 
 
 class JobColumns(NamedTuple):
