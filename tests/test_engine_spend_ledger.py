@@ -5,6 +5,7 @@ one; an UNREACHABLE machine still charged; revision 0006 folds an old per-tick l
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -71,6 +72,18 @@ def service(url: str, tmp_path: Path, clock: Clock, aws: MemoryProvider) -> Serv
     return svc
 
 
+@contextmanager
+def running(url: str, tmp_path: Path, start: datetime) -> Iterator[tuple[Service, Clock, MemoryProvider]]:
+    """The engine with the test's job applied, its clock at ``start``, its cloud; closed after."""
+    clock = Clock(start)
+    aws = MemoryProvider("aws", [OFFER])
+    svc = service(url, tmp_path, clock, aws)
+    try:
+        yield svc, clock, aws
+    finally:
+        svc.close()
+
+
 def ledger(svc: Service) -> list[Spend]:
     svc.engine_store.flush()  # type: ignore[attr-defined]
     assert svc.store is not None
@@ -79,10 +92,7 @@ def ledger(svc: Service) -> list[Spend]:
 
 
 def test_the_ledger_grows_with_attempts_not_ticks(url: str, tmp_path: Path) -> None:
-    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    svc = service(url, tmp_path, clock, aws)
-    try:
+    with running(url, tmp_path, datetime(2026, 12, 1, 12, 0, tzinfo=UTC)) as (svc, clock, _aws):
         svc.reconciler.tick()
         for _ in range(120):                        # an hour of 30 s ticks
             clock.now += timedelta(seconds=30)
@@ -96,8 +106,6 @@ def test_the_ledger_grows_with_attempts_not_ticks(url: str, tmp_path: Path) -> N
         assert (row.day, row.charged_price_hr) == (date(2026, 12, 1), 10.0)
         assert row.to_ts - row.from_ts == timedelta(hours=1)
         assert row.usd == pytest.approx(10.0) and total.usd == pytest.approx(10.0)
-    finally:
-        svc.close()
 
 
 def test_a_restarted_engine_extends_the_same_row(url: str, tmp_path: Path) -> None:
@@ -119,10 +127,7 @@ def test_a_restarted_engine_extends_the_same_row(url: str, tmp_path: Path) -> No
 
 
 def test_a_charge_across_midnight_makes_one_row_per_day(url: str, tmp_path: Path) -> None:
-    clock = Clock(datetime(2026, 12, 1, 23, 30, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    svc = service(url, tmp_path, clock, aws)
-    try:
+    with running(url, tmp_path, datetime(2026, 12, 1, 23, 30, tzinfo=UTC)) as (svc, clock, _aws):
         svc.reconciler.tick()
         for _ in range(4):
             clock.now += timedelta(minutes=15)
@@ -135,15 +140,10 @@ def test_a_charge_across_midnight_makes_one_row_per_day(url: str, tmp_path: Path
         with svc.store.transaction() as tx:
             days = rollup.spend_by_day(tx, datetime(2026, 12, 1, tzinfo=UTC), clock.now)
         assert [(d.day, round(d.usd, 6)) for d in days] == [(date(2026, 12, 1), 5.0), (date(2026, 12, 2), 5.0)]
-    finally:
-        svc.close()
 
 
 def test_the_clouds_reported_price_is_charged_and_a_new_price_starts_a_row(url: str, tmp_path: Path) -> None:
-    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    svc = service(url, tmp_path, clock, aws)
-    try:
+    with running(url, tmp_path, datetime(2026, 12, 1, 12, 0, tzinfo=UTC)) as (svc, clock, aws):
         svc.reconciler.tick()
         [inst] = aws.live()
         aws.plant(replace(inst, price_hr=7.5))          # what the cloud says it charges
@@ -161,15 +161,10 @@ def test_the_clouds_reported_price_is_charged_and_a_new_price_starts_a_row(url: 
         with svc.store.transaction() as tx:
             [burn] = rollup.burn_by_job(tx)
         assert burn.usd_per_hour == 8.0
-    finally:
-        svc.close()
 
 
 def test_an_unreachable_machine_is_still_charged(url: str, tmp_path: Path) -> None:
-    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    svc = service(url, tmp_path, clock, aws)
-    try:
+    with running(url, tmp_path, datetime(2026, 12, 1, 12, 0, tzinfo=UTC)) as (svc, clock, aws):
         svc.reconciler.tick()
         [inst] = aws.live()
         clock.now += timedelta(minutes=30)
@@ -183,8 +178,6 @@ def test_an_unreachable_machine_is_still_charged(url: str, tmp_path: Path) -> No
         with svc.store.transaction() as tx:
             [burn] = rollup.burn_by_job(tx)
         assert burn.usd_per_hour == 10.0            # an unreachable machine burns money
-    finally:
-        svc.close()
 
 
 def stored(svc: Service) -> list[Spend]:
@@ -219,10 +212,7 @@ def test_a_live_attempts_row_is_written_once_per_interval_and_read_exact(url: st
 
 
 def test_an_ended_attempts_last_charge_is_written_at_the_next_tick(url: str, tmp_path: Path) -> None:
-    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    svc = service(url, tmp_path, clock, aws)
-    try:
+    with running(url, tmp_path, datetime(2026, 12, 1, 12, 0, tzinfo=UTC)) as (svc, clock, aws):
         svc.reconciler.tick()
         [inst] = aws.live()
         clock.now += timedelta(seconds=15)
@@ -236,8 +226,6 @@ def test_an_ended_attempts_last_charge_is_written_at_the_next_tick(url: str, tmp
         first = [r for r in stored(svc) if r.attempt_id == 1]
         assert [(r.from_ts, r.to_ts) for r in first] == [(ended - timedelta(seconds=30), ended)]
         assert sum(r.usd for r in first) == pytest.approx(10.0 * 30 / 3600)
-    finally:
-        svc.close()
 
 
 def test_a_process_killed_with_charges_buffered_loses_no_money(url: str, tmp_path: Path) -> None:
@@ -316,10 +304,8 @@ def test_0006_folds_a_per_tick_ledger(url: str) -> None:
 def test_a_catalog_refresh_reaches_the_stores_offers_and_the_planner(tmp_path: Path) -> None:
     """The daemon's refresh swaps ``Reconciler.catalog``: the SQL store rebuilds attempts' offers from the fresh
     rows, the next launch plans on them, and a machine already running is still charged what it was launched at."""
-    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    svc = service(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, clock, aws)
-    try:
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    with running(url, tmp_path, datetime(2026, 12, 1, 12, 0, tzinfo=UTC)) as (svc, clock, aws):
         svc.reconciler.tick()
         fresh = replace(OFFER, price_hr=7.0)
         svc.reconciler.catalog = [fresh]
@@ -334,5 +320,3 @@ def test_a_catalog_refresh_reaches_the_stores_offers_and_the_planner(tmp_path: P
         assert [(r.attempt_id, r.charged_price_hr, round(r.usd, 6)) for r in rows] == [(1, 10.0, 10.0)]
         launched = [i for i in aws.live() if i.job == "second"]
         assert [i.price_hr for i in launched] == [7.0]      # planned on the refreshed row
-    finally:
-        svc.close()
