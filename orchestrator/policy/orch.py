@@ -36,6 +36,11 @@ line), a launch must also be likely to pay its overhead: a zone whose current ru
 the next d / (1 - k) with probability below one half is passed over for the zone most likely to (or, with
 none, the job waits): run lengths are long-tailed, so a zone's mean residual says little about whether this
 run is one of its many short ones, and each short one is an overhead lost.
+Early in the window (its first ``EARLY_WINDOW``), an outage is not covered while the shortfall X still fits
+in the slack left beyond the Safety Net's two overheads (X < time left - work left - 2d): the forecast knows
+least about this window then and the slack is the largest, so waiting costs nothing yet, and the window's
+own spot may make the on-demand unnecessary; a shortfall the slack cannot absorb is covered as before, and
+the Safety Net still guarantees the deadline.
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
 """
@@ -52,6 +57,9 @@ _EPS = 1e-9
 #: The slack to spare, in break-evens d / (1 - k) of shortfall below zero, before a zone set's launches are
 #: filtered by their odds of paying the overhead (a constant of the method, not fitted per trace).
 SPARE_BREAK_EVENS = 4.0
+#: The opening share of the window in which an outage is not covered while the shortfall fits in the slack
+#: (``early_wait``; a constant of the method, not fitted per trace: 0.1-0.3 measured alike, docs/policy.md).
+EARLY_WINDOW = 0.2
 
 
 class OrchPolicy:
@@ -63,14 +71,17 @@ class OrchPolicy:
     leaving on-demand, a zone's lifetime is the lower of the estimate over every run kept and over its last
     ``recent_check`` runs. ``odds_filter``: the zone set's filter on a launch's odds of paying its overhead
     (module docstring). ``slack_cost``: overheads of slack a launch costs, in the
-    break-evens, while the slack is short.
+    break-evens, while the slack is short. ``early_wait``: no outage covered in the window's first
+    ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring).
     """
 
     name = "orch"
 
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  slack_cost: float = 0.0, recent_check: int | None = 10,
-                 set_lifetime: bool = True, tie_life: bool = True, odds_filter: bool = True) -> None:
+                 set_lifetime: bool = True, tie_life: bool = True, odds_filter: bool = True,
+                 early_wait: bool = True) -> None:
+        self.early_wait = early_wait
         self.odds_filter = odds_filter
         self.tie_life = tie_life
         self.set_lifetime = set_lifetime
@@ -140,6 +151,8 @@ class OrchPolicy:
         stats = self.set_stats(obs)
         if shortfall <= 0 or stats is None:
             return False
+        if self.early_wait and self.waits_early(obs, shortfall):
+            return False
         if not self.cover_longest:
             return True
         d = obs.spec.overhead_h
@@ -147,6 +160,14 @@ class OrchPolicy:
         cycle = mean_run(self._tables, stats, True) + mean_run(self._tables, stats, False)
         outages = max(obs.time_left_h, 0.0) / cycle
         return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
+
+    def waits_early(self, obs: Observation, shortfall: float) -> bool:
+        """In the window's first ``EARLY_WINDOW``, whether the shortfall still fits in the slack left beyond
+        the Safety Net's two overheads: then no outage is covered yet (module docstring)."""
+        spec = obs.spec
+        if obs.elapsed_h >= EARLY_WINDOW * spec.deadline_h:
+            return False
+        return shortfall < obs.slack_h - 2 * spec.overhead_h
 
     # --- the decision --------------------------------------------------------------------------------
     def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False) -> int | None:

@@ -80,10 +80,11 @@ def test_no_spot_from_idle_when_its_lifetime_is_below_d_over_1_minus_k() -> None
     # Cost 0.15 x 5 + 0.5 x 5 = 3.25... plus the t11 overhead tick: 0.75 + 3.0 = 3.75.
     assert actions(up)[:5] == ["spot[0]", "on-demand", "on-demand", "on-demand", "spot[0]"]
     assert up.cost == pytest.approx(3.75) and up.finish_h == pytest.approx(7.0)
-    # orch never launches into the flapping zone: t0 waits (on its line), from t1 on-demand to the end:
-    # 0.5 overhead + 2 h of work = 2.5, finished at 3.0 h.
-    assert "spot[0]" not in actions(mine) and actions(mine)[0] == "idle"
-    assert mine.cost == pytest.approx(2.5) and mine.finish_h == pytest.approx(3.0) and mine.met
+    # orch never launches into the flapping zone: t0 waits (on its line), t1-t3 wait too (the early wait: the
+    # window's first 0.2 x 9 = 1.8 h, the shortfall fits in the slack), from t4 (2.0 h) on-demand to the end:
+    # 0.5 overhead + 2 h of work = 2.5, finished at 4.5 h.
+    assert "spot[0]" not in actions(mine) and actions(mine)[:5] == ["idle"] * 4 + ["on-demand"]
+    assert mine.cost == pytest.approx(2.5) and mine.finish_h == pytest.approx(4.5) and mine.met
 
 
 def observation(stats: ZoneStats, spec: ProblemSpec, *, mode: Mode, elapsed: float, done: float,
