@@ -123,5 +123,5 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
     try:
         stop.wait()
     finally:
-        scheduler.shutdown(wait=True)
-        log.info("daemon stopped")
+        scheduler.shutdown(wait=True)       # waits for a tick in progress
+        log.info("scheduler stopped")

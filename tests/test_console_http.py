@@ -318,3 +318,27 @@ def test_a_server_on_every_interface_refuses_requests_without_the_token(store: S
         console.stop()
     assert TOKEN not in caplog.text
     assert "GET / 401" in caplog.text     # requests are logged: method, path, status
+
+
+def test_stopping_waits_for_a_request_in_flight_and_a_stalled_client_cannot_hold_it(
+        store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+    import threading
+
+    from orchestrator.console import server
+
+    caplog.set_level(logging.INFO, logger="orch")
+    monkeypatch.setattr(server._Handler, "timeout", 0.2)     # a stalled client is cut off after this
+    console = start_console(store, console_settings("127.0.0.1:0", None))
+    with httpx.Client(base_url=f"http://127.0.0.1:{console.port}", timeout=30) as client:
+        assert client.get("/jobs/llama-ft").status_code == 200
+    stalled = socket.create_connection(("127.0.0.1", console.port))     # connects, never sends its request
+    stopper = threading.Thread(target=console.stop)
+    stopper.start()
+    stopper.join(60)        # a bound for a hang only: without the handler's timeout it never returns
+    stopped = not stopper.is_alive()
+    stalled.close()
+    stopper.join()
+    assert stopped
+    # The request served before the stop is logged before stop() returns (``orch daemon`` logs after it).
+    assert "GET /jobs/llama-ft 200" in [r.getMessage() for r in caplog.records]

@@ -208,3 +208,5 @@ def daemon_cmd(
         fail(str(exc))
     finally:
         service.close()
+    # Last: after the console's requests in flight, the lease hand-back and the store's close.
+    log.info("daemon stopped")

@@ -29,6 +29,9 @@ log = logging.getLogger("orch.console")
 
 
 class _Handler(WSGIRequestHandler):
+    #: Seconds a client may stall a read or write: stopping the console waits for requests in flight (``_Server``),
+    #: so a client that never finishes its request must not hold the daemon's shutdown.
+    timeout = 30
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         method, _, rest = (self.requestline or "").partition(" ")
         path = rest.split(" ", 1)[0].split("?", 1)[0][:200]
@@ -42,7 +45,10 @@ class _Handler(WSGIRequestHandler):
 
 
 class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
+    # Not daemon threads: ``server_close`` joins the requests in flight, so their log lines come before
+    # whatever the caller logs after stopping (``orch daemon``'s "daemon stopped" is its last line).
+    daemon_threads = False
+    block_on_close = True
     allow_reuse_address = True
 
     def server_bind(self) -> None:
