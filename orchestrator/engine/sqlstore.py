@@ -16,18 +16,10 @@ from typing import TypeVar
 from sqlmodel import Session
 
 from orchestrator.clock import utcnow
+from orchestrator.engine import sqlstore_reads as reads
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.specs import SpecCache
-from orchestrator.engine.sqlstore_reads import (
-    ACTIVE_JOBS,
-    INACTIVE_JOBS,
-    LIVE_ATTEMPTS,
-    LIVE_LAUNCH_IDS,
-    Kept,
-    KeptReads,
-    Read,
-    ReadKey,
-)
+from orchestrator.engine.sqlstore_reads import Kept, KeptReads, ReadKey
 from orchestrator.engine.sqlstore_side import SideTables
 from orchestrator.engine.sqlstore_spend import RowKey, SpendBuffer
 from orchestrator.engine.stored_offers import OfferBook
@@ -90,7 +82,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         if before != holding.jobs:
             self._reads.clear()
             self._marks.clear()
-        self.keep_unchanged_reads(held=frozenset({Read.LIVE_ATTEMPTS, Read.INSTANCES}))
+        self.keep_unchanged_reads(held=frozenset({reads.Read.LIVE_ATTEMPTS, reads.Read.INSTANCES}))
         return holding
 
     def join(self, now: datetime) -> None:
@@ -130,13 +122,13 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         return out
 
     def active_jobs(self) -> Sequence[JobRecord]:
-        return list(self._cached(ACTIVE_JOBS, lambda tx: self._jobs(tx, True)))
+        return list(self._cached(reads.ACTIVE_JOBS, lambda tx: self._jobs(tx, True)))
 
     def jobs_to_tear_down(self) -> Sequence[JobRecord]:
         live_jobs = {a.job_id for a in self.live_attempts()}
         if not live_jobs:
             return []
-        return [j for j in self._cached(INACTIVE_JOBS, lambda tx: self._jobs(tx, False)) if j.id in live_jobs]
+        return [j for j in self._cached(reads.INACTIVE_JOBS, lambda tx: self._jobs(tx, False)) if j.id in live_jobs]
 
     def job(self, job_id: int) -> JobRecord:
         self.flush()
@@ -170,14 +162,14 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             found = queries.live_attempt_columns(tx, self._leased_to)
             return [self._record(r) for r in found if self._mine(r.job_id)]
 
-        return list(self._cached(LIVE_ATTEMPTS, load))
+        return list(self._cached(reads.LIVE_ATTEMPTS, load))
 
     def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
         found = self._attempts(lambda tx: queries.draining_attempt_columns(tx, now, self._leased_to))
         return [a for a in found if self._mine(a.job_id)]
 
     def all_live_launch_ids(self) -> set[str]:
-        return set(self._cached(LIVE_LAUNCH_IDS, queries.live_launch_ids))
+        return set(self._cached(reads.LIVE_LAUNCH_IDS, queries.live_launch_ids))
 
     def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]:
         return self._attempts(lambda tx: queries.job_attempt_columns(tx, job_id))
@@ -262,7 +254,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         self._reads.clear()
 
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
-        key = ReadKey(Read.INSTANCES, provider)
+        key = ReadKey(reads.Read.INSTANCES, provider)
         rows = self._cached(key, lambda tx: queries.unended_instance_columns(tx, provider, self._leased_to))
         agreed = self._agreed.get(provider)
         if agreed is not None and agreed[0] is rows and agreed[1] == instances:
