@@ -36,6 +36,10 @@ line), a launch must also be likely to pay its overhead: a zone whose current ru
 the next d / (1 - k) with probability below one half is passed over for the zone most likely to (or, with
 none, the job waits): run lengths are long-tailed, so a zone's mean residual says little about whether this
 run is one of its many short ones, and each short one is an overhead lost.
+With far more slack than that (X < -``AGED_SPARE_BREAK_EVENS`` d / (1 - k)), such a launch also waits for a
+zone whose current run has lasted ``AGED_RUN_OVERHEADS`` x d: most of the launches the offline optimum does
+not make are into runs that end within the hour, where the optimum waits (its slack to spare is worth
+nothing), and a run that has lasted two overheads is less often one of them.
 Early in the window (its first ``EARLY_WINDOW``), an outage is not covered while the shortfall X still fits
 in the slack left beyond the Safety Net's two overheads (X < time left - work left - 2d): the forecast knows
 least about this window then and the slack is the largest, so waiting costs nothing yet, and the window's
@@ -60,6 +64,11 @@ SPARE_BREAK_EVENS = 4.0
 #: The opening share of the window in which an outage is not covered while the shortfall fits in the slack
 #: (``early_wait``; a constant of the method, not fitted per trace: 0.1-0.3 measured alike, docs/policy.md).
 EARLY_WINDOW = 0.2
+#: Far more slack than the job needs, in break-evens d / (1 - k) of shortfall below zero: then a zone set's
+#: launches from idle wait for a run that has lasted ``AGED_RUN_OVERHEADS`` overheads (``aged_gate``; constants
+#: of the method, not fitted per trace; docs/policy.md, sixth round).
+AGED_SPARE_BREAK_EVENS = 20.0
+AGED_RUN_OVERHEADS = 2.0
 
 
 class OrchPolicy:
@@ -72,7 +81,9 @@ class OrchPolicy:
     ``recent_check`` runs. ``odds_filter``: the zone set's filter on a launch's odds of paying its overhead
     (module docstring). ``slack_cost``: overheads of slack a launch costs, in the
     break-evens, while the slack is short. ``early_wait``: no outage covered in the window's first
-    ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring).
+    ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring). ``aged_gate``: with far
+    more slack than the job needs, a zone set's launch from idle only into a run that has lasted
+    ``AGED_RUN_OVERHEADS`` overheads (module docstring).
     """
 
     name = "orch"
@@ -80,7 +91,8 @@ class OrchPolicy:
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  slack_cost: float = 0.0, recent_check: int | None = 10,
                  set_lifetime: bool = True, tie_life: bool = True, odds_filter: bool = True,
-                 early_wait: bool = True) -> None:
+                 early_wait: bool = True, aged_gate: bool = True) -> None:
+        self.aged_gate = aged_gate
         self.early_wait = early_wait
         self.odds_filter = odds_filter
         self.tie_life = tie_life
@@ -238,12 +250,30 @@ class OrchPolicy:
     def _likely_zone(self, obs: Observation, z: int, x: float, break_even: float) -> Action:
         """From idle in a zone set, ahead of UP's line: ``z`` (the zone choice's pick) unless the slack is
         to spare (X < -SPARE_BREAK_EVENS x ``break_even``) and z's current run lasts ``break_even`` more with
-        probability below 1/2; then the zone most likely to (lifetime beyond ``break_even``), or WAIT."""
+        probability below 1/2; then the zone most likely to (lifetime beyond ``break_even``), or WAIT. With
+        far more to spare (X < -AGED_SPARE_BREAK_EVENS x ``break_even``, ``aged_gate``), z is first replaced
+        by the longest-lived zone whose run has lasted AGED_RUN_OVERHEADS overheads, or whose run's age is not
+        known (none: WAIT)."""
         def odds(zone: int) -> float:
             stats = obs.history[zone]
             return survival(self._tables, stats, stats.streak_h, break_even)
 
-        if x >= -SPARE_BREAK_EVENS * break_even or odds(z) >= 0.5:
+        if x >= -SPARE_BREAK_EVENS * break_even:
+            return spot(z)
+        if self.aged_gate and x < -AGED_SPARE_BREAK_EVENS * break_even:
+            # Far more slack than needed: waiting costs nothing, a launch into a run that dies young an overhead.
+            # A run of unknown age (the daemon's place with nothing seen since its last outage: streak 0) is
+            # not held back: there is no sign that it is young.
+            young = AGED_RUN_OVERHEADS * obs.spec.overhead_h - _EPS
+            aged = [c for c, up in enumerate(obs.available)
+                    if up and not (obs.notice and obs.notice[c])
+                    and not 0 < obs.history[c].streak_h < young
+                    and self.lifetime(obs, c) > break_even]
+            if not aged:
+                return WAIT
+            if z not in aged:
+                z = max(aged, key=lambda c: self.lifetime(obs, c))
+        if odds(z) >= 0.5:
             return spot(z)
         likely = [c for c, up in enumerate(obs.available)
                   if up and not (obs.notice and obs.notice[c]) and odds(c) >= 0.5
