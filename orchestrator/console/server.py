@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from socketserver import ThreadingMixIn
 from typing import Any
+from urllib.parse import quote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from orchestrator.budgets import Budget
@@ -28,16 +29,45 @@ from orchestrator.store.db import Store
 log = logging.getLogger("orch.console")
 
 
+#: Set in a request's environ once ``_logged`` has logged it (the handler then logs nothing more).
+_LOGGED = "orch.logged"
+
+
+def _log_request(method: str, path: str, code: int | str) -> None:
+    method, path = method[:10], path.split("?", 1)[0][:200]
+    log.info("%s %s %s", method, path, code, extra={"fields": {"method": method, "path": path, "status": str(code)}})
+
+
+def _logged(app: Callable[[dict[str, Any], Any], Iterable[bytes]]) -> Callable[[dict[str, Any], Any], Iterable[bytes]]:
+    """``app`` with each request logged when its status is set, before any byte of the answer is sent: a client
+    that has its answer finds the line written (``orch daemon`` stopping right after logs nothing before it)."""
+    def logged(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        def start(status: str, headers: Any, exc_info: Any = None) -> Any:
+            environ[_LOGGED] = True
+            # PATH_INFO is decoded: quoted again, so a line break sent as %0A cannot split a text log line.
+            path = quote(str(environ.get("PATH_INFO", "")), safe="/:@!$&'()*+,;=-._~")
+            _log_request(str(environ.get("REQUEST_METHOD", "")), path, status.split(" ", 1)[0])
+            return start_response(status, headers, exc_info)
+
+        return app(environ, start)
+
+    return logged
+
+
 class _Handler(WSGIRequestHandler):
-    #: Seconds a client may stall a read or write: stopping the console waits for requests in flight (``_Server``),
-    #: so a client that never finishes its request must not hold the daemon's shutdown.
+    #: Seconds a client may stall a read or write before its connection is dropped (its thread freed).
     timeout = 30
+    _environ: dict[str, Any] | None = None
+
+    def get_environ(self) -> dict[str, Any]:
+        self._environ = super().get_environ()
+        return self._environ
+
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        method, _, rest = (self.requestline or "").partition(" ")
-        path = rest.split(" ", 1)[0].split("?", 1)[0][:200]
-        method = method[:10]
-        log.info("%s %s %s", method, path, code, extra={"fields": {"method": method, "path": path,
-                                                                   "status": str(code)}})
+        if self._environ is not None and self._environ.get(_LOGGED):
+            return      # the app's answer: logged before it was sent (``_logged``)
+        method, _, rest = (self.requestline or "").partition(" ")   # refused before the app (a bad request)
+        _log_request(method, rest.split(" ", 1)[0], code)
 
     def log_message(self, format: str, *args: Any) -> None:
         # wsgiref's own messages (bad request lines) may quote what the client sent: keep them out of logs.
@@ -45,10 +75,9 @@ class _Handler(WSGIRequestHandler):
 
 
 class _Server(ThreadingMixIn, WSGIServer):
-    # Not daemon threads: ``server_close`` joins the requests in flight, so their log lines come before
-    # whatever the caller logs after stopping (``orch daemon``'s "daemon stopped" is its last line).
-    daemon_threads = False
-    block_on_close = True
+    # Daemon threads, not joined on stop: a browser's idle preconnect (a socket that never sends a request)
+    # must not hold ``orch daemon``'s shutdown; an answered request's line is already logged (``_logged``).
+    daemon_threads = True
     allow_reuse_address = True
 
     def server_bind(self) -> None:
@@ -103,7 +132,7 @@ def start_console(store: Store, settings: ConsoleSettings, *, clock: Callable[[]
         reason = exc.strerror or str(exc)
         raise ConsoleConfigError(f"cannot serve the console on {settings.host}:{settings.port}: {reason} "
                                  "(the address must be this machine's and the port free)") from None
-    server.set_app(make_app(store, settings, clock=clock, budgets=budgets))
+    server.set_app(_logged(make_app(store, settings, clock=clock, budgets=budgets)))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="orch-console",
                               daemon=True)
     thread.start()
