@@ -219,3 +219,7 @@ class Observation:
     @property
     def zones(self) -> int:
         return len(self.available)
+
+    def launchable(self) -> list[int]:
+        """The zones a spot instance may be launched into now: spot available, no preemption announced."""
+        return [z for z, up in enumerate(self.available) if up and not (self.notice and self.notice[z])]

@@ -188,9 +188,7 @@ class OrchPolicy:
         d, r = obs.spec.overhead_h, obs.remaining_h
         best: int | None = None
         best_score = best_life = -math.inf
-        for z, up in enumerate(obs.available):
-            if not up or (obs.notice and obs.notice[z]):
-                continue
+        for z in obs.launchable():
             k = obs.spot_prices[z]
             life = self.lifetime(obs, z, cautious) if (self.stable_zone or self.lifetime_filter) else math.inf
             if self.lifetime_filter and life <= threshold_h:
@@ -265,19 +263,15 @@ class OrchPolicy:
             # A run of unknown age (the daemon's place with nothing seen since its last outage: streak 0) is
             # not held back: there is no sign that it is young.
             young = AGED_RUN_OVERHEADS * obs.spec.overhead_h - _EPS
-            aged = [c for c, up in enumerate(obs.available)
-                    if up and not (obs.notice and obs.notice[c])
-                    and not 0 < obs.history[c].streak_h < young
-                    and self.lifetime(obs, c) > break_even]
+            aged = [c for c in obs.launchable()
+                    if not 0 < obs.history[c].streak_h < young and self.lifetime(obs, c) > break_even]
             if not aged:
                 return WAIT
             if z not in aged:
                 z = max(aged, key=lambda c: self.lifetime(obs, c))
         if odds(z) >= 0.5:
             return spot(z)
-        likely = [c for c, up in enumerate(obs.available)
-                  if up and not (obs.notice and obs.notice[c]) and odds(c) >= 0.5
-                  and self.lifetime(obs, c) > break_even]
+        likely = [c for c in obs.launchable() if odds(c) >= 0.5 and self.lifetime(obs, c) > break_even]
         return spot(max(likely, key=odds)) if likely else WAIT
 
     def _from_on_demand(self, obs: Observation, k_min: float, tight: float) -> Action:
