@@ -294,7 +294,8 @@ def build_service(
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
                                  use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed,
-                                 budgets=config.budgets, deadlines=deadlines)
+                                 budgets=config.budgets, deadlines=deadlines,
+                                 store_id=_store_id(opened) if opened is not None else "")
     hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup, node_settings), config)
     fleet = getattr(engine_store, "fleet", None)
     if opened is not None and fleet is not None:
@@ -306,6 +307,12 @@ def build_service(
     deps = EngineDeps(store=engine_store, providers=engine_providers, catalog=tuple(catalog), config=engine_config,
                       clock=clock or utcnow, hooks=hooks, metrics=metrics)
     return Service(Reconciler(deps), engine_store, opened, built, metrics, settings, owner_of_leases)
+
+
+def _store_id(store: Store) -> str:
+    from orchestrator.store.identity import store_id
+
+    return store_id(store)
 
 
 def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | None, store_url: str | None,

@@ -112,7 +112,7 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
         if not verdict.allowed:
             gate.refused(job, verdict, f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
             break
-        attempt = deps.store.plan_attempt(job.id, offer, new_launch_id(), checkpoint, now)
+        attempt = deps.store.plan_attempt(job.id, offer, new_launch_id(deps.config.store_id), checkpoint, now)
         deps.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
         relaunch = False  # counted once per recovery, not per offer tried
         if (gang.launch(deps, job, attempt, eligible, now, log) if job.spec.plan.nodes > 1
