@@ -13,6 +13,8 @@ job's next ``launched``
 ``boot-failed``             ``boot-failed`` (a node that never reported within its boot timeout)
 ``budget-threshold``        ``budget-threshold`` (orchestrator.budget_watch writes it once per
                             threshold per month)
+``budget-overrun``          ``budget-threshold`` (a budget's burn went over its $/h ceiling; once
+                            per overrun, across daemons)
 ``job.status`` to           ``job-finished`` / ``job-failed``
 succeeded / failed
 ==========================  =================================================================
@@ -31,6 +33,7 @@ _DIRECT = {
     "idle-shutdown": AlertKind.IDLE_STOPPED,
     "boot-failed": AlertKind.BOOT_FAILED,
     "budget-threshold": AlertKind.BUDGET_THRESHOLD,
+    "budget-overrun": AlertKind.BUDGET_THRESHOLD,
 }
 _RECOVERING = "recovering"
 _LAUNCHED = "launched"
