@@ -217,16 +217,19 @@ def ssh_public_key(environ: Mapping[str, str] | None = None) -> str:
     (the key itself, or the path of a .pub file), else the user's usual ~/.ssh/*.pub; "" when none."""
     import os
 
+    from orchestrator.public_key import is_public_key, public_key
+
     env = os.environ if environ is None else environ
     value = env.get(SSH_KEY_ENV, "").strip()
-    if value.startswith(("ssh-", "ecdsa-", "sk-")):
-        return value
-    candidates = [value] if value else list(_DEFAULT_KEYS)
-    for candidate in candidates:
+    if value:       # given: a key or a path, checked (a PublicKeyError, a ValueError, names the fix)
+        return public_key(value, source=SSH_KEY_ENV)
+    for candidate in _DEFAULT_KEYS:
         try:
-            return Path(candidate).expanduser().read_text().strip()
+            text = Path(candidate).expanduser().read_text(errors="replace").strip()
         except OSError:
             continue
+        if is_public_key(text):
+            return text
     return ""
 
 
