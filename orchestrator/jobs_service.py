@@ -258,11 +258,17 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
     (``orch down`` must not launch what is pending while it tears something else down)."""
     from dataclasses import replace
 
+    from orchestrator.config import ConfigError
+    from orchestrator.public_key import PublicKeyError
     from orchestrator.service import AUTO, build_service, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
     base = load_service_settings(config)
-    settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=base.ssh_public_key or ssh_public_key())
+    try:
+        key = base.ssh_public_key or ssh_public_key()
+    except PublicKeyError as exc:     # a bad $ORCH_SSH_PUBLIC_KEY: the caller's clear error, not a launch without it
+        raise ConfigError(str(exc)) from None
+    settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=key)
     service = build_service(config=config, store=store, providers=providers, catalog=catalog, settings=settings,
                             lease_owner=AUTO, clock=clock, launches_allowed=launches_allowed)
     lock: AbstractContextManager[None] = (daemon_lock(store) if lock_path(store) is not None

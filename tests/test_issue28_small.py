@@ -110,6 +110,15 @@ def test_a_public_key_path_is_read_and_its_form_checked(tmp_path: Path, monkeypa
     assert "PRIVATE" not in str(_raised(lambda: ssh_public_key({"ORCH_SSH_PUBLIC_KEY": str(private)})))
 
 
+def test_apply_launch_with_a_bad_key_path_stops_with_the_fix(cli_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (cli_env / "config.yaml").write_text("owner: tester\nproviders:\n  lambda: {api_key: k, base_url: "
+                                         "'http://127.0.0.1:9/api/v1'}\n")
+    monkeypatch.setenv("ORCH_SSH_PUBLIC_KEY", str(cli_env / "missing.pub"))
+    code, _, err = run("apply", str(_manifest(cli_env / "jobs", "a")), "--launch", "--yes")
+    assert code == 2 and "(ORCH_SSH_PUBLIC_KEY): neither a public key nor a readable file" in err
+    assert "internal error" not in err
+
+
 def _raised(call: object) -> BaseException:
     try:
         call()  # type: ignore[operator]
