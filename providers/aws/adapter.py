@@ -427,11 +427,11 @@ class AwsProvider(Provider):
         return to_instance(region, reservation["Instances"][0], self.settings.ssh_user)
 
     def _security_groups(self, ec2: Any, owner: str) -> list[str]:
-        """The configured groups, else orch's own SSH group for this VPC (none when no ingress is wanted)."""
+        """The configured groups, else orch's own group for this VPC (members reach each other; SSH only
+        from ``ssh_ingress_cidrs``). Configured groups are taken as they are: they must admit the gang's
+        traffic themselves (docs/providers/aws.md)."""
         if self.settings.security_group_ids:
             return list(self.settings.security_group_ids)
-        if not self.settings.ssh_ingress_cidrs:
-            return []
         vpc_id = network.vpc_of(ec2, self.settings.subnet_id)
         return [network.ensure_ssh_group(ec2, owner=owner, vpc_id=vpc_id, cidrs=self.settings.ssh_ingress_cidrs)]
 

@@ -2,7 +2,8 @@
 
 Shape of what orch creates, per instance (all in ``settings.resource_group``, all tagged with orch's ids):
 with ``public_ip``, a Standard static public IP ``<name>-pip`` and (shared per owner and region) the NSG
-``orch-<owner>-ssh-<region>`` admitting 22 from ``ssh_ingress_cidrs`` (see providers.azure.network); then
+``orch-<owner>-ssh-<region>`` admitting the virtual network and 22 from ``ssh_ingress_cidrs`` (see
+providers.azure.network); then
 ``<name>-nic`` in ``settings.subnet_id`` carrying both, then the VM ``<name>`` with OS disk ``<name>-osdisk``.
 NIC and disk are attached with ``deleteOption: Delete`` so ARM removes them with the VM; ``terminate`` still
 deletes them (and the public IP) explicitly (404/204 == success) to heal leftovers of a half-done launch.
@@ -335,8 +336,9 @@ class AzureProvider(Provider):
                                       hint="the full resource id of an existing subnet for the NICs")
         tags = self._tags(spec)
         pip = self._ensure_public_ip(spec, tags) if self.settings.public_ip else None
-        nsg = (self._ensure_nsg(spec.owner, spec.offer.region)
-               if self.settings.public_ip and self.settings.ssh_ingress_cidrs else None)
+        # With a public address the NIC always gets orch's NSG: intra-network traffic allowed, port 22 only
+        # from ssh_ingress_cidrs (none by default), everything else from outside refused.
+        nsg = self._ensure_nsg(spec.owner, spec.offer.region) if self.settings.public_ip else None
         nic = self._create_nic(spec, tags, public_ip_id=pip.id if pip else None, nsg_id=nsg.id if nsg else None)
         body = self.vm_body(spec, nic_id=nic.id or "", tags=tags)
         vm_ops = self.compute().virtual_machines
