@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.catalog.query import region_matches
-from providers.fabric import instance_fabric
+from providers.fabric import fabric_note
 from providers.gpus import Interconnect, gpu_by_name
 
 if TYPE_CHECKING:
@@ -189,10 +189,9 @@ def _flags(offer: Offer, req: PlanRequest, expected: float | None) -> tuple[list
     if req.budget_usd is not None and expected is not None and expected > req.budget_usd:
         flags.append("over-budget")
         notes.append(f"estimate ${expected:.2f} exceeds the budget ${req.budget_usd:.2f}")
-    fabric = instance_fabric(offer.provider, offer.instance_type) if req.nodes > 1 else None
-    if fabric is not None:
-        notes.append(f"{offer.instance_type} reaches {fabric.fabric.value} between machines only with {fabric.attach}, "
-                     "which orch's launch does not set up: NCCL runs over TCP between the nodes")
+    fabric = fabric_note(offer.provider, offer.instance_type, req.nodes)
+    if fabric:
+        notes.append(fabric)
     if offer.market is Market.SPOT:
         if req.checkpointed:
             notes.append("spot: can be preempted; orch resumes from the last committed checkpoint")

@@ -2,10 +2,12 @@
 
 NCCL's InfiniBand transport (IB verbs) serves InfiniBand and RoCE; AWS's EFA is reached through the
 aws-ofi-nccl plugin instead. A fabric helps a multi-node job only when every machine is attached to the
-same one, and on the clouds that is something the launch must arrange. orch launches standalone machines
-with one ordinary network interface, so none of the cloud fabrics below is attached to what it launches
-today: ``Instance.fabric`` stays None for them and the startup script keeps NCCL on TCP sockets. The table
-lets the planner say so to whoever picks such a type for a multi-node job. Machines you own declare their
+same one, and on the clouds that is something the launch must arrange. orch arranges it on AWS: a
+multi-node gang on an EFA type is launched with ``interfaces`` EFA network interfaces (one per network
+card) in one cluster placement group (providers/aws/fabric.py), and its ``Instance.fabric`` is EFA, so the
+startup script points NCCL at it (FI_PROVIDER=efa). Elsewhere (GCP's RDMA NICs, Azure's InfiniBand
+placement) orch's launch does not attach the fabric yet: ``Instance.fabric`` stays None, NCCL stays on TCP
+sockets, and the planner says so to whoever picks such a type for a multi-node job. Machines you own declare their
 fabric in the SSH provider's settings (``infiniband: true``), and that one is real.
 
 Sources (the providers' own pages):
@@ -25,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["FABRICS", "Fabric", "FabricFact", "instance_fabric"]
+__all__ = ["FABRICS", "Fabric", "FabricFact", "attached_fabric", "fabric_note", "instance_fabric"]
 
 
 class Fabric(StrEnum):
@@ -41,10 +43,11 @@ class Fabric(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class FabricFact:
-    """An instance type's fabric, and what a launch must do to be on it (orch's launches do not, yet)."""
+    """An instance type's fabric, what a launch must do to be on it, and (EFA) how many interfaces."""
 
     fabric: Fabric
     attach: str
+    interfaces: int = 0
 
 
 _EFA = "an EFA network interface at launch (and a cluster placement group)"
@@ -52,10 +55,11 @@ _AZURE_IB = "the VMs placed together in one scale set or availability set"
 _GCP_RDMA = "RDMA network interfaces on an RDMA VPC at launch"
 
 FABRICS: dict[tuple[str, str], FabricFact] = {
-    ("aws", "p4d.24xlarge"): FabricFact(Fabric.EFA, _EFA),
-    ("aws", "p4de.24xlarge"): FabricFact(Fabric.EFA, _EFA),
-    ("aws", "p5.48xlarge"): FabricFact(Fabric.EFA, _EFA),
-    ("aws", "p5en.48xlarge"): FabricFact(Fabric.EFA, _EFA),
+    # EfaInfo.MaximumEfaInterfaces (DescribeInstanceTypes): one per network card.
+    ("aws", "p4d.24xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=4),
+    ("aws", "p4de.24xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=4),
+    ("aws", "p5.48xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=32),
+    ("aws", "p5en.48xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=16),
     ("azure", "Standard_ND96asr_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
     ("azure", "Standard_ND96amsr_A100_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
     ("azure", "Standard_ND96isr_H100_v5"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
@@ -66,3 +70,33 @@ FABRICS: dict[tuple[str, str], FabricFact] = {
 def instance_fabric(provider: str, instance_type: str) -> FabricFact | None:
     """The fabric the provider documents for this instance type, or None when it documents none we know."""
     return FABRICS.get((provider, instance_type))
+
+
+#: The (provider, fabric) pairs orch's own launch attaches to a multi-node gang (the rest it only reports).
+ATTACHED: frozenset[tuple[str, Fabric]] = frozenset({("aws", Fabric.EFA)})
+
+
+def attached_fabric(provider: str, instance_type: str, nodes: int) -> Fabric | None:
+    """The fabric a machine of this type will be on as orch launches it for a job of ``nodes`` machines:
+    known before the launch (the boot script is rendered first), None for plain Ethernet/TCP."""
+    fact = instance_fabric(provider, instance_type)
+    if nodes < 2 or fact is None or (provider, fact.fabric) not in ATTACHED:
+        return None
+    return fact.fabric
+
+
+def fabric_note(provider: str, instance_type: str, nodes: int) -> str | None:
+    """What ``orch plan`` says about the link between the machines of a multi-node job (None: one node)."""
+    if nodes < 2:
+        return None
+    attached = attached_fabric(provider, instance_type, nodes)
+    fact = instance_fabric(provider, instance_type)
+    if attached is not None and fact is not None:
+        return (f"{instance_type}: the nodes talk over {attached.value}: orch launches them with {fact.attach}, "
+                "and points NCCL at it")
+    if fact is not None:
+        return (f"{instance_type} reaches {fact.fabric.value} between machines only with {fact.attach}, which "
+                "orch's launch does not set up: NCCL runs over TCP between the nodes (plain TCP: slow for "
+                "multi-node training)")
+    return (f"{instance_type}: no RDMA fabric between machines known: NCCL runs over TCP between the nodes "
+            "(plain TCP: slow for multi-node training)")

@@ -4,6 +4,8 @@ talk, and nothing is open to the outside by default. Against moto (+ tests/fakes
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,7 @@ from providers.aws.adapter import AwsProvider
 from providers.aws.placement import TAG_GANG, group_name
 from providers.base import TAG_LAUNCH_ID, TAG_OWNER, LaunchSpec, Market, ResourceKind, new_launch_id
 from providers.errors import ResourceInUseError
+from providers.fabric import Fabric, attached_fabric
 from tests.contract.harness_aws import catalog_offer
 from tests.fakes.aws import FakeAws
 from tests.test_aws_adapter import OWNER, _ec2, _group, _session, _settings
@@ -84,3 +87,54 @@ def test_aws_launch_heals_a_placement_group_deleted_under_it(fake: FakeAws) -> N
     fake.fail("RunInstances", "InvalidPlacementGroup.Unknown", times=1)
     inst = p.launch(_node(0))
     assert fake.requests["RunInstances"] == 2 and inst.launch_id
+
+
+def _efa_node(rank: int) -> LaunchSpec:
+    o = replace(catalog_offer(Market.ON_DEMAND), instance_type="p4d.24xlarge")
+    return LaunchSpec(launch_id=new_launch_id(), owner=OWNER, job="two-node", offer=o,
+                      startup_script="#!/bin/sh\necho hi\n", node_rank=rank, gang=GANG)
+
+
+def test_aws_efa_gang_launches_with_one_efa_interface_per_card_in_the_group(fake: FakeAws) -> None:
+    fake.reset()
+    p = AwsProvider(_settings(fake), session=_session())
+    nodes = []
+    for rank in (0, 1):
+        nodes.append(p.launch(_efa_node(rank)))
+        sent = fake.sent["RunInstances"]
+        sg = _group(fake)
+        assert sg is not None
+        cards = sorted(k for k in sent if k.endswith(".InterfaceType"))
+        assert len(cards) == 4 and all(sent[k] == "efa" for k in cards), "p4d: 4 network cards, EFA on each"
+        assert sorted(sent[f"NetworkInterface.{i}.NetworkCardIndex"] for i in range(1, 5)) == ["0", "1", "2", "3"]
+        assert all(sent[f"NetworkInterface.{i}.SecurityGroupId.1"] == sg["GroupId"] for i in range(1, 5))
+        assert not any(k.startswith("SecurityGroupId") for k in sent), "the groups ride on the interfaces"
+        assert sent["Placement.GroupName"] == group_name(OWNER, GANG)
+    assert all(n.fabric is Fabric.EFA for n in nodes)
+    assert all(i.fabric is Fabric.EFA for i in p.list_instances(OWNER))
+    # A single p4d (no gang) gets the plain interface: EFA only helps between machines.
+    p.launch(replace(_efa_node(0), gang=""))
+    assert not any(k.startswith("NetworkInterface") for k in fake.sent["RunInstances"])
+
+
+def _two_node(instance_type: str, provider: str = "aws") -> str:
+    from orchestrator.manifest.loader import parse_text
+    from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
+    from orchestrator.runtime.render import render_script
+
+    text = (Path(__file__).parent.parent / "examples" / "torchrun-ddp.yaml").read_text()
+    [(manifest, _)] = parse_text(text)
+    facts = LaunchFacts(node_rank=1, master_addr="10.0.0.5", gpus_per_node=8,
+                        fabric=attached_fabric(provider, instance_type, manifest.resources.nodes))
+    return render_script(render_input_for(manifest, facts))
+
+
+def test_the_two_node_example_renders_nccl_for_its_fabric() -> None:
+    efa = _two_node("p4d.24xlarge")
+    assert "FI_PROVIDER=efa" in efa and "FI_EFA_USE_DEVICE_RDMA=1" in efa
+    tcp = _two_node("g5.48xlarge")
+    assert "FI_PROVIDER" not in tcp and "NCCL_IB_DISABLE=1" in tcp and "NCCL_SOCKET_IFNAME" in tcp
+    # A fabric orch does not attach yet (Azure ND's InfiniBand) renders plain TCP, as the plan warns.
+    ib = _two_node("Standard_ND96asr_v4", "azure")
+    assert "FI_PROVIDER" not in ib and "NCCL_IB_DISABLE=1" in ib
+    assert "10.0.0.5" in efa, "rank 1 joins node 0's private address"

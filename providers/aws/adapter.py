@@ -30,6 +30,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from providers.aws import fabric as efa
 from providers.aws import network, placement
 from providers.aws.settings import Settings
 from providers.base import (
@@ -192,6 +193,7 @@ def to_instance(region: str, raw: dict[str, Any], ssh_user: str = "ubuntu") -> I
         ssh_user=ssh_user,
         created_at=launched if isinstance(launched, datetime) else None,
         extra=(("ec2_instance_id", raw["InstanceId"]),),
+        fabric=efa.launched_fabric(tags, raw.get("NetworkInterfaces", [])),
     )
 
 
@@ -398,6 +400,9 @@ class AwsProvider(Provider):
                 {"Key": TAG_JOB, "Value": spec.job}, {"Key": "Name", "Value": spec.name}]
         if spec.gang:   # how garbage collection knows the gang's placement group is still held
             tags.append({"Key": placement.TAG_GANG, "Value": spec.gang})
+        efa_count = efa.efa_interface_count(spec.offer.instance_type, gang=spec.gang)
+        if efa_count:
+            tags.append({"Key": efa.TAG_FABRIC, "Value": "efa"})
         params: dict[str, Any] = {
             "ImageId": spec.image or self._ami(region),
             "InstanceType": spec.offer.instance_type,
@@ -426,6 +431,9 @@ class AwsProvider(Provider):
         if spec.gang:   # a multi-node gang: its nodes in one cluster placement group, tagged to find it again
             params["Placement"] = {**params.get("Placement", {}), "GroupName": placement.ensure_group(
                 ec2, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)}
+        if efa_count:   # the interfaces carry the groups and subnet (EC2 refuses them on both levels)
+            params["NetworkInterfaces"] = efa.efa_interfaces(
+                efa_count, groups=params.pop("SecurityGroupIds", []), subnet_id=params.pop("SubnetId", None))
         if spec.offer.market is Market.SPOT:
             spot: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
             if spec.max_price_hr is not None:
