@@ -189,3 +189,30 @@ def test_every_fabric_fact_names_a_catalog_instance_type() -> None:
 
     known = {(o.provider, o.instance_type) for o in load_catalog().offers}
     assert set(FABRICS) <= known
+
+
+def test_resources_fabric_rejects_offers_without_the_asked_link_between_nodes() -> None:
+    p4d = offer("aws", "p4d.24xlarge", 30.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=1152)
+    nd = offer("azure", "Standard_ND96asr_v4", 28.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=900)
+    g5 = offer("aws", "g5.48xlarge", 16.0, gpu="A100-40G", vram=40, count=8, vcpus=192, mem=768)
+
+    def eligible(fabric: str, nodes: int = 2) -> set[str]:
+        req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes, fabric=fabric)
+        return {x.offer.instance_type for x in plan(req, gather_offers(req.gpu_request(), [p4d, nd, g5])).eligible}
+
+    assert eligible("any") == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
+    assert eligible("fast") == {"p4d.24xlarge"}, "ND's InfiniBand is not attached by orch yet: TCP"
+    assert eligible("infiniband") == set(), "EFA is not IB verbs, and no cloud's InfiniBand is attached yet"
+    assert eligible("infiniband", nodes=1) == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
+    req = PlanRequest(gpus=("A100-40G",), count=8, nodes=2, fabric="fast")
+    [g5_out] = [x for x in plan(req, gather_offers(req.gpu_request(), [g5])).rejected]
+    assert g5_out.excluded[0].constraint is Constraint.FABRIC and "plain TCP" in g5_out.excluded[0].detail
+
+
+def test_fabric_labels_for_quote_wide() -> None:
+    from providers.fabric import fabric_label
+
+    assert fabric_label("aws", "p5.48xlarge", 2) == "efa 3200G"
+    assert fabric_label("azure", "Standard_ND96isr_H100_v5", 2) == "infiniband 3200G, tcp"
+    assert fabric_label("gcp", "a3-highgpu-8g", 1) == "gpudirect-tcpx 800G"
+    assert fabric_label("aws", "g5.48xlarge", 2) == "ethernet"
