@@ -474,3 +474,13 @@ def test_recorded_firewall_list_parses_and_none_is_orchs() -> None:
     rules.append(ours)
     [found] = fw.owned("alice", [])
     assert found.resource_id == "orch-alice-ssh-default" and not found.in_use and found.created_at is not None
+
+
+def test_an_ssh_rule_no_longer_configured_is_removed_at_the_next_launch(server: GceServer) -> None:
+    """An older default opened 22 to 0.0.0.0/0: with ssh_ingress_cidrs now empty, the next launch closes it."""
+    server.fake.reset()
+    GcpProvider(_settings(server, ssh_ingress_cidrs=["0.0.0.0/0"])).launch(_spec("l0000000000e1"))
+    assert server.fake.firewall("orch-alice-ssh-default") is not None
+    GcpProvider(_settings(server)).launch(_spec("l0000000000e2"))
+    assert server.fake.firewall("orch-alice-ssh-default") is None
+    assert server.fake.firewall("orch-alice-intra-default") is not None

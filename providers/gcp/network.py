@@ -87,8 +87,13 @@ class FirewallRules:
 
     def ensure(self, owner: str, network: str, cidrs: list[str]) -> None:
         """Create the intra-tag rule and each wanted SSH rule if missing, or patch an SSH rule's source
-        ranges to ``cidrs``. Idempotent. (An SSH rule no longer wanted is left to garbage collection.)"""
-        for body in [intra_rule(owner, network), *wanted_rules(owner, network, cidrs)]:
+        ranges to ``cidrs``. Idempotent. An SSH rule of an address family no longer configured is deleted
+        (an earlier default admitted 0.0.0.0/0: a stale rule would keep that door open)."""
+        wanted = [intra_rule(owner, network), *wanted_rules(owner, network, cidrs)]
+        for stale in {rule_name(owner, network, ipv6=v6) for v6 in (False, True)} - {b.name for b in wanted}:
+            if self._get(stale) is not None:
+                self.delete(stale)
+        for body in wanted:
             current = self._get(body.name)
             if current is None:
                 self._insert(body)
