@@ -138,3 +138,45 @@ def test_the_two_node_example_renders_nccl_for_its_fabric() -> None:
     ib = _two_node("Standard_ND96asr_v4", "azure")
     assert "FI_PROVIDER" not in ib and "NCCL_IB_DISABLE=1" in ib
     assert "10.0.0.5" in efa, "rank 1 joins node 0's private address"
+
+
+def test_azure_gang_in_one_proximity_placement_group_and_the_network_rule_lets_them_talk() -> None:
+    pytest.importorskip("azure.mgmt.compute")
+    from providers.azure.adapter import AzureProvider
+    from providers.retry import RetryPolicy
+    from tests.contract.harness_azure import make_settings
+    from tests.fakes.azure_arm import FakeArm
+    from tests.test_azure_adapter import OWNER as AZ_OWNER
+    from tests.test_azure_adapter import spec as azure_spec
+
+    arm = FakeArm()
+    arm.serve()
+    try:
+        p = AzureProvider(make_settings(arm.url), retry=RetryPolicy.fast())  # type: ignore[arg-type]
+        nodes = [p.launch(azure_spec(f"l00000000000{r}", node_rank=r, gang=GANG)) for r in (0, 1)]
+        [ppg] = arm.state.ppgs.values()
+        assert ppg["name"] == f"orch-{AZ_OWNER}-{GANG}" and ppg["tags"][TAG_GANG] == GANG
+        assert ppg["properties"]["proximityPlacementGroupType"] == "Standard"
+        vms = list(arm.state.vms.values())
+        assert [vm["properties"]["proximityPlacementGroup"]["id"] for vm in vms] == [ppg["id"]] * 2
+        [nsg] = arm.state.nsgs.values()
+        [intra] = [r for r in nsg["properties"]["securityRules"] if r["name"] == "orch-intra"]
+        assert (intra["properties"]["sourceAddressPrefix"], intra["properties"]["destinationPortRange"]) == (
+            "VirtualNetwork", "*")
+        assert all(nic["properties"]["networkSecurityGroup"]["id"] == nsg["id"] for nic in arm.state.nics.values())
+        assert nodes[0].private_ip and nodes[0].private_ip != nodes[1].private_ip
+        [listed] = [r for r in p.list_network_resources(AZ_OWNER) if r.kind is ResourceKind.PLACEMENT_GROUP]
+        assert listed.in_use
+        for n in nodes:
+            p.terminate(n.instance_id)
+        for n in nodes:                                      # the fake finishes a delete on the next read
+            p.get(n.instance_id)
+        [unused] = [r for r in p.list_network_resources(AZ_OWNER) if r.kind is ResourceKind.PLACEMENT_GROUP]
+        assert not unused.in_use
+        p.delete_network_resource(unused)
+        assert not arm.state.ppgs
+        single = p.launch(azure_spec("l0000000000a9"))
+        assert "proximityPlacementGroup" not in arm.state.vms[("orch-test", single.instance_id)]["properties"]
+        p.close()
+    finally:
+        arm.close()
