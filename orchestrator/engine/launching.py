@@ -30,6 +30,7 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
         launch_id=attempt.launch_id, owner=deps.config.owner, job=job.name, offer=attempt.offer,
         ssh_public_key=deps.config.ssh_public_key, startup_script=script, image=job.spec.image,
         disk_gb=job.spec.disk_gb, max_price_hr=job.spec.max_price_hr, node_rank=attempt.node_rank,
+        gang=gang_key(job, attempt),
     )
     try:
         inst = provider.launch(spec)
@@ -57,6 +58,12 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
                      now, job_id=job.id)
     log.report.launched += 1
     return True
+
+
+def gang_key(job: JobRecord, attempt: AttemptRecord) -> str:
+    """The key one start of a multi-node job shares on every node (the cloud's placement group is named
+    after it): job and generation. Empty for a single-node job, which needs no placement."""
+    return f"j{job.id}-g{attempt.generation}" if job.spec.plan.nodes > 1 else ""
 
 
 def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime, log: TickLog) -> str:

@@ -236,6 +236,10 @@ class Resources(_Model):
     infiniband: bool | None = Field(None, description="Multi-node: whether NCCL may use an InfiniBand/RoCE fabric "
                                     "between the nodes (false: NCCL_IB_DISABLE=1); unset: orch decides from the "
                                     "machines (docs/runtime.md).")
+    fabric: Literal["any", "fast", "infiniband"] = Field(
+        "any", description="Multi-node: the link between the nodes. any: whatever the machines have (plain TCP "
+        "included); fast: a fabric orch attaches (EFA, InfiniBand, RoCE, GPUDirect-TCPX), not plain TCP; "
+        "infiniband: one NCCL reaches through IB verbs (InfiniBand or RoCE). Ignored for one node.")
     vcpus_per_gpu: float | None = Field(None, ge=0, description="Least vCPUs per GPU.")
     ram_gb_per_gpu: float | None = Field(None, ge=0, description="Least host RAM per GPU, GB.")
     disk_gb: float | None = Field(None, ge=0, description="Least local disk, GB.")

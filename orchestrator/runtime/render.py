@@ -81,6 +81,10 @@ def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
             env.append(("NCCL_SOCKET_IFNAME", "^lo,docker"))
         if not ri.infiniband:
             env.append(("NCCL_IB_DISABLE", "1"))
+        if ri.fabric == "efa":
+            # AWS EFA through libfabric (the aws-ofi-nccl plugin of AWS's deep learning images), with GPUDirect
+            # RDMA, which the EFA types orch attaches (p4d, p4de, p5, p5en) support.
+            env += [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1")]
     user = {k for k, _ in ri.env}
     return sorted((k, v) for k, v in env if k not in user)
 

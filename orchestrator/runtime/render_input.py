@@ -178,6 +178,8 @@ class RenderInput:
     interconnect: str = "pcie"  # nvlink | pcie
     socket_ifname: str = ""  # multi-node: NCCL/Gloo interface; empty = a hint that excludes lo/docker
     infiniband: bool = False
+    #: The node-to-node fabric the machine is launched on ("efa", "infiniband", "roce"; "": plain TCP).
+    fabric: str = ""
     #: A gang's rank > 0 rendered before node 0 exists (a boot script): the launcher reads node 0's address from
     #: ``ORCH_MASTER_ADDR_GIVEN``, which the agent sets from orch's start.json, instead of ``master_addr``.
     master_from_start: bool = False
