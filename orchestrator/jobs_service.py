@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
+    from orchestrator.runtime.codepack import Pack
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow
     from orchestrator.store.repo import ApplyResult
@@ -41,11 +42,23 @@ class BadInputError(ValueError):
 
 # -- manifests ----------------------------------------------------------------------------------------
 
-def load(paths: Sequence[Path]) -> list[LoadedManifest]:
-    """Load and validate manifests; raises orchestrator.manifest.ManifestError with every problem."""
-    from orchestrator.manifest import load_manifests
+def load(paths: Sequence[Path], *, allow_dirty: bool = False) -> list[LoadedManifest]:
+    """Load and validate manifests, and pin each one's code to the commit seen now (``code.pin``,
+    orchestrator/runtime/codepack.py). Raises orchestrator.manifest.ManifestError with every problem, or
+    BadInputError when the code cannot be packed (no repository, over the size limit)."""
+    return load_with_packs(paths, allow_dirty=allow_dirty)[0]
 
-    return load_manifests(list(paths))
+
+def load_with_packs(paths: Sequence[Path], *, allow_dirty: bool = False
+                    ) -> tuple[list[LoadedManifest], list[Pack | None]]:
+    """:func:`load`, with each manifest's code pack (None where nothing is shipped) for display."""
+    from orchestrator.manifest import load_manifests
+    from orchestrator.runtime.codepack import CodePackError, pin_loaded
+
+    try:
+        return pin_loaded(load_manifests(list(paths)), allow_dirty=allow_dirty)
+    except CodePackError as exc:
+        raise BadInputError(str(exc)) from None
 
 
 # -- plan ---------------------------------------------------------------------------------------------

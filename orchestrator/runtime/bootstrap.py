@@ -102,10 +102,13 @@ def start_command(work_dir: str) -> str:
 
 def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
               ssh_deadline_s: float = 300.0, status_deadline_s: float = 60.0,
-              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
-              ) -> BootstrapResult:
+              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+              code_pack: bytes | None = None) -> BootstrapResult:
     """Upload and start. Idempotent enough to rerun: uploads overwrite, but it starts another agent,
-    so callers check the status file first when re-attaching."""
+    so callers check the status file first when re-attaching. ``code_pack``: the pinned pack's bytes when
+    ``ri.code`` is set (orchestrator/runtime/codepack.py); copied as ``ri.code.file``, unpacked by the agent."""
+    if ri.code is not None and code_pack is None:
+        raise BootstrapError(f"job {ri.job_name} ships code {ri.code.sha256[:12]} but no pack was given")
     wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
     node = render_node(ri)
     work = ri.resolved_work_dir
@@ -116,6 +119,8 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
     transport.put(agent_source(), join(AGENT_SCRIPT_NAME), 0o755)
     transport.put(node.script.encode(), join(STARTUP_SCRIPT_NAME), 0o755)
     transport.put(node.agent_config.encode(), join(AGENT_CONFIG_NAME), 0o644)
+    if ri.code is not None and code_pack is not None:
+        transport.put(code_pack, join(ri.code.file), 0o644)
     if ri.secrets:
         transport.put(_secrets_env(ri.secrets, secret_values), join(SECRETS_ENV_NAME), 0o600)
     res = transport.exec(start_command(work), timeout=30)

@@ -33,6 +33,7 @@ from typing import Protocol, runtime_checkable
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.bootstrap import bootstrap
+from orchestrator.runtime.codepack import pack_bytes
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
 from orchestrator.runtime.render_input import RenderInput
@@ -151,7 +152,10 @@ class SshBootstrapper(Bootstrapper):
                 return True
             # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
             secrets = {name: self.environ[name] for name in ri.secrets if name in self.environ}
-            bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s)
+            # The pack pinned at apply (the same bytes for every node and every relaunch); CodePackError if gone.
+            pack = pack_bytes(job.manifest.code) if ri.code is not None and job.manifest.code else None
+            bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s,
+                      code_pack=pack)
         except TransportError as exc:
             # Not reachable yet, or lost mid-way: the next tick retries (and finds a started agent).
             log.info("bootstrap %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,

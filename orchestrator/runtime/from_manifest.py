@@ -11,6 +11,7 @@ from orchestrator.runtime.render_input import (
     AgentSettings,
     CheckpointSpec,
     CloudKind,
+    CodeShip,
     DataStage,
     Launcher,
     NotifyVia,
@@ -97,6 +98,7 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
             azure_metadata_url=facts.metadata_urls.get("azure", ""),
         ),
         report=_report(manifest, facts),
+        code=CodeShip(pin.commit, pin.sha256) if (pin := manifest.code.pin if manifest.code else None) else None,
     )
 
 

@@ -350,6 +350,9 @@ def render_agent_config(ri: RenderInput) -> str:
         "checkpoint": checkpoint,
         "report": report,
     }
+    if ri.code is not None:
+        # The code pack, unpacked into the work dir before startup.sh runs setup.
+        config["code"] = {"file": ri.code.file, "sha256": ri.code.sha256, "commit": ri.code.commit}
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 

@@ -285,8 +285,38 @@ def make_store(path: Path, catalog: Sequence[Offer]) -> SqlEngineStore:
     return SqlEngineStore(open_store(f"sqlite:///{path}"), OWNER, catalog=catalog)
 
 
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def code_repo(where: Path) -> Path:
+    """The user's repository, made here: the tiny job's script and a VERSION file, committed. The machines
+    get the script only from it (the code pack), never from this checkout."""
+    repo = where / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "e2e@example.invalid")
+    git(repo, "config", "user.name", "e2e")
+    shutil.copy(SCRIPT, repo / "train_tiny.py")
+    (repo / "VERSION").write_text("1\n")
+    (repo / ".orchignore").write_text("outputs/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v1")
+    return repo
+
+
+def move_repo_on(repo: Path) -> str:
+    """A later commit a relaunch must NOT run: the script now fails at once. Returns the new commit."""
+    script = repo / "train_tiny.py"
+    script.write_text("raise SystemExit('this commit was never applied')\n" + script.read_text())
+    (repo / "VERSION").write_text("2\n")
+    git(repo, "commit", "-q", "-am", "v2")
+    return git(repo, "rev-parse", "HEAD")
+
+
 def add_job(store: SqlEngineStore, manifest_yaml: str, where: Path) -> JobRecord:
-    """``orch apply`` of one YAML manifest: the real loader and the real apply, then the job's record."""
+    """``orch apply`` of one YAML manifest: the real loader and the real apply, then the job's record.
+    ``where`` is the user's repository (``code_repo``): apply pins its HEAD as the job's code."""
     from orchestrator import jobs_service
 
     path = where / f"{JOB}.yaml"
@@ -298,7 +328,8 @@ def add_job(store: SqlEngineStore, manifest_yaml: str, where: Path) -> JobRecord
 
 def job_manifest(bucket: Bucket, args: list[str], *, resume: str, notify: str, nodes: int = 1,
                  gpus: int = 2) -> str:
-    """The job as a user writes it (docs/manifests.md). Relative paths live in each machine's work dir.
+    """The job as a user writes it (docs/manifests.md). Relative paths live in each machine's work dir, where
+    the code pack (the repository's train_tiny.py) is unpacked before the job starts.
     ``resume``/``notify``: the YAML flow mappings for checkpoint.resume and checkpoint.notify."""
     job_args = ", ".join(json.dumps(a) for a in
                          ["--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", *args])
@@ -309,7 +340,7 @@ name: {JOB}
 resources: {{gpu: {GPU}, count: {gpus}, nodes: {nodes}}}
 run:
   launcher: torchrun
-  script: {SCRIPT}
+  script: train_tiny.py
   args: [{job_args}]
 env: {{OMP_NUM_THREADS: "1", AWS_REGION: us-east-1}}
 secrets: [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY]
