@@ -117,6 +117,14 @@ class SpotSshProvider(SshProvider):
     def list_instances(self, owner: str) -> list[Instance]:
         return [self._as_sold(i) for i in super().list_instances(owner)]
 
+    def terminate(self, instance_id: str) -> None:
+        # A reclaimed spot machine is gone with everything on it (its sshd too): nothing left to stop, as on
+        # a cloud. Own machines are stopped for real (SshProvider.terminate).
+        if instance_id in self.reclaimed:
+            self.book.release(instance_id)
+            return
+        super().terminate(instance_id)
+
 
 class RecordingMonitor(SshMonitor):
     """SshMonitor that keeps every report it handed to the engine, per instance (for assertions)."""
