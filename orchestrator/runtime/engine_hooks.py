@@ -26,6 +26,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
@@ -213,7 +214,31 @@ class SshMonitor(Monitor):
         except TransportError:
             return None
         status = _read_status(t, _status_path(ri))
-        return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
+        if status is None or (status.launch_id and status.launch_id != attempt.launch_id):
+            return None     # another launch's status (an earlier one on this machine): not this attempt's facts
+        report = report_from_status(status, self.wall_clock(), self.stale_s)
+        if report.exit_code not in (None, 0):
+            report = replace(report, last_words=_last_words(t, ri, status))
+        return report
+
+
+#: How much of the node's words a failed attempt's reason carries.
+LAST_WORDS_LINES = 8
+LAST_WORDS_CHARS = 600
+
+
+def _last_words(t: Transport, ri: RenderInput, status: AgentStatus) -> str:
+    """The agent's errors and the last lines of job.log, as one line (" | " between lines), bounded."""
+    lines = list(status.errors[-2:])
+    log_path = shlex.quote(str(PurePosixPath(ri.resolved_work_dir) / "job.log"))
+    try:
+        res = t.exec(f"tail -n {LAST_WORDS_LINES} {log_path}", timeout=10)
+        out = res.stdout.decode("utf-8", "replace") if isinstance(res.stdout, bytes) else res.stdout
+        lines += [ln.strip() for ln in out.splitlines() if ln.strip()]
+    except TransportError:
+        pass
+    text = " | ".join(lines)
+    return text if len(text) <= LAST_WORDS_CHARS else "..." + text[-LAST_WORDS_CHARS:]
 
 
 def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -> AgentReport:

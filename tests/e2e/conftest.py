@@ -50,6 +50,8 @@ JOB = "tiny"
 GPU = "A100-80G"
 STEPS = 60
 SEED = 1234
+#: SIGTERM -> SIGKILL when orch ends a launch on an e2e machine (providers/ssh/cleanup.py).
+STOP_GRACE_S = 2.0
 #: How long machine A keeps running after its interruption notice before the "cloud" kills it.
 NOTICE_WINDOW_S = 3.0
 WORK = Path(".orch") / "jobs" / JOB  # the job's work dir, relative to each machine's working root
@@ -427,7 +429,7 @@ def ssh_settings(hosts: tuple[HostSettings, ...], key_owner: Sshd, tmp_path: Pat
     """The SSH provider's settings for e2e machines: short timeouts, state and known hosts under tmp_path."""
     return Settings(hosts=hosts, key_path=key_owner.client_key_path, state_dir=tmp_path / "ssh-state",
                     known_hosts=tmp_path / "known_hosts", connect_timeout_s=3.0, auth_timeout_s=5.0,
-                    reconnect_deadline_s=1.0, verify_timeout_s=10.0)
+                    reconnect_deadline_s=1.0, verify_timeout_s=10.0, stop_grace_s=STOP_GRACE_S)
 
 
 def ssh_engine(stack: contextlib.ExitStack, tmp_path: Path, provider: SshProvider, catalog: Sequence[Offer],

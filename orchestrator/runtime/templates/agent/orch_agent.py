@@ -673,6 +673,7 @@ class Agent:
         return {
             "version": STATUS_VERSION,
             "job_name": self.config.get("job_name"),
+            "launch_id": os.environ.get("ORCH_LAUNCH_ID", ""),
             "node_rank": self.config.get("node_rank", 0),
             "agent": {"pid": os.getpid(), "started_at": self.started_at, "heartbeat": self.clock()},
             "job": dict(self.job),
