@@ -54,8 +54,8 @@ class Pack:
 
     def summary(self) -> str:
         dirty = " + uncommitted changes" if self.pin.dirty else ""
-        return (f"{self.pin.commit[:12]}{dirty} {self.pin.path} ({self.pin.files} files, {self.pin.bytes} bytes, "
-                f"sha256 {self.pin.sha256[:12]})")
+        return (f"commit {self.pin.commit[:12]}{dirty}, path {self.pin.path}: {self.pin.files} files, "
+                f"{self.pin.bytes} bytes (sha256 {self.pin.sha256[:12]}) from {self.pin.repo}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +159,11 @@ def _tar(entries: list[_Entry]) -> bytes:
     return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
 
 
-def _uncommitted(repo: Path, sub: str) -> list[str]:
-    out = _git(repo, "status", "--porcelain", "-z", "--untracked-files=no", "--", sub)
-    return [r[3:] for r in out.decode().split("\0") if len(r) > 3]
+def _uncommitted(repo: Path, sub: str) -> tuple[list[str], list[str]]:
+    """(tracked files changed since HEAD, untracked files) under ``sub``: neither is shipped by default."""
+    out = _git(repo, "status", "--porcelain", "-z", "--untracked-files=all", "--", sub)
+    rows = [r for r in out.decode().split("\0") if len(r) > 3]
+    return [r[3:] for r in rows if not r.startswith("??")], [r[3:] for r in rows if r.startswith("??")]
 
 
 def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -> Pack:
@@ -169,7 +171,7 @@ def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -
     commit = _git(repo, "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
     if code.path != "." and not _git(repo, "ls-tree", "--full-tree", commit, "--", code.path).strip():
         raise CodePackError(f"code.path {code.path!r} is not in commit {commit[:12]} of {repo}")
-    changed = _uncommitted(repo, code.path)
+    changed, untracked = _uncommitted(repo, code.path)
     dirty = allow_dirty and bool(changed)
     entries = _filter(_tracked(repo, commit, code.path, dirty), code)
     data = _tar(entries)
@@ -189,6 +191,9 @@ def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -
     elif changed:
         notes = (f"job {job}: {len(changed)} tracked file(s) have uncommitted changes that are NOT shipped "
                  f"(commit them, or apply with --dirty): " + ", ".join(changed[:5]),)
+    if untracked:
+        notes += (f"job {job}: {len(untracked)} untracked file(s) are not shipped (git add and commit them): "
+                  + ", ".join(untracked[:5]),)
     pin = CodePin(repo=str(repo), commit=commit, path=code.path, sha256=hashlib.sha256(data).hexdigest(),
                   files=len(entries), bytes=len(data), dirty=dirty)
     return Pack(pin, data, notes)

@@ -156,3 +156,29 @@ def test_relaunch_now_ends_the_old_run_before_the_new_one_exactly_one_runs(world
     assert second.launch_id in status and first.launch_id not in status
     [ended] = [a for a in world.attempts(job) if a.launch_id == first.launch_id]
     assert ended.state is not AttemptState.RUNNING
+
+
+def test_a_failed_setup_says_what_happened_in_the_nodes_words(world: World, tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    path = repo / "broken.yaml"
+    path.write_text("""\
+apiVersion: orch/v1
+kind: Job
+name: broken
+resources: {gpu: A100-80G, count: 2}
+regions: {allow: [site-a]}
+setup: [no-such-tool --install]
+run: {launcher: command, command: "python3 bind_once.py 1"}
+""")
+    jobs_service.apply(world.store.store, jobs_service.load([path]))
+    with world.store.store.transaction() as tx:
+        row = repo_.get_job(tx, "broken")
+        assert row is not None and row.id is not None
+        job_id = row.id
+    world.tick_until(lambda: world.store.job(job_id).status is JobStatus.FAILED, "the broken job to fail")
+    [failed] = world.attempts(world.store.job(job_id))
+    assert failed.state is AttemptState.FAILED and failed.reason is not None
+    assert failed.reason.startswith("job exited 127: ") and "no-such-tool: command not found" in failed.reason
+    assert "capacity" not in failed.reason.lower() and "driver" not in failed.reason.lower()
+    events = jobs_service.events(world.store.store, "broken")
+    assert any("no-such-tool: command not found" in e.message for e in events), [e.message for e in events]
