@@ -166,3 +166,39 @@ def test_the_agent_unpacks_the_pack_into_its_work_dir_before_the_job(tmp_path: P
     (node / config["code"]["file"]).write_bytes(b"not the pack")
     with pytest.raises(ValueError, match="does not match its sha256"):
         orch_agent.unpack_code(config["code"], str(node))
+
+
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:   # click 8.2+: stderr is always separate
+        runner = CliRunner()
+    return runner.invoke(app, list(args))
+
+
+def test_orch_render_of_the_example_shows_the_code_pack() -> None:
+    root = Path(__file__).resolve().parents[1]
+    head = git(root, "rev-parse", "HEAD")
+    result = _cli("render", str(root / "examples" / "torchrun-ddp.yaml"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "# ===== code pack ====="
+    assert lines[1].startswith(f"# commit {head[:12]}") and ", path examples: " in lines[1]
+    files = int(lines[1].split(": ", 1)[1].split(" files")[0])
+    assert files == len(git(root, "ls-tree", "-r", "--name-only", "HEAD", "--", "examples").splitlines())
+    assert '"code": {' in result.stdout      # the agent's config names the pack it unpacks
+
+
+def test_plan_and_apply_refuse_a_pack_over_the_limit_before_anything_launches(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, "code: {path: train, limit_mb: 1}\n")
+    (repo / "train" / "weights.bin").write_bytes(os.urandom(2 * 1024 * 1024))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "weights")
+    for command in ("plan", "apply"):
+        result = _cli(command, str(repo / "train" / "job.yaml"), *(["--yes"] if command == "apply" else []))
+        assert result.exit_code == 2, result.output
+        assert "over code.limit_mb 1" in result.stderr and "weights.bin" in result.stderr
