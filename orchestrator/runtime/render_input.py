@@ -141,10 +141,18 @@ class CodeShip:
 
     commit: str
     sha256: str
+    #: Where a node that boots by itself fetches it (``<store_uri>/code/<file>``: the job's report store, where
+    #: orch puts it once before the go); empty: the launch copies it over SSH.
+    store_uri: str = ""
+    store_endpoint: str = ""
 
     @property
     def file(self) -> str:
         return f"code-{self.sha256}.tar.gz"
+
+    @property
+    def store_object(self) -> str:
+        return f"code/{self.file}"
 
 
 @dataclass(frozen=True)

@@ -807,6 +807,13 @@ def unpack_code(spec: dict[str, Any], dest: str) -> None:
     except OSError:
         pass
     path = os.path.join(dest, spec["file"])
+    if not os.path.exists(path) and spec.get("store"):
+        # Booted by its user data: the pack is in the job's store (put there by orch before the go).
+        fetched = Store(spec["store"]).read_object(spec["object"])
+        if fetched is None:
+            raise OSError(f"{spec['object']} is not in {spec['store'].get('uri')}")
+        with open(path, "wb") as fh:
+            fh.write(fetched)
     with open(path, "rb") as fh:
         data = fh.read()
     if hashlib.sha256(data).hexdigest() != spec["sha256"]:
