@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.reconciler import Reconciler
     from orchestrator.engine.tick import TickReport
     from orchestrator.manifest import LoadedManifest
+    from orchestrator.manifest.code_spec import CodePin
     from orchestrator.manifest.schema import Manifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
@@ -73,6 +74,7 @@ class JobPlan:
     alternatives: int
     estimated_hours: float | None
     warnings: tuple[str, ...] = ()    # the model does not fit / is overprovisioned / image vs GPU (fit/planning)
+    code: CodePin | None = None        # what every node gets: the commit and pack pinned at load (codepack)
 
     @property
     def options(self) -> tuple[PlannedOffer, ...]:
@@ -89,6 +91,7 @@ class JobPlan:
             "rejected": [planned_json(p) for p in self.plan.rejected],
             "near_misses": [planned_json(p) for p in self.plan.near_misses(NEAR_MISSES)],
             "warnings": list(self.warnings),
+            "code": self.code.model_dump(mode="json") if self.code is not None else None,
         }
 
 
@@ -124,7 +127,7 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
         the_plan = plan(req, found)
         warnings = _fit_warnings(m.manifest, req, the_plan, offers)
         out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
-                           tuple(warnings)))
+                           tuple(warnings), m.manifest.code.pin if m.manifest.code is not None else None))
     return out
 
 

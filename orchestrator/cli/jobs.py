@@ -168,6 +168,10 @@ def _print_plan(jp: JobPlan) -> None:
 
     hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
     _out(f"{jp.name} ({jp.source}{hours})")
+    if jp.code is not None:
+        dirty = " + uncommitted changes" if jp.code.dirty else ""
+        _out(f"  code     commit {jp.code.commit[:12]}{dirty}, path {jp.code.path}: {jp.code.files} files, "
+             f"{jp.code.bytes} bytes")
     if jp.plan.chosen is None:
         _out("  no eligible offer")
     for n, p in enumerate(jp.options):
