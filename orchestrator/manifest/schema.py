@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.manifest.code_spec import Code
 from orchestrator.manifest.durations import (
     DURATION_HINT,
     DURATION_PATTERN,
@@ -427,6 +428,8 @@ class Manifest(_Model):
                      ] = Field(
         default_factory=list, description="Shell lines run once per node before the job.")
     run: Run
+    code: Code | None = Field(None, description="The repository files shipped to every node (default: the git "
+                              "repository holding the manifest, at the applied commit).")
     data: list[DataItem] = Field(default_factory=list, max_length=256)
     checkpoint: Checkpoint | None = None
     policies: Policies = Field(default_factory=Policies)

@@ -354,6 +354,15 @@ def render_agent_config(ri: RenderInput) -> str:
         "checkpoint": checkpoint,
         "report": report,
     }
+    if ri.code is not None:
+        # The code pack, unpacked into the work dir before startup.sh runs setup.
+        code: dict[str, object] = {"file": ri.code.file, "sha256": ri.code.sha256, "commit": ri.code.commit}
+        if ri.code.store_uri:
+            # A node that boots by itself fetches the pack from the job's store (orch puts it there before the go).
+            src = parse_store(ri.code.store_uri, ri.code.store_endpoint)
+            code["store"] = {"kind": src.kind.value, "path": src.path, "uri": src.uri, "env": dict(src.env)}
+            code["object"] = ri.code.store_object
+        config["code"] = code
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 
