@@ -197,7 +197,7 @@ def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
             run.progress(f"{run.name}: first report from the agent after {took:.1f}s")
             return took
         elapsed = run.clock() - run.launched_at
-        if elapsed > run.opts.timeout_s or run.clock() > deadline:
+        if run.clock() > deadline:
             raise TimeoutError(f"no report from the agent within {run.opts.timeout_s:g}s (machine {now.state.value})")
         line = f"{run.name}: {inst.instance_id} {now.state.value}, waiting for the agent's first report"
         if line != said:
@@ -212,16 +212,11 @@ def _tear_down(run: _Run) -> tuple[tuple[str, ...], float | None]:
     deadline = run.clock() + run.opts.teardown_timeout_s
     run.progress(f"{run.name}: tearing down launch {run.launch_id}")
     try:
-        while True:
-            live = _live(run)
-            if not live:
-                gone_at = run.clock()
-                break
-            if run.clock() > deadline:
-                break
-            for instance_id in live:
-                p.terminate(instance_id)          # idempotent: asked again until the cloud lists it gone
+        for instance_id in _live(run):
+            p.terminate(instance_id)              # idempotent; returns before the machine is gone
+        while (live := _live(run)) and run.clock() <= deadline:
             run.wait(run.opts.poll_s)
+        gone_at = None if live else run.clock()
         while run.clock() <= deadline:
             mine = [r for r in p.list_network_resources(owner) if _made_here(run, r)]
             if not mine or not _delete(p, mine):
