@@ -194,3 +194,18 @@ def test_cli_refuses_without_a_store_and_for_an_unknown_provider(tmp_path: Any, 
     assert shown.exit_code == 2 and "needs a store" in shown.stderr
     shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--provider", "nowhere"])
     assert shown.exit_code == 2 and "not a configured provider: nowhere" in shown.stderr
+
+
+def test_the_table_fits_80_columns_and_names_each_leftover(capsys: Any) -> None:
+    from orchestrator.cli.smoke import _print_results
+
+    provider = Sticky("mem", [offer(itype="Standard_NC24ads_A100_v4_with_a_long_name")])
+    result, _ = _run(provider, Agent(after=0))
+    ok, _ = _run(MemoryProvider("mem", [offer()]), Agent(after=1))
+    _print_results([result, ok], as_json=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["PROVIDER", "MACHINE", "REPORT", "HELD", "COST", "LEFT", "RESULT"]
+    assert out[1].split()[-2:] == ["2", "FAILED"] and out[2].split()[-2:] == ["0", "ok"]
+    assert "5s" in out[2].split()                     # one poll of 5 s before the agent's first report
+    assert any("left: instance mem-" in line for line in out[3:])
+    assert all(len(line) <= 80 for line in out), [len(line) for line in out]

@@ -7,6 +7,7 @@ case is orchestrator/smoke.py; cloud SDKs and the store are imported inside the 
 from __future__ import annotations
 
 import sys
+import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -142,8 +143,10 @@ def _print_results(results: list[SmokeResult], as_json: bool) -> None:
     notes = []
     for r in results:
         report = "-" if r.first_report_s is None else f"{r.first_report_s:.0f}s"
-        out.append(f"{r.provider:<9} {_machine(r.offer):<26} {report:>7} {r.held_s:>5.0f}s ${r.cost_usd:>7.3f} "
+        cost = f"${r.cost_usd:.3f}"
+        out.append(f"{r.provider:<9} {_machine(r.offer):<26} {report:>7} {r.held_s:>5.0f}s {cost:>8} "
                    f"{len(r.leftovers):>4}  {r.result}")
-        notes += [f"  {r.provider}: {safe_line(r.error)}"] if r.error else []
-        notes += [f"  {r.provider}: left: {x}" for x in r.leftovers]
+        lines = ([f"{r.provider}: {safe_line(r.error)}"] if r.error else []) + [f"{r.provider}: left: {x}"
+                                                                                for x in r.leftovers]
+        notes += [w for line in lines for w in textwrap.wrap(line, 78, initial_indent="  ", subsequent_indent="    ")]
     sys.stdout.write("\n".join(out + notes) + "\n")
