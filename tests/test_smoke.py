@@ -194,6 +194,8 @@ def test_cli_refuses_without_a_store_and_for_an_unknown_provider(tmp_path: Any, 
     assert shown.exit_code == 2 and "needs a store" in shown.stderr
     shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--provider", "nowhere"])
     assert shown.exit_code == 2 and "not a configured provider: nowhere" in shown.stderr
+    shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--timeout", "nan"])
+    assert shown.exit_code == 2 and "--timeout must be more than 0" in shown.stderr
 
 
 def test_the_table_fits_80_columns_and_names_each_leftover(capsys: Any) -> None:

@@ -6,6 +6,7 @@ case is orchestrator/smoke.py; cloud SDKs and the store are imported inside the 
 
 from __future__ import annotations
 
+import math
 import sys
 import textwrap
 from dataclasses import replace
@@ -44,8 +45,10 @@ def smoke(
     from orchestrator.smoke import SmokeOptions, plan_targets
     from orchestrator.wiring import build_providers
 
-    if timeout <= 0 or teardown_timeout <= 0 or poll <= 0:
-        fail("--timeout, --teardown-timeout and --poll must be positive", EXIT_BAD_INPUT, as_json=as_json)
+    for flag, value, most in (("--timeout", timeout, 86400.0), ("--teardown-timeout", teardown_timeout, 86400.0),
+                              ("--poll", poll, 3600.0)):
+        if not (math.isfinite(value) and 0 < value <= most):
+            fail(f"{flag} must be more than 0 and at most {most:g} seconds", EXIT_BAD_INPUT, as_json=as_json)
     try:
         config = load_config()
         settings = load_service_settings(config)
