@@ -59,21 +59,30 @@ def _azure_user_data(arm: Any) -> Callable[[Instance], str]:
     return read
 
 
+def _exports(env: dict[str, str]) -> str:
+    """``export`` lines for a container's environment (Vast's env also carries docker options: skipped)."""
+    return "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in env.items() if k.isidentifier())
+
+
 def _runpod_user_data(fake: Any) -> Callable[[Instance], str]:
-    """The pod's container command (dockerArgs) with its env, as the pod's container would start."""
+    """The pod's container command (dockerArgs) with its env, as the pod's container starts. The command is
+    the container's main process, which never exits (the image's entrypoint): here it runs in the background."""
     def read(inst: Instance) -> str:
         pod = fake.pods[inst.instance_id]
-        env = "".join(f"export {e['key']}={shlex.quote(e['value'])}\n" for e in pod.inputs.get("env") or [])
-        return env + (pod.inputs.get("dockerArgs") or "") + "\n"
+        env = _exports({e["key"]: e["value"] for e in pod.inputs.get("env") or []})
+        return env + f"( {pod.inputs.get('dockerArgs') or 'true'} ) &\n"
     return read
 
 
 def _vast_user_data(fake: Any) -> Callable[[Instance], str]:
-    """Vast runs onstart as root in the container, whose home is /root: here, the node's own directory."""
+    """Vast runs onstart as root in the container, with the create request's env, and root's home is /root:
+    here, the node's own directory. The fake keeps no env on the instance: the create request has it."""
     def read(inst: Instance) -> str:
         with fake.lock:
-            onstart = fake.state.instances[int(inst.instance_id)].get("onstart") or ""
-        return onstart.replace("/root/", "$HOME/")
+            row = fake.state.instances[int(inst.instance_id)]
+            body = next((r.body for r in reversed(fake.state.requests) if isinstance(r.body, dict)
+                         and r.body.get("label") == row["label"] and "onstart" in r.body), {})
+        return _exports(body.get("env") or {}) + (row.get("onstart") or "").replace("/root/", "$HOME/")
     return read
 
 
