@@ -66,23 +66,26 @@ def _exports(env: dict[str, str]) -> str:
 
 def _runpod_user_data(fake: Any) -> Callable[[Instance], str]:
     """The pod's container command (dockerArgs) with its env, as the pod's container starts. The command is
-    the container's main process, which never exits (the image's entrypoint): here it runs in the background."""
+    the container's main process, which never exits (the image's entrypoint): here it runs in the background,
+    its output to the node's container.log (the booter waits for boot.sh's output to close)."""
     def read(inst: Instance) -> str:
         pod = fake.pods[inst.instance_id]
         env = _exports({e["key"]: e["value"] for e in pod.inputs.get("env") or []})
-        return env + f"( {pod.inputs.get('dockerArgs') or 'true'} ) &\n"
+        return env + f"( {pod.inputs.get('dockerArgs') or 'true'} ) > container.log 2>&1 &\n"
     return read
 
 
 def _vast_user_data(fake: Any) -> Callable[[Instance], str]:
     """Vast runs onstart as root in the container, with the create request's env, and root's home is /root:
-    here, the node's own directory. The fake keeps no env on the instance: the create request has it."""
+    here, the node's own directory, which is the boot's working directory (so ``/root/x`` becomes ``x``, which
+    also holds inside quotes, where ``$HOME`` would not). The fake keeps no env on the instance: the create
+    request has it."""
     def read(inst: Instance) -> str:
         with fake.lock:
             row = fake.state.instances[int(inst.instance_id)]
             body = next((r.body for r in reversed(fake.state.requests) if isinstance(r.body, dict)
                          and r.body.get("label") == row["label"] and "onstart" in r.body), {})
-        return _exports(body.get("env") or {}) + (row.get("onstart") or "").replace("/root/", "$HOME/")
+        return _exports(body.get("env") or {}) + (row.get("onstart") or "").replace("/root/", "")
     return read
 
 
@@ -196,7 +199,7 @@ def test_smoke_without_yes_launches_nothing_and_names_the_cost(world: World) -> 
 
 def test_smoke_yes_boots_every_fake_cloud_hears_its_agent_and_leaves_nothing(world: World) -> None:
     with clouds_booting(world.booter):
-        done = _cli("--yes", "--json", "--poll", "0.1", "--timeout", "120", "--teardown-timeout", "60")
+        done = _cli("--yes", "--json", "--poll", "0.1", "--timeout", "60", "--teardown-timeout", "60")
     print(done.stderr)
     results = {r["provider"]: r for r in json.loads(done.stdout)["results"]}
     assert set(results) == set(CLOUDS), done.output
