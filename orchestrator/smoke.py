@@ -33,6 +33,8 @@ __all__ = ["SKIPPED", "SmokeOptions", "SmokeResult", "SmokeSeams", "SmokeTarget"
 #: Providers whose machines boot no script of orch's (the user's own hosts, started over SSH).
 SKIPPED = {"ssh": "your own machines: orch starts them over SSH, there is nothing to launch or pay"}
 JOB_NAME = "orch-smoke"
+#: While waiting, a progress line at least this often (a real machine takes minutes to boot).
+PROGRESS_EVERY_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +189,7 @@ def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
     inst = run.provider.launch(spec)
     run.instance_id = inst.instance_id
     attempt = replace(attempt, state=AttemptState.LAUNCHED, instance_id=inst.instance_id)
-    deadline, said = run.launched_at + run.opts.timeout_s, ""
+    deadline, said, said_at = run.launched_at + run.opts.timeout_s, "", run.launched_at
     while True:
         now = run.provider.get(inst.instance_id)
         if now is None or now.state.is_gone:
@@ -200,9 +202,9 @@ def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
         if run.clock() > deadline:
             raise TimeoutError(f"no report from the agent within {run.opts.timeout_s:g}s (machine {now.state.value})")
         line = f"{run.name}: {inst.instance_id} {now.state.value}, waiting for the agent's first report"
-        if line != said:
+        if line != said or run.clock() - said_at >= PROGRESS_EVERY_S:   # a change, else a sign of life
             run.progress(f"{line} ({elapsed:.0f}s)")
-            said = line
+            said, said_at = line, run.clock()
         run.wait(run.opts.poll_s)
 
 

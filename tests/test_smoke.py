@@ -98,10 +98,12 @@ def test_first_report_then_teardown_costs_the_time_held() -> None:
 
 def test_no_report_times_out_and_still_tears_down() -> None:
     provider = MemoryProvider("mem", [offer()])
-    result, _ = _run(provider, Agent(after=None))
+    result, lines = _run(provider, Agent(after=None))
     assert not result.ok and result.first_report_s is None and result.error.startswith("TimeoutError")
     assert result.launched and result.leftovers == () and provider.live() == []
     assert result.held_s > OPTS.timeout_s                 # held until the timeout, then gone at once
+    waiting = [line for line in lines if "waiting for the agent" in line]
+    assert [w.rsplit(" ", 1)[1] for w in waiting] == ["(0s)", "(30s)", "(60s)"]   # a sign of life every 30 s
 
 
 def test_refused_launch_spends_nothing_and_leaves_nothing() -> None:
