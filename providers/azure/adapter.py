@@ -58,6 +58,7 @@ from providers.errors import (
     InstanceNotFoundError,
     InsufficientCapacityError,
     InvalidRequestError,
+    PriceTooLowError,
     ProviderError,
     ProviderUnavailableError,
     QuotaExceededError,
@@ -82,6 +83,10 @@ _CAPACITY_CODES = frozenset({
     "overconstrainedzonalallocationrequest",
 })
 _QUOTA_CODES = frozenset({"operationnotallowed", "quotaexceeded"})
+# Azure's Spot refusal when billingProfile.maxPrice is below the size's current Spot price ("Unable to perform
+# operation ... since the provided maximum price ... USD is lower than the current spot price ...": learn.microsoft
+# .com/azure/virtual-machines/error-codes-spot). A higher max price (or -1) may succeed: move on, do not retry.
+_PRICE_CODES = frozenset({"spotpricegreaterthanprovidedmaxprice"})
 _THROTTLE_CODES = frozenset({"toomanyrequests", "throttled"})
 _AUTH_CODES = frozenset({
     "authorizationfailed", "invalidauthenticationtoken", "authenticationfailed", "expiredauthenticationtoken",
@@ -104,6 +109,8 @@ def translate_error(exc: BaseException) -> ProviderError:
         kw: dict[str, Any] = {"provider": NAME, "code": code or (str(status) if status else None)}
         if key in _CAPACITY_CODES:
             return InsufficientCapacityError(message, **kw)
+        if key in _PRICE_CODES:
+            return PriceTooLowError(message, **kw)
         if key in _QUOTA_CODES:
             return QuotaExceededError(message, **kw)
         if key in _THROTTLE_CODES or status == 429:
