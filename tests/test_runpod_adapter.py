@@ -112,7 +112,7 @@ def test_translate_error_passes_successes() -> None:
 
 def test_offers_price_count_times_the_per_gpu_price(provider: RunPodProvider, fake: RunPodFake) -> None:
     offers = {o.gpu: o for o in provider.offers(GpuRequest(count=2))}
-    assert set(offers) == {"A100-80G", "H100-80G", "RTX4090-24G"}  # A40: no secure stock and not in the registry
+    assert set(offers) == {"A100-80G", "H100-80G", "RTX4090-24G"}  # A40: no secure stock
     a100 = offers["A100-80G"]
     assert a100.price_hr == pytest.approx(3.28) and a100.offer_id == "NVIDIA A100 80GB PCIe"
     assert a100.instance_type == "2x_NVIDIA A100 80GB PCIe_SECURE" and a100.source == "live"

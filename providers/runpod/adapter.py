@@ -43,7 +43,7 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.gpus import GpuModel, UnknownGpuError, resolve_gpu
+from providers.gpus import GpuModel, UnknownGpuError, resolve_gpu, resolve_offer_gpu
 from providers.http import ApiClient, HttpSettings, RateLimiter
 from providers.runpod.settings import CloudType, Settings
 
@@ -283,7 +283,8 @@ def _model(g: dict[str, Any]) -> GpuModel | None:
             return resolve_gpu(str(spelling), float(vram) if vram else None)
         except UnknownGpuError:
             continue
-    return None
+    # Neither spelling is known: logged (once per name), never silently dropped.
+    return resolve_offer_gpu(str(g.get("id") or g.get("displayName") or ""), provider=PROVIDER)
 
 
 def _offer(g: dict[str, Any], count: int, cloud: str, today: Any) -> Offer | None:
