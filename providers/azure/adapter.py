@@ -350,8 +350,7 @@ class AzureProvider(Provider):
         try:
             poller = self._call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
             self._wait(poller, self.settings.create_wait_s)
-        except (InsufficientCapacityError, QuotaExceededError, InvalidRequestError, AuthError,
-                RateLimitedError, ProviderUnavailableError):
+        except ProviderError:   # any refusal (price too low included) or failure: leave no VM, NIC or IP
             self._cleanup_failed_launch(spec.name)
             raise
         got = self.get(spec.name)
@@ -367,8 +366,9 @@ class AzureProvider(Provider):
         vm = self._absent_ok(lambda: self.compute().virtual_machines.get(rg, instance_id, expand="instanceView"))
         if vm is None:
             return None
-        return self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
-                                 private_ip=self._nic_ip(instance_id), public_ip=self._public_ip(instance_id))
+        return self._reap_failed(self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
+                                                   private_ip=self._nic_ip(instance_id),
+                                                   public_ip=self._public_ip(instance_id)))
 
     def list_instances(self, owner: str) -> list[Instance]:
         rg = self.rg
@@ -381,8 +381,17 @@ class AzureProvider(Provider):
                 continue
             name = vm.name
             view = self._absent_ok(lambda name=name: self.compute().virtual_machines.instance_view(rg, name))
-            found.append(self._to_instance(vm, view, private_ip=ips.get(name), public_ip=public.get(name)))
+            found.append(self._reap_failed(self._to_instance(vm, view, private_ip=ips.get(name),
+                                                             public_ip=public.get(name))))
         return found
+
+    def _reap_failed(self, instance: Instance) -> Instance:
+        """A VM whose create failed after the launch's wait (ProvisioningState/failed) reads as TERMINATED, so
+        nobody else would delete it: it is deleted here, with its NIC, public IP and disk, the first time it
+        is seen failed."""
+        if instance.raw_state == "ProvisioningState/failed":
+            self._cleanup_failed_launch(instance.instance_id)
+        return instance
 
     def terminate(self, instance_id: str) -> None:
         rg = self.rg
