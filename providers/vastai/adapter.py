@@ -406,13 +406,24 @@ class VastProvider(Provider):
                                            provider=PROVIDER)
         got = self.get(str(new_id))
         if got is not None:
-            return got
+            return self._checked_rental(got, spec)
         # Not visible yet (eventual consistency): what we know is enough for the caller's row.
         ids = parse_instance_name(spec.name)
         return Instance(provider=PROVIDER, instance_id=str(new_id), launch_id=spec.launch_id, owner=spec.owner,
                         state=InstanceState.PENDING, instance_type=_vast_instance_type(ask),
                         region=str(ask.get("geolocation") or "unknown"), market=spec.offer.market,
                         job=spec.job, raw_state="created", raw_reason=None if ids else "unlabelled")
+
+    def _checked_rental(self, got: Instance, spec: LaunchSpec) -> Instance:
+        """The rental Vast made, checked against the market asked for (``is_bid``): the create answer does not
+        say which, and a spot create whose bid Vast did not take rents on-demand at the full price. A wrong
+        one is destroyed at once and the launch fails typed (this ask cannot give that market: move on)."""
+        if got.market is spec.offer.market:
+            return got
+        self.terminate(got.instance_id)
+        raise InsufficientCapacityError(
+            f"Vast rented instance {got.instance_id} as {got.market.value}, not {spec.offer.market.value}: "
+            "destroyed at once", provider=PROVIDER, code="wrong_rental_type")
 
     def _destroy_leftovers(self, label: str) -> list[str]:
         """Destroy whatever a refused create left under ``label``; never mask the refusal's own error."""

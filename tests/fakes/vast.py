@@ -14,7 +14,8 @@ Behaviour: Bearer key check on every route; asks leave the inventory while rente
 destroy; a new instance reads ``loading`` on its first read and ``running`` after; ``outbid(id)`` stops an
 interruptible the way Vast does (cur_state == intended_status == next_state == "stopped"); a bid below the
 ask's ``min_bid`` answers ``invalid_price`` and, with ``low_bid_creates_stopped``, also leaves a stopped
-instance under the requested label (the leak dstack#4025 describes). Switches inject faults on the create
+instance under the requested label (the leak dstack#4025 describes); with ``bid_ignored``, a create that carried a
+bid rents on-demand (``is_bid`` false), as a spot create without a bid does. Switches inject faults on the create
 route: capacity, quota, throttle, auth, server-error; ``slow_s`` delays every answer. Every request is
 recorded in ``requests``.
 
@@ -121,6 +122,9 @@ class FakeState:
     instances: dict[int, dict[str, Any]] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=dict)      # create-route faults -> remaining count
     low_bid_creates_stopped: bool = False
+    # Vast's create answer does not say which rental it made; with this set, a create that carried a bid
+    # rents on-demand anyway (what a spot create without a bid does), so the adapter's check can be tested.
+    bid_ignored: bool = False
     slow_s: float = 0.0
     ssh_endpoint: tuple[str, int] | None = None                # where "22/tcp" points, for e2e tests
     next_id: int = 31000001
@@ -294,7 +298,8 @@ class VastFake:
             "public_ipaddr": offer["public_ipaddr"], "ssh_host": f"ssh{offer['machine_id'] % 9 + 1}.vast.ai",
             "ssh_idx": str(offer["machine_id"] % 9 + 1), "ssh_port": 20000 + iid % 10000,
             "direct_port_count": offer["direct_port_count"], "ports": None,
-            "is_bid": price is not None, "min_bid": offer["min_bid"], "dph_base": offer["dph_base"],
+            "is_bid": price is not None and not self.state.bid_ignored, "min_bid": offer["min_bid"],
+            "dph_base": offer["dph_base"],
             "dph_total": round((price if price is not None else offer["dph_base"]) + disk_hr, 6),
             "storage_cost": offer["storage_cost"], "reliability2": offer["reliability2"],
             "verification": offer["verification"], "rentable": True, "start_date": time.time(),
