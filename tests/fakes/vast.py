@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 
 DEFAULT_API_KEY = "vast-test-key"
 PAGE_MAX = 25
+ONSTART_LIMIT = 4048     # vast-ai/docs openapi.yaml @ e758d350, PUT /api/v0/asks/{id} requestBody onstart
 #: Request-body keys of POST /bundles/ that are not filters.
 SEARCH_META_KEYS = frozenset({"type", "order", "limit", "allocated_storage"})
 SEARCH_TYPES = frozenset({"on-demand", "ondemand", "bid", "reserved"})
@@ -262,6 +263,11 @@ class VastFake:
                          "ask_id": ask_id}
         if not isinstance(body, dict) or not isinstance(body.get("image"), str):
             return 400, {"success": False, "error": "invalid_args", "msg": "'image' is required", "ask_id": ask_id}
+        onstart = body.get("onstart")
+        if isinstance(onstart, str) and len(onstart) > ONSTART_LIMIT:
+            # The spec (PUT /api/v0/asks/{id}, onstart): "limited to 4048 characters -- gzip+base64 for longer".
+            return 400, {"success": False, "error": "invalid_args", "ask_id": ask_id,
+                         "msg": f"onstart field is limited to {ONSTART_LIMIT} characters (got {len(onstart)})."}
         price = body.get("price")
         if price is not None and (not isinstance(price, int | float) or not 0.001 <= price <= 128.0):
             return 400, {"success": False, "error": "invalid_args", "msg": "Invalid price.", "ask_id": ask_id}
