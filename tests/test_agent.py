@@ -208,6 +208,19 @@ def test_an_advisory_asks_for_a_checkpoint_and_never_drains_or_ends(tmp_path: Pa
     assert report_from_status(status, now=clock.t).notice is None                 # the engine sees no preemption
 
 
+def test_a_failed_maintenance_poll_never_hides_a_preemption(monkeypatch: pytest.MonkeyPatch) -> None:
+    with metadata_server() as (base, state):
+        state.raise_gcp_preempted()
+        poller = oa.NoticePoller("gcp", {"gcp": base})
+        real = oa._http
+
+        def no_maintenance(method: str, url: str, headers: dict, timeout: float) -> tuple[int, str]:
+            return (404, "") if url.endswith("/maintenance-event") else real(method, url, headers, timeout)
+
+        monkeypatch.setattr(oa, "_http", no_maintenance)
+        assert [n["kind"] for n in poller.poll()] == ["preempted"]
+
+
 def test_notice_kinds_parse_typed() -> None:
     from orchestrator.runtime.status import NoticeKind
 

@@ -184,6 +184,8 @@ class NoticePoller:
         code, body = _http("GET", f"{self.base}/computeMetadata/v1/instance/maintenance-event",
                            {"Metadata-Flavor": "Google"}, self.timeout)
         if code != 200:
+            if found:      # never lose a preemption to a failed advisory poll
+                return found
             raise OSError(f"instance/maintenance-event: HTTP {code}")
         event = body.strip()
         if event and event.upper() != "NONE":
