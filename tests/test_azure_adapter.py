@@ -34,6 +34,7 @@ from providers.errors import (
     InstanceNotFoundError,
     InsufficientCapacityError,
     InvalidRequestError,
+    PriceTooLowError,
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
@@ -108,6 +109,8 @@ def http_error(status: int, code: str | None) -> HttpResponseError:
         (409, "OverconstrainedAllocationRequest", InsufficientCapacityError),
         (409, "OperationNotAllowed", QuotaExceededError),
         (409, "QuotaExceeded", QuotaExceededError),
+        (400, "SpotPriceGreaterThanProvidedMaxPrice", PriceTooLowError),
+        (200, "SpotPriceGreaterThanProvidedMaxPrice", PriceTooLowError),   # as a failed LRO
         (429, "TooManyRequests", RateLimitedError),
         (429, None, RateLimitedError),
         (401, "InvalidAuthenticationToken", AuthError),

@@ -106,6 +106,9 @@ def _op(code: str, status: int, op_type: str = "insert") -> OperationError:
         (_http(403, "rateLimitExceeded"), RateLimitedError, "rateLimitExceeded"),
         (_http(429, "rateLimitExceeded"), RateLimitedError, "rateLimitExceeded"),
         (_http(429, ""), RateLimitedError, None),
+        (_http(403, "userRateLimitExceeded"), RateLimitedError, "userRateLimitExceeded"),
+        # An operation throttled for too many operations on one resource (e.g. one image in many zones):
+        (_op("RESOURCE_OPERATION_RATE_EXCEEDED", 403), RateLimitedError, "RESOURCE_OPERATION_RATE_EXCEEDED"),
         (_http(401, "authError"), AuthError, "authError"),
         (_http(403, "forbidden"), AuthError, "forbidden"),
         (_http(404, "notFound"), InstanceNotFoundError, "notFound"),

@@ -247,9 +247,10 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
     if status.gpu_samples and now - status.heartbeat <= stale_s:
         util = tuple(g.util for g in status.gpu_samples[-1].gpus if g.util is not None)
     notice = None
-    if status.notices:
-        n = status.notices[-1]
-        notice = Notice(n.cloud, n.kind, n.key, datetime.fromtimestamp(n.seen_at, UTC))
+    ending = [n for n in status.notices if n.kind.ends_attempt]   # advisories never end an attempt
+    if ending:
+        n = ending[-1]
+        notice = Notice(n.cloud, n.kind.value, n.key, datetime.fromtimestamp(n.seen_at, UTC))
     latest_step = _step(status.latest)
     commits = sorted((c for c in status.checkpoints if latest_step is not None and c.step <= latest_step),
                      key=lambda c: c.step)

@@ -66,10 +66,38 @@ class GpuSummary:
     max_mem_used_mib: float | None
 
 
+class NoticeKind(StrEnum):
+    """What a cloud's notice says, as the agent reports it (its ``kind`` strings).
+
+    Only a real interruption ends an attempt: AWS spot ``instance-action``, GCE ``preempted``, Azure
+    ``Preempt``/``Terminate``. A rebalance recommendation (AWS: a risk signal that may never be followed by an
+    interruption) and a GCE ``maintenance-event`` (a host maintenance is coming; 60 min warning on GPU VMs)
+    ask for a checkpoint now and are shown, nothing more."""
+
+    SPOT_INTERRUPTION = "spot-interruption"        # AWS spot/instance-action
+    PREEMPTED = "preempted"                        # GCE instance/preempted TRUE
+    PREEMPT = "preempt"                            # Azure Scheduled Event Preempt
+    TERMINATE = "terminate"                        # Azure Scheduled Event Terminate
+    REBALANCE = "rebalance-recommendation"         # AWS events/recommendations/rebalance
+    MAINTENANCE = "maintenance-event"              # GCE instance/maintenance-event other than NONE
+    UNKNOWN = "unknown"                            # a kind this orch does not know (a newer agent): ends it
+
+    @classmethod
+    def parse(cls, raw: str) -> NoticeKind:
+        try:
+            return cls(raw)
+        except ValueError:
+            return cls.UNKNOWN
+
+    @property
+    def ends_attempt(self) -> bool:
+        return self not in (NoticeKind.REBALANCE, NoticeKind.MAINTENANCE)
+
+
 @dataclass(frozen=True)
 class Notice:
     cloud: str
-    kind: str
+    kind: NoticeKind
     key: str
     seen_at: float
     detail_json: str  # the cloud's own document, verbatim (JSON text, so the value stays hashable)
@@ -126,7 +154,13 @@ class AgentStatus:
 
     @property
     def preempting(self) -> bool:
-        return bool(self.notices)
+        """A notice that ends the attempt was heard (advisories -- rebalance, maintenance -- do not count)."""
+        return any(n.kind.ends_attempt for n in self.notices)
+
+    @property
+    def advisories(self) -> tuple[Notice, ...]:
+        """Notices that asked for a checkpoint and are shown, nothing more."""
+        return tuple(n for n in self.notices if not n.kind.ends_attempt)
 
     @property
     def latest_commit(self) -> CheckpointCommit | None:
@@ -174,7 +208,7 @@ def parse_status(data: bytes | str) -> AgentStatus:
                                    mean_util=_opt_float(s["mean_util"]), max_util=_opt_float(s["max_util"]),
                                    last_mean_util=_opt_float(s["last_mean_util"]),
                                    max_mem_used_mib=_opt_float(s["max_mem_used_mib"])),
-            notices=tuple(Notice(cloud=str(n["cloud"]), kind=str(n["kind"]), key=str(n["key"]),
+            notices=tuple(Notice(cloud=str(n["cloud"]), kind=NoticeKind.parse(str(n["kind"])), key=str(n["key"]),
                                  seen_at=float(n["seen_at"]),
                                  detail_json=json.dumps(n.get("detail"), sort_keys=True))
                           for n in doc.get("notices", [])),

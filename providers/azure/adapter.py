@@ -59,6 +59,7 @@ from providers.errors import (
     InstanceNotFoundError,
     InsufficientCapacityError,
     InvalidRequestError,
+    PriceTooLowError,
     ProviderError,
     ProviderUnavailableError,
     QuotaExceededError,
@@ -83,6 +84,10 @@ _CAPACITY_CODES = frozenset({
     "overconstrainedzonalallocationrequest",
 })
 _QUOTA_CODES = frozenset({"operationnotallowed", "quotaexceeded"})
+# Azure's Spot refusal when billingProfile.maxPrice is below the size's current Spot price ("Unable to perform
+# operation ... since the provided maximum price ... USD is lower than the current spot price ...": learn.microsoft
+# .com/azure/virtual-machines/error-codes-spot). A higher max price (or -1) may succeed: move on, do not retry.
+_PRICE_CODES = frozenset({"spotpricegreaterthanprovidedmaxprice"})
 _THROTTLE_CODES = frozenset({"toomanyrequests", "throttled"})
 _AUTH_CODES = frozenset({
     "authorizationfailed", "invalidauthenticationtoken", "authenticationfailed", "expiredauthenticationtoken",
@@ -105,6 +110,8 @@ def translate_error(exc: BaseException) -> ProviderError:
         kw: dict[str, Any] = {"provider": NAME, "code": code or (str(status) if status else None)}
         if key in _CAPACITY_CODES:
             return InsufficientCapacityError(message, **kw)
+        if key in _PRICE_CODES:
+            return PriceTooLowError(message, **kw)
         if key in _QUOTA_CODES:
             return QuotaExceededError(message, **kw)
         if key in _THROTTLE_CODES or status == 429:
@@ -347,8 +354,7 @@ class AzureProvider(Provider):
         try:
             poller = self._call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
             self._wait(poller, self.settings.create_wait_s)
-        except (InsufficientCapacityError, QuotaExceededError, InvalidRequestError, AuthError,
-                RateLimitedError, ProviderUnavailableError):
+        except ProviderError:   # any refusal (price too low included) or failure: leave no VM, NIC or IP
             self._cleanup_failed_launch(spec.name)
             raise
         got = self.get(spec.name)
@@ -364,8 +370,9 @@ class AzureProvider(Provider):
         vm = self._absent_ok(lambda: self.compute().virtual_machines.get(rg, instance_id, expand="instanceView"))
         if vm is None:
             return None
-        return self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
-                                 private_ip=self._nic_ip(instance_id), public_ip=self._public_ip(instance_id))
+        return self._reap_failed(self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
+                                                   private_ip=self._nic_ip(instance_id),
+                                                   public_ip=self._public_ip(instance_id)))
 
     def list_instances(self, owner: str) -> list[Instance]:
         rg = self.rg
@@ -378,8 +385,17 @@ class AzureProvider(Provider):
                 continue
             name = vm.name
             view = self._absent_ok(lambda name=name: self.compute().virtual_machines.instance_view(rg, name))
-            found.append(self._to_instance(vm, view, private_ip=ips.get(name), public_ip=public.get(name)))
+            found.append(self._reap_failed(self._to_instance(vm, view, private_ip=ips.get(name),
+                                                             public_ip=public.get(name))))
         return found
+
+    def _reap_failed(self, instance: Instance) -> Instance:
+        """A VM whose create failed after the launch's wait (ProvisioningState/failed) reads as TERMINATED, so
+        nobody else would delete it: it is deleted here, with its NIC, public IP and disk, the first time it
+        is seen failed."""
+        if instance.raw_state == "ProvisioningState/failed":
+            self._cleanup_failed_launch(instance.instance_id)
+        return instance
 
     def terminate(self, instance_id: str) -> None:
         rg = self.rg

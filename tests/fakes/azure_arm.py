@@ -9,14 +9,17 @@ errors as ``{"error": {"code", "message"}}``, long-running operations as 201/202
 
 Switches (``FakeArm`` methods, or POST /_fake/<switch> with a JSON body when run standalone):
 capacity (SkuNotAvailable 409 at once, or AllocationFailed inside the create LRO), quota
-(OperationNotAllowed 409), throttle (429), auth (401), server_error (500), slow (delay every response),
+(OperationNotAllowed 409), price-too-low (SpotPriceGreaterThanProvidedMaxPrice 400), throttle (429),
+auth (401), server_error (500), slow (delay every response),
 evict(name) (a Spot VM is evicted the way its evictionPolicy says). ``python -m tests.fakes.azure_arm``.
 
 Network references are live, as in ARM: a NIC's ipConfiguration names a public IP and the NIC names an NSG
 by id (unknown ids are a 400); the public IP then shows ``ipConfiguration`` and the NSG ``networkInterfaces``,
 and ARM refuses to delete either while so referenced (PublicIPAddressCannotBeDeleted /
 InUseNetworkSecurityGroupCannotBeDeleted, both 400). Deleting the NIC (or the VM, deleteOption Delete) frees
-them. A static Standard public IP gets its address at creation. A VM PUT with ``identity`` gets principal ids.
+them. Every PUT body is first held to the REST spec's shapes and customData limit (tests/fakes/azure_contract.py;
+``refusals`` keeps each refusal). A static Standard public IP gets its address at creation. A VM PUT with
+``identity`` gets principal ids.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.azure_contract import ArmRefusal, check_body
 
 _RES = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
@@ -57,7 +62,7 @@ class Recorded:
 
 @dataclass
 class Fault:
-    kind: str                    # capacity | capacity-lro | quota | throttle | auth | server-error
+    kind: str                    # capacity | capacity-lro | quota | price-too-low | throttle | auth | server-error
     remaining: int
     ops: frozenset[str] | None   # None: every request; else e.g. {"vm.put"}
 
@@ -102,6 +107,7 @@ class FakeArm:
 
     def __init__(self) -> None:
         self.state = State()
+        self.refusals: list[ArmRefusal] = []   # each PUT ARM would have refused (spec shapes, customData limit)
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -110,7 +116,7 @@ class FakeArm:
 
     def inject(self, kind: str, times: int = 1, ops: frozenset[str] | None = None) -> None:
         """Fail the next ``times`` matching requests. Default ops: VM create for capacity/quota/5xx."""
-        if ops is None and kind in ("capacity", "capacity-lro", "quota", "server-error"):
+        if ops is None and kind in ("capacity", "capacity-lro", "quota", "server-error", "price-too-low"):
             ops = frozenset({"vm.put"})
         with self.lock:
             self.state.faults.append(Fault(kind, times, ops))
@@ -135,6 +141,7 @@ class FakeArm:
     def reset(self) -> None:
         with self.lock:
             self.state = State()
+            self.refusals.clear()
 
     @property
     def requests(self) -> list[Recorded]:
@@ -196,6 +203,11 @@ class FakeArm:
                   "networksecuritygroups": "nsg", "proximityplacementgroups": "ppg"}[rtype]
             action = (m.group("action") or "").lower()
             opname = f"{op}.{action or method.lower()}" if m.group("name") else f"{op}.list"
+            if method == "PUT" and m.group("name") and not action:
+                refusal = check_body(rtype, body)   # the REST spec's shapes and limits (tests/fakes/azure_contract.py)
+                if refusal is not None:
+                    self.refusals.append(refusal)
+                    return 400, {}, _err(refusal.code, refusal.message)
             fault = self._take_fault(opname)
             if fault is not None and fault.kind != "capacity-lro":
                 return self._fault_response(fault)
@@ -229,6 +241,11 @@ class FakeArm:
             return 409, {}, _err("OperationNotAllowed",
                                  "Operation could not be completed as it results in exceeding approved "
                                  "standardNCADSA100v4Family Cores quota.")
+        if f.kind == "price-too-low":   # learn.microsoft.com/azure/virtual-machines/error-codes-spot
+            return 400, {}, _err("SpotPriceGreaterThanProvidedMaxPrice",
+                                 "Unable to perform operation 'Create VM' since the provided maximum price '0.01 USD' "
+                                 "is lower than the current spot price '0.6 USD' for Azure Spot VM size "
+                                 "'Standard_NC24ads_A100_v4'.")
         if f.kind == "throttle":
             return 429, {"Retry-After": "0"}, _err("TooManyRequests", "The request is being throttled.")
         if f.kind == "auth":

@@ -128,6 +128,10 @@ def _http(method: str, url: str, headers: dict[str, str], timeout: float) -> tup
         return exc.code, exc.read().decode("utf-8", "replace") if exc.fp else ""
 
 
+#: Notice kinds that ask for a checkpoint but never drain the job (orchestrator/runtime/status.py NoticeKind).
+ADVISORY_KINDS = frozenset({"rebalance-recommendation", "maintenance-event"})
+
+
 class NoticePoller:
     """Returns the notices the cloud shows now: a list of {cloud, kind, key, detail}. Errors are raised."""
 
@@ -174,9 +178,22 @@ class NoticePoller:
                            {"Metadata-Flavor": "Google"}, self.timeout)
         if code != 200:
             raise OSError(f"instance/preempted: HTTP {code}")
+        found = []
         if body.strip().upper() == "TRUE":
-            return [{"cloud": "gcp", "kind": "preempted", "key": "gcp:preempted", "detail": {"preempted": True}}]
-        return []
+            found.append({"cloud": "gcp", "kind": "preempted", "key": "gcp:preempted",
+                          "detail": {"preempted": True}})
+        # NONE, or MIGRATE_ON_HOST_MAINTENANCE / TERMINATE_ON_HOST_MAINTENANCE up to 60 min ahead on GPU VMs.
+        code, body = _http("GET", f"{self.base}/computeMetadata/v1/instance/maintenance-event",
+                           {"Metadata-Flavor": "Google"}, self.timeout)
+        if code != 200:
+            if found:      # never lose a preemption to a failed advisory poll
+                return found
+            raise OSError(f"instance/maintenance-event: HTTP {code}")
+        event = body.strip()
+        if event and event.upper() != "NONE":
+            found.append({"cloud": "gcp", "kind": "maintenance-event", "key": f"gcp:maintenance:{event}",
+                          "detail": {"maintenance-event": event}})
+        return found
 
     def _azure(self) -> list[dict[str, Any]]:
         code, body = _http("GET", f"{self.base}/metadata/scheduledevents?api-version=2020-07-01",
@@ -601,7 +618,9 @@ class Agent:
         for notice in current:
             if notice["key"] in seen:
                 continue
-            if self.notice_baseline is None:
+            # Only an interruption drains the job; an advisory (AWS rebalance, GCE maintenance) asks for a
+            # checkpoint now and is reported, nothing more (orch's NoticeKind.ends_attempt says the same).
+            if self.notice_baseline is None and notice["kind"] not in ADVISORY_KINDS:
                 self.notice_baseline = set(self._complete_local())
             self.notices.append({**notice, "seen_at": self.clock()})
             self.request_checkpoint(f"{notice['cloud']} {notice['kind']}")
