@@ -125,6 +125,7 @@ COMMAND_MODULES = (
     "budgets",
     "simulate",
     "rehearse",
+    "smoke",
 )
 
 
