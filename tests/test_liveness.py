@@ -196,21 +196,56 @@ def test_the_marks_survive_a_restart_and_the_manifest_wins(fakes: Fakes, tmp_pat
     [vast] = fakes.live_instances()["vastai"]
     for _ in range(3):
         tick(first, clock, agent, beating=(vast.instance_id,))
+    last_beat = clock()
     first.close()
 
-    # A new daemon: it knows the node was heard (so silence, not a boot failure, is what can end it), and,
-    # having heard nothing while it was down, gives it the full timeout from its own first tick.
+    # A new daemon: it knows the node was heard (so silence, not a boot failure, is what can end it), and when:
+    # the deadline counts from the stored mark, not from its own first tick.
     second = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
     try:
-        for _ in range(ticks_for(timedelta(minutes=3))):   # past 3 min after the last mark, within 3 after restart
+        for _ in range(ticks_for(timedelta(minutes=3)) - 1):   # within 3 min of the last heartbeat
             tick(second, clock)
         assert history(second, job)[0].state is AttemptState.RUNNING
         tick(second, clock)
         lost = history(second, job)[0]
         assert lost.end_cause is EndCause.SILENT, lost
+        assert clock() - last_beat == timedelta(minutes=3)
         check_invariants(fakes, second.store)
     finally:
         second.close()
+
+
+def test_a_silent_node_is_ended_at_its_deadline_with_the_daemon_restarted_every_minute(fakes: Fakes,
+                                                                                      tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A new daemon every 60 s (two ticks) over the same store, as under a crash loop or ``orch tick`` from
+    cron: the agent beats for 4 minutes and goes silent; its node ends at last heartbeat + timeout, within a
+    tick (the stored mark lags the last heartbeat by a minute here: the heartbeat's advance covers it)."""
+    clock = Clock()
+    agent = Agent(clock)
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    service = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+    job = add_job(service.store, "train")
+    service.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    last_beat = clock()
+    try:
+        for i in range(ticks_for(timedelta(minutes=30))):
+            if i % 2 == 0:
+                service.close()
+                service = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+            beating = (vast.instance_id,) if i < 8 else ()
+            tick(service, clock, agent, beating)
+            if beating:
+                last_beat = clock()
+            if history(service, job)[0].state.is_final:
+                break
+        lost = history(service, job)[0]
+        assert lost.end_cause is EndCause.SILENT, lost
+        assert lost.heard_at is not None and lost.heard_at < last_beat    # the stored mark lagged
+        assert last_beat + HEARTBEAT <= clock() < last_beat + HEARTBEAT + TICK
+        check_invariants(fakes, service.store)
+    finally:
+        service.close()
 
 
 def test_a_daemon_back_after_a_long_outage_ends_no_live_node(fakes: Fakes, tmp_path) -> None:  # type: ignore[no-untyped-def]

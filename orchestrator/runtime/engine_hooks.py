@@ -211,6 +211,11 @@ class SshMonitor(Monitor):
         status = _read_status(t, _status_path(ri))
         return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
 
+    def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """SSH-provider hosts always; a cloud machine only when orch has a key to reach it with."""
+        return isinstance(self.pool.providers.get(instance.provider), TransportSource) or (
+            self.pool.key_path is not None and self.pool.host_keys is not None)
+
 
 def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -> AgentReport:
     """The engine's view of one status document (pure; ``now`` is wall-clock seconds)."""

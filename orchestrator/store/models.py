@@ -195,6 +195,9 @@ class Attempt(SQLModel, table=True):
     #: The engine's clock when the node's agent last showed it was alive (a report whose heartbeat moved on);
     #: None: never. Written at most every quarter heartbeat timeout (orchestrator/engine/liveness.py).
     heard_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    #: The agent's own heartbeat (its clock) in the report heard at ``heard_at``: a restarted daemon tells an
+    #: agent that moved on from a silent one by it. None: the report carried none, or never heard.
+    heard_beat: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
     #: Since when the cloud has listed the machine UNREACHABLE (None: it does not); the grace counts from here.
     unreachable_since: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
