@@ -360,3 +360,36 @@ def engine_world(request, tmp_path):  # type: ignore[no-untyped-def]
     monitor = EngineMonitor()
     rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)
     return clock, store, aws, gcp, monitor, rec
+
+
+def test_a_node_that_never_reports_is_relaunched_at_most_max_relaunches_times(world) -> None:  # type: ignore[no-untyped-def]
+    """``max_relaunches: 3`` and no agent ever reports: exactly 4 launches (each ended at its boot timeout, its
+    place backed off), then the job is failed with one ``relaunch-cap`` event, which alerts."""
+    from orchestrator.alerts.mapping import AlertMapper
+    from orchestrator.alerts.model import AlertKind
+    from orchestrator.store.listen import CommittedEvent
+
+    fakes, service, clock, _agent, _ = world
+    job = add_job(service.store, "train")
+    with service.store.transaction() as tx:
+        row = repo.require_job(tx, "train")
+        row.manifest = {**row.manifest, "policies": {**row.manifest["policies"], "max_relaunches": 3}}
+        row.manifest_hash = "h-cap"
+        tx.add(row)
+    for _ in range(ticks_for(timedelta(hours=6))):
+        tick(service, clock)
+    attempts = history(service, job)
+    assert len(attempts) == 4, [(a.offer.provider, a.end_cause) for a in attempts]
+    assert all(a.end_cause is EndCause.BOOT_TIMEOUT for a in attempts)
+    billed = sum(((a.ended_at or clock()) - (a.created_at or clock()) for a in attempts), timedelta())
+    assert billed <= 4 * BOOT, billed
+    record = service.engine_store.job(job)
+    assert record.status is JobStatus.FAILED and record.relaunch_count == 3
+    assert fakes.live_instances() == {"vastai": [], "lambda": []}
+    assert service.store is not None
+    with service.store.transaction() as tx:
+        capped = [e for e in repo.list_events(tx) if e.kind == "relaunch-cap"]
+    assert len(capped) == 1 and "max relaunches (3) reached" in capped[0].message
+    alert = AlertMapper().alert_for(CommittedEvent(1, clock(), capped[0].kind, job, "train", None,
+                                                   capped[0].message, {}))
+    assert alert is not None and alert.kind is AlertKind.RELAUNCH_CAP

@@ -41,13 +41,14 @@ from datetime import datetime, timedelta
 from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.config import Deadlines, EngineDeps
 from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
 from orchestrator.engine.tick import TickLog
 from providers.base import InstanceState
 
-_EVENTS = {EndCause.BOOT_TIMEOUT: "boot-timeout", EndCause.SILENT: "node-silent",
-           EndCause.UNREACHABLE: "node-unreachable"}
+_EVENTS = {EndCause.BOOT_TIMEOUT: EventKind.BOOT_TIMEOUT, EndCause.SILENT: EventKind.NODE_SILENT,
+           EndCause.UNREACHABLE: EventKind.NODE_UNREACHABLE}
 
 
 def deadlines_for(deps: EngineDeps, job: JobRecord) -> Deadlines:
@@ -142,11 +143,11 @@ class LivenessStep:
         a = seen.attempt
         where = f"{a.offer.provider} {a.instance_id or a.launch_id}"
         kind = _EVENTS[verdict.cause]
-        crashpoint(f"before-{kind}")       # decided, nothing written yet
+        crashpoint(f"before-{kind.value}")       # decided, nothing written yet
         deps.store.event(kind, f"{where}: {verdict.why}; ending it", now, job_id=a.job_id,
                          data={"zone": a.offer.zone, "region": a.offer.region, "launch_id": a.launch_id})
         end_attempt(deps, a, AttemptState.FAILED, verdict.cause, verdict.why, now, log)
-        crashpoint(f"after-{kind}")        # ended and written; the recovery has not decided yet
+        crashpoint(f"after-{kind.value}")        # ended and written; the recovery has not decided yet
         log.report.terminated += 1
         return replace(a, state=AttemptState.FAILED, ended_at=now, reason=verdict.why, end_cause=verdict.cause)
 
