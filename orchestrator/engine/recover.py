@@ -35,7 +35,8 @@ from providers.base import Market
 _STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE, EndCause.BOOT_TIMEOUT,
                               EndCause.SILENT, EndCause.UNREACHABLE}), JobStatus.RECOVERING),
                  (frozenset({EndCause.FAILED}), JobStatus.FAILED),
-                 (frozenset({EndCause.IDLE_STOPPED, EndCause.IDLE_TERMINATED}), JobStatus.STOPPED))
+                 (frozenset({EndCause.IDLE_STOPPED, EndCause.IDLE_TERMINATED, EndCause.BUDGET_STOP}),
+                  JobStatus.STOPPED))
 
 
 def status_after(causes: set[EndCause]) -> JobStatus:
