@@ -120,6 +120,9 @@ class AgentStatus:
     pending_uploads: int = 0
     #: The agent stopped the job after a notice, once a checkpoint taken since was complete on disk.
     drained: bool = False
+    #: The launch whose agent wrote it ("" from an agent started without ORCH_LAUNCH_ID): a reader of one
+    #: launch never takes another launch's status on the same machine for its own.
+    launch_id: str = ""
 
     @property
     def preempting(self) -> bool:
@@ -185,6 +188,7 @@ def parse_status(data: bytes | str) -> AgentStatus:
             errors=tuple(f"{e.get('where')}: {e.get('error')}" for e in doc.get("errors", [])),
             pending_uploads=int(doc.get("pending_uploads", 0)),
             drained=bool(job.get("drained", False)),
+            launch_id=str(doc.get("launch_id") or ""),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StatusFormatError(f"status has an unexpected shape: {exc!r}") from None

@@ -2,7 +2,8 @@
 
 Shape of what orch creates, per instance (all in ``settings.resource_group``, all tagged with orch's ids):
 with ``public_ip``, a Standard static public IP ``<name>-pip`` and (shared per owner and region) the NSG
-``orch-<owner>-ssh-<region>`` admitting 22 from ``ssh_ingress_cidrs`` (see providers.azure.network); then
+``orch-<owner>-ssh-<region>`` admitting the virtual network and 22 from ``ssh_ingress_cidrs`` (see
+providers.azure.network); then
 ``<name>-nic`` in ``settings.subnet_id`` carrying both, then the VM ``<name>`` with OS disk ``<name>-osdisk``.
 NIC and disk are attached with ``deleteOption: Delete`` so ARM removes them with the VM; ``terminate`` still
 deletes them (and the public IP) explicitly (404/204 == success) to heal leftovers of a half-done launch.
@@ -67,7 +68,7 @@ from providers.errors import (
 )
 from providers.retry import RetryPolicy, call_with_retry
 
-from . import network
+from . import network, placement
 from .settings import Settings
 
 NAME = "azure"
@@ -335,10 +336,13 @@ class AzureProvider(Provider):
                                       hint="the full resource id of an existing subnet for the NICs")
         tags = self._tags(spec)
         pip = self._ensure_public_ip(spec, tags) if self.settings.public_ip else None
-        nsg = (self._ensure_nsg(spec.owner, spec.offer.region)
-               if self.settings.public_ip and self.settings.ssh_ingress_cidrs else None)
+        # With a public address the NIC always gets orch's NSG: intra-network traffic allowed, port 22 only
+        # from ssh_ingress_cidrs (none by default), everything else from outside refused.
+        nsg = self._ensure_nsg(spec.owner, spec.offer.region) if self.settings.public_ip else None
         nic = self._create_nic(spec, tags, public_ip_id=pip.id if pip else None, nsg_id=nsg.id if nsg else None)
         body = self.vm_body(spec, nic_id=nic.id or "", tags=tags)
+        if spec.gang:   # a multi-node gang: its VMs in one proximity placement group
+            body.properties.proximity_placement_group = cm.SubResource(id=self._ensure_ppg(spec))
         vm_ops = self.compute().virtual_machines
         try:
             poller = self._call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
@@ -412,11 +416,18 @@ class AzureProvider(Provider):
         pips = self._call(lambda: list(net.public_ip_addresses.list(rg)))
         nsgs = self._call(lambda: list(net.network_security_groups.list(rg)))
         nics = self._call(lambda: list(net.network_interfaces.list(rg)))
-        return network.owned_resources(owner, pips=pips, nsgs=nsgs, nics=nics)
+        ppgs = self._call(lambda: list(self.compute().proximity_placement_groups.list_by_resource_group(rg)))
+        return network.owned_resources(owner, pips=pips, nsgs=nsgs, nics=nics) + placement.owned_ppgs(owner, ppgs)
 
     def delete_network_resource(self, resource: CloudResource) -> None:
         """Delete one; missing == success; ResourceInUseError while ARM says something still uses it."""
         rg, net = self.rg, self.network()
+        if resource.kind is ResourceKind.PLACEMENT_GROUP:
+            try:   # a synchronous delete in ARM (no long-running operation)
+                self._call(lambda: self.compute().proximity_placement_groups.delete(rg, resource.name))
+            except ResourceNotFoundError:
+                pass
+            return
         deleters = {ResourceKind.PUBLIC_IP: net.public_ip_addresses, ResourceKind.NETWORK_INTERFACE:
                     net.network_interfaces, ResourceKind.NETWORK_SECURITY_GROUP: net.network_security_groups}
         ops = deleters.get(resource.kind)
@@ -451,6 +462,17 @@ class AzureProvider(Provider):
         self._wait(self._call(lambda: ops.begin_create_or_update(rg, name, body)), self.settings.create_wait_s)
         pip: nm.PublicIPAddress = self._call(lambda: ops.get(rg, name))
         return pip
+
+    def _ensure_ppg(self, spec: LaunchSpec) -> str:
+        """The id of ``spec.gang``'s proximity placement group, PUT when missing (providers.azure.placement)."""
+        rg, ops = self.rg, self.compute().proximity_placement_groups
+        name = placement.ppg_name(spec.owner, spec.gang)
+        current: cm.ProximityPlacementGroup | None = self._absent_ok(lambda: ops.get(rg, name))
+        if current is None:
+            body = placement.ppg_body(spec.offer.region, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)
+            current = self._call(lambda: ops.create_or_update(rg, name, body))
+        assert current is not None
+        return current.id or ""
 
     def _ensure_nsg(self, owner: str, region: str) -> nm.NetworkSecurityGroup:
         """The owner's shared SSH NSG in ``region``: PUT only when missing or its rules differ."""

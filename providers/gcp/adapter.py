@@ -409,8 +409,8 @@ class GcpProvider(Provider):
         existing = self._fetch(zone, spec.name)
         if existing is not None:
             return self._to_instance(existing)
-        if self.settings.ssh_ingress_cidrs:
-            self._firewall_rules().ensure(spec.owner, self.settings.network, self.settings.ssh_ingress_cidrs)
+        # Always: the intra-tag rule lets a gang's nodes reach each other; SSH rules only where configured.
+        self._firewall_rules().ensure(spec.owner, self.settings.network, self.settings.ssh_ingress_cidrs)
         instances, _, project = self._clients()
         request = compute_v1.InsertInstanceRequest(project=project, zone=zone, request_id=request_id(spec.launch_id),
                                                    instance_resource=self.instance_body(spec, zone))

@@ -8,6 +8,7 @@ moto (run with 5.0.20, the dev floor, and 5.2.x) is the EC2/STS emulator; this m
   constant 0.00001 from 2006 for every type/AZ).
 * ``interrupt(instance_id)``: reclaim a spot instance the way EC2 does (terminated with StateReason
   Server.SpotInstanceTermination). This edits moto's in-process backend (moto internals, moto 5.2).
+* placement groups (tests/fakes/aws_placement.py): moto has none; ``placement`` holds them.
 * ``requests`` counts every Action seen; ``sent`` keeps each Action's last form parameters, so tests can
   check what the adapter put on the wire (MaxPrice, UserData...), which moto does not store.
 """
@@ -15,6 +16,7 @@ moto (run with 5.0.20, the dev floor, and 5.2.x) is the EC2/STS emulator; this m
 from __future__ import annotations
 
 import io
+import re
 import threading
 import urllib.request
 from collections import Counter
@@ -27,6 +29,9 @@ from xml.sax.saxutils import escape
 
 from moto.server import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import WSGIRequestHandler, make_server
+
+from tests.fakes.aws_placement import ACTIONS as PLACEMENT_ACTIONS
+from tests.fakes.aws_placement import PlacementError, PlacementGroups
 
 ACCOUNT_ID = "123456789012"  # moto's default account
 FAKE_ENV = {
@@ -82,6 +87,7 @@ class FakeAws:
         self._spot: list[SpotPrice] | None = None
         self.requests: Counter[str] = Counter()
         self.sent: dict[str, dict[str, str]] = {}
+        self.placement = PlacementGroups()
         self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-aws", daemon=True)
         self._thread.start()
@@ -118,6 +124,7 @@ class FakeAws:
             self._spot = None
             self.requests.clear()
             self.sent.clear()
+        self.placement.reset()
         req = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
         with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
@@ -146,7 +153,36 @@ class FakeAws:
                 return self._error(start_response, *fault)
             if action == "DescribeSpotPriceHistory" and spot is not None:
                 return self._spot_history(start_response, spot, params, _region_of(environ))
+            if action in PLACEMENT_ACTIONS or action == "RunInstances":
+                return self._placement_app(action, params, environ, start_response)
         return self._moto(environ, start_response)  # type: ignore[no-any-return]
+
+    def _placement_app(self, action: str, params: dict[str, str], environ: dict[str, Any],
+                       start_response: Callable[..., Any]) -> Iterable[bytes]:
+        region = _region_of(environ)
+        try:
+            if action != "RunInstances":
+                xml = self.placement.handle(action, params, lambda i: self._alive(region, i)).encode()
+                start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
+                return iter([xml])
+            group = self.placement.check_launch(params)
+        except PlacementError as exc:
+            return self._error(start_response, exc.code, 400)
+        if group is None:
+            return self._moto(environ, start_response)  # type: ignore[no-any-return]
+        answer = b"".join(self._moto(environ, start_response))
+        self.placement.launched(group, re.findall(r"<instanceId>(i-[0-9a-f]+)</instanceId>", answer.decode()))
+        return iter([answer])
+
+    @staticmethod
+    def _alive(region: str, ec2_instance_id: str) -> bool:
+        from moto.ec2.models import ec2_backends
+
+        try:
+            instance = ec2_backends[ACCOUNT_ID][region].get_instance(ec2_instance_id)
+        except Exception:   # moto raises its own InvalidInstanceID error for an unknown id
+            return False
+        return str(instance.state) != "terminated"
 
     def _take_fault(self, action: str) -> tuple[str, int] | None:
         queue = self._faults.get(action)

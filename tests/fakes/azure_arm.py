@@ -37,7 +37,8 @@ from urllib.parse import parse_qs, urlsplit
 _RES = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
     r"(?P<ns>Microsoft\.Compute|Microsoft\.Network)/"
-    r"(?P<type>virtualMachines|disks|networkInterfaces|publicIPAddresses|networkSecurityGroups)"
+    r"(?P<type>virtualMachines|disks|networkInterfaces|publicIPAddresses|networkSecurityGroups"
+    r"|proximityPlacementGroups)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<action>[A-Za-z]+))?)?$",
     re.IGNORECASE,
 )
@@ -77,6 +78,7 @@ class State:
     disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     pips: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     nsgs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    ppgs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     ops: dict[str, Operation] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
@@ -191,7 +193,7 @@ class FakeArm:
                 return 404, {}, _err("InvalidResourceType", f"no route for {method} {path}")
             rtype = m.group("type").lower()
             op = {"virtualmachines": "vm", "networkinterfaces": "nic", "disks": "disk", "publicipaddresses": "pip",
-                  "networksecuritygroups": "nsg"}[rtype]
+                  "networksecuritygroups": "nsg", "proximityplacementgroups": "ppg"}[rtype]
             action = (m.group("action") or "").lower()
             opname = f"{op}.{action or method.lower()}" if m.group("name") else f"{op}.list"
             fault = self._take_fault(opname)
@@ -207,6 +209,8 @@ class FakeArm:
                 return self._pip(method, sub, rg, name, query, body)
             if op == "nsg":
                 return self._nsg(method, sub, rg, name, query, body)
+            if op == "ppg":
+                return self._ppg(method, sub, rg, name, query, body)
             return self._disk(method, sub, rg, name)
 
     def _take_fault(self, opname: str) -> Fault | None:
@@ -349,6 +353,12 @@ class FakeArm:
         for ref in (props.get("networkProfile") or {}).get("networkInterfaces") or []:
             if self._by_id(self.state.nics, ref.get("id", "")) is None:
                 return 400, {}, _err("InvalidParameter", f"Network interface {ref.get('id')} not found.")
+        ppg_ref = (props.get("proximityPlacementGroup") or {}).get("id")
+        if ppg_ref is not None:
+            ppg = self._by_id(self.state.ppgs, ppg_ref)
+            if ppg is None or ppg["location"] != body["location"]:
+                return 400, {}, _err("InvalidParameter", f"Proximity placement group {ppg_ref} not found in "
+                                                         f"{body['location']}.")
         if vm is not None:  # ARM PUT is create-or-update: same name, same resource
             vm["tags"] = dict(body.get("tags") or {})
             return 200, {"Retry-After": "0"}, self._public(vm)
@@ -645,6 +655,49 @@ class FakeArm:
             self.state.nsgs.pop(self._key_of(self.state.nsgs, key), None)
             return 202, self._start_op(sub, "Microsoft.Network", nsg["location"], None), None
         return 405, {}, _err("MethodNotAllowed", method)
+
+    def _ppg(self, method: str, sub: str, rg: str, name: str | None, query: dict[str, list[str]],
+             body: Any) -> tuple[int, dict[str, str], Any]:
+        """Proximity placement groups (synchronous in ARM): PUT, GET, list, DELETE. ``virtualMachines`` is
+        read from the VMs that name the group. (ARM's answer to deleting a group that still holds VMs is
+        not modelled: orch deletes only groups it lists without VMs.)"""
+        base = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/proximityPlacementGroups"
+        if name is None:
+            if method != "GET":
+                return 405, {}, _err("MethodNotAllowed", method)
+            return self._page([self._ppg_view(v) for (g, _), v in self.state.ppgs.items() if g.lower() == rg.lower()],
+                              query, base)
+        key = (rg, name)
+        ppg = self._lookup(self.state.ppgs, key)
+        if method == "GET":
+            if ppg is None:
+                return 404, {}, _err("ResourceNotFound", f"The Resource 'Microsoft.Compute/proximityPlacementGroups/"
+                                                         f"{name}' under resource group '{rg}' was not found.")
+            return 200, {}, self._ppg_view(ppg)
+        if method == "PUT":
+            if not isinstance(body, dict) or not body.get("location"):
+                return 400, {}, _err("InvalidParameter", "location is required.")
+            kind = (body.get("properties") or {}).get("proximityPlacementGroupType", "Standard")
+            if kind not in ("Standard", "Ultra"):
+                return 400, {}, _err("InvalidParameter", f"proximityPlacementGroupType {kind!r} is invalid.")
+            new = {"id": f"{base}/{name}", "name": name, "type": "Microsoft.Compute/proximityPlacementGroups",
+                   "location": body["location"], "tags": dict(body.get("tags") or {}),
+                   "properties": {"proximityPlacementGroupType": kind}}
+            self.state.ppgs[self._key_of(self.state.ppgs, key) or key] = new
+            return (200 if ppg else 201), {}, self._ppg_view(new)
+        if method == "DELETE":
+            if ppg is None:
+                return 204, {}, None
+            self.state.ppgs.pop(self._key_of(self.state.ppgs, key), None)
+            return 200, {}, None
+        return 405, {}, _err("MethodNotAllowed", method)
+
+    def _ppg_view(self, ppg: dict[str, Any]) -> dict[str, Any]:
+        def ref(vm: dict[str, Any]) -> str:
+            return str((vm["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower()
+
+        held = [{"id": vm["id"]} for vm in self.state.vms.values() if ref(vm) == ppg["id"].lower()]
+        return {**ppg, "properties": {**ppg["properties"], "virtualMachines": held}}
 
     def _disk(self, method: str, sub: str, rg: str, name: str | None) -> tuple[int, dict[str, str], Any]:
         if name is None or method not in ("DELETE", "GET"):
