@@ -26,6 +26,7 @@ from orchestrator.budgets import (
     month_start,
     review,
 )
+from orchestrator.engine.events import EventKind
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -43,8 +44,8 @@ REFUSED_EVENT = "budget-refused"
 #: A budget's burn went over its $/h ceiling (launches reserve their $/h under a lock, so only a price the
 #: cloud raised or a ceiling lowered under running machines gets there), and back under it: one event each
 #: per change, across daemons (written in the serialised review). Mapped to AlertKind.BUDGET_THRESHOLD.
-OVERRUN_EVENT = "budget-overrun"
-OVERRUN_ENDED_EVENT = "budget-overrun-ended"
+OVERRUN_EVENT = EventKind.BUDGET_OVERRUN
+OVERRUN_ENDED_EVENT = EventKind.BUDGET_OVERRUN_ENDED
 
 
 def read_ledger(tx: Session, now: datetime) -> BudgetLedger:
