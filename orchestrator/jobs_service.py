@@ -189,13 +189,18 @@ class EventView:
     kind: str
     message: str
     data: dict[str, Any] = field(default_factory=dict)
+    #: How many times this condition was seen (a waiting job's ``no-offer`` is one event, counted) and when last.
+    count: int = 1
+    last_ts: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "ts": self.ts.isoformat(), "job": self.job, "kind": self.kind,
-                "message": self.message, "data": self.data}
+                "message": self.message, "data": self.data, "count": self.count,
+                "last_ts": (self.last_ts or self.ts).isoformat()}
 
     def line(self) -> str:
-        return f"{self.ts:%Y-%m-%d %H:%M:%S} {self.job or '-':<16} {self.kind:<16} {self.message}"
+        again = f" (x{self.count}, last {self.last_ts or self.ts:%Y-%m-%d %H:%M:%S})" if self.count > 1 else ""
+        return f"{self.ts:%Y-%m-%d %H:%M:%S} {self.job or '-':<16} {self.kind:<16} {self.message}{again}"
 
 
 @dataclass
@@ -440,7 +445,8 @@ def _instance_view(i: InstanceRow, names: Mapping[int, str]) -> InstanceView:
 
 
 def _event_view(e: Event, names: Mapping[int, str]) -> EventView:
-    return EventView(int(e.id or 0), e.ts, names.get(e.job_id or 0), e.kind, e.message, dict(e.data or {}))
+    return EventView(int(e.id or 0), e.ts, names.get(e.job_id or 0), e.kind, e.message, dict(e.data or {}),
+                     e.count, e.last_ts)
 
 
 # -- down ---------------------------------------------------------------------------------------------
