@@ -386,7 +386,7 @@ def events_cmd(
                                                    "without a new event.")] = None,
     poll: Annotated[float, typer.Option("--poll", help="With -f: seconds between polls.")] = 1.0,
 ) -> None:
-    """The append-only event log: what orch did and saw, oldest first."""
+    """The event log: what orch did and saw, oldest first (a repeated condition once, with its count)."""
     from orchestrator.jobs_service import EventView, JobsError, events
     from orchestrator.jobs_service import follow as follow_events
 
