@@ -113,10 +113,15 @@ def quote(
     )
     # One GPU's quote reads only that GPU's rows of a refreshed catalog (tests/bench/bench_quote.py).
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None)
-    offers = _offers(req, catalog.offers, live)
     if not gpus:
+        from orchestrator.quote import machine_counts, offers_any_count
+
+        # Every count (unless --count): the same sources as `--gpu X --count N`, asked per count.
+        counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
+        offers = offers_any_count(lambda r: _offers(r, catalog.offers, live), req, counts)
         _print_gpus(offers, req, machine_gpus is None, catalog, as_json)
         return
+    offers = _offers(req, catalog.offers, live)
     rows = run_quote(offers, req, SortKey(sort.value), limit, datetime.now(UTC))
 
     if as_json:
