@@ -60,6 +60,8 @@ class JobPlan:
     alternatives: int
     estimated_hours: float | None
     warnings: tuple[str, ...] = ()    # the model does not fit / is overprovisioned / image vs GPU (fit/planning)
+    #: Cheaper offers of providers not configured ("configure gcp to save $X/h"): never chosen, apply cannot get them.
+    hints: tuple[str, ...] = ()
 
     @property
     def options(self) -> tuple[PlannedOffer, ...]:
@@ -76,6 +78,7 @@ class JobPlan:
             "rejected": [planned_json(p) for p in self.plan.rejected],
             "near_misses": [planned_json(p) for p in self.plan.near_misses(NEAR_MISSES)],
             "warnings": list(self.warnings),
+            "hints": list(self.hints),
         }
 
 
@@ -105,14 +108,39 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
     out: list[JobPlan] = []
     for m in loaded:
         req = jobspec_from_manifest(m.manifest, now, offers).plan
-        found = sources.offers(req.gpu_request())
-        if only_providers is not None:
-            found = [o for o in found if o.provider in only_providers]
+        everywhere = sources.offers(req.gpu_request())
+        found = everywhere if only_providers is None else [o for o in everywhere if o.provider in only_providers]
         the_plan = plan(req, found)
         warnings = _fit_warnings(m.manifest, req, the_plan, offers)
+        hints = () if only_providers is None else _unconfigured_hints(req, everywhere, the_plan, only_providers)
         out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
-                           tuple(warnings)))
+                           tuple(warnings), hints))
     return out
+
+
+def launchable_providers(config: OrchConfig | None) -> tuple[str, ...]:
+    """The providers ``orch apply`` (and the daemon) can launch on: the config's enabled ones; none without a
+    config. ``orch plan`` and the apply preview plan on exactly these, so they choose what apply launches."""
+    return tuple(config.enabled_providers()) if config is not None else ()
+
+
+def _unconfigured_hints(req: PlanRequest, everywhere: Sequence[Offer], chosen_plan: Plan,
+                        configured: Sequence[str]) -> tuple[str, ...]:
+    """Per provider not configured, its cheapest eligible offer where it beats the chosen one (at most 3)."""
+    from orchestrator.planner import plan
+
+    others = plan(req, [o for o in everywhere if o.provider not in configured]).eligible
+    chosen = chosen_plan.chosen
+    best: dict[str, PlannedOffer] = {}
+    for p in others:
+        if p.offer.provider not in best and (chosen is None or p.total_price_hr < chosen.total_price_hr - 0.005):
+            best[p.offer.provider] = p
+    hints = []
+    for provider, p in list(best.items())[:3]:
+        what = f"{p.offer.instance_type} ${p.total_price_hr:.2f}/h"
+        hints.append(f"configure {provider} to save ${chosen.total_price_hr - p.total_price_hr:.2f}/h ({what})"
+                     if chosen is not None else f"configure {provider} to launch it ({what})")
+    return tuple(hints)
 
 
 def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: Sequence[Offer]) -> list[str]:

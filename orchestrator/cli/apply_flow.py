@@ -87,7 +87,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
              providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
     from orchestrator.apply_preview import preview_apply
     from orchestrator.config import ConfigError
-    from orchestrator.jobs_service import BadInputError, utcnow
+    from orchestrator.jobs_service import BadInputError, launchable_providers, utcnow
     from orchestrator.offer_sources import offer_sources
     from providers.catalog import load_catalog
 
@@ -95,7 +95,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
         # What the engine will plan from: this command launches with live offers (build_engine's default).
         sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
         return preview_apply(store, loaded, sources, prune=opts.prune,
-                             only_providers=config.enabled_providers() if config is not None else None,
+                             only_providers=launchable_providers(config),
                              budgets=config.budgets if config is not None else (),
                              owner=config.owner if config is not None else None, now=utcnow())
     except (BadInputError, ConfigError) as exc:

@@ -95,16 +95,27 @@ def plan_cmd(
     alternatives: Annotated[int, typer.Option("--alternatives", "-a", min=0, max=1000,
                                               help="Offers to show after the chosen one.")] = 4,
     live: Annotated[bool, typer.Option("--live", help="Also ask configured providers that price live.")] = False,
-    configured: Annotated[bool, typer.Option("--configured", help="Only offers of providers in orch's config "
-                                             "(what `orch apply --launch` can get).")] = False,
+    configured: Annotated[bool, typer.Option("--configured", help="Only offers of providers in orch's config, "
+                                             "even when none is configured (the default once one is).")] = False,
+    all_providers: Annotated[bool, typer.Option("--all-providers", help="Choose among every provider's offers, "
+                                                "configured or not (what apply cannot launch included).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show, per job, the offer orch would choose, the next alternatives, cost and every warning."""
-    from orchestrator.jobs_service import BadInputError, plan_jobs
+    """Show, per job, the offer orch would choose, the next alternatives, cost and every warning.
 
+    With a provider configured, the choice is among configured providers only: what ``orch apply`` launches
+    (jobs_service.launchable_providers decides both); cheaper offers elsewhere are hints."""
+    from orchestrator.jobs_service import BadInputError, launchable_providers, plan_jobs
+
+    if configured and all_providers:
+        fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
     loaded = _load(paths)
     config = _config() if live or configured else _optional_config()
-    only = config.enabled_providers() if configured and config is not None else None
+    launchable = launchable_providers(config)
+    only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
+    if only is None and not all_providers and not as_json:
+        sys.stderr.write("note: no provider is configured, so `orch apply` launches nothing; planned on every "
+                         "provider's offers (`orch providers` says how to configure one)\n")
     providers = _providers(config) if live and config is not None else {}
     try:
         plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
@@ -179,6 +190,8 @@ def _print_plan(jp: JobPlan) -> None:
             _out(f"           excluded: {'; '.join(e.detail for e in p.excluded)}")
     for warning in jp.warnings:
         _out(f"  warning: {warning}")
+    for hint in jp.hints:
+        _out(f"  hint: {hint}")
 
 
 def _print_offer(label: str, p: PlannedOffer) -> None:
