@@ -114,8 +114,11 @@ def plan_cmd(
     launchable = launchable_providers(config)
     only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
     if only is None and not all_providers and not as_json:
-        sys.stderr.write("note: no provider is configured, so `orch apply` launches nothing; planned on every "
-                         "provider's offers (`orch providers` says how to configure one)\n")
+        import textwrap
+
+        sys.stderr.write(textwrap.fill("note: no provider is configured, so `orch apply` launches nothing; planned "
+                                       "on every provider's offers (`orch providers` says how to configure one)",
+                                       PLAN_WIDTH, subsequent_indent="  ") + "\n")
     providers = _providers(config) if live and config is not None else {}
     try:
         plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
@@ -165,42 +168,57 @@ def _close(provider: Provider) -> None:
         close()
 
 
+#: ``orch plan``'s text fits a terminal of this many columns: lines wrap at spaces, never inside a number.
+PLAN_WIDTH = 80
+
+
+def _say(text: str, indent: str = "  ", more: str = "           ") -> None:
+    import textwrap
+
+    for line in textwrap.wrap(text, PLAN_WIDTH, initial_indent=indent, subsequent_indent=more,
+                              break_long_words=False, break_on_hyphens=False):
+        _out(line)
+
+
 def _print_plan(jp: JobPlan) -> None:
     from orchestrator.jobs_service import NEAR_MISSES
 
     hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
-    _out(f"{jp.name} ({jp.source}{hours})")
+    _say(f"{jp.name} ({jp.source}{hours})", "", "  ")
     if jp.plan.chosen is None:
         _out("  no eligible offer")
+    notes: list[str] = []          # said once, however many offers they apply to
     for n, p in enumerate(jp.options):
         _print_offer("chosen" if n == 0 else f"alt {n}", p)
         if p.flags:
-            _out(f"           flags: {', '.join(p.flags)}")
-        for note in p.notes:
-            _out(f"           note: {note}")
+            _say(f"flags: {', '.join(p.flags)}", "           ")
+        notes += [note for note in p.notes if note not in notes]
+    for note in notes:
+        _say(f"note: {note}", "  ", "        ")
     rest = len(jp.plan.eligible) - len(jp.options)
     if rest > 0:
         _out(f"  ... {rest} more eligible offer(s)")
     counts = jp.plan.exclusion_counts()
     if counts:
         by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value))
-        _out(f"  excluded {len(jp.plan.rejected)} offer(s): {', '.join(f'{n} {c.value}' for c, n in by_count)}")
+        _say(f"excluded {len(jp.plan.rejected)} offer(s): {', '.join(f'{n} {c.value}' for c, n in by_count)}")
         for p in jp.plan.near_misses(NEAR_MISSES):
             _print_offer("near", p)
-            _out(f"           excluded: {'; '.join(e.detail for e in p.excluded)}")
+            _say(f"excluded: {'; '.join(e.detail for e in p.excluded)}", "           ")
     for warning in jp.warnings:
-        _out(f"  warning: {warning}")
+        _say(f"warning: {warning}", "  ", "           ")
     for hint in jp.hints:
-        _out(f"  hint: {hint}")
+        _say(f"hint: {hint}", "  ", "        ")
 
 
 def _print_offer(label: str, p: PlannedOffer) -> None:
+    """One offer on one line where it fits 80 columns (the place and price line wrap under it otherwise)."""
     o = p.offer
     place = o.region + (f"/{o.zone}" if o.zone else "")
     total = f"  total {_money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
     nodes = f" x{p.nodes} nodes" if p.nodes > 1 else ""
-    _out(f"  {label:<7}{o.provider:<8}{o.instance_type:<30} {place:<18} {o.market.value:<10}"
-         f"{o.gpu_count}x{o.gpu}{nodes}  {_money(p.total_price_hr)}/h{total}  [{o.source}]")
+    _say(f"{label:<7}{o.provider} {o.instance_type} {place} {o.market.value} {o.gpu_count}x{o.gpu}{nodes} "
+         f"{_money(p.total_price_hr)}/h{total} [{o.source}]", "  ", "         ")
 
 
 # -- apply ---------------------------------------------------------------------------------------------
