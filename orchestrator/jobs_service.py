@@ -236,6 +236,8 @@ class LaunchOutcome:
     launches: list[Launch] = field(default_factory=list)
     #: jobs still waiting for a machine after the ticks, with the last reason the store gives
     waiting: dict[str, str] = field(default_factory=dict)
+    #: the waiting jobs whose last launch failed (not merely no offer, a refusal or a budget): an error
+    failed: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     ticks: int = 0
 
@@ -311,6 +313,7 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
     outcome = LaunchOutcome()
     seen = _live_instance_ids(engine.store)
     start_event = _last_event_id(engine.store)
+    started = utcnow()      # a condition seen again is an older event counted again (models.Event): seen since
     with engine.lock:
         for n in range(max_ticks):
             try:
@@ -331,9 +334,13 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
         jobs = repo.list_jobs(tx, desired_states=[DesiredState.ACTIVE], statuses=[JobStatus.PENDING,
                                                                                    JobStatus.RECOVERING])
         for job in jobs:
-            events = [e for e in repo.list_events(tx, job_id=job.id, after_id=start_event)
-                      if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")]
+            events = [e for e in repo.list_events(tx, job_id=job.id)
+                      if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")
+                      and ((e.id or 0) > start_event or (e.last_ts is not None and e.last_ts >= started))]
+            events.sort(key=lambda e: e.seen_at)
             outcome.waiting[job.name] = events[-1].message if events else "no launch was attempted"
+            if events and events[-1].kind == "launch-failed":
+                outcome.failed.add(job.name)
     return outcome
 
 

@@ -345,7 +345,9 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
         assert name in launched, f"{name} not launched (expected {choice}):\n{out}\n{err}"
         line = launched[name]
         assert f" on {choice['provider']} " in line and choice["instance_type"] in line, (choice, line)
-    assert code == (1 if waiting else 0)
+    assert code == 0, out + err            # a job waiting for an offer is not an error (issue 31)
+    if waiting:
+        assert re.search(rf"^{len(launched)} launched, {len(waiting)} waits?: ", out, re.M), out
 
     from orchestrator.manifest import load_manifests
 

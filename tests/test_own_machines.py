@@ -116,6 +116,10 @@ def test_a_reserved_machine_is_passed_over(env: dict[str, str], tmp_path: Path) 
     [job] = json.loads(out)
     [mine] = [r for r in job["rejected"] if r["provider"] == "ssh"]
     assert [e["constraint"] for e in mine["excluded"]] == ["not-available"]
+    # Waiting for the busy host is not an error (issue 31): exit 0, and why it waits.
+    code, out, err = run("apply", str(tmp_path / "other.yaml"), "--launch", "--yes", "--max-ticks", "2")
+    assert code == 0, out + err
+    assert "0 launched, 1 waits: other-job: " in out
     run("down", "--all", "--yes", "--timeout", "30", "--poll", "0")
 
 

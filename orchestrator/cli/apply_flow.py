@@ -225,7 +225,12 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             _out(safe_line(f"waiting   {name}: {why}"))
     for err in outcome.errors[:10]:
         warn(str(err))
-    if outcome.waiting:
+    if outcome.failed or outcome.errors:
         sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
         return EXIT_NO_MATCH, outcome
+    if outcome.waiting and not opts.as_json:
+        # Waiting (no offer now, a busy host, a budget) is what the engine does, not an error: exit 0.
+        why = "; ".join(f"{name}: {reason}" for name, reason in sorted(outcome.waiting.items()))
+        waits = "waits" if len(outcome.waiting) == 1 else "wait"
+        _out(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}"))
     return 0, outcome
