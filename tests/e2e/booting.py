@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gzip
 import os
 import signal
 import subprocess
@@ -153,7 +154,9 @@ def aws_user_data(endpoint: str, region: str) -> Callable[[Instance], str]:
         ec2_id = inst.instance_id.partition("/")[2] or inst.instance_id
         attr = ec2.describe_instance_attribute(InstanceId=ec2_id, Attribute="userData")
         value = attr.get("UserData", {}).get("Value", "")
-        return base64.b64decode(value).decode() if value else ""
+        raw = base64.b64decode(value) if value else b""
+        # cloud-init takes gzip'd user data and runs what it unpacks (EC2's 16 KB is counted before unpacking).
+        return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
     return read
 
