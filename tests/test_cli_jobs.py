@@ -111,7 +111,7 @@ def test_plan_text_and_json_agree_and_show_costs_and_flags() -> None:
     assert max(len(line) for line in text.splitlines()) <= 80        # wrapped at spaces, never inside a number
     text = " ".join(text.split())
     assert "chosen" in text and "alt 2" in text and "alt 3" not in text
-    assert f"code     commit {head[:12]}, path examples: {job['code']['files']} files" in text
+    assert f"code commit {head[:12]}, path examples: {job['code']['files']} files" in text
     assert f"${chosen['total_price_hr']:,.2f}/h" in text
     assert f"total ${chosen['estimated_total_usd']:,.2f}" in text
     for option in [chosen, *job["alternatives"]]:
