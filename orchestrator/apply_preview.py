@@ -142,18 +142,37 @@ def _awaiting_launch(tx: Session, loaded: Sequence[LoadedManifest]) -> tuple[lis
 
 def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[LoadedManifest], ids: dict[str, int],
                   budgets: Sequence[Budget], owner: str | None, now: datetime) -> list[PlannedLaunch]:
-    """Each planned launch, checked against the budgets in order (each allowed launch counts for the next)."""
+    """The launch step simulated on a copy of the facts, job by job as the engine goes (engine/launch.py): each
+    job tries its eligible offers cheapest first, skipping a machine of yours an earlier job of this preview
+    took (one job per host), and an offer its own ``budget_usd`` refuses; the config's budgets then judge it
+    (each allowed launch counts for the next). A job refused or left without an offer waits."""
     from orchestrator.budget_watch import read_ledger
     from orchestrator.budgets import check_launch
+    from orchestrator.spend import would_break_budget
 
     ledger: BudgetLedger | None = None
     if budgets:
         with store.transaction() as tx:
             ledger = read_ledger(tx, now)
+    taken: set[tuple[object, ...]] = set()      # your own machines this preview has given a job
     out: list[PlannedLaunch] = []
     for jp, m in zip(plans, pending, strict=True):
-        chosen = jp.plan.chosen
-        refusal = None
+        own_budget = m.manifest.policies.budget_usd
+        hours = jp.estimated_hours or 1.0
+        chosen: PlannedOffer | None = None
+        refusal: str | None = None
+        for option in jp.plan.eligible:
+            o = option.offer
+            if o.source == "own" and o.key in taken:
+                continue
+            if would_break_budget(0.0, option.total_price_hr, hours, own_budget):
+                refusal = refusal or (f"its own budget ${own_budget:,.2f} (${option.total_price_hr:,.2f}/h for "
+                                      f"{hours:g} h)")
+                continue
+            chosen, refusal = option, None
+            break
+        if chosen is None and refusal is None and jp.plan.chosen is not None:
+            refusal = "your machines it could use are taken by the jobs above"
         if chosen is not None and ledger is not None:
             verdict = check_launch(budgets, ledger, project=m.manifest.project, price_hr=chosen.total_price_hr,
                                    hours=jp.estimated_hours, owner=owner)
@@ -162,5 +181,7 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
                                             chosen.total_price_hr, owner)
             else:
                 refusal = verdict.reason()
-        out.append(PlannedLaunch(jp.name, chosen, jp.estimated_hours, refusal))
+        if chosen is not None and refusal is None and chosen.offer.source == "own":
+            taken.add(chosen.offer.key)
+        out.append(PlannedLaunch(jp.name, chosen or jp.plan.chosen, jp.estimated_hours, refusal))
     return out

@@ -89,7 +89,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
              providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
     from orchestrator.apply_preview import preview_apply
     from orchestrator.config import ConfigError
-    from orchestrator.jobs_service import BadInputError, utcnow
+    from orchestrator.jobs_service import BadInputError, launchable_providers, utcnow
     from orchestrator.offer_sources import offer_sources
     from providers.catalog import load_catalog
 
@@ -97,7 +97,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
         # What the engine will plan from: this command launches with live offers (build_engine's default).
         sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
         return preview_apply(store, loaded, sources, prune=opts.prune,
-                             only_providers=config.enabled_providers() if config is not None else None,
+                             only_providers=launchable_providers(config),
                              budgets=config.budgets if config is not None else (),
                              owner=config.owner if config is not None else None, now=utcnow())
     except (BadInputError, ConfigError) as exc:
@@ -234,7 +234,12 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             _out(safe_line(f"waiting   {name}: {why}"))
     for err in outcome.errors[:10]:
         warn(str(err))
-    if outcome.waiting:
+    if outcome.failed:      # the tick's errors were said above, as warnings (as before): not a verdict
         sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
         return EXIT_NO_MATCH, outcome
+    if outcome.waiting and not opts.as_json:
+        # Waiting (no offer now, a busy host, a budget) is what the engine does, not an error: exit 0.
+        why = "; ".join(f"{name}: {reason}" for name, reason in sorted(outcome.waiting.items()))
+        waits = "waits" if len(outcome.waiting) == 1 else "wait"
+        _out(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}"))
     return 0, outcome
