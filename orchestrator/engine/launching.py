@@ -2,8 +2,9 @@
 
 PLANNED -> (startup script rendered) -> LAUNCH_REQUESTED -> the provider's launch call -> LAUNCHED with the
 instance. A boot script that cannot be built (over the provider's limit, a secret or store credential missing) ends
-the attempt before any cloud call: nothing is launched that could not start. The launch id is the idempotency key: a request the cloud never saw (orch died before asking) is
-asked again with the same id; one the cloud did see is adopted by the sync.
+the attempt before any cloud call: nothing is launched that could not start. The launch id is the idempotency
+key: a request the cloud never saw (orch died before asking) is asked again with the same id; one the cloud did
+see is adopted by the sync.
 """
 
 from __future__ import annotations
