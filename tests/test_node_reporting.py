@@ -313,6 +313,6 @@ def test_a_boot_script_over_ec2s_user_data_limit_is_refused_for_aws(tmp_path: Pa
     assert len(fits.render(job, aws).encode()) <= 16 * 1024
     # Random bytes do not compress: 8 KB of secret pushes the script over 16 KB.
     huge = ManifestStartupRenderer(environ={"HF_TOKEN": os.urandom(8192).hex()}, state_store=f"file://{tmp_path}")
-    with pytest.raises(StartupScriptError, match="aws takes 16384 bytes of user data"):
+    with pytest.raises(StartupScriptError, match=r"UserData \(bytes before base64\)\); aws takes 16384"):
         huge.render(job, aws)
     assert huge.render(job, ATTEMPT)           # Lambda takes far more

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
@@ -25,13 +25,50 @@ from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_set
 from orchestrator.runtime.node_state import launch_state_uri
 from orchestrator.runtime.objectstore import UnsupportedStoreError
 from orchestrator.runtime.render_input import RenderInput, RenderInputError
-from orchestrator.runtime.store_credentials import store_env
+from orchestrator.runtime.store_credentials import MissingStoreCredentials, store_env
 from orchestrator.runtime.store_monitor import starts_by_boot
 
-__all__ = ["USER_DATA_LIMITS", "ManifestStartupRenderer"]
+__all__ = ["PAYLOAD_LIMITS", "ManifestStartupRenderer", "PayloadLimit", "payload_size"]
 
-#: Bytes of user data a provider accepts (before its base64 encoding): EC2's is 16 KB.
-USER_DATA_LIMITS = {"aws": 16 * 1024}
+
+@dataclass(frozen=True)
+class PayloadLimit:
+    """How much boot script a provider takes, in the unit it counts (``payload_size``), and where that is said."""
+
+    provider: str
+    field: str
+    limit: int
+    source: str
+
+
+# Linux's MAX_ARG_STRLEN: one NAME=value string of a process's environment, which is how a pod's container gets
+# the script (RunPod's and Vast's APIs publish no limit of their own on an env value).
+_ENV_STRING_MAX = 131072
+_B64_NAME = "ORCH_BOOT_B64"
+
+#: Per provider, the boot script's limit. Measured sizes per shipped example: docs/runtime.md.
+PAYLOAD_LIMITS: dict[str, PayloadLimit] = {
+    "aws": PayloadLimit("aws", "UserData (bytes before base64)", 16384,
+                        "EC2 RunInstances: user data is limited to 16 KB, in raw form, before it is base64-encoded"),
+    "gcp": PayloadLimit("gcp", "metadata startup-script (bytes)", 262144,
+                        "GCE metadata: a value is limited to 256 KB (512 KB for all entries)"),
+    "azure": PayloadLimit("azure", "osProfile.customData (bytes before base64)", 65535,
+                          "Azure VM REST: customData decodes to a binary array of at most 65535 bytes"),
+    "lambda": PayloadLimit("lambda", "user_data (bytes)", 1_000_000,
+                           "Lambda Cloud OpenAPI 1.8.3: user data must be plain text and cannot exceed 1MB"),
+    "runpod": PayloadLimit("runpod", f"env {_B64_NAME} (base64 characters)", _ENV_STRING_MAX - len(_B64_NAME) - 2,
+                           "no published limit; Linux MAX_ARG_STRLEN (131072) per environment string"),
+    "vastai": PayloadLimit("vastai", f"env {_B64_NAME} (base64 characters)", _ENV_STRING_MAX - len(_B64_NAME) - 2,
+                           "onstart is limited to 4048 characters (Vast OpenAPI), so it only decodes the env "
+                           "value; Linux MAX_ARG_STRLEN (131072) per environment string"),
+}
+
+def payload_size(provider: str, script: str) -> int:
+    """The boot script's size as ``provider`` counts it (PAYLOAD_LIMITS' unit)."""
+    raw = len(script.encode())
+    if provider in ("runpod", "vastai"):
+        return 4 * ((raw + 2) // 3)   # sent base64-encoded in an environment variable
+    return raw
 
 
 class ManifestStartupRenderer:
@@ -60,12 +97,12 @@ class ManifestStartupRenderer:
                 ri = replace(ri, report=replace(ri.report, wait_for_start=True),
                              master_from_start=ri.node_rank > 0 and attempt.master_addr is None)
             script = render_boot(ri, self._values(ri, provider), attempt.launch_id)
-        except (RenderInputError, UnsupportedStoreError) as exc:
+        except (RenderInputError, UnsupportedStoreError, MissingStoreCredentials) as exc:
             raise StartupScriptError(str(exc)) from None
-        limit = USER_DATA_LIMITS.get(provider)
-        if limit is not None and len(script.encode()) > limit:
-            raise StartupScriptError(f"the boot script is {len(script.encode())} bytes; {provider} takes {limit} "
-                                     "bytes of user data (fewer or shorter secrets, or an instance profile)")
+        limit = PAYLOAD_LIMITS.get(provider)
+        if limit is not None and (size := payload_size(provider, script)) > limit.limit:
+            raise StartupScriptError(f"the boot script is {size} ({limit.field}); {provider} takes {limit.limit} "
+                                     "(fewer or shorter secrets, or a machine identity for the store)")
         return script
 
     def _values(self, ri: RenderInput, provider: str) -> dict[str, str]:
