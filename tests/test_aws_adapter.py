@@ -524,3 +524,10 @@ def test_recorded_security_groups_parse() -> None:
     web = dict(groups[0])  # type: ignore[index]
     web["IpPermissions"] = [{**web["IpPermissions"][0], "FromPort": 22, "ToPort": 22}]
     assert _ssh_ranges(web) == {"0.0.0.0/0"}
+
+
+def test_the_jobs_container_image_is_never_sent_as_the_ami(fake: FakeAws) -> None:
+    """``image:`` is the job's container (run by docker on the machine): EC2 gets the machine image (the AMI)."""
+    p = AwsProvider(_settings(fake, ami="ami-0123456789abcdef0"), session=_session())
+    p.launch(_spec(image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"))
+    assert fake.sent["RunInstances"]["ImageId"] == "ami-0123456789abcdef0"

@@ -394,7 +394,8 @@ class AwsProvider(Provider):
         tags = [{"Key": TAG_LAUNCH_ID, "Value": spec.launch_id}, {"Key": TAG_OWNER, "Value": spec.owner},
                 {"Key": TAG_JOB, "Value": spec.job}, {"Key": "Name", "Value": spec.name}]
         params: dict[str, Any] = {
-            "ImageId": spec.image or self._ami(region),
+            # The machine image, never the job's container (spec.image runs inside it: docker on this AMI).
+            "ImageId": self._ami(region),
             "InstanceType": spec.offer.instance_type,
             "MinCount": 1,
             "MaxCount": 1,
