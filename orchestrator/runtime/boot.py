@@ -43,6 +43,8 @@ DEFAULT_ROOT = "/var/lib/orch"
 AGENT_PID_NAME = "agent.pid"
 _Q = shlex.quote
 _PAYLOAD_LINE = "P = ("   # opens the payload literal in the boot program (boot_files finds it by this line)
+_BOOT_MEMBER = "orch_boot.py"     # the boot program, a member of the payload
+_ENV_MEMBER = "orch_env.json"     # the environment values, a member of the payload (read into memory only)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ RCLONE = _release("v1.75.0", {
 
 
 def _compact(source: bytes) -> bytes:
-    """The agent without docstrings and comments (``ast.unparse``: the same code), so that the boot script fits
+    """The agent without docstrings, comments and type annotations (``ast.unparse``: the same code; the agent
+    imports ``annotations`` from __future__, so annotations are never evaluated), so that the boot script fits
     EC2's 16 KB of user data. The unpacked file is what runs; the full source is the package's."""
     import ast
 
@@ -79,7 +82,20 @@ def _compact(source: bytes) -> bytes:
         if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
-    return (ast.unparse(tree) + "\n").encode()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.returns = None
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]:
+                arg.annotation = None
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and not isinstance(node, ast.ClassDef):
+                # ``x: T = v`` -> ``x = v`` (not in a class body, where a dataclass or NamedTuple reads them);
+                # a bare ``x: T`` (a declaration) stays.
+                setattr(node, field, [ast.copy_location(ast.Assign([st.target], st.value), st)
+                                      if isinstance(st, ast.AnnAssign) and st.value is not None else st
+                                      for st in stmts])
+    return (ast.unparse(ast.fix_missing_locations(tree)) + "\n").encode()
 
 
 _COMPACT_LOCK = threading.Lock()
@@ -96,9 +112,10 @@ def _compact_agent() -> bytes:
         return _compact_agent_bytes
 
 
-def _b64_lines(data: bytes) -> list[str]:
-    """``data`` as base64 in 76-column string literals (one Python expression inside parentheses)."""
-    return [f' "{chunk}"' for chunk in textwrap.wrap(base64.b64encode(data).decode(), 76)] or [' ""']
+def _b85_lines(data: bytes) -> list[str]:
+    """``data`` as base85 in 76-column string literals (one Python expression inside parentheses). Base85 costs
+    25% where base64 costs 33%, and its alphabet has no quote or backslash, so a literal cannot be ended early."""
+    return [f' "{chunk}"' for chunk in textwrap.wrap(base64.b85encode(data).decode(), 76)] or [' ""']
 
 
 def _payload(files: list[tuple[str, bytes, int]]) -> bytes:
@@ -118,11 +135,12 @@ def _needs_rclone(ri: RenderInput) -> bool:
     return any(parse_store(u).kind is StoreKind.RCLONE for u in uris)
 
 
-# The boot program (Python 3.6+, standard library only). Its inputs are the literals set above it: W (work dir
-# under ORCH_ROOT), M (this launch's mark in startup.sh), L (launch id), R (rclone zips or {}), S (base64 JSON of
-# the environment values), P (the base64 gzip'd tar). Kept short: it rides in every machine's user data.
+# The boot program (Python 3.6+, standard library only), shipped compressed in the payload and run by the loader
+# in the script. Its inputs: W (work dir under ORCH_ROOT), M (this launch's mark in startup.sh), L (launch id),
+# R (rclone zips per architecture, or {}), T (the payload, an open tar). The environment values are a member of T
+# read into memory only: never written to the node's disk.
 _PROGRAM = f"""\
-import base64, gzip, hashlib, io, json, os, platform, shutil, subprocess, sys, tarfile, time, urllib.request, zipfile
+import hashlib, json, os, platform, shutil, subprocess, sys, time, urllib.request, zipfile
 root = os.environ.get("ORCH_ROOT") or "{DEFAULT_ROOT}"
 os.makedirs(os.path.join(root, W), exist_ok=True)
 os.chdir(os.path.join(root, W))
@@ -133,9 +151,9 @@ try:
         sys.exit(0)
 except (OSError, ValueError):
     pass
-with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(P))), mode="r") as tar:
-    tar.extractall(".", **({{"filter": "data"}} if hasattr(tarfile, "data_filter") else {{}}))
-env = dict(os.environ, **json.loads(base64.b64decode(S)))
+files = [T.getmember(n) for n in ("{AGENT_SCRIPT_NAME}", "{AGENT_CONFIG_NAME}", "{STARTUP_SCRIPT_NAME}")]
+T.extractall(".", members=files, **({{"filter": "data"}} if hasattr(tarfile, "data_filter") else {{}}))
+env = dict(os.environ, **json.loads(T.extractfile("{_ENV_MEMBER}").read().decode()))
 if R and not shutil.which("rclone"):
     arch = {{"x86_64": "amd64", "aarch64": "arm64"}}.get(platform.machine().lower(), platform.machine().lower())
     if arch not in R:
@@ -168,6 +186,11 @@ with open("{AGENT_PID_NAME}", "w") as fh:
     fh.write(str(agent.pid))
 """
 
+#: The loader: opens the payload and runs the boot program in it (W, M, L, R and T in its globals).
+_LOADER = ("import base64, gzip, io, tarfile\n"
+           "T = tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b85decode(P))), mode='r')\n"
+           f"exec(T.extractfile('{_BOOT_MEMBER}').read())")
+
 
 def render_boot(ri: RenderInput, env_values: Mapping[str, str], launch_id: str, *,
                 rclone: RclonePin = RCLONE) -> str:
@@ -175,11 +198,13 @@ def render_boot(ri: RenderInput, env_values: Mapping[str, str], launch_id: str, 
     the machine has no identity for (see store_credentials); they reach only the agent's environment.
     ``rclone``: the release to install where a store needs rclone and the node has none (tests serve their own)."""
     node = render_node(ri)
+    env = json.dumps(dict(sorted(env_values.items())), separators=(",", ":")).encode()
     files = [(AGENT_SCRIPT_NAME, _compact_agent(), 0o755),
              (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644),
-             (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755)]
+             (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755),
+             (_BOOT_MEMBER, _PROGRAM.encode(), 0o600),
+             (_ENV_MEMBER, env, 0o600)]
     zips = {arch: [url, sha] for arch, url, sha in rclone.zips} if _needs_rclone(ri) else {}
-    secrets = json.dumps(dict(sorted(env_values.items())), separators=(",", ":")).encode()
     lines = [
         "#!/bin/sh",
         f"# orch boot script: job {ri.job_name}, node {ri.node_rank} of {ri.nodes}, launch {launch_id}.",
@@ -191,28 +216,27 @@ def render_boot(ri: RenderInput, env_values: Mapping[str, str], launch_id: str, 
         f"M = {json.dumps(f'ORCH_LAUNCH_ID={launch_id}')}",
         f"L = {json.dumps(launch_id)}",
         f"R = {json.dumps(zips, sort_keys=True)}",
-        # base64, so no value (a JSON key has newlines and quotes) can end the here-document or the literal.
-        "S = (", *_b64_lines(secrets), ")",
-        _PAYLOAD_LINE, *_b64_lines(_payload(files)), ")",
-        _PROGRAM.rstrip("\n"),
+        _PAYLOAD_LINE, *_b85_lines(_payload(files)), ")",
+        _LOADER,
         "ORCH_BOOT",
     ]
     return "\n".join(lines) + "\n"
 
 
-def _literal(lines: list[str], opener: str) -> bytes:
-    start = lines.index(opener) + 1
+def _members(script: str) -> dict[str, bytes]:
+    lines = script.splitlines()
+    start = lines.index(_PAYLOAD_LINE) + 1
     end = lines.index(")", start)
-    return base64.b64decode("".join(line.strip().strip('"') for line in lines[start:end]))
-
-
-def boot_files(script: str) -> dict[str, bytes]:
-    """The files a boot script unpacks (name -> bytes): the inverse of the payload, for tests and inspection."""
-    raw = gzip.decompress(_literal(script.splitlines(), _PAYLOAD_LINE))
+    raw = gzip.decompress(base64.b85decode("".join(line.strip().strip('"') for line in lines[start:end])))
     with tarfile.open(fileobj=io.BytesIO(raw), mode="r") as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
 
 
+def boot_files(script: str) -> dict[str, bytes]:
+    """The files a boot script unpacks (name -> bytes): the inverse of the payload, for tests and inspection."""
+    return {k: v for k, v in _members(script).items() if k not in (_BOOT_MEMBER, _ENV_MEMBER)}
+
+
 def boot_env(script: str) -> dict[str, str]:
     """The environment values a boot script hands its agent (name -> value), for tests and inspection."""
-    return dict(json.loads(_literal(script.splitlines(), "S = (")))
+    return dict(json.loads(_members(script)[_ENV_MEMBER]))

@@ -13,6 +13,7 @@ SSH key: ``orchestrator.runtime.store_monitor.starts_by_boot``).
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -48,8 +49,9 @@ _B64_NAME = "ORCH_BOOT_B64"
 
 #: Per provider, the boot script's limit. Measured sizes per shipped example: docs/runtime.md.
 PAYLOAD_LIMITS: dict[str, PayloadLimit] = {
-    "aws": PayloadLimit("aws", "UserData (bytes before base64)", 16384,
-                        "EC2 RunInstances: user data is limited to 16 KB, in raw form, before it is base64-encoded"),
+    "aws": PayloadLimit("aws", "UserData (gzip'd bytes before base64)", 16384,
+                        "EC2 RunInstances: user data is limited to 16 KB, in raw form, before it is base64-encoded; "
+                        "orch sends it gzip'd (cloud-init decompresses it)"),
     "gcp": PayloadLimit("gcp", "metadata startup-script (bytes)", 262144,
                         "GCE metadata: a value is limited to 256 KB (512 KB for all entries)"),
     "azure": PayloadLimit("azure", "osProfile.customData (bytes before base64)", 65535,
@@ -66,6 +68,9 @@ PAYLOAD_LIMITS: dict[str, PayloadLimit] = {
 def payload_size(provider: str, script: str) -> int:
     """The boot script's size as ``provider`` counts it (PAYLOAD_LIMITS' unit)."""
     raw = len(script.encode())
+    if provider == "aws":
+        # As providers/aws/adapter.py user_data sends it (not imported here: it would import boto3).
+        return len(gzip.compress(script.encode(), compresslevel=9, mtime=0))
     if provider in ("runpod", "vastai"):
         return 4 * ((raw + 2) // 3)   # sent base64-encoded in an environment variable
     return raw
@@ -82,6 +87,18 @@ class ManifestStartupRenderer:
         self.state_store = state_store
 
     def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
+        """The boot script for ``attempt`` ('' where SSH starts the job). Raises StartupScriptError when it cannot
+        be built or is over the provider's limit (PAYLOAD_LIMITS): nothing may then be launched."""
+        script = self.boot_script(job, attempt)
+        provider = attempt.offer.provider
+        limit = PAYLOAD_LIMITS.get(provider)
+        if script and limit is not None and (size := payload_size(provider, script)) > limit.limit:
+            raise StartupScriptError(f"the boot script is {size} ({limit.field}); {provider} takes {limit.limit} "
+                                     "(fewer or shorter secrets, or a machine identity for the store)")
+        return script
+
+    def boot_script(self, job: JobRecord, attempt: AttemptRecord) -> str:
+        """As ``render`` without the provider's size limit (for measuring it)."""
         provider = attempt.offer.provider
         has_store = launch_state_uri(job.manifest, attempt.launch_id, self.state_store) is not None
         if not starts_by_boot(provider, has_store, self.ssh_key):
@@ -99,10 +116,6 @@ class ManifestStartupRenderer:
             script = render_boot(ri, self._values(ri, provider), attempt.launch_id)
         except (RenderInputError, UnsupportedStoreError, MissingStoreCredentials) as exc:
             raise StartupScriptError(str(exc)) from None
-        limit = PAYLOAD_LIMITS.get(provider)
-        if limit is not None and (size := payload_size(provider, script)) > limit.limit:
-            raise StartupScriptError(f"the boot script is {size} ({limit.field}); {provider} takes {limit.limit} "
-                                     "(fewer or shorter secrets, or a machine identity for the store)")
         return script
 
     def _values(self, ri: RenderInput, provider: str) -> dict[str, str]:
