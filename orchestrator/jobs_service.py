@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.clock import utcnow
 
+#: Starts a plan warning that a machine of the chosen offer could not start the job (see runtime/preflight.py).
+BOOT_WARNING = "boot: "
+
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.engine.reconciler import Reconciler
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
+    from orchestrator.runtime.preflight import BootCheck
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow
     from orchestrator.store.repo import ApplyResult
@@ -88,7 +92,8 @@ def planned_json(p: PlannedOffer) -> dict[str, Any]:
 
 
 def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, alternatives: int = 4,
-              only_providers: Sequence[str] | None = None, now: datetime | None = None) -> list[JobPlan]:
+              only_providers: Sequence[str] | None = None, now: datetime | None = None,
+              boot_check: BootCheck | None = None) -> list[JobPlan]:
     """Rank every offer for each manifest, the way the engine will when it launches.
 
     ``sources``: orchestrator.offer_sources.offer_sources(...), as the engine builds it.
@@ -110,9 +115,30 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
             found = [o for o in found if o.provider in only_providers]
         the_plan = plan(req, found)
         warnings = _fit_warnings(m.manifest, req, the_plan, offers)
+        if boot_check is not None:
+            warnings += _boot_warnings(m.manifest, the_plan, boot_check)
         out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
                            tuple(warnings)))
     return out
+
+
+def _boot_warnings(manifest: Manifest, the_plan: Plan, boot_check: BootCheck) -> list[str]:
+    """Nothing is launched that cannot start: say so now, not after the engine refused to launch it. The engine
+    moves on from an offer whose provider cannot start the job; it waits only when no eligible provider can."""
+    if the_plan.chosen is None:
+        return []
+    first: dict[str, Offer] = {}
+    for p in the_plan.eligible:
+        first.setdefault(p.offer.provider, p.offer)
+    problems: list[str] = []
+    for provider, offer in first.items():
+        problem = boot_check(manifest, offer)
+        if problem is None:
+            if not problems:
+                return []
+            return [f"{'; '.join(problems)}; the engine moves on to {provider}"]
+        problems.append(problem)
+    return [f"{BOOT_WARNING}{'; '.join(problems)} (not launched until fixed)"]
 
 
 def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: Sequence[Offer]) -> list[str]:
