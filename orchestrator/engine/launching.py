@@ -77,4 +77,5 @@ def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, no
                          f"{attempt.offer.instance_type} (launch {attempt.launch_id}): {exc}", now, job_id=job.id)
         log.report.errors.append(f"startup script {attempt.launch_id}: {exc}")
         log.ended.add(attempt.id)
+        log.unbootable.add((job.id, attempt.offer.provider))
         return None
