@@ -1,3 +1,3 @@
-from orchestrator.cli.main import run
+from orchestrator.cli.entry import run
 
 run()

@@ -38,8 +38,19 @@ class OptimumResult:
 
 
 def waste_grid(spec: ProblemSpec, gap_h: float, max_levels: int) -> tuple[int, float]:
-    """(m, q): the waste step q = gap / m, as fine as ``max_levels`` steps over the slack allow; among the
-    finest quarter of those, one that holds the overhead exactly when there is one."""
+    """(m, q): the waste step q = gap / m.
+
+    When the gap and the overhead are whole seconds, q is their greatest common divisor if the slack then
+    needs at most ``max_levels`` steps: every waste (idle ticks and overheads) is a whole number of such steps,
+    so the grid is exact, and as coarse as exactness allows (the DP's cost is proportional to its steps).
+    Otherwise q is as fine as ``max_levels`` steps over the slack allow; among the finest quarter of those, one
+    that holds the overhead exactly when there is one."""
+    gap_s, ovh_s = gap_h * 3600.0, spec.overhead_h * 3600.0
+    if min(gap_s, ovh_s) >= 0 and abs(gap_s - round(gap_s)) < 1e-6 and abs(ovh_s - round(ovh_s)) < 1e-6 \
+            and round(gap_s) > 0:
+        step_s = math.gcd(round(gap_s), round(ovh_s))
+        if (spec.deadline_h - spec.work_h) * 3600.0 / step_s <= max_levels:
+            return round(gap_s) // step_s, gap_h * step_s / round(gap_s)
     m_max = max(1, math.floor(max_levels * gap_h / (spec.deadline_h - spec.work_h)))
     for m in range(m_max, max(1, m_max // 4) - 1, -1):
         steps = spec.overhead_h * m / gap_h

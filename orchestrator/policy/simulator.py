@@ -7,7 +7,7 @@ finish part-way through a tick, and then only the part used is billed (per-secon
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 from orchestrator.policy.base import SpotPolicy
@@ -57,6 +57,55 @@ class SimResult:
     log: tuple[TickRecord, ...] | None = None
 
 
+class _Prepared:
+    """What every replay on one zone set shares, computed once: the availability by tick (a tuple of zones per
+    tick) and, per start tick, the zones' history before it (copied out for each replay, which changes it)."""
+
+    __slots__ = ("_history", "any_up", "columns", "zones")
+
+    def __init__(self, zones: ZoneSet) -> None:
+        self.zones = zones
+        # Each zone's first ``ticks`` ticks (the set's length is its first trace's).
+        self.columns = tuple(zip(*(z.available[: zones.ticks] for z in zones.zones), strict=False))
+        self.any_up = tuple(any(col) for col in self.columns)
+        self._history: dict[int, tuple[tuple[ZoneStats, ...], ZoneStats]] = {}
+
+    def history_before(self, start_tick: int) -> tuple[tuple[ZoneStats, ...], ZoneStats]:
+        """Fresh copies of what the trace so far says at ``start_tick``: each zone as seen in the
+        ``HISTORY_H`` hours before it, and "some zone has spot" over the same ticks."""
+        kept = self._history.get(start_tick)
+        if kept is None:
+            gap = self.zones.gap_h
+            first = max(0, start_tick - math.floor(HISTORY_H / gap))
+            history = tuple(ZoneStats() for _ in self.zones.zones)
+            for z, trace in enumerate(self.zones.zones):
+                for state, run in groupby(trace.available[first:start_tick]):
+                    history[z].observe_run(state, sum(1 for _ in run), gap)
+            any_zone = ZoneStats()
+            for state, run in groupby(self.any_up[first:start_tick]):
+                any_zone.observe_run(state, sum(1 for _ in run), gap)
+            kept = self._history[start_tick] = (history, any_zone)
+        return tuple(_copied(h) for h in kept[0]), _copied(kept[1])
+
+
+def _copied(stats: ZoneStats) -> ZoneStats:
+    return replace(stats, up_runs=list(stats.up_runs), down_runs=list(stats.down_runs))
+
+
+#: The zone sets replayed last, by identity (each entry holds its set, so an id is never reused while kept).
+_PREPARED: dict[int, _Prepared] = {}
+_PREPARED_KEPT = 4
+
+
+def _prepared(zones: ZoneSet) -> _Prepared:
+    found = _PREPARED.get(id(zones))
+    if found is None or found.zones is not zones:
+        if len(_PREPARED) >= _PREPARED_KEPT:
+            del _PREPARED[next(iter(_PREPARED))]
+        found = _PREPARED[id(zones)] = _Prepared(zones)
+    return found
+
+
 def window_ticks(spec: ProblemSpec, gap_h: float) -> int:
     """Ticks from a job's start to its deadline (the last one may be cut by the deadline)."""
     return math.ceil(spec.deadline_h / gap_h - _EPS)
@@ -74,20 +123,12 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     n_zones = len(zones.zones)
     total_ticks = zones.ticks
     horizon = window_ticks(spec, gap)
-    avail_rows = [z.available for z in zones.zones]
+    prepared = _prepared(zones)
     price_rows = [z.prices for z in zones.zones]
     k = spec.spot_price
     d = spec.overhead_h
     work = spec.work_h
-    history = tuple(ZoneStats() for _ in range(n_zones))
-    any_zone = ZoneStats()
-    # What the trace so far says: the zones as seen before the job started (up to HISTORY_H of it).
-    first = max(0, start_tick - math.floor(HISTORY_H / gap))
-    for z in range(n_zones):
-        for state, run in groupby(avail_rows[z][first:start_tick]):
-            history[z].observe_run(state, sum(1 for _ in run), gap)
-    for state, run in groupby(any(row[i] for row in avail_rows) for i in range(first, start_tick)):
-        any_zone.observe_run(state, sum(1 for _ in run), gap)
+    history, any_zone = prepared.history_before(start_tick)
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)
@@ -101,10 +142,11 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     finish: float | None = None
     log: list[TickRecord] | None = [] if keep_log else None
 
+    columns = prepared.columns
+    none_up = (False,) * n_zones
+
     def avail_at(i: int) -> tuple[bool, ...]:
-        if i >= total_ticks:
-            return (False,) * n_zones
-        return tuple(row[i] for row in avail_rows)
+        return none_up if i >= total_ticks else columns[i]
 
     nxt = avail_at(start_tick)
     for t in range(horizon):
