@@ -25,9 +25,11 @@ if TYPE_CHECKING:
     from orchestrator.engine.reconciler import Reconciler
     from orchestrator.engine.tick import TickReport
     from orchestrator.manifest import LoadedManifest
+    from orchestrator.manifest.code_spec import CodePin
     from orchestrator.manifest.schema import Manifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
+    from orchestrator.runtime.codepack import Pack
     from orchestrator.runtime.preflight import BootCheck
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow
@@ -45,11 +47,23 @@ class BadInputError(ValueError):
 
 # -- manifests ----------------------------------------------------------------------------------------
 
-def load(paths: Sequence[Path]) -> list[LoadedManifest]:
-    """Load and validate manifests; raises orchestrator.manifest.ManifestError with every problem."""
-    from orchestrator.manifest import load_manifests
+def load(paths: Sequence[Path], *, allow_dirty: bool = False) -> list[LoadedManifest]:
+    """Load and validate manifests, and pin each one's code to the commit seen now (``code.pin``,
+    orchestrator/runtime/codepack.py). Raises orchestrator.manifest.ManifestError with every problem, or
+    BadInputError when the code cannot be packed (no repository, over the size limit)."""
+    return load_with_packs(paths, allow_dirty=allow_dirty)[0]
 
-    return load_manifests(list(paths))
+
+def load_with_packs(paths: Sequence[Path], *, allow_dirty: bool = False
+                    ) -> tuple[list[LoadedManifest], list[Pack | None]]:
+    """:func:`load`, with each manifest's code pack (None where nothing is shipped) for display."""
+    from orchestrator.manifest import load_manifests
+    from orchestrator.runtime.codepack import CodePackError, pin_loaded
+
+    try:
+        return pin_loaded(load_manifests(list(paths)), allow_dirty=allow_dirty)
+    except CodePackError as exc:
+        raise BadInputError(str(exc)) from None
 
 
 # -- plan ---------------------------------------------------------------------------------------------
@@ -64,6 +78,7 @@ class JobPlan:
     alternatives: int
     estimated_hours: float | None
     warnings: tuple[str, ...] = ()    # the model does not fit / is overprovisioned / image vs GPU (fit/planning)
+    code: CodePin | None = None        # what every node gets: the commit and pack pinned at load (codepack)
 
     @property
     def options(self) -> tuple[PlannedOffer, ...]:
@@ -80,6 +95,7 @@ class JobPlan:
             "rejected": [planned_json(p) for p in self.plan.rejected],
             "near_misses": [planned_json(p) for p in self.plan.near_misses(NEAR_MISSES)],
             "warnings": list(self.warnings),
+            "code": self.code.model_dump(mode="json") if self.code is not None else None,
         }
 
 
@@ -118,7 +134,7 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
         if boot_check is not None:
             warnings += _boot_warnings(m.manifest, the_plan, boot_check)
         out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
-                           tuple(warnings)))
+                           tuple(warnings), m.manifest.code.pin if m.manifest.code is not None else None))
     return out
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.catalog.query import region_matches
-from providers.fabric import instance_fabric
+from providers.fabric import fabric_note, fabric_shortfall
 from providers.gpus import Interconnect, gpu_by_name
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class PlanRequest:
     max_price_hr: float | None = None
     min_vram_gb: float | None = None
     interconnect: Interconnect | None = None
+    fabric: str = "any"              # resources.fabric: any | fast | infiniband (providers.fabric)
     estimated_hours: float | None = None
     budget_usd: float | None = None
     data: tuple[DataSource, ...] = ()
@@ -83,6 +84,7 @@ class Constraint(StrEnum):
     REGION_DENIED = "region-denied"
     VRAM = "vram-below-need"
     INTERCONNECT = "interconnect-mismatch"
+    FABRIC = "fabric-mismatch"                  # multi-node: not the node-to-node fabric resources.fabric asks
     VCPUS = "vcpus-below-need"
     RAM = "ram-below-need"
     DISK = "disk-below-need"
@@ -189,10 +191,9 @@ def _flags(offer: Offer, req: PlanRequest, expected: float | None) -> tuple[list
     if req.budget_usd is not None and expected is not None and expected > req.budget_usd:
         flags.append("over-budget")
         notes.append(f"estimate ${expected:.2f} exceeds the budget ${req.budget_usd:.2f}")
-    fabric = instance_fabric(offer.provider, offer.instance_type) if req.nodes > 1 else None
-    if fabric is not None:
-        notes.append(f"{offer.instance_type} reaches {fabric.fabric.value} between machines only with {fabric.attach}, "
-                     "which orch's launch does not set up: NCCL runs over TCP between the nodes")
+    fabric = fabric_note(offer.provider, offer.instance_type, req.nodes)
+    if fabric:
+        notes.append(fabric)
     if offer.market is Market.SPOT:
         if req.checkpointed:
             notes.append("spot: can be preempted; orch resumes from the last committed checkpoint")
@@ -220,6 +221,8 @@ def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
         no(Constraint.VRAM, f"{offer.vram_gb:g} GB VRAM < {req.min_vram_gb:g} asked")
     if req.interconnect is not None and offer.interconnect is not req.interconnect:
         no(Constraint.INTERCONNECT, f"{offer.interconnect.value}, {req.interconnect.value} asked")
+    if (short := fabric_shortfall(offer.provider, offer.instance_type, req.nodes, req.fabric)) is not None:
+        no(Constraint.FABRIC, short)
     if req.vcpus_per_gpu is not None and offer.vcpus_per_gpu and offer.vcpus_per_gpu < req.vcpus_per_gpu:
         no(Constraint.VCPUS, f"{offer.vcpus_per_gpu:g} vCPU/GPU < {req.vcpus_per_gpu:g} asked")
     if req.ram_gb_per_gpu is not None and offer.memory_gb_per_gpu and offer.memory_gb_per_gpu < req.ram_gb_per_gpu:

@@ -372,6 +372,14 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
     return monitor, bootstrapper, startup
 
 
+def boot_seams(settings: ServiceSettings, providers: Mapping[str, Provider], config: OrchConfig,
+               node_settings: Mapping[str, NodeSettings] | None = None
+               ) -> tuple[Monitor, Bootstrapper, StartupRenderer]:
+    """The engine's store channel as ``build_service`` wires it (monitor, bootstrapper, boot-script renderer),
+    for callers that launch one machine outside the engine through the same boot path (``orch smoke``)."""
+    return _node_seams(settings, providers, Seams(node_settings=node_settings), config)
+
+
 def _no_bootstrap() -> Bootstrapper:
     from orchestrator.engine.hooks import NoBootstrap
 

@@ -194,6 +194,8 @@ class LaunchSpec:
     ``launch_id`` is orch's idempotency key: launching the same spec twice yields one instance.
     ``startup_script`` runs once at first boot (user data, startup-script metadata, custom data).
     ``max_price_hr`` caps a spot/bid price where the market takes one (Azure maxPrice, Vast bid).
+    ``gang``: for a job on more than one node, the key its nodes of one start share (the same on every
+    node, different for the next start); a cloud that can places them together under it. Empty: one node.
     """
 
     launch_id: str
@@ -206,6 +208,7 @@ class LaunchSpec:
     disk_gb: int = 100
     max_price_hr: float | None = None
     node_rank: int = 0
+    gang: str = ""
 
     @property
     def name(self) -> str:
@@ -253,6 +256,7 @@ class ResourceKind(StrEnum):
     PUBLIC_IP = "public-ip"                            # Azure: <vm name>-pip, one per VM
     NETWORK_SECURITY_GROUP = "network-security-group"  # Azure: orch-<owner>-ssh-<region>, shared
     NETWORK_INTERFACE = "network-interface"            # Azure: <vm name>-nic, one per VM
+    PLACEMENT_GROUP = "placement-group"                # AWS: orch-<owner>-<gang>, cluster, one per gang
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,12 @@
 
 NCCL's InfiniBand transport (IB verbs) serves InfiniBand and RoCE; AWS's EFA is reached through the
 aws-ofi-nccl plugin instead. A fabric helps a multi-node job only when every machine is attached to the
-same one, and on the clouds that is something the launch must arrange. orch launches standalone machines
-with one ordinary network interface, so none of the cloud fabrics below is attached to what it launches
-today: ``Instance.fabric`` stays None for them and the startup script keeps NCCL on TCP sockets. The table
-lets the planner say so to whoever picks such a type for a multi-node job. Machines you own declare their
+same one, and on the clouds that is something the launch must arrange. orch arranges it on AWS: a
+multi-node gang on an EFA type is launched with ``interfaces`` EFA network interfaces (one per network
+card) in one cluster placement group (providers/aws/fabric.py), and its ``Instance.fabric`` is EFA, so the
+startup script points NCCL at it (FI_PROVIDER=efa). Elsewhere (GCP's RDMA NICs, Azure's InfiniBand
+placement) orch's launch does not attach the fabric yet: ``Instance.fabric`` stays None, NCCL stays on TCP
+sockets, and the planner says so to whoever picks such a type for a multi-node job. Machines you own declare their
 fabric in the SSH provider's settings (``infiniband: true``), and that one is real.
 
 Sources (the providers' own pages):
@@ -15,6 +17,10 @@ Sources (the providers' own pages):
   https://learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nda100v4-series,
   .../ndma100v4-series, .../ndh100v5-series; VMs share an InfiniBand fabric only when placed together
   (one scale set or availability set): https://learn.microsoft.com/azure/virtual-machines/setup-infiniband
+* GCP A3 High (a3-highgpu-8g): GPUDirect-TCPX over four extra 200 Gb/s NICs (800 Gb/s for GPU traffic):
+  https://cloud.google.com/compute/docs/gpus/gpudirect
+* Bandwidths: AWS p4d/p4de 400 Gb/s, p5/p5en 3200 Gb/s (the instance type pages); Azure ND A100 v4 8x200
+  Gb/s, ND H100 v5 8x400 Gb/s (the pages above).
 * GCP A3 Ultra (a3-ultragpu-8g): H200s each with a ConnectX-7 NIC, GPUDirect RDMA over RoCE, on extra RDMA
   network interfaces: https://cloud.google.com/compute/docs/gpus#a3-series and the Cluster Toolkit v1.44.1
   release notes (github.com/GoogleCloudPlatform/cluster-toolkit/releases/tag/v1.44.1).
@@ -25,13 +31,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["FABRICS", "Fabric", "FabricFact", "instance_fabric"]
+__all__ = ["FABRICS", "Fabric", "FabricFact", "attached_fabric", "fabric_label", "fabric_note", "fabric_shortfall",
+           "instance_fabric"]
 
 
 class Fabric(StrEnum):
     INFINIBAND = "infiniband"
     EFA = "efa"
     ROCE = "roce"
+    GPUDIRECT_TCPX = "gpudirect-tcpx"   # GCP A3 High: extra NICs, GPU memory to NIC over TCP (no RDMA)
 
     @property
     def ib_verbs(self) -> bool:
@@ -41,28 +49,94 @@ class Fabric(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class FabricFact:
-    """An instance type's fabric, and what a launch must do to be on it (orch's launches do not, yet)."""
+    """An instance type's fabric, what a launch must do to be on it, and (EFA) how many interfaces."""
 
     fabric: Fabric
     attach: str
+    interfaces: int = 0
+    #: The machine's node-to-node bandwidth on that fabric, Gbit/s (the provider's published figure).
+    gbps: int = 0
 
 
 _EFA = "an EFA network interface at launch (and a cluster placement group)"
 _AZURE_IB = "the VMs placed together in one scale set or availability set"
 _GCP_RDMA = "RDMA network interfaces on an RDMA VPC at launch"
+_GCP_TCPX = "four extra GPU network interfaces on their own VPCs at launch and the TCPX NCCL plugin"
 
 FABRICS: dict[tuple[str, str], FabricFact] = {
-    ("aws", "p4d.24xlarge"): FabricFact(Fabric.EFA, _EFA),
-    ("aws", "p4de.24xlarge"): FabricFact(Fabric.EFA, _EFA),
-    ("aws", "p5.48xlarge"): FabricFact(Fabric.EFA, _EFA),
-    ("aws", "p5en.48xlarge"): FabricFact(Fabric.EFA, _EFA),
-    ("azure", "Standard_ND96asr_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
-    ("azure", "Standard_ND96amsr_A100_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
-    ("azure", "Standard_ND96isr_H100_v5"): FabricFact(Fabric.INFINIBAND, _AZURE_IB),
-    ("gcp", "a3-ultragpu-8g"): FabricFact(Fabric.ROCE, _GCP_RDMA),
+    # EfaInfo.MaximumEfaInterfaces (DescribeInstanceTypes): one per network card.
+    ("aws", "p4d.24xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=4, gbps=400),
+    ("aws", "p4de.24xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=4, gbps=400),
+    ("aws", "p5.48xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=32, gbps=3200),
+    ("aws", "p5en.48xlarge"): FabricFact(Fabric.EFA, _EFA, interfaces=16, gbps=3200),
+    ("azure", "Standard_ND96asr_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB, gbps=1600),
+    ("azure", "Standard_ND96amsr_A100_v4"): FabricFact(Fabric.INFINIBAND, _AZURE_IB, gbps=1600),
+    ("azure", "Standard_ND96isr_H100_v5"): FabricFact(Fabric.INFINIBAND, _AZURE_IB, gbps=3200),
+    ("gcp", "a3-highgpu-8g"): FabricFact(Fabric.GPUDIRECT_TCPX, _GCP_TCPX, gbps=800),
+    ("gcp", "a3-ultragpu-8g"): FabricFact(Fabric.ROCE, _GCP_RDMA, gbps=3200),
 }
 
 
 def instance_fabric(provider: str, instance_type: str) -> FabricFact | None:
     """The fabric the provider documents for this instance type, or None when it documents none we know."""
     return FABRICS.get((provider, instance_type))
+
+
+#: The (provider, fabric) pairs orch's own launch attaches to a multi-node gang (the rest it only reports).
+ATTACHED: frozenset[tuple[str, Fabric]] = frozenset({("aws", Fabric.EFA)})
+
+
+def attached_fabric(provider: str, instance_type: str, nodes: int) -> Fabric | None:
+    """The fabric a machine of this type will be on as orch launches it for a job of ``nodes`` machines:
+    known before the launch (the boot script is rendered first), None for plain Ethernet/TCP."""
+    fact = instance_fabric(provider, instance_type)
+    if nodes < 2 or fact is None or (provider, fact.fabric) not in ATTACHED:
+        return None
+    return fact.fabric
+
+
+def fabric_note(provider: str, instance_type: str, nodes: int) -> str | None:
+    """What ``orch plan`` says about the link between the machines of a multi-node job (None: one node)."""
+    if nodes < 2:
+        return None
+    attached = attached_fabric(provider, instance_type, nodes)
+    fact = instance_fabric(provider, instance_type)
+    if attached is not None and fact is not None:
+        return (f"{instance_type}: the nodes talk over {attached.value}: orch launches them with {fact.attach}, "
+                "and points NCCL at it")
+    if fact is not None:
+        return (f"{instance_type} reaches {fact.fabric.value} between machines only with {fact.attach}, which "
+                "orch's launch does not set up: NCCL runs over TCP between the nodes (plain TCP: slow for "
+                "multi-node training)")
+    return (f"{instance_type}: no RDMA fabric between machines known: NCCL runs over TCP between the nodes "
+            "(plain TCP: slow for multi-node training)")
+
+
+def fabric_label(provider: str, instance_type: str, nodes: int) -> str:
+    """The node-to-node link of an offer in a few characters (``orch quote --wide``): ``efa 400G``,
+    ``infiniband 1600G, tcp`` (a fabric orch's launch does not attach: its nodes talk TCP), ``ethernet``."""
+    fact = instance_fabric(provider, instance_type)
+    if fact is None:
+        return "ethernet"
+    label = f"{fact.fabric.value} {fact.gbps}G" if fact.gbps else fact.fabric.value
+    attached = (provider, fact.fabric) in ATTACHED
+    return label if attached or nodes < 2 else f"{label}, tcp"
+
+
+#: What ``resources.fabric`` asks of a multi-node job's machines.
+FABRIC_WANTS = ("any", "fast", "infiniband")
+
+
+def fabric_shortfall(provider: str, instance_type: str, nodes: int, wanted: str) -> str | None:
+    """Why an offer does not give a job of ``nodes`` machines the fabric it asks (``resources.fabric``),
+    or None when it does. ``fast``: a fabric orch attaches (EFA, InfiniBand, RoCE, TCPX), not plain TCP;
+    ``infiniband``: one NCCL reaches through IB verbs (InfiniBand or RoCE). One node needs none."""
+    if wanted == "any" or nodes < 2:
+        return None
+    attached = attached_fabric(provider, instance_type, nodes)
+    fact = instance_fabric(provider, instance_type)
+    have = "plain TCP" if fact is None else (
+        fact.fabric.value if attached is not None else f"{fact.fabric.value}, which orch does not attach yet: TCP")
+    if attached is None or (wanted == "infiniband" and not attached.ib_verbs):
+        return f"nodes talk over {have}; resources.fabric asks {wanted}"
+    return None

@@ -50,7 +50,7 @@ GPU_MODELS: tuple[GpuModel, ...] = (
     GpuModel(
         "A100-80G", 80, "ampere", True, False, FormFactor.SXM,
         ("A100-80GB", "A100_SXM4", "A100 SXM4 80GB", "A100 80GB", "A100 SXM4", "A100 PCIE 80GB",
-         "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-80GB", "A100 80 GB SXM4", "A100 80 GB PCIe"),
+         "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-80GB", "A100 80 GB SXM4", "A100 80 GB PCIe", "A100X"),
     ),
     GpuModel(
         "A100-40G", 40, "ampere", True, False, FormFactor.SXM,
@@ -72,13 +72,63 @@ GPU_MODELS: tuple[GpuModel, ...] = (
     ),
     GpuModel(
         "V100-16G", 16, "volta", False, False, FormFactor.SXM,
-        ("V100", "V100 16GB", "Tesla V100", "Tesla V100-SXM2-16GB", "V100 16 GB SXM2", "V100 16 GB"),
+        ("V100", "V100 16GB", "Tesla V100", "Tesla V100-SXM2-16GB", "V100 16 GB SXM2", "V100 16 GB",
+         "Tesla V100-FHHL-16GB", "Tesla V100-PCIE-16GB"),
     ),
     GpuModel(
         "V100-32G", 32, "volta", False, False, FormFactor.SXM,
         ("V100-32GB", "V100 32GB", "Tesla V100-SXM2-32GB", "V100 32 GB SXM2"),
     ),
     GpuModel("T4-16G", 16, "turing", False, False, FormFactor.PCIE, ("T4", "Tesla T4", "NVIDIA T4")),
+    # The rest of what RunPod (REST v1 ``GPUTypeId`` enum), Lambda (instance types' gpu_description) and Vast
+    # (gpu_name) list today. A name missing here drops the offer, so each provider's published list is pinned
+    # by tests/test_gpu_registry_coverage.py. Left out on purpose: AMD's MI300X (RunPod lists it), because orch's
+    # boot and job images assume NVIDIA/CUDA; its offers are dropped with a logged warning, not silently.
+    GpuModel("GH200-96G", 96, "hopper", True, True, FormFactor.SXM, ("GH200", "GH200 96GB", "GH200 SXM",
+                                                                       "NVIDIA GH200 480GB")),
+    GpuModel("H100NVL-94G", 94, "hopper", True, True, FormFactor.PCIE, ("H100 NVL", "H100NVL", "NVIDIA H100 NVL")),
+    GpuModel("RTXPRO6000-96G", 96, "blackwell", True, True, FormFactor.PCIE,
+             ("RTX PRO 6000", "RTX PRO 6000 Blackwell", "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+              "RTX PRO 6000 WS", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition")),
+    GpuModel("RTX5090-32G", 32, "blackwell", True, True, FormFactor.PCIE,
+             ("RTX5090", "RTX 5090", "RTX_5090", "NVIDIA GeForce RTX 5090")),
+    GpuModel("RTX6000ADA-48G", 48, "ada", True, True, FormFactor.PCIE,
+             ("RTX 6000 Ada", "RTX 6000Ada", "RTX_6000ADA", "RTX 6000 Ada Generation",
+              "NVIDIA RTX 6000 Ada Generation")),
+    GpuModel("RTX5000ADA-32G", 32, "ada", True, True, FormFactor.PCIE,
+             ("RTX 5000 Ada", "RTX 5000Ada", "RTX 5000 Ada Generation", "NVIDIA RTX 5000 Ada Generation")),
+    GpuModel("RTX4000ADA-20G", 20, "ada", True, True, FormFactor.PCIE,
+             ("RTX 4000 Ada", "RTX 4000Ada", "RTX 4000 Ada Generation", "NVIDIA RTX 4000 Ada Generation",
+              "RTX 4000 SFF Ada", "NVIDIA RTX 4000 SFF Ada Generation")),
+    GpuModel("RTX2000ADA-16G", 16, "ada", True, True, FormFactor.PCIE,
+             ("RTX 2000 Ada", "RTX 2000 Ada Generation", "NVIDIA RTX 2000 Ada Generation")),
+    GpuModel("RTX4080-16G", 16, "ada", True, True, FormFactor.PCIE,
+             ("RTX4080", "RTX 4080", "RTX_4080", "NVIDIA GeForce RTX 4080", "RTX 4080S", "RTX 4080 SUPER")),
+    GpuModel("RTX4070TI-12G", 12, "ada", True, True, FormFactor.PCIE,
+             ("RTX 4070 Ti", "RTX 4070Ti", "RTX_4070_TI", "NVIDIA GeForce RTX 4070 Ti")),
+    GpuModel("RTX3090TI-24G", 24, "ampere", True, False, FormFactor.PCIE,
+             ("RTX 3090 Ti", "RTX 3090Ti", "RTX_3090_TI", "NVIDIA GeForce RTX 3090 Ti")),
+    GpuModel("RTX3090-24G", 24, "ampere", True, False, FormFactor.PCIE,
+             ("RTX3090", "RTX 3090", "RTX_3090", "NVIDIA GeForce RTX 3090")),
+    GpuModel("RTX3080TI-12G", 12, "ampere", True, False, FormFactor.PCIE,
+             ("RTX 3080 Ti", "RTX 3080Ti", "RTX_3080_TI", "NVIDIA GeForce RTX 3080 Ti")),
+    GpuModel("RTX3080-10G", 10, "ampere", True, False, FormFactor.PCIE,
+             ("RTX3080", "RTX 3080", "RTX_3080", "NVIDIA GeForce RTX 3080")),
+    GpuModel("RTX3070-8G", 8, "ampere", True, False, FormFactor.PCIE,
+             ("RTX3070", "RTX 3070", "RTX_3070", "NVIDIA GeForce RTX 3070")),
+    GpuModel("RTXA5000-24G", 24, "ampere", True, False, FormFactor.PCIE,
+             ("RTXA5000", "RTX A5000", "RTX_A5000", "A5000", "NVIDIA RTX A5000")),
+    GpuModel("RTXA4500-20G", 20, "ampere", True, False, FormFactor.PCIE,
+             ("RTXA4500", "RTX A4500", "RTX_A4500", "A4500", "NVIDIA RTX A4500")),
+    GpuModel("RTXA4000-16G", 16, "ampere", True, False, FormFactor.PCIE,
+             ("RTXA4000", "RTX A4000", "RTX_A4000", "A4000", "NVIDIA RTX A4000")),
+    GpuModel("RTXA2000-12G", 12, "ampere", True, False, FormFactor.PCIE,
+             ("RTXA2000", "RTX A2000", "RTX_A2000", "A2000", "NVIDIA RTX A2000")),
+    GpuModel("A40-48G", 48, "ampere", True, False, FormFactor.PCIE, ("A40", "NVIDIA A40")),
+    GpuModel("A30-24G", 24, "ampere", True, False, FormFactor.PCIE, ("A30", "NVIDIA A30")),
+    # Lambda's "RTX 6000 (24 GB)" is the Turing Quadro RTX 6000, not the 48 GB Ada card.
+    GpuModel("RTX6000-24G", 24, "turing", False, False, FormFactor.PCIE,
+             ("Quadro RTX 6000", "RTX 6000", "Q RTX 6000", "RTX 6000 24 GB")),
 )
 
 
@@ -172,6 +222,26 @@ def suggest_gpus(name: str, n: int = 2) -> list[str]:
             scored[model.name] = ratio
     ranked = sorted(scored.items(), key=lambda kv: -kv[1])
     return [name for name, score in ranked[:n] if score >= 0.5]
+
+
+def resolve_offer_gpu(name: str, vram_gb: float | None = None, *, provider: str) -> GpuModel | None:
+    """``resolve_gpu`` for a provider's listing: None for a GPU orch does not know, logged once per name.
+
+    An offer left out this way is never silent: the warning names the provider and its spelling, so a
+    GPU a provider starts listing shows up in the log instead of vanishing from every plan."""
+    try:
+        return resolve_gpu(name, vram_gb)
+    except UnknownGpuError:
+        _warn_unknown(provider, name[:80])
+        return None
+
+
+@cache
+def _warn_unknown(provider: str, name: str) -> None:
+    import logging
+
+    logging.getLogger(__name__).warning("%s lists GPU %r, which orch's GPU registry does not know: its offers "
+                                        "are left out (add it to providers/gpus.py)", provider, name)
 
 
 def gpu_by_name(canonical: str) -> GpuModel:

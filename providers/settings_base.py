@@ -22,17 +22,19 @@ class RetrySettings(BaseModel):
                            max_wait_s=self.retry_max_wait_s, deadline_s=self.retry_deadline_s)
 
 
-#: Where SSH may come from when orch opens the network itself. Key-only logins (no passwords) make the
-#: open default workable; narrow it to the daemon's egress address(es) where you can.
-DEFAULT_SSH_INGRESS = ("0.0.0.0/0",)
+#: Where SSH may come from when orch opens the network itself: nowhere unless configured. The boot path
+#: needs no inbound port (a node pulls its work from the store and reports through it), so nothing is
+#: opened to the internet by default; set ``ssh_ingress_cidrs`` to the addresses you log in from.
+DEFAULT_SSH_INGRESS: tuple[str, ...] = ()
 
 
 class SshIngressSettings(BaseModel):
     """Mixed into the settings of clouds where orch opens TCP 22 itself (AWS, GCP, Azure).
 
     ``ssh_ingress_cidrs``: the source ranges the security group / firewall rule / NSG admits on port 22.
-    An empty list means orch opens nothing (bring your own network rules, or run the daemon inside the
-    network). Each entry is an IPv4 or IPv6 CIDR; host bits are cleared (``10.1.2.3/8`` -> ``10.0.0.0/8``).
+    Empty (the default) means orch opens no port to anyone outside the network (bring your own rules, or
+    run the daemon inside the network). Each entry is an IPv4 or IPv6 CIDR; host bits are cleared
+    (``10.1.2.3/8`` -> ``10.0.0.0/8``).
     """
 
     ssh_ingress_cidrs: list[str] = Field(default_factory=lambda: list(DEFAULT_SSH_INGRESS))

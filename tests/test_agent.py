@@ -169,6 +169,67 @@ def test_aws_rebalance_recommendation_is_a_notice() -> None:
     assert [n["kind"] for n in notices] == ["rebalance-recommendation"]
 
 
+def test_gcp_maintenance_event_is_polled_as_an_advisory() -> None:
+    with metadata_server() as (base, state):
+        poller = oa.NoticePoller("gcp", {"gcp": base})
+        assert poller.poll() == []                       # maintenance-event NONE
+        state.raise_gcp_maintenance("TERMINATE_ON_HOST_MAINTENANCE")
+        notices = poller.poll()
+    assert [(n["kind"], n["key"]) for n in notices] == [
+        ("maintenance-event", "gcp:maintenance:TERMINATE_ON_HOST_MAINTENANCE")]
+    assert any("/instance/maintenance-event" in r for r in state.requests)
+
+
+@pytest.mark.parametrize("advisory", [
+    {"cloud": "aws", "kind": "rebalance-recommendation", "key": "aws:rebalance:t", "detail": {}},
+    {"cloud": "gcp", "kind": "maintenance-event", "key": "gcp:maintenance:MIGRATE", "detail": {}},
+])
+def test_an_advisory_asks_for_a_checkpoint_and_never_drains_or_ends(tmp_path: Path, advisory: dict) -> None:
+    from orchestrator.runtime.engine_hooks import report_from_status
+    from orchestrator.runtime.status import NoticeKind
+
+    clock, poller = Clock(), ScriptedPoller()
+    agent = _agent(_config(tmp_path, store=tmp_path / "store", command=_long_job(tmp_path)), clock, poller)
+    agent.start_job()
+    try:
+        poller.current = [advisory]
+        clock.t += 5
+        agent.tick()
+        assert (tmp_path / "ckpt" / "CHECKPOINT_NOW").exists()      # a checkpoint now
+        _checkpoint(tmp_path / "ckpt", 7)
+        clock.t += 1
+        agent.tick()
+        assert agent.job["state"] == "running" and not agent.job.get("drained")   # not drained
+    finally:
+        agent.stop_job(9)
+    status = parse_status((tmp_path / "status.json").read_bytes())
+    assert [n.kind for n in status.notices] == [NoticeKind(advisory["kind"])]
+    assert not status.preempting and status.advisories == status.notices          # shown, not an ending
+    assert report_from_status(status, now=clock.t).notice is None                 # the engine sees no preemption
+
+
+def test_a_failed_maintenance_poll_never_hides_a_preemption(monkeypatch: pytest.MonkeyPatch) -> None:
+    with metadata_server() as (base, state):
+        state.raise_gcp_preempted()
+        poller = oa.NoticePoller("gcp", {"gcp": base})
+        real = oa._http
+
+        def no_maintenance(method: str, url: str, headers: dict, timeout: float) -> tuple[int, str]:
+            return (404, "") if url.endswith("/maintenance-event") else real(method, url, headers, timeout)
+
+        monkeypatch.setattr(oa, "_http", no_maintenance)
+        assert [n["kind"] for n in poller.poll()] == ["preempted"]
+
+
+def test_notice_kinds_parse_typed() -> None:
+    from orchestrator.runtime.status import NoticeKind
+
+    ending = {"spot-interruption", "preempted", "preempt", "terminate", "from-a-newer-agent"}
+    assert {k for k in ending if NoticeKind.parse(k).ends_attempt} == ending
+    assert not NoticeKind.parse("rebalance-recommendation").ends_attempt
+    assert not NoticeKind.parse("maintenance-event").ends_attempt
+
+
 def test_azure_non_preempt_events_are_ignored() -> None:
     with metadata_server() as (base, state):
         state.azure_events.append({"EventId": "x", "EventType": "Reboot", "EventStatus": "Scheduled"})

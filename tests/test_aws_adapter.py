@@ -375,7 +375,36 @@ def _group(fake: FakeAws, name: str = f"orch-{OWNER}") -> dict[str, object] | No
 def _ssh_cidrs(group: dict[str, object]) -> set[str]:
     perms = group["IpPermissions"]
     assert isinstance(perms, list)
-    return {r["CidrIp"] for p in perms if p["FromPort"] == 22 for r in p["IpRanges"]}
+    return {r["CidrIp"] for p in perms if p.get("FromPort") == 22 for r in p["IpRanges"]}
+
+
+def _open_ranges(group: dict[str, object]) -> set[str]:
+    """Every address range the group admits on any port (group-sourced rules are not ranges)."""
+    perms = group["IpPermissions"]
+    assert isinstance(perms, list)
+    return ({r["CidrIp"] for p in perms for r in p.get("IpRanges", [])}
+            | {r["CidrIpv6"] for p in perms for r in p.get("Ipv6Ranges", [])})
+
+
+def test_default_launch_opens_no_port_to_anyone_and_lets_the_group_talk(fake: FakeAws) -> None:
+    """No ``ssh_ingress_cidrs`` given: orch's group admits no address range at all (0.0.0.0/0 least of all),
+    only its own members, on every protocol and port (a gang's rendezvous and NCCL)."""
+    fake.reset()
+    settings = _settings(fake)
+    assert settings.ssh_ingress_cidrs == []
+    p = AwsProvider(settings, session=_session())
+    a, b = p.launch(_spec()), p.launch(_spec())
+    group = _group(fake)
+    assert group is not None
+    assert _open_ranges(group) == set(), "nothing from outside the group"
+    [self_rule] = group["IpPermissions"]  # type: ignore[misc]
+    assert self_rule["IpProtocol"] == "-1"
+    assert [pair["GroupId"] for pair in self_rule["UserIdGroupPairs"]] == [group["GroupId"]]
+    held = _ec2(fake).describe_instances(InstanceIds=[i.instance_id.split("/")[1] for i in (a, b)])
+    for inst in held["Reservations"][0]["Instances"] + held["Reservations"][-1]["Instances"]:
+        assert [g["GroupId"] for g in inst["SecurityGroups"]] == [group["GroupId"]]
+    p.launch(_spec())
+    assert fake.requests["AuthorizeSecurityGroupIngress"] == 1, "the self rule is found, not added again"
 
 
 def test_launch_opens_ssh_in_an_owned_group_that_is_deleted_once_unused(fake: FakeAws) -> None:
@@ -421,14 +450,15 @@ def test_ssh_rules_follow_the_setting(fake: FakeAws) -> None:
     assert not [r for perm in group["IpPermissions"] for r in perm["Ipv6Ranges"]]
 
 
-def test_configured_groups_or_no_ingress_create_no_group(fake: FakeAws) -> None:
+def test_configured_groups_create_no_group(fake: FakeAws) -> None:
     fake.reset()
     mine = _ec2(fake).create_security_group(GroupName="team", Description="d")["GroupId"]
     AwsProvider(_settings(fake, security_group_ids=[mine]), session=_session()).launch(_spec())
     assert fake.sent["RunInstances"]["SecurityGroupId.1"] == mine
-    AwsProvider(_settings(fake, ssh_ingress_cidrs=[]), session=_session()).launch(_spec())
-    assert not any(k.startswith("SecurityGroupId") for k in fake.sent["RunInstances"])
     assert fake.requests["CreateSecurityGroup"] == 1, "only the test's own \"team\" group"
+    AwsProvider(_settings(fake, ssh_ingress_cidrs=[]), session=_session()).launch(_spec())
+    group = _group(fake)
+    assert group is not None and _open_ranges(group) == set(), "no ingress: orch's group, closed to outsiders"
 
 
 def test_launch_heals_a_group_deleted_under_it(aws: AwsProvider, fake: FakeAws) -> None:

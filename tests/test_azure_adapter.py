@@ -34,6 +34,7 @@ from providers.errors import (
     InstanceNotFoundError,
     InsufficientCapacityError,
     InvalidRequestError,
+    PriceTooLowError,
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
@@ -108,6 +109,8 @@ def http_error(status: int, code: str | None) -> HttpResponseError:
         (409, "OverconstrainedAllocationRequest", InsufficientCapacityError),
         (409, "OperationNotAllowed", QuotaExceededError),
         (409, "QuotaExceeded", QuotaExceededError),
+        (400, "SpotPriceGreaterThanProvidedMaxPrice", PriceTooLowError),
+        (200, "SpotPriceGreaterThanProvidedMaxPrice", PriceTooLowError),   # as a failed LRO
         (429, "TooManyRequests", RateLimitedError),
         (429, None, RateLimitedError),
         (401, "InvalidAuthenticationToken", AuthError),
@@ -438,7 +441,7 @@ def test_vm_nic_carries_a_standard_public_ip_and_an_nsg_rule_for_22(fake: FakeAr
     assert pip["sku"]["name"] == "Standard" and pip["properties"]["publicIPAllocationMethod"] == "Static"
     assert pip["tags"] == {TAG_LAUNCH_ID: s.launch_id, TAG_OWNER: OWNER, TAG_JOB: "train-7"}
     assert nsg["name"] == f"orch-{OWNER}-ssh-eastus" and nsg["tags"][TAG_OWNER] == OWNER
-    [rule] = nsg["properties"]["securityRules"]
+    [rule] = [r for r in nsg["properties"]["securityRules"] if r["name"] == "orch-ssh"]
     rp = rule["properties"]
     assert (rp["direction"], rp["access"], rp["protocol"], rp["destinationPortRange"]) == (
         "Inbound", "Allow", "Tcp", "22")
@@ -449,17 +452,16 @@ def test_vm_nic_carries_a_standard_public_ip_and_an_nsg_rule_for_22(fake: FakeAr
 
 
 def test_the_nsg_is_shared_per_region_and_follows_the_setting(fake: FakeArm) -> None:
-    p = _provider(fake)
+    p = _provider(fake, ssh_ingress_cidrs=["203.0.113.7/32"])
     p.launch(spec("l00000000000a"))
     p.launch(spec("l00000000000b"))
     assert len(puts(fake, "networkSecurityGroups")) == 1, "found with the right rules: no second PUT"
     [nsg] = fake.state.nsgs.values()
     assert len(nsg["properties"]["networkInterfaces"]) == 2
-    assert nsg["properties"]["securityRules"][0]["properties"]["sourceAddressPrefixes"] == ["0.0.0.0/0"]
     _provider(fake, ssh_ingress_cidrs=["198.51.100.0/24", "2001:db8::/32"]).launch(spec("l00000000000c"))
     [nsg] = fake.state.nsgs.values()
-    rules = {r["name"]: r["properties"]["sourceAddressPrefixes"] for r in nsg["properties"]["securityRules"]}
-    assert rules == {"orch-ssh": ["198.51.100.0/24"], "orch-ssh-v6": ["2001:db8::/32"]}
+    rules = {r["name"]: r["properties"].get("sourceAddressPrefixes") for r in nsg["properties"]["securityRules"]}
+    assert rules == {"orch-intra": None, "orch-ssh": ["198.51.100.0/24"], "orch-ssh-v6": ["2001:db8::/32"]}
     assert len(nsg["properties"]["networkInterfaces"]) == 3, "an update keeps the NICs that use it"
 
 
@@ -472,9 +474,25 @@ def test_public_ip_false_creates_neither_address_nor_nsg(fake: FakeArm) -> None:
     assert inst.public_ip is None and inst.private_ip
 
 
-def test_no_ingress_ranges_means_an_address_but_no_nsg(fake: FakeArm) -> None:
-    _provider(fake, ssh_ingress_cidrs=[]).launch(spec())
-    assert fake.state.pips and not fake.state.nsgs
+def test_default_launch_opens_no_port_to_anyone_and_lets_the_network_talk(fake: FakeArm) -> None:
+    """No ``ssh_ingress_cidrs``: the VM has an address, and its NSG admits the virtual network on every port
+    (a gang's rendezvous and NCCL) and no range from outside: no rule names 0.0.0.0/0, Internet or *."""
+    p = _provider(fake)
+    assert p.settings.ssh_ingress_cidrs == []
+    p.launch(spec())
+    assert fake.state.pips
+    [nsg] = fake.state.nsgs.values()
+    [rule] = nsg["properties"]["securityRules"]
+    rp = rule["properties"]
+    assert (rule["name"], rp["direction"], rp["access"], rp["protocol"], rp["destinationPortRange"]) == (
+        "orch-intra", "Inbound", "Allow", "*", "*")
+    assert (rp["sourceAddressPrefix"], rp["destinationAddressPrefix"]) == ("VirtualNetwork", "VirtualNetwork")
+    outside = {"0.0.0.0/0", "::/0", "*", "Internet", "Any"}
+    for r in nsg["properties"]["securityRules"]:
+        sources = {r["properties"].get("sourceAddressPrefix")} | set(r["properties"].get("sourceAddressPrefixes") or [])
+        assert not sources & outside, r
+    [nic] = fake.state.nics.values()
+    assert nic["properties"]["networkSecurityGroup"]["id"] == nsg["id"]
 
 
 def test_network_leftovers_are_listed_and_deleted(fake: FakeArm, provider: AzureProvider) -> None:
@@ -595,7 +613,7 @@ def test_published_nic_public_ip_and_nsg_parse() -> None:
 
 
 def test_fake_nsg_default_rules_are_the_published_ones(fake: FakeArm, provider: AzureProvider) -> None:
-    provider.launch(spec())
+    _provider(fake, ssh_ingress_cidrs=["203.0.113.7/32"]).launch(spec())
     [nsg] = fake.state.nsgs.values()
 
     def shape(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -54,6 +54,8 @@ FLAGS: dict[str, list[str]] = {
     "down": ["--all", "--yes", "-y", "--timeout", "--poll"],
     "tick": ["--until-quiet", "--max-ticks", "--json"],
     "apply": ["--prune", "--no-launch", "--max-ticks"],
+    # never --yes: it launches (the fuzz has no config, so it would stop at "no provider"; not relied on)
+    "smoke": ["--provider", "-p", "--store", "--timeout", "--teardown-timeout", "--poll", "--json"],
 }
 HOSTILE = ["nan", "NaN", "inf", "-inf", "1e309", "-1", "0", "1", "3", "99999999999999999999999", "", " ", "-",
            "--", "A100", "h100,,l4", "us-*", "[", "*", "spot", "json", "agent", "price-per-gpu", "nvlink",
@@ -101,6 +103,8 @@ def _check(command: str, args: list[str], tmp_path: Path) -> None:
     argv = [*command.split(), *args]
     if command == "events":
         argv = [a for a in argv if a not in ("--follow", "-f")]     # following waits for events by design
+    if command == "smoke":
+        argv = [a for a in argv if a != "--yes"]                   # a hostile value may spell it
     if command == "simulate":
         argv += ["--workers", "1"]                                  # one process: the fuzz, not a pool
     runner = CliRunner()

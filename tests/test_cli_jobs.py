@@ -102,10 +102,14 @@ def test_plan_text_and_json_agree_and_show_costs_and_flags() -> None:
     assert chosen["total_price_hr"] == pytest.approx(chosen["price_hr"] * 2, rel=1e-3)
     assert chosen["estimated_total_usd"] == pytest.approx(chosen["total_price_hr"] * 14, abs=0.02)
     assert all(o["provider"] != "vastai" for o in [chosen, *job["alternatives"]])   # providers.deny
+    # what every node gets: the examples directory at the repository's HEAD
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert (job["code"]["commit"], job["code"]["path"]) == (head, "examples") and job["code"]["files"] >= 5
 
     code, text, err = run("plan", str(EXAMPLES / "torchrun-ddp.yaml"), "--alternatives", "2")
     assert code == 0, err
     assert "chosen" in text and "alt 2" in text and "alt 3" not in text
+    assert f"code     commit {head[:12]}, path examples: {job['code']['files']} files" in text
     assert f"${chosen['total_price_hr']:,.2f}/h" in text
     assert f"total ${chosen['estimated_total_usd']:,.2f}" in text
     for option in [chosen, *job["alternatives"]]:

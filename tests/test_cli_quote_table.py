@@ -64,7 +64,7 @@ def test_at_80_columns_the_essentials_stay() -> None:
     assert all(row[header.index("AGE")].startswith("~") for row in rows)      # shipped: approximate ages
     wide = orch("quote", "--gpu", "A100-80G", "--count", "4", "--wide", columns=80)
     wide_header, _ = table(wide.stdout)
-    assert {"VRAM", "vCPU/GPU", "RAM/GPU", "LINK", "SOURCE", "INSTANCE", "GPUS"} <= set(wide_header)
+    assert {"VRAM", "vCPU/GPU", "RAM/GPU", "LINK", "FABRIC", "SOURCE", "INSTANCE", "GPUS"} <= set(wide_header)
 
 
 def test_identical_offers_are_grouped_across_regions() -> None:
@@ -115,3 +115,14 @@ def test_rule_of_thumb_flags_only_offers_below_the_minimum() -> None:
     assert rows and not [r for r in rows if r["flags"]]          # generous hyperscaler machines are not flagged
     vast = json.loads(orch("quote", "--gpu", "H200", "--provider", "vast", "--count", "8", "--json").stdout)
     assert vast and all(r["vcpus"] is None and r["vcpus_per_gpu"] is None for r in vast)   # shipped Vast: unknown
+
+
+def test_wide_shows_the_fabric_between_the_nodes() -> None:
+    """Per offer, the node-to-node fabric and its bandwidth; for several nodes, one orch does not attach says tcp."""
+    out = orch("quote", "--gpu", "H100-80G", "--count", "8", "--nodes", "2", "--wide", "--all-regions",
+               columns=400).stdout
+    header, rows = table(out)
+    fabric, instance = header.index("FABRIC"), header.index("INSTANCE")
+    seen = {r[instance]: r[fabric] for r in rows}
+    assert seen.get("p5.48xlarge", "efa 3200G") == "efa 3200G"
+    assert any(v.startswith("efa ") for v in seen.values()), seen

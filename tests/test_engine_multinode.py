@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobStatus
-from providers.base import Capability, Market
+from providers.base import Capability, LaunchSpec, Market
 from providers.errors import InsufficientCapacityError
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
@@ -55,6 +55,28 @@ def test_a_two_node_job_launches_a_gang_and_runs_once_node_1_joined_node_0(gang_
     (_, _, addr0, _), (_, _, addr1, key1) = boot.started
     assert addr0 is None and addr1 == head.private_ip and key1 == f"{head.provider}/{head.instance_id}"
     assert store.job(job.id).status is JobStatus.RUNNING
+
+
+def test_a_gangs_nodes_carry_one_gang_key_and_the_next_start_another(gang_world, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The key the clouds name the gang's placement group after: one per start, none for one node."""
+    clock, store, aws, gcp, _monitor, rec, _boot, job = gang_world
+    sent: list[LaunchSpec] = []
+    for p in (aws, gcp):
+        real = p.launch
+        monkeypatch.setattr(p, "launch", lambda s, real=real: (sent.append(s), real(s))[1])
+    rec.tick()
+    settle(rec, clock)
+    assert sorted(s.node_rank for s in sent) == [0, 1]
+    assert {s.gang for s in sent} == {f"j{job.id}-g{gang(store, job.id)[0].generation}"}
+    node1 = next(a for a in gang(store, job.id) if a.node_rank == 1)
+    (aws if node1.offer.provider == aws.name else gcp).preempt(node1.instance_id or "")
+    clock.advance(seconds=30)
+    rec.tick()
+    assert len({s.gang for s in sent}) == 2, "the restarted gang is placed anew"
+    single = store.add_job(spec(name="single"), clock())
+    sent.clear()
+    rec.tick()
+    assert [s.gang for s in sent if s.job == single.spec.name] == [""]
 
 
 def test_node_1_waits_for_node_0_and_the_job_is_launching_until_both_run(gang_world) -> None:  # type: ignore[no-untyped-def]

@@ -216,7 +216,7 @@ def test_every_runpod_answer_validates_against_the_derived_schema(runpod_request
 def test_runpod_errors_are_http_200_graphql_errors(runpod_requests: list[Recorded]) -> None:
     messages = [e["message"] for r in runpod_requests for e in r.reply.get("errors", [])]
     assert "pod not found to terminate" in messages
-    assert any(m.startswith("There are no instances available") for m in messages)
+    assert any(m.startswith("There are no longer any instances available") for m in messages)
 
 
 def test_adapter_inputs_follow_the_derived_schema(runpod_requests: list[Recorded]) -> None:

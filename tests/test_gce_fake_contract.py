@@ -219,3 +219,87 @@ def test_errors_use_googles_json_error_format(fake: GceFake) -> None:
     fake.inject("throttle")
     status, body = fake.handle("POST", f"{ROOT}/zones/{ZONE}/instances", {}, _instance_body())
     assert status == 429 and body["error"]["errors"][0]["reason"] == "rateLimitExceeded"
+
+
+# -- refusals: GCE's schema and limits, in GCE's words, and the adapter's typed errors ----------------
+
+def test_the_adapter_s_insert_bodies_are_accepted(fake: GceFake) -> None:
+    _exercise(fake)
+    assert fake.refusals == []
+
+
+@pytest.mark.parametrize(("change", "status", "reason", "words"), [
+    (lambda b: b["disks"][0]["initializeParams"].update(sourceImage="pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"),
+     400, "invalid", "sourceImage': 'pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime'. The URL is malformed."),
+    (lambda b: b["metadata"]["items"].append({"key": "startup-script", "value": "x" * 262145}),
+     413, "fieldSizeTooLarge", "maximum size 262144 character(s); actual size 262145."),
+    (lambda b: b["metadata"]["items"].extend({"key": f"k{i}", "value": "x" * 200000} for i in range(3)),
+     413, "fieldSizeTooLarge", "Value for field 'resource.metadata' is too large"),
+    (lambda b: b["metadata"]["items"].append({"key": "bad key!", "value": "v"}), 400, "invalid", "items"),
+    (lambda b: b.update(bogusField=1), 400, "badRequest", 'Unknown name "bogusField"'),
+    (lambda b: b["scheduling"].update(provisioningModel="CHEAP"), 400, "invalid", "scheduling.provisioningModel"),
+])
+def test_fake_refuses_what_gce_refuses(fake: GceFake, change: Any, status: int, reason: str, words: str) -> None:
+    body = _instance_body()
+    body.setdefault("metadata", {}).setdefault("items", [])
+    change(body)
+    got, answer = fake.handle("POST", f"{ROOT}/zones/{ZONE}/instances", {}, body)
+    assert got == status and answer["error"]["errors"][0]["reason"] == reason
+    assert words in answer["error"]["message"], answer["error"]["message"]
+    assert fake.instance(ZONE, body["name"]) is None
+
+
+def test_a_family_and_a_full_image_url_are_accepted(fake: GceFake) -> None:
+    for image in ("projects/debian-cloud/global/images/family/debian-12",
+                  "https://www.googleapis.com/compute/v1/projects/ubuntu-os-cloud/global/images/ubuntu-2204-v20240101",
+                  "global/images/my-image"):
+        body = _instance_body()
+        body["disks"][0]["initializeParams"]["sourceImage"] = image
+        status, _ = fake.handle("POST", f"{ROOT}/zones/{ZONE}/instances", {}, body)
+        assert status == 200, image
+        fake.reset()
+
+
+def _provider_over_http(**settings: Any) -> Any:
+    from providers.gcp.adapter import GcpProvider
+    from providers.gcp.settings import Settings
+    from tests.fakes.gce import GceServer
+
+    server = GceServer().start()
+    provider = GcpProvider(Settings(project=PROJECT, zones=[ZONE], api_endpoint=server.endpoint,
+                                    anonymous_credentials=True, retry_attempts=2, retry_initial_wait_s=0.001,
+                                    retry_max_wait_s=0.01, retry_deadline_s=5.0, operation_timeout_s=10.0,
+                                    **settings))
+    return server, provider
+
+
+def _spec(market: Market = Market.ON_DEMAND, script: str = "#!/bin/sh\n") -> LaunchSpec:
+    from tests.contract.harness_gcp import catalog_offer as gcp_offer
+
+    return LaunchSpec(launch_id="l0123456789ab", owner="alice", job="train", offer=gcp_offer(market),
+                      ssh_public_key="ssh-ed25519 AAAAKEY me", startup_script=script)
+
+
+@pytest.mark.parametrize(("settings", "script", "fault", "error", "code"), [
+    ({"image": "pytorch/pytorch:latest"}, "#!/bin/sh\n", None, "InvalidRequestError", "invalid"),
+    ({}, "#!/bin/sh\n" + "#" * 262144, None, "InvalidRequestError", "fieldSizeTooLarge"),
+    ({}, "#!/bin/sh\n", "capacity", "InsufficientCapacityError", "ZONE_RESOURCE_POOL_EXHAUSTED"),
+    ({}, "#!/bin/sh\n", "quota", "QuotaExceededError", "QUOTA_EXCEEDED"),
+    ({}, "#!/bin/sh\n", "throttle", "RateLimitedError", None),
+])
+def test_known_refusals_reach_orch_typed(settings: dict[str, Any], script: str, fault: str | None, error: str,
+                                         code: str | None) -> None:
+    pytest.importorskip("google.cloud.compute_v1")
+    import providers.errors as errors
+
+    server, provider = _provider_over_http(**settings)
+    try:
+        if fault:
+            server.fake.inject(fault, times=10)
+        with pytest.raises(getattr(errors, error)) as err:
+            provider.launch(_spec(script=script))
+        if code:
+            assert code in (err.value.code or ""), err.value
+    finally:
+        provider.close()
+        server.stop()

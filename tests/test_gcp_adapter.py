@@ -106,6 +106,9 @@ def _op(code: str, status: int, op_type: str = "insert") -> OperationError:
         (_http(403, "rateLimitExceeded"), RateLimitedError, "rateLimitExceeded"),
         (_http(429, "rateLimitExceeded"), RateLimitedError, "rateLimitExceeded"),
         (_http(429, ""), RateLimitedError, None),
+        (_http(403, "userRateLimitExceeded"), RateLimitedError, "userRateLimitExceeded"),
+        # An operation throttled for too many operations on one resource (e.g. one image in many zones):
+        (_op("RESOURCE_OPERATION_RATE_EXCEEDED", 403), RateLimitedError, "RESOURCE_OPERATION_RATE_EXCEEDED"),
         (_http(401, "authError"), AuthError, "authError"),
         (_http(403, "forbidden"), AuthError, "forbidden"),
         (_http(404, "notFound"), InstanceNotFoundError, "notFound"),
@@ -329,7 +332,7 @@ def test_settings_import_is_sdk_free() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# --- the SSH firewall rule, the node's service account, leftovers ------------------------------------------
+# --- the firewall rules, the node's service account, leftovers ------------------------------------------
 def _firewall_posts(server: GceServer) -> list[Any]:
     return [r for r in server.fake.requests if r.method == "POST" and r.path.endswith("/global/firewalls")]
 
@@ -344,14 +347,14 @@ def test_launch_opens_ssh_with_a_tagged_firewall_rule(server: GceServer) -> None
     assert rule["sourceRanges"] == ["203.0.113.7/32"] and rule["targetTags"] == ["orch-alice"]
     assert rule["allowed"] == [{"IPProtocol": "tcp", "ports": ["22"]}] and rule["direction"] == "INGRESS"
     assert rule["network"].endswith("/global/networks/default")
-    assert len(_firewall_posts(server)) == 1, "created once, found on the next launch"
+    assert len(_firewall_posts(server)) == 2, "the SSH and intra rules created once, found on the next launch"
     inst = server.fake.instance(ZONE, a.instance_id.split("/")[1])
     assert inst is not None and inst["tags"]["items"] == ["orch-alice"]
     # The setting changes: the same rule is patched, not duplicated.
     GcpProvider(_settings(server, ssh_ingress_cidrs=["198.51.100.0/24"])).launch(_spec("l0000000000f3"))
     rule = server.fake.firewall("orch-alice-ssh-default")
     assert rule is not None and rule["sourceRanges"] == ["198.51.100.0/24"]
-    assert len(_firewall_posts(server)) == 1
+    assert len(_firewall_posts(server)) == 2
     p.close()
 
 
@@ -363,10 +366,22 @@ def test_ipv6_ranges_get_their_own_rule(server: GceServer) -> None:
     assert v6 is not None and v6["sourceRanges"] == ["2001:db8::/32"]
 
 
-def test_no_ingress_means_no_rule(server: GceServer) -> None:
+def test_default_launch_opens_no_port_to_anyone_and_lets_the_tag_talk(server: GceServer) -> None:
+    """No ``ssh_ingress_cidrs``: the only rule orch makes admits its own tagged instances, on every
+    protocol (a gang's rendezvous and NCCL), and no address range: nothing from 0.0.0.0/0."""
     server.fake.reset()
-    GcpProvider(_settings(server, ssh_ingress_cidrs=[])).launch(_spec("l0000000000f5"))
-    assert not [r for r in server.fake.requests if "/global/firewalls" in r.path]
+    settings = _settings(server)
+    assert settings.ssh_ingress_cidrs == []
+    p = GcpProvider(settings)
+    p.launch(_spec("l0000000000f5"))
+    posted = [r.body["name"] for r in _firewall_posts(server)]  # type: ignore[index]
+    assert posted == ["orch-alice-intra-default"]
+    assert [r.name for r in p.list_network_resources("alice")] == posted
+    rule = server.fake.firewall(posted[0])
+    assert rule is not None and rule["direction"] == "INGRESS"
+    assert not rule.get("sourceRanges"), "no address range: nothing from outside the tag"
+    assert rule["sourceTags"] == ["orch-alice"] and rule["targetTags"] == ["orch-alice"]
+    assert rule["allowed"] == [{"IPProtocol": "all"}]
 
 
 def test_firewall_rule_is_a_leftover_once_no_instance_is_on_its_network(server: GceServer) -> None:
@@ -375,7 +390,7 @@ def test_firewall_rule_is_a_leftover_once_no_instance_is_on_its_network(server: 
     inst = p.launch(_spec("l0000000000f6"))
     [rule] = p.list_network_resources("alice")
     assert (rule.kind, rule.resource_id, rule.owner, rule.in_use) == (
-        ResourceKind.FIREWALL_RULE, "orch-alice-ssh-default", "alice", True)
+        ResourceKind.FIREWALL_RULE, "orch-alice-intra-default", "alice", True)
     assert rule.created_at is not None
     assert p.list_network_resources("bob") == []
     p.terminate(inst.instance_id)
@@ -470,3 +485,13 @@ def test_recorded_firewall_list_parses_and_none_is_orchs() -> None:
     rules.append(ours)
     [found] = fw.owned("alice", [])
     assert found.resource_id == "orch-alice-ssh-default" and not found.in_use and found.created_at is not None
+
+
+def test_an_ssh_rule_no_longer_configured_is_removed_at_the_next_launch(server: GceServer) -> None:
+    """An older default opened 22 to 0.0.0.0/0: with ssh_ingress_cidrs now empty, the next launch closes it."""
+    server.fake.reset()
+    GcpProvider(_settings(server, ssh_ingress_cidrs=["0.0.0.0/0"])).launch(_spec("l0000000000e1"))
+    assert server.fake.firewall("orch-alice-ssh-default") is not None
+    GcpProvider(_settings(server)).launch(_spec("l0000000000e2"))
+    assert server.fake.firewall("orch-alice-ssh-default") is None
+    assert server.fake.firewall("orch-alice-intra-default") is not None

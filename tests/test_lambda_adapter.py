@@ -478,8 +478,9 @@ def test_published_instance_types_example_parses() -> None:
 
     example = _lambda_spec()["components"]["schemas"]["InstanceTypes"]["example"]  # type: ignore[index]
     itype = example["gpu_1x_gh200"]["instance_type"]
-    # The only published example is a GH200, which orch's GPU registry does not list: skipped, not mis-read.
-    assert _offer(itype, "us-west-1", date(2026, 1, 1)) is None
+    # The only published example is a GH200 (96 GB): the registry knows it, so the offer is kept (issue 27).
+    gh200 = _offer(itype, "us-west-1", date(2026, 1, 1))
+    assert gh200 is not None and (gh200.gpu, gh200.vram_gb, gh200.gpu_count) == ("GH200-96G", 96.0, 1)
     # Its fields (specs.gpus/vcpus/memory_gib, price_cents_per_hour) are the ones _offer reads, with their types:
     known = {**itype, "description": "1x H100 (80 GB SXM5)", "gpu_description": "H100 (80 GB SXM5)"}
     offer = _offer(known, "us-west-1", date(2026, 1, 1))

@@ -127,7 +127,7 @@ def test_azure_nsg_of_a_crashed_launch_is_collected() -> None:
         fake.close()
 
 
-# --- GCP: the GCE fake, orch's SSH firewall rule --------------------------------------------------------
+# --- GCP: the GCE fake, orch's firewall rule ----------------------------------------------------------
 def test_gcp_firewall_rule_of_a_crashed_launch_is_collected() -> None:
     from providers.gcp.adapter import GcpProvider
     from tests.contract.harness_gcp import catalog_offer
@@ -143,8 +143,8 @@ def test_gcp_firewall_rule_of_a_crashed_launch_is_collected() -> None:
             return p.launch(LaunchSpec(f"l00000000{next(n)}", owner, "j1", catalog_offer(Market.ON_DEMAND)))
 
         collect("gcp", p, launch, {ResourceKind.FIREWALL_RULE})
-        assert server.fake.firewall("orch-alice-ssh-default") is None
-        assert server.fake.firewall("orch-bob-ssh-default") is not None
+        assert server.fake.firewall("orch-alice-intra-default") is None
+        assert server.fake.firewall("orch-bob-intra-default") is not None
         p.close()
     finally:
         server.stop()

@@ -165,15 +165,22 @@ def test_the_spot_note_is_true_for_the_job(checkpointed: bool, says: str) -> Non
         assert "resumes" not in note and "add checkpoint:" in note
 
 
-def test_a_fabric_orch_does_not_attach_is_a_note_for_multi_node_jobs() -> None:
-    p4d = offer("aws", "p4d.24xlarge", 30.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=1152)
-    for nodes, noted in ((2, True), (1, False)):
-        req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes)
-        [chosen] = plan(req, gather_offers(req.gpu_request(), [p4d])).eligible
-        notes = [n for n in chosen.notes if "efa" in n]
-        assert bool(notes) is noted
-        if noted:
-            assert "EFA network interface" in notes[0] and "NCCL runs over TCP" in notes[0]
+def test_the_fabric_between_the_nodes_is_a_note_for_multi_node_jobs() -> None:
+    """AWS EFA orch attaches; Azure InfiniBand it does not (TCP, warned); a type without one: plain TCP."""
+    cases = [(offer("aws", "p4d.24xlarge", 30.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=1152),
+              ("talk over efa", "EFA network interface", "points NCCL at it")),
+             (offer("azure", "Standard_ND96asr_v4", 28.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=900),
+              ("infiniband", "does not set up", "NCCL runs over TCP", "plain TCP")),
+             (offer("aws", "g5.48xlarge", 16.0, gpu="A100-40G", vram=40, count=8, vcpus=192, mem=768),
+              ("no RDMA fabric", "NCCL runs over TCP", "plain TCP"))]
+    for o, says in cases:
+        for nodes, noted in ((2, True), (1, False)):
+            req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes)
+            [chosen] = plan(req, gather_offers(req.gpu_request(), [o])).eligible
+            notes = [n for n in chosen.notes if "NCCL" in n]
+            assert bool(notes) is noted, (o.instance_type, nodes, chosen.notes)
+            if noted:
+                assert all(s in notes[0] for s in says), notes[0]
 
 
 def test_every_fabric_fact_names_a_catalog_instance_type() -> None:
@@ -182,3 +189,30 @@ def test_every_fabric_fact_names_a_catalog_instance_type() -> None:
 
     known = {(o.provider, o.instance_type) for o in load_catalog().offers}
     assert set(FABRICS) <= known
+
+
+def test_resources_fabric_rejects_offers_without_the_asked_link_between_nodes() -> None:
+    p4d = offer("aws", "p4d.24xlarge", 30.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=1152)
+    nd = offer("azure", "Standard_ND96asr_v4", 28.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=900)
+    g5 = offer("aws", "g5.48xlarge", 16.0, gpu="A100-40G", vram=40, count=8, vcpus=192, mem=768)
+
+    def eligible(fabric: str, nodes: int = 2) -> set[str]:
+        req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes, fabric=fabric)
+        return {x.offer.instance_type for x in plan(req, gather_offers(req.gpu_request(), [p4d, nd, g5])).eligible}
+
+    assert eligible("any") == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
+    assert eligible("fast") == {"p4d.24xlarge"}, "ND's InfiniBand is not attached by orch yet: TCP"
+    assert eligible("infiniband") == set(), "EFA is not IB verbs, and no cloud's InfiniBand is attached yet"
+    assert eligible("infiniband", nodes=1) == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
+    req = PlanRequest(gpus=("A100-40G",), count=8, nodes=2, fabric="fast")
+    [g5_out] = [x for x in plan(req, gather_offers(req.gpu_request(), [g5])).rejected]
+    assert g5_out.excluded[0].constraint is Constraint.FABRIC and "plain TCP" in g5_out.excluded[0].detail
+
+
+def test_fabric_labels_for_quote_wide() -> None:
+    from providers.fabric import fabric_label
+
+    assert fabric_label("aws", "p5.48xlarge", 2) == "efa 3200G"
+    assert fabric_label("azure", "Standard_ND96isr_H100_v5", 2) == "infiniband 3200G, tcp"
+    assert fabric_label("gcp", "a3-highgpu-8g", 1) == "gpudirect-tcpx 800G"
+    assert fabric_label("aws", "g5.48xlarge", 2) == "ethernet"

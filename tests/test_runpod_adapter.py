@@ -32,11 +32,11 @@ from providers.errors import (
 )
 from providers.registry import create_provider
 from providers.runpod import settings as runpod_settings
-from providers.runpod.adapter import NO_CAPACITY_PREFIX, RunPodProvider, translate_error
+from providers.runpod.adapter import NO_CAPACITY_PREFIXES, RunPodProvider, translate_error
 from providers.runpod.settings import CloudType, Settings
 from tests.contract.harness_runpod import PUBLIC_KEY, a100_offer, fast_settings
 from tests.fakes.lr_base import FakeServer
-from tests.fakes.runpod import NO_CAPACITY, RunPodFake, start_runpod_fake
+from tests.fakes.runpod import NO_CAPACITY, OLD_NO_CAPACITY, RunPodFake, start_runpod_fake
 
 OWNER = "alice"
 
@@ -85,6 +85,7 @@ def _gql_error(message: str, code: str | None = None) -> httpx.Response:
 @pytest.mark.parametrize(("response", "error"), [
     (_gql_error(NO_CAPACITY), InsufficientCapacityError),
     (_gql_error(NO_CAPACITY, "INTERNAL_SERVER_ERROR"), InsufficientCapacityError),
+    (_gql_error(OLD_NO_CAPACITY), InsufficientCapacityError),
     (_gql_error("You do not have enough funds to deploy this pod.", "INSUFFICIENT_BALANCE"), QuotaExceededError),
     (_gql_error("pod not found to terminate", "INTERNAL_SERVER_ERROR"), InstanceNotFoundError),
     (_gql_error('Field "bogus" is not defined by type "PodFindAndDeployOnDemandInput".', "BAD_USER_INPUT"),
@@ -103,14 +104,15 @@ def test_translate_error(response: httpx.Response, error: type) -> None:
 
 def test_translate_error_passes_successes() -> None:
     assert translate_error(httpx.Response(200, json={"data": {"pod": None}})) is None
-    assert NO_CAPACITY.lower().startswith(NO_CAPACITY_PREFIX)
+    assert NO_CAPACITY.lower().startswith(NO_CAPACITY_PREFIXES[0])
+    assert OLD_NO_CAPACITY.lower().startswith(NO_CAPACITY_PREFIXES[1])
 
 
 # -- offers -------------------------------------------------------------------------------------------
 
 def test_offers_price_count_times_the_per_gpu_price(provider: RunPodProvider, fake: RunPodFake) -> None:
     offers = {o.gpu: o for o in provider.offers(GpuRequest(count=2))}
-    assert set(offers) == {"A100-80G", "H100-80G", "RTX4090-24G"}  # A40: no secure stock and not in the registry
+    assert set(offers) == {"A100-80G", "H100-80G", "RTX4090-24G"}  # A40: no secure stock
     a100 = offers["A100-80G"]
     assert a100.price_hr == pytest.approx(3.28) and a100.offer_id == "NVIDIA A100 80GB PCIe"
     assert a100.instance_type == "2x_NVIDIA A100 80GB PCIe_SECURE" and a100.source == "live"

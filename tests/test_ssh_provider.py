@@ -285,3 +285,50 @@ def test_a_host_declared_on_infiniband_reports_its_fabric(tmp_path: Path, sshd: 
     assert p.launch(_spec(p, "ib")).fabric is Fabric.INFINIBAND
     assert p.launch(_spec(p, "plain")).fabric is None
     assert p.get("ib").fabric is Fabric.INFINIBAND
+
+
+# -- ending a launch for real (providers/ssh/cleanup.py) ----------------------------------------------------
+def _pids_marked(launch_id: str) -> list[int]:
+    from tests.e2e.booting import processes_marked
+
+    return processes_marked("ORCH_LAUNCH_ID", launch_id)
+
+
+def test_terminate_stops_every_process_of_the_launch_before_freeing_the_host(tmp_path: Path,
+                                                                             sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd, stop_grace_s=0.5)
+    inst = p.launch(_spec(p))
+    # A process of the launch that ignores SIGTERM and left the session: only SIGKILL after the grace ends it.
+    flag = sshd.workdir / "started"
+    stubborn = f"trap '' TERM; touch {flag}; while true; do sleep 1; done"
+    with p.transport("box1") as t:
+        assert t.exec(f"ORCH_LAUNCH_ID={inst.launch_id} setsid nohup sh -c \"{stubborn}\" >/dev/null 2>&1 "
+                      f"< /dev/null & while [ ! -f {flag} ]; do sleep 0.05; done; echo started",
+                      timeout=10).stdout.strip() == "started"
+    assert _pids_marked(inst.launch_id)
+    p.terminate("box1")
+    assert _pids_marked(inst.launch_id) == []
+    assert p.get("box1") is None and p.book.unusable("box1") is None
+
+
+def test_a_host_that_cannot_be_cleaned_stays_reserved_and_unusable(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd)
+    p.launch(_spec(p))
+    sshd.stop()                      # orch cannot reach it to stop the launch: it cannot vouch that it is clean
+    with pytest.raises(ProviderUnavailableError) as info:
+        p.terminate("box1")
+    assert info.value.code == "host-unclean" and "box1 is unusable" in str(info.value)
+    held = p.get("box1")
+    assert held is not None and held.raw_state == "unusable" and "could not be stopped" in (held.raw_reason or "")
+    [offer] = p.offers(GpuRequest(count=1))
+    assert offer.availability is Availability.NOT_AVAILABLE   # never given to the next job
+    with pytest.raises(InsufficientCapacityError):
+        p.launch(_spec(p))
+
+
+def test_a_missing_workdir_is_a_configuration_error_not_capacity(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
+    p = _provider(tmp_path, sshd, hosts=[_host(sshd, workdir=str(sshd.workdir / "not-there"))])
+    with pytest.raises(InvalidRequestError) as info:
+        p.launch(_spec(p))
+    assert info.value.code == "workdir-missing" and "not-there does not exist" in str(info.value)
+    assert "GPU driver" not in str(info.value) and p.get("box1") is None

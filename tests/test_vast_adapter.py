@@ -249,6 +249,32 @@ def test_refused_low_bid_destroys_the_stopped_leftover(fake: VastFake, vast: Vas
     assert vast.list_instances(OWNER) == []
 
 
+def test_an_onstart_over_vast_s_limit_is_refused_typed(fake: VastFake, vast: VastProvider) -> None:
+    import os
+
+    script = "echo " + os.urandom(6000).hex()      # does not shrink: the packed form is still over 4048
+    with pytest.raises(InvalidRequestError) as err:
+        vast.launch(spec_for(A100_1X, script=script))
+    assert "4048" in err.value.message
+    assert fake.state.instances == {}
+
+
+def test_a_spot_create_always_carries_a_bid(fake: VastFake, vast: VastProvider) -> None:
+    inst = vast.launch(spec_for(A100_1X, Market.SPOT))      # no max price: the bid is min_bid x markup
+    [body] = bodies(fake, "PUT", "/asks/")
+    assert isinstance(body["price"], float) and body["price"] >= fake.state.offers[A100_1X]["min_bid"]
+    assert inst.market is Market.SPOT
+
+
+def test_a_spot_create_that_rents_on_demand_is_destroyed_and_typed(fake: VastFake, vast: VastProvider) -> None:
+    fake.state.bid_ignored = True       # Vast took the create but made an on-demand rental
+    with pytest.raises(InsufficientCapacityError) as err:
+        vast.launch(spec_for(A100_1X, Market.SPOT))
+    assert err.value.code == "wrong_rental_type"
+    assert [r.path for r in fake.requests if r.method == "DELETE"] == ["/api/v0/instances/31000001"]
+    assert fake.state.instances == {}
+
+
 def test_refused_low_bid_without_a_leftover_is_price_too_low(fake: VastFake, vast: VastProvider) -> None:
     with pytest.raises(PriceTooLowError):
         vast.launch(spec_for(A100_1X, Market.SPOT, max_price=0.05))

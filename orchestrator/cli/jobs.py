@@ -36,14 +36,23 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (
 
 # -- shared plumbing -----------------------------------------------------------------------------------
 
-def _load(paths: list[Path], as_json: bool = False) -> list[LoadedManifest]:
-    from orchestrator.jobs_service import load
+def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False) -> list[LoadedManifest]:
+    """Load, validate and pin the code (stderr says what each job ships, and any uncommitted change)."""
+    from orchestrator.jobs_service import BadInputError, load_with_packs
     from orchestrator.manifest import ManifestError
 
     try:
-        return load(paths)
+        loaded, packs = load_with_packs(paths, allow_dirty=allow_dirty)
     except ManifestError as exc:
         fail_manifests(exc.errors, as_json=as_json)
+    except BadInputError as exc:
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
+    for m, pack in zip(loaded, packs, strict=True):
+        if pack is not None:
+            sys.stderr.write(f"code {m.manifest.name}: {pack.summary()}\n")
+            for note in pack.notes:
+                sys.stderr.write(f"note: {note}\n")
+    return loaded
 
 
 def _config(as_json: bool = False) -> OrchConfig:
@@ -161,6 +170,10 @@ def _print_plan(jp: JobPlan) -> None:
 
     hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
     _out(f"{jp.name} ({jp.source}{hours})")
+    if jp.code is not None:
+        dirty = " + uncommitted changes" if jp.code.dirty else ""
+        _out(f"  code     commit {jp.code.commit[:12]}{dirty}, path {jp.code.path}: {jp.code.files} files, "
+             f"{jp.code.bytes} bytes")
     if jp.plan.chosen is None:
         _out("  no eligible offer")
     for n, p in enumerate(jp.options):
@@ -207,13 +220,15 @@ def apply_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Launch without asking.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what would be recorded and launched.")]
     = False,
+    dirty: Annotated[bool, typer.Option("--dirty", help="Ship uncommitted changes of tracked files too "
+                                        "(default: the committed files only).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show what will launch (where, $/h, estimated total) and ask; then record the manifests as the desired
     state (one transaction) and launch pending jobs (here, or by the running daemon)."""
     from orchestrator.cli.apply_flow import ApplyOptions, run_apply
 
-    loaded = _load(paths, as_json)
+    loaded = _load(paths, as_json, allow_dirty=dirty)
     store = _store(as_json)
     try:
         code = run_apply(store, loaded, ApplyOptions(prune, launch, max_ticks, yes, dry_run, as_json))

@@ -119,6 +119,7 @@ COMMAND_MODULES = (
     "budgets",
     "simulate",
     "rehearse",
+    "smoke",
 )
 
 

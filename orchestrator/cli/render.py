@@ -29,14 +29,17 @@ def render(
 ) -> None:
     """Print the startup script and agent config a node would get. Secrets appear by name only."""
     from orchestrator.manifest import ManifestError, load_manifests
+    from orchestrator.runtime.codepack import CodePackError, pin_loaded
     from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
     from orchestrator.runtime.objectstore import UnsupportedStoreError
     from orchestrator.runtime.render import AGENT_CONFIG_NAME, STARTUP_SCRIPT_NAME, render_node
     from orchestrator.runtime.render_input import RenderInputError
 
     try:
-        loaded = load_manifests([manifest])
+        loaded, packs = pin_loaded(load_manifests([manifest]))
     except ManifestError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except CodePackError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     if len(loaded) != 1:
         fail(f"{manifest} holds {len(loaded)} jobs; render takes a file with one", EXIT_BAD_INPUT)
@@ -48,10 +51,13 @@ def render(
         node = render_node(render_input_for(job, facts))
     except (RenderInputError, UnsupportedStoreError) as exc:
         fail(f"{manifest}: {exc}", EXIT_BAD_INPUT)
+    pack = packs[0]
+    code = (f"# ===== code pack =====\n# {pack.summary()}\n# unpacked into the job's working directory before setup\n"
+            + "".join(f"# note: {n}\n" for n in pack.notes)) if pack else "# ===== code pack =====\n# none\n"
     if part is Part.script:
         sys.stdout.write(node.script)
     elif part is Part.agent:
         sys.stdout.write(node.agent_config)
     else:
-        sys.stdout.write(f"# ===== {STARTUP_SCRIPT_NAME} =====\n{node.script}"
+        sys.stdout.write(f"{code}# ===== {STARTUP_SCRIPT_NAME} =====\n{node.script}"
                          f"# ===== {AGENT_CONFIG_NAME} =====\n{node.agent_config}")

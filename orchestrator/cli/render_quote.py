@@ -20,6 +20,7 @@ from typing import Any
 from orchestrator.quote import GpuSummary, QuoteGroup, QuoteRow, format_age
 from providers.base import Offer, OfferOrigin
 from providers.catalog import CatalogSnapshot
+from providers.fabric import fabric_label
 
 STALE_AFTER = timedelta(days=1)
 GAP = "  "
@@ -75,6 +76,7 @@ def _columns(nodes: int, wide: bool) -> list[Column]:
             Column("RAM/GPU", lambda g: _spec(o(g).memory_gb_per_gpu, ".0f") + ("" if o(g).memory_gb is None else "G"),
                    right=True),
             Column("LINK", lambda g: o(g).interconnect.value),
+            Column("FABRIC", lambda g: fabric_label(o(g).provider, o(g).instance_type, nodes)),
             Column("SOURCE", lambda g: o(g).price_source or o(g).source),
         ]
     cols.append(Column("FLAGS", _flags))

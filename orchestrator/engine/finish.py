@@ -20,8 +20,11 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
         if agent.exit_code != 0 and agent.notice is not None:
             continue
         job, ok = seen.job, agent.exit_code == 0
+        reason = f"job exited {agent.exit_code}"
+        if not ok and agent.last_words:
+            reason += f": {agent.last_words}"
         end_attempt(deps, attempt, AttemptState.SUCCEEDED if ok else AttemptState.FAILED,
-                    EndCause.SUCCEEDED if ok else EndCause.FAILED, f"job exited {agent.exit_code}", facts.now, log)
+                    EndCause.SUCCEEDED if ok else EndCause.FAILED, reason, facts.now, log)
         if not ok:
             gang.end_others(deps, job, attempt, f"gang: node {attempt.node_rank} failed", facts.now, log)
             deps.store.set_job_status(job.id, JobStatus.FAILED, facts.now)

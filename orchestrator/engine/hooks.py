@@ -46,6 +46,9 @@ class AgentReport:
     #: The agent's own last heartbeat (its clock), where the channel carries one. The liveness step counts
     #: the node as heard when it moves on (a report without one counts as heard whenever it is read).
     heartbeat_at: datetime | None = None
+    #: On a failed exit: the node's own words (the agent's errors and the last lines of the job's output), so the
+    #: attempt's reason says what happened (a missing directory, a failed setup, a command not found).
+    last_words: str = ""
 
 
 class Monitor(Protocol):

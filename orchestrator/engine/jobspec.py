@@ -58,7 +58,7 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
         providers_allow=tuple(manifest.providers.allow), providers_deny=tuple(manifest.providers.deny),
         regions_allow=tuple(manifest.regions.allow), regions_deny=tuple(manifest.regions.deny),
         max_price_hr=manifest.max_price_hr, min_vram_gb=r.min_vram_gb,
-        interconnect=Interconnect(r.interconnect) if r.interconnect else None,
+        interconnect=Interconnect(r.interconnect) if r.interconnect else None, fabric=r.fabric,
         estimated_hours=p.estimated_hours, budget_usd=p.budget_usd,
         data=tuple(DataSource(d.source, d.region, d.size_gb) for d in manifest.data),
         vcpus_per_gpu=r.vcpus_per_gpu, ram_gb_per_gpu=r.ram_gb_per_gpu, disk_gb=r.disk_gb,

@@ -30,11 +30,8 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
         return False
     deps.store.set_attempt_state(attempt.id, AttemptState.LAUNCH_REQUESTED, now)
     crashpoint("before-launch-call")
-    spec = LaunchSpec(
-        launch_id=attempt.launch_id, owner=deps.config.owner, job=job.name, offer=attempt.offer,
-        ssh_public_key=deps.config.ssh_public_key, startup_script=script, image=job.spec.image,
-        disk_gb=job.spec.disk_gb, max_price_hr=job.spec.max_price_hr, node_rank=attempt.node_rank,
-    )
+    spec = launch_spec_for(job, attempt, owner=deps.config.owner, ssh_public_key=deps.config.ssh_public_key,
+                           script=script)
     try:
         inst = provider.launch(spec)
     except MOVE_ON_ERRORS as exc:
@@ -61,6 +58,23 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
                      now, job_id=job.id)
     log.report.launched += 1
     return True
+
+
+def gang_key(job: JobRecord, attempt: AttemptRecord) -> str:
+    """The key one start of a multi-node job shares on every node (the cloud's placement group is named
+    after it): job and generation. Empty for a single-node job, which needs no placement."""
+    return f"j{job.id}-g{attempt.generation}" if job.spec.plan.nodes > 1 else ""
+
+
+def launch_spec_for(job: JobRecord, attempt: AttemptRecord, *, owner: str, ssh_public_key: str,
+                    script: str) -> LaunchSpec:
+    """The ONE mapping from a job's attempt (and its rendered boot script) to the provider's LaunchSpec: the
+    engine's launches and ``orch smoke`` (orchestrator/smoke.py) both send what this returns."""
+    return LaunchSpec(
+        launch_id=attempt.launch_id, owner=owner, job=job.name, offer=attempt.offer, ssh_public_key=ssh_public_key,
+        startup_script=script, image=job.spec.image, disk_gb=job.spec.disk_gb, max_price_hr=job.spec.max_price_hr,
+        node_rank=attempt.node_rank, gang=gang_key(job, attempt),
+    )
 
 
 def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from orchestrator.fit.search import FitOption, FitQuery, LinkAdvice
 
 WIDTH = 80
-_COLUMNS = (("GPU", 12, "<"), ("GPUS", 5, "<"), ("GB/GPU", 12, ">"), ("SHARD", 5, "<"), ("LINK", 7, "<"),
+_COLUMNS = (("GPU", 14, "<"), ("GPUS", 5, "<"), ("GB/GPU", 10, ">"), ("SHARD", 5, "<"), ("LINK", 7, "<"),
             ("CHEAPEST OFFER", 16, "<"), ("$/H", 7, ">"), ("$ EST", 8, ">"))
 
 

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.manifest.code_spec import Code
 from orchestrator.manifest.durations import (
     DURATION_HINT,
     DURATION_PATTERN,
@@ -236,6 +237,10 @@ class Resources(_Model):
     infiniband: bool | None = Field(None, description="Multi-node: whether NCCL may use an InfiniBand/RoCE fabric "
                                     "between the nodes (false: NCCL_IB_DISABLE=1); unset: orch decides from the "
                                     "machines (docs/runtime.md).")
+    fabric: Literal["any", "fast", "infiniband"] = Field(
+        "any", description="Multi-node: the link between the nodes. any: whatever the machines have (plain TCP "
+        "included); fast: a fabric orch attaches (EFA, InfiniBand, RoCE, GPUDirect-TCPX), not plain TCP; "
+        "infiniband: one NCCL reaches through IB verbs (InfiniBand or RoCE). Ignored for one node.")
     vcpus_per_gpu: float | None = Field(None, ge=0, description="Least vCPUs per GPU.")
     ram_gb_per_gpu: float | None = Field(None, ge=0, description="Least host RAM per GPU, GB.")
     disk_gb: float | None = Field(None, ge=0, description="Least local disk, GB.")
@@ -423,6 +428,8 @@ class Manifest(_Model):
                      ] = Field(
         default_factory=list, description="Shell lines run once per node before the job.")
     run: Run
+    code: Code | None = Field(None, description="The repository files shipped to every node (default: the git "
+                              "repository holding the manifest, at the applied commit).")
     data: list[DataItem] = Field(default_factory=list, max_length=256)
     checkpoint: Checkpoint | None = None
     policies: Policies = Field(default_factory=Policies)

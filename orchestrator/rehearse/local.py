@@ -20,6 +20,7 @@ from typing import Any
 
 #: The GCP metadata path the agent polls for a preemption (docs/runtime.md, "Preemption notices").
 GCP_PREEMPTED_PATH = "/computeMetadata/v1/instance/preempted"
+GCP_MAINTENANCE_PATH = "/computeMetadata/v1/instance/maintenance-event"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,9 @@ class NoticeServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path.split("?")[0] != GCP_PREEMPTED_PATH:
+                if self.path.split("?")[0] == GCP_MAINTENANCE_PATH and self.headers.get("Metadata-Flavor") == "Google":
+                    self._send(200, "NONE")    # the agent polls it too; a rehearsal never has a maintenance event
+                elif self.path.split("?")[0] != GCP_PREEMPTED_PATH:
                     self._send(404, "not found")
                 elif self.headers.get("Metadata-Flavor") != "Google":
                     self._send(403, "missing Metadata-Flavor: Google")

@@ -92,20 +92,27 @@ def _secrets_env(names: tuple[str, ...], values: Mapping[str, str]) -> bytes:
     return "".join(f"export {n}={shlex.quote(values[n])}\n" for n in names).encode()
 
 
-def start_command(work_dir: str) -> str:
-    """The shell line that starts the agent detached (exposed for tests and `orch render`)."""
+def start_command(work_dir: str, launch_id: str = "") -> str:
+    """The shell line that starts the agent detached (exposed for tests and `orch render`). ``launch_id`` goes
+    into the agent's environment (``ORCH_LAUNCH_ID``), as startup.sh puts it into the job's: ending the launch
+    finds every process of it by that mark (providers/ssh/cleanup.py)."""
     w = shlex.quote(work_dir)
+    mark = f"ORCH_LAUNCH_ID={shlex.quote(launch_id)} " if launch_id else ""
     return (f"cd {w} && if [ -f {SECRETS_ENV_NAME} ]; then set -a; . ./{SECRETS_ENV_NAME}; set +a; "
-            f"rm -f {SECRETS_ENV_NAME}; fi && setsid nohup python3 {AGENT_SCRIPT_NAME} --config {AGENT_CONFIG_NAME} "
+            f"rm -f {SECRETS_ENV_NAME}; fi && {mark}setsid nohup python3 {AGENT_SCRIPT_NAME} "
+            f"--config {AGENT_CONFIG_NAME} "
             f"> agent.log 2>&1 < /dev/null & echo $!")
 
 
 def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
               ssh_deadline_s: float = 300.0, status_deadline_s: float = 60.0,
-              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
-              ) -> BootstrapResult:
+              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+              code_pack: bytes | None = None) -> BootstrapResult:
     """Upload and start. Idempotent enough to rerun: uploads overwrite, but it starts another agent,
-    so callers check the status file first when re-attaching."""
+    so callers check the status file first when re-attaching. ``code_pack``: the pinned pack's bytes when
+    ``ri.code`` is set (orchestrator/runtime/codepack.py); copied as ``ri.code.file``, unpacked by the agent."""
+    if ri.code is not None and code_pack is None:
+        raise BootstrapError(f"job {ri.job_name} ships code {ri.code.sha256[:12]} but no pack was given")
     wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
     node = render_node(ri)
     work = ri.resolved_work_dir
@@ -116,9 +123,11 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
     transport.put(agent_source(), join(AGENT_SCRIPT_NAME), 0o755)
     transport.put(node.script.encode(), join(STARTUP_SCRIPT_NAME), 0o755)
     transport.put(node.agent_config.encode(), join(AGENT_CONFIG_NAME), 0o644)
+    if ri.code is not None and code_pack is not None:
+        transport.put(code_pack, join(ri.code.file), 0o644)
     if ri.secrets:
         transport.put(_secrets_env(ri.secrets, secret_values), join(SECRETS_ENV_NAME), 0o600)
-    res = transport.exec(start_command(work), timeout=30)
+    res = transport.exec(start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", "")), timeout=30)
     if res.exit_code != 0:
         raise BootstrapError(f"starting the agent: {_text(res.stderr).strip()}")
     status_path = ri.agent.status_path if ri.agent.status_path.startswith("/") else join(ri.agent.status_path)

@@ -26,6 +26,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
@@ -33,6 +34,7 @@ from typing import Protocol, runtime_checkable
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.bootstrap import bootstrap
+from orchestrator.runtime.codepack import pack_bytes
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
 from orchestrator.runtime.render_input import RenderInput
@@ -151,7 +153,10 @@ class SshBootstrapper(Bootstrapper):
                 return True
             # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
             secrets = {name: self.environ[name] for name in ri.secrets if name in self.environ}
-            bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s)
+            # The pack pinned at apply (the same bytes for every node and every relaunch); CodePackError if gone.
+            pack = pack_bytes(job.manifest.code) if ri.code is not None and job.manifest.code else None
+            bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s,
+                      code_pack=pack)
         except TransportError as exc:
             # Not reachable yet, or lost mid-way: the next tick retries (and finds a started agent).
             log.info("bootstrap %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,
@@ -209,7 +214,31 @@ class SshMonitor(Monitor):
         except TransportError:
             return None
         status = _read_status(t, _status_path(ri))
-        return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
+        if status is None or (status.launch_id and status.launch_id != attempt.launch_id):
+            return None     # another launch's status (an earlier one on this machine): not this attempt's facts
+        report = report_from_status(status, self.wall_clock(), self.stale_s)
+        if report.exit_code not in (None, 0):
+            report = replace(report, last_words=_last_words(t, ri, status))
+        return report
+
+
+#: How much of the node's words a failed attempt's reason carries.
+LAST_WORDS_LINES = 8
+LAST_WORDS_CHARS = 600
+
+
+def _last_words(t: Transport, ri: RenderInput, status: AgentStatus) -> str:
+    """The agent's errors and the last lines of job.log, as one line (" | " between lines), bounded."""
+    lines = list(status.errors[-2:])
+    log_path = shlex.quote(str(PurePosixPath(ri.resolved_work_dir) / "job.log"))
+    try:
+        res = t.exec(f"tail -n {LAST_WORDS_LINES} {log_path}", timeout=10)
+        out = res.stdout.decode("utf-8", "replace") if isinstance(res.stdout, bytes) else res.stdout
+        lines += [ln.strip() for ln in out.splitlines() if ln.strip()]
+    except TransportError:
+        pass
+    text = " | ".join(lines)
+    return text if len(text) <= LAST_WORDS_CHARS else "..." + text[-LAST_WORDS_CHARS:]
 
 
 def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -> AgentReport:
@@ -218,9 +247,10 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
     if status.gpu_samples and now - status.heartbeat <= stale_s:
         util = tuple(g.util for g in status.gpu_samples[-1].gpus if g.util is not None)
     notice = None
-    if status.notices:
-        n = status.notices[-1]
-        notice = Notice(n.cloud, n.kind, n.key, datetime.fromtimestamp(n.seen_at, UTC))
+    ending = [n for n in status.notices if n.kind.ends_attempt]   # advisories never end an attempt
+    if ending:
+        n = ending[-1]
+        notice = Notice(n.cloud, n.kind.value, n.key, datetime.fromtimestamp(n.seen_at, UTC))
     latest_step = _step(status.latest)
     commits = sorted((c for c in status.checkpoints if latest_step is not None and c.step <= latest_step),
                      key=lambda c: c.step)

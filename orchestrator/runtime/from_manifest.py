@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 
 from orchestrator.manifest.schema import Launcher as ManifestLauncher
 from orchestrator.manifest.schema import Manifest
-from orchestrator.runtime.node_state import LOG_CHUNK_BYTES, launch_state_uri
+from orchestrator.runtime.node_state import LOG_CHUNK_BYTES, job_state_uri, launch_state_uri
 from orchestrator.runtime.render_input import (
     AgentSettings,
     CheckpointSpec,
     CloudKind,
+    CodeShip,
     DataStage,
     Launcher,
     NotifyVia,
@@ -94,6 +95,7 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
         node_rank=facts.node_rank, master_addr=facts.master_addr, master_port=facts.master_port,
         interconnect=facts.interconnect or manifest.resources.interconnect or "pcie", work_dir=facts.work_dir,
         socket_ifname=facts.socket_ifname, infiniband=uses_infiniband(manifest, facts),
+        fabric=facts.fabric.value if facts.fabric is not None else "",
         agent=AgentSettings(
             sample_interval_s=facts.sample_interval_s, notice_interval_s=facts.notice_interval_s,
             cloud=facts.cloud, aws_metadata_url=facts.metadata_urls.get("aws", ""),
@@ -101,7 +103,16 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
             azure_metadata_url=facts.metadata_urls.get("azure", ""),
         ),
         report=_report(manifest, facts),
+        code=_code(manifest, facts),
     )
+
+
+def _code(manifest: Manifest, facts: LaunchFacts) -> CodeShip | None:
+    pin = manifest.code.pin if manifest.code is not None else None
+    if pin is None:
+        return None
+    store = job_state_uri(manifest, facts.state_store) or ""
+    return CodeShip(pin.commit, pin.sha256, store_uri=store, store_endpoint=facts.store_endpoint if store else "")
 
 
 def _report(manifest: Manifest, facts: LaunchFacts) -> ReportSpec | None:

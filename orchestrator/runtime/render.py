@@ -81,6 +81,10 @@ def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
             env.append(("NCCL_SOCKET_IFNAME", "^lo,docker"))
         if not ri.infiniband:
             env.append(("NCCL_IB_DISABLE", "1"))
+        if ri.fabric == "efa":
+            # AWS EFA through libfabric (the aws-ofi-nccl plugin of AWS's deep learning images), with GPUDirect
+            # RDMA, which the EFA types orch attaches (p4d, p4de, p5, p5en) support.
+            env += [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1")]
     user = {k for k, _ in ri.env}
     return sorted((k, v) for k, v in env if k not in user)
 
@@ -350,6 +354,15 @@ def render_agent_config(ri: RenderInput) -> str:
         "checkpoint": checkpoint,
         "report": report,
     }
+    if ri.code is not None:
+        # The code pack, unpacked into the work dir before startup.sh runs setup.
+        code: dict[str, object] = {"file": ri.code.file, "sha256": ri.code.sha256, "commit": ri.code.commit}
+        if ri.code.store_uri:
+            # A node that boots by itself fetches the pack from the job's store (orch puts it there before the go).
+            src = parse_store(ri.code.store_uri, ri.code.store_endpoint)
+            code["store"] = {"kind": src.kind.value, "path": src.path, "uri": src.uri, "env": dict(src.env)}
+            code["object"] = ri.code.store_object
+        config["code"] = code
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
 
 

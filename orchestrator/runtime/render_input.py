@@ -135,6 +135,27 @@ class ReportSpec:
 
 
 @dataclass(frozen=True)
+class CodeShip:
+    """The pinned code pack a node unpacks into its work dir before ``setup`` (orchestrator/runtime/codepack.py):
+    the launch puts it there as ``file``; the agent checks ``sha256`` before unpacking."""
+
+    commit: str
+    sha256: str
+    #: Where a node that boots by itself fetches it (``<store_uri>/code/<file>``: the job's report store, where
+    #: orch puts it once before the go); empty: the launch copies it over SSH.
+    store_uri: str = ""
+    store_endpoint: str = ""
+
+    @property
+    def file(self) -> str:
+        return f"code-{self.sha256}.tar.gz"
+
+    @property
+    def store_object(self) -> str:
+        return f"code/{self.file}"
+
+
+@dataclass(frozen=True)
 class AgentSettings:
     """How the on-node agent runs. Empty metadata URLs mean the cloud's real link-local endpoint."""
 
@@ -178,12 +199,15 @@ class RenderInput:
     interconnect: str = "pcie"  # nvlink | pcie
     socket_ifname: str = ""  # multi-node: NCCL/Gloo interface; empty = a hint that excludes lo/docker
     infiniband: bool = False
+    #: The node-to-node fabric the machine is launched on ("efa", "infiniband", "roce"; "": plain TCP).
+    fabric: str = ""
     #: A gang's rank > 0 rendered before node 0 exists (a boot script): the launcher reads node 0's address from
     #: ``ORCH_MASTER_ADDR_GIVEN``, which the agent sets from orch's start.json, instead of ``master_addr``.
     master_from_start: bool = False
     work_dir: str = ""  # empty: .orch/jobs/<job_name> under the SSH user's home
     agent: AgentSettings = field(default_factory=AgentSettings)
     report: ReportSpec | None = None  # None: the agent reports over no store (SSH only)
+    code: CodeShip | None = None  # None: no code pack (the image or setup brings the code)
 
     def __post_init__(self) -> None:
         if not _JOB_NAME.fullmatch(self.job_name):

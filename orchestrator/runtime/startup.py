@@ -28,6 +28,7 @@ from orchestrator.runtime.objectstore import UnsupportedStoreError
 from orchestrator.runtime.render_input import RenderInput, RenderInputError
 from orchestrator.runtime.store_credentials import MissingStoreCredentials, store_env
 from orchestrator.runtime.store_monitor import starts_by_boot
+from providers.fabric import attached_fabric
 
 __all__ = ["PAYLOAD_LIMITS", "ManifestStartupRenderer", "PayloadLimit", "payload_size"]
 
@@ -105,7 +106,8 @@ class ManifestStartupRenderer:
             return ""       # the SSH bootstrapper starts it: booting it too would start it twice
         node = node_settings_for(self.node_settings, provider, attempt.instance_id)
         facts = launch_facts(job, attempt, node, self.node_settings.get(attempt.master_key or ""),
-                             state_store=self.state_store)
+                             state_store=self.state_store, fabric=attached_fabric(
+                                 provider, attempt.offer.instance_type, job.manifest.resources.nodes))
         try:
             ri = render_input_for(job.manifest, facts)
             if ri.report is not None:

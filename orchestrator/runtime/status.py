@@ -66,10 +66,38 @@ class GpuSummary:
     max_mem_used_mib: float | None
 
 
+class NoticeKind(StrEnum):
+    """What a cloud's notice says, as the agent reports it (its ``kind`` strings).
+
+    Only a real interruption ends an attempt: AWS spot ``instance-action``, GCE ``preempted``, Azure
+    ``Preempt``/``Terminate``. A rebalance recommendation (AWS: a risk signal that may never be followed by an
+    interruption) and a GCE ``maintenance-event`` (a host maintenance is coming; 60 min warning on GPU VMs)
+    ask for a checkpoint now and are shown, nothing more."""
+
+    SPOT_INTERRUPTION = "spot-interruption"        # AWS spot/instance-action
+    PREEMPTED = "preempted"                        # GCE instance/preempted TRUE
+    PREEMPT = "preempt"                            # Azure Scheduled Event Preempt
+    TERMINATE = "terminate"                        # Azure Scheduled Event Terminate
+    REBALANCE = "rebalance-recommendation"         # AWS events/recommendations/rebalance
+    MAINTENANCE = "maintenance-event"              # GCE instance/maintenance-event other than NONE
+    UNKNOWN = "unknown"                            # a kind this orch does not know (a newer agent): ends it
+
+    @classmethod
+    def parse(cls, raw: str) -> NoticeKind:
+        try:
+            return cls(raw)
+        except ValueError:
+            return cls.UNKNOWN
+
+    @property
+    def ends_attempt(self) -> bool:
+        return self not in (NoticeKind.REBALANCE, NoticeKind.MAINTENANCE)
+
+
 @dataclass(frozen=True)
 class Notice:
     cloud: str
-    kind: str
+    kind: NoticeKind
     key: str
     seen_at: float
     detail_json: str  # the cloud's own document, verbatim (JSON text, so the value stays hashable)
@@ -120,10 +148,19 @@ class AgentStatus:
     pending_uploads: int = 0
     #: The agent stopped the job after a notice, once a checkpoint taken since was complete on disk.
     drained: bool = False
+    #: The launch whose agent wrote it ("" from an agent started without ORCH_LAUNCH_ID): a reader of one
+    #: launch never takes another launch's status on the same machine for its own.
+    launch_id: str = ""
 
     @property
     def preempting(self) -> bool:
-        return bool(self.notices)
+        """A notice that ends the attempt was heard (advisories -- rebalance, maintenance -- do not count)."""
+        return any(n.kind.ends_attempt for n in self.notices)
+
+    @property
+    def advisories(self) -> tuple[Notice, ...]:
+        """Notices that asked for a checkpoint and are shown, nothing more."""
+        return tuple(n for n in self.notices if not n.kind.ends_attempt)
 
     @property
     def latest_commit(self) -> CheckpointCommit | None:
@@ -171,7 +208,7 @@ def parse_status(data: bytes | str) -> AgentStatus:
                                    mean_util=_opt_float(s["mean_util"]), max_util=_opt_float(s["max_util"]),
                                    last_mean_util=_opt_float(s["last_mean_util"]),
                                    max_mem_used_mib=_opt_float(s["max_mem_used_mib"])),
-            notices=tuple(Notice(cloud=str(n["cloud"]), kind=str(n["kind"]), key=str(n["key"]),
+            notices=tuple(Notice(cloud=str(n["cloud"]), kind=NoticeKind.parse(str(n["kind"])), key=str(n["key"]),
                                  seen_at=float(n["seen_at"]),
                                  detail_json=json.dumps(n.get("detail"), sort_keys=True))
                           for n in doc.get("notices", [])),
@@ -185,6 +222,7 @@ def parse_status(data: bytes | str) -> AgentStatus:
             errors=tuple(f"{e.get('where')}: {e.get('error')}" for e in doc.get("errors", [])),
             pending_uploads=int(doc.get("pending_uploads", 0)),
             drained=bool(job.get("drained", False)),
+            launch_id=str(doc.get("launch_id") or ""),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StatusFormatError(f"status has an unexpected shape: {exc!r}") from None

@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping
 
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.runtime.codepack import CodePackError, pack_bytes, pack_file_name
 from orchestrator.runtime.engine_hooks import report_from_status
 from orchestrator.runtime.node_facts import NodeSettings, node_settings_for
-from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT, launch_state_uri
+from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT, job_state_uri, launch_state_uri
 from orchestrator.runtime.objectstore import StoreAccessError, StoreClient, UnsupportedStoreError, parse_store
 from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
 from providers.base import Instance
@@ -58,6 +59,17 @@ class StoreReader:
 
     def client(self, job: JobRecord, attempt: AttemptRecord) -> StoreClient | None:
         uri = launch_state_uri(job.manifest, attempt.launch_id, self.state_store)
+        if uri is None:
+            return None
+        endpoint = node_settings_for(self.node_settings, attempt.offer.provider).store_endpoint
+        try:
+            return StoreClient(parse_store(uri, endpoint), environ=self.environ)
+        except UnsupportedStoreError:
+            return None
+
+    def job_client(self, job: JobRecord, attempt: AttemptRecord) -> StoreClient | None:
+        """The job's report prefix (above every launch's): where its code pack goes, once."""
+        uri = job_state_uri(job.manifest, self.state_store)
         if uri is None:
             return None
         endpoint = node_settings_for(self.node_settings, attempt.offer.provider).store_endpoint
@@ -118,7 +130,7 @@ class StoreBootstrapper(Bootstrapper):
         if status.job.state is not JobState.PENDING:
             return True
         client = self.reader.client(job, attempt)
-        if client is None:
+        if client is None or not self._ship_code(job, attempt):
             return False
         go = {"launch_id": attempt.launch_id, "at": self.wall_clock(), "master_addr": attempt.master_addr}
         try:
@@ -126,6 +138,25 @@ class StoreBootstrapper(Bootstrapper):
         except StoreAccessError as exc:
             log.info("start of launch %s not written: %s", attempt.launch_id, exc)
         return False
+
+
+    def _ship_code(self, job: JobRecord, attempt: AttemptRecord) -> bool:
+        """Put the job's pinned code pack in its store, once (content-addressed: a pack already there is the
+        same bytes), before the go: the agent fetches and unpacks it before setup. True when it is there."""
+        code = job.manifest.code
+        if code is None or code.pin is None:
+            return True
+        client = self.reader.job_client(job, attempt)
+        if client is None:
+            return False
+        name = pack_file_name(code.pin)
+        try:
+            if name not in client.list("code"):
+                client.put(f"code/{name}", pack_bytes(code))
+        except (StoreAccessError, CodePackError) as exc:
+            log.warning("code pack of launch %s not shipped: %s", attempt.launch_id, exc)
+            return False
+        return True
 
 
 class CombinedMonitor(Monitor):

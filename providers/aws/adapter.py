@@ -31,7 +31,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from providers.aws import network
+from providers.aws import fabric as efa
+from providers.aws import network, placement
 from providers.aws.settings import Settings
 from providers.base import (
     TAG_JOB,
@@ -46,6 +47,7 @@ from providers.base import (
     Market,
     Offer,
     Provider,
+    ResourceKind,
 )
 from providers.catalog import load_catalog, match_offers
 from providers.errors import (
@@ -99,8 +101,9 @@ _AUTH = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId
                    "ExpiredToken", "ExpiredTokenException", "AccessDenied", "AccessDeniedException",
                    "OptInRequired", "UnrecognizedClientException"})
 _NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
-_RESOURCE_NOT_FOUND = frozenset({"InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidKeyPair.NotFound"})
-_IN_USE = frozenset({"DependencyViolation"})
+_RESOURCE_NOT_FOUND = frozenset({"InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidKeyPair.NotFound",
+                                 "InvalidPlacementGroup.Unknown"})
+_IN_USE = frozenset({"DependencyViolation", "InvalidPlacementGroup.InUse"})
 _UNAVAILABLE = frozenset({"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable",
                           "ServerInternal", "RequestTimeout", "RequestExpired"})
 
@@ -198,6 +201,7 @@ def to_instance(region: str, raw: dict[str, Any], ssh_user: str = "ubuntu") -> I
         ssh_user=ssh_user,
         created_at=launched if isinstance(launched, datetime) else None,
         extra=(("ec2_instance_id", raw["InstanceId"]),),
+        fabric=efa.launched_fabric(tags, raw.get("NetworkInterfaces", [])),
     )
 
 
@@ -366,9 +370,10 @@ class AwsProvider(Provider):
         try:
             instance = self._call(lambda: self._launch_once(spec, region))
         except ResourceNotFoundError as exc:
-            if exc.code not in ("InvalidGroup.NotFound", "InvalidGroupId.NotFound"):
+            if exc.code not in ("InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidPlacementGroup.Unknown"):
                 raise
-            # Garbage collection removed the unused SSH group between ensure and RunInstances: ensure again.
+            # Garbage collection removed the unused group (security or placement) between ensure and
+            # RunInstances: ensure again.
             instance = self._call(lambda: self._launch_once(spec, region))
         return self._with_spot_price(instance) if instance.market is Market.SPOT else instance
 
@@ -401,6 +406,11 @@ class AwsProvider(Provider):
         ec2 = self._client("ec2", region)
         tags = [{"Key": TAG_LAUNCH_ID, "Value": spec.launch_id}, {"Key": TAG_OWNER, "Value": spec.owner},
                 {"Key": TAG_JOB, "Value": spec.job}, {"Key": "Name", "Value": spec.name}]
+        if spec.gang:   # how garbage collection knows the gang's placement group is still held
+            tags.append({"Key": placement.TAG_GANG, "Value": spec.gang})
+        efa_count = efa.efa_interface_count(spec.offer.instance_type, gang=spec.gang)
+        if efa_count:
+            tags.append({"Key": efa.TAG_FABRIC, "Value": "efa"})
         params: dict[str, Any] = {
             # The machine image, never the job's container (spec.image runs inside it: docker on this AMI).
             "ImageId": self._ami(region),
@@ -427,6 +437,12 @@ class AwsProvider(Provider):
             params["SubnetId"] = self.settings.subnet_id
         elif spec.offer.zone:
             params["Placement"] = {"AvailabilityZone": self._zone_name(region, spec.offer.zone)}
+        if spec.gang:   # a multi-node gang: its nodes in one cluster placement group, tagged to find it again
+            params["Placement"] = {**params.get("Placement", {}), "GroupName": placement.ensure_group(
+                ec2, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)}
+        if efa_count:   # the interfaces carry the groups and subnet (EC2 refuses them on both levels)
+            params["NetworkInterfaces"] = efa.efa_interfaces(
+                efa_count, groups=params.pop("SecurityGroupIds", []), subnet_id=params.pop("SubnetId", None))
         if spec.offer.market is Market.SPOT:
             spot: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
             if spec.max_price_hr is not None:
@@ -436,11 +452,11 @@ class AwsProvider(Provider):
         return to_instance(region, reservation["Instances"][0], self.settings.ssh_user)
 
     def _security_groups(self, ec2: Any, owner: str) -> list[str]:
-        """The configured groups, else orch's own SSH group for this VPC (none when no ingress is wanted)."""
+        """The configured groups, else orch's own group for this VPC (members reach each other; SSH only
+        from ``ssh_ingress_cidrs``). Configured groups are taken as they are: they must admit the gang's
+        traffic themselves (docs/providers/aws.md)."""
         if self.settings.security_group_ids:
             return list(self.settings.security_group_ids)
-        if not self.settings.ssh_ingress_cidrs:
-            return []
         vpc_id = network.vpc_of(ec2, self.settings.subnet_id)
         return [network.ensure_ssh_group(ec2, owner=owner, vpc_id=vpc_id, cidrs=self.settings.ssh_ingress_cidrs)]
 
@@ -517,11 +533,12 @@ class AwsProvider(Provider):
             return
 
     def list_network_resources(self, owner: str) -> list[CloudResource]:
-        """orch's SSH security groups and imported key pairs in every configured region."""
+        """orch's security groups, imported key pairs and placement groups in every configured region."""
         out: list[CloudResource] = []
         for region in self.settings.regions:
             ec2 = self._client("ec2", region)
             out.extend(self._call(lambda ec2=ec2, region=region: network.list_resources(ec2, region, owner)))
+            out.extend(self._call(lambda ec2=ec2, region=region: placement.list_groups(ec2, region, owner)))
         return out
 
     def delete_network_resource(self, resource: CloudResource) -> None:
@@ -529,7 +546,10 @@ class AwsProvider(Provider):
         region = resource.region or resource.resource_id.partition("/")[0]
         ec2 = self._client("ec2", region)
         try:
-            self._call(lambda: network.delete_resource(ec2, resource))
+            if resource.kind is ResourceKind.PLACEMENT_GROUP:
+                self._call(lambda: placement.delete_group(ec2, resource))
+            else:
+                self._call(lambda: network.delete_resource(ec2, resource))
         except ResourceNotFoundError:
             return
 

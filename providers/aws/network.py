@@ -1,11 +1,14 @@
 """What orch creates on EC2 besides instances, and how it finds and removes it. Raw boto3 calls: the
 adapter runs each through its one translate-and-retry path.
 
-* One security group per VPC and owner, ``orch-<owner>``, tagged ``orch:owner``, admitting TCP 22 from
-  ``ssh_ingress_cidrs`` (only when no ``security_group_ids`` are configured). Created idempotently at launch
-  (describe by VPC + name, create, a Duplicate from a concurrent launch means "found"); its port-22 rules
-  are brought to the configured ranges each time. It is deleted by garbage collection once no instance
-  uses it: EC2 refuses (DependencyViolation) while an instance still holds it.
+* One security group per VPC and owner, ``orch-<owner>``, tagged ``orch:owner`` (only when no
+  ``security_group_ids`` are configured). It admits all traffic from members of the group itself, so the
+  nodes of a multi-node gang reach each other (torchrun's rendezvous, NCCL's sockets: ports chosen at run
+  time), and TCP 22 from ``ssh_ingress_cidrs`` only (none by default: nothing outside the group gets in).
+  Created idempotently at launch (describe by VPC + name, create, a Duplicate from a concurrent launch
+  means "found"); the self rule is added when missing and the port-22 rules are brought to the configured
+  ranges each time. It is deleted by garbage collection once no instance uses it: EC2 refuses
+  (DependencyViolation) while an instance still holds it.
 * One key pair per launch, ``orch-<launch id>`` (the job's public key), tagged like the instance; a leftover
   once no live instance names it.
 """
@@ -44,14 +47,16 @@ def vpc_of(ec2: Any, subnet_id: str | None) -> str:
 
 
 def ensure_ssh_group(ec2: Any, *, owner: str, vpc_id: str, cidrs: list[str]) -> str:
-    """The id of this owner's SSH group in ``vpc_id``, created if missing, its port-22 rules == ``cidrs``."""
+    """The id of this owner's node group in ``vpc_id``, created if missing: members admit each other on
+    every port, and port 22 admits exactly ``cidrs`` (empty: no one from outside the group)."""
     name = ssh_group_name(owner)
     group = _find_group(ec2, vpc_id, name)
     if group is None:
         tags = [{"Key": TAG_OWNER, "Value": owner}, {"Key": "Name", "Value": name}]
         try:
             ec2.create_security_group(
-                GroupName=name, VpcId=vpc_id, Description=f"orch ({owner}): SSH to the machines orch launches",
+                GroupName=name, VpcId=vpc_id,
+                Description=f"orch ({owner}): the machines orch launches reach each other; SSH if configured",
                 TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}])
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "InvalidGroup.Duplicate":
@@ -61,8 +66,28 @@ def ensure_ssh_group(ec2: Any, *, owner: str, vpc_id: str, cidrs: list[str]) -> 
             from providers.errors import ProviderUnavailableError
 
             raise ProviderUnavailableError(f"security group {name} not visible yet", provider=PROVIDER)
+    _ensure_self_rule(ec2, group)
     _sync_ssh_rules(ec2, group, cidrs)
     return str(group["GroupId"])
+
+
+def admits_itself(group: dict[str, Any]) -> bool:
+    """Whether the group admits all traffic (every protocol and port) from its own members."""
+    return any(perm.get("IpProtocol") == "-1"
+               and any(pair.get("GroupId") == group["GroupId"] for pair in perm.get("UserIdGroupPairs", []))
+               for perm in group.get("IpPermissions", []))
+
+
+def _ensure_self_rule(ec2: Any, group: dict[str, Any]) -> None:
+    if admits_itself(group):
+        return
+    perm = {"IpProtocol": "-1", "UserIdGroupPairs": [
+        {"GroupId": group["GroupId"], "Description": "orch: nodes of one gang reach each other"}]}
+    try:
+        ec2.authorize_security_group_ingress(GroupId=group["GroupId"], IpPermissions=[perm])
+    except ClientError as exc:   # a concurrent launch added it first
+        if exc.response.get("Error", {}).get("Code") != "InvalidPermission.Duplicate":
+            raise
 
 
 def _find_group(ec2: Any, vpc_id: str, name: str) -> dict[str, Any] | None:

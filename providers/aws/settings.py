@@ -26,8 +26,8 @@ class Settings(RetrySettings, SshIngressSettings):
     ``endpoint_url`` points every client at one endpoint (tests: moto); None means AWS itself.
     ``ami`` wins over the lookup ``ami_owners`` + ``ami_name_pattern`` (newest match per region).
     ``security_group_ids`` given: the instances get exactly those. Not given: orch owns one security group
-    per VPC and owner (``orch-<owner>``, tagged) that admits TCP 22 from ``ssh_ingress_cidrs``, and deletes
-    it once no instance uses it (``ssh_ingress_cidrs: []``: no group, the VPC's default one applies).
+    per VPC and owner (``orch-<owner>``, tagged) that admits all traffic among its members (a gang's nodes)
+    and TCP 22 from ``ssh_ingress_cidrs`` only (none by default), and deletes it once no instance uses it.
     ``instance_profile`` (a name or an ARN) gives the node an IAM role for the checkpoint store, so no
     credentials ride on the node.
     """

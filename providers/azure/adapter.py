@@ -2,7 +2,8 @@
 
 Shape of what orch creates, per instance (all in ``settings.resource_group``, all tagged with orch's ids):
 with ``public_ip``, a Standard static public IP ``<name>-pip`` and (shared per owner and region) the NSG
-``orch-<owner>-ssh-<region>`` admitting 22 from ``ssh_ingress_cidrs`` (see providers.azure.network); then
+``orch-<owner>-ssh-<region>`` admitting the virtual network and 22 from ``ssh_ingress_cidrs`` (see
+providers.azure.network); then
 ``<name>-nic`` in ``settings.subnet_id`` carrying both, then the VM ``<name>`` with OS disk ``<name>-osdisk``.
 NIC and disk are attached with ``deleteOption: Delete`` so ARM removes them with the VM; ``terminate`` still
 deletes them (and the public IP) explicitly (404/204 == success) to heal leftovers of a half-done launch.
@@ -58,6 +59,7 @@ from providers.errors import (
     InstanceNotFoundError,
     InsufficientCapacityError,
     InvalidRequestError,
+    PriceTooLowError,
     ProviderError,
     ProviderUnavailableError,
     QuotaExceededError,
@@ -67,7 +69,7 @@ from providers.errors import (
 )
 from providers.retry import RetryPolicy, call_with_retry
 
-from . import network
+from . import network, placement
 from .settings import Settings
 
 NAME = "azure"
@@ -82,6 +84,10 @@ _CAPACITY_CODES = frozenset({
     "overconstrainedzonalallocationrequest",
 })
 _QUOTA_CODES = frozenset({"operationnotallowed", "quotaexceeded"})
+# Azure's Spot refusal when billingProfile.maxPrice is below the size's current Spot price ("Unable to perform
+# operation ... since the provided maximum price ... USD is lower than the current spot price ...": learn.microsoft
+# .com/azure/virtual-machines/error-codes-spot). A higher max price (or -1) may succeed: move on, do not retry.
+_PRICE_CODES = frozenset({"spotpricegreaterthanprovidedmaxprice"})
 _THROTTLE_CODES = frozenset({"toomanyrequests", "throttled"})
 _AUTH_CODES = frozenset({
     "authorizationfailed", "invalidauthenticationtoken", "authenticationfailed", "expiredauthenticationtoken",
@@ -104,6 +110,8 @@ def translate_error(exc: BaseException) -> ProviderError:
         kw: dict[str, Any] = {"provider": NAME, "code": code or (str(status) if status else None)}
         if key in _CAPACITY_CODES:
             return InsufficientCapacityError(message, **kw)
+        if key in _PRICE_CODES:
+            return PriceTooLowError(message, **kw)
         if key in _QUOTA_CODES:
             return QuotaExceededError(message, **kw)
         if key in _THROTTLE_CODES or status == 429:
@@ -335,16 +343,18 @@ class AzureProvider(Provider):
                                       hint="the full resource id of an existing subnet for the NICs")
         tags = self._tags(spec)
         pip = self._ensure_public_ip(spec, tags) if self.settings.public_ip else None
-        nsg = (self._ensure_nsg(spec.owner, spec.offer.region)
-               if self.settings.public_ip and self.settings.ssh_ingress_cidrs else None)
+        # With a public address the NIC always gets orch's NSG: intra-network traffic allowed, port 22 only
+        # from ssh_ingress_cidrs (none by default), everything else from outside refused.
+        nsg = self._ensure_nsg(spec.owner, spec.offer.region) if self.settings.public_ip else None
         nic = self._create_nic(spec, tags, public_ip_id=pip.id if pip else None, nsg_id=nsg.id if nsg else None)
         body = self.vm_body(spec, nic_id=nic.id or "", tags=tags)
+        if spec.gang:   # a multi-node gang: its VMs in one proximity placement group
+            body.properties.proximity_placement_group = cm.SubResource(id=self._ensure_ppg(spec))
         vm_ops = self.compute().virtual_machines
         try:
             poller = self._call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
             self._wait(poller, self.settings.create_wait_s)
-        except (InsufficientCapacityError, QuotaExceededError, InvalidRequestError, AuthError,
-                RateLimitedError, ProviderUnavailableError):
+        except ProviderError:   # any refusal (price too low included) or failure: leave no VM, NIC or IP
             self._cleanup_failed_launch(spec.name)
             raise
         got = self.get(spec.name)
@@ -360,8 +370,9 @@ class AzureProvider(Provider):
         vm = self._absent_ok(lambda: self.compute().virtual_machines.get(rg, instance_id, expand="instanceView"))
         if vm is None:
             return None
-        return self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
-                                 private_ip=self._nic_ip(instance_id), public_ip=self._public_ip(instance_id))
+        return self._reap_failed(self._to_instance(vm, vm.properties.instance_view if vm.properties else None,
+                                                   private_ip=self._nic_ip(instance_id),
+                                                   public_ip=self._public_ip(instance_id)))
 
     def list_instances(self, owner: str) -> list[Instance]:
         rg = self.rg
@@ -374,8 +385,17 @@ class AzureProvider(Provider):
                 continue
             name = vm.name
             view = self._absent_ok(lambda name=name: self.compute().virtual_machines.instance_view(rg, name))
-            found.append(self._to_instance(vm, view, private_ip=ips.get(name), public_ip=public.get(name)))
+            found.append(self._reap_failed(self._to_instance(vm, view, private_ip=ips.get(name),
+                                                             public_ip=public.get(name))))
         return found
+
+    def _reap_failed(self, instance: Instance) -> Instance:
+        """A VM whose create failed after the launch's wait (ProvisioningState/failed) reads as TERMINATED, so
+        nobody else would delete it: it is deleted here, with its NIC, public IP and disk, the first time it
+        is seen failed."""
+        if instance.raw_state == "ProvisioningState/failed":
+            self._cleanup_failed_launch(instance.instance_id)
+        return instance
 
     def terminate(self, instance_id: str) -> None:
         rg = self.rg
@@ -412,11 +432,18 @@ class AzureProvider(Provider):
         pips = self._call(lambda: list(net.public_ip_addresses.list(rg)))
         nsgs = self._call(lambda: list(net.network_security_groups.list(rg)))
         nics = self._call(lambda: list(net.network_interfaces.list(rg)))
-        return network.owned_resources(owner, pips=pips, nsgs=nsgs, nics=nics)
+        ppgs = self._call(lambda: list(self.compute().proximity_placement_groups.list_by_resource_group(rg)))
+        return network.owned_resources(owner, pips=pips, nsgs=nsgs, nics=nics) + placement.owned_ppgs(owner, ppgs)
 
     def delete_network_resource(self, resource: CloudResource) -> None:
         """Delete one; missing == success; ResourceInUseError while ARM says something still uses it."""
         rg, net = self.rg, self.network()
+        if resource.kind is ResourceKind.PLACEMENT_GROUP:
+            try:   # a synchronous delete in ARM (no long-running operation)
+                self._call(lambda: self.compute().proximity_placement_groups.delete(rg, resource.name))
+            except ResourceNotFoundError:
+                pass
+            return
         deleters = {ResourceKind.PUBLIC_IP: net.public_ip_addresses, ResourceKind.NETWORK_INTERFACE:
                     net.network_interfaces, ResourceKind.NETWORK_SECURITY_GROUP: net.network_security_groups}
         ops = deleters.get(resource.kind)
@@ -451,6 +478,17 @@ class AzureProvider(Provider):
         self._wait(self._call(lambda: ops.begin_create_or_update(rg, name, body)), self.settings.create_wait_s)
         pip: nm.PublicIPAddress = self._call(lambda: ops.get(rg, name))
         return pip
+
+    def _ensure_ppg(self, spec: LaunchSpec) -> str:
+        """The id of ``spec.gang``'s proximity placement group, PUT when missing (providers.azure.placement)."""
+        rg, ops = self.rg, self.compute().proximity_placement_groups
+        name = placement.ppg_name(spec.owner, spec.gang)
+        current: cm.ProximityPlacementGroup | None = self._absent_ok(lambda: ops.get(rg, name))
+        if current is None:
+            body = placement.ppg_body(spec.offer.region, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)
+            current = self._call(lambda: ops.create_or_update(rg, name, body))
+        assert current is not None
+        return current.id or ""
 
     def _ensure_nsg(self, owner: str, region: str) -> nm.NetworkSecurityGroup:
         """The owner's shared SSH NSG in ``region``: PUT only when missing or its rules differ."""

@@ -3,10 +3,13 @@
 Per VM (with ``public_ip: true``): a Standard, static public IP ``<vm>-pip`` on the VM's NIC, tagged like
 the VM, deleted by ``terminate`` after the NIC. Per resource group, owner and region (shared by that
 owner's NICs there): a network security group ``orch-<owner>-ssh-<region>``, tagged ``orch:owner``, whose
-rules admit TCP 22 from ``ssh_ingress_cidrs`` (one rule per address family: an NSG rule does not mix IPv4
-and IPv6 prefixes). ARM refuses to delete an NSG a NIC still uses, so it is removed by garbage collection
-once no NIC holds it. A Standard public IP admits nothing without an NSG rule (secure by default): with
-``ssh_ingress_cidrs: []`` the VM has an address but no inbound SSH unless the subnet's own NSG allows it.
+rules admit all traffic from inside the virtual network (``orch-intra``: a gang's nodes reach each other;
+said explicitly rather than left to the default ``AllowVnetInBound``, so that it shows and outranks any
+rule orch's settings add) and TCP 22 from ``ssh_ingress_cidrs`` only (one rule per address family: an NSG
+rule does not mix IPv4 and IPv6 prefixes; none by default). ARM refuses to delete an NSG a NIC still uses,
+so it is removed by garbage collection once no NIC holds it. A Standard public IP admits nothing without an
+NSG rule (secure by default): with ``ssh_ingress_cidrs: []`` the VM has an address but no inbound port from
+outside the virtual network.
 
 Pure functions only (names, bodies, and reading listings into ``CloudResource``); the adapter calls ARM.
 """
@@ -21,6 +24,10 @@ from providers.base import TAG_LAUNCH_ID, TAG_OWNER, CloudResource, ResourceKind
 
 SSH_PORT = "22"
 SSH_RULE_PRIORITY = 1000
+INTRA_RULE = "orch-intra"
+INTRA_RULE_PRIORITY = 900
+#: Azure's service tag for the virtual network's own address space (and networks peered with it).
+VNET_TAG = "VirtualNetwork"
 TAG_ROLE = "orch:role"
 ROLE_SSH = "ssh-ingress"
 
@@ -54,17 +61,28 @@ def _ssh_rules(cidrs: list[str]) -> list[nm.SecurityRule]:
         for i, (name, prefixes) in enumerate(families) if prefixes]
 
 
+def _intra_rule() -> nm.SecurityRule:
+    return nm.SecurityRule(name=INTRA_RULE, properties=nm.SecurityRulePropertiesFormat(
+        description="orch: the machines orch launches reach each other inside the virtual network",
+        protocol="*", source_port_range="*", destination_port_range="*", source_address_prefix=VNET_TAG,
+        destination_address_prefix=VNET_TAG, access="Allow", priority=INTRA_RULE_PRIORITY, direction="Inbound"))
+
+
+def _rules(cidrs: list[str]) -> list[nm.SecurityRule]:
+    return [_intra_rule(), *_ssh_rules(cidrs)]
+
+
 def nsg_body(owner: str, location: str, cidrs: list[str]) -> nm.NetworkSecurityGroup:
     return nm.NetworkSecurityGroup(
         location=location, tags={TAG_OWNER: owner, TAG_ROLE: ROLE_SSH},
-        properties=nm.NetworkSecurityGroupPropertiesFormat(security_rules=_ssh_rules(cidrs)))
+        properties=nm.NetworkSecurityGroupPropertiesFormat(security_rules=_rules(cidrs)))
 
 
 def nsg_admits(nsg: nm.NetworkSecurityGroup, cidrs: list[str]) -> bool:
-    """Whether ``nsg`` already carries exactly orch's SSH rules for ``cidrs`` (so no PUT is needed)."""
+    """Whether ``nsg`` already carries exactly orch's rules for ``cidrs`` (so no PUT is needed)."""
     have = {r.name: sorted(r.properties.source_address_prefixes or [])
             for r in (nsg.properties.security_rules if nsg.properties else None) or [] if r.properties}
-    want = {r.name: sorted(r.properties.source_address_prefixes or []) for r in _ssh_rules(cidrs) if r.properties}
+    want = {r.name: sorted(r.properties.source_address_prefixes or []) for r in _rules(cidrs) if r.properties}
     return have == want
 
 

@@ -45,8 +45,9 @@ class Settings(RetrySettings, SshIngressSettings):
     ``base_url`` points both ARM clients at another endpoint (tests: the fake ARM); None means Azure.
     ``create_wait_s`` bounds how long ``launch`` waits on the create operation so that allocation
     failures surface as InsufficientCapacityError; past it, launch returns a PENDING instance.
-    ``public_ip``: each VM's NIC gets a Standard static public IP, and (with ``ssh_ingress_cidrs``) a shared
-    NSG admitting TCP 22 from those ranges; False for a daemon inside the VNet (private address only).
+    ``public_ip``: each VM's NIC gets a Standard static public IP and a shared NSG admitting traffic from
+    inside the virtual network and TCP 22 from ``ssh_ingress_cidrs`` only (none by default); False for a
+    daemon inside the VNet (private address only; the subnet's own rules apply).
     ``managed_identity``: ``"system"`` (a system-assigned identity) or a user-assigned identity's resource
     id; the node reaches the checkpoint store through it, so no credentials ride on the VM.
     """

@@ -86,7 +86,11 @@ _STATES = {
 _CAPACITY = {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "RESOURCE_POOL_EXHAUSTED",
              "resourcePoolExhausted", "STOCKOUT"}
 _QUOTA = {"QUOTA_EXCEEDED", "quotaExceeded", "QUOTA_LIMIT_EXCEEDED"}
-_RATE = {"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"}
+# HTTP errors: errors[].reason rateLimitExceeded/userRateLimitExceeded (ErrorInfo RATE_LIMIT_EXCEEDED, status
+# RESOURCE_EXHAUSTED / 429 or 403). Operations: RESOURCE_OPERATION_RATE_EXCEEDED ("Operation rate exceeded for
+# resource ...": too many operations on one resource/image in a short time) is a throttle, not a bad request.
+_RATE = {"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED", "RESOURCE_OPERATION_RATE_EXCEEDED",
+         "RESOURCE_EXHAUSTED"}
 _AUTH = {"authError", "forbidden", "accessNotConfigured", "PERMISSIONS_ERROR", "insufficientPermissions",
          "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "SERVICE_DISABLED"}
 _NOT_FOUND = {"notFound", "RESOURCE_NOT_FOUND"}
@@ -410,8 +414,8 @@ class GcpProvider(Provider):
         existing = self._fetch(zone, spec.name)
         if existing is not None:
             return self._to_instance(existing)
-        if self.settings.ssh_ingress_cidrs:
-            self._firewall_rules().ensure(spec.owner, self.settings.network, self.settings.ssh_ingress_cidrs)
+        # Always: the intra-tag rule lets a gang's nodes reach each other; SSH rules only where configured.
+        self._firewall_rules().ensure(spec.owner, self.settings.network, self.settings.ssh_ingress_cidrs)
         instances, _, project = self._clients()
         request = compute_v1.InsertInstanceRequest(project=project, zone=zone, request_id=request_id(spec.launch_id),
                                                    instance_resource=self.instance_body(spec, zone))

@@ -1,6 +1,10 @@
-"""orch's SSH firewall rules on a GCE network: names, bodies, and the ensure/list/delete steps.
+"""orch's firewall rules on a GCE network: names, bodies, and the ensure/list/delete steps.
 
-Every instance orch launches carries the network tag ``orch-<owner>``. Where ``ssh_ingress_cidrs`` is set,
+Every instance orch launches carries the network tag ``orch-<owner>``. One rule per network,
+``orch-<owner>-intra-<network>``, admits every protocol from that tag to that tag, so the nodes of a
+multi-node gang reach each other (torchrun's rendezvous, NCCL's sockets on ports chosen at run time)
+whatever the network's other rules are (a custom VPC has no ``default-allow-internal``). Nothing outside
+the tag is admitted by it. Where ``ssh_ingress_cidrs`` is set (it is empty by default),
 one ingress rule per network and address family (GCE does not mix IPv4 and IPv6 sources in one rule) admits
 TCP 22 from those ranges to that tag: ``orch-<owner>-ssh-<network>`` (``-ssh6-`` for IPv6). Firewall rules
 have no labels, so a rule is orch's for ``owner`` when its name has that prefix AND it targets that tag.
@@ -52,8 +56,22 @@ def wanted_rules(owner: str, network: str, cidrs: list[str]) -> list[compute_v1.
         for v6, ranges in families.items() if ranges]
 
 
+def intra_rule_name(owner: str, network: str) -> str:
+    return f"orch-{owner}-intra-{network_name(network)}"[:63].rstrip("-")
+
+
+def intra_rule(owner: str, network: str) -> compute_v1.Firewall:
+    """All traffic among ``owner``'s instances on ``network`` (source tag == target tag: no outside source)."""
+    tag = network_tag(owner)
+    return compute_v1.Firewall(
+        name=intra_rule_name(owner, network), network=network, direction="INGRESS", priority=1000,
+        source_tags=[tag], target_tags=[tag], allowed=[compute_v1.Allowed(I_p_protocol="all")],
+        description=f"orch ({owner}): the machines orch launches on this network reach each other")
+
+
 def is_owned(rule: compute_v1.Firewall, owner: str) -> bool:
-    return rule.name.startswith(f"orch-{owner}-ssh") and network_tag(owner) in rule.target_tags
+    return (rule.name.startswith((f"orch-{owner}-ssh", f"orch-{owner}-intra"))
+            and network_tag(owner) in rule.target_tags)
 
 
 class FirewallRules:
@@ -68,8 +86,14 @@ class FirewallRules:
         self._timeout_s = timeout_s
 
     def ensure(self, owner: str, network: str, cidrs: list[str]) -> None:
-        """Create each wanted rule if missing, or patch its source ranges to ``cidrs``. Idempotent."""
-        for body in wanted_rules(owner, network, cidrs):
+        """Create the intra-tag rule and each wanted SSH rule if missing, or patch an SSH rule's source
+        ranges to ``cidrs``. Idempotent. An SSH rule of an address family no longer configured is deleted
+        (an earlier default admitted 0.0.0.0/0: a stale rule would keep that door open)."""
+        wanted = [intra_rule(owner, network), *wanted_rules(owner, network, cidrs)]
+        for stale in {rule_name(owner, network, ipv6=v6) for v6 in (False, True)} - {b.name for b in wanted}:
+            if self._get(stale) is not None:
+                self.delete(stale)
+        for body in wanted:
             current = self._get(body.name)
             if current is None:
                 self._insert(body)

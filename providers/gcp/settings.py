@@ -23,7 +23,8 @@ class Settings(RetrySettings, SshIngressSettings):
     """What the GCP adapter needs besides credentials.
 
     ``ssh_ingress_cidrs``: orch keeps a firewall rule per network admitting TCP 22 from these ranges to its
-    instances' ``orch-<owner>`` network tag ([]: no rule). ``service_account`` (an email) runs the node as
+    instances' ``orch-<owner>`` network tag ([], the default: no SSH rule; the rule admitting traffic among
+    those instances is kept either way). ``service_account`` (an email) runs the node as
     that account with ``service_account_scopes``, so the node reaches the checkpoint bucket through its
     identity (the metadata server) and no key rides on it; None: the instance gets no service account.
     """

@@ -42,7 +42,7 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.gpus import UnknownGpuError, resolve_gpu
+from providers.gpus import resolve_offer_gpu
 from providers.http import ApiClient, HttpSettings, RateLimiter, SameBody
 from providers.lambdalabs.settings import Settings
 
@@ -272,9 +272,8 @@ def _offer(itype: dict[str, Any], region: str, today: date) -> Offer | None:
     gpus = int(specs.get("gpus") or 0)
     if gpus < 1:
         return None
-    try:
-        model = resolve_gpu(itype.get("description") or itype["gpu_description"])
-    except UnknownGpuError:
+    model = resolve_offer_gpu(itype.get("description") or itype["gpu_description"], provider=PROVIDER)
+    if model is None:
         return None
     sxm = "sxm" in str(itype.get("gpu_description", "")).lower()
     storage = specs.get("storage_gib")    # the type's fixed local disk (spec: InstanceTypeSpecs.storage_gib)

@@ -44,7 +44,7 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.gpus import GpuModel, UnknownGpuError, resolve_gpu
+from providers.gpus import GpuModel, UnknownGpuError, resolve_gpu, resolve_offer_gpu
 from providers.http import ApiClient, HttpSettings, RateLimiter
 from providers.runpod.settings import CloudType, Settings
 
@@ -75,16 +75,20 @@ DEPLOY = (f"mutation Deploy($input: PodFindAndDeployOnDemandInput!) "
 STOP = "mutation StopPod($input: PodStopInput!) { podStop(input: $input) { id desiredStatus } }"
 TERMINATE = "mutation TerminatePod($input: PodTerminateInput!) { podTerminate(input: $input) }"
 
-# The documented no-capacity answer (podFindAndDeployOnDemand): it carries a message and no error code.
-NO_CAPACITY_PREFIX = "there are no instances available"
+# The no-capacity answers of podFindAndDeployOnDemand: a message and no error code. RunPod's current wording
+# ("There are no longer any instances available with the requested specifications. Please refresh and try
+# again.") and the older one ("There are no instances available with the request specifications...") are both
+# still seen, so both are recognised.
+NO_CAPACITY_PREFIXES = ("there are no longer any instances available", "there are no instances available")
 
 
 def translate_error(response: httpx.Response) -> ProviderError | None:
     """The one place RunPod failures become the taxonomy.
 
     GraphQL errors arrive with HTTP 200 as ``{"errors": [{"message", "extensions": {"code"}}]}``. The
-    no-capacity refusal has only a message ("There are no instances available with the request
-    specifications..."), no code, so it is recognised by that documented message here and only here;
+    no-capacity refusal has only a message ("There are no longer any instances available with the requested
+    specifications...", formerly "There are no instances available with the request specifications..."),
+    no code, so it is recognised by that documented message here and only here;
     likewise "pod not found ..." and balance refusals, for which RunPod publishes no codes either.
     """
     status = response.status_code
@@ -108,7 +112,7 @@ def translate_error(response: httpx.Response) -> ProviderError | None:
         return InvalidRequestError(message, **kw)
     if not first:
         return None
-    if lowered.startswith(NO_CAPACITY_PREFIX):
+    if lowered.startswith(NO_CAPACITY_PREFIXES):
         return InsufficientCapacityError(message, **kw)
     if any(word in lowered for word in ("balance", "enough funds", "quota", "spend limit")):
         return QuotaExceededError(message, **kw, hint="add funds or raise the spend limit in the RunPod console")
@@ -281,7 +285,8 @@ def _model(g: dict[str, Any]) -> GpuModel | None:
             return resolve_gpu(str(spelling), float(vram) if vram else None)
         except UnknownGpuError:
             continue
-    return None
+    # Neither spelling is known: logged (once per name), never silently dropped.
+    return resolve_offer_gpu(str(g.get("id") or g.get("displayName") or ""), provider=PROVIDER)
 
 
 def _offer(g: dict[str, Any], count: int, cloud: str, today: Any) -> Offer | None:

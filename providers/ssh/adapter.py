@@ -3,9 +3,11 @@
 A configured host is an "instance" while it is reserved for a launch. ``launch`` reserves the host the
 offer names (``offer.instance_type`` is the host name), then proves over SSH that it answers, that its
 host key is the pinned one, and that ``verify_command`` (default ``nvidia-smi -L``) succeeds; on any
-failure the reservation is released before the error is raised. ``terminate`` releases the reservation
-and nothing else: orch's processes on the machine are stopped by the orchestrator's runtime, not here,
-and the machine itself keeps running (it is yours).
+failure the reservation is released before the error is raised. ``terminate`` stops the launch for real
+before it frees the host (providers/ssh/cleanup.py): every process of the launch is sent SIGTERM, then SIGKILL
+after ``stop_grace_s``, and the host is released only once none remains and its ports are free; a host that
+cannot be cleaned (or reached) stays reserved, marked unusable, and terminate raises a ProviderError saying so
+(the engine asks again on a later tick; a clean then frees it). The machine itself keeps running (it is yours).
 
 Host keys of configured hosts are never trusted on first contact: the key (or its fingerprint) must be
 in the config or already in orch's known_hosts store.
@@ -13,6 +15,7 @@ in the config or already in orch's known_hosts store.
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime
 
 from providers.base import (
@@ -34,6 +37,7 @@ from providers.errors import (
     ProviderUnavailableError,
 )
 from providers.fabric import Fabric
+from providers.ssh.cleanup import clean_command, parse_clean
 from providers.ssh.errors import (
     ExecTimeoutError,
     HostKeyError,
@@ -52,6 +56,14 @@ __all__ = ["SshProvider", "translate_error"]
 NAME = "ssh"
 
 
+class WorkdirMissingError(Exception):
+    """The host's configured ``workdir`` does not exist: a configuration error, not a capacity one."""
+
+    def __init__(self, host: str, workdir: str, detail: str) -> None:
+        self.host = host
+        super().__init__(f"host {host}: workdir {workdir} does not exist or is not a directory ({detail})")
+
+
 class VerifyFailedError(Exception):
     """verify_command exited non-zero on the host."""
 
@@ -67,6 +79,9 @@ def translate_error(exc: Exception, host: str = "") -> ProviderError:
     where = f"host {host}: " if host else ""
     if isinstance(exc, HostReservedError):
         return InsufficientCapacityError(str(exc), provider=NAME, code="reserved")
+    if isinstance(exc, WorkdirMissingError):
+        return InvalidRequestError(str(exc), provider=NAME, code="workdir-missing",
+                                   hint="create the directory on the host, or fix workdir in providers.ssh.hosts")
     if isinstance(exc, VerifyFailedError):
         # The machine answers but cannot serve GPUs now: the planner should move on to another offer.
         return InsufficientCapacityError(str(exc), provider=NAME, code="verify-failed",
@@ -134,12 +149,14 @@ class SshProvider(Provider):
         else:
             keys = tuple(k.line for k in self.host_keys.keys_for(host.address, host.port))
         extra = [("key_path", str(self.settings.host_key_path(host)))]
+        unusable = self.book.unusable(host.name)
         if host.workdir:
             extra.append(("workdir", host.workdir))
         return Instance(
             provider=NAME, instance_id=host.name, launch_id=res.launch_id, owner=res.owner, job=res.job,
             state=InstanceState.RUNNING, instance_type=host.name, region=host.region, zone=None,
-            market=Market.ON_DEMAND, raw_state="reserved", public_ip=host.address, ssh_port=host.port,
+            market=Market.ON_DEMAND, raw_state="unusable" if unusable else "reserved", raw_reason=unusable,
+            public_ip=host.address, ssh_port=host.port,
             ssh_user=host.user, host_keys=keys, created_at=res.reserved_at,
             price_hr=self.settings.host_price(host), extra=tuple(extra),
             fabric=Fabric.INFINIBAND if host.infiniband else None,
@@ -190,6 +207,15 @@ class SshProvider(Provider):
 
     def _verify(self, host: HostSettings) -> None:
         command = self.settings.verify_command
+        if host.workdir:
+            # Checked on its own, without the transport's cd into it: a missing workdir would otherwise fail
+            # the verify command and read as "no GPU" (InsufficientCapacityError).
+            plain = self.transport(host.name)
+            plain.workdir = None
+            with plain as t:
+                seen = t.exec(f"test -d {shlex.quote(host.workdir)} && echo ok", timeout=self.settings.verify_timeout_s)
+            if seen.stdout.strip() != "ok":
+                raise WorkdirMissingError(host.name, host.workdir, (seen.stderr.strip() or "test -d failed")[-300:])
         with self.transport(host.name) as t:
             result = t.exec(command, timeout=self.settings.verify_timeout_s)
         if not result.ok:
@@ -203,8 +229,38 @@ class SshProvider(Provider):
         return [self._instance(r) for r in self.book.all() if r.owner == owner]
 
     def terminate(self, instance_id: str) -> None:
-        if self._safe_name(instance_id):
-            self.book.release(instance_id)
+        """Stop the launch on the host, verify, then free it (see the module docstring and cleanup.py)."""
+        if not self._safe_name(instance_id):
+            return
+        res = self.book.get(instance_id)
+        if res is None:
+            return
+        if self.settings.host(instance_id) is None:
+            self.book.release(instance_id, res.launch_id)   # no longer configured: nothing orch can reach
+            return
+        try:
+            plain = self.transport(instance_id)
+            plain.workdir = None            # the clean must run even where the workdir is gone
+            with plain as t:
+                done = t.exec(clean_command(res.launch_id, self.settings.stop_grace_s),
+                              timeout=self.settings.stop_grace_s + 60)
+            outcome = parse_clean(done.stdout)
+            if outcome is None:
+                why = f"the stop program did not run (exit {done.exit_code}): {done.stderr.strip()[-300:]}"
+            elif not outcome.clean:
+                why = outcome.describe()
+            else:
+                why = ""
+        except (TransportError, HostKeyError) as exc:
+            why = f"cannot reach it to stop launch {res.launch_id}: {exc}"
+        if why:
+            reason = f"host {instance_id} is unusable: launch {res.launch_id} could not be stopped: {why}"
+            self.book.mark_unusable(instance_id, reason)
+            raise ProviderUnavailableError(reason, provider=NAME, code="host-unclean",
+                                           hint="stop the launch's processes on the host; orch frees the host "
+                                           "at its next clean try")
+        self.book.release(instance_id, res.launch_id)
+        self.book.clear_unusable(instance_id)
 
     @staticmethod
     def _safe_name(name: str) -> bool:

@@ -109,3 +109,22 @@ class ReservationBook:
                 return False
             self._record(host).unlink(missing_ok=True)
             return True
+
+    # -- hosts that could not be cleaned -------------------------------------------------------------------
+    def _note(self, host: str) -> Path:
+        return self.state_dir / f"{host}.unusable"
+
+    def mark_unusable(self, host: str, reason: str) -> None:
+        """Note why ``host`` stays reserved after its launch ended (its processes could not be stopped)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._note(host).write_text(reason + "\n")
+
+    def unusable(self, host: str) -> str | None:
+        """The reason ``host`` is marked unusable, or None."""
+        try:
+            return self._note(host).read_text().strip() or "unusable"
+        except FileNotFoundError:
+            return None
+
+    def clear_unusable(self, host: str) -> None:
+        self._note(host).unlink(missing_ok=True)

@@ -119,6 +119,7 @@ class Settings(BaseModel):
     price_hr: float = Field(0.0, ge=0)          # internal price of a host-hour unless a host sets its own
     verify_command: str = "nvidia-smi -L"       # must exit 0 on a usable machine
     verify_timeout_s: float = Field(30.0, gt=0)
+    stop_grace_s: float = Field(10.0, ge=0, le=600)  # SIGTERM -> SIGKILL when a launch ends (providers/ssh/cleanup.py)
     state_dir: Path | None = None               # reservations; None: <orch data dir>/ssh
     known_hosts: Path | None = None             # pinned host keys; None: <orch data dir>/known_hosts
     connect_timeout_s: float = Field(10.0, gt=0)

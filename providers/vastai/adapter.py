@@ -45,7 +45,7 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.gpus import UnknownGpuError, resolve_gpu
+from providers.gpus import resolve_offer_gpu
 from providers.http import ApiClient, HttpSettings, RateLimiter
 from providers.retry import RetryPolicy, call_with_retry
 from providers.vastai.settings import Settings
@@ -63,7 +63,9 @@ HOURS_PER_MONTH = 720.0   # storage_cost is $/GB/month; the vast CLI divides by 
 VAST_GPU_NAMES: dict[str, tuple[str, ...]] = {
     "B200-180G": ("B200",),
     "H200-141G": ("H200", "H200 NVL"),
-    "H100-80G": ("H100 SXM", "H100 PCIE", "H100 NVL"),
+    "H100-80G": ("H100 SXM", "H100 PCIE"),
+    "H100NVL-94G": ("H100 NVL",),
+    "GH200-96G": ("GH200 SXM",),
     "A100-80G": ("A100 SXM4", "A100 PCIE", "A100X"),
     "A100-40G": ("A100 SXM4", "A100 PCIE"),
     "L40S-48G": ("L40S",),
@@ -72,6 +74,12 @@ VAST_GPU_NAMES: dict[str, tuple[str, ...]] = {
     "A10-24G": ("A10",),
     "RTX4090-24G": ("RTX 4090",),
     "RTXA6000-48G": ("RTX A6000",),
+    "RTX5090-32G": ("RTX 5090",),
+    "RTX3090-24G": ("RTX 3090",),
+    "RTXA5000-24G": ("RTX A5000",),
+    "RTXA4000-16G": ("RTX A4000",),
+    "RTX6000ADA-48G": ("RTX 6000Ada",),
+    "A40-48G": ("A40",),
     "V100-16G": ("Tesla V100",),
     "V100-32G": ("Tesla V100",),
     "T4-16G": ("Tesla T4",),
@@ -315,10 +323,9 @@ class VastProvider(Provider):
         return [o for o in offers or [] if isinstance(o, dict)]
 
     def _to_offer(self, raw: dict[str, Any], market: Market) -> Offer | None:
-        try:
-            vram = float(raw.get("gpu_ram") or 0) / 1024.0
-            model = resolve_gpu(str(raw.get("gpu_name") or ""), vram_gb=vram or None)
-        except UnknownGpuError:
+        vram = float(raw.get("gpu_ram") or 0) / 1024.0
+        model = resolve_offer_gpu(str(raw.get("gpu_name") or ""), vram_gb=vram or None, provider=PROVIDER)
+        if model is None:
             return None
         n = int(raw.get("num_gpus") or 0)
         if n < 1:
@@ -405,13 +412,24 @@ class VastProvider(Provider):
                                            provider=PROVIDER)
         got = self.get(str(new_id))
         if got is not None:
-            return got
+            return self._checked_rental(got, spec)
         # Not visible yet (eventual consistency): what we know is enough for the caller's row.
         ids = parse_instance_name(spec.name)
         return Instance(provider=PROVIDER, instance_id=str(new_id), launch_id=spec.launch_id, owner=spec.owner,
                         state=InstanceState.PENDING, instance_type=_vast_instance_type(ask),
                         region=str(ask.get("geolocation") or "unknown"), market=spec.offer.market,
                         job=spec.job, raw_state="created", raw_reason=None if ids else "unlabelled")
+
+    def _checked_rental(self, got: Instance, spec: LaunchSpec) -> Instance:
+        """The rental Vast made, checked against the market asked for (``is_bid``): the create answer does not
+        say which, and a spot create whose bid Vast did not take rents on-demand at the full price. A wrong
+        one is destroyed at once and the launch fails typed (this ask cannot give that market: move on)."""
+        if got.market is spec.offer.market:
+            return got
+        self.terminate(got.instance_id)
+        raise InsufficientCapacityError(
+            f"Vast rented instance {got.instance_id} as {got.market.value}, not {spec.offer.market.value}: "
+            "destroyed at once", provider=PROVIDER, code="wrong_rental_type")
 
     def _destroy_leftovers(self, label: str) -> list[str]:
         """Destroy whatever a refused create left under ``label``; never mask the refusal's own error."""

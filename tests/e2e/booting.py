@@ -155,7 +155,7 @@ def aws_user_data(endpoint: str, region: str) -> Callable[[Instance], str]:
         attr = ec2.describe_instance_attribute(InstanceId=ec2_id, Attribute="userData")
         value = attr.get("UserData", {}).get("Value", "")
         raw = base64.b64decode(value) if value else b""
-        # As cloud-init does: gzip'd user data (what orch sends, providers/aws/adapter.py) is decompressed first.
+        # cloud-init takes gzip'd user data and runs what it unpacks (EC2's 16 KB is counted before unpacking).
         return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
     return read

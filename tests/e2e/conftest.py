@@ -50,6 +50,8 @@ JOB = "tiny"
 GPU = "A100-80G"
 STEPS = 60
 SEED = 1234
+#: SIGTERM -> SIGKILL when orch ends a launch on an e2e machine (providers/ssh/cleanup.py).
+STOP_GRACE_S = 2.0
 #: How long machine A keeps running after its interruption notice before the "cloud" kills it.
 NOTICE_WINDOW_S = 3.0
 WORK = Path(".orch") / "jobs" / JOB  # the job's work dir, relative to each machine's working root
@@ -116,6 +118,14 @@ class SpotSshProvider(SshProvider):
 
     def list_instances(self, owner: str) -> list[Instance]:
         return [self._as_sold(i) for i in super().list_instances(owner)]
+
+    def terminate(self, instance_id: str) -> None:
+        # A reclaimed spot machine is gone with everything on it (its sshd too): nothing left to stop, as on
+        # a cloud. Own machines are stopped for real (SshProvider.terminate).
+        if instance_id in self.reclaimed:
+            self.book.release(instance_id)
+            return
+        super().terminate(instance_id)
 
 
 class RecordingMonitor(SshMonitor):
@@ -285,8 +295,38 @@ def make_store(path: Path, catalog: Sequence[Offer]) -> SqlEngineStore:
     return SqlEngineStore(open_store(f"sqlite:///{path}"), OWNER, catalog=catalog)
 
 
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def code_repo(where: Path) -> Path:
+    """The user's repository, made here: the tiny job's script and a VERSION file, committed. The machines
+    get the script only from it (the code pack), never from this checkout."""
+    repo = where / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "e2e@example.invalid")
+    git(repo, "config", "user.name", "e2e")
+    shutil.copy(SCRIPT, repo / "train_tiny.py")
+    (repo / "VERSION").write_text("1\n")
+    (repo / ".orchignore").write_text("outputs/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v1")
+    return repo
+
+
+def move_repo_on(repo: Path) -> str:
+    """A later commit a relaunch must NOT run: the script now fails at once. Returns the new commit."""
+    script = repo / "train_tiny.py"
+    script.write_text("raise SystemExit('this commit was never applied')\n" + script.read_text())
+    (repo / "VERSION").write_text("2\n")
+    git(repo, "commit", "-q", "-am", "v2")
+    return git(repo, "rev-parse", "HEAD")
+
+
 def add_job(store: SqlEngineStore, manifest_yaml: str, where: Path) -> JobRecord:
-    """``orch apply`` of one YAML manifest: the real loader and the real apply, then the job's record."""
+    """``orch apply`` of one YAML manifest: the real loader and the real apply, then the job's record.
+    ``where`` is the user's repository (``code_repo``): apply pins its HEAD as the job's code."""
     from orchestrator import jobs_service
 
     path = where / f"{JOB}.yaml"
@@ -298,7 +338,8 @@ def add_job(store: SqlEngineStore, manifest_yaml: str, where: Path) -> JobRecord
 
 def job_manifest(bucket: Bucket, args: list[str], *, resume: str, notify: str, nodes: int = 1,
                  gpus: int = 2) -> str:
-    """The job as a user writes it (docs/manifests.md). Relative paths live in each machine's work dir.
+    """The job as a user writes it (docs/manifests.md). Relative paths live in each machine's work dir, where
+    the code pack (the repository's train_tiny.py) is unpacked before the job starts.
     ``resume``/``notify``: the YAML flow mappings for checkpoint.resume and checkpoint.notify."""
     job_args = ", ".join(json.dumps(a) for a in
                          ["--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", *args])
@@ -309,7 +350,7 @@ name: {JOB}
 resources: {{gpu: {GPU}, count: {gpus}, nodes: {nodes}}}
 run:
   launcher: torchrun
-  script: {SCRIPT}
+  script: train_tiny.py
   args: [{job_args}]
 env: {{OMP_NUM_THREADS: "1", AWS_REGION: us-east-1}}
 secrets: [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY]
@@ -388,7 +429,7 @@ def ssh_settings(hosts: tuple[HostSettings, ...], key_owner: Sshd, tmp_path: Pat
     """The SSH provider's settings for e2e machines: short timeouts, state and known hosts under tmp_path."""
     return Settings(hosts=hosts, key_path=key_owner.client_key_path, state_dir=tmp_path / "ssh-state",
                     known_hosts=tmp_path / "known_hosts", connect_timeout_s=3.0, auth_timeout_s=5.0,
-                    reconnect_deadline_s=1.0, verify_timeout_s=10.0)
+                    reconnect_deadline_s=1.0, verify_timeout_s=10.0, stop_grace_s=STOP_GRACE_S)
 
 
 def ssh_engine(stack: contextlib.ExitStack, tmp_path: Path, provider: SshProvider, catalog: Sequence[Offer],

@@ -31,7 +31,15 @@ from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store
 from providers.base import Market
 from tests.e2e.booting import NodeBooter, aws_user_data, gce_user_data
-from tests.e2e.conftest import SCRIPT, SECRET_VALUE, STEPS, Bucket, poll_until, require_tools
+from tests.e2e.conftest import (
+    SECRET_VALUE,
+    STEPS,
+    Bucket,
+    code_repo,
+    move_repo_on,
+    poll_until,
+    require_tools,
+)
 from tests.fakes.metadata import MetadataState, metadata_server
 from tests.support.sshd import free_port
 
@@ -47,7 +55,7 @@ name: {JOB}
 resources: {{gpu: [A10G-24G, L4-24G], count: 2}}
 run:
   launcher: torchrun
-  script: {SCRIPT}
+  script: train_tiny.py
   args: ["--steps", "{STEPS}", "--seed", "1234", "--ckpt-every", "5", "--step-sleep", "0.15", "--hold-at-step", "8"]
 env: {{OMP_NUM_THREADS: "1"}}
 checkpoint:
@@ -132,6 +140,7 @@ def clouds(tmp_path: Path, bucket: Bucket, s3_endpoint: str, monkeypatch: pytest
 
 
 def _apply(clouds: Clouds, bucket: Bucket, where: Path) -> int:
+    """``orch apply`` from the user's repository (``where``): the nodes get train_tiny.py from its code pack."""
     from orchestrator import jobs_service
 
     path = where / f"{JOB}.yaml"
@@ -161,7 +170,8 @@ def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
         clouds: Clouds, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any],
         caplog: pytest.LogCaptureFixture, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level("DEBUG", logger="orch")
-    job_id = _apply(clouds, bucket, tmp_path)
+    repo = code_repo(tmp_path)
+    job_id = _apply(clouds, bucket, repo)
 
     # Launch -> the node boots itself -> its agent reports the job running through S3 -> the engine says RUNNING.
     clouds.tick_until(lambda: clouds.attempts(job_id), "the launch on AWS")
@@ -174,6 +184,15 @@ def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
     # GPU utilization from the node's nvidia-smi reached the engine through the store.
     clouds.tick_until(lambda: (87.0, 93.0) in [s.gpu_util_pct for s in clouds.service.reconciler.utilization(a.id)],
                       "A's GPU utilization via S3")
+
+    # The code came through the store: orch put the pinned pack there once, the booted node fetched and unpacked it.
+    pin = clouds.service.engine_store.job(job_id).manifest.code.pin
+    assert pin is not None
+    packs = [o["Key"] for o in bucket.client.list_objects_v2(Bucket=bucket.name,
+                                                             Prefix=f"{bucket.prefix}/_orch/code/")["Contents"]]
+    assert packs == [f"{bucket.prefix}/_orch/code/code-{pin.sha256}.tar.gz"]
+    assert (node_a.root / ".orch" / "jobs" / JOB / ".orch-code").read_text().strip() == pin.sha256
+    move_repo_on(repo)        # the relaunch on GCP must still run the applied commit
 
     # The notice: the agent hears it, checkpoints now, drains; the engine learns it from the store.
     clouds.metadata.raise_aws_spot()
@@ -199,6 +218,7 @@ def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
                       "the job to succeed on GCP", deadline_s=180.0)
     clouds.tick_until(lambda: all(n in clouds.booter.killed for n in clouds.booter.nodes), "both machines gone")
     [node_b] = [n for k, n in clouds.booter.nodes.items() if k.startswith("gcp/")]
+    assert (node_b.root / ".orch" / "jobs" / JOB / "VERSION").read_text() == "1\n"   # the applied commit
     b_steps = _steps(node_b.root)
     job_log_b = (node_b.root / ".orch" / "jobs" / JOB / "job.log").read_text()
     restored = int(job_log_b.split("resuming from ckpt/step-", 1)[1].split()[0])

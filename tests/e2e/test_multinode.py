@@ -30,9 +30,12 @@ from tests.e2e.conftest import (
     RecordingMonitor,
     SpotSshProvider,
     add_job,
+    code_repo,
+    git,
     host_settings,
     job_manifest,
     kill_machine,
+    move_repo_on,
     node_settings,
     poll_until,
     require_tools,
@@ -105,7 +108,9 @@ def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site
     # Two nodes of one GPU each: the same world of 2 ranks as the reference run.
     manifest = job_manifest(bucket, ["--step-sleep", "0.15", "--hold-at-step", "8"],
                             resume="{arg: --resume-from}", notify="{signal: SIGUSR1}", nodes=2, gpus=1)
-    job = add_job(w.store, manifest, tmp_path)
+    repo = code_repo(tmp_path)
+    job = add_job(w.store, manifest, repo)
+    applied = git(repo, "rev-parse", "HEAD")
     w.tick_until(lambda: {"host-a0", "host-a1"} <= set(w.running(job)), "the gang to run on site A")
     running = w.running(job)
     assert (running["host-a0"].node_rank, running["host-a1"].node_rank) == (0, 1)
@@ -117,6 +122,12 @@ def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site
     assert rendezvous.format(1) in script_a1
     assert rendezvous.format(0) in (w.machines["a0"].workdir / WORK / "startup.sh").read_text()
     w.tick_until(lambda: w.store.last_checkpoint(job.id), "a committed checkpoint from the gang", 60.0)
+    # Every node of the gang unpacked the same pack, at the applied commit; the repository then moves on.
+    pin = w.store.job(job.id).manifest.code.pin
+    assert pin is not None and pin.commit == applied
+    for name in ("a0", "a1"):
+        assert (w.machines[name].workdir / WORK / ".orch-code").read_text().strip() == pin.sha256
+    assert move_repo_on(repo) != applied
 
     # The notice reaches node 1 only; the job (both ranks) checkpoints at step 8 where it holds.
     w.metadata.raise_aws_spot()
@@ -143,6 +154,8 @@ def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site
     first_gen = min(a.generation for a in w.store.attempts_for_job(job.id))
     assert running["host-b0"].generation == first_gen + 1
     w.tick_until(lambda: w.store.job(job.id).status is JobStatus.SUCCEEDED, "the job to succeed on site B", 120.0)
+    for name in ("b0", "b1"):     # the relaunch unpacked the applied commit, not the repository's newer one
+        assert (w.machines[name].workdir / WORK / "VERSION").read_text() == "1\n"
     b_steps = steps_logged(w.machines["b0"])
     assert b_steps == list(range(restored + 1, STEPS + 1)), b_steps[:5]
     assert f"resuming from ckpt/step-{restored}" in (w.machines["b0"].workdir / WORK / "job.log").read_text()

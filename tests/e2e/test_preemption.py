@@ -15,6 +15,7 @@ import pytest
 from orchestrator.engine.ports import AttemptState, JobRecord, JobStatus
 from tests.e2e.conftest import (
     NOTICE_WINDOW_S,
+    SCRIPT,
     SECRET_VALUE,
     STEPS,
     WORK,
@@ -22,9 +23,12 @@ from tests.e2e.conftest import (
     World,
     add_job,
     agents_on,
+    code_repo,
     files_containing,
+    git,
     job_manifest,
     kill_machine,
+    move_repo_on,
     poll_until,
     steps_logged,
 )
@@ -37,8 +41,9 @@ def _step_of(name: str | None) -> int:
     return int(name.removeprefix("step-"))
 
 
-def _start_on_a(world: World, job: JobRecord) -> None:
-    """Tick until the job runs on A (cheaper), then until the engine has a committed checkpoint from it."""
+def _start_on_a(world: World, job: JobRecord, repo: Path) -> None:
+    """Tick until the job runs on A (cheaper), then until the engine has a committed checkpoint from it; then
+    the user's repository moves on (a commit whose script fails): the relaunch must not pick it up."""
     world.tick_until(lambda: world.running_on(job, "host-a"), "the job to run on host-a", deadline_s=180.0)
     world.tick_until(lambda: world.store.last_checkpoint(job.id), "a committed checkpoint reported from A",
                      deadline_s=180.0)
@@ -47,6 +52,12 @@ def _start_on_a(world: World, job: JobRecord) -> None:
     assert (87.0, 93.0) in [r.gpu_util_pct for r in world.monitor.reports["host-a"]]
     assert (87.0, 93.0) in [s.gpu_util_pct for s in world.rec.utilization(attempt_a.id)]
     assert any("--query-gpu" in c for c in world.a.nvidia_smi_calls)
+    # A runs the script from the code pack of the applied commit: not preinstalled, unpacked into its work dir.
+    pin = world.store.job(job.id).manifest.code.pin
+    assert pin is not None and pin.commit == git(repo, "rev-parse", "HEAD") and pin.files == 3
+    assert (world.a.workdir / WORK / ".orch-code").read_text().strip() == pin.sha256
+    assert (world.a.workdir / WORK / "train_tiny.py").read_bytes() == SCRIPT.read_bytes()
+    assert move_repo_on(repo) != pin.commit
 
 
 def _finish_on_b(world: World, job: JobRecord, bucket: Bucket, restored_step: int, lost_from: list[int],
@@ -57,6 +68,8 @@ def _finish_on_b(world: World, job: JobRecord, bucket: Bucket, restored_step: in
     final = world.attempts(job)[-1]
     assert (final.instance_id, final.state, final.reason) == ("host-b", AttemptState.SUCCEEDED, "job exited 0")
     # B restored LATEST and resumed right after it: no step lost beyond it, none run twice after it.
+    # B unpacked the applied commit (VERSION 1), not the repository's newer one (whose script would fail).
+    assert (world.b.workdir / WORK / "VERSION").read_text() == "1\n"
     b_steps = steps_logged(world.b)
     assert b_steps == list(range(restored_step + 1, STEPS + 1)), b_steps[:5]
     assert lost_from[: restored_step] == list(range(1, restored_step + 1))
@@ -82,8 +95,9 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     # the notice arrives and still training when the window ends.
     manifest = job_manifest(bucket, ["--step-sleep", "0.15", "--hold-at-step", "8"],
                             resume="{arg: --resume-from}", notify="{file: ckpt/CHECKPOINT_NOW}")
-    job = add_job(world.store, manifest, tmp_path)
-    _start_on_a(world, job)
+    repo = code_repo(tmp_path)
+    job = add_job(world.store, manifest, repo)
+    _start_on_a(world, job, repo)
 
     world.metadata.raise_aws_spot()
     noticed = time.monotonic()
@@ -134,8 +148,9 @@ def test_spot_host_dies_without_notice_and_resumes_from_the_periodic_checkpoint(
     # Vast/RunPod style: no notice; the periodic checkpoints (every 5 steps) are the only defence.
     manifest = job_manifest(bucket, ["--step-sleep", "0.15"], resume="{env: ORCH_RESUME_FROM}",
                             notify="{signal: SIGUSR1}")
-    job = add_job(world.store, manifest, tmp_path)
-    _start_on_a(world, job)
+    repo = code_repo(tmp_path)
+    job = add_job(world.store, manifest, repo)
+    _start_on_a(world, job, repo)
 
     # A dies: its processes are killed, the machine stops answering, the provider reports it reclaimed.
     kill_machine(world.a)

@@ -8,6 +8,10 @@ moto (run with 5.0.20, the dev floor, and 5.2.x) is the EC2/STS emulator; this m
   constant 0.00001 from 2006 for every type/AZ).
 * ``interrupt(instance_id)``: reclaim a spot instance the way EC2 does (terminated with StateReason
   Server.SpotInstanceTermination). This edits moto's in-process backend (moto internals, moto 5.2).
+* placement groups (tests/fakes/aws_placement.py): moto has none; ``placement`` holds them.
+* every EC2 request is first held to EC2's contract (tests/fakes/aws_contract.py: botocore's own EC2 model
+  plus the ImageId form and the 16 KB user data limit) and refused in EC2's words when EC2 would refuse it;
+  ``refusals`` keeps each refusal.
 * ``requests`` counts every Action seen; ``sent`` keeps each Action's last form parameters, so tests can
   check what the adapter put on the wire (MaxPrice, UserData...), which moto does not store.
 """
@@ -15,6 +19,7 @@ moto (run with 5.0.20, the dev floor, and 5.2.x) is the EC2/STS emulator; this m
 from __future__ import annotations
 
 import io
+import re
 import threading
 import urllib.request
 from collections import Counter
@@ -28,6 +33,10 @@ from xml.sax.saxutils import escape
 from moto.server import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import WSGIRequestHandler, make_server
 
+from tests.fakes.aws_contract import Ec2Refusal, check_request
+from tests.fakes.aws_placement import ACTIONS as PLACEMENT_ACTIONS
+from tests.fakes.aws_placement import PlacementError, PlacementGroups
+
 ACCOUNT_ID = "123456789012"  # moto's default account
 FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -36,7 +45,7 @@ FAKE_ENV = {
     "AWS_EC2_METADATA_DISABLED": "true",
 }
 
-# fault name -> (EC2 error code, HTTP status) as EC2 sends them.
+# fault name -> (EC2 error code, HTTP status) as EC2 sends them; MESSAGES holds EC2's wording for them.
 FAULTS: dict[str, tuple[str, int]] = {
     "capacity": ("InsufficientInstanceCapacity", 500),
     "quota": ("VcpuLimitExceeded", 400),
@@ -46,6 +55,17 @@ FAULTS: dict[str, tuple[str, int]] = {
     "server-error": ("InternalError", 500),
     "unavailable": ("Unavailable", 503),
     "price-too-low": ("SpotMaxPriceTooLow", 400),
+}
+MESSAGES: dict[str, str] = {
+    "InsufficientInstanceCapacity": "We currently do not have sufficient capacity in the Availability Zone you "
+    "requested. Our system will be working on provisioning additional capacity. You can currently get capacity "
+    "by not specifying an Availability Zone in your request or choosing a different Availability Zone.",
+    "VcpuLimitExceeded": "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the "
+    "instance bucket that the specified instance type belongs to. Please visit "
+    "http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit.",
+    "SpotMaxPriceTooLow": "Your Spot request price of 0.001 is lower than the minimum required Spot request "
+    "fulfillment price of 0.1.",
+    "RequestLimitExceeded": "Request limit exceeded.",
 }
 
 
@@ -61,6 +81,14 @@ class SpotPrice:
 class _Quiet(WSGIRequestHandler):
     def log_request(self, *args: Any, **kwargs: Any) -> None:
         pass
+
+
+def _service_of(environ: dict[str, Any]) -> str:
+    # SigV4 credential scope: AKID/date/region/service/aws4_request
+    try:
+        return environ.get("HTTP_AUTHORIZATION", "").split("Credential=", 1)[1].split("/")[3]
+    except IndexError:
+        return ""
 
 
 def _region_of(environ: dict[str, Any]) -> str:
@@ -82,6 +110,8 @@ class FakeAws:
         self._spot: list[SpotPrice] | None = None
         self.requests: Counter[str] = Counter()
         self.sent: dict[str, dict[str, str]] = {}
+        self.placement = PlacementGroups()
+        self.refusals: list[tuple[str, Ec2Refusal]] = []   # (Action, refusal) for each request EC2 would refuse
         self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-aws", daemon=True)
         self._thread.start()
@@ -118,6 +148,8 @@ class FakeAws:
             self._spot = None
             self.requests.clear()
             self.sent.clear()
+            self.refusals.clear()
+        self.placement.reset()
         req = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
         with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
@@ -140,13 +172,47 @@ class FakeAws:
             with self._lock:
                 self.requests[action] += 1
                 self.sent[action] = params
-                fault = self._take_fault(action)
+                refusal = check_request(params) if _service_of(environ) == "ec2" else None
+                if refusal is not None:
+                    self.refusals.append((action, refusal))
+                fault = self._take_fault(action) if refusal is None else None
                 spot = self._spot
+            if refusal is not None:
+                return self._error(start_response, refusal.code, refusal.status, refusal.message)
             if fault is not None:
                 return self._error(start_response, *fault)
             if action == "DescribeSpotPriceHistory" and spot is not None:
                 return self._spot_history(start_response, spot, params, _region_of(environ))
+            if action in PLACEMENT_ACTIONS or action == "RunInstances":
+                return self._placement_app(action, params, environ, start_response)
         return self._moto(environ, start_response)  # type: ignore[no-any-return]
+
+    def _placement_app(self, action: str, params: dict[str, str], environ: dict[str, Any],
+                       start_response: Callable[..., Any]) -> Iterable[bytes]:
+        region = _region_of(environ)
+        try:
+            if action != "RunInstances":
+                xml = self.placement.handle(action, params, lambda i: self._alive(region, i)).encode()
+                start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
+                return iter([xml])
+            group = self.placement.check_launch(params)
+        except PlacementError as exc:
+            return self._error(start_response, exc.code, 400)
+        if group is None:
+            return self._moto(environ, start_response)  # type: ignore[no-any-return]
+        answer = b"".join(self._moto(environ, start_response))
+        self.placement.launched(group, re.findall(r"<instanceId>(i-[0-9a-f]+)</instanceId>", answer.decode()))
+        return iter([answer])
+
+    @staticmethod
+    def _alive(region: str, ec2_instance_id: str) -> bool:
+        from moto.ec2.models import ec2_backends
+
+        try:
+            instance = ec2_backends[ACCOUNT_ID][region].get_instance(ec2_instance_id)
+        except Exception:   # moto raises its own InvalidInstanceID error for an unknown id
+            return False
+        return str(instance.state) != "terminated"
 
     def _take_fault(self, action: str) -> tuple[str, int] | None:
         queue = self._faults.get(action)
@@ -160,9 +226,10 @@ class FakeAws:
         return code, status
 
     @staticmethod
-    def _error(start_response: Callable[..., Any], code: str, status: int) -> Iterator[bytes]:
+    def _error(start_response: Callable[..., Any], code: str, status: int, message: str = "") -> Iterator[bytes]:
+        message = message or MESSAGES.get(code, f"injected {code}")
         xml = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{escape(code)}</Code>"
-               f"<Message>injected {escape(code)}</Message></Error></Errors>"
+               f"<Message>{escape(message)}</Message></Error></Errors>"
                "<RequestID>fake-aws-fault</RequestID></Response>").encode()
         start_response(f"{status} Injected", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
         return iter([xml])

@@ -9,14 +9,17 @@ errors as ``{"error": {"code", "message"}}``, long-running operations as 201/202
 
 Switches (``FakeArm`` methods, or POST /_fake/<switch> with a JSON body when run standalone):
 capacity (SkuNotAvailable 409 at once, or AllocationFailed inside the create LRO), quota
-(OperationNotAllowed 409), throttle (429), auth (401), server_error (500), slow (delay every response),
+(OperationNotAllowed 409), price-too-low (SpotPriceGreaterThanProvidedMaxPrice 400), throttle (429),
+auth (401), server_error (500), slow (delay every response),
 evict(name) (a Spot VM is evicted the way its evictionPolicy says). ``python -m tests.fakes.azure_arm``.
 
 Network references are live, as in ARM: a NIC's ipConfiguration names a public IP and the NIC names an NSG
 by id (unknown ids are a 400); the public IP then shows ``ipConfiguration`` and the NSG ``networkInterfaces``,
 and ARM refuses to delete either while so referenced (PublicIPAddressCannotBeDeleted /
 InUseNetworkSecurityGroupCannotBeDeleted, both 400). Deleting the NIC (or the VM, deleteOption Delete) frees
-them. A static Standard public IP gets its address at creation. A VM PUT with ``identity`` gets principal ids.
+them. Every PUT body is first held to the REST spec's shapes and customData limit (tests/fakes/azure_contract.py;
+``refusals`` keeps each refusal). A static Standard public IP gets its address at creation. A VM PUT with
+``identity`` gets principal ids.
 """
 
 from __future__ import annotations
@@ -34,10 +37,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes.azure_contract import ArmRefusal, check_body
+
 _RES = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
     r"(?P<ns>Microsoft\.Compute|Microsoft\.Network)/"
-    r"(?P<type>virtualMachines|disks|networkInterfaces|publicIPAddresses|networkSecurityGroups)"
+    r"(?P<type>virtualMachines|disks|networkInterfaces|publicIPAddresses|networkSecurityGroups"
+    r"|proximityPlacementGroups)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<action>[A-Za-z]+))?)?$",
     re.IGNORECASE,
 )
@@ -56,7 +62,7 @@ class Recorded:
 
 @dataclass
 class Fault:
-    kind: str                    # capacity | capacity-lro | quota | throttle | auth | server-error
+    kind: str                    # capacity | capacity-lro | quota | price-too-low | throttle | auth | server-error
     remaining: int
     ops: frozenset[str] | None   # None: every request; else e.g. {"vm.put"}
 
@@ -77,6 +83,7 @@ class State:
     disks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     pips: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     nsgs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    ppgs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     ops: dict[str, Operation] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
@@ -100,6 +107,7 @@ class FakeArm:
 
     def __init__(self) -> None:
         self.state = State()
+        self.refusals: list[ArmRefusal] = []   # each PUT ARM would have refused (spec shapes, customData limit)
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -108,7 +116,7 @@ class FakeArm:
 
     def inject(self, kind: str, times: int = 1, ops: frozenset[str] | None = None) -> None:
         """Fail the next ``times`` matching requests. Default ops: VM create for capacity/quota/5xx."""
-        if ops is None and kind in ("capacity", "capacity-lro", "quota", "server-error"):
+        if ops is None and kind in ("capacity", "capacity-lro", "quota", "server-error", "price-too-low"):
             ops = frozenset({"vm.put"})
         with self.lock:
             self.state.faults.append(Fault(kind, times, ops))
@@ -133,6 +141,7 @@ class FakeArm:
     def reset(self) -> None:
         with self.lock:
             self.state = State()
+            self.refusals.clear()
 
     @property
     def requests(self) -> list[Recorded]:
@@ -191,9 +200,14 @@ class FakeArm:
                 return 404, {}, _err("InvalidResourceType", f"no route for {method} {path}")
             rtype = m.group("type").lower()
             op = {"virtualmachines": "vm", "networkinterfaces": "nic", "disks": "disk", "publicipaddresses": "pip",
-                  "networksecuritygroups": "nsg"}[rtype]
+                  "networksecuritygroups": "nsg", "proximityplacementgroups": "ppg"}[rtype]
             action = (m.group("action") or "").lower()
             opname = f"{op}.{action or method.lower()}" if m.group("name") else f"{op}.list"
+            if method == "PUT" and m.group("name") and not action:
+                refusal = check_body(rtype, body)   # the REST spec's shapes and limits (tests/fakes/azure_contract.py)
+                if refusal is not None:
+                    self.refusals.append(refusal)
+                    return 400, {}, _err(refusal.code, refusal.message)
             fault = self._take_fault(opname)
             if fault is not None and fault.kind != "capacity-lro":
                 return self._fault_response(fault)
@@ -207,6 +221,8 @@ class FakeArm:
                 return self._pip(method, sub, rg, name, query, body)
             if op == "nsg":
                 return self._nsg(method, sub, rg, name, query, body)
+            if op == "ppg":
+                return self._ppg(method, sub, rg, name, query, body)
             return self._disk(method, sub, rg, name)
 
     def _take_fault(self, opname: str) -> Fault | None:
@@ -225,6 +241,11 @@ class FakeArm:
             return 409, {}, _err("OperationNotAllowed",
                                  "Operation could not be completed as it results in exceeding approved "
                                  "standardNCADSA100v4Family Cores quota.")
+        if f.kind == "price-too-low":   # learn.microsoft.com/azure/virtual-machines/error-codes-spot
+            return 400, {}, _err("SpotPriceGreaterThanProvidedMaxPrice",
+                                 "Unable to perform operation 'Create VM' since the provided maximum price '0.01 USD' "
+                                 "is lower than the current spot price '0.6 USD' for Azure Spot VM size "
+                                 "'Standard_NC24ads_A100_v4'.")
         if f.kind == "throttle":
             return 429, {"Retry-After": "0"}, _err("TooManyRequests", "The request is being throttled.")
         if f.kind == "auth":
@@ -349,6 +370,12 @@ class FakeArm:
         for ref in (props.get("networkProfile") or {}).get("networkInterfaces") or []:
             if self._by_id(self.state.nics, ref.get("id", "")) is None:
                 return 400, {}, _err("InvalidParameter", f"Network interface {ref.get('id')} not found.")
+        ppg_ref = (props.get("proximityPlacementGroup") or {}).get("id")
+        if ppg_ref is not None:
+            ppg = self._by_id(self.state.ppgs, ppg_ref)
+            if ppg is None or ppg["location"] != body["location"]:
+                return 400, {}, _err("InvalidParameter", f"Proximity placement group {ppg_ref} not found in "
+                                                         f"{body['location']}.")
         if vm is not None:  # ARM PUT is create-or-update: same name, same resource
             vm["tags"] = dict(body.get("tags") or {})
             return 200, {"Retry-After": "0"}, self._public(vm)
@@ -645,6 +672,49 @@ class FakeArm:
             self.state.nsgs.pop(self._key_of(self.state.nsgs, key), None)
             return 202, self._start_op(sub, "Microsoft.Network", nsg["location"], None), None
         return 405, {}, _err("MethodNotAllowed", method)
+
+    def _ppg(self, method: str, sub: str, rg: str, name: str | None, query: dict[str, list[str]],
+             body: Any) -> tuple[int, dict[str, str], Any]:
+        """Proximity placement groups (synchronous in ARM): PUT, GET, list, DELETE. ``virtualMachines`` is
+        read from the VMs that name the group. (ARM's answer to deleting a group that still holds VMs is
+        not modelled: orch deletes only groups it lists without VMs.)"""
+        base = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/proximityPlacementGroups"
+        if name is None:
+            if method != "GET":
+                return 405, {}, _err("MethodNotAllowed", method)
+            return self._page([self._ppg_view(v) for (g, _), v in self.state.ppgs.items() if g.lower() == rg.lower()],
+                              query, base)
+        key = (rg, name)
+        ppg = self._lookup(self.state.ppgs, key)
+        if method == "GET":
+            if ppg is None:
+                return 404, {}, _err("ResourceNotFound", f"The Resource 'Microsoft.Compute/proximityPlacementGroups/"
+                                                         f"{name}' under resource group '{rg}' was not found.")
+            return 200, {}, self._ppg_view(ppg)
+        if method == "PUT":
+            if not isinstance(body, dict) or not body.get("location"):
+                return 400, {}, _err("InvalidParameter", "location is required.")
+            kind = (body.get("properties") or {}).get("proximityPlacementGroupType", "Standard")
+            if kind not in ("Standard", "Ultra"):
+                return 400, {}, _err("InvalidParameter", f"proximityPlacementGroupType {kind!r} is invalid.")
+            new = {"id": f"{base}/{name}", "name": name, "type": "Microsoft.Compute/proximityPlacementGroups",
+                   "location": body["location"], "tags": dict(body.get("tags") or {}),
+                   "properties": {"proximityPlacementGroupType": kind}}
+            self.state.ppgs[self._key_of(self.state.ppgs, key) or key] = new
+            return (200 if ppg else 201), {}, self._ppg_view(new)
+        if method == "DELETE":
+            if ppg is None:
+                return 204, {}, None
+            self.state.ppgs.pop(self._key_of(self.state.ppgs, key), None)
+            return 200, {}, None
+        return 405, {}, _err("MethodNotAllowed", method)
+
+    def _ppg_view(self, ppg: dict[str, Any]) -> dict[str, Any]:
+        def ref(vm: dict[str, Any]) -> str:
+            return str((vm["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower()
+
+        held = [{"id": vm["id"]} for vm in self.state.vms.values() if ref(vm) == ppg["id"].lower()]
+        return {**ppg, "properties": {**ppg["properties"], "virtualMachines": held}}
 
     def _disk(self, method: str, sub: str, rg: str, name: str | None) -> tuple[int, dict[str, str], Any]:
         if name is None or method not in ("DELETE", "GET"):

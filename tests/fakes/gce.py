@@ -17,7 +17,8 @@ STOPPING -> TERMINATED after stop, -> gone after delete), so tests observe trans
 
 Switches (``GceFake.inject``) apply to instance inserts: capacity and quota fail the operation,
 throttle (429), auth (401) and server-error (503) fail the HTTP call. ``delay_s`` slows every response;
-``preempt(zone, name)`` does what GCE does to a spot VM.
+``preempt(zone, name)`` does what GCE does to a spot VM. Every insert body is first held to GCE's contract
+(tests/fakes/gce_contract.py: the Discovery document's Instance schema, sourceImage form, metadata limits).
 
     python -m tests.fakes.gce --port 8089
 """
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.gce_contract import GceRefusal, check_instance_insert
 
 BASE = "https://www.googleapis.com/compute/v1"
 FAULTS = ("capacity", "quota", "throttle", "auth", "server-error")
@@ -92,6 +95,7 @@ class GceFake:
         self._lock = threading.RLock()
         self._state = _State()
         self._ids = itertools.count(1000)
+        self.refusals: list[GceRefusal] = []   # each insert GCE would have refused (schema or limits)
 
     # --- switches ------------------------------------------------------------------------------------
     def inject(self, fault: str, times: int = 1) -> None:
@@ -103,6 +107,7 @@ class GceFake:
     def reset(self) -> None:
         with self._lock:
             self._state = _State()
+            self.refusals.clear()
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -280,6 +285,10 @@ class GceFake:
                 ) -> tuple[int, dict[str, Any]]:
         if request_id and request_id in self._state.request_ids:
             return 200, self._state.operations[self._state.request_ids[request_id]]
+        refusal = check_instance_insert(body)   # GCE's Discovery schema and limits (tests/fakes/gce_contract.py)
+        if refusal is not None:
+            self.refusals.append(refusal)
+            return refusal.status, _error(refusal.status, refusal.rpc_status, refusal.reason, refusal.message)
         fault = self._take_fault()
         if fault == "throttle":
             return 429, _error(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "Rate Limit Exceeded")

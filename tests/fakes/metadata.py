@@ -3,7 +3,8 @@
 Models: AWS IMDSv2 (PUT /latest/api/token with X-aws-ec2-metadata-token-ttl-seconds; GETs without a
 valid X-aws-ec2-metadata-token get 401; /latest/meta-data/spot/instance-action and
 /latest/meta-data/events/recommendations/rebalance are 404 until raised, then 200 JSON), GCP
-(/computeMetadata/v1/instance/preempted: FALSE/TRUE; 403 without Metadata-Flavor: Google), Azure
+(/computeMetadata/v1/instance/preempted: FALSE/TRUE; .../instance/maintenance-event: NONE or the event;
+403 without Metadata-Flavor: Google), Azure
 Scheduled Events (/metadata/scheduledevents?api-version=...: {"DocumentIncarnation", "Events"}; 400
 without Metadata: true). Not modelled: token TTL expiry, GCP wait_for_change long-polling, Azure
 event acknowledgement (POST StartRequests), IMDS hop limits.
@@ -29,6 +30,7 @@ class MetadataState:
     spot_action: dict[str, str] | None = None
     rebalance: dict[str, str] | None = None
     gcp_preempted: bool = False
+    gcp_maintenance: str = "NONE"      # instance/maintenance-event: NONE, MIGRATE_ON_/TERMINATE_ON_HOST_MAINTENANCE
     azure_events: list[dict[str, Any]] = field(default_factory=list)
     azure_incarnation: int = 1
     tokens: set[str] = field(default_factory=set)
@@ -39,6 +41,9 @@ class MetadataState:
 
     def raise_aws_rebalance(self, notice_time: str = "2026-12-02T11:58:00Z") -> None:
         self.rebalance = {"noticeTime": notice_time}
+
+    def raise_gcp_maintenance(self, event: str = "TERMINATE_ON_HOST_MAINTENANCE") -> None:
+        self.gcp_maintenance = event
 
     def raise_gcp_preempted(self) -> None:
         self.gcp_preempted = True
@@ -91,6 +96,10 @@ def _handler(state: MetadataState) -> type[BaseHTTPRequestHandler]:
                 if self.headers.get("Metadata-Flavor") != "Google":
                     return self._send(403, "Missing Metadata-Flavor:Google header.")
                 return self._send(200, "TRUE" if state.gcp_preempted else "FALSE", "application/text")
+            if url.path == "/computeMetadata/v1/instance/maintenance-event":
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    return self._send(403, "Missing Metadata-Flavor:Google header.")
+                return self._send(200, state.gcp_maintenance, "application/text")
             if url.path == "/metadata/scheduledevents":
                 if self.headers.get("Metadata") != "true":
                     return self._send(400, json.dumps({"error": "Bad request. Required metadata header not specified"}))

@@ -35,7 +35,10 @@ from typing import Any
 from tests.fakes.graphql_lite import GraphQLSyntaxError, UnknownFieldError, parse, prune, resolve
 from tests.fakes.lr_base import FakeServer, Faults, Recorded, Reply, bearer_ok, serve_forever_cli
 
-NO_CAPACITY = "There are no instances available with the request specifications. Please try again later."
+# RunPod's current no-capacity wording; OLD_NO_CAPACITY is the earlier one, still recognised by the adapter.
+NO_CAPACITY = ("There are no longer any instances available with the requested specifications. "
+               "Please refresh and try again.")
+OLD_NO_CAPACITY = "There are no instances available with the request specifications. Please try again later."
 NO_BALANCE = "You do not have enough funds to deploy this pod. Please add funds to your account."
 
 # podFindAndDeployOnDemand input fields, as RunPod's runpod-python client sends them

@@ -14,7 +14,8 @@ Behaviour: Bearer key check on every route; asks leave the inventory while rente
 destroy; a new instance reads ``loading`` on its first read and ``running`` after; ``outbid(id)`` stops an
 interruptible the way Vast does (cur_state == intended_status == next_state == "stopped"); a bid below the
 ask's ``min_bid`` answers ``invalid_price`` and, with ``low_bid_creates_stopped``, also leaves a stopped
-instance under the requested label (the leak dstack#4025 describes). Switches inject faults on the create
+instance under the requested label (the leak dstack#4025 describes); with ``bid_ignored``, a create that carried a
+bid rents on-demand (``is_bid`` false), as a spot create without a bid does. Switches inject faults on the create
 route: capacity, quota, throttle, auth, server-error; ``slow_s`` delays every answer. Every request is
 recorded in ``requests``.
 
@@ -38,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 
 DEFAULT_API_KEY = "vast-test-key"
 PAGE_MAX = 25
+ONSTART_LIMIT = 4048     # vast-ai/docs openapi.yaml @ e758d350, PUT /api/v0/asks/{id} requestBody onstart
 #: Request-body keys of POST /bundles/ that are not filters.
 SEARCH_META_KEYS = frozenset({"type", "order", "limit", "allocated_storage"})
 SEARCH_TYPES = frozenset({"on-demand", "ondemand", "bid", "reserved"})
@@ -121,6 +123,9 @@ class FakeState:
     instances: dict[int, dict[str, Any]] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=dict)      # create-route faults -> remaining count
     low_bid_creates_stopped: bool = False
+    # Vast's create answer does not say which rental it made; with this set, a create that carried a bid
+    # rents on-demand anyway (what a spot create without a bid does), so the adapter's check can be tested.
+    bid_ignored: bool = False
     slow_s: float = 0.0
     ssh_endpoint: tuple[str, int] | None = None                # where "22/tcp" points, for e2e tests
     next_id: int = 31000001
@@ -258,6 +263,11 @@ class VastFake:
                          "ask_id": ask_id}
         if not isinstance(body, dict) or not isinstance(body.get("image"), str):
             return 400, {"success": False, "error": "invalid_args", "msg": "'image' is required", "ask_id": ask_id}
+        onstart = body.get("onstart")
+        if isinstance(onstart, str) and len(onstart) > ONSTART_LIMIT:
+            # The spec (PUT /api/v0/asks/{id}, onstart): "limited to 4048 characters -- gzip+base64 for longer".
+            return 400, {"success": False, "error": "invalid_args", "ask_id": ask_id,
+                         "msg": f"onstart field is limited to {ONSTART_LIMIT} characters (got {len(onstart)})."}
         price = body.get("price")
         if price is not None and (not isinstance(price, int | float) or not 0.001 <= price <= 128.0):
             return 400, {"success": False, "error": "invalid_args", "msg": "Invalid price.", "ask_id": ask_id}
@@ -294,7 +304,8 @@ class VastFake:
             "public_ipaddr": offer["public_ipaddr"], "ssh_host": f"ssh{offer['machine_id'] % 9 + 1}.vast.ai",
             "ssh_idx": str(offer["machine_id"] % 9 + 1), "ssh_port": 20000 + iid % 10000,
             "direct_port_count": offer["direct_port_count"], "ports": None,
-            "is_bid": price is not None, "min_bid": offer["min_bid"], "dph_base": offer["dph_base"],
+            "is_bid": price is not None and not self.state.bid_ignored, "min_bid": offer["min_bid"],
+            "dph_base": offer["dph_base"],
             "dph_total": round((price if price is not None else offer["dph_base"]) + disk_hr, 6),
             "storage_cost": offer["storage_cost"], "reliability2": offer["reliability2"],
             "verification": offer["verification"], "rentable": True, "start_date": time.time(),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -126,6 +128,10 @@ def _http(method: str, url: str, headers: dict[str, str], timeout: float) -> tup
         return exc.code, exc.read().decode("utf-8", "replace") if exc.fp else ""
 
 
+#: Notice kinds that ask for a checkpoint but never drain the job (orchestrator/runtime/status.py NoticeKind).
+ADVISORY_KINDS = frozenset({"rebalance-recommendation", "maintenance-event"})
+
+
 class NoticePoller:
     """Returns the notices the cloud shows now: a list of {cloud, kind, key, detail}. Errors are raised."""
 
@@ -172,9 +178,22 @@ class NoticePoller:
                            {"Metadata-Flavor": "Google"}, self.timeout)
         if code != 200:
             raise OSError(f"instance/preempted: HTTP {code}")
+        found = []
         if body.strip().upper() == "TRUE":
-            return [{"cloud": "gcp", "kind": "preempted", "key": "gcp:preempted", "detail": {"preempted": True}}]
-        return []
+            found.append({"cloud": "gcp", "kind": "preempted", "key": "gcp:preempted",
+                          "detail": {"preempted": True}})
+        # NONE, or MIGRATE_ON_HOST_MAINTENANCE / TERMINATE_ON_HOST_MAINTENANCE up to 60 min ahead on GPU VMs.
+        code, body = _http("GET", f"{self.base}/computeMetadata/v1/instance/maintenance-event",
+                           {"Metadata-Flavor": "Google"}, self.timeout)
+        if code != 200:
+            if found:      # never lose a preemption to a failed advisory poll
+                return found
+            raise OSError(f"instance/maintenance-event: HTTP {code}")
+        event = body.strip()
+        if event and event.upper() != "NONE":
+            found.append({"cloud": "gcp", "kind": "maintenance-event", "key": f"gcp:maintenance:{event}",
+                          "detail": {"maintenance-event": event}})
+        return found
 
     def _azure(self) -> list[dict[str, Any]]:
         code, body = _http("GET", f"{self.base}/metadata/scheduledevents?api-version=2020-07-01",
@@ -532,6 +551,16 @@ class Agent:
 
     # job supervision
     def start_job(self, env: dict[str, str] | None = None) -> None:
+        code = self.config.get("code")
+        if code:
+            try:
+                unpack_code(code, ".")
+            except (OSError, ValueError, tarfile.TarError) as exc:
+                # The node's own words, where `orch events` shows them: the job never starts without its code.
+                self.job.update(state="failed", ended_at=self.clock())
+                self._error("code", exc)
+                _append_log(self.config.get("job_log", "job.log"), f"orch: code pack: {exc}\n")
+                return
         argv = self.config["command"]
         log = open(self.config.get("job_log", "job.log"), "ab")  # noqa: SIM115 - owned by the child
         try:
@@ -589,7 +618,9 @@ class Agent:
         for notice in current:
             if notice["key"] in seen:
                 continue
-            if self.notice_baseline is None:
+            # Only an interruption drains the job; an advisory (AWS rebalance, GCE maintenance) asks for a
+            # checkpoint now and is reported, nothing more (orch's NoticeKind.ends_attempt says the same).
+            if self.notice_baseline is None and notice["kind"] not in ADVISORY_KINDS:
                 self.notice_baseline = set(self._complete_local())
             self.notices.append({**notice, "seen_at": self.clock()})
             self.request_checkpoint(f"{notice['cloud']} {notice['kind']}")
@@ -661,6 +692,7 @@ class Agent:
         return {
             "version": STATUS_VERSION,
             "job_name": self.config.get("job_name"),
+            "launch_id": os.environ.get("ORCH_LAUNCH_ID", ""),
             "node_rank": self.config.get("node_rank", 0),
             "agent": {"pid": os.getpid(), "started_at": self.started_at, "heartbeat": self.clock()},
             "job": dict(self.job),
@@ -781,6 +813,52 @@ class Agent:
         self.tick()
         self.final_report()
         return 0
+
+
+def unpack_code(spec: dict[str, Any], dest: str) -> None:
+    """Unpack the job's code pack (``spec["file"]``, put beside the agent by the launch) into ``dest``, once:
+    its sha256 must be the applied one, no member may leave ``dest``; a marker names the unpacked pack."""
+    marker = os.path.join(dest, ".orch-code")
+    try:
+        with open(marker, encoding="utf-8") as fh:
+            if fh.read().strip() == spec["sha256"]:
+                return                      # a restarted agent: already unpacked
+    except OSError:
+        pass
+    path = os.path.join(dest, spec["file"])
+    if not os.path.exists(path) and spec.get("store"):
+        # Booted by its user data: the pack is in the job's store (put there by orch before the go).
+        fetched = Store(spec["store"]).read_object(spec["object"])
+        if fetched is None:
+            raise OSError(f"{spec['object']} is not in {spec['store'].get('uri')}")
+        with open(path, "wb") as fh:
+            fh.write(fetched)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if hashlib.sha256(data).hexdigest() != spec["sha256"]:
+        raise ValueError(f"{spec['file']} does not match its sha256 (a partial or altered copy)")
+    root = os.path.realpath(dest)
+    with tarfile.open(path, "r:gz") as tar:
+        members = tar.getmembers()
+        for m in members:
+            target = os.path.realpath(os.path.join(root, m.name))
+            if m.name.startswith("/") or (target != root and not target.startswith(root + os.sep)):
+                raise ValueError(f"{spec['file']}: member {m.name!r} would land outside the work dir")
+            if not (m.isfile() or m.isdir() or m.issym()):
+                raise ValueError(f"{spec['file']}: member {m.name!r} is not a file, directory or link")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(root, members=members, filter="data")
+        else:
+            tar.extractall(root, members=members)
+    _atomic_write(marker, spec["sha256"] + "\n")
+
+
+def _append_log(path: str, line: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

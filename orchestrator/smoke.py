@@ -1,0 +1,261 @@
+"""``orch smoke``: one real machine per provider through orch's own boot path, its first report, and nothing left.
+
+Per provider: choose the cheapest on-demand offer the provider lists (``Provider.offers``; any market where it
+lists no on-demand one), render the boot script with the engine's own renderer and build the launch with the
+engine's own ``launch_spec_for`` (so a change to either is what smoke sends), launch, wait until the engine's
+own store monitor reads the agent's first report, then terminate, wait until the cloud says the machine is
+gone, delete what this launch created besides it (per-launch resources, and shared ones that did not exist
+before and nothing uses), and list again: whatever of this launch is still there is a leftover.
+
+Teardown runs whatever happened before it (a refused launch, a timeout, Ctrl-C): an ambiguous launch failure
+is looked up by its launch id, as the engine does. The cost is the offer's $/h over the time held (launch call
+to the cloud saying the machine is gone): a list-price figure, not the bill (minimum charges, disks and traffic
+are the provider's). Machines of the SSH provider are the user's own and are started over SSH, not by a boot
+script: they are skipped. Cloud SDKs and the store are imported by the caller (the CLI), never at import here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from orchestrator.engine.hooks import Monitor, StartupRenderer, StartupScriptError
+from orchestrator.engine.launching import launch_spec_for
+from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from providers.base import Availability, CloudResource, GpuRequest, Market, Offer, Provider, new_launch_id
+from providers.errors import ProviderError, ResourceInUseError, ResourceNotFoundError
+
+__all__ = ["SKIPPED", "SmokeOptions", "SmokeResult", "SmokeSeams", "SmokeTarget", "choose_offer", "plan_targets",
+           "run_smoke", "smoke_job"]
+
+#: Providers whose machines boot no script of orch's (the user's own hosts, started over SSH).
+SKIPPED = {"ssh": "your own machines: orch starts them over SSH, there is nothing to launch or pay"}
+JOB_NAME = "orch-smoke"
+#: While waiting, a progress line at least this often (a real machine takes minutes to boot).
+PROGRESS_EVERY_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeOptions:
+    owner: str
+    ssh_public_key: str = ""
+    timeout_s: float = 900.0            # launch call -> the agent's first report
+    teardown_timeout_s: float = 600.0   # terminate -> the cloud lists it gone, and its resources deleted
+    poll_s: float = 5.0                 # between two cloud/store reads while waiting
+
+    @property
+    def max_hours(self) -> float:
+        return (self.timeout_s + self.teardown_timeout_s) / 3600
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeSeams:
+    """The engine's renderer of the boot script and its monitor of the store, as ``build_service`` wires them."""
+
+    startup: StartupRenderer
+    monitor: Monitor
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeTarget:
+    """What smoke would launch on one provider; ``problem`` says why it launches nothing there."""
+
+    provider: str
+    offer: Offer | None
+    max_cost_usd: float = 0.0
+    problem: str = ""
+    skipped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeResult:
+    provider: str
+    offer: Offer | None
+    launch_id: str = ""
+    instance_id: str = ""
+    first_report_s: float | None = None
+    held_s: float = 0.0
+    cost_usd: float = 0.0
+    leftovers: tuple[str, ...] = ()
+    error: str = ""
+    skipped: bool = False
+    launched: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped or (not self.error and self.first_report_s is not None and not self.leftovers)
+
+    @property
+    def result(self) -> str:
+        return "skipped" if self.skipped else "ok" if self.ok else "FAILED"
+
+
+def choose_offer(offers: Iterable[Offer]) -> Offer | None:
+    """The cheapest offer, on-demand first (a spot machine may be taken back mid-smoke); none known to be out
+    of capacity. Ties: fewer GPUs, then by name, so the choice is stable."""
+    usable = [o for o in offers if o.availability is not Availability.NOT_AVAILABLE]
+    pool = [o for o in usable if o.market is Market.ON_DEMAND] or usable
+    return min(pool, key=lambda o: (o.price_hr, o.gpu_count, o.instance_type, o.region, o.zone or ""), default=None)
+
+
+def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[SmokeTarget]:
+    """Per provider, the machine smoke would launch and the most it may cost (the offer's $/h over both
+    timeouts). Asks each provider for its offers (a read: nothing is launched)."""
+    targets = []
+    for name, provider in providers.items():
+        if name in SKIPPED:
+            targets.append(SmokeTarget(name, None, problem=SKIPPED[name], skipped=True))
+            continue
+        try:
+            offer = choose_offer(provider.offers(GpuRequest()))
+        except ProviderError as exc:
+            targets.append(SmokeTarget(name, None, problem=f"listing offers: {exc}"))
+            continue
+        if offer is None:
+            targets.append(SmokeTarget(name, None, problem="the provider lists no offer"))
+        else:
+            targets.append(SmokeTarget(name, offer, round(offer.price_hr * opts.max_hours, 4)))
+    return targets
+
+
+def smoke_job(offer: Offer, now: datetime) -> JobRecord:
+    """The job smoke boots: one command on exactly ``offer``'s GPUs, no checkpoint (its agent reports to the
+    daemon's state store), through the same manifest validation as any job."""
+    from orchestrator.engine.jobspec import jobspec_from_manifest
+    from orchestrator.manifest import parse_text
+
+    market = "spot" if offer.market is Market.SPOT else "on-demand"
+    text = (f"apiVersion: orch/v1\nkind: Job\nname: {JOB_NAME}\n"
+            f"resources: {{gpu: [{offer.gpu}], count: {offer.gpu_count}}}\nmarket: {market}\n"
+            "run: {launcher: command, command: 'echo orch smoke'}\n")
+    [(manifest, _)] = parse_text(text, "<orch smoke>")
+    return JobRecord(id=0, name=JOB_NAME, manifest=manifest, spec=jobspec_from_manifest(manifest, now, [offer]),
+                     status=JobStatus.LAUNCHING, desired_active=True, relaunch_count=0, spent_usd=0.0,
+                     created_at=now)
+
+
+@dataclass
+class _Run:
+    """One provider's smoke while it runs (what teardown needs, whatever step failed)."""
+
+    name: str
+    provider: Provider
+    opts: SmokeOptions
+    progress: Callable[[str], None]
+    clock: Callable[[], float]
+    wait: Callable[[float], None]
+    launch_id: str = field(default_factory=new_launch_id)
+    instance_id: str = ""
+    launched_at: float | None = None
+    before: frozenset[tuple[object, ...]] = frozenset()
+
+
+def run_smoke(target: SmokeTarget, provider: Provider, seams: SmokeSeams, opts: SmokeOptions, *,
+              progress: Callable[[str], None] = lambda line: None, clock: Callable[[], float] = time.monotonic,
+              wait: Callable[[float], None] = time.sleep) -> SmokeResult:
+    """Launch ``target.offer`` on ``provider``, wait for the agent's first report, tear down, count leftovers.
+    Never raises a ProviderError: every failure is in the result (teardown still ran)."""
+    if target.offer is None:
+        return SmokeResult(target.provider, None, error="" if target.skipped else target.problem,
+                           skipped=target.skipped)
+    offer, run = target.offer, _Run(target.provider, provider, opts, progress, clock, wait)
+    first: float | None = None
+    error = ""
+    try:
+        first = _launch_and_wait(run, offer, seams)
+    except (ProviderError, StartupScriptError, ValueError, TimeoutError) as exc:
+        error = f"{type(exc).__name__}: {exc}"[:400]
+    finally:
+        left, gone_at = _tear_down(run) if run.launched_at is not None else ((), None)
+    held = (gone_at or clock()) - run.launched_at if run.launched_at is not None else 0.0
+    return SmokeResult(run.name, offer, run.launch_id, run.instance_id, first, held,
+                       round(offer.price_hr * held / 3600, 4), left, error, launched=run.launched_at is not None)
+
+
+def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
+    job = smoke_job(offer, datetime.now(UTC))
+    attempt = AttemptRecord(id=0, job_id=0, launch_id=run.launch_id, state=AttemptState.PLANNED, offer=offer)
+    script = seams.startup.render(job, attempt)
+    if not script:
+        raise StartupScriptError("orch renders no boot script for this job here (no state store to report to?)")
+    spec = launch_spec_for(job, attempt, owner=run.opts.owner, ssh_public_key=run.opts.ssh_public_key, script=script)
+    run.before = frozenset(r.key for r in run.provider.list_network_resources(run.opts.owner))
+    run.progress(f"{run.name}: launching {offer.instance_type} in {offer.zone or offer.region} "
+                 f"({offer.market.value}, ${offer.price_hr:.3f}/h), launch {run.launch_id}, boot script "
+                 f"{len(script.encode())} B")
+    run.launched_at = run.clock()
+    inst = run.provider.launch(spec)
+    run.instance_id = inst.instance_id
+    attempt = replace(attempt, state=AttemptState.LAUNCHED, instance_id=inst.instance_id)
+    deadline, said, said_at = run.launched_at + run.opts.timeout_s, "", run.launched_at
+    while True:
+        now = run.provider.get(inst.instance_id)
+        if now is None or now.state.is_gone:
+            raise ProviderError(f"the machine is {now.state.value if now else 'gone'} before its agent reported")
+        if seams.monitor.read(job, attempt, now) is not None:
+            took = run.clock() - run.launched_at
+            run.progress(f"{run.name}: first report from the agent after {took:.1f}s")
+            return took
+        elapsed = run.clock() - run.launched_at
+        if run.clock() > deadline:
+            raise TimeoutError(f"no report from the agent within {run.opts.timeout_s:g}s (machine {now.state.value})")
+        line = f"{run.name}: {inst.instance_id} {now.state.value}, waiting for the agent's first report"
+        if line != said or run.clock() - said_at >= PROGRESS_EVERY_S:   # a change, else a sign of life
+            run.progress(f"{line} ({elapsed:.0f}s)")
+            said, said_at = line, run.clock()
+        run.wait(run.opts.poll_s)
+
+
+def _tear_down(run: _Run) -> tuple[tuple[str, ...], float | None]:
+    """Terminate, wait until gone, delete what this launch created; the leftovers and when it was gone."""
+    p, owner, gone_at = run.provider, run.opts.owner, None
+    deadline = run.clock() + run.opts.teardown_timeout_s
+    run.progress(f"{run.name}: tearing down launch {run.launch_id}")
+    try:
+        for instance_id in _live(run):
+            p.terminate(instance_id)              # idempotent; returns before the machine is gone
+        while (live := _live(run)) and run.clock() <= deadline:
+            run.wait(run.opts.poll_s)
+        gone_at = None if live else run.clock()
+        while run.clock() <= deadline:
+            mine = [r for r in p.list_network_resources(owner) if _made_here(run, r)]
+            if not mine or not _delete(p, mine):
+                break
+            run.wait(run.opts.poll_s)
+        left = [f"instance {i}" for i in _live(run)]
+        left += [f"{r.kind.value} {r.name}{' (in use)' if r.in_use else ''}"
+                 for r in p.list_network_resources(owner) if _made_here(run, r)]
+    except ProviderError as exc:
+        return (f"not verified: {type(exc).__name__}: {exc}"[:300],), gone_at
+    return tuple(left), gone_at
+
+
+def _live(run: _Run) -> list[str]:
+    """Instances of this launch the cloud still runs (found by launch id: an ambiguous launch may have made one)."""
+    listed = [i for i in run.provider.list_instances(run.opts.owner) if i.launch_id == run.launch_id]
+    ids = {i.instance_id for i in listed if not i.state.is_gone}
+    if run.instance_id and run.instance_id not in {i.instance_id for i in listed}:
+        inst = run.provider.get(run.instance_id)
+        if inst is not None and not inst.state.is_gone:
+            ids.add(run.instance_id)
+    return sorted(ids)
+
+
+def _made_here(run: _Run, res: CloudResource) -> bool:
+    """This launch's own resources, and shared ones (a security group per VPC) that appeared with it."""
+    return res.launch_id == run.launch_id or (res.launch_id is None and res.key not in run.before)
+
+
+def _delete(provider: Provider, resources: list[CloudResource]) -> bool:
+    """Delete each; True when one is still in use (ask again after a poll), False when all went."""
+    busy = False
+    for res in resources:
+        try:
+            provider.delete_network_resource(res)
+        except ResourceNotFoundError:
+            continue
+        except ResourceInUseError:
+            busy = True
+    return busy

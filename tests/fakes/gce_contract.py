@@ -1,0 +1,126 @@
+"""GCE's request contract for tests/fakes/gce.py: the compute v1 Discovery document plus the limits it omits.
+
+The document ships in the google-api-python-client wheel (Apache-2.0): ``googleapiclient/discovery_cache/
+documents/compute.v1.json``; it is read from the installed package, not copied. An insert body is refused the
+way GCE refuses it:
+
+* a field of the wrong type or enum value -> 400 ``invalid`` "Invalid value for field 'resource.<path>'";
+* a field the schema does not define -> 400 ``badRequest`` "Invalid JSON payload received. Unknown name ...";
+* ``disks[].initializeParams.sourceImage`` that is not an image URL or partial path
+  (``[projects/P/]global/images/NAME`` or ``.../images/family/FAMILY``) -> 400 ``invalid`` "The URL is malformed.";
+* a metadata value over 262,144 characters -> 413 ``fieldSizeTooLarge`` ("Value for field
+  'metadata.items[N].value' is too large: maximum size 262144 character(s); actual size M."), all metadata
+  over 512 KB -> the same shape on 'resource.metadata'; a key over 128 characters or outside [a-zA-Z0-9-_]
+  -> 400 ``invalid`` (GCE docs, "About VM metadata": limits).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft4Validator
+
+METADATA_VALUE_MAX = 262144           # 256 KB per value
+METADATA_TOTAL_MAX = 524288           # 512 KB for all entries together
+METADATA_KEY = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+_IMAGE = re.compile(r"^(?:https://(?:www|compute)\.googleapis\.com/compute/(?:v1|beta|alpha)/)?"
+                    r"(?:projects/[a-z][-a-z0-9.:]{0,62}/)?global/images/(?:family/)?[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class GceRefusal:
+    status: int
+    reason: str
+    message: str
+    rpc_status: str = "INVALID_ARGUMENT"
+
+
+def document_path() -> Path:
+    import googleapiclient
+
+    return Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" / "compute.v1.json"
+
+
+@cache
+def discovery() -> dict[str, Any]:
+    return json.loads(document_path().read_text())  # type: ignore[no-any-return]
+
+
+def _fix_refs(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: (f"#/schemas/{v}" if k == "$ref" and isinstance(v, str) else _fix_refs(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fix_refs(v) for v in node]
+    return node
+
+
+@cache
+def _validator(schema: str) -> Draft4Validator:
+    return Draft4Validator({"$ref": f"#/schemas/{schema}", "schemas": _fix_refs(discovery()["schemas"])})
+
+
+def _unknown_field(schema: dict[str, Any], value: Any, path: str) -> str | None:
+    """The first key the document does not define (Discovery schemas do not say additionalProperties: false,
+    but GCE's JSON parser refuses unknown names)."""
+    if "$ref" in schema:
+        schema = discovery()["schemas"][schema["$ref"]]
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if props is not None:
+            for key, sub in value.items():
+                if key not in props:
+                    return f"{path}.{key}" if path else key
+                found = _unknown_field(props[key], sub, f"{path}.{key}" if path else key)
+                if found:
+                    return found
+        elif isinstance(schema.get("additionalProperties"), dict):
+            for key, sub in value.items():
+                found = _unknown_field(schema["additionalProperties"], sub, f"{path}.{key}")
+                if found:
+                    return found
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            found = _unknown_field(schema["items"], item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
+    """GCE's refusal of an instances.insert body, or None when GCE would take it."""
+    unknown = _unknown_field({"$ref": "Instance"}, body, "")
+    if unknown:
+        leaf = unknown.rsplit(".", 1)[-1]
+        return GceRefusal(400, "badRequest", f'Invalid JSON payload received. Unknown name "{leaf}" at '
+                                             f"'resource.{unknown}': Cannot find field.")
+    for error in _validator("Instance").iter_errors(body):
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        return GceRefusal(400, "invalid", f"Invalid value for field 'resource.{where}': {error.message[:120]}")
+    for i, disk in enumerate(body.get("disks") or []):
+        image = (disk.get("initializeParams") or {}).get("sourceImage")
+        if image is not None and not _IMAGE.match(image):
+            return GceRefusal(400, "invalid", f"Invalid value for field 'resource.disks[{i}].initializeParams."
+                                              f"sourceImage': '{image[:120]}'. The URL is malformed.")
+    return _metadata(body.get("metadata") or {})
+
+
+def _metadata(metadata: dict[str, Any]) -> GceRefusal | None:
+    total = 0
+    for i, item in enumerate(metadata.get("items") or []):
+        key, value = str(item.get("key", "")), str(item.get("value", ""))
+        if not METADATA_KEY.match(key):
+            return GceRefusal(400, "invalid", f"Invalid value for field 'resource.metadata.items[{i}].key': "
+                                              f"'{key[:64]}'. Must be a match of regex '[a-zA-Z0-9-_]{{1,128}}'")
+        if len(value) > METADATA_VALUE_MAX:
+            return GceRefusal(413, "fieldSizeTooLarge", f"Value for field 'metadata.items[{i}].value' is too large: "
+                              f"maximum size {METADATA_VALUE_MAX} character(s); actual size {len(value)}.")
+        total += len(key) + len(value)
+    if total > METADATA_TOTAL_MAX:
+        return GceRefusal(413, "fieldSizeTooLarge", f"Value for field 'resource.metadata' is too large: maximum "
+                          f"size {METADATA_TOTAL_MAX} character(s); actual size {total}.")
+    return None

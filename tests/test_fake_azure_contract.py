@@ -1,0 +1,113 @@
+"""The Azure fake holds every PUT to the REST spec's shapes and the customData limit
+(tests/fakes/azure_contract.py); the adapter's own bodies pass, and each refusal Azure gives reaches orch as
+its typed error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("azure.mgmt.compute")
+pytest.importorskip("azure.mgmt.network")
+
+from providers.azure.adapter import AzureProvider
+from providers.base import LaunchSpec, Market
+from providers.errors import InsufficientCapacityError, InvalidRequestError, PriceTooLowError, QuotaExceededError
+from providers.retry import RetryPolicy
+from tests.contract.harness_azure import catalog_offer, make_settings
+from tests.fakes.azure_arm import FakeArm
+from tests.fakes.azure_contract import CUSTOM_DATA_MAX_BYTES, check_body
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeArm]:
+    f = FakeArm()
+    f.serve()
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def provider(fake: FakeArm) -> Iterator[AzureProvider]:
+    fake.reset()
+    p = AzureProvider(make_settings(fake.url), retry=RetryPolicy.fast())  # type: ignore[arg-type]
+    yield p
+    p.close()
+
+
+def _spec(market: Market = Market.ON_DEMAND, script: str = "#!/bin/sh\necho hi\n", launch_id: str = "l0123456789ab",
+          **kw: Any) -> LaunchSpec:
+    return LaunchSpec(launch_id=launch_id, owner="alice", job="train-7", offer=catalog_offer(market),
+                      ssh_public_key="ssh-ed25519 AAAAC3Nza alice@laptop", startup_script=script, disk_gb=256, **kw)
+
+
+def test_the_adapter_s_bodies_are_accepted(provider: AzureProvider, fake: FakeArm) -> None:
+    on_demand = provider.launch(_spec())
+    spot = provider.launch(_spec(Market.SPOT, launch_id="l0123456789ac", max_price_hr=3.5))
+    for inst in (on_demand, spot):
+        provider.terminate(inst.instance_id)
+    kinds = {r.path.split("/providers/")[1].split("/")[1].lower() for r in fake.requests if r.method == "PUT"}
+    assert {"virtualmachines", "networkinterfaces"} <= kinds
+    assert fake.refusals == []
+
+
+def test_shapes_come_from_the_spec() -> None:
+    vm = {"location": "eastus", "properties": {"hardwareProfile": {"vmSize": "Standard_NC24ads_A100_v4"}}}
+    assert check_body("virtualMachines", vm) is None
+    unknown = check_body("virtualMachines", {**vm, "properties": {**vm["properties"], "hardwareProfil": {}}})
+    assert unknown is not None and unknown.code == "InvalidRequestContent"
+    assert "Could not find member 'hardwareProfil' on object of type 'VirtualMachineProperties'" in unknown.message
+    wrong = check_body("virtualMachines", {**vm, "properties": {"billingProfile": {"maxPrice": "cheap"}}})
+    assert wrong is not None and "Path 'properties.billingProfile.maxPrice'" in wrong.message
+    nic = {"location": "eastus", "properties": {"ipConfigurations": [{"name": "ip", "properties": {
+        "subnet": {"id": "/s"}, "publicIPAddress": {"id": "/p"}}}]}}
+    assert check_body("networkInterfaces", nic) is None
+    assert check_body("networkInterfaces", {**nic, "properties": {"ipConfiguration": []}}) is not None
+    assert check_body("publicIPAddresses", {"location": "eastus", "sku": {"name": 1}}) is not None
+    assert check_body("networkSecurityGroups", {"location": "eastus", "properties": {"securityRules": [
+        {"name": "ssh", "properties": {"priority": "high"}}]}}) is not None
+
+
+def test_custom_data_over_64_kib_is_an_invalid_request(provider: AzureProvider, fake: FakeArm) -> None:
+    with pytest.raises(InvalidRequestError) as err:
+        provider.launch(_spec(script="#" * (CUSTOM_DATA_MAX_BYTES + 1)))
+    assert fake.refusals and fake.refusals[-1].code == "InvalidParameter"
+    assert "maximum length of 87380 characters" in err.value.message
+
+
+def test_custom_data_at_the_limit_is_accepted(provider: AzureProvider, fake: FakeArm) -> None:
+    provider.launch(_spec(script="#" * CUSTOM_DATA_MAX_BYTES))
+    assert fake.refusals == []
+
+
+@pytest.mark.parametrize(("fault", "error", "market"), [
+    ("capacity", InsufficientCapacityError, Market.ON_DEMAND),
+    ("capacity-lro", InsufficientCapacityError, Market.ON_DEMAND),
+    ("quota", QuotaExceededError, Market.ON_DEMAND),
+    ("price-too-low", PriceTooLowError, Market.SPOT),
+])
+def test_known_refusals_are_typed(provider: AzureProvider, fake: FakeArm, fault: str, error: type,
+                                  market: Market) -> None:
+    fake.inject(fault, times=5)
+    kw = {"max_price_hr": 0.01} if market is Market.SPOT else {}
+    with pytest.raises(error):
+        provider.launch(_spec(market, **kw))
+    # Nothing is left behind: a VM that failed after its create was accepted goes, with its NIC and IP.
+    assert (fake.state.vms, fake.state.nics, fake.state.pips) == ({}, {}, {})
+
+
+def test_a_vm_that_fails_after_the_create_wait_is_deleted_with_its_nic_and_ip(provider: AzureProvider,
+                                                                              fake: FakeArm) -> None:
+    inst = provider.launch(_spec())
+    assert fake.state.nics and fake.state.pips
+    with fake.lock:   # the allocation fails later, as ARM reports it: provisioningState Failed, no power state
+        [vm] = fake.state.vms.values()
+        vm["properties"]["provisioningState"] = "Failed"
+        vm["_power"] = None
+        vm["_failure"] = {"code": "AllocationFailed", "message": "Allocation failed."}
+    seen = provider.get(inst.instance_id)
+    assert seen is not None and seen.state.value == "terminated"
+    assert (fake.state.vms, fake.state.nics, fake.state.pips) == ({}, {}, {})
+    assert provider.get(inst.instance_id) is None

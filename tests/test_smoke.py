@@ -1,0 +1,215 @@
+"""``orch smoke``'s use case (orchestrator/smoke.py) on the in-memory provider, with a fake clock.
+
+What the e2e test (tests/e2e/test_smoke.py) cannot show cheaply: a run that never hears its agent times out and
+still tears down; a refused launch or a script that cannot be built spends nothing and leaves nothing; a machine
+that will not go, or a resource that stays, is a leftover and fails the run; the cost is the offer's price over
+the time held; the offer chosen; and the CLI's refusals. The clock only moves when smoke waits (``wait``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import date
+from typing import Any
+
+import pytest
+
+from orchestrator.engine.hooks import AgentReport, StartupScriptError
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.smoke import SmokeOptions, SmokeSeams, choose_offer, plan_targets, run_smoke
+from providers.base import Availability, CloudResource, Instance, Market, Offer, ResourceKind
+from providers.errors import InsufficientCapacityError, ResourceInUseError
+from providers.gpus import Interconnect
+from tests.fakes.memory_provider import MemoryProvider
+
+OWNER = "tester"
+
+
+def offer(price: float = 0.36, market: Market = Market.ON_DEMAND, itype: str = "a10.1x", provider: str = "mem",
+          availability: Availability = Availability.UNKNOWN) -> Offer:
+    return Offer(provider, itype, "us-east-1", "us-east-1a", "A10G-24G", 1, 24.0, 4.0, 16.0, Interconnect.PCIE,
+                 market, price, date(2026, 12, 1), availability=availability)
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+    waits: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+@dataclass
+class Renderer:
+    error: str = ""
+    rendered: list[str] = field(default_factory=list)
+
+    def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
+        if self.error:
+            raise StartupScriptError(self.error)
+        self.rendered.append(attempt.launch_id)
+        return f"#!/bin/sh\necho {attempt.launch_id}\n"
+
+
+@dataclass
+class Agent:
+    """Reports once it has been asked ``after`` times (None: never)."""
+
+    after: int | None
+    reads: int = 0
+
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        self.reads += 1
+        return AgentReport() if self.after is not None and self.reads > self.after else None
+
+
+OPTS = SmokeOptions(owner=OWNER, timeout_s=60.0, teardown_timeout_s=30.0, poll_s=5.0)
+
+
+def _run(provider: MemoryProvider, agent: Agent, renderer: Renderer | None = None, clock: Clock | None = None,
+         target_offer: Offer | None = None) -> Any:
+    clock = clock or Clock()
+    [target] = plan_targets({provider.name: provider}, OPTS) if target_offer is None else [None]
+    if target_offer is not None:
+        from orchestrator.smoke import SmokeTarget
+
+        target = SmokeTarget(provider.name, target_offer)
+    lines: list[str] = []
+    result = run_smoke(target, provider, SmokeSeams(renderer or Renderer(), agent), OPTS, progress=lines.append,
+                       clock=clock, wait=clock.wait)
+    return result, lines
+
+
+def test_first_report_then_teardown_costs_the_time_held() -> None:
+    provider = MemoryProvider("mem", [offer(0.36)])
+    clock = Clock()
+    result, lines = _run(provider, Agent(after=2), clock=clock)
+    assert result.ok and result.result == "ok" and result.error == ""
+    assert result.first_report_s == 10.0                  # two polls of 5 s before the third read reported
+    assert result.held_s == 10.0 and result.cost_usd == pytest.approx(0.36 * 10 / 3600, abs=1e-4)
+    assert result.leftovers == () and provider.live() == []
+    assert any("first report" in line for line in lines)
+
+
+def test_no_report_times_out_and_still_tears_down() -> None:
+    provider = MemoryProvider("mem", [offer()])
+    result, lines = _run(provider, Agent(after=None))
+    assert not result.ok and result.first_report_s is None and result.error.startswith("TimeoutError")
+    assert result.launched and result.leftovers == () and provider.live() == []
+    assert result.held_s > OPTS.timeout_s                 # held until the timeout, then gone at once
+    waiting = [line for line in lines if "waiting for the agent" in line]
+    assert [w.rsplit(" ", 1)[1] for w in waiting] == ["(0s)", "(30s)", "(60s)"]   # a sign of life every 30 s
+
+
+def test_refused_launch_spends_nothing_and_leaves_nothing() -> None:
+    provider = MemoryProvider("mem", [offer()])
+    provider.fail("launch", InsufficientCapacityError("no capacity", provider="mem"))
+    result, _ = _run(provider, Agent(after=0))
+    assert not result.ok and "InsufficientCapacityError" in result.error
+    assert result.leftovers == () and provider.cloud.instances == {}
+
+
+def test_a_script_that_cannot_be_built_launches_nothing() -> None:
+    provider = MemoryProvider("mem", [offer()])
+    result, _ = _run(provider, Agent(after=0), renderer=Renderer(error="secrets not set: HF_TOKEN"))
+    assert not result.launched and "HF_TOKEN" in result.error and result.cost_usd == 0.0
+    assert provider.cloud.calls["launch"] == 0
+
+
+class Sticky(MemoryProvider):
+    """A cloud whose terminate does nothing, and which keeps a per-launch public IP that is always in use."""
+
+    def __init__(self, *args: Any, keep_instance: bool = True, ip_in_use: bool = True) -> None:
+        super().__init__(*args)
+        self.keep_instance, self.ip_in_use = keep_instance, ip_in_use
+        self.deleted: list[str] = []
+        self.resources: dict[str, CloudResource] = {}
+
+    def launch(self, spec: Any) -> Instance:
+        inst = super().launch(spec)
+        res = CloudResource("mem", ResourceKind.PUBLIC_IP, f"ip-{spec.launch_id}", f"{spec.launch_id}-pip", OWNER,
+                            in_use=True, launch_id=spec.launch_id)
+        self.resources[res.resource_id] = res
+        return inst
+
+    def terminate(self, instance_id: str) -> None:
+        if not self.keep_instance:
+            super().terminate(instance_id)
+            self.resources = {k: replace(r, in_use=self.ip_in_use) for k, r in self.resources.items()}
+
+    def list_network_resources(self, owner: str) -> list[CloudResource]:
+        return list(self.resources.values())
+
+    def delete_network_resource(self, resource: CloudResource) -> None:
+        if self.resources[resource.resource_id].in_use:
+            raise ResourceInUseError("in use", provider="mem")
+        self.deleted.append(resource.resource_id)
+        del self.resources[resource.resource_id]
+
+
+def test_a_machine_that_will_not_go_is_a_leftover() -> None:
+    provider = Sticky("mem", [offer()])
+    result, _ = _run(provider, Agent(after=0))
+    assert not result.ok and result.result == "FAILED" and result.first_report_s is not None
+    assert any(x.startswith("instance mem-") for x in result.leftovers)
+    assert any(x.endswith("-pip (in use)") for x in result.leftovers)
+
+
+def test_what_the_launch_created_is_deleted_once_unused() -> None:
+    provider = Sticky("mem", [offer()], keep_instance=False, ip_in_use=False)
+    result, _ = _run(provider, Agent(after=0))
+    assert result.ok and result.leftovers == () and len(provider.deleted) == 1
+
+
+def test_choose_offer_prefers_on_demand_and_skips_what_is_out_of_capacity() -> None:
+    spot = offer(0.10, Market.SPOT, "cheap-spot")
+    gone = offer(0.20, itype="out", availability=Availability.NOT_AVAILABLE)
+    od = offer(0.30, itype="od")
+    dearer = offer(0.50, itype="dear")
+    assert choose_offer([dearer, spot, gone, od]) == od
+    assert choose_offer([spot]) == spot                   # only spot listed: the cheapest spot
+    assert choose_offer([]) is None
+
+
+def test_plan_names_the_most_it_may_cost_and_skips_ssh_hosts() -> None:
+    targets = plan_targets({"mem": MemoryProvider("mem", [offer(0.36)]), "ssh": MemoryProvider("ssh", [])}, OPTS)
+    by = {t.provider: t for t in targets}
+    assert by["mem"].max_cost_usd == pytest.approx(0.36 * (60 + 30) / 3600, abs=1e-4)
+    assert by["ssh"].skipped and by["ssh"].offer is None
+
+
+def test_cli_refuses_without_a_store_and_for_an_unknown_provider(tmp_path: Any, monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    config = tmp_path / "orch.yaml"
+    config.write_text("owner: tester\nproviders:\n  lambda: {}\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    monkeypatch.delenv("ORCH_STATE_STORE", raising=False)
+    shown = CliRunner().invoke(app, ["smoke", "--yes"])
+    assert shown.exit_code == 2 and "needs a store" in shown.stderr
+    shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--provider", "nowhere"])
+    assert shown.exit_code == 2 and "not a configured provider: nowhere" in shown.stderr
+    shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--timeout", "nan"])
+    assert shown.exit_code == 2 and "--timeout must be more than 0" in shown.stderr
+
+
+def test_the_table_fits_80_columns_and_names_each_leftover(capsys: Any) -> None:
+    from orchestrator.cli.smoke import _print_results
+
+    provider = Sticky("mem", [offer(itype="Standard_NC24ads_A100_v4_with_a_long_name")])
+    result, _ = _run(provider, Agent(after=0))
+    ok, _ = _run(MemoryProvider("mem", [offer()]), Agent(after=1))
+    _print_results([result, ok], as_json=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["PROVIDER", "MACHINE", "REPORT", "HELD", "COST", "LEFT", "RESULT"]
+    assert out[1].split()[-2:] == ["2", "FAILED"] and out[2].split()[-2:] == ["0", "ok"]
+    assert "5s" in out[2].split()                     # one poll of 5 s before the agent's first report
+    assert any("left: instance mem-" in line for line in out[3:])
+    assert all(len(line) <= 80 for line in out), [len(line) for line in out]
