@@ -252,11 +252,15 @@ def test_refused_low_bid_destroys_the_stopped_leftover(fake: VastFake, vast: Vas
 def test_an_onstart_over_vast_s_limit_is_refused_typed(fake: VastFake, vast: VastProvider) -> None:
     import os
 
-    script = "echo " + os.urandom(6000).hex()      # does not shrink: the packed form is still over 4048
+    # The boot script rides in env, so an incompressible one still launches with a short onstart...
+    vast.launch(spec_for(A100_1X, script="echo " + os.urandom(6000).hex()))
+    assert len(bodies(fake, "PUT", "/asks/")[0]["onstart"]) < 4048
+    # ...and an onstart over the limit (here an absurd ssh key) is refused typed before any create.
+    before = dict(fake.state.instances)
     with pytest.raises(InvalidRequestError) as err:
-        vast.launch(spec_for(A100_1X, script=script))
+        vast.launch(spec_for(RTX_1X, key="ssh-rsa " + "A" * 5000))
     assert "4048" in err.value.message
-    assert fake.state.instances == {}
+    assert fake.state.instances == before
 
 
 def test_a_spot_create_always_carries_a_bid(fake: VastFake, vast: VastProvider) -> None:
