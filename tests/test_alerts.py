@@ -130,9 +130,12 @@ def committed(kind: str, job_id: int | None = 1, data: dict[str, object] | None 
 def test_events_map_to_alerts_in_one_place() -> None:
     m = AlertMapper()
     kinds = {k: (a.kind if (a := m.alert_for(committed(k))) else None)
-             for k in ("preempted", "idle-shutdown", "boot-failed", "budget-threshold", "apply", "checkpoint")}
+             for k in ("preempted", "idle-shutdown", "boot-timeout", "node-silent", "node-unreachable",
+                       "relaunch-cap", "budget-stop", "budget-threshold", "apply", "checkpoint")}
     assert kinds == {"preempted": AlertKind.PREEMPTED, "idle-shutdown": AlertKind.IDLE_STOPPED,
-                     "boot-failed": AlertKind.BOOT_FAILED, "budget-threshold": AlertKind.BUDGET_THRESHOLD,
+                     "boot-timeout": AlertKind.BOOT_FAILED, "node-silent": AlertKind.NODE_SILENT,
+                     "node-unreachable": AlertKind.NODE_UNREACHABLE, "relaunch-cap": AlertKind.RELAUNCH_CAP,
+                     "budget-stop": AlertKind.BUDGET_STOP, "budget-threshold": AlertKind.BUDGET_THRESHOLD,
                      "apply": None, "checkpoint": None}
     done = m.alert_for(committed("job.status", data={"from": "running", "to": "succeeded"}))
     failed = m.alert_for(committed("job.status", data={"from": "running", "to": "failed"}))

@@ -200,8 +200,8 @@ def _ticks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
 @pytest.mark.parametrize("case", DEADLINE_CASES, ids=[f"{c.deadline}-{c.crashpoint}" for c in DEADLINE_CASES])
 def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
         case: DeadlineCase, fakes: Fakes, orch: Orch, tmp_path: Path) -> None:
-    """A daemon counts every deadline from its own first tick at the earliest (it heard nothing while down),
-    so each run here ticks twice, a deadline apart: the first tick starts the count, the second decides."""
+    """The killed run ticks twice, a deadline apart: the first tick starts (or hears) the node, the second
+    decides and is killed at the crashpoint; the restarted daemon settles from the store's marks."""
     store = open_store(orch.env["ORCH_DATABASE_URL"])
     agents = tmp_path / "agents.json"
     agents.write_text("{}")
@@ -225,11 +225,8 @@ def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
         orphan = fakes.plant_orphan("lambda")
         restart = start + timedelta(seconds=step)
         recovery: list[dict[str, object]] = []
-        if case.crashpoint.startswith("before-") and case.crashpoint != "before-launch-call":
-            # Killed before anything was written: the restarted daemon decides again, a deadline after its own
-            # first tick. Then a daemon at that time settles (its replacement's boot counts from then).
-            recovery += _ticks(drive(orch, restart, agents, "--ticks", "2", "--step-s", str(step)))
-            restart += timedelta(seconds=step)
+        # Killed before anything was written, the restarted daemon decides again at its first tick: every deadline
+        # counts from the store's marks (the launch, the last heartbeat heard), not from its own start.
         recovery += _ticks(drive(orch, restart, agents, "--until-quiet"))
         assert recovery[-1]["quiet"], recovery
 
@@ -265,3 +262,75 @@ def test_print_the_crash_matrix() -> None:
         print(f"{step:<9} {point:<26} {died:<8} {did:<52} {inv}")
     assert len(MATRIX) == len(CASES) + len(DEADLINE_CASES)
     assert OWNER
+
+
+class _Killed(BaseException):
+    """The process dying at a crashpoint (in-process: nothing after the point runs; the store keeps what was
+    committed before it, as after a SIGKILL)."""
+
+
+@pytest.mark.parametrize("point", ["after-idle-stop-requested", "after-idle-stop-call"])
+def test_killed_between_an_idle_stop_and_its_write_leaves_no_attempt_running_on_a_stopped_machine(
+        point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle machine (action: stop) whose daemon dies right after the stop was requested, or right after the
+    cloud's stop call: a new daemon over the same store finishes the stop (asks it again where needed), keeps
+    the disk (never a terminate), and leaves the attempt ended, the job STOPPED."""
+
+    from orchestrator.config import OrchConfig
+    from orchestrator.engine.hooks import AgentReport
+    from orchestrator.engine.ports import JobStatus
+    from orchestrator.service import ServiceSettings, build_service
+    from providers.base import InstanceState
+    from tests.fakes.memory_provider import MemoryCloud, MemoryProvider
+    from tests.support.manifests import manifest
+    from tests.test_engine import CATALOG as ENGINE_CATALOG
+    from tests.test_engine import ReportingMonitor
+
+    cloud = MemoryCloud()
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    now = [T0]
+
+    def daemon():  # type: ignore[no-untyped-def]
+        monitor = ReportingMonitor()
+        svc = build_service(config=OrchConfig(owner=OWNER), store=open_store(url),
+                            providers={"aws": MemoryProvider("aws", ENGINE_CATALOG, cloud)}, catalog=ENGINE_CATALOG,
+                            clock=lambda: now[0], monitor=monitor, settings=ServiceSettings(), lease_owner=None)
+        return svc, monitor
+
+    first, monitor = daemon()
+    m = manifest("train", count=8, policies={"idle": {"min_gpu_util_pct": 10, "window": "5m", "action": "stop"}})
+    assert first.store is not None
+    with first.store.transaction() as tx:
+        repo.apply_jobs(tx, [repo.AppliedJob(m, "h")], now=T0)
+    import orchestrator.engine.idle as idle_module
+
+    def kill_at(name: str) -> None:
+        if name == point:
+            raise _Killed(name)
+
+    monkeypatch.setattr(idle_module, "crashpoint", kill_at)
+    with pytest.raises(_Killed):
+        for _ in range(20):
+            first.reconciler.tick()
+            for inst in cloud.instances.values():
+                monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(0.0,), heartbeat_at=now[0])
+            now[0] += timedelta(minutes=1)
+    first.close()
+    monkeypatch.undo()
+    [machine] = cloud.instances.values()
+    assert machine.state is (InstanceState.STOPPED if point == "after-idle-stop-call" else InstanceState.RUNNING)
+
+    second, _ = daemon()
+    try:
+        for _ in range(3):
+            second.reconciler.tick()
+            now[0] += timedelta(minutes=1)
+        with second.store.transaction() as tx:       # type: ignore[union-attr]
+            job = repo.require_job(tx, "train")
+            [attempt] = repo.list_attempts(tx, job.id or 0)
+        assert attempt.state == AttemptState.TERMINATED.value and attempt.end_cause == EndCause.IDLE_STOPPED.value
+        assert job.status == JobStatus.STOPPED.value
+        assert [i.state for i in cloud.instances.values()] == [InstanceState.STOPPED]     # stopped, not terminated
+        assert cloud.calls["terminate"] == 0
+    finally:
+        second.close()

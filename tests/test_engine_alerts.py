@@ -105,3 +105,33 @@ def test_an_unset_webhook_variable_stops_the_build_with_its_name(tmp_path: Path,
     with pytest.raises(ConfigError, match=r"alerts\.ops: url_env: \$ORCH_TEST_WEBHOOK is not set"):
         build_service(config=OrchConfig(owner="tester", alerts=settings), store_url=f"sqlite:///{tmp_path / 'o.db'}",
                       providers={}, catalog=[], lease_owner=None)
+
+
+def test_a_boot_timeout_from_the_liveness_step_reaches_the_webhook(tmp_path: Path, receiver: Receiver) -> None:
+    """The real liveness step ends a node whose agent never reported (a store channel that stays empty): its
+    ``boot-timeout`` event is a ``boot-failed`` alert (the mapping used to listen for a kind nothing wrote)."""
+    from datetime import timedelta
+
+    from tests.test_engine import ScriptedMonitor
+
+    now = [T0]
+    aws = MemoryProvider("aws", SPOTS)
+    settings = AlertSettings((Webhook("ops", UrlSource(url=WebhookUrl(f"{receiver.base}/hook/SECRET"))),))
+    svc = build_service(config=OrchConfig(owner="tester", alerts=settings), store_url=f"sqlite:///{tmp_path / 'o.db'}",
+                        providers={"aws": aws}, catalog=SPOTS, lease_owner=None, clock=lambda: now[0],
+                        monitor=ScriptedMonitor())
+    path = tmp_path / "train.yaml"
+    path.write_text(MANIFEST)
+    apply(svc.store, load([path]), now=T0)
+    try:
+        svc.reconciler.tick()
+        [first] = aws.live()
+        for _ in range(21):                      # the default boot timeout: 20 minutes
+            now[0] += timedelta(minutes=1)
+            svc.reconciler.tick()
+        assert first.instance_id not in {i.instance_id for i in aws.live()}
+        assert receiver.wait_for(lambda r: any(x.body["kind"] == "boot-failed" for x in r.received))
+    finally:
+        svc.close()
+    [boot] = [r.body for r in receiver.received if r.body["kind"] == "boot-failed"]
+    assert boot["job"] == "train" and first.instance_id in boot["message"]

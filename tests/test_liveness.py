@@ -196,21 +196,56 @@ def test_the_marks_survive_a_restart_and_the_manifest_wins(fakes: Fakes, tmp_pat
     [vast] = fakes.live_instances()["vastai"]
     for _ in range(3):
         tick(first, clock, agent, beating=(vast.instance_id,))
+    last_beat = clock()
     first.close()
 
-    # A new daemon: it knows the node was heard (so silence, not a boot failure, is what can end it), and,
-    # having heard nothing while it was down, gives it the full timeout from its own first tick.
+    # A new daemon: it knows the node was heard (so silence, not a boot failure, is what can end it), and when:
+    # the deadline counts from the stored mark, not from its own first tick.
     second = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
     try:
-        for _ in range(ticks_for(timedelta(minutes=3))):   # past 3 min after the last mark, within 3 after restart
+        for _ in range(ticks_for(timedelta(minutes=3)) - 1):   # within 3 min of the last heartbeat
             tick(second, clock)
         assert history(second, job)[0].state is AttemptState.RUNNING
         tick(second, clock)
         lost = history(second, job)[0]
         assert lost.end_cause is EndCause.SILENT, lost
+        assert clock() - last_beat == timedelta(minutes=3)
         check_invariants(fakes, second.store)
     finally:
         second.close()
+
+
+def test_a_silent_node_is_ended_at_its_deadline_with_the_daemon_restarted_every_minute(fakes: Fakes,
+                                                                                      tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A new daemon every 60 s (two ticks) over the same store, as under a crash loop or ``orch tick`` from
+    cron: the agent beats for 4 minutes and goes silent; its node ends at last heartbeat + timeout, within a
+    tick (the stored mark lags the last heartbeat by a minute here: the heartbeat's advance covers it)."""
+    clock = Clock()
+    agent = Agent(clock)
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    service = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+    job = add_job(service.store, "train")
+    service.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    last_beat = clock()
+    try:
+        for i in range(ticks_for(timedelta(minutes=30))):
+            if i % 2 == 0:
+                service.close()
+                service = service_for(fakes, url, clock=clock, monitor=agent, settings=SETTINGS)
+            beating = (vast.instance_id,) if i < 8 else ()
+            tick(service, clock, agent, beating)
+            if beating:
+                last_beat = clock()
+            if history(service, job)[0].state.is_final:
+                break
+        lost = history(service, job)[0]
+        assert lost.end_cause is EndCause.SILENT, lost
+        assert lost.heard_at is not None and lost.heard_at < last_beat    # the stored mark lagged
+        assert last_beat + HEARTBEAT <= clock() < last_beat + HEARTBEAT + TICK
+        check_invariants(fakes, service.store)
+    finally:
+        service.close()
 
 
 def test_a_daemon_back_after_a_long_outage_ends_no_live_node(fakes: Fakes, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -325,3 +360,36 @@ def engine_world(request, tmp_path):  # type: ignore[no-untyped-def]
     monitor = EngineMonitor()
     rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)
     return clock, store, aws, gcp, monitor, rec
+
+
+def test_a_node_that_never_reports_is_relaunched_at_most_max_relaunches_times(world) -> None:  # type: ignore[no-untyped-def]
+    """``max_relaunches: 3`` and no agent ever reports: exactly 4 launches (each ended at its boot timeout, its
+    place backed off), then the job is failed with one ``relaunch-cap`` event, which alerts."""
+    from orchestrator.alerts.mapping import AlertMapper
+    from orchestrator.alerts.model import AlertKind
+    from orchestrator.store.listen import CommittedEvent
+
+    fakes, service, clock, _agent, _ = world
+    job = add_job(service.store, "train")
+    with service.store.transaction() as tx:
+        row = repo.require_job(tx, "train")
+        row.manifest = {**row.manifest, "policies": {**row.manifest["policies"], "max_relaunches": 3}}
+        row.manifest_hash = "h-cap"
+        tx.add(row)
+    for _ in range(ticks_for(timedelta(hours=6))):
+        tick(service, clock)
+    attempts = history(service, job)
+    assert len(attempts) == 4, [(a.offer.provider, a.end_cause) for a in attempts]
+    assert all(a.end_cause is EndCause.BOOT_TIMEOUT for a in attempts)
+    billed = sum(((a.ended_at or clock()) - (a.created_at or clock()) for a in attempts), timedelta())
+    assert billed <= 4 * BOOT, billed
+    record = service.engine_store.job(job)
+    assert record.status is JobStatus.FAILED and record.relaunch_count == 3
+    assert fakes.live_instances() == {"vastai": [], "lambda": []}
+    assert service.store is not None
+    with service.store.transaction() as tx:
+        capped = [e for e in repo.list_events(tx) if e.kind == "relaunch-cap"]
+    assert len(capped) == 1 and "max relaunches (3) reached" in capped[0].message
+    alert = AlertMapper().alert_for(CommittedEvent(1, clock(), capped[0].kind, job, "train", None,
+                                                   capped[0].message, {}))
+    assert alert is not None and alert.kind is AlertKind.RELAUNCH_CAP

@@ -10,7 +10,11 @@ event kind                  alert
 ``recovering``, then the    ``relaunched`` (on the new machine's provider), once per recovery
 job's next ``launched``
 ``idle-shutdown``           ``idle-stopped``
-``boot-failed``             ``boot-failed`` (a node that never reported within its boot timeout)
+``boot-timeout``            ``boot-failed`` (a node that never reported within its boot timeout)
+``node-silent``             ``node-silent`` (its agent silent past the heartbeat timeout: ended)
+``node-unreachable``        ``node-unreachable`` (listed unreachable past the grace: ended)
+``relaunch-cap``            ``relaunch-cap`` (lost again after ``max_relaunches``: the job failed)
+``budget-stop``             ``budget-stop`` (the job's own ``budget_usd`` spent: stopped)
 ``budget-threshold``        ``budget-threshold`` (orchestrator.budget_watch writes it once per
                             threshold per month)
 ``job.status`` to           ``job-finished`` / ``job-failed``
@@ -23,22 +27,27 @@ from __future__ import annotations
 import threading
 
 from orchestrator.alerts.model import Alert, AlertKind
+from orchestrator.engine.events import EventKind
 from orchestrator.store.listen import CommittedEvent
 from orchestrator.store.models import JobStatus
 
 _DIRECT = {
-    "preempted": AlertKind.PREEMPTED,
-    "idle-shutdown": AlertKind.IDLE_STOPPED,
-    "boot-failed": AlertKind.BOOT_FAILED,
-    "budget-threshold": AlertKind.BUDGET_THRESHOLD,
+    EventKind.PREEMPTED: AlertKind.PREEMPTED,
+    EventKind.IDLE_SHUTDOWN: AlertKind.IDLE_STOPPED,
+    EventKind.BOOT_TIMEOUT: AlertKind.BOOT_FAILED,
+    EventKind.NODE_SILENT: AlertKind.NODE_SILENT,
+    EventKind.NODE_UNREACHABLE: AlertKind.NODE_UNREACHABLE,
+    EventKind.RELAUNCH_CAP: AlertKind.RELAUNCH_CAP,
+    EventKind.BUDGET_STOP: AlertKind.BUDGET_STOP,
+    EventKind.BUDGET_THRESHOLD: AlertKind.BUDGET_THRESHOLD,
 }
-_RECOVERING = "recovering"
-_LAUNCHED = "launched"
-_JOB_STATUS = "job.status"
+_RECOVERING = EventKind.RECOVERING
+_LAUNCHED = EventKind.LAUNCHED
+_JOB_STATUS = EventKind.JOB_STATUS
 _FINAL = {JobStatus.SUCCEEDED: AlertKind.JOB_FINISHED, JobStatus.FAILED: AlertKind.JOB_FAILED}
 
 #: Every event kind that can lead to an alert: what the alert listener asks the store for.
-EVENT_KINDS = frozenset({*_DIRECT, _RECOVERING, _LAUNCHED, _JOB_STATUS})
+EVENT_KINDS = frozenset(str(k) for k in (*_DIRECT, _RECOVERING, _LAUNCHED, _JOB_STATUS))
 
 
 class AlertMapper:

@@ -12,6 +12,10 @@ class AlertKind(StrEnum):
     RELAUNCHED = "relaunched"
     IDLE_STOPPED = "idle-stopped"
     BOOT_FAILED = "boot-failed"              # a node that never reported within its boot timeout
+    NODE_SILENT = "node-silent"              # a node whose agent went silent past the heartbeat timeout
+    NODE_UNREACHABLE = "node-unreachable"    # a node its cloud listed unreachable past the grace
+    RELAUNCH_CAP = "relaunch-cap"            # a job failed: its machine lost again after max_relaunches
+    BUDGET_STOP = "budget-stop"              # a job stopped: its own budget_usd spent
     BUDGET_THRESHOLD = "budget-threshold"
     JOB_FINISHED = "job-finished"
     JOB_FAILED = "job-failed"

@@ -63,6 +63,8 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         launcher = "orch apply" if here else "the daemon" if running else None
         if not opts.as_json and (launcher is not None or opts.dry_run):
             _print_plan(preview, launcher)
+        if not opts.as_json:
+            _print_blind(loaded, config)
         if opts.dry_run:
             _finish_dry_run(preview, launcher, opts)
             return 0
@@ -153,6 +155,13 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
          + (f", estimated {_money(total)} in all" if total is not None and n else ""))
     for launch in preview.launches:
         _out(_plan_line(launch))
+
+
+def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
+    from orchestrator.cli.jobs import blind_notes
+
+    for name, note in sorted(blind_notes(loaded, config).items()):
+        _out(f"note: {name}: {note}")
 
 
 def _plan_line(launch: PlannedLaunch) -> str:

@@ -125,15 +125,34 @@ def plan_cmd(
     finally:
         for p in providers.values():
             _close(p)
+    blind = blind_notes(loaded, config)
     if as_json:
-        _out(dumps([p.to_json() for p in plans], indent=2))
+        _out(dumps([{**p.to_json(), "blind": blind.get(p.name)} for p in plans], indent=2))
     else:
         for i, jp in enumerate(plans):
             if i:
                 _out()
             _print_plan(jp)
+            if jp.name in blind:
+                _out(f"  note: {blind[jp.name]}")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
+
+
+def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
+    """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
+    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
+    from orchestrator.config import ConfigError
+    from orchestrator.runtime.node_state import blind_note
+    from orchestrator.service import ServiceSettings, load_service_settings
+
+    try:
+        settings = load_service_settings(config) if config is not None else ServiceSettings()
+    except ConfigError:
+        settings = ServiceSettings()      # the daemon's own start reports a bad daemon: section
+    notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
+                                          ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
+    return {name: note for name, note in notes.items() if note is not None}
 
 
 def _optional_config() -> OrchConfig | None:

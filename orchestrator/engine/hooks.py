@@ -57,6 +57,12 @@ class Monitor(Protocol):
         provider's state). Called in the passive phase for running attempts and draining machines."""
         ...
 
+    def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """Whether this machine has a channel its agent reports over (a store, SSH). Without one the engine
+        sets no boot or heartbeat deadline on it: silence there says nothing, only the cloud's state counts
+        (orchestrator/engine/liveness.py). A monitor that does not say listens to every machine."""
+        return True
+
 
 class Bootstrapper(Protocol):
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
@@ -84,6 +90,9 @@ class NoMonitor:
 
     def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
         return None
+
+    def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        return False
 
 
 class NoBootstrap:

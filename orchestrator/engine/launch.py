@@ -16,7 +16,9 @@ from datetime import datetime
 from orchestrator.engine import gang
 from orchestrator.engine.budget import LaunchGate
 from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.job_budget import JobBudgetStep
 from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from orchestrator.engine.recovery_facts import preempted_places
@@ -39,7 +41,8 @@ class LaunchOrder:
     preemption_seen_at: datetime | None = None
 
 
-def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[LaunchOrder], gate: LaunchGate) -> None:
+def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[LaunchOrder], gate: LaunchGate,
+        own: JobBudgetStep | None = None) -> None:
     if not deps.config.launches_allowed:
         return
     _ask_again(deps, facts, log)
@@ -56,10 +59,10 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[Launc
             continue
         order = by_job.get(job.id)
         if order is not None:
-            _carry_out(deps, job, order, facts.now, log, gate)
+            _carry_out(deps, job, order, facts.now, log, gate, own)
         elif job.status is JobStatus.PENDING:
             # A job whose relaunch failed comes back here PENDING: it still keeps its preempted zones out.
-            launch_job(deps, job, facts.now, log, gate, exclude=cooling_places(deps, job, facts.now))
+            launch_job(deps, job, facts.now, log, gate, exclude=cooling_places(deps, job, facts.now), own=own)
 
 
 def _ask_again(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
@@ -72,9 +75,9 @@ def _ask_again(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
 
 
 def _carry_out(deps: EngineDeps, job: JobRecord, order: LaunchOrder, now: datetime, log: TickLog,
-               gate: LaunchGate) -> None:
+               gate: LaunchGate, own: JobBudgetStep | None) -> None:
     launched = launch_job(deps, job, now, log, gate, exclude=order.exclude, markets=order.markets,
-                          relaunch=order.relaunch)
+                          relaunch=order.relaunch, own=own)
     if launched is None or order.preemption_seen_at is None:
         return
     log.report.relaunched += 1
@@ -91,11 +94,12 @@ def cooling_places(deps: EngineDeps, job: JobRecord, now: datetime) -> frozenset
 
 def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, gate: LaunchGate, *,
                exclude: frozenset[str] = frozenset(), markets: frozenset[Market] | None = None,
-               relaunch: bool = False) -> AttemptRecord | None:
+               relaunch: bool = False, own: JobBudgetStep | None = None) -> AttemptRecord | None:
     """Try eligible offers cheapest first; move on after capacity/quota errors. Returns the attempt.
 
     Before each launch the job's own ``budget_usd`` and the config's budgets (``gate``) are asked; a budget
-    refusing the cheapest offer refuses every dearer one too, so the job waits (PENDING)."""
+    refusing the cheapest offer refuses every dearer one too, so the job waits (PENDING). ``own`` (the job
+    budget step) keeps the job's own budget's refusal to one event per budget value, not one per tick."""
     candidates = _candidates(deps, job, now, exclude, markets)
     if candidates is None:
         return None
@@ -120,9 +124,11 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
         if (gang.launch(deps, job, attempt, eligible, now, log) if job.spec.plan.nodes > 1
                 else request_launch(deps, job, attempt, now, log)):
             gate.launched(job, candidate.total_price_hr)
+            if own is not None:
+                own.launched(job.id)
             return attempt
-    if refused:
-        deps.store.event("budget-refused", f"launch refused: would break the budget ${job.spec.budget_usd:.2f} "
+    if refused and (own is None or own.first_refusal(job)):
+        deps.store.event(EventKind.BUDGET_REFUSED, f"launch refused: would break the budget ${job.spec.budget_usd:.2f} "
                          f"({', '.join(refused[:3])})", now, job_id=job.id)
     deps.store.set_job_status(job.id, JobStatus.PENDING, now)
     if not candidates:

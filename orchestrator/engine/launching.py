@@ -14,6 +14,7 @@ from datetime import datetime
 from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import clean_up_launch
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
 from orchestrator.engine.tick import TickLog
@@ -53,7 +54,7 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
     crashpoint("after-launch-call")
     deps.store.set_attempt_state(attempt.id, AttemptState.LAUNCHED, now, instance=inst)
     crashpoint("after-launched-written")
-    deps.store.event("launched", f"{provider.name} {inst.instance_id} ({attempt.offer.instance_type}, "
+    deps.store.event(EventKind.LAUNCHED, f"{provider.name} {inst.instance_id} ({attempt.offer.instance_type}, "
                      f"{attempt.offer.market.value}, ${attempt.offer.price_hr:.2f}/h) launch {attempt.launch_id}",
                      now, job_id=job.id)
     log.report.launched += 1

@@ -11,18 +11,22 @@ Three deadlines (``EngineConfig.deadlines``, a job's manifest may set its own), 
   ``unhealthy``, GCE ``REPAIRING``, Azure ``unknown``: it may come back) and has for this long.
   ``EndCause.UNREACHABLE``.
 
+Liveness only where a channel exists: a machine whose job has nowhere to report (no checkpoint store, no
+``daemon.state_store``, no SSH key: ``Monitor.listens`` says so) gets no boot or heartbeat deadline, as with the
+``NoMonitor``: silence there says nothing, and only the cloud's state (UNREACHABLE past the grace) counts.
+
 "Heard" means the Monitor (``orchestrator.engine.hooks``) returned a report this tick whose agent heartbeat
 moved on since the last one (a report carrying no heartbeat counts whenever it is read). The agent's clock is
-never compared with the engine's: only whether its heartbeat moved, timed by the engine clock. With the
-``NoMonitor`` the engine hears no agent, so only the cloud's UNREACHABLE counts.
+never compared with the engine's: only whether its heartbeat moved, timed by the engine clock.
 
-The marks live in the store (``AttemptRecord.heard_at``, ``unreachable_since``; ``heard_at`` written at most
-every quarter of the heartbeat timeout), so a restarted daemon knows which deadline applies (a node heard
-once is silent, not unbooted). A daemon cannot hear while it is down, so every deadline counts at the earliest
-from this process's first tick (``started``), as Kubernetes' node controller gives each node a full grace
-from its own first observation: a daemon restarted after an outage longer than a deadline does not end every
-node at once; a dead node bills at most one deadline more. The last heartbeat value seen is kept in memory:
-after a restart the first report only sets it.
+Every deadline counts from the store's marks (``created_at``; ``AttemptRecord.heard_at`` with the agent's
+heartbeat then, ``heard_beat``; ``unreachable_since``), so a restarted daemon (or ``orch tick`` from cron)
+ends a silent node at the same time as one that never stopped. ``heard_at`` is written at most every quarter
+of the heartbeat timeout; between writes the exact time is kept in memory. A process reading an agent for the
+first time compares its heartbeat with the stored one: the same value is silence since ``heard_at``; a value
+that moved on was heard when it was written, as far as the agent's own clock tells (``heard_at`` plus the
+heartbeat's advance, never later than now: a difference of the agent's own readings, so its offset from the
+engine's clock cancels). So a daemon back after a long outage ends no node whose agent kept reporting.
 
 What follows is the recovery step's, as after a preemption: this step returns the tick's facts with the
 ended attempts in them (``Observed.lost``), so the recovery decides from its last committed checkpoint, and
@@ -37,14 +41,14 @@ from datetime import datetime, timedelta
 from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.config import Deadlines, EngineDeps
 from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
-from orchestrator.engine.hooks import NoMonitor
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
 from orchestrator.engine.tick import TickLog
 from providers.base import InstanceState
 
-_EVENTS = {EndCause.BOOT_TIMEOUT: "boot-timeout", EndCause.SILENT: "node-silent",
-           EndCause.UNREACHABLE: "node-unreachable"}
+_EVENTS = {EndCause.BOOT_TIMEOUT: EventKind.BOOT_TIMEOUT, EndCause.SILENT: EventKind.NODE_SILENT,
+           EndCause.UNREACHABLE: EventKind.NODE_UNREACHABLE}
 
 
 def deadlines_for(deps: EngineDeps, job: JobRecord) -> Deadlines:
@@ -63,25 +67,20 @@ class Verdict:
 
 class LivenessStep:
     def __init__(self) -> None:
-        #: Per attempt, the agent's last heartbeat seen (None: a report without one).
+        #: Per attempt, the agent's last heartbeat seen by this process (None: a report without one).
         self._beats: dict[int, datetime | None] = {}
         #: Per attempt, when (engine clock) it was last heard; exact, where the store's mark may lag.
         self._heard: dict[int, datetime] = {}
-        #: This process's first tick: no deadline counts from earlier (it could not hear before).
-        self._started: datetime | None = None
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> TickFacts:
         """End the nodes past a deadline; return the facts with them ended (for the recovery step)."""
-        if self._started is None:
-            self._started = facts.now
-        listening = not isinstance(deps.hooks.monitor, NoMonitor)
         ended: dict[int, AttemptRecord] = {}
         for seen in facts.observed:
             a = seen.attempt
             if (a.state not in HOLDING_STATES or a.id in log.ended or not seen.job.desired_active
                     or seen.instance is None or seen.instance.state.is_gone):
                 continue
-            verdict = self._judge(deps, seen, facts.now, listening)
+            verdict = self._judge(deps, seen, facts.now)
             if verdict is not None:
                 ended[a.id] = self._end(deps, seen, verdict, facts.now, log)
         # Forget ended attempts; those of a cloud that did not answer are not in the facts but still live.
@@ -90,61 +89,65 @@ class LivenessStep:
         self._heard = {k: v for k, v in self._heard.items() if k in live and k not in ended}
         return _with_ended(facts, ended) if ended else facts
 
-    def _judge(self, deps: EngineDeps, seen: Observed, now: datetime, listening: bool) -> Verdict | None:
+    def _judge(self, deps: EngineDeps, seen: Observed, now: datetime) -> Verdict | None:
         a, inst = seen.attempt, seen.instance
         assert inst is not None
         limits = deadlines_for(deps, seen.job)
-        heard, mark = self._hear(seen, now, limits) if listening else (a.heard_at, a.heard_at)
+        listening = deps.hooks.monitor.listens(seen.job, a, inst)
+        heard, mark, beat = self._hear(seen, now, limits) if listening else (a.heard_at, a.heard_at, a.heard_beat)
         since = (a.unreachable_since or now) if inst.state is InstanceState.UNREACHABLE else None
-        if (mark, since) != (a.heard_at, a.unreachable_since):
-            deps.store.note_liveness(a.id, heard_at=mark, unreachable_since=since)
-        if since is not None and now - self._since(since) >= limits.unreachable_grace:
+        if (mark, since, beat) != (a.heard_at, a.unreachable_since, a.heard_beat):
+            deps.store.note_liveness(a.id, heard_at=mark, unreachable_since=since, heard_beat=beat)
+        if since is not None and now - since >= limits.unreachable_grace:
             return Verdict(EndCause.UNREACHABLE, f"{inst.provider} lists it {inst.raw_state or 'unreachable'} "
                            f"since {since.isoformat(timespec='seconds')} (grace {_span(limits.unreachable_grace)})")
         if not listening:
             return None
         if heard is None:
             launched = a.created_at or now
-            if now - self._since(launched) >= limits.boot_timeout:
+            if now - launched >= limits.boot_timeout:
                 return Verdict(EndCause.BOOT_TIMEOUT, f"no report from its agent {_span(now - launched)} after "
                                f"launch (boot timeout {_span(limits.boot_timeout)})")
             return None
-        if inst.state is InstanceState.RUNNING and now - self._since(heard) >= limits.heartbeat_timeout:
+        if inst.state is InstanceState.RUNNING and now - heard >= limits.heartbeat_timeout:
             return Verdict(EndCause.SILENT, f"its agent silent since {heard.isoformat(timespec='seconds')} "
                            f"(heartbeat timeout {_span(limits.heartbeat_timeout)})")
         return None
 
-    def _since(self, mark: datetime) -> datetime:
-        """When a deadline counts from: ``mark``, but never before this process's first tick."""
-        assert self._started is not None
-        return max(mark, self._started)
-
-    def _hear(self, seen: Observed, now: datetime, limits: Deadlines) -> tuple[datetime | None, datetime | None]:
-        """When the attempt was last heard, counting this tick's report, and the mark the store should hold
-        (moved on only when it was never written or is a quarter heartbeat timeout old)."""
+    def _hear(self, seen: Observed, now: datetime,
+              limits: Deadlines) -> tuple[datetime | None, datetime | None, datetime | None]:
+        """When the attempt was last heard, counting this tick's report, and the marks the store should hold
+        (``heard_at`` and the heartbeat then: moved on only when never written or a quarter timeout old)."""
         a, report = seen.attempt, seen.agent
         last = max((t for t in (a.heard_at, self._heard.get(a.id)) if t is not None), default=None)
         if report is None:
-            return last, a.heard_at
+            return last, a.heard_at, a.heard_beat
         beat = report.heartbeat_at
-        known = a.id in self._beats
-        moved = beat is None or (known and self._beats[a.id] != beat) or (not known and a.heard_at is None)
+        at = now
+        if a.id in self._beats:
+            moved = beat is None or self._beats[a.id] != beat
+        else:                   # the first read by this process: against the stored heartbeat (see the docstring)
+            moved = beat is None or a.heard_at is None or a.heard_beat is None or beat != a.heard_beat
+            if moved and beat is not None and a.heard_at is not None and a.heard_beat is not None \
+                    and beat > a.heard_beat:
+                at = min(now, a.heard_at + (beat - a.heard_beat))
         self._beats[a.id] = beat
         if not moved:
-            return last, a.heard_at
-        self._heard[a.id] = now
-        due = a.heard_at is None or now - a.heard_at >= limits.heartbeat_timeout / 4
-        return now, now if due else a.heard_at
+            return last, a.heard_at, a.heard_beat
+        at = max(at, last) if last is not None else at
+        self._heard[a.id] = at
+        due = a.heard_at is None or at - a.heard_at >= limits.heartbeat_timeout / 4
+        return (at, at, beat) if due else (at, a.heard_at, a.heard_beat)
 
     def _end(self, deps: EngineDeps, seen: Observed, verdict: Verdict, now: datetime, log: TickLog) -> AttemptRecord:
         a = seen.attempt
         where = f"{a.offer.provider} {a.instance_id or a.launch_id}"
         kind = _EVENTS[verdict.cause]
-        crashpoint(f"before-{kind}")       # decided, nothing written yet
+        crashpoint(f"before-{kind.value}")       # decided, nothing written yet
         deps.store.event(kind, f"{where}: {verdict.why}; ending it", now, job_id=a.job_id,
                          data={"zone": a.offer.zone, "region": a.offer.region, "launch_id": a.launch_id})
         end_attempt(deps, a, AttemptState.FAILED, verdict.cause, verdict.why, now, log)
-        crashpoint(f"after-{kind}")        # ended and written; the recovery has not decided yet
+        crashpoint(f"after-{kind.value}")        # ended and written; the recovery has not decided yet
         log.report.terminated += 1
         return replace(a, state=AttemptState.FAILED, ended_at=now, reason=verdict.why, end_cause=verdict.cause)
 

@@ -46,6 +46,9 @@ class AttemptRecord:
     #: its machine UNREACHABLE: what the liveness deadlines count from (orchestrator/engine/liveness.py).
     heard_at: datetime | None = None
     unreachable_since: datetime | None = None
+    #: The agent's own heartbeat value in the report heard at ``heard_at`` (its clock; only compared with
+    #: its own later values): how a restarted daemon tells an agent that moved on from a silent one.
+    heard_beat: datetime | None = None
     node_rank: int = 0
     #: $/h: the quote the machine was launched at, and what its cloud reports for it (None: nothing reported).
     launch_price_hr: float | None = None
@@ -135,9 +138,9 @@ class EngineStore(Protocol):
         """Up to when the attempt's spend is recorded (a restarted daemon continues from there)."""
         ...
     def record_checkpoint(self, job_id: int, attempt_id: int, uri: str, step: int | None, at: datetime) -> None: ...
-    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None,
-                      unreachable_since: datetime | None) -> None:
-        """Store both liveness marks of a live attempt as given (None clears ``unreachable_since``)."""
+    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None, unreachable_since: datetime | None,
+                      heard_beat: datetime | None = None) -> None:
+        """Store the liveness marks of a live attempt as given (None clears ``unreachable_since``)."""
         ...
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None: ...

@@ -7,6 +7,7 @@ Karpenter's controllers), each its own module, each taking the tick's facts as a
    Decides nothing, launches nothing.
 2. ``spend``: charge the machines' time up to now.
    ``budget``: review the config's budgets (threshold alerts once; at a cap, drain spot machines if asked).
+   ``job_budget``: stop a job whose own ``budget_usd`` is spent.
 3. ``start``: start the job on machines that are up (LAUNCHED -> BOOTSTRAPPING -> RUNNING).
 4. ``finish``: jobs whose process exited succeed or fail.
    ``liveness``: end nodes past a deadline (never reported since launch, agent silent, the cloud listing
@@ -37,6 +38,7 @@ from orchestrator.engine import finish, launch, metrics, requests, start, teardo
 from orchestrator.engine.budget import BudgetStep
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.idle import IdleStep
+from orchestrator.engine.job_budget import JobBudgetStep
 from orchestrator.engine.liveness import LivenessStep
 from orchestrator.engine.recover import RecoveryStep
 from orchestrator.engine.spend import SpendStep
@@ -57,6 +59,7 @@ class Reconciler:
         self.deps = deps
         self._spend = SpendStep()
         self._budget = BudgetStep()
+        self._job_budget = JobBudgetStep()
         self._recovery = RecoveryStep()
         self._idle = IdleStep()
         self._liveness = LivenessStep()
@@ -86,8 +89,9 @@ class Reconciler:
         log = TickLog()
         facts = sync(self.deps, self.deps.clock(), log.report)
         crashpoint("after-sync")     # what the clouds said is written; no step has acted on it yet
-        self._spend.run(self.deps, facts)
+        charged = self._spend.run(self.deps, facts)
         self._budget.run(self.deps, facts, log)
+        self._job_budget.run(self.deps, facts, log, charged)
         start.run(self.deps, facts, log)
         finish.run(self.deps, facts, log)
         facts = self._liveness.run(self.deps, facts, log)
@@ -96,6 +100,6 @@ class Reconciler:
         self._idle.run(self.deps, facts, log)
         teardown.run(self.deps, facts, log)
         self._sweep.run(self.deps, facts, log)
-        launch.run(self.deps, facts, log, orders, self._budget.gate(self.deps, facts.now))
+        launch.run(self.deps, facts, log, orders, self._budget.gate(self.deps, facts.now), self._job_budget)
         metrics.run(self.deps, facts)
         return log.report

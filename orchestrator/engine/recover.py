@@ -21,6 +21,7 @@ from datetime import datetime
 from orchestrator.engine import gang
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.launch import LaunchOrder
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
@@ -34,7 +35,8 @@ from providers.base import Market
 _STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE, EndCause.BOOT_TIMEOUT,
                               EndCause.SILENT, EndCause.UNREACHABLE}), JobStatus.RECOVERING),
                  (frozenset({EndCause.FAILED}), JobStatus.FAILED),
-                 (frozenset({EndCause.IDLE_STOPPED, EndCause.IDLE_TERMINATED}), JobStatus.STOPPED))
+                 (frozenset({EndCause.IDLE_STOPPED, EndCause.IDLE_TERMINATED, EndCause.BUDGET_STOP}),
+                  JobStatus.STOPPED))
 
 
 def status_after(causes: set[EndCause]) -> JobStatus:
@@ -114,12 +116,17 @@ class RecoveryStep:
 
     def _after_preemption(self, deps: EngineDeps, job: JobRecord, now: datetime,
                           seen_at: datetime) -> LaunchOrder | None:
-        deps.store.set_job_status(job.id, JobStatus.RECOVERING, now)
         fresh = deps.store.job(job.id)
+        if fresh.relaunch_count >= fresh.spec.max_relaunches:
+            return _capped(deps, fresh, now)
         decision = deps.hooks.recovery.decide(self.facts.context(deps, fresh, now))
+        # The relaunch counts when it is decided, once per loss: a relaunch that finds no offer leaves the job
+        # PENDING and its later launch is still this one (counted at the launch, it was never counted).
+        deps.store.set_job_status(job.id, JobStatus.RECOVERING, now,
+                                  relaunched=decision.action is RecoveryAction.RELAUNCH)
         if decision.action is RecoveryAction.GIVE_UP:
             deps.store.set_job_status(job.id, JobStatus.FAILED, now)
-            deps.store.event("gave-up", decision.reason, now, job_id=job.id)
+            deps.store.event(EventKind.GAVE_UP, decision.reason, now, job_id=job.id)
             return None
         if decision.action is RecoveryAction.WAIT:
             # No machine for now: the job stays RECOVERING and the policy is asked again every tick.
@@ -127,8 +134,8 @@ class RecoveryStep:
             return None
         # A node ended past a liveness deadline keeps its place out too (the policy knows only preemptions).
         exclude = decision.exclude_places | cooled_places(deps.store.attempts_for_job(job.id), now, job.spec.cooldown)
-        deps.store.event("recovering", decision.reason, now, job_id=job.id, data={"exclude": sorted(exclude)})
-        return LaunchOrder(job.id, decision.markets, exclude, relaunch=True, preemption_seen_at=seen_at)
+        deps.store.event(EventKind.RECOVERING, decision.reason, now, job_id=job.id, data={"exclude": sorted(exclude)})
+        return LaunchOrder(job.id, decision.markets, exclude, preemption_seen_at=seen_at)
 
     # --- every other active job ----------------------------------------------------------------------
     def _review(self, deps: EngineDeps, facts: TickFacts, job: JobRecord, log: TickLog) -> LaunchOrder | None:
@@ -159,16 +166,19 @@ class RecoveryStep:
     def _decide_again(self, deps: EngineDeps, job: JobRecord, now: datetime) -> LaunchOrder | None:
         """A RECOVERING job without a machine: the policy decides again with this tick's facts."""
         fresh = deps.store.job(job.id)
+        if fresh.relaunch_count >= fresh.spec.max_relaunches:
+            return _capped(deps, fresh, now)
         decision = deps.hooks.recovery.decide(self.facts.context(deps, fresh, now))
         if decision.action is RecoveryAction.WAIT:
             return None
         if decision.action is RecoveryAction.GIVE_UP:
             deps.store.set_job_status(job.id, JobStatus.FAILED, now)
-            deps.store.event("gave-up", decision.reason, now, job_id=job.id)
+            deps.store.event(EventKind.GAVE_UP, decision.reason, now, job_id=job.id)
             return None
-        deps.store.event("recovering", decision.reason, now, job_id=job.id)
+        deps.store.set_job_status(job.id, JobStatus.RECOVERING, now, relaunched=True)
+        deps.store.event(EventKind.RECOVERING, decision.reason, now, job_id=job.id)
         cooling = preempted_places(deps.store.attempts_for_job(job.id), now, job.spec.cooldown)
-        return LaunchOrder(job.id, decision.markets, decision.exclude_places | cooling, relaunch=True)
+        return LaunchOrder(job.id, decision.markets, decision.exclude_places | cooling)
 
     def _deadline_review(self, deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime,
                          log: TickLog) -> LaunchOrder | None:
@@ -182,3 +192,12 @@ class RecoveryStep:
         deps.store.set_job_status(job.id, JobStatus.RECOVERING, now)
         deps.store.event("deadline-move", decision.reason, now, job_id=job.id)
         return LaunchOrder(job.id, decision.markets, decision.exclude_places)
+
+
+def _capped(deps: EngineDeps, job: JobRecord, now: datetime) -> None:
+    """The job has been relaunched ``max_relaunches`` times and lost its machine again: it fails (whatever the
+    policy would say: the cap bounds what a job whose machines never come up can spend)."""
+    deps.store.set_job_status(job.id, JobStatus.FAILED, now)
+    deps.store.event(EventKind.RELAUNCH_CAP, f"max relaunches ({job.spec.max_relaunches}) reached: lost its machine "
+                     f"again after {job.relaunch_count} relaunches; the job is failed", now, job_id=job.id,
+                     data={"max_relaunches": job.spec.max_relaunches, "relaunch_count": job.relaunch_count})

@@ -21,19 +21,30 @@ COOLING_CAUSES = frozenset({EndCause.BOOT_TIMEOUT, EndCause.SILENT, EndCause.UNR
 FLEET_HISTORY = timedelta(days=7)
 
 
+#: A place whose nodes keep failing liveness is kept out ever longer: the cool-down doubles per earlier such
+#: end there, up to this many times the job's own (a backoff per place: a zone whose machines never boot is
+#: tried again ever more rarely, never in a loop of paid machines).
+MAX_BACKOFF = 8
+
+
 def preempted_places(attempts: Sequence[AttemptRecord], now: datetime, cooldown: timedelta) -> frozenset[str]:
-    """Zones (else regions) where these attempts were preempted, or ended past a liveness deadline, within
-    ``cooldown`` of ``now``."""
+    """Zones (else regions) where these attempts were preempted within ``cooldown`` of ``now``, or ended past a
+    liveness deadline within their backed-off cool-down (``cooled_places``)."""
     return frozenset(a.offer.zone or a.offer.region for a in attempts
-                     if (a.state is AttemptState.PREEMPTED or a.end_cause in COOLING_CAUSES)
-                     and now - (a.ended_at or now) < cooldown)
+                     if a.state is AttemptState.PREEMPTED and a.end_cause not in COOLING_CAUSES
+                     and now - (a.ended_at or now) < cooldown) | cooled_places(attempts, now, cooldown)
 
 
 def cooled_places(attempts: Sequence[AttemptRecord], now: datetime, cooldown: timedelta) -> frozenset[str]:
-    """Zones (else regions) of the nodes ended past a liveness deadline within ``cooldown`` of ``now`` (the
-    policy's own exclusions cover preemptions)."""
-    return frozenset(a.offer.zone or a.offer.region for a in attempts
-                     if a.end_cause in COOLING_CAUSES and now - (a.ended_at or now) < cooldown)
+    """Zones (else regions) of the nodes ended past a liveness deadline, each kept out for ``cooldown`` after
+    its last such end, doubled per earlier one there (up to ``MAX_BACKOFF`` times; the policy's own
+    exclusions cover preemptions)."""
+    ends: dict[str, list[datetime]] = {}
+    for a in attempts:
+        if a.end_cause in COOLING_CAUSES:
+            ends.setdefault(a.offer.zone or a.offer.region, []).append(a.ended_at or now)
+    return frozenset(place for place, at in ends.items()
+                     if now - max(at) < cooldown * min(2 ** (len(at) - 1), MAX_BACKOFF))
 
 
 @dataclass(frozen=True, slots=True)

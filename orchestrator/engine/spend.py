@@ -32,10 +32,14 @@ class SpendStep:
         self._marks: dict[int, datetime] = {}
         self._reported: dict[int, float] = {}      # the last $/h a cloud reported per attempt, this process
 
-    def run(self, deps: EngineDeps, facts: TickFacts) -> None:
+    def run(self, deps: EngineDeps, facts: TickFacts) -> dict[int, float]:
+        """Charge the tick; returns the $ charged per job (the facts' totals were read before)."""
+        charged: dict[int, float] = {}
         for seen in facts.observed:
             if _billable(seen):
-                self.accrue(deps.store, seen.attempt, self.rate(seen), facts.now)
+                usd = self.accrue(deps.store, seen.attempt, self.rate(seen), facts.now)
+                charged[seen.attempt.job_id] = charged.get(seen.attempt.job_id, 0.0) + usd
+        return charged
 
     def rate(self, seen: Observed) -> float:
         """The $/h to charge ``seen``'s machine at (see the module's docstring)."""
@@ -47,17 +51,21 @@ class SpendStep:
         quoted = a.launch_price_hr if a.launch_price_hr is not None else a.offer.price_hr
         return charged_price_hr(actual, quoted)
 
-    def accrue(self, store: EngineStore, attempt: AttemptRecord, price_hr: float, now: datetime) -> None:
+    def accrue(self, store: EngineStore, attempt: AttemptRecord, price_hr: float, now: datetime) -> float:
+        """Charge ``attempt`` up to ``now``; returns the $ charged."""
         since = self._marks.get(attempt.id) or store.spend_mark(attempt.id) or attempt.started_at or attempt.created_at
         self._marks[attempt.id] = now
         if since is None or now <= since:
-            return
+            return 0.0
+        total = 0.0
         for lo, hi in split_at_midnights(since, now):
             usd = accrued_usd(price_hr, lo, hi)
             if usd > 0:
                 store.add_spend(attempt.job_id, attempt.id, usd, lo, hi, price_hr=price_hr)
+                total += usd
         if attempt.state.is_final:
             self._reported.pop(attempt.id, None)
+        return total
 
 
 def _billable(seen: Observed) -> bool:

@@ -150,7 +150,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
                              reason=r.reason, node_rank=r.node_rank, generation=r.generation,
                              end_cause=EndCause(r.end_cause) if r.end_cause else None, drain_until=r.drain_until,
                              launch_price_hr=r.price_hr, actual_price_hr=r.actual_price_hr,
-                             heard_at=r.heard_at, unreachable_since=r.unreachable_since)
+                             heard_at=r.heard_at, unreachable_since=r.unreachable_since, heard_beat=r.heard_beat)
 
     def _attempts(self, read: Callable[[Session], list[AttemptColumns]]) -> list[AttemptRecord]:
         with self.store.transaction() as tx:
@@ -235,11 +235,11 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             if not queries.checkpoint_recorded(tx, job_id, uri):
                 repo.record_checkpoint(tx, job_id, uri, attempt_id=attempt_id, step=step, committed_at=at)
 
-    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None,
-                      unreachable_since: datetime | None) -> None:
+    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None, unreachable_since: datetime | None,
+                      heard_beat: datetime | None = None) -> None:
         with self.store.transaction() as tx:
             self._fence(tx, None)
-            queries.set_liveness(tx, attempt_id, heard_at, unreachable_since)
+            queries.set_liveness(tx, attempt_id, heard_at, unreachable_since, heard_beat)
         self._wrote()
 
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,

@@ -21,6 +21,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import HOLDING_STATES, Draining, Observed, TickFacts
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
@@ -130,7 +131,7 @@ def _reclaimed(deps: EngineDeps, attempt: AttemptRecord, why: str, now: datetime
 def record_preemption(deps: EngineDeps, attempt: AttemptRecord, why: str, now: datetime,
                       report: TickReport) -> None:
     """The event and counters of one preemption (a reclaimed machine here, a notice in the recovery step)."""
-    deps.store.event("preempted", f"{attempt.offer.provider} {attempt.instance_id} preempted ({why})", now,
+    deps.store.event(EventKind.PREEMPTED, f"{attempt.offer.provider} {attempt.instance_id} preempted ({why})", now,
                      job_id=attempt.job_id, data={"zone": attempt.offer.zone, "region": attempt.offer.region})
     report.preempted += 1
     if deps.metrics:

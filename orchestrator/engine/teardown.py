@@ -6,6 +6,7 @@ from __future__ import annotations
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import request_termination, terminate
 from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.idle import finish_stop
 from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 
@@ -24,8 +25,12 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
 
 
 def _ask_again(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
-    """TERMINATE_REQUESTED attempts whose machine the cloud still lists: terminate is idempotent."""
+    """TERMINATE_REQUESTED attempts whose machine the cloud still lists: terminate is idempotent. An idle stop
+    in flight (``EndCause.IDLE_STOPPED``) is a stop, never a terminate (orchestrator/engine/idle.py)."""
     for seen in facts.observed:
-        if (seen.attempt.state is AttemptState.TERMINATE_REQUESTED and seen.instance is not None
+        if (seen.attempt.state is AttemptState.TERMINATE_REQUESTED and seen.attempt.end_cause is EndCause.IDLE_STOPPED
+                and seen.attempt.id not in log.ended):
+            finish_stop(deps, seen, facts.now, log)
+        elif (seen.attempt.state is AttemptState.TERMINATE_REQUESTED and seen.instance is not None
                 and not seen.instance.state.is_gone):
             terminate(deps.providers[seen.attempt.offer.provider], seen.instance.instance_id, log)

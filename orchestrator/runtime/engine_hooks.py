@@ -240,6 +240,11 @@ def _last_words(t: Transport, ri: RenderInput, status: AgentStatus) -> str:
     text = " | ".join(lines)
     return text if len(text) <= LAST_WORDS_CHARS else "..." + text[-LAST_WORDS_CHARS:]
 
+    def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """SSH-provider hosts always; a cloud machine only when orch has a key to reach it with."""
+        return isinstance(self.pool.providers.get(instance.provider), TransportSource) or (
+            self.pool.key_path is not None and self.pool.host_keys is not None)
+
 
 def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -> AgentReport:
     """The engine's view of one status document (pure; ``now`` is wall-clock seconds)."""

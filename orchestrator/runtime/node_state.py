@@ -40,6 +40,16 @@ def job_state_uri(manifest: Manifest, state_store: str = "") -> str | None:
     return None
 
 
+#: What ``orch plan``/``apply`` say of a job whose agent has nowhere to report (orchestrator/engine/liveness.py).
+BLIND = ("blind: no report channel (no checkpoint store, no daemon.state_store, no SSH key): orch watches only "
+         "the cloud's state: no idle detection, no preemption notices, no boot or heartbeat deadline")
+
+
+def blind_note(manifest: Manifest, *, state_store: str = "", ssh_key: bool = False) -> str | None:
+    """``BLIND`` for a cloud job whose agent cannot report to orch (no store, no SSH key); None otherwise."""
+    return None if ssh_key or job_state_uri(manifest, state_store) is not None else BLIND
+
+
 def launch_state_uri(manifest: Manifest, launch_id: str, state_store: str = "") -> str | None:
     """One launch's report prefix (None: no store to report to)."""
     job = job_state_uri(manifest, state_store)

@@ -111,6 +111,10 @@ class StoreMonitor(Monitor):
         status = self.reader.status(job, attempt)
         return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
 
+    def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """A job with a checkpoint store or the daemon's ``state_store`` reports there."""
+        return self.reader.has_store(job, attempt)
+
 
 class StoreBootstrapper(Bootstrapper):
     """Starts a job on a machine that booted itself: once its agent has reported (job pending), puts
@@ -171,6 +175,10 @@ class CombinedMonitor(Monitor):
         if report is None and self.second is not None:
             report = self.second.read(job, attempt, instance)
         return report
+
+    def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        return self.first.listens(job, attempt, instance) or (
+            self.second is not None and self.second.listens(job, attempt, instance))
 
 
 class RoutingBootstrapper(Bootstrapper):

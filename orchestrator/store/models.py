@@ -57,6 +57,7 @@ class EndCause(StrEnum):
     LAUNCH_REFUSED = "launch-refused"    # the cloud refused (capacity, quota): the next offer is tried
     LAUNCH_FAILED = "launch-failed"      # the launch failed otherwise (ambiguous error, no startup script)
     BUDGET_CAP = "budget-cap"            # a budget reached its monthly cap (stop_spot_at_cap): drained, then ended
+    BUDGET_STOP = "budget-stop"          # the job's own budget_usd was spent while it ran: the job is stopped
     RELAUNCH_REQUESTED = "relaunch-requested"   # an operator asked to relaunch the job now (the web console)
     BOOT_TIMEOUT = "boot-timeout"        # its agent never reported within the boot timeout: ended, place cooled
     SILENT = "silent"                    # its agent went silent for the heartbeat timeout: the node is lost
@@ -195,6 +196,9 @@ class Attempt(SQLModel, table=True):
     #: The engine's clock when the node's agent last showed it was alive (a report whose heartbeat moved on);
     #: None: never. Written at most every quarter heartbeat timeout (orchestrator/engine/liveness.py).
     heard_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    #: The agent's own heartbeat (its clock) in the report heard at ``heard_at``: a restarted daemon tells an
+    #: agent that moved on from a silent one by it. None: the report carried none, or never heard.
+    heard_beat: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
     #: Since when the cloud has listed the machine UNREACHABLE (None: it does not); the grace counts from here.
     unreachable_since: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)

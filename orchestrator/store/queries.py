@@ -174,6 +174,7 @@ class AttemptColumns(NamedTuple):
     drain_until: datetime | None
     heard_at: datetime | None
     unreachable_since: datetime | None
+    heard_beat: datetime | None
     instance_id: str | None
     provider: str
     instance_type: str
@@ -191,7 +192,8 @@ def _attempt_columns():  # type: ignore[no-untyped-def]
     return (select(Attempt.id, Attempt.job_id, Attempt.launch_id, Attempt.state,  # type: ignore[call-overload]
                    Attempt.created_at, Attempt.started_at, Attempt.ended_at, Attempt.checkpoint_restored,
                    Attempt.reason, Attempt.node_rank, Attempt.generation, Attempt.end_cause, Attempt.drain_until,
-                   Attempt.heard_at, Attempt.unreachable_since, InstanceRow.instance_id, InstanceRow.provider,
+                   Attempt.heard_at, Attempt.unreachable_since, Attempt.heard_beat, InstanceRow.instance_id,
+                   InstanceRow.provider,
                    InstanceRow.instance_type, InstanceRow.region,
                    InstanceRow.zone, InstanceRow.market, InstanceRow.gpu, InstanceRow.gpu_count, InstanceRow.price_hr,
                    InstanceRow.created_at, InstanceRow.actual_price_hr)
@@ -209,10 +211,10 @@ def _leased_to(q: Any, lease_owner: str | None) -> Any:
 
 
 def set_liveness(tx: Session, attempt_id: int, heard_at: datetime | None,
-                 unreachable_since: datetime | None) -> None:
+                 unreachable_since: datetime | None, heard_beat: datetime | None = None) -> None:
     """An attempt's liveness marks (orchestrator/engine/liveness.py), as given."""
     tx.exec(update(Attempt).where(col(Attempt.id) == attempt_id)  # type: ignore[call-overload]
-            .values(heard_at=heard_at, unreachable_since=unreachable_since))
+            .values(heard_at=heard_at, unreachable_since=unreachable_since, heard_beat=heard_beat))
 
 
 def live_attempt_columns(tx: Session, lease_owner: str | None = None) -> list[AttemptColumns]:

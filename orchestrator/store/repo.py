@@ -500,7 +500,8 @@ def record_event(tx: Session, kind: str, message: str = "", *, job_id: int | Non
 def _event(tx: Session, kind: str, message: str, job_id: int | None, data: dict[str, Any], ts: datetime) -> Event:
     # The event log is read by `orch events`/`status` and kept forever: no credential ever goes in, whatever a
     # provider's error message carried.
-    row = Event(ts=ts, job_id=job_id, kind=kind, message=safe_line(message, 4000), data=_redacted(data))
+    # str(): an EventKind (a str enum) is stored as its text, whatever the driver makes of enums.
+    row = Event(ts=ts, job_id=job_id, kind=str(kind), message=safe_line(message, 4000), data=_redacted(data))
     tx.add(row)
     return row
 

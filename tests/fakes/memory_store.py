@@ -172,10 +172,11 @@ class MemoryStore:
         if (uri, step) not in found:
             found.append((uri, step))
 
-    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None,
-                      unreachable_since: datetime | None) -> None:
+    def note_liveness(self, attempt_id: int, *, heard_at: datetime | None, unreachable_since: datetime | None,
+                      heard_beat: datetime | None = None) -> None:
         a = self.attempts[attempt_id]
-        self.attempts[attempt_id] = replace(a, heard_at=heard_at, unreachable_since=unreachable_since)
+        self.attempts[attempt_id] = replace(a, heard_at=heard_at, unreachable_since=unreachable_since,
+                                            heard_beat=heard_beat)
 
     def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:

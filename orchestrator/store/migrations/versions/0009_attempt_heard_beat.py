@@ -1,0 +1,32 @@
+"""attempts: heard_beat, the agent's own heartbeat value at ``heard_at`` (liveness survives restarts)
+
+A restarted daemon compares an agent's heartbeat with this value to tell an agent that moved on while it was
+down from a silent one, so every deadline counts from the stored marks (orchestrator/engine/liveness.py).
+
+Revision ID: 0009_heard_beat
+Revises: 0007_history
+Create Date: 2026-12-06
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0009_heard_beat"
+# After store identity (0008, merged from branch h28fleet) when both are present; 0007 on this branch alone.
+down_revision: str | None = "0007_history"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("attempts") as batch:
+        batch.add_column(sa.Column("heard_beat", sa.DateTime(timezone=True), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("attempts") as batch:
+        batch.drop_column("heard_beat")
