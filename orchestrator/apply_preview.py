@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.manifest import LoadedManifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import PlannedOffer
+    from orchestrator.runtime.preflight import BootCheck
     from orchestrator.store import Store
     from orchestrator.store.repo import ApplyResult
 
@@ -35,15 +36,16 @@ class PlannedLaunch:
     planned: PlannedOffer | None
     estimated_hours: float | None
     refusal: str | None = None          # a budget would refuse this launch (the engine then does not make it)
+    boot_problem: str | None = None     # its machine could not start it (runtime/preflight.py): not launched
 
     @property
     def launches(self) -> bool:
-        return self.planned is not None and self.refusal is None
+        return self.planned is not None and self.refusal is None and self.boot_problem is None
 
     def to_json(self) -> dict[str, Any]:
         p = self.planned
         return {"job": self.job, "estimated_hours": self.estimated_hours, "refused_by_budget": self.refusal,
-                "offer": p.to_json() if p is not None else None}
+                "boot_problem": self.boot_problem, "offer": p.to_json() if p is not None else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,7 @@ class _Rollback(Exception):
 
 def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: OfferSources, *, prune: bool = False,
                   only_providers: Sequence[str] | None = None, budgets: Sequence[Budget] = (),
-                  owner: str | None = None, now: datetime) -> ApplyPreview:
+                  owner: str | None = None, now: datetime, boot_check: BootCheck | None = None) -> ApplyPreview:
     """What ``jobs_service.apply(store, loaded, prune=prune)`` would record, and what the engine would then
     launch from ``sources`` (``only_providers``: the configured ones; ``owner``: the orch owner whose engine
     launches, for budgets matching owners). Writes nothing."""
@@ -100,8 +102,21 @@ def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: Offer
         result, pending, ids = done.result, done.pending, done.ids
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
-    plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now)
-    return ApplyPreview(result, tuple(_with_budgets(store, plans, pending, ids, budgets, owner, now)))
+    plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now,
+                      boot_check=boot_check)
+    launches = _with_budgets(store, plans, pending, ids, budgets, owner, now)
+    return ApplyPreview(result, tuple(_with_boot(launches, plans)))
+
+
+def _with_boot(launches: Sequence[PlannedLaunch], plans: Sequence[JobPlan]) -> list[PlannedLaunch]:
+    """Each launch with the boot problem its plan found (the engine would not launch it)."""
+    from dataclasses import replace
+
+    from orchestrator.jobs_service import BOOT_WARNING
+
+    problems = {jp.name: next((w.removeprefix(BOOT_WARNING) for w in jp.warnings if w.startswith(BOOT_WARNING)),
+                              None) for jp in plans}
+    return [replace(launch, boot_problem=problems.get(launch.job)) for launch in launches]
 
 
 def _spec(m: LoadedManifest) -> Any:

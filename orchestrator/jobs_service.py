@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.clock import utcnow
 
+#: Starts a plan warning that a machine of the chosen offer could not start the job (see runtime/preflight.py).
+BOOT_WARNING = "boot: "
+
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.engine.reconciler import Reconciler
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
     from orchestrator.runtime.codepack import Pack
+    from orchestrator.runtime.preflight import BootCheck
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow
     from orchestrator.store.repo import ApplyResult
@@ -107,7 +111,8 @@ def planned_json(p: PlannedOffer) -> dict[str, Any]:
 
 
 def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, alternatives: int = 4,
-              only_providers: Sequence[str] | None = None, now: datetime | None = None) -> list[JobPlan]:
+              only_providers: Sequence[str] | None = None, now: datetime | None = None,
+              boot_check: BootCheck | None = None) -> list[JobPlan]:
     """Rank every offer for each manifest, the way the engine will when it launches.
 
     ``sources``: orchestrator.offer_sources.offer_sources(...), as the engine builds it.
@@ -129,6 +134,8 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
         the_plan = plan(req, found)
         warnings = _fit_warnings(m.manifest, req, the_plan, offers)
         hints = () if only_providers is None else _unconfigured_hints(req, everywhere, the_plan, only_providers)
+        if boot_check is not None:
+            warnings += _boot_warnings(m.manifest, the_plan, boot_check)
         out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
                            tuple(warnings), m.manifest.code.pin if m.manifest.code is not None else None, hints))
     return out
@@ -159,6 +166,25 @@ def _unconfigured_hints(req: PlanRequest, everywhere: Sequence[Offer], chosen_pl
     return tuple(hints)
 
 
+def _boot_warnings(manifest: Manifest, the_plan: Plan, boot_check: BootCheck) -> list[str]:
+    """Nothing is launched that cannot start: say so now, not after the engine refused to launch it. The engine
+    moves on from an offer whose provider cannot start the job; it waits only when no eligible provider can."""
+    if the_plan.chosen is None:
+        return []
+    first: dict[str, Offer] = {}
+    for p in the_plan.eligible:
+        first.setdefault(p.offer.provider, p.offer)
+    problems: list[str] = []
+    for provider, offer in first.items():
+        problem = boot_check(manifest, offer)
+        if problem is None:
+            if not problems:
+                return []
+            return [f"{'; '.join(problems)}; the engine moves on to {provider}"]
+        problems.append(problem)
+    return [f"{BOOT_WARNING}{'; '.join(problems)} (not launched until fixed)"]
+
+
 def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: Sequence[Offer]) -> list[str]:
     """The memory model's and the image's warnings for one job (orchestrator.fit.planning)."""
     from orchestrator.fit.planning import allowed_offers, job_warnings
@@ -167,7 +193,6 @@ def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: 
                                          req.regions_deny) if o.market in req.markets]
     chosen = the_plan.chosen.offer if the_plan.chosen else None
     return job_warnings(req.fit, manifest.resources.gpu, req.count, req.nodes, chosen, allowed, manifest.image)
-
 
 
 # -- apply --------------------------------------------------------------------------------------------

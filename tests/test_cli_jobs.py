@@ -335,7 +335,14 @@ def test_apply_does_not_launch_while_a_daemon_holds_the_store(tmp_path: Path, en
 
 # -- the issue's done-when: examples up on the fakes, status, and all down -------------------------------
 
-def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, str], clouds: FakeClouds) -> None:
+def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, str], clouds: FakeClouds,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the examples' machines need handed over (secrets, store keys): without them nothing is launched.
+    for name, value in {"HF_TOKEN": "hf-x", "WANDB_API_KEY": "wb-x", "RCLONE_CONFIG_ORCHAZ_KEY": "az-x",
+                        "RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS": '{"type": "service_account"}',
+                        "AWS_ACCESS_KEY_ID": env.get("AWS_ACCESS_KEY_ID", "AK"),
+                        "AWS_SECRET_ACCESS_KEY": env.get("AWS_SECRET_ACCESS_KEY", "SK")}.items():
+        monkeypatch.setenv(name, value)
     code, out, err = run("plan", str(EXAMPLES), "--configured", "--live", "--json")
     expected = {p["job"]: p["chosen"] for p in json.loads(out)}
     code, out, err = run("apply", str(EXAMPLES), "--launch", "--yes")

@@ -91,6 +91,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
     from orchestrator.config import ConfigError
     from orchestrator.jobs_service import BadInputError, launchable_providers, utcnow
     from orchestrator.offer_sources import offer_sources
+    from orchestrator.runtime.preflight import boot_check_for
     from providers.catalog import load_catalog
 
     try:
@@ -99,7 +100,8 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
         return preview_apply(store, loaded, sources, prune=opts.prune,
                              only_providers=launchable_providers(config),
                              budgets=config.budgets if config is not None else (),
-                             owner=config.owner if config is not None else None, now=utcnow())
+                             owner=config.owner if config is not None else None, now=utcnow(),
+                             boot_check=boot_check_for(config))
     except (BadInputError, ConfigError) as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
 
@@ -172,6 +174,8 @@ def _plan_line(launch: PlannedLaunch) -> str:
     line = f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})"
     if launch.refusal:
         return f"{line}\n    refused, it waits: {launch.refusal}"
+    if launch.boot_problem:
+        return f"{line}\n    not launched, it waits: {launch.boot_problem}"
     hours = f" for {launch.estimated_hours:g} h" if launch.estimated_hours else ""
     total = f", ~{_money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
     return f"{line}\n    {_money(p.total_price_hr)}/h{total}"

@@ -130,8 +130,10 @@ def plan_cmd(
                                        PLAN_WIDTH, subsequent_indent="  ") + "\n")
     providers = _providers(config) if live and config is not None else {}
     try:
+        from orchestrator.runtime.preflight import boot_check_for
+
         plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
-                          only_providers=only)
+                          only_providers=only, boot_check=boot_check_for(config))
     except BadInputError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     finally:
