@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.manifest import LoadedManifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import PlannedOffer
+    from orchestrator.runtime.preflight import BootCheck
     from orchestrator.store import Store
     from orchestrator.store.repo import ApplyResult
 
@@ -35,15 +36,16 @@ class PlannedLaunch:
     planned: PlannedOffer | None
     estimated_hours: float | None
     refusal: str | None = None          # a budget would refuse this launch (the engine then does not make it)
+    boot_problem: str | None = None     # its machine could not start it (runtime/preflight.py): not launched
 
     @property
     def launches(self) -> bool:
-        return self.planned is not None and self.refusal is None
+        return self.planned is not None and self.refusal is None and self.boot_problem is None
 
     def to_json(self) -> dict[str, Any]:
         p = self.planned
         return {"job": self.job, "estimated_hours": self.estimated_hours, "refused_by_budget": self.refusal,
-                "offer": p.to_json() if p is not None else None}
+                "boot_problem": self.boot_problem, "offer": p.to_json() if p is not None else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,7 @@ class _Rollback(Exception):
 
 def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: OfferSources, *, prune: bool = False,
                   only_providers: Sequence[str] | None = None, budgets: Sequence[Budget] = (),
-                  owner: str | None = None, now: datetime) -> ApplyPreview:
+                  owner: str | None = None, now: datetime, boot_check: BootCheck | None = None) -> ApplyPreview:
     """What ``jobs_service.apply(store, loaded, prune=prune)`` would record, and what the engine would then
     launch from ``sources`` (``only_providers``: the configured ones; ``owner``: the orch owner whose engine
     launches, for budgets matching owners). Writes nothing."""
@@ -100,8 +102,21 @@ def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: Offer
         result, pending, ids = done.result, done.pending, done.ids
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
-    plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now)
-    return ApplyPreview(result, tuple(_with_budgets(store, plans, pending, ids, budgets, owner, now)))
+    plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now,
+                      boot_check=boot_check)
+    launches = _with_budgets(store, plans, pending, ids, budgets, owner, now)
+    return ApplyPreview(result, tuple(_with_boot(launches, plans)))
+
+
+def _with_boot(launches: Sequence[PlannedLaunch], plans: Sequence[JobPlan]) -> list[PlannedLaunch]:
+    """Each launch with the boot problem its plan found (the engine would not launch it)."""
+    from dataclasses import replace
+
+    from orchestrator.jobs_service import BOOT_WARNING
+
+    problems = {jp.name: next((w.removeprefix(BOOT_WARNING) for w in jp.warnings if w.startswith(BOOT_WARNING)),
+                              None) for jp in plans}
+    return [replace(launch, boot_problem=problems.get(launch.job)) for launch in launches]
 
 
 def _spec(m: LoadedManifest) -> Any:
@@ -142,18 +157,37 @@ def _awaiting_launch(tx: Session, loaded: Sequence[LoadedManifest]) -> tuple[lis
 
 def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[LoadedManifest], ids: dict[str, int],
                   budgets: Sequence[Budget], owner: str | None, now: datetime) -> list[PlannedLaunch]:
-    """Each planned launch, checked against the budgets in order (each allowed launch counts for the next)."""
+    """The launch step simulated on a copy of the facts, job by job as the engine goes (engine/launch.py): each
+    job tries its eligible offers cheapest first, skipping a machine of yours an earlier job of this preview
+    took (one job per host), and an offer its own ``budget_usd`` refuses; the config's budgets then judge it
+    (each allowed launch counts for the next). A job refused or left without an offer waits."""
     from orchestrator.budget_watch import read_ledger
     from orchestrator.budgets import check_launch
+    from orchestrator.spend import would_break_budget
 
     ledger: BudgetLedger | None = None
     if budgets:
         with store.transaction() as tx:
             ledger = read_ledger(tx, now)
+    taken: set[tuple[object, ...]] = set()      # your own machines this preview has given a job
     out: list[PlannedLaunch] = []
     for jp, m in zip(plans, pending, strict=True):
-        chosen = jp.plan.chosen
-        refusal = None
+        own_budget = m.manifest.policies.budget_usd
+        hours = jp.estimated_hours or 1.0
+        chosen: PlannedOffer | None = None
+        refusal: str | None = None
+        for option in jp.plan.eligible:
+            o = option.offer
+            if o.source == "own" and o.key in taken:
+                continue
+            if would_break_budget(0.0, option.total_price_hr, hours, own_budget):
+                refusal = refusal or (f"its own budget ${own_budget:,.2f} (${option.total_price_hr:,.2f}/h for "
+                                      f"{hours:g} h)")
+                continue
+            chosen, refusal = option, None
+            break
+        if chosen is None and refusal is None and jp.plan.chosen is not None:
+            refusal = "your machines it could use are taken by the jobs above"
         if chosen is not None and ledger is not None:
             verdict = check_launch(budgets, ledger, project=m.manifest.project, price_hr=chosen.total_price_hr,
                                    hours=jp.estimated_hours, owner=owner)
@@ -162,5 +196,7 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
                                             chosen.total_price_hr, owner)
             else:
                 refusal = verdict.reason()
-        out.append(PlannedLaunch(jp.name, chosen, jp.estimated_hours, refusal))
+        if chosen is not None and refusal is None and chosen.offer.source == "own":
+            taken.add(chosen.offer.key)
+        out.append(PlannedLaunch(jp.name, chosen or jp.plan.chosen, jp.estimated_hours, refusal))
     return out

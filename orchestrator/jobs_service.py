@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.clock import utcnow
 
+#: Starts a plan warning that a machine of the chosen offer could not start the job (see runtime/preflight.py).
+BOOT_WARNING = "boot: "
+
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.engine.reconciler import Reconciler
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
     from orchestrator.runtime.codepack import Pack
+    from orchestrator.runtime.preflight import BootCheck
     from orchestrator.service import Service
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow
@@ -76,6 +80,8 @@ class JobPlan:
     estimated_hours: float | None
     warnings: tuple[str, ...] = ()    # the model does not fit / is overprovisioned / image vs GPU (fit/planning)
     code: CodePin | None = None        # what every node gets: the commit and pack pinned at load (codepack)
+    #: Cheaper offers of providers not configured ("configure gcp to save $X/h"): never chosen, apply cannot get them.
+    hints: tuple[str, ...] = ()
 
     @property
     def options(self) -> tuple[PlannedOffer, ...]:
@@ -93,6 +99,7 @@ class JobPlan:
             "near_misses": [planned_json(p) for p in self.plan.near_misses(NEAR_MISSES)],
             "warnings": list(self.warnings),
             "code": self.code.model_dump(mode="json") if self.code is not None else None,
+            "hints": list(self.hints),
         }
 
 
@@ -105,7 +112,8 @@ def planned_json(p: PlannedOffer) -> dict[str, Any]:
 
 
 def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, alternatives: int = 4,
-              only_providers: Sequence[str] | None = None, now: datetime | None = None) -> list[JobPlan]:
+              only_providers: Sequence[str] | None = None, now: datetime | None = None,
+              boot_check: BootCheck | None = None) -> list[JobPlan]:
     """Rank every offer for each manifest, the way the engine will when it launches.
 
     ``sources``: orchestrator.offer_sources.offer_sources(...), as the engine builds it.
@@ -122,14 +130,60 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
     out: list[JobPlan] = []
     for m in loaded:
         req = jobspec_from_manifest(m.manifest, now, offers).plan
-        found = sources.offers(req.gpu_request())
-        if only_providers is not None:
-            found = [o for o in found if o.provider in only_providers]
+        everywhere = sources.offers(req.gpu_request())
+        found = everywhere if only_providers is None else [o for o in everywhere if o.provider in only_providers]
         the_plan = plan(req, found)
         warnings = _fit_warnings(m.manifest, req, the_plan, offers)
+        hints = () if only_providers is None else _unconfigured_hints(req, everywhere, the_plan, only_providers)
+        if boot_check is not None:
+            warnings += _boot_warnings(m.manifest, the_plan, boot_check)
         out.append(JobPlan(m.manifest.name, str(m.source), the_plan, alternatives, req.estimated_hours,
-                           tuple(warnings), m.manifest.code.pin if m.manifest.code is not None else None))
+                           tuple(warnings), m.manifest.code.pin if m.manifest.code is not None else None, hints))
     return out
+
+
+def launchable_providers(config: OrchConfig | None) -> tuple[str, ...]:
+    """The providers ``orch apply`` (and the daemon) can launch on: the config's enabled ones; none without a
+    config. ``orch plan`` and the apply preview plan on exactly these, so they choose what apply launches."""
+    return tuple(config.enabled_providers()) if config is not None else ()
+
+
+def _unconfigured_hints(req: PlanRequest, everywhere: Sequence[Offer], chosen_plan: Plan,
+                        configured: Sequence[str]) -> tuple[str, ...]:
+    """Per provider not configured, its cheapest eligible offer where it beats the chosen one (at most 3)."""
+    from orchestrator.planner import plan
+
+    others = plan(req, [o for o in everywhere if o.provider not in configured]).eligible
+    chosen = chosen_plan.chosen
+    best: dict[str, PlannedOffer] = {}
+    for p in others:
+        if p.offer.provider not in best and (chosen is None or p.total_price_hr < chosen.total_price_hr - 0.005):
+            best[p.offer.provider] = p
+    hints = []
+    for provider, p in list(best.items())[:3]:
+        what = f"{p.offer.instance_type} ${p.total_price_hr:.2f}/h"
+        hints.append(f"configure {provider} to save ${chosen.total_price_hr - p.total_price_hr:.2f}/h ({what})"
+                     if chosen is not None else f"configure {provider} to launch it ({what})")
+    return tuple(hints)
+
+
+def _boot_warnings(manifest: Manifest, the_plan: Plan, boot_check: BootCheck) -> list[str]:
+    """Nothing is launched that cannot start: say so now, not after the engine refused to launch it. The engine
+    moves on from an offer whose provider cannot start the job; it waits only when no eligible provider can."""
+    if the_plan.chosen is None:
+        return []
+    first: dict[str, Offer] = {}
+    for p in the_plan.eligible:
+        first.setdefault(p.offer.provider, p.offer)
+    problems: list[str] = []
+    for provider, offer in first.items():
+        problem = boot_check(manifest, offer)
+        if problem is None:
+            if not problems:
+                return []
+            return [f"{'; '.join(problems)}; the engine moves on to {provider}"]
+        problems.append(problem)
+    return [f"{BOOT_WARNING}{'; '.join(problems)} (not launched until fixed)"]
 
 
 def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: Sequence[Offer]) -> list[str]:
@@ -140,7 +194,6 @@ def _fit_warnings(manifest: Manifest, req: PlanRequest, the_plan: Plan, offers: 
                                          req.regions_deny) if o.market in req.markets]
     chosen = the_plan.chosen.offer if the_plan.chosen else None
     return job_warnings(req.fit, manifest.resources.gpu, req.count, req.nodes, chosen, allowed, manifest.image)
-
 
 
 # -- apply --------------------------------------------------------------------------------------------
@@ -206,13 +259,18 @@ class EventView:
     kind: str
     message: str
     data: dict[str, Any] = field(default_factory=dict)
+    #: How many times this condition was seen (a waiting job's ``no-offer`` is one event, counted) and when last.
+    count: int = 1
+    last_ts: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "ts": self.ts.isoformat(), "job": self.job, "kind": self.kind,
-                "message": self.message, "data": self.data}
+                "message": self.message, "data": self.data, "count": self.count,
+                "last_ts": (self.last_ts or self.ts).isoformat()}
 
     def line(self) -> str:
-        return f"{self.ts:%Y-%m-%d %H:%M:%S} {self.job or '-':<16} {self.kind:<16} {self.message}"
+        again = f" (x{self.count}, last {self.last_ts or self.ts:%Y-%m-%d %H:%M:%S})" if self.count > 1 else ""
+        return f"{self.ts:%Y-%m-%d %H:%M:%S} {self.job or '-':<16} {self.kind:<16} {self.message}{again}"
 
 
 @dataclass
@@ -220,6 +278,8 @@ class LaunchOutcome:
     launches: list[Launch] = field(default_factory=list)
     #: jobs still waiting for a machine after the ticks, with the last reason the store gives
     waiting: dict[str, str] = field(default_factory=dict)
+    #: the waiting jobs whose last launch failed (not merely no offer, a refusal or a budget): an error
+    failed: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     ticks: int = 0
 
@@ -329,6 +389,7 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
     outcome = LaunchOutcome()
     seen = _live_instance_ids(engine.store)
     start_event = _last_event_id(engine.store)
+    started = utcnow()      # a condition seen again is an older event counted again (models.Event): seen since
     with engine.lock:
         for n in range(max_ticks):
             try:
@@ -354,9 +415,13 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
         for job in jobs:
             if job.lease_owner is not None and job.lease_owner != engine.lease_owner:
                 continue                    # a daemon holds it (PostgreSQL): it launches it, not this command
-            events = [e for e in repo.list_events(tx, job_id=job.id, after_id=start_event)
-                      if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")]
+            events = [e for e in repo.list_events(tx, job_id=job.id)
+                      if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")
+                      and ((e.id or 0) > start_event or (e.last_ts is not None and e.last_ts >= started))]
+            events.sort(key=lambda e: e.seen_at)
             outcome.waiting[job.name] = events[-1].message if events else "no launch was attempted"
+            if events and events[-1].kind == "launch-failed":
+                outcome.failed.add(job.name)
     return outcome
 
 
@@ -496,7 +561,8 @@ def _instance_view(i: InstanceRow, names: Mapping[int, str]) -> InstanceView:
 
 
 def _event_view(e: Event, names: Mapping[int, str]) -> EventView:
-    return EventView(int(e.id or 0), e.ts, names.get(e.job_id or 0), e.kind, e.message, dict(e.data or {}))
+    return EventView(int(e.id or 0), e.ts, names.get(e.job_id or 0), e.kind, e.message, dict(e.data or {}),
+                     e.count, e.last_ts)
 
 
 # -- down ---------------------------------------------------------------------------------------------

@@ -36,10 +36,21 @@ class JsonFormatter(logging.Formatter):
 
 
 class RedactingFormatter(logging.Formatter):
-    """The text log format, with every secret-looking value redacted (as the JSON one)."""
+    """The text log format, with every secret-looking value redacted (as the JSON one). The structured fields
+    the JSON format carries (``extra={"fields": {...}}``: provider, outcome, error, counts) follow the message
+    as ``key=value`` (a value with a space, quote or ``=`` is JSON-quoted), so both formats say the same."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        line = super().format(record)
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict) and fields:
+            line += " " + " ".join(f"{k}={_text_value(v)}" for k, v in fields.items())
+        return redact(line)
+
+
+def _text_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return json.dumps(text) if not text or any(c in text for c in ' "=\n\t') else text
 
 
 def configure_json_logging(level: int = logging.INFO) -> None:

@@ -6,7 +6,7 @@ No SDK, no database: this module must stay cheap to import (``orch quote`` runs 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
@@ -274,6 +274,28 @@ class GpuSummary:
                 "providers": list(self.providers), "offers": self.offers, "gpu_counts": list(self.counts)}
 
 
+#: GPU counts asked of sources that know no fixed list (your own machines, live APIs) besides the catalog's.
+_USUAL_COUNTS = (1, 2, 4, 8, 16)
+
+
+def machine_counts(catalog: Iterable[Offer]) -> tuple[int, ...]:
+    """Every GPUs-per-machine count an offer may have: the catalog's, and the usual ones."""
+    return tuple(sorted({o.gpu_count for o in catalog} | set(_USUAL_COUNTS)))
+
+
+def offers_any_count(fetch: Callable[[GpuRequest], Sequence[Offer]], req: GpuRequest,
+                     counts: Iterable[int]) -> list[Offer]:
+    """The offers ``--gpu X --count N`` would see, for every count: ``fetch`` (the offer sources of one request)
+    asked once per count, so the GPU list and the per-GPU quote read the same offer set."""
+    from dataclasses import replace
+
+    found: dict[tuple[object, ...], Offer] = {}
+    for count in counts:
+        for o in fetch(replace(req, count=count)):
+            found.setdefault(o.key, o)
+    return list(found.values())
+
+
 def gpu_summaries(offers: Iterable[Offer], req: GpuRequest, any_count: bool) -> list[GpuSummary]:
     """Per GPU with a matching offer (every GPU count when ``any_count``), cheapest $/GPU-hour first."""
     from dataclasses import replace
@@ -341,5 +363,6 @@ def relaxations(offers: Sequence[Offer], req: GpuRequest) -> list[str]:
 
 
 __all__ = ["GpuSummary", "Interconnect", "QuoteGroup", "QuoteInputError", "QuoteRow", "SortKey",
-           "check_region_glob", "format_age", "gpu_summaries", "group_rows", "offer_age", "parse_gpu_specs", "quote",
+           "check_region_glob", "format_age", "gpu_summaries", "group_rows", "machine_counts", "offer_age",
+           "offers_any_count", "parse_gpu_specs", "quote",
            "relaxations", "resolve_gpu_name", "resolve_gpu_names"]

@@ -24,5 +24,11 @@ python3 -m venv .venv
 if [ "${ORCH_CHECK_FLOORS:-}" = 1 ]; then
   scripts/check_floors.sh
 fi
+# The PostgreSQL tests: the server of $ORCH_TEST_DATABASE_URL, else one on 127.0.0.1:5432, else a throwaway
+# cluster started here (installing Debian's postgresql as root) and stopped at exit; else they skip, saying why.
+. scripts/test_postgres.sh
+trap pg_stop_throwaway EXIT
+pg_for_tests
 # Two workers, whole files each (module fixtures, servers and databases stay per file): ~8 min on 2 cores.
-exec .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
+# Not exec: the EXIT trap must still stop a throwaway server after pytest.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"

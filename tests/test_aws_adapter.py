@@ -216,7 +216,9 @@ def test_spot_launch_sends_max_price_tags_and_user_data(aws: AwsProvider, fake: 
     assert described["Placement"]["AvailabilityZone"] == "us-east-1b"  # catalog zone id use1-az1 resolved
     attr = _ec2(fake).describe_instance_attribute(InstanceId=described["InstanceId"], Attribute="userData")
     import base64
-    assert base64.b64decode(attr["UserData"]["Value"]).decode() == spec.startup_script
+    import gzip
+    # gzip'd (cloud-init decompresses it), so orch's boot script fits EC2's 16 KB.
+    assert gzip.decompress(base64.b64decode(attr["UserData"]["Value"])).decode() == spec.startup_script
 
 
 def test_on_demand_sends_no_market_options(aws: AwsProvider, fake: FakeAws) -> None:
@@ -554,3 +556,19 @@ def test_recorded_security_groups_parse() -> None:
     web = dict(groups[0])  # type: ignore[index]
     web["IpPermissions"] = [{**web["IpPermissions"][0], "FromPort": 22, "ToPort": 22}]
     assert _ssh_ranges(web) == {"0.0.0.0/0"}
+
+
+def test_the_jobs_container_image_is_never_sent_as_the_ami(fake: FakeAws) -> None:
+    """``image:`` is the job's container (run by docker on the machine): EC2 gets the machine image (the AMI)."""
+    p = AwsProvider(_settings(fake, ami="ami-0123456789abcdef0"), session=_session())
+    p.launch(_spec(image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"))
+    assert fake.sent["RunInstances"]["ImageId"] == "ami-0123456789abcdef0"
+
+
+def test_user_data_is_measured_as_it_is_sent() -> None:
+    from orchestrator.runtime.startup import payload_size
+    from providers.aws.adapter import user_data
+
+    script = "#!/bin/sh\n" + "echo orch\n" * 500
+    assert payload_size("aws", script) == len(user_data(script)) < len(script) // 10
+    assert user_data("") == ""

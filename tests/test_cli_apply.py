@@ -338,3 +338,24 @@ def test_budgets_show_spend_and_burn_against_each_budget(tmp_path: Path, env: di
     config.write_text(yaml.safe_dump({**doc, "budgets": [{"name": "x"}]}))
     code, out, _ = run("budgets", "--json")
     assert code == 2 and "budgets.x: give monthly_usd" in json.loads(out)["error"]
+
+
+# -- nothing is launched that cannot start ----------------------------------------------------------------
+
+def test_a_job_whose_machine_could_not_start_is_said_up_front_and_not_launched(
+        tmp_path: Path, env: dict[str, str], clouds: FakeClouds, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    path = tmp_path / "jobs" / "needs-token.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(MANIFEST.format(name="needs-token") + "secrets: [HF_TOKEN]\n")
+    code, out, err = run("plan", str(path), "--configured", "--json")
+    [plan] = json.loads(out)
+    assert any(w.startswith("boot: ") and "HF_TOKEN" in w for w in plan["warnings"]), plan["warnings"]
+    code, out, err = run("apply", str(path), "--dry-run")
+    assert code == 0, err
+    assert "plan: 0 job(s) to launch" in out and "not launched, it waits:" in out and "HF_TOKEN" in out
+    code, out, err = run("apply", str(path), "--yes")
+    assert machines(clouds) == 0                       # recorded, but no machine that could not start
+    monkeypatch.setenv("HF_TOKEN", "hf-value")
+    code, out, err = run("apply", str(path), "--dry-run", "--json")
+    assert [launch["boot_problem"] for launch in json.loads(out)["launches"]] == [None]

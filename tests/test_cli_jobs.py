@@ -108,8 +108,10 @@ def test_plan_text_and_json_agree_and_show_costs_and_flags() -> None:
 
     code, text, err = run("plan", str(EXAMPLES / "torchrun-ddp.yaml"), "--alternatives", "2")
     assert code == 0, err
+    assert max(len(line) for line in text.splitlines()) <= 80        # wrapped at spaces, never inside a number
+    text = " ".join(text.split())
     assert "chosen" in text and "alt 2" in text and "alt 3" not in text
-    assert f"code     commit {head[:12]}, path examples: {job['code']['files']} files" in text
+    assert f"code commit {head[:12]}, path examples: {job['code']['files']} files" in text
     assert f"${chosen['total_price_hr']:,.2f}/h" in text
     assert f"total ${chosen['estimated_total_usd']:,.2f}" in text
     for option in [chosen, *job["alternatives"]]:
@@ -145,6 +147,7 @@ policies: {estimated_hours: 1000, budget_usd: 10}
     rejected = [r for r in job["rejected"] if "vram-below-need" in r["flags"]]
     assert rejected and all(r["vram_gb"] < 80 for r in rejected)
     code, text, _ = run("plan", str(path))
+    text = " ".join(text.split())
     assert "over-budget" in text and "exceeds the budget $10.00" in text
     assert re.search(r"excluded \d+ offer\(s\): (\d+ [a-z-]+, )*\d+ vram-below-need", text)
     assert re.search(r"excluded: 40 GB VRAM < 80 asked", text)
@@ -174,6 +177,7 @@ def test_plan_honours_vcpus_and_ram_per_gpu_and_names_what_excluded_the_near_mis
         assert have < 100
     assert job["near_misses"] and all(len(n["excluded"]) == 1 for n in job["near_misses"])
     code, text, _ = run("plan", str(path))
+    text = " ".join(text.split())
     assert code == 1 and "no eligible offer" in text
     assert re.search(r"excluded \d+ offer\(s\): \d+ vcpus-below-need", text)
     assert re.search(r"excluded: \d+ vCPU/GPU < 100 asked", text)
@@ -331,7 +335,14 @@ def test_apply_does_not_launch_while_a_daemon_holds_the_store(tmp_path: Path, en
 
 # -- the issue's done-when: examples up on the fakes, status, and all down -------------------------------
 
-def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, str], clouds: FakeClouds) -> None:
+def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, str], clouds: FakeClouds,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the examples' machines need handed over (secrets, store keys): without them nothing is launched.
+    for name, value in {"HF_TOKEN": "hf-x", "WANDB_API_KEY": "wb-x", "RCLONE_CONFIG_ORCHAZ_KEY": "az-x",
+                        "RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS": '{"type": "service_account"}',
+                        "AWS_ACCESS_KEY_ID": env.get("AWS_ACCESS_KEY_ID", "AK"),
+                        "AWS_SECRET_ACCESS_KEY": env.get("AWS_SECRET_ACCESS_KEY", "SK")}.items():
+        monkeypatch.setenv(name, value)
     code, out, err = run("plan", str(EXAMPLES), "--configured", "--live", "--json")
     expected = {p["job"]: p["chosen"] for p in json.loads(out)}
     code, out, err = run("apply", str(EXAMPLES), "--launch", "--yes")
@@ -345,7 +356,9 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
         assert name in launched, f"{name} not launched (expected {choice}):\n{out}\n{err}"
         line = launched[name]
         assert f" on {choice['provider']} " in line and choice["instance_type"] in line, (choice, line)
-    assert code == (1 if waiting else 0)
+    assert code == 0, out + err            # a job waiting for an offer is not an error (issue 31)
+    if waiting:
+        assert re.search(rf"^{len(launched)} launched, {len(waiting)} waits?: ", out, re.M), out
 
     from orchestrator.manifest import load_manifests
 

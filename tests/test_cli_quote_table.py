@@ -117,6 +117,34 @@ def test_rule_of_thumb_flags_only_offers_below_the_minimum() -> None:
     assert vast and all(r["vcpus"] is None and r["vcpus_per_gpu"] is None for r in vast)   # shipped Vast: unknown
 
 
+def test_the_gpu_list_agrees_with_each_gpu_quote_on_the_shipped_catalog() -> None:
+    """Issue 31: the list read only 1-GPU machines (COUNTS always 1, V100-32G and B200 missing, H100 "from 1.87"
+    where 8-GPU spot machines cost 1.28 a GPU-hour). Now every GPU of the catalog is listed, and each line's
+    counts, cheapest $/GPU-h and providers are exactly what `--gpu G --count N` finds, per count."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+    from orchestrator.quote import machine_counts
+    from providers.catalog import load_catalog
+
+    runner = CliRunner()
+
+    def run_json(*args: str) -> list[dict[str, object]]:
+        done = runner.invoke(app, ["quote", *args, "--json"])
+        return json.loads(done.stdout) if done.exit_code == 0 else []
+
+    catalog = load_catalog().offers
+    listed = {g["gpu"]: g for g in run_json()}
+    assert set(listed) == {o.gpu for o in catalog}
+    for gpu, line in listed.items():
+        per_count = {c: run_json("--gpu", str(gpu), "--count", str(c)) for c in machine_counts(catalog)}
+        rows = [r for found in per_count.values() for r in found]
+        assert line["gpu_counts"] == [c for c, found in per_count.items() if found], gpu
+        assert line["cheapest_price_per_gpu_hr"] == min(r["price_per_gpu_hr"] for r in rows), gpu
+        assert line["providers"] == sorted({r["provider"] for r in rows}), gpu
+        assert line["offers"] == len(rows), gpu
+
+
 def test_wide_shows_the_fabric_between_the_nodes() -> None:
     """Per offer, the node-to-node fabric and its bandwidth; for several nodes, one orch does not attach says tcp."""
     out = orch("quote", "--gpu", "H100-80G", "--count", "8", "--nodes", "2", "--wide", "--all-regions",

@@ -358,3 +358,12 @@ def test_a_stalled_client_does_not_hold_the_consoles_stop(store: Store, monkeypa
         stopped = not stopper.is_alive()
     stopper.join()
     assert stopped
+
+
+def test_relaunch_confirmation_says_where_the_job_restarts_from(store: Store) -> None:
+    """Issue 31: the confirmation promised "from its last committed checkpoint" to a job that has none."""
+    app = ConsoleApp(store, Guard(None), clock=lambda: NOW)
+    none = " ".join(call(app, "GET", "/jobs/bert-pretrain/relaunch").body.split())
+    assert "from the start: it has no committed checkpoint" in none and "last committed checkpoint" not in none
+    some = " ".join(call(app, "GET", "/jobs/llama-ft/relaunch").body.split())
+    assert re.search(r"from its last committed checkpoint \(step \d+, committed 2026-", some)

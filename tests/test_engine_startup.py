@@ -38,9 +38,9 @@ def test_each_node_boots_with_its_rendered_startup_script() -> None:
     assert len(aws.specs) == 2
     for sent in aws.specs:
         # The boot script installs the agent and the job's startup.sh (rendered for this node) and starts it.
-        assert sent.startup_script.startswith("#!/usr/bin/env bash")
-        start = "setsid nohup python3 orch_agent.py --config agent.json > agent.log 2>&1 < /dev/null &"
-        assert start in sent.startup_script.splitlines()
+        # sh hands the boot program to python3: nothing else is needed on the machine.
+        assert sent.startup_script.startswith("#!/bin/sh\n")
+        assert "exec python3 - <<'ORCH_BOOT'" in sent.startup_script.splitlines()
         files = boot_files(sent.startup_script)
         assert sorted(files) == ["agent.json", "orch_agent.py", "startup.sh"]
         script = files["startup.sh"].decode()
@@ -49,7 +49,8 @@ def test_each_node_boots_with_its_rendered_startup_script() -> None:
         assert f"export ORCH_NODE_RANK={attempts[sent.launch_id].node_rank}" in script.splitlines()
 
 
-def test_a_script_that_cannot_be_rendered_is_reported_and_the_machine_boots_without_one() -> None:
+def test_a_script_that_cannot_be_rendered_launches_nothing_and_the_job_waits() -> None:
+    """Nothing is launched that cannot start: no cloud call, the attempt ended, an event, the job PENDING."""
     class Broken:
         def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
             raise StartupScriptError("data[0].source: unsupported store")
@@ -57,10 +58,31 @@ def test_a_script_that_cannot_be_rendered_is_reported_and_the_machine_boots_with
     clock, store = Clock(), MemoryStore()
     aws = RecordingProvider("aws", CATALOG)
     rec = engine(store, {"aws": aws}, CATALOG, clock, startup=Broken())
+    job = store.add_job(spec(), clock())
+    report = rec.tick()
+    assert aws.specs == [] and report.launched == 0
+    assert "startup-script" in store.kinds() and any("unsupported store" in e for e in report.errors)
+    assert store.job(job.id).status.value == "pending"
+    # One attempt per provider and tick, not one per offer (aws has two here): its script cannot be built at all.
+    assert [a.state.value for a in store.attempts_for_job(job.id)] == ["failed"]
+    rec.tick()                      # still nothing: the job waits until the script can be built
+    assert aws.specs == []
+
+
+def test_a_script_over_one_providers_limit_moves_on_to_a_provider_that_takes_it() -> None:
+    class AwsTooBig:
+        def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
+            if attempt.offer.provider == "aws":
+                raise StartupScriptError("the boot script is 17000 bytes; aws takes 16384")
+            return "#!/bin/sh\ntrue\n"
+
+    clock, store = Clock(), MemoryStore()
+    aws = RecordingProvider("aws", CATALOG)
+    gcp = RecordingProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, startup=AwsTooBig())
     store.add_job(spec(), clock())
     report = rec.tick()
-    assert [s.startup_script for s in aws.specs] == [""] and report.launched == 1
-    assert "startup-script" in store.kinds() and any("unsupported store" in e for e in report.errors)
+    assert aws.specs == [] and len(gcp.specs) == 1 and report.launched == 1
 
 
 def test_a_launch_through_the_lambda_api_carries_the_script_as_user_data(tmp_path) -> None:  # type: ignore[no-untyped-def]

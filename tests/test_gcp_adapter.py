@@ -172,6 +172,14 @@ def test_accelerator_optimized_launch_has_no_guest_accelerators(provider: GcpPro
     assert inst.market is Market.ON_DEMAND and inst.job == "train_llama-v2"
 
 
+def test_the_jobs_container_image_is_never_sent_as_the_boot_image(provider: GcpProvider, server: GceServer) -> None:
+    """``image:`` is the job's container (run by docker on the VM): GCE boots the configured machine image."""
+    provider.launch(_spec("l0000000000a9", image="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"))
+    params = _inserts(server)[0].body["disks"][0]["initializeParams"]
+    assert params["sourceImage"] == provider.settings.image
+    assert params["sourceImage"].startswith("projects/deeplearning-platform-release/")
+
+
 def test_region_maps_to_configured_zone(provider: GcpProvider, server: GceServer) -> None:
     inst = provider.launch(_spec("l0000000000a3", region="us-east1"))
     assert inst.zone == "us-east1-b" and inst.region == "us-east1"

@@ -22,7 +22,7 @@ from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts
 from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT
 from orchestrator.runtime.objectstore import StoreClient, parse_store
-from orchestrator.runtime.startup import ManifestStartupRenderer
+from orchestrator.runtime.startup import ManifestStartupRenderer, payload_size
 from orchestrator.runtime.store_credentials import CredentialSource, credential_source, store_env
 from orchestrator.runtime.store_monitor import StoreBootstrapper, StoreMonitor, StoreReader
 from orchestrator.store.models import AttemptState, JobStatus
@@ -310,9 +310,9 @@ def test_a_boot_script_over_ec2s_user_data_limit_is_refused_for_aws(tmp_path: Pa
     job = _job(_doc("true"))
     aws = replace(ATTEMPT, offer=replace(OFFER, provider="aws"))
     fits = ManifestStartupRenderer(environ={"HF_TOKEN": SECRET}, state_store=f"file://{tmp_path}")
-    assert len(fits.render(job, aws).encode()) <= 16 * 1024
-    # Random bytes do not compress: 8 KB of secret pushes the script over 16 KB.
-    huge = ManifestStartupRenderer(environ={"HF_TOKEN": os.urandom(8192).hex()}, state_store=f"file://{tmp_path}")
-    with pytest.raises(StartupScriptError, match="aws takes 16384 bytes of user data"):
+    assert payload_size("aws", fits.render(job, aws)) <= 16 * 1024
+    # Random bytes do not compress: 16 KB of them (32 KB of hex) push the script over 16 KB, gzip'd or not.
+    huge = ManifestStartupRenderer(environ={"HF_TOKEN": os.urandom(16384).hex()}, state_store=f"file://{tmp_path}")
+    with pytest.raises(StartupScriptError, match="aws takes 16384"):
         huge.render(job, aws)
     assert huge.render(job, ATTEMPT)           # Lambda takes far more

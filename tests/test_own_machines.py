@@ -139,3 +139,40 @@ def test_a_bad_ssh_section_is_a_note_for_quote_and_an_error_for_live(tmp_path: P
     assert "providers.ssh.hosts.0.gpu" in out.stderr and "own machines are not listed" in out.stderr
     out = orch_subprocess(env, "quote", "--gpu", "A100-80G", "--count", "8", "--live")
     assert out.returncode == 2 and "providers.ssh.hosts.0.gpu" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_apply_preview_gives_a_host_one_job_and_asks_each_jobs_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: the preview put two jobs on one host ($/h counted twice) and missed a job's own budget. It now
+    simulates the launch step: the first job takes the host, the second waits; a job whose budget_usd the
+    machine breaks waits, said so."""
+    monkeypatch.setenv("ORCH_CONFIG", str(write_config(tmp_path)))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    paths = []
+    for name, extra in (("a-job", ""), ("b-job", ""), ("c-job", ", budget_usd: 0.5")):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(MANIFEST.replace("gamer-job", name).replace("estimated_hours: 2", f"estimated_hours: 2{extra}"))
+        paths.append(str(path))
+    code, out, err = run("apply", paths[0], paths[1], "--dry-run", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    by = {launch["job"]: launch for launch in doc["launches"]}
+    assert by["a-job"]["offer"]["provider"] == "ssh" and by["a-job"]["refused_by_budget"] is None
+    assert "taken" in by["b-job"]["refused_by_budget"]
+    assert doc["total_price_hr"] == pytest.approx(0.35)
+    code, out, err = run("apply", paths[2], "--dry-run", "--json")
+    assert code == 0, err
+    [launch] = json.loads(out)["launches"]
+    assert launch["refused_by_budget"].startswith("its own budget $0.50")
+    assert json.loads(out)["total_price_hr"] == 0
+
+
+def test_a_job_that_waits_is_not_an_apply_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: a job merely waiting (here: no offer on the configured host for its GPU) made apply exit 1."""
+    monkeypatch.setenv("ORCH_CONFIG", str(write_config(tmp_path)))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    (tmp_path / "job.yaml").write_text(MANIFEST.replace('"RTX 4090", count: 2', "A100-80G, count: 8"))
+    code, out, err = run("apply", str(tmp_path / "job.yaml"), "--launch", "--yes", "--max-ticks", "2")
+    assert code == 0, out + err
+    assert "0 launched, 1 waits: gamer-job: no eligible offer" in out

@@ -148,13 +148,14 @@ def test_deploy_input(provider: RunPodProvider, fake: RunPodFake) -> None:
     inst = provider.launch(s)
     [inp] = deploys(fake)
     env = {e["key"]: e["value"] for e in inp.pop("env")}
-    assert inp.pop("dockerArgs").startswith("bash -c ")
+    # sh and python3 only (the pod's image may have no bash or base64), then the image's own entrypoint.
+    assert inp.pop("dockerArgs").startswith("sh -c '(python3 -c ")
     assert inp == {"name": instance_name(OWNER, s.launch_id), "imageName": Settings.model_fields["image"].default,
                    "gpuTypeId": "NVIDIA A100 80GB PCIe", "cloudType": "SECURE", "gpuCount": 2,
                    "containerDiskInGb": 50, "volumeInGb": 80, "volumeMountPath": "/workspace",
                    "ports": "22/tcp,10022/tcp", "startSsh": True, "supportPublicIp": True, "countryCode": "US"}
     assert env["ORCH_LAUNCH_ID"] == s.launch_id and env["ORCH_OWNER"] == OWNER and env["PUBLIC_KEY"] == PUBLIC_KEY
-    assert base64.b64decode(env["ORCH_STARTUP_SCRIPT_B64"]).decode() == s.startup_script
+    assert base64.b64decode(env["ORCH_BOOT_B64"]).decode() == s.startup_script
     assert (inst.launch_id, inst.owner, inst.state, inst.raw_state) == (s.launch_id, OWNER, InstanceState.PENDING,
                                                                           "RUNNING")
 

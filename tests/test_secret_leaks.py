@@ -35,6 +35,9 @@ PLANTED = [
 URL_PASSWORD = "LeakProbePw4242"
 LAUNCH_SECRETS = {"PROBE_HF": "hf_LaunchEnvProbeZxCvBnMaSdFgHjKlQwErTy9",
                   "PROBE_GH": "ghp_LaunchEnvProbe0123456789abcdefABCDEF"}
+#: The s3:// store's keys a node off AWS is handed (without them nothing is launched): they must not leak either.
+STORE_KEYS = {"AWS_ACCESS_KEY_ID": "AKIALEAKPROBE0000001",
+              "AWS_SECRET_ACCESS_KEY": "StoreKeyLeakProbe0123456789abcdefABCDEFgh"}
 
 VALID: dict[str, Any] = {
     "apiVersion": "orch/v1", "kind": "Job", "name": "leak",
@@ -183,7 +186,7 @@ def test_launch_secrets_and_cloud_keys_never_reach_outputs_logs_or_the_store(
         tmp_path: Path, outputs: Outputs, clouds: FakeClouds, monkeypatch: pytest.MonkeyPatch) -> None:
     clouds.reset()
     config = clouds.write_config(tmp_path / "config.yaml")
-    for key, value in {"ORCH_CONFIG": str(config), **clouds.env(), **LAUNCH_SECRETS}.items():
+    for key, value in {"ORCH_CONFIG": str(config), **clouds.env(), **LAUNCH_SECRETS, **STORE_KEYS}.items():
         monkeypatch.setenv(key, value)
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump({**VALID, "secrets": sorted(LAUNCH_SECRETS)}, sort_keys=False))
@@ -196,5 +199,5 @@ def test_launch_secrets_and_cloud_keys_never_reach_outputs_logs_or_the_store(
                  ["down", "--all", "--yes", "--poll", "0.05", "--timeout", "30"]):
         outputs.run(*args)
     cloud_keys = [v for k, v in clouds.env().items() if k.endswith("_API_KEY")]
-    outputs.assert_clean([*LAUNCH_SECRETS.values(), *cloud_keys],
+    outputs.assert_clean([*LAUNCH_SECRETS.values(), *STORE_KEYS.values(), *cloud_keys],
                          ("store", _store_bytes(tmp_path / "xdg-data")))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import gzip
 import json
 from collections.abc import Iterator
 from datetime import date
@@ -155,9 +154,10 @@ def test_launch_labels_the_instance_and_sends_an_on_demand_create(fake: VastFake
     (body,) = bodies(fake, "PUT", "/asks/")
     assert body["label"] == instance_name(OWNER, spec.launch_id)
     assert body["price"] is None and body["client_id"] == "me" and body["runtype"] == "ssh"
-    assert body["env"] == {"-p 10022:10022": "1"}
+    assert body["env"] == {"-p 10022:10022": "1", "ORCH_BOOT_B64": base64.b64encode(b"echo hi").decode()}
     assert body["disk"] == 40
-    assert "ssh-ed25519 AAAAkey me@host" in body["onstart"] and body["onstart"].endswith("echo hi")
+    assert "ssh-ed25519 AAAAkey me@host" in body["onstart"]
+    assert body["onstart"].endswith("sh /root/orch-boot.sh > /root/orch-boot.log 2>&1")
     assert inst.launch_id == spec.launch_id and inst.owner == OWNER and inst.market is Market.ON_DEMAND
 
 
@@ -215,13 +215,14 @@ def test_a_gone_ask_is_insufficient_capacity_without_a_create(fake: VastFake, va
     assert bodies(fake, "PUT", "/asks/") == []
 
 
-def test_a_long_startup_script_is_packed(fake: VastFake, vast: VastProvider) -> None:
-    script = "echo " + "x" * (ONSTART_MAX + 100)
+def test_a_long_boot_script_rides_in_env_and_onstart_stays_short(fake: VastFake, vast: VastProvider) -> None:
+    """Vast's onstart takes 4,048 characters: the script goes in ``env``; onstart only decodes and runs it."""
+    script = "#!/bin/sh\necho " + "x" * (4 * ONSTART_MAX) + "\n"
     vast.launch(spec_for(RTX_1X, script=script))
     (body,) = bodies(fake, "PUT", "/asks/")
-    assert len(body["onstart"]) < len(script)
-    packed = body["onstart"].split()[1]
-    assert gzip.decompress(base64.b64decode(packed)).decode() == script
+    assert len(body["onstart"]) < 600 < ONSTART_MAX
+    assert base64.b64decode(body["env"]["ORCH_BOOT_B64"]).decode() == script
+    assert "bash" not in body["onstart"] and "gunzip" not in body["onstart"]
 
 
 # ---- outbid and failed bids ---------------------------------------------------------------------------------
@@ -251,11 +252,15 @@ def test_refused_low_bid_destroys_the_stopped_leftover(fake: VastFake, vast: Vas
 def test_an_onstart_over_vast_s_limit_is_refused_typed(fake: VastFake, vast: VastProvider) -> None:
     import os
 
-    script = "echo " + os.urandom(6000).hex()      # does not shrink: the packed form is still over 4048
+    # The boot script rides in env, so an incompressible one still launches with a short onstart...
+    vast.launch(spec_for(A100_1X, script="echo " + os.urandom(6000).hex()))
+    assert len(bodies(fake, "PUT", "/asks/")[0]["onstart"]) < 4048
+    # ...and an onstart over the limit (here an absurd ssh key) is refused typed before any create.
+    before = dict(fake.state.instances)
     with pytest.raises(InvalidRequestError) as err:
-        vast.launch(spec_for(A100_1X, script=script))
+        vast.launch(spec_for(RTX_1X, key="ssh-rsa " + "A" * 5000))
     assert "4048" in err.value.message
-    assert fake.state.instances == {}
+    assert fake.state.instances == before
 
 
 def test_a_spot_create_always_carries_a_bid(fake: VastFake, vast: VastProvider) -> None:

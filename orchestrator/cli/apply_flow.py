@@ -92,17 +92,19 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
              providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
     from orchestrator.apply_preview import preview_apply
     from orchestrator.config import ConfigError
-    from orchestrator.jobs_service import BadInputError, utcnow
+    from orchestrator.jobs_service import BadInputError, launchable_providers, utcnow
     from orchestrator.offer_sources import offer_sources
+    from orchestrator.runtime.preflight import boot_check_for
     from providers.catalog import load_catalog
 
     try:
         # What the engine will plan from: this command launches with live offers (build_engine's default).
         sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
         return preview_apply(store, loaded, sources, prune=opts.prune,
-                             only_providers=config.enabled_providers() if config is not None else None,
+                             only_providers=launchable_providers(config),
                              budgets=config.budgets if config is not None else (),
-                             owner=config.owner if config is not None else None, now=utcnow())
+                             owner=config.owner if config is not None else None, now=utcnow(),
+                             boot_check=boot_check_for(config))
     except (BadInputError, ConfigError) as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
 
@@ -188,6 +190,8 @@ def _plan_line(launch: PlannedLaunch) -> str:
     line = f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})"
     if launch.refusal:
         return f"{line}\n    refused, it waits: {launch.refusal}"
+    if launch.boot_problem:
+        return f"{line}\n    not launched, it waits: {launch.boot_problem}"
     hours = f" for {launch.estimated_hours:g} h" if launch.estimated_hours else ""
     total = f", ~{_money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
     return f"{line}\n    {_money(p.total_price_hr)}/h{total}"
@@ -250,7 +254,12 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             _out(safe_line(f"waiting   {name}: {why}"))
     for err in outcome.errors[:10]:
         warn(str(err))
-    if outcome.waiting:
+    if outcome.failed:      # the tick's errors were said above, as warnings (as before): not a verdict
         sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
         return EXIT_NO_MATCH, outcome
+    if outcome.waiting and not opts.as_json:
+        # Waiting (no offer now, a busy host, a budget) is what the engine does, not an error: exit 0.
+        why = "; ".join(f"{name}: {reason}" for name, reason in sorted(outcome.waiting.items()))
+        waits = "waits" if len(outcome.waiting) == 1 else "wait"
+        _out(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}"))
     return 0, outcome

@@ -18,7 +18,8 @@ def fit(
     model: Annotated[str | None, typer.Option("--model", help="A well-known model standing for its shape "
                                               "(llama-3-8b, llama-3-70b, mistral-7b, sdxl, ...).")] = None,
     method: Annotated[str, typer.Option("--method", help="full, lora or qlora.")] = "full",
-    precision: Annotated[str, typer.Option("--precision", help="fp32, bf16, fp16 or fp8.")] = "bf16",
+    precision: Annotated[str | None, typer.Option("--precision", help="fp32, bf16, fp16 or fp8 (default: bf16 "
+                                                  "where the GPU has it, else fp16).", show_default=False)] = None,
     optimizer: Annotated[str, typer.Option("--optimizer", help="adamw, adamw-8bit or sgd.")] = "adamw",
     sharding: Annotated[str, typer.Option("--sharding", help="auto, ddp, zero1, zero2, zero3 or fsdp.")] = "auto",
     offload: Annotated[str, typer.Option("--offload", help="none, optimizer or params (CPU offload).")] = "none",

@@ -108,20 +108,36 @@ def plan_cmd(
     alternatives: Annotated[int, typer.Option("--alternatives", "-a", min=0, max=1000,
                                               help="Offers to show after the chosen one.")] = 4,
     live: Annotated[bool, typer.Option("--live", help="Also ask configured providers that price live.")] = False,
-    configured: Annotated[bool, typer.Option("--configured", help="Only offers of providers in orch's config "
-                                             "(what `orch apply --launch` can get).")] = False,
+    configured: Annotated[bool, typer.Option("--configured", help="Only offers of providers in orch's config, "
+                                             "even when none is configured (the default once one is).")] = False,
+    all_providers: Annotated[bool, typer.Option("--all-providers", help="Choose among every provider's offers, "
+                                                "configured or not (what apply cannot launch included).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show, per job, the offer orch would choose, the next alternatives, cost and every warning."""
-    from orchestrator.jobs_service import BadInputError, plan_jobs
+    """Show, per job, the offer orch would choose, the next alternatives, cost and every warning.
 
+    With a provider configured, the choice is among configured providers only: what ``orch apply`` launches
+    (jobs_service.launchable_providers decides both); cheaper offers elsewhere are hints."""
+    from orchestrator.jobs_service import BadInputError, launchable_providers, plan_jobs
+
+    if configured and all_providers:
+        fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
     loaded = _load(paths)
     config = _config() if live or configured else _optional_config()
-    only = config.enabled_providers() if configured and config is not None else None
+    launchable = launchable_providers(config)
+    only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
+    if only is None and not all_providers and not as_json:
+        import textwrap
+
+        sys.stderr.write(textwrap.fill("note: no provider is configured, so `orch apply` launches nothing; planned "
+                                       "on every provider's offers (`orch providers` says how to configure one)",
+                                       PLAN_WIDTH, subsequent_indent="  ") + "\n")
     providers = _providers(config) if live and config is not None else {}
     try:
+        from orchestrator.runtime.preflight import boot_check_for
+
         plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
-                          only_providers=only)
+                          only_providers=only, boot_check=boot_check_for(config))
     except BadInputError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     finally:
@@ -186,44 +202,61 @@ def _close(provider: Provider) -> None:
         close()
 
 
+#: ``orch plan``'s text fits a terminal of this many columns: lines wrap at spaces, never inside a number.
+PLAN_WIDTH = 80
+
+
+def _say(text: str, indent: str = "  ", more: str = "           ") -> None:
+    import textwrap
+
+    for line in textwrap.wrap(text, PLAN_WIDTH, initial_indent=indent, subsequent_indent=more,
+                              break_long_words=False, break_on_hyphens=False):
+        _out(line)
+
+
 def _print_plan(jp: JobPlan) -> None:
     from orchestrator.jobs_service import NEAR_MISSES
 
     hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
-    _out(f"{jp.name} ({jp.source}{hours})")
+    _say(f"{jp.name} ({jp.source}{hours})", "", "  ")
     if jp.code is not None:
         dirty = " + uncommitted changes" if jp.code.dirty else ""
-        _out(f"  code     commit {jp.code.commit[:12]}{dirty}, path {jp.code.path}: {jp.code.files} files, "
+        _say(f"code     commit {jp.code.commit[:12]}{dirty}, path {jp.code.path}: {jp.code.files} files, "
              f"{jp.code.bytes} bytes")
     if jp.plan.chosen is None:
         _out("  no eligible offer")
+    notes: list[str] = []          # said once, however many offers they apply to
     for n, p in enumerate(jp.options):
         _print_offer("chosen" if n == 0 else f"alt {n}", p)
         if p.flags:
-            _out(f"           flags: {', '.join(p.flags)}")
-        for note in p.notes:
-            _out(f"           note: {note}")
+            _say(f"flags: {', '.join(p.flags)}", "           ")
+        notes += [note for note in p.notes if note not in notes]
+    for note in notes:
+        _say(f"note: {note}", "  ", "        ")
     rest = len(jp.plan.eligible) - len(jp.options)
     if rest > 0:
         _out(f"  ... {rest} more eligible offer(s)")
     counts = jp.plan.exclusion_counts()
     if counts:
         by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value))
-        _out(f"  excluded {len(jp.plan.rejected)} offer(s): {', '.join(f'{n} {c.value}' for c, n in by_count)}")
+        _say(f"excluded {len(jp.plan.rejected)} offer(s): {', '.join(f'{n} {c.value}' for c, n in by_count)}")
         for p in jp.plan.near_misses(NEAR_MISSES):
             _print_offer("near", p)
-            _out(f"           excluded: {'; '.join(e.detail for e in p.excluded)}")
+            _say(f"excluded: {'; '.join(e.detail for e in p.excluded)}", "           ")
     for warning in jp.warnings:
-        _out(f"  warning: {warning}")
+        _say(f"warning: {warning}", "  ", "           ")
+    for hint in jp.hints:
+        _say(f"hint: {hint}", "  ", "        ")
 
 
 def _print_offer(label: str, p: PlannedOffer) -> None:
+    """One offer on one line where it fits 80 columns (the place and price line wrap under it otherwise)."""
     o = p.offer
     place = o.region + (f"/{o.zone}" if o.zone else "")
     total = f"  total {_money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
     nodes = f" x{p.nodes} nodes" if p.nodes > 1 else ""
-    _out(f"  {label:<7}{o.provider:<8}{o.instance_type:<30} {place:<18} {o.market.value:<10}"
-         f"{o.gpu_count}x{o.gpu}{nodes}  {_money(p.total_price_hr)}/h{total}  [{o.source}]")
+    _say(f"{label:<7}{o.provider} {o.instance_type} {place} {o.market.value} {o.gpu_count}x{o.gpu}{nodes} "
+         f"{_money(p.total_price_hr)}/h{total} [{o.source}]", "  ", "         ")
 
 
 # -- apply ---------------------------------------------------------------------------------------------
@@ -424,7 +457,7 @@ def events_cmd(
                                                    "without a new event.")] = None,
     poll: Annotated[float, typer.Option("--poll", help="With -f: seconds between polls.")] = 1.0,
 ) -> None:
-    """The append-only event log: what orch did and saw, oldest first."""
+    """The event log: what orch did and saw, oldest first (a repeated condition once, with its count)."""
     from orchestrator.jobs_service import EventView, JobsError, events
     from orchestrator.jobs_service import follow as follow_events
 

@@ -17,7 +17,7 @@ def providers_command(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list of {provider, status, detail}.")] = False,
 ) -> None:
     """List every provider: ready, or not configured / missing SDK / credentials, with the fix."""
-    from orchestrator.config import ConfigError, load_config
+    from orchestrator.config import ConfigError, config_path, load_config
     from orchestrator.providers_status import ProviderReadiness, provider_status
     from providers.registry import PROVIDER_NAMES
 
@@ -33,7 +33,10 @@ def providers_command(
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console() if sys.stdout.isatty() else Console(width=250)
+    from orchestrator.cli.render_quote import output_width
+
+    # 80 columns unless told otherwise ($COLUMNS, a terminal): DETAIL wraps at spaces, a fix is never cut.
+    console = Console(width=output_width() or 80)
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("PROVIDER", "STATUS", "DETAIL"):
         table.add_column(col, overflow="fold")
@@ -42,5 +45,10 @@ def providers_command(
         c = colour.get(s.readiness, "yellow")
         table.add_row(s.name, f"[{c}]{s.readiness.value}[/]", escape(s.detail))
     console.print(table)
-    where = config.path or "no config file (see docs/configuration.md)"
-    console.print(f"[dim]config: {where}; owner: {config.owner}[/]", highlight=False)
+    where = (f"read {config.path}" if config.path else
+             f"no file at {config_path()} (defaults; ORCH_CONFIG names another; see docs/configuration.md)")
+    import textwrap
+
+    # Plain text, wrapped at spaces only: a path is never broken inside.
+    sys.stdout.write(textwrap.fill(f"config: {where}; owner: {config.owner}", console.width, subsequent_indent="  ",
+                                   break_long_words=False, break_on_hyphens=False) + "\n")

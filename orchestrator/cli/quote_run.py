@@ -107,10 +107,15 @@ def run_quote(a: QuoteArgs) -> None:
     )
     # One GPU's quote reads only that GPU's rows of a refreshed catalog (tests/bench/bench_quote.py).
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None)
-    offers = _offers(req, catalog.offers, a.live)
     if not gpus:
+        from orchestrator.quote import machine_counts, offers_any_count
+
+        # Every count (unless --count): the same sources as `--gpu X --count N`, asked per count.
+        counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
+        offers = offers_any_count(lambda r: _offers(r, catalog.offers, a.live), req, counts)
         _print_gpus(offers, req, machine_gpus is None, catalog, a.as_json)
         return
+    offers = _offers(req, catalog.offers, a.live)
     rows = quote_offers(offers, req, SortKey(a.sort.value), a.limit, datetime.now(UTC))
 
     if a.as_json:

@@ -40,11 +40,15 @@ MAX_HOURS = 10 * 365 * 24.0
 
 
 def parse_duration_h(flag: str, text: str) -> float:
-    """'48h', '12m', '0.2h', '720s', '2d' (a bare number is hours) -> hours, at most ten years."""
+    """'48h', '12m', '0.2h', '720s', '2d' -> hours, at most ten years. A bare number is refused: everywhere else
+    orch reads one as seconds, and here it used to mean hours, so a unit must say which."""
     m = _DURATION.fullmatch(text)
     if not m:
         raise DurationError(f"{flag}: {shown(text)} is not a duration (examples: 48h, 12m, 0.2h, 720s)")
-    hours = float(m.group(1)) * _UNIT_H[(m.group(2) or "h").lower()]
+    if m.group(2) is None:
+        raise DurationError(f"{flag}: {shown(text)} needs a unit ({m.group(1)}s, {m.group(1)}m, {m.group(1)}h or "
+                            f"{m.group(1)}d)")
+    hours = float(m.group(1)) * _UNIT_H[m.group(2).lower()]
     if not math.isfinite(hours) or hours > MAX_HOURS:
         raise DurationError(f"{flag}: {shown(text)} is longer than ten years")
     return hours

@@ -29,8 +29,15 @@ from orchestrator.store.db import Store
 log = logging.getLogger("orch.console")
 
 
-#: Set in a request's environ once ``_logged`` has logged it (the handler then logs nothing more).
+#: A request's "logged" mark, put in the handler's environ. wsgiref hands the app a COPY of that environ, so
+#: the mark is a shared mutable object, not a flag set on the copy (which the handler never saw: each request
+#: was logged twice).
 _LOGGED = "orch.logged"
+
+
+@dataclass(slots=True)
+class _LogMark:
+    logged: bool = False
 
 
 def _log_request(method: str, path: str, code: int | str) -> None:
@@ -43,7 +50,9 @@ def _logged(app: Callable[[dict[str, Any], Any], Iterable[bytes]]) -> Callable[[
     that has its answer finds the line written (``orch daemon`` stopping right after logs nothing before it)."""
     def logged(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         def start(status: str, headers: Any, exc_info: Any = None) -> Any:
-            environ[_LOGGED] = True
+            mark = environ.get(_LOGGED)
+            if isinstance(mark, _LogMark):
+                mark.logged = True
             # PATH_INFO is decoded: quoted again, so a line break sent as %0A cannot split a text log line.
             path = quote(str(environ.get("PATH_INFO", "")), safe="/:@!$&'()*+,;=-._~")
             _log_request(str(environ.get("REQUEST_METHOD", "")), path, status.split(" ", 1)[0])
@@ -57,14 +66,15 @@ def _logged(app: Callable[[dict[str, Any], Any], Iterable[bytes]]) -> Callable[[
 class _Handler(WSGIRequestHandler):
     #: Seconds a client may stall a read or write before its connection is dropped (its thread freed).
     timeout = 30
-    _environ: dict[str, Any] | None = None
+    _mark: _LogMark | None = None
 
     def get_environ(self) -> dict[str, Any]:
-        self._environ = super().get_environ()
-        return self._environ
+        environ = super().get_environ()
+        self._mark = environ[_LOGGED] = _LogMark()
+        return environ
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        if self._environ is not None and self._environ.get(_LOGGED):
+        if self._mark is not None and self._mark.logged:
             return      # the app's answer: logged before it was sent (``_logged``)
         method, _, rest = (self.requestline or "").partition(" ")   # refused before the app (a bad request)
         _log_request(method, rest.split(" ", 1)[0], code)

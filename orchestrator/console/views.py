@@ -190,7 +190,7 @@ class Done(Enum):
 
     STOP = ("stop", "Marked for teardown: the engine terminates the job's machines on its next tick.")
     RELAUNCH = ("relaunch", "Relaunch requested: the engine ends the job's machines and launches it again from "
-                            "its last checkpoint on its next tick.")
+                            "its last committed checkpoint (from the start if it has none) on its next tick.")
 
     @classmethod
     def parse(cls, text: str | None) -> Done | None:

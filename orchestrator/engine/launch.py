@@ -110,6 +110,8 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
     refused: list[str] = []
     for candidate in candidates:
         offer = candidate.offer
+        if (job.id, offer.provider) in log.unbootable:
+            continue   # its boot script cannot be built for this provider (an event said why): no attempt per offer
         if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
             refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
             continue

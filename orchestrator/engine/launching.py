@@ -1,8 +1,10 @@
 """One launch request to one cloud, written to the store before and after (the crash-safety rule).
 
 PLANNED -> (startup script rendered) -> LAUNCH_REQUESTED -> the provider's launch call -> LAUNCHED with the
-instance. The launch id is the idempotency key: a request the cloud never saw (orch died before asking) is
-asked again with the same id; one the cloud did see is adopted by the sync.
+instance. A boot script that cannot be built (over the provider's limit, a secret or store credential missing) ends
+the attempt before any cloud call: nothing is launched that could not start. The launch id is the idempotency
+key: a request the cloud never saw (orch died before asking) is asked again with the same id; one the cloud did
+see is adopted by the sync.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
     refused or failed (the attempt FAILED; the next offer may take it)."""
     provider = deps.providers[attempt.offer.provider]
     script = _startup_script(deps, job, attempt, now, log)
+    if script is None:
+        return False
     deps.store.set_attempt_state(attempt.id, AttemptState.LAUNCH_REQUESTED, now)
     crashpoint("before-launch-call")
     spec = launch_spec_for(job, attempt, owner=deps.config.owner, ssh_public_key=deps.config.ssh_public_key,
@@ -74,13 +78,19 @@ def launch_spec_for(job: JobRecord, attempt: AttemptRecord, *, owner: str, ssh_p
     )
 
 
-def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime, log: TickLog) -> str:
-    """The script the machine boots with. One that cannot be rendered is reported and the machine boots
-    without one, as every machine did before this seam was wired (an SSH bootstrapper may still start it)."""
+def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime,
+                    log: TickLog) -> str | None:
+    """The script the machine boots with, or None when it cannot be built: the attempt is then ended with no
+    cloud call (a machine with no way to start would bill until the engine gave up on it), an event says why,
+    and the caller moves on (another provider's limits may take it; else the job waits, PENDING)."""
     try:
         return deps.hooks.startup.render(job, attempt)
     except StartupScriptError as exc:
-        deps.store.event("startup-script", f"no startup script for launch {attempt.launch_id}: {exc}", now,
-                         job_id=job.id)
+        deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=f"boot script: {exc}"[:300],
+                                     cause=EndCause.LAUNCH_REFUSED)
+        deps.store.event("startup-script", f"not launched on {attempt.offer.provider} "
+                         f"{attempt.offer.instance_type} (launch {attempt.launch_id}): {exc}", now, job_id=job.id)
         log.report.errors.append(f"startup script {attempt.launch_id}: {exc}")
-        return ""
+        log.ended.add(attempt.id)
+        log.unbootable.add((job.id, attempt.offer.provider))
+        return None

@@ -30,3 +30,5 @@ class TickLog:
 
     report: TickReport = field(default_factory=TickReport)
     ended: set[int] = field(default_factory=set)
+    #: (job id, provider) whose boot script could not be built this tick: its other offers are not tried.
+    unbootable: set[tuple[int, str]] = field(default_factory=set)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from orchestrator.fit.search import FitOption, FitQuery, LinkAdvice
+from orchestrator.fit.search import FitOption, FitQuery, LinkAdvice, link_text
 
 WIDTH = 80
 _COLUMNS = (("GPU", 14, "<"), ("GPUS", 5, "<"), ("GB/GPU", 10, ">"), ("SHARD", 5, "<"), ("LINK", 7, "<"),
@@ -17,8 +17,8 @@ def _row(cells: Sequence[str]) -> str:
 
 
 def _offer_cell(o: FitOption) -> str:
-    if o.offer is None:
-        return "not in catalog"
+    if o.offer is None:      # the GPU may be in the catalog, only not in machines of this many
+        return f"no {o.count}x offer"
     market = "spot" if o.offer.market.value == "spot" else "on-dem"
     return f"{o.offer.provider} {market}"[:16]
 
@@ -35,22 +35,24 @@ def fit_table(q: FitQuery, options: Sequence[FitOption], header: str, price_note
         cost = f"{o.cost_usd:,.0f}" if o.cost_usd is not None else "-"
         price = f"{o.price_hr:.2f}" if o.price_hr is not None else "-"
         lines.append(_row([o.gpu.name, _gpus_cell(o), f"{o.per_gpu_gb:.1f}/{o.usable_gb:.0f}", o.sharding.value,
-                           o.link.value, _offer_cell(o), price, cost]))
-    misfits = [o for o in options if not o.fits]
-    if misfits:
-        by_reason: dict[str, list[str]] = {}
-        for o in misfits:
-            reason = o.reason.split(":")[0] if o.reason.startswith("no ") else "too small"
-            if o.reason.startswith("no "):
-                reason = o.reason.split(" (")[0].replace(f" on {o.gpu.name}", "")
-            by_reason.setdefault(reason, []).append(o.gpu.name)
-        text = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in by_reason.items())
-        lines += textwrap.wrap(f"does not fit: {text}", WIDTH, subsequent_indent="  ")
+                           link_text(o), _offer_cell(o), price, cost]))
+    # "does not fit" is said only of memory; a GPU that cannot compute in the asked precision is another matter.
+    too_small = [o.gpu.name for o in options if not o.fits and not o.reason.startswith("no ")]
+    if too_small:
+        lines += textwrap.wrap(f"does not fit (memory): {', '.join(too_small)}", WIDTH, subsequent_indent="  ")
+    cannot: dict[str, list[str]] = {}
+    for o in options:
+        if not o.fits and o.reason.startswith("no "):
+            cannot.setdefault(o.reason.split(" (")[0].replace(f" on {o.gpu.name}", ""), []).append(o.gpu.name)
+    if cannot:
+        text = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in cannot.items())
+        lines += textwrap.wrap(f"cannot run the asked precision: {text}", WIDTH, subsequent_indent="  ")
     notes = ["GB/GPU: estimated need / usable (memory less "
              f"{q.headroom:.0%} headroom). GPUS: per machine, x machines."]
     if any(o.link is LinkAdvice.NVLINK for o in fitting):
-        notes.append("LINK nvlink: sharded over more than 2 GPUs, weights are gathered every layer; "
-                     "pcie ok: gradients are all-reduced once a step.")
+        notes.append("LINK: the machine's interconnect (the catalog's, per instance type). Sharded over more than "
+                     "2 GPUs, weights are gathered every layer: NVLink helps; plain data parallelism all-reduces "
+                     "gradients once a step: PCIe is fine.")
     extra = sorted({n for o in fitting for n in o.notes})
     notes += extra
     notes.append(price_note)

@@ -51,7 +51,7 @@ class FitWords:
     params: str | float | None = None
     model: str | None = None
     method: str = "full"
-    precision: str = "bf16"
+    precision: str | None = None      # None: chosen per GPU (bf16 where supported, else fp16)
     optimizer: str = "adamw"
     sharding: str = AUTO
     offload: str = "none"
@@ -91,13 +91,14 @@ def build_query(words: FitWords, *, gpus: tuple[str, ...] = (), markets: frozens
     placeholder = Sharding.ZERO3 if offload is not Offload.NONE else Sharding.DDP
     try:
         setup = TrainingSetup(
-            shape, parse_choice(Method, words.method, "method"), parse_choice(Precision, words.precision, "precision"),
+            shape, parse_choice(Method, words.method, "method"),
+            parse_choice(Precision, words.precision or "bf16", "precision"),
             parse_choice(Optimizer, words.optimizer, "optimizer"),
             placeholder if auto else parse_choice(Sharding, words.sharding, "sharding"),
             offload, words.seq_len, words.micro_batch, words.checkpointing, words.lora_rank, words.flash_attention)
     except SetupError as exc:
         raise FitInputError(str(exc)) from None
-    return FitQuery(setup, auto, headroom, max_nodes, gpus, markets, hours)
+    return FitQuery(setup, auto, headroom, max_nodes, gpus, markets, hours, auto_precision=words.precision is None)
 
 
 def describe(q: FitQuery) -> str:
@@ -108,6 +109,7 @@ def describe(q: FitQuery) -> str:
     extras = [f"offload {s.offload.value}"] if s.offload is not Offload.NONE else []
     if s.method is not Method.FULL:
         extras.append(f"rank {s.lora_rank}")
-    return (f"{shape}; {s.method.value} {s.precision.value} {s.optimizer.value}, sharding {sharding}"
+    precision = f"{s.precision.value} (fp16 where no bf16)" if q.auto_precision else s.precision.value
+    return (f"{shape}; {s.method.value} {precision} {s.optimizer.value}, sharding {sharding}"
             f"{', ' + ', '.join(extras) if extras else ''}; seq {s.seq_len} x micro-batch {s.micro_batch}, "
             f"checkpointing {'on' if s.checkpointing else 'off'}")

@@ -39,7 +39,9 @@ class LinkAdvice(StrEnum):
 @dataclass(frozen=True, slots=True)
 class FitQuery:
     """A training setup and how to search. ``auto_sharding``: orch picks the sharding per shape (the setup's
-    ``sharding`` is then ignored); ``gpus`` limits the search to these canonical names (empty: all)."""
+    ``sharding`` is then ignored); ``gpus`` limits the search to these canonical names (empty: all).
+    ``auto_precision``: the precision was not given, so it is chosen per GPU: the setup's (bf16) where the GPU
+    computes in it, else fp16 (with a note), as the usual recipes do on pre-Ampere GPUs (QLoRA on a T4)."""
 
     setup: TrainingSetup
     auto_sharding: bool = True
@@ -48,6 +50,14 @@ class FitQuery:
     gpus: tuple[str, ...] = ()
     markets: frozenset[Market] = frozenset(Market)
     hours: float | None = None
+    auto_precision: bool = False
+
+    def for_gpu(self, gpu: GpuModel) -> tuple[FitQuery, str | None]:
+        """The query as run on ``gpu`` (its precision chosen where it was not given) and the note saying so."""
+        if self.auto_precision and self.setup.precision is Precision.BF16 and not gpu.bf16:
+            note = f"fp16 on {gpu.name}: it has no bf16 ({gpu.architecture})"
+            return replace(self, setup=replace(self.setup, precision=Precision.FP16)), note
+        return self, None
 
     def strategies(self, total_gpus: int) -> tuple[Sharding, ...]:
         if not self.auto_sharding:
@@ -146,6 +156,12 @@ def _shapes(gpu: GpuModel, offers: Sequence[Offer], max_nodes: int) -> list[tupl
     return sorted([(c, 1) for c in single] + multi, key=lambda cm: (cm[0] * cm[1], cm[1]))
 
 
+def link_text(o: FitOption) -> str:
+    """The LINK cell: the chosen machine's own interconnect (the catalog's, per instance type); "-" for one GPU
+    or where no machine is rented (a link is a fact of a machine, not of a GPU model)."""
+    return o.offer.interconnect.value if o.count > 1 and o.offer is not None else "-"
+
+
 def link_advice(sharding: Sharding, count: int) -> LinkAdvice:
     if count == 1:
         return LinkAdvice.SINGLE
@@ -178,6 +194,12 @@ def _option(q: FitQuery, gpu: GpuModel, count: int, nodes: int, offers: Sequence
 def fit_gpu(q: FitQuery, gpu: GpuModel, offers: Sequence[Offer]) -> FitOption:
     """The smallest shape of ``gpu`` that fits and that an offer rents (else the smallest that fits, without an
     offer; else, not fitting, the largest shape searched)."""
+    q, chosen_note = q.for_gpu(gpu)
+    found = _fit_gpu(q, gpu, offers)
+    return replace(found, notes=(chosen_note, *found.notes)) if chosen_note else found
+
+
+def _fit_gpu(q: FitQuery, gpu: GpuModel, offers: Sequence[Offer]) -> FitOption:
     problem = precision_problem(gpu, q.setup.precision)
     if problem:
         est = estimate(replace(q.setup, sharding=q.strategies(1)[0]), 1)

@@ -51,6 +51,9 @@ class LaunchFacts:
     #: The daemon-wide ``daemon.state_store`` (reports of jobs without a checkpoint store go there).
     state_store: str = ""
     report_interval_s: float = 10.0
+    #: The machine IS the job's container (a RunPod or Vast pod started from the manifest's ``image``): the job
+    #: runs in place; a VM runs it in ``image`` with ``docker run``.
+    in_container: bool = False
 
 
 def uses_infiniband(manifest: Manifest, facts: LaunchFacts) -> bool:
@@ -84,7 +87,8 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
         args = ("--deepspeed_config", run.config, *args) if launcher is Launcher.DEEPSPEED else args
     return RenderInput(
         job_name=manifest.name, launcher=launcher, script=run.script or "", args=args,
-        command=run.command or "", image=manifest.image or "", setup=tuple(manifest.setup),
+        command=run.command or "", image="" if facts.in_container else (manifest.image or ""),
+        setup=tuple(manifest.setup),
         env=tuple(sorted({**manifest.env, **_launch_env(facts)}.items())), secrets=tuple(sorted(manifest.secrets)),
         data=tuple(DataStage(d.source, d.path) for d in manifest.data), checkpoint=ckpt,
         nodes=manifest.resources.nodes, gpus_per_node=facts.gpus_per_node or manifest.resources.count,

@@ -17,7 +17,11 @@ from orchestrator.runtime.from_manifest import DEFAULT_MASTER_PORT, LaunchFacts
 from orchestrator.runtime.render_input import CloudKind
 from providers.fabric import Fabric
 
-__all__ = ["NodeSettings", "launch_facts", "node_settings_for"]
+__all__ = ["CONTAINER_PROVIDERS", "NodeSettings", "launch_facts", "node_settings_for"]
+
+#: Providers whose machine IS the job's container (a pod started from the manifest's ``image``): orch's boot and
+#: the job run inside it, with no Docker. VM clouds boot their machine image and run the job in ``image``.
+CONTAINER_PROVIDERS = frozenset({"runpod", "vastai"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,5 +77,5 @@ def launch_facts(job: JobRecord, attempt: AttemptRecord, node: NodeSettings = No
         socket_ifname=node.socket_ifname, fabric=fabric, sample_interval_s=node.sample_interval_s,
         notice_interval_s=node.notice_interval_s, launch_id=attempt.launch_id,
         restore_hint=attempt.checkpoint_restored or "", state_store=state_store,
-        report_interval_s=node.report_interval_s,
+        report_interval_s=node.report_interval_s, in_container=attempt.offer.provider in CONTAINER_PROVIDERS,
     )

@@ -13,9 +13,10 @@ SSH key: ``orchestrator.runtime.store_monitor.starts_by_boot``).
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
@@ -25,14 +26,55 @@ from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_set
 from orchestrator.runtime.node_state import launch_state_uri
 from orchestrator.runtime.objectstore import UnsupportedStoreError
 from orchestrator.runtime.render_input import RenderInput, RenderInputError
-from orchestrator.runtime.store_credentials import store_env
+from orchestrator.runtime.store_credentials import MissingStoreCredentials, store_env
 from orchestrator.runtime.store_monitor import starts_by_boot
 from providers.fabric import attached_fabric
 
-__all__ = ["USER_DATA_LIMITS", "ManifestStartupRenderer"]
+__all__ = ["PAYLOAD_LIMITS", "ManifestStartupRenderer", "PayloadLimit", "payload_size"]
 
-#: Bytes of user data a provider accepts (before its base64 encoding): EC2's is 16 KB.
-USER_DATA_LIMITS = {"aws": 16 * 1024}
+
+@dataclass(frozen=True)
+class PayloadLimit:
+    """How much boot script a provider takes, in the unit it counts (``payload_size``), and where that is said."""
+
+    provider: str
+    field: str
+    limit: int
+    source: str
+
+
+# Linux's MAX_ARG_STRLEN: one NAME=value string of a process's environment, which is how a pod's container gets
+# the script (RunPod's and Vast's APIs publish no limit of their own on an env value).
+_ENV_STRING_MAX = 131072
+_B64_NAME = "ORCH_BOOT_B64"
+
+#: Per provider, the boot script's limit. Measured sizes per shipped example: docs/runtime.md.
+PAYLOAD_LIMITS: dict[str, PayloadLimit] = {
+    "aws": PayloadLimit("aws", "UserData (gzip'd bytes before base64)", 16384,
+                        "EC2 RunInstances: user data is limited to 16 KB, in raw form, before it is base64-encoded; "
+                        "orch sends it gzip'd (cloud-init decompresses it)"),
+    "gcp": PayloadLimit("gcp", "metadata startup-script (bytes)", 262144,
+                        "GCE metadata: a value is limited to 256 KB (512 KB for all entries)"),
+    "azure": PayloadLimit("azure", "osProfile.customData (bytes before base64)", 65535,
+                          "Azure VM REST: customData decodes to a binary array of at most 65535 bytes"),
+    "lambda": PayloadLimit("lambda", "user_data (bytes)", 1_000_000,
+                           "Lambda Cloud OpenAPI 1.8.3: user data must be plain text and cannot exceed 1MB"),
+    "runpod": PayloadLimit("runpod", f"env {_B64_NAME} (base64 characters)", _ENV_STRING_MAX - len(_B64_NAME) - 2,
+                           "no published limit; Linux MAX_ARG_STRLEN (131072) per environment string"),
+    "vastai": PayloadLimit("vastai", f"env {_B64_NAME} (base64 characters)", _ENV_STRING_MAX - len(_B64_NAME) - 2,
+                           "onstart is limited to 4048 characters (Vast OpenAPI), so it only decodes the env "
+                           "value; Linux MAX_ARG_STRLEN (131072) per environment string"),
+}
+
+def payload_size(provider: str, script: str) -> int:
+    """The boot script's size as ``provider`` counts it (PAYLOAD_LIMITS' unit)."""
+    raw = len(script.encode())
+    if provider == "aws":
+        # As providers/aws/adapter.py user_data sends it (not imported here: it would import boto3).
+        return len(gzip.compress(script.encode(), compresslevel=9, mtime=0))
+    if provider in ("runpod", "vastai"):
+        return 4 * ((raw + 2) // 3)   # sent base64-encoded in an environment variable
+    return raw
 
 
 class ManifestStartupRenderer:
@@ -46,6 +88,18 @@ class ManifestStartupRenderer:
         self.state_store = state_store
 
     def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
+        """The boot script for ``attempt`` ('' where SSH starts the job). Raises StartupScriptError when it cannot
+        be built or is over the provider's limit (PAYLOAD_LIMITS): nothing may then be launched."""
+        script = self.boot_script(job, attempt)
+        provider = attempt.offer.provider
+        limit = PAYLOAD_LIMITS.get(provider)
+        if script and limit is not None and (size := payload_size(provider, script)) > limit.limit:
+            raise StartupScriptError(f"the boot script is {size} ({limit.field}); {provider} takes {limit.limit} "
+                                     "(fewer or shorter secrets, or a machine identity for the store)")
+        return script
+
+    def boot_script(self, job: JobRecord, attempt: AttemptRecord) -> str:
+        """As ``render`` without the provider's size limit (for measuring it)."""
         provider = attempt.offer.provider
         has_store = launch_state_uri(job.manifest, attempt.launch_id, self.state_store) is not None
         if not starts_by_boot(provider, has_store, self.ssh_key):
@@ -62,12 +116,8 @@ class ManifestStartupRenderer:
                 ri = replace(ri, report=replace(ri.report, wait_for_start=True),
                              master_from_start=ri.node_rank > 0 and attempt.master_addr is None)
             script = render_boot(ri, self._values(ri, provider), attempt.launch_id)
-        except (RenderInputError, UnsupportedStoreError) as exc:
+        except (RenderInputError, UnsupportedStoreError, MissingStoreCredentials) as exc:
             raise StartupScriptError(str(exc)) from None
-        limit = USER_DATA_LIMITS.get(provider)
-        if limit is not None and len(script.encode()) > limit:
-            raise StartupScriptError(f"the boot script is {len(script.encode())} bytes; {provider} takes {limit} "
-                                     "bytes of user data (fewer or shorter secrets, or an instance profile)")
         return script
 
     def _values(self, ri: RenderInput, provider: str) -> dict[str, str]:

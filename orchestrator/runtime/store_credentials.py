@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
 
-__all__ = ["ENV_NAMES", "CredentialSource", "credential_source", "identities_from_config", "store_env"]
+__all__ = ["ENV_NAMES", "CredentialSource", "MissingStoreCredentials", "credential_source", "identities_from_config",
+           "store_env"]
+
+
+class MissingStoreCredentials(ValueError):
+    """A node would need credentials for a store that the daemon cannot hand over: nothing may be launched for it
+    (the machine would boot, fail to report and bill until orch gave up on it)."""
 
 
 class CredentialSource(StrEnum):
@@ -35,6 +41,20 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "s3": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"),
     "gs": ("RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS",),
     "az": ("RCLONE_CONFIG_ORCHAZ_KEY", "RCLONE_CONFIG_ORCHAZ_SAS_URL"),
+}
+
+#: Per store scheme, what must be handed over (any one group, all its names set) and how to get it.
+_REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "s3": (("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),),
+    "gs": (("RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS",),),
+    "az": (("RCLONE_CONFIG_ORCHAZ_KEY",), ("RCLONE_CONFIG_ORCHAZ_SAS_URL",)),
+}
+_HOW = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the daemon's environment (a profile, SSO or the "
+          "daemon's own role cannot be handed to a machine)",
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or "
+          "RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS (gcloud user credentials cannot be handed to a machine)",
+    "az": "set RCLONE_CONFIG_ORCHAZ_KEY or RCLONE_CONFIG_ORCHAZ_SAS_URL in the daemon's environment",
 }
 
 #: Each provider's settings key that gives its machines an identity.
@@ -63,7 +83,8 @@ def store_env(uris: Iterable[str], provider: str, identities: frozenset[str], en
               ) -> dict[str, str]:
     """Name -> value of what a node on ``provider`` needs for ``uris`` beyond its identity (never logged).
     For gs:// without one, ``GOOGLE_APPLICATION_CREDENTIALS``'s key file is passed as rclone's
-    ``service_account_credentials`` (its content, since the file is not on the node)."""
+    ``service_account_credentials`` (its content, since the file is not on the node). Raises
+    MissingStoreCredentials when a store needs values the daemon does not have (before anything is launched)."""
     out: dict[str, str] = {}
     for uri in uris:
         if credential_source(uri, provider, identities) is not CredentialSource.ENVIRONMENT:
@@ -74,9 +95,25 @@ def store_env(uris: Iterable[str], provider: str, identities: frozenset[str], en
                 out[name] = environ[name]
         key_file = environ.get("GOOGLE_APPLICATION_CREDENTIALS")
         if scheme == "gs" and "RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS" not in out and key_file:
-            try:
-                with open(key_file, encoding="utf-8") as fh:
-                    out["RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS"] = fh.read()
-            except OSError:
-                pass        # the node then has no credentials for gs://: its uploads fail and say so
+            key = _service_account_key(key_file)
+            if key:
+                out["RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS"] = key
+        if not any(all(out.get(n) for n in group) for group in _REQUIRED[scheme]):
+            identity = IDENTITY_SETTING.get(STORE_CLOUD[scheme], "")
+            hint = (f", or launch on {STORE_CLOUD[scheme]} with providers.{STORE_CLOUD[scheme]}.{identity}"
+                    if identity else "")
+            raise MissingStoreCredentials(f"a {provider} node cannot reach {uri}: {_HOW[scheme]}{hint}")
     return out
+
+
+def _service_account_key(path: str) -> str:
+    """The key file's text when it is a service-account key (rclone takes only those); gcloud's user credentials
+    (``authorized_user``) and unreadable files give ''."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        return text if json.loads(text).get("type") == "service_account" else ""
+    except (OSError, ValueError, AttributeError):
+        return ""

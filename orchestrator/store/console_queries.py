@@ -43,6 +43,8 @@ class EventRow:
     job: str | None
     kind: str
     message: str
+    count: int = 1                       # times this condition was seen (one row, counted: models.Event)
+    last_ts: datetime | None = None      # when it was last seen (None: only at ts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +251,8 @@ def _last_events(tx: Session, job_ids: Sequence[int], names: Mapping[int, str]) 
 
 def _event_row(e: Event, names: Mapping[int, str]) -> EventRow:
     assert e.id is not None
-    return EventRow(e.id, e.ts, names.get(e.job_id) if e.job_id is not None else None, e.kind, e.message)
+    return EventRow(e.id, e.ts, names.get(e.job_id) if e.job_id is not None else None, e.kind, e.message,
+                    e.count, e.last_ts)
 
 
 def _job_names(tx: Session) -> dict[int, str]:

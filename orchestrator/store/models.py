@@ -228,7 +228,12 @@ class CheckpointRow(SQLModel, table=True):
 
 
 class Event(SQLModel, table=True):
-    """Append-only history: what orch did and saw, for ``orch status`` and post-mortems."""
+    """History: what orch did and saw, for ``orch status`` and post-mortems.
+
+    Rows are never deleted. A repeated condition (``REPEATING_EVENTS``: the same job, kind and message again,
+    with no other kind of event of that job in between) is the same fact seen again: its row's ``count`` rises
+    and ``last_ts`` moves, instead of a new row per tick (orchestrator.store.repo.record_event).
+    """
 
     __tablename__ = "events"
 
@@ -238,6 +243,17 @@ class Event(SQLModel, table=True):
     kind: str = Field(nullable=False, index=True)
     message: str = Field(default="")
     data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    count: int = Field(default=1, nullable=False, sa_column_kwargs={"server_default": "1"})
+    last_ts: datetime | None = Field(default=None, sa_type=UTCDateTime)   # the last time it was seen (None: ts)
+
+    @property
+    def seen_at(self) -> datetime:
+        """When this condition was last seen (``ts`` for an event seen once)."""
+        return self.last_ts or self.ts
+
+
+#: Conditions a waiting job meets again on every tick: written once, then counted (Event.count, last_ts).
+REPEATING_EVENTS = frozenset({"no-offer", "budget-refused", "launch-refused", "launch-failed", "waiting"})
 
 
 class Spend(SQLModel, table=True):

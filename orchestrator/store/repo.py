@@ -27,6 +27,7 @@ from orchestrator.redaction import safe_line
 from orchestrator.store.models import (
     ATTEMPT_TRANSITIONS,
     GONE_INSTANCE_STATE_VALUES,
+    REPEATING_EVENTS,
     Attempt,
     AttemptState,
     CheckpointRow,
@@ -493,8 +494,37 @@ def latest_checkpoint(tx: Session, job_id: int) -> CheckpointRow | None:
 
 def record_event(tx: Session, kind: str, message: str = "", *, job_id: int | None = None,
                  data: dict[str, Any] | None = None, ts: datetime | None = None) -> Event:
-    """Append one event (events are never updated or deleted). ``data`` must be JSON-serialisable."""
-    return _event(tx, kind, message, job_id, data or {}, ts or utcnow())
+    """Record one event; ``data`` must be JSON-serialisable. Events are never deleted.
+
+    A repeat of a condition (kind in ``REPEATING_EVENTS``; same job, kind and message as one of the job's
+    events since its last event of another kind) is not a new row: that row's ``count`` rises, its
+    ``last_ts`` and ``data`` become this occurrence's. Returns the row written or updated."""
+    at = ts or utcnow()
+    if kind in REPEATING_EVENTS and job_id is not None:
+        seen = _same_condition(tx, kind, safe_line(message, 4000), job_id)
+        if seen is not None:
+            seen.count += 1
+            seen.last_ts = at
+            seen.data = _redacted(data or {})
+            tx.add(seen)
+            return seen
+    return _event(tx, kind, message, job_id, data or {}, at)
+
+
+#: How far back a repeat is looked for: a waiting job cycles through a few conditions (one per offer tried).
+_REPEAT_LOOKBACK = 16
+
+
+def _same_condition(tx: Session, kind: str, message: str, job_id: int) -> Event | None:
+    """The job's event this one repeats: among its latest events, back to the first of a non-repeating
+    kind (a launch, a start, an end: a new episode), the one with this kind and message."""
+    query = (select(Event).where(Event.job_id == job_id).order_by(col(Event.id).desc()).limit(_REPEAT_LOOKBACK))
+    for row in tx.exec(query):
+        if row.kind not in REPEATING_EVENTS:
+            return None
+        if row.kind == kind and row.message == message:
+            return row
+    return None
 
 
 def _event(tx: Session, kind: str, message: str, job_id: int | None, data: dict[str, Any], ts: datetime) -> Event:

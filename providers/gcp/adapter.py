@@ -367,7 +367,8 @@ class GcpProvider(Provider):
             disks=[compute_v1.AttachedDisk(
                 boot=True, auto_delete=True, type_="PERSISTENT",
                 initialize_params=compute_v1.AttachedDiskInitializeParams(
-                    source_image=spec.image or self.settings.image,
+                    # The boot image (a GPU-ready DL VM); spec.image is the job's container, run on it by docker.
+                    source_image=self.settings.image,
                     disk_size_gb=self.settings.disk_gb or spec.disk_gb,
                     disk_type=f"zones/{zone}/diskTypes/{self.settings.disk_type}", labels=labels))],
             network_interfaces=[nic],

@@ -2,13 +2,13 @@
 
 On-demand pods only: RunPod retired interruptible (spot) pods in September 2026. RunPod has no tags, so
 orch's ids ride in the pod name (``orch-<owner>-<launch_id>``); launch is idempotent by that name.
-The startup script travels base64-encoded in the ``ORCH_STARTUP_SCRIPT_B64`` env var and ``dockerArgs``
-runs it in the background before handing over to the image's own ``/start.sh`` (sshd, etc.).
+The pod IS the job's container (the manifest's ``image``, else the configured one): the boot script travels
+base64-encoded in the ``ORCH_BOOT_B64`` env var (providers/boot_env.py) and ``dockerArgs`` runs it with sh and
+python3 in the background before handing over to the image's own ``/start.sh`` (sshd, etc.) where it has one.
 """
 
 from __future__ import annotations
 
-import base64
 import shlex
 import time
 from collections.abc import Callable
@@ -32,6 +32,7 @@ from providers.base import (
     instance_name,
     parse_instance_name,
 )
+from providers.boot_env import BOOT_ENV, boot_env_value, run_boot_from_env
 from providers.catalog.query import match_offers
 from providers.errors import (
     AuthError,
@@ -222,7 +223,7 @@ class RunPodProvider(Provider):
         if offer.zone:
             inp["dataCenterId"] = offer.zone
         if spec.startup_script:
-            env["ORCH_STARTUP_SCRIPT_B64"] = base64.b64encode(spec.startup_script.encode()).decode()
+            env[BOOT_ENV] = boot_env_value(spec.startup_script)
             inp["dockerArgs"] = _STARTUP_ARGS
         inp["env"] = [{"key": k, "value": v} for k, v in env.items()]
         return inp
@@ -267,10 +268,11 @@ class RunPodProvider(Provider):
         self._client.close()
 
 
-# Runs the script in the background, then becomes the image's own entrypoint (sshd, jupyter...).
-_STARTUP_ARGS = "bash -c " + shlex.quote(
-    'echo "$ORCH_STARTUP_SCRIPT_B64" | base64 -d > /tmp/orch-startup.sh && chmod +x /tmp/orch-startup.sh; '
-    "(/tmp/orch-startup.sh > /tmp/orch-startup.log 2>&1 &); exec /start.sh"
+# Runs the boot script in the background (sh and python3 only: the pod's image may have no bash), then becomes
+# the image's own entrypoint (RunPod images' /start.sh: sshd, jupyter...), or waits where the image has none.
+_STARTUP_ARGS = "sh -c " + shlex.quote(
+    f"({run_boot_from_env('/tmp/orch-boot.sh', '/tmp/orch-boot.log')} &); "
+    "if [ -x /start.sh ]; then exec /start.sh; else exec sleep infinity; fi"
 )
 
 

@@ -11,8 +11,6 @@ and still leave a stopped instance under the label: launch destroys such leftove
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import shlex
 from collections.abc import Iterable, Iterator
@@ -34,6 +32,7 @@ from providers.base import (
     Provider,
     parse_instance_name,
 )
+from providers.boot_env import BOOT_ENV, boot_env_value, run_boot_from_env
 from providers.catalog.query import offer_matches
 from providers.errors import (
     AuthError,
@@ -227,18 +226,24 @@ def parse_instance(raw: dict[str, Any]) -> Instance:
 
 
 def _onstart(spec: LaunchSpec) -> str:
-    """The startup script, with the ssh key installed first; gzip+base64-wrapped past Vast's size limit."""
+    """The ssh key installed, then the boot script run from the pod's environment (``create_body`` puts it in
+    ``env``): a few hundred characters whatever the script's size, so always under Vast's ONSTART_MAX."""
     parts = []
     if spec.ssh_public_key:
         key = shlex.quote(spec.ssh_public_key.strip())
         parts.append(f"mkdir -p ~/.ssh && chmod 700 ~/.ssh && echo {key} >> ~/.ssh/authorized_keys")
     if spec.startup_script:
-        parts.append(spec.startup_script)
-    script = "\n".join(parts)
-    if len(script) <= ONSTART_MAX:
-        return script
-    packed = base64.b64encode(gzip.compress(script.encode())).decode()
-    return f"echo {packed} | base64 -d | gunzip > /root/orch-onstart.sh && bash /root/orch-onstart.sh"
+        parts.append(run_boot_from_env("/root/orch-boot.sh", "/root/orch-boot.log"))
+    onstart = "\n".join(parts)
+    if len(onstart) > ONSTART_MAX:
+        raise InvalidRequestError(f"onstart is {len(onstart)} characters; Vast takes {ONSTART_MAX} (a shorter ssh "
+                                  "key)", provider=PROVIDER)
+    return onstart
+
+
+def onstart_for(spec: LaunchSpec) -> str:
+    """The ``onstart`` a launch of ``spec`` sends (public for the size checks in tests and docs)."""
+    return _onstart(spec)
 
 
 class VastProvider(Provider):
@@ -386,7 +391,8 @@ class VastProvider(Provider):
             "onstart": _onstart(spec),
             "runtype": "ssh",
             "target_state": "running",
-            "env": {f"-p {port}:{port}": "1"},
+            "env": {f"-p {port}:{port}": "1",
+                    **({BOOT_ENV: boot_env_value(spec.startup_script)} if spec.startup_script else {})},
             "price": self.bid_for(ask, spec),
         }
 

@@ -3,7 +3,7 @@
 ``NodeBooter.sync()`` is the clouds' side of a tick: every instance a fake cloud lists as running that has not
 booted yet gets its own directory, and its user data (read back through the cloud's own API: EC2
 DescribeInstanceAttribute userData from moto, the GCE fake's startup-script metadata item) runs there as
-``bash boot.sh`` with a clean environment (no credentials: whatever the node needs must come through its boot
+``sh boot.sh`` with a clean environment (no credentials: whatever the node needs must come through its boot
 script), ``$ORCH_ROOT`` set to that directory, and the node's tools on PATH (a ``torchrun`` of this interpreter,
 a stand-in ``nvidia-smi``). Every process a node starts carries ``ORCH_FAKE_NODE=<dir>`` in its environment, so
 an instance the cloud no longer lists as running (terminated, reclaimed) has its whole process tree killed, as a
@@ -88,7 +88,7 @@ class NodeBooter:
             tool.chmod(0o755)
         env = {"PATH": f"{root / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(root), "ORCH_ROOT": str(root),
                "LANG": "C.UTF-8", MARK: str(root)}
-        done = subprocess.run(["bash", "boot.sh"], cwd=root, env=env, capture_output=True, timeout=120)
+        done = subprocess.run(["sh", "boot.sh"], cwd=root, env=env, capture_output=True, timeout=120)
         (root / "boot.log").write_bytes(done.stdout + done.stderr)
         return BootedNode(provider, inst.instance_id, root, done.returncode, time.monotonic())
 

@@ -82,8 +82,7 @@ def test_zone_sets_are_cut_to_the_shortest_and_directories_make_both_kinds(tmp_p
         discover([tmp_path / "empty"])
 
 
-@pytest.mark.parametrize(("text", "hours"), [("48h", 48), ("12m", 0.2), ("0.2h", 0.2), ("720s", 0.2), ("2d", 48),
-                                             ("3", 3)])
+@pytest.mark.parametrize(("text", "hours"), [("48h", 48), ("12m", 0.2), ("0.2h", 0.2), ("720s", 0.2), ("2d", 48)])
 def test_durations(text: str, hours: float) -> None:
     assert parse_duration_h("--x", text) == pytest.approx(hours)
 
@@ -91,6 +90,12 @@ def test_durations(text: str, hours: float) -> None:
 def test_bad_duration() -> None:
     with pytest.raises(DurationError, match="not a duration"):
         parse_duration_h("--work", "forty")
+
+
+def test_a_bare_number_needs_a_unit() -> None:
+    """Issue 31: everywhere else a bare number is seconds; here it was hours. Now it says which it needs."""
+    with pytest.raises(DurationError, match=r"--work: '?3'? needs a unit \(3s, 3m, 3h or 3d\)"):
+        parse_duration_h("--work", "3")
 
 
 def _trace_dir(tmp_path: Path) -> Path:
