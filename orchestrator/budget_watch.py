@@ -13,7 +13,7 @@ does not alert the same threshold again (SQLite has one writer, its daemon lock,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from orchestrator.budgets import (
@@ -26,6 +26,7 @@ from orchestrator.budgets import (
     month_start,
     review,
 )
+from orchestrator.engine.events import EventKind
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -34,11 +35,17 @@ if TYPE_CHECKING:
 
 #: One budget review at a time on a PostgreSQL database ("orchb"), held until the review's transaction ends.
 _PG_REVIEW_LOCK = 0x6F726368_62
+_PG_LAUNCH_LOCK = 0x6F726368_6C
 
 #: The event a crossed threshold writes (mapped to AlertKind.BUDGET_THRESHOLD in orchestrator.alerts.mapping).
 THRESHOLD_EVENT = "budget-threshold"
 #: The event a launch refused by a budget writes.
 REFUSED_EVENT = "budget-refused"
+#: A budget's burn went over its $/h ceiling (launches reserve their $/h under a lock, so only a price the
+#: cloud raised or a ceiling lowered under running machines gets there), and back under it: one event each
+#: per change, across daemons (written in the serialised review). Mapped to AlertKind.BUDGET_THRESHOLD.
+OVERRUN_EVENT = EventKind.BUDGET_OVERRUN
+OVERRUN_ENDED_EVENT = EventKind.BUDGET_OVERRUN_ENDED
 
 
 def read_ledger(tx: Session, now: datetime) -> BudgetLedger:
@@ -64,7 +71,43 @@ def review_budgets(store: Store, budgets: Sequence[Budget], now: datetime) -> Bu
         result = review(budgets, read_ledger(tx, now))
         for crossing in result.crossings:
             repo.record_event(tx, THRESHOLD_EVENT, crossing.message(), data=crossing.data(), ts=now)
+        _report_overruns(tx, result, now)
     return result
+
+
+def _report_overruns(tx: Session, result: BudgetReview, now: datetime) -> None:
+    """One ``budget-overrun`` event when a budget's burn goes over its ceiling, one ``budget-overrun-ended``
+    when it is back under (the latest of the two, per budget, is the state: read back, not remembered)."""
+    from orchestrator.store import repo, rollup
+
+    ceilinged = [s for s in result.standings if s.budget.max_usd_per_hour is not None]
+    if not ceilinged:
+        return
+    since = month_start(now) - timedelta(days=366)     # an overrun older than a year is reported again
+    events = sorted((e for kind in (OVERRUN_EVENT, OVERRUN_ENDED_EVENT) for e in rollup.events_since(tx, kind, since)),
+                    key=lambda e: e.id or 0)
+    was_over = {str((e.data or {}).get("budget")): e.kind == OVERRUN_EVENT for e in events}
+    for s in ceilinged:
+        if s.over_ceiling == was_over.get(s.budget.name, False):
+            continue
+        data = {"budget": s.budget.name, "burn_usd_per_hour": round(s.burn_hr, 4),
+                "max_usd_per_hour": s.budget.max_usd_per_hour}
+        if s.over_ceiling:
+            repo.record_event(tx, OVERRUN_EVENT, f"budget {s.budget.name}: ${s.burn_hr:,.2f}/h running, over its "
+                              f"ceiling of ${s.budget.max_usd_per_hour:,.2f}/h", data=data, ts=now)
+        else:
+            repo.record_event(tx, OVERRUN_ENDED_EVENT, f"budget {s.budget.name}: ${s.burn_hr:,.2f}/h running, back "
+                              f"under its ceiling of ${s.budget.max_usd_per_hour:,.2f}/h", data=data, ts=now)
+
+
+def serialise_launches(tx: Session) -> None:
+    """On PostgreSQL, wait for any other daemon's budget check and reservation to commit (READ COMMITTED
+    then shows its planned attempt): a check and its reservation are one step across daemons. SQLite has
+    one writer (and one daemon per file)."""
+    if tx.get_bind().dialect.name == "postgresql":
+        from sqlalchemy import text
+
+        tx.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LAUNCH_LOCK})
 
 
 def _serialise_reviews(tx: Session) -> None:

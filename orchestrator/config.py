@@ -105,6 +105,8 @@ def load_config(path: Path | None = None) -> OrchConfig:
         raise ConfigError(f"{path}: cannot read config: {exc.message}") from None
     except (OSError, yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"{path}: cannot read config: {' '.join(str(exc).split())[:300]}") from None
+    except ValueError:       # PyYAML's int() of a number over Python's 4,300-digit limit
+        raise ConfigError(f"{path}: cannot read config: a number in it has over 4,300 digits") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a mapping")
     owner = str(raw.get("owner") or os.environ.get("ORCH_OWNER") or _default_owner())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from orchestrator.planner import Plan, PlannedOffer, PlanRequest
     from orchestrator.runtime.codepack import Pack
     from orchestrator.runtime.preflight import BootCheck
+    from orchestrator.service import Service
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow
     from orchestrator.store.repo import ApplyResult
@@ -292,16 +293,19 @@ def ssh_public_key(environ: Mapping[str, str] | None = None) -> str:
     (the key itself, or the path of a .pub file), else the user's usual ~/.ssh/*.pub; "" when none."""
     import os
 
+    from orchestrator.public_key import is_public_key, public_key
+
     env = os.environ if environ is None else environ
     value = env.get(SSH_KEY_ENV, "").strip()
-    if value.startswith(("ssh-", "ecdsa-", "sk-")):
-        return value
-    candidates = [value] if value else list(_DEFAULT_KEYS)
-    for candidate in candidates:
+    if value:       # given: a key or a path, checked (a PublicKeyError, a ValueError, names the fix)
+        return public_key(value, source=SSH_KEY_ENV)
+    for candidate in _DEFAULT_KEYS:
         try:
-            return Path(candidate).expanduser().read_text().strip()
+            text = Path(candidate).expanduser().read_text(errors="replace").strip()
         except OSError:
             continue
+        if is_public_key(text):
+            return text
     return ""
 
 
@@ -312,6 +316,8 @@ class Engine:
     store: Store
     reconciler: Reconciler
     lock: AbstractContextManager[None]
+    #: Its lease owner on PostgreSQL (None on SQLite: the daemon lock makes it the only driver).
+    lease_owner: str | None = None
 
     def tick(self) -> TickReport:
         return self.reconciler.tick()
@@ -320,20 +326,48 @@ class Engine:
 def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provider],
                  catalog: Sequence[Offer], *, launches_allowed: bool = True, use_live_offers: bool = True,
                  clock: Callable[[], datetime] = utcnow) -> Engine:
-    """The engine the daemon would run (``build_service``, without leases: the CLI acts as a one-shot
-    daemon), holding the SQLite daemon lock while it ticks. ``launches_allowed=False`` keeps it from buying
-    machines (``orch down`` must not launch what is pending while it tears something else down)."""
+    """The engine the daemon would run (``build_service``): the CLI acts as a one-shot daemon under the same
+    discipline as daemons. ``lock`` is the SQLite daemon lock there; on PostgreSQL it is a membership of the
+    fleet (a lease owner of its own, joined on entry, left on exit), so this engine drives only the jobs it
+    holds leases on and its cloud calls pass the fence: an ``orch apply --launch`` racing a starting daemon
+    never launches a job the daemon launches too. ``launches_allowed=False`` keeps it from buying machines
+    (``orch down`` must not launch what is pending while it tears something else down)."""
     from dataclasses import replace
 
-    from orchestrator.service import build_service, load_service_settings
+    from orchestrator.config import ConfigError
+    from orchestrator.public_key import PublicKeyError
+    from orchestrator.service import AUTO, build_service, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
     base = load_service_settings(config)
-    settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=base.ssh_public_key or ssh_public_key())
+    try:
+        key = base.ssh_public_key or ssh_public_key()
+    except PublicKeyError as exc:     # a bad $ORCH_SSH_PUBLIC_KEY: the caller's clear error, not a launch without it
+        raise ConfigError(str(exc)) from None
+    settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=key)
     service = build_service(config=config, store=store, providers=providers, catalog=catalog, settings=settings,
-                            lease_owner=None, clock=clock, launches_allowed=launches_allowed)
-    lock: AbstractContextManager[None] = daemon_lock(store) if lock_path(store) is not None else nullcontext()
-    return Engine(store, service.reconciler, lock)
+                            lease_owner=AUTO, clock=clock, launches_allowed=launches_allowed)
+    lock: AbstractContextManager[None] = (daemon_lock(store) if lock_path(store) is not None
+                                          else _fleet_membership(service))
+    return Engine(store, service.reconciler, lock, service.lease_owner)
+
+
+@contextmanager
+def _fleet_membership(service: Service) -> Iterator[None]:
+    """Joined to the fleet for the block (PostgreSQL; a no-op without a lease owner), then left: its leases
+    go back at once, so the daemons need not wait out its TTL to drive what it launched."""
+    from orchestrator.store.fleet import leave
+
+    join = getattr(service.engine_store, "join", None)
+    if service.lease_owner is None or not callable(join):
+        yield
+        return
+    join(service.reconciler.deps.clock())
+    try:
+        yield
+    finally:
+        with service.store.transaction() as tx:    # type: ignore[union-attr]
+            leave(tx, service.lease_owner)
 
 
 def _live_instance_ids(store: Store) -> set[str]:
@@ -348,6 +382,7 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
     """Tick until the clouds and the store agree (or ``max_ticks``), holding the SQLite daemon lock so a
     daemon cannot start meanwhile. Reports every machine that appeared, and what still waits, and why."""
     from orchestrator.store import repo
+    from orchestrator.store.fleet import LeaseLostError
     from orchestrator.store.models import DesiredState, JobStatus
     from providers.errors import ProviderError
 
@@ -361,6 +396,9 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
                 report = engine.tick()
             except ProviderError as exc:
                 raise JobsError(f"launch failed: {exc}") from None
+            except LeaseLostError as exc:   # a daemon took the jobs over: it drives them from here
+                outcome.errors.append(f"stopped: {exc}")
+                break
             outcome.ticks = n + 1
             outcome.errors.extend(report.errors)
             for launch in _new_launches(engine.store, seen):
@@ -375,6 +413,8 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
         jobs = repo.list_jobs(tx, desired_states=[DesiredState.ACTIVE], statuses=[JobStatus.PENDING,
                                                                                    JobStatus.RECOVERING])
         for job in jobs:
+            if job.lease_owner is not None and job.lease_owner != engine.lease_owner:
+                continue                    # a daemon holds it (PostgreSQL): it launches it, not this command
             events = [e for e in repo.list_events(tx, job_id=job.id)
                       if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")
                       and ((e.id or 0) > start_event or (e.last_ts is not None and e.last_ts >= started))]

@@ -203,6 +203,13 @@ def _flags(offer: Offer, req: PlanRequest, expected: float | None) -> tuple[list
     return flags, notes
 
 
+def _globs(patterns: tuple[str, ...]) -> str:
+    """The user's region globs for a message: a long one may be a pasted secret, and is not echoed."""
+    from orchestrator.redaction import brief
+
+    return ", ".join(brief(p) for p in patterns)
+
+
 def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
     """Every constraint of ``req`` the offer breaks, each with its reason in words."""
     out: list[Exclusion] = []
@@ -214,9 +221,9 @@ def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
     if offer.provider in req.providers_deny:
         no(Constraint.PROVIDER_DENIED, f"provider {offer.provider} is denied")
     if req.regions_allow and not region_matches(offer, req.regions_allow):
-        no(Constraint.REGION_NOT_ALLOWED, f"{place} is not in regions.allow ({', '.join(req.regions_allow)})")
+        no(Constraint.REGION_NOT_ALLOWED, f"{place} is not in regions.allow ({_globs(req.regions_allow)})")
     if req.regions_deny and region_matches(offer, req.regions_deny):
-        no(Constraint.REGION_DENIED, f"{place} is in regions.deny ({', '.join(req.regions_deny)})")
+        no(Constraint.REGION_DENIED, f"{place} is in regions.deny ({_globs(req.regions_deny)})")
     if req.min_vram_gb is not None and offer.vram_gb < req.min_vram_gb:
         no(Constraint.VRAM, f"{offer.vram_gb:g} GB VRAM < {req.min_vram_gb:g} asked")
     if req.interconnect is not None and offer.interconnect is not req.interconnect:

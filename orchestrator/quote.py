@@ -30,18 +30,26 @@ _GLOB_RE = re.compile(r"^[A-Za-z0-9*?\[\]!._-]+$")
 
 
 def check_region_glob(pattern: str) -> str:
-    from orchestrator.redaction import shown
+    from orchestrator.redaction import brief
 
+    # The value is shown briefly only: what is pasted where a region belongs may be a credential.
     if not pattern or not _GLOB_RE.fullmatch(pattern) or pattern.count("[") != pattern.count("]"):
         raise QuoteInputError(
-            f"malformed region glob {shown(pattern)} (use letters, digits, '-', '*', '?', [..]; e.g. 'us-*')"
+            f"malformed region glob {brief(pattern)!r} (use letters, digits, '-', '*', '?', [..]; e.g. 'us-*')"
         )
+    if len(pattern) > _MAX_GLOB:
+        raise QuoteInputError(f"region glob {brief(pattern)!r} is longer than any region ({_MAX_GLOB} characters "
+                              "at most; e.g. 'us-*')")
     depth = 0
     for ch in pattern:
         depth += {"[": 1, "]": -1}.get(ch, 0)
         if depth not in (0, 1):
-            raise QuoteInputError(f"malformed region glob {shown(pattern)} (unbalanced brackets)")
+            raise QuoteInputError(f"malformed region glob {brief(pattern)!r} (unbalanced brackets)")
     return pattern
+
+
+#: A region glob longer than this is not one (the longest region or zone name is 25 characters).
+_MAX_GLOB = 64
 
 
 def _short_name_matches(name: str) -> list[str]:
@@ -84,9 +92,13 @@ def parse_gpu_specs(values: Sequence[str]) -> tuple[tuple[str, ...], int | None]
             if not part:
                 continue
             name, sep, count_text = part.rpartition(":")
-            if sep and count_text.strip().isdigit():          # H100:8; "a100:80gb" stays a name
+            count_text = count_text.strip()
+            if sep and count_text.isascii() and count_text.isdigit():   # H100:8; "a100:80gb" stays a name
+                shown = part if len(part) <= 40 else part[:37] + "..."
+                if len(count_text) > 6:                     # int() of 4,300+ digits raises; none is a GPU count
+                    raise QuoteInputError(f"--gpu {shown!r}: the count after ':' is too large (e.g. H100:8)")
                 if int(count_text) < 1:
-                    raise QuoteInputError(f"--gpu {part!r}: the count after ':' must be 1 or more (e.g. H100:8)")
+                    raise QuoteInputError(f"--gpu {shown!r}: the count after ':' must be 1 or more (e.g. H100:8)")
                 counts.add(int(count_text))
             else:
                 name = part

@@ -141,6 +141,30 @@ def shown(value: object, limit: int = 60) -> str:
     return repr(value) if isinstance(value, str) else text
 
 
+#: The longest region or zone name a cloud uses (GCP's ``northamerica-northeast1-a``): a longer "region" a
+#: user wrote may be anything, a pasted credential included, and is shown only by its start and length.
+REGION_SHOWN_CHARS = 25
+
+
+def brief(value: str, limit: int = REGION_SHOWN_CHARS) -> str:
+    """A config value that should be short (a region glob) as it may appear in a message: itself when it is
+    at most ``limit`` characters and looks like no credential; else its first 3 characters and its length."""
+    if len(value) <= limit and find_secret(value) is None and value.isprintable():
+        return value
+    return f"{value[:3] if value[:3].isalnum() else ''}...({len(value)} characters, not shown)"
+
+
+#: C0 and C1 control characters but tab and newline, and DEL: ESC among them starts a terminal escape
+#: sequence (a cloud's error text could move the cursor, retitle the window, or hide what follows).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character but tab and newline written as a visible ``\\xNN`` escape."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def safe_line(text: str, limit: int = 2000) -> str:
-    """A message ready to print or store: secrets redacted, at most ``limit`` characters per line."""
-    return "\n".join(shorten(line, limit) for line in redact(text).split("\n"))
+    """A message ready to print or store: secrets redacted, control characters escaped (no terminal escape
+    sequence from a cloud's text reaches the terminal), at most ``limit`` characters per line."""
+    return "\n".join(shorten(line, limit) for line in terminal_safe(redact(text)).split("\n"))

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import secrets
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -114,7 +115,10 @@ def _daemon_section(config: OrchConfig) -> dict[str, Any]:
         return {}
     import yaml
 
-    raw = yaml.safe_load(config.path.read_text()) or {}
+    try:
+        raw = yaml.safe_load(config.path.read_text()) or {}
+    except ValueError:       # PyYAML's int() of a number over Python's 4,300-digit limit
+        raise ConfigError(f"{config.path}: cannot read config: a number in it has over 4,300 digits") from None
     section = raw.get("daemon") if isinstance(raw, dict) else None
     if section is None:
         return {}
@@ -136,10 +140,9 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
     def seconds(key: str, default: timedelta) -> timedelta:
         if key not in values:
             return default
-        try:
-            s = float(values[key])
-        except (TypeError, ValueError):
-            raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds: {values[key]!r}") from None
+        s = _ascii_seconds(values[key])
+        if s is None:
+            raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds: {_shown(values[key])}")
         if not math.isfinite(s) or not 0 <= s <= _MAX_SECONDS:
             raise ConfigError(f"daemon.{key} ({_ENV[key]}): must be a number of seconds from 0 to {_MAX_SECONDS:g}")
         return timedelta(seconds=s)
@@ -153,7 +156,7 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
         notice_drain=seconds("notice_drain_s", base.notice_drain),
         lease_ttl=seconds("lease_ttl_s", base.lease_ttl),
         use_live_offers=bool(live),
-        ssh_public_key=str(values.get("ssh_public_key") or ""),
+        ssh_public_key=_public_key(values.get("ssh_public_key")),
         ssh_private_key=str(values.get("ssh_private_key") or ""),
         recovery_policy=_policy_name(values.get("recovery_policy")),
         restart_overhead=seconds("restart_overhead_s", base.restart_overhead),
@@ -163,6 +166,39 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
         heartbeat_timeout=seconds("heartbeat_timeout_s", base.heartbeat_timeout),
         unreachable_grace=seconds("unreachable_grace_s", base.unreachable_grace),
     )
+
+
+#: A number of seconds as written in ASCII: float() alone also takes other scripts' digits ("١٢٠"),
+#: underscores ("1_200") and "nan"/"inf", none of which a config or an env var should mean.
+_SECONDS_RE = re.compile(r"[+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+
+
+def _public_key(value: object) -> str:
+    """``daemon.ssh_public_key``: the key itself or the path of a .pub file, checked (never a path sent as
+    the key)."""
+    from orchestrator.public_key import PublicKeyError, public_key
+
+    try:
+        return public_key(str(value or ""), source="daemon.ssh_public_key (ORCH_SSH_PUBLIC_KEY)")
+    except PublicKeyError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _ascii_seconds(value: object) -> float | None:
+    """``value`` (a YAML number or a string of ASCII digits) as seconds; None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and _SECONDS_RE.fullmatch(value.strip()):
+        return float(value.strip())
+    return None
+
+
+def _shown(value: object) -> str:
+    """A bad value for an error line: escaped (no control characters reach the terminal) and shortened."""
+    text = ascii(value) if isinstance(value, str) else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _policy_name(value: object) -> str:
@@ -294,7 +330,8 @@ def build_service(
     engine_config = EngineConfig(owner=config.owner, orphan_grace=settings.orphan_grace,
                                  notice_drain=settings.notice_drain, ssh_public_key=settings.ssh_public_key,
                                  use_live_offers=settings.use_live_offers, launches_allowed=launches_allowed,
-                                 budgets=config.budgets, deadlines=deadlines)
+                                 budgets=config.budgets, deadlines=deadlines,
+                                 store_id=_store_id(opened) if opened is not None else "")
     hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup, node_settings), config)
     fleet = getattr(engine_store, "fleet", None)
     if opened is not None and fleet is not None:
@@ -306,6 +343,12 @@ def build_service(
     deps = EngineDeps(store=engine_store, providers=engine_providers, catalog=tuple(catalog), config=engine_config,
                       clock=clock or utcnow, hooks=hooks, metrics=metrics)
     return Service(Reconciler(deps), engine_store, opened, built, metrics, settings, owner_of_leases)
+
+
+def _store_id(store: Store) -> str:
+    from orchestrator.store.identity import store_id
+
+    return store_id(store)
 
 
 def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | None, store_url: str | None,

@@ -285,11 +285,25 @@ class CloudResource:
         return (self.provider, self.kind, self.resource_id)
 
 
-def new_launch_id() -> str:
-    """A fresh launch id: short, lowercase, DNS- and label-safe (GCP names, Lambda names, Vast labels)."""
+def new_launch_id(store_id: str = "") -> str:
+    """A fresh launch id: short, lowercase, DNS- and label-safe (GCP names, Lambda names, Vast labels).
+
+    ``store_id`` (8 hex digits, orchestrator/store/identity.py) rides in it as ``l<12 hex>s<store id>``, so a
+    machine's tags name the store that launched it; without one: ``l<12 hex>`` (the form before stores had
+    identities)."""
     import secrets  # hashlib behind it costs `orch quote` ~4 ms at import
 
-    return "l" + secrets.token_hex(6)
+    return "l" + secrets.token_hex(6) + (f"s{store_id}" if store_id else "")
+
+
+_LAUNCH_ID_RE = re.compile(r"^l[0-9a-f]{12}(?:s(?P<store>[0-9a-f]{8}))?$")
+
+
+def launch_store(launch_id: str | None) -> str | None:
+    """The store id a launch id carries; None when it carries none (made before stores had identities, or
+    not made by ``new_launch_id``)."""
+    m = _LAUNCH_ID_RE.fullmatch(launch_id or "")
+    return m.group("store") if m else None
 
 
 def validate_owner(owner: str) -> str:

@@ -44,7 +44,7 @@ def one_line_error(code: int, out: str, err: str, expected: int = 2) -> str:
     (["events", "--follow", "--max-wait", "nan"], "--max-wait must be a finite number"),
     (["events", "--follow", "--poll", "1e9"], "--poll must be at most 3600"),
     (["down", "--all", "--yes", "--timeout", "1e309"], "--timeout must be a finite number"),
-    (["down", "--all", "--yes", "--poll=-0.5"], "--poll must not be negative"),
+    (["down", "--all", "--yes", "--poll=-0.5"], "--poll must be at least 0.05"),
     (["daemon", "--interval", "0.01"], "--interval must be at least 0.05"),
     (["daemon", "--interval", "NaN"], "--interval must be a finite number"),
     (["daemon", "--metrics-port", "65536"], "65536"),

@@ -231,7 +231,7 @@ def test_apply_reports_created_updated_unchanged_pruned(tmp_path: Path, env: dic
     assert re.search(r"^updated\s+job-b$", out, re.M) and re.search(r"^unchanged\s+job-a$", out, re.M)
 
     a.unlink()
-    code, out, _ = run("apply", str(b.parent), "--no-launch", "--prune")
+    code, out, _ = run("apply", str(b.parent), "--no-launch", "--prune", "--yes")
     assert code == 0
     assert re.search(r"^pruned\s+job-a$", out, re.M)
     desired = {j["name"]: j["desired_state"] for j in status_json()["jobs"]}
@@ -431,7 +431,7 @@ def test_events_lists_and_follow_stops_after_max_wait(tmp_path: Path, env: dict[
     assert kinds[0] == "job.created"
     code, out, _ = run("events")
     assert "job ev created" in out and "apply" in out
-    code, out, _ = run("events", "-f", "--max-wait", "0", "--poll", "0")
+    code, out, _ = run("events", "-f", "--max-wait", "0", "--poll", "0.05")
     assert code == 0 and "job ev created" in out
     assert run("events", "nope")[0] == 1
 

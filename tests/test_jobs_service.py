@@ -172,4 +172,5 @@ def test_ssh_public_key_sources(tmp_path: Path) -> None:
     pub = tmp_path / "k.pub"
     pub.write_text(key + "\n")
     assert js.ssh_public_key({js.SSH_KEY_ENV: str(pub)}) == key
-    assert js.ssh_public_key({js.SSH_KEY_ENV: str(tmp_path / "missing.pub")}) == ""
+    with pytest.raises(ValueError, match="neither a public key nor a readable file"):   # never the path as the key
+        js.ssh_public_key({js.SSH_KEY_ENV: str(tmp_path / "missing.pub")})

@@ -210,7 +210,7 @@ def test_orch_logs_prints_a_job_output_from_its_store(tmp_path: Path, monkeypatc
     result = runner.invoke(app, ["logs", "tiny"])
     assert result.exit_code == 0 and result.output == "step 1\nstep 2\n"
     # -f prints what there is, then new output while the machine lives (here: --max-wait ends it).
-    result = runner.invoke(app, ["logs", "tiny", "-f", "--poll", "0", "--max-wait", "0"])
+    result = runner.invoke(app, ["logs", "tiny", "-f", "--poll", "0.05", "--max-wait", "0"])
     assert result.exit_code == 0 and result.output == "step 1\nstep 2\n"
     assert runner.invoke(app, ["logs", "tiny", "--node", "1"]).exit_code == 1
 

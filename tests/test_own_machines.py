@@ -102,7 +102,7 @@ def test_apply_launch_reserves_your_machine_and_down_releases_it(env: dict[str, 
     book = ReservationBook(tmp_path / "ssh-state")
     held = book.get("gamer")
     assert held is not None and held.owner == "alice" and held.job == "gamer-job"
-    code, out, err = run("down", "gamer-job", "--yes", "--timeout", "30", "--poll", "0")
+    code, out, err = run("down", "gamer-job", "--yes", "--timeout", "30", "--poll", "0.05")
     assert code == 0, out + err
     assert book.get("gamer") is None
 
@@ -116,7 +116,7 @@ def test_a_reserved_machine_is_passed_over(env: dict[str, str], tmp_path: Path) 
     [job] = json.loads(out)
     [mine] = [r for r in job["rejected"] if r["provider"] == "ssh"]
     assert [e["constraint"] for e in mine["excluded"]] == ["not-available"]
-    run("down", "--all", "--yes", "--timeout", "30", "--poll", "0")
+    run("down", "--all", "--yes", "--timeout", "30", "--poll", "0.05")
 
 
 def test_a_free_machine_is_used_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -167,8 +167,11 @@ class SinkWorker:
             raise _Retryable(type(exc).__name__) from None
         if response.status_code == 429 or response.status_code >= 500:
             raise _Retryable(f"HTTP {response.status_code}")
-        if response.status_code >= 400:
-            raise _Rejected(f"HTTP {response.status_code} (not retried)")
+        if response.status_code >= 300:
+            # Redirects are not followed (a webhook URL carries its secret; a redirect could send the alert
+            # elsewhere), so a 3xx delivered nothing: a failure, logged, never counted as sent.
+            what = " (a redirect: not followed; give the webhook's final URL)" if response.status_code < 400 else ""
+            raise _Rejected(f"HTTP {response.status_code}{what} (not retried)")
 
 
 def _default_client(timeout_s: float) -> httpx.Client:

@@ -17,6 +17,8 @@ job's next ``launched``
 ``budget-stop``             ``budget-stop`` (the job's own ``budget_usd`` spent: stopped)
 ``budget-threshold``        ``budget-threshold`` (orchestrator.budget_watch writes it once per
                             threshold per month)
+``budget-overrun``          ``budget-threshold`` (a budget's burn went over its $/h ceiling; once
+                            per overrun, across daemons)
 ``job.status`` to           ``job-finished`` / ``job-failed``
 succeeded / failed
 ==========================  =================================================================
@@ -40,6 +42,7 @@ _DIRECT = {
     EventKind.RELAUNCH_CAP: AlertKind.RELAUNCH_CAP,
     EventKind.BUDGET_STOP: AlertKind.BUDGET_STOP,
     EventKind.BUDGET_THRESHOLD: AlertKind.BUDGET_THRESHOLD,
+    EventKind.BUDGET_OVERRUN: AlertKind.BUDGET_THRESHOLD,
 }
 _RECOVERING = EventKind.RECOVERING
 _LAUNCHED = EventKind.LAUNCHED

@@ -5,7 +5,8 @@ daemon (it acts on whatever is recorded). Either way money is about to be spent,
 and, on a terminal, confirmed with y/N first; ``--yes`` skips the question; ``--dry-run`` shows the plan
 and records nothing. Without a terminal (or with ``--json``) and without ``--yes``, apply records nothing
 and exits 2 with the fix. ``--no-launch`` with no daemon running only records the desired state: nothing
-is launched, so nothing is asked.
+is launched, so nothing is asked. ``--prune`` that would prune a job is asked for the same way (an empty
+file with ``--prune`` would end every job).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         if opts.dry_run:
             _finish_dry_run(preview, launcher, opts)
             return 0
+        if opts.prune and preview.changes.pruned and not opts.yes:
+            _confirm_prune(preview.changes.pruned, opts)
         if launcher is not None and preview.will_launch and not opts.yes:
             _confirm(preview, here, opts)
         result = _record(store, loaded, opts)
@@ -120,6 +123,19 @@ def _confirm(preview: ApplyPreview, here: bool, opts: ApplyOptions) -> None:
     estimate = f", estimated {_money(total)} in all" if total is not None else ""
     if not typer.confirm(f"Launch {what}{estimate}?", default=False):
         fail("nothing recorded, nothing launched", EXIT_NO_MATCH)
+
+
+def _confirm_prune(pruned: tuple[str, ...] | list[str], opts: ApplyOptions) -> None:
+    """Pruning ends jobs and their machines (an empty file with --prune would end every one): it is asked
+    for like a launch, and refused without a terminal unless --yes."""
+    names = ", ".join(list(pruned)[:5]) + (f" and {len(pruned) - 5} more" if len(pruned) > 5 else "")
+    what = f"{len(pruned)} job(s) ({names})"
+    if opts.as_json or not stdin_is_terminal():
+        fail(safe_line(f"refusing to prune {what} without confirmation: "
+                       f"{'--json never asks' if opts.as_json else 'no terminal to ask on'}; pass --yes to prune "
+                       "them, or leave out --prune; nothing was recorded"), EXIT_BAD_INPUT, as_json=opts.as_json)
+    if not typer.confirm(safe_line(f"Prune {what}? Their machines are ended."), default=False):
+        fail("nothing recorded, nothing pruned", EXIT_NO_MATCH)
 
 
 def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> ApplyResult:

@@ -95,6 +95,7 @@ def status_cmd(
 ) -> None:
     """Each provider's rows: refreshed or shipped, how many, how old, and the last refresh's outcome."""
     from orchestrator.catalog_status import catalog_status
+    from orchestrator.redaction import safe_line
 
     rows = catalog_status(datetime.now(UTC))
     if as_json:
@@ -105,7 +106,7 @@ def status_cmd(
         sys.stdout.write(f"{r.provider:<9}{r.origin:<10}{r.rows:>6}  {r.oldest_age:<8}"
                          f"{r.last_attempt or '-':<22}{r.outcome or '-'}\n")
         if r.error:
-            sys.stdout.write(f"  last error: {r.error}\n")
+            sys.stdout.write(f"  last error: {safe_line(str(r.error))}\n")
     stale = [r.provider for r in rows if r.stale]
     if stale:
         sys.stdout.write(f"older than a day: {', '.join(stale)}: run `orch catalog refresh`\n")

@@ -56,6 +56,10 @@ def internal_error(exc: BaseException) -> NoReturn:
          "ORCH_DEBUG=1 shows the traceback)", EXIT_NO_MATCH)
 
 
+#: The shortest ``--poll`` interval: 0 would poll the store in a busy loop (100 % of a CPU) while following.
+MIN_POLL_S = 0.05
+
+
 def check_number(flag: str, value: float | None, *, low: float | None = None, high: float | None = None,
                  above: bool = False, as_json: bool = False) -> None:
     """Refuse (exit 2) a flag's value that is not finite or not within [low, high] (``above``: > low)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, fail_manifests, warn
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, fail_manifests, warn
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.progress import Progress
@@ -89,7 +89,11 @@ def _internal(what: str, exc: BaseException, as_json: bool = False) -> NoReturn:
 
 
 def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    """One line to stdout, its control characters escaped: job names are checked, but event messages and
+    cloud answers (errors, states) are text from elsewhere and must not drive the terminal."""
+    from orchestrator.redaction import terminal_safe
+
+    sys.stdout.write(terminal_safe(line) + "\n")
 
 
 def _money(usd: float) -> str:
@@ -356,7 +360,7 @@ def down_cmd(
     if not everything and not names:
         fail("name the jobs to tear down, or pass --all", EXIT_BAD_INPUT, as_json=as_json)
     check_number("--timeout", timeout, low=0, above=True, high=7 * 86400, as_json=as_json)
-    check_number("--poll", poll, low=0, high=3600, as_json=as_json)
+    check_number("--poll", poll, low=MIN_POLL_S, high=3600, as_json=as_json)
     what = "every job" if everything else ", ".join(names)
     if not yes:
         if as_json or not sys.stdin.isatty():
@@ -459,7 +463,7 @@ def events_cmd(
 
     if limit is not None and limit < 1:
         fail("--limit must be 1 or more", EXIT_BAD_INPUT)
-    check_number("--poll", poll, low=0, high=3600)
+    check_number("--poll", poll, low=MIN_POLL_S, high=3600)
     check_number("--max-wait", max_wait, low=0, high=365 * 86400)
 
     def emit(e: EventView) -> None:

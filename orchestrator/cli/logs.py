@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def logs_cmd(
 
     if node < 0:
         fail("--node must be 0 or more", EXIT_BAD_INPUT)
-    check_number("--poll", poll, low=0, high=3600)
+    check_number("--poll", poll, low=MIN_POLL_S, high=3600)
     check_number("--max-wait", max_wait, low=0, high=365 * 86400)
     try:
         config = load_config()

@@ -44,7 +44,13 @@ class OrchGroup(TyperGroup):
             if os.environ.get("ORCH_DEBUG"):
                 raise
             from orchestrator.cli.errors import internal_error
+            from providers.catalog.loader import CatalogError
 
+            if isinstance(exc, CatalogError):   # no usable catalog (a bad $ORCH_CATALOG_DIR): the user's to fix
+                from orchestrator.redaction import safe_line
+
+                sys.stderr.write(safe_line(f"error: {exc}", 600) + "\n")
+                sys.exit(2)
             internal_error(exc)
         sys.exit(rv if isinstance(rv, int) else 0)
 

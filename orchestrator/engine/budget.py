@@ -12,8 +12,10 @@ budget_ledger``, ``review_budgets``). With no budgets configured nothing here re
   Their jobs go back to PENDING, and the gate keeps them there until the month turns.
 * The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break the $/h ceiling or the
   monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
-  ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). A job refused by the same
-  limits again is not written again (one event per change of the limits refusing it).
+  ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). The check and the launch's
+  reservation (its PLANNED attempt, whose $/h the ledger counts until the attempt ends) are one transaction
+  under the store's launch lock, so the ceiling holds across several daemons on one PostgreSQL store. A job
+  refused by the same limits again is not written again (one event per change of the limits refusing it).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from orchestrator.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refus
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.facts import TickFacts
-from orchestrator.engine.ports import AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
-from providers.base import Market
+from providers.base import Market, Offer
 
 #: The event a budget's refusal writes (orchestrator.budget_watch.REFUSED_EVENT; ``orch status`` shows it).
 REFUSED_EVENT = "budget-refused"
@@ -44,24 +46,32 @@ def refusal_data(refusals: tuple[Refusal, ...]) -> dict[str, object]:
 
 
 class LaunchGate:
-    """One tick's budget checks: the ledger is read once (at the first paid launch) and each launch the
-    tick makes is added to it, so two launches in one tick cannot break a ceiling together."""
+    """One tick's budget gate. A launch's check and its reservation are one step in the store
+    (``EngineStore.plan_attempt_within``): the ledger is read under the store's launch lock, with every
+    engine's planned attempts counted, so several daemons launching at once cannot break a ceiling together."""
 
     def __init__(self, deps: EngineDeps, now: datetime, refused: dict[int, _Refused]) -> None:
         self._deps = deps
         self._now = now
-        self._ledger: BudgetLedger | None = None
         self._refused = refused         # the BudgetStep's memory: which limits last refused each job
 
-    def check(self, job: JobRecord, price_hr: float, hours: float | None) -> BudgetVerdict:
+    def plan(self, job: JobRecord, offer: Offer, price_hr: float, launch_id: str,
+             checkpoint: str | None) -> AttemptRecord | BudgetVerdict:
+        """The PLANNED attempt for ``offer`` (``price_hr``: all its nodes), or the verdict refusing it."""
         budgets = self._deps.config.budgets
+        store = self._deps.store
         if not budgets or price_hr <= 0:
-            return BudgetVerdict()
-        verdict = check_launch(budgets, self._read(), project=job.manifest.project, price_hr=price_hr, hours=hours,
-                               owner=self._deps.config.owner)
-        if verdict.allowed:
-            self._refused.pop(job.id, None)
-        return verdict
+            return store.plan_attempt(job.id, offer, launch_id, checkpoint, self._now)
+
+        def admit(ledger: BudgetLedger) -> BudgetVerdict:
+            return check_launch(budgets, ledger, project=job.manifest.project, price_hr=price_hr,
+                                hours=job.spec.plan.estimated_hours, owner=self._deps.config.owner)
+
+        planned = store.plan_attempt_within(job.id, offer, launch_id, checkpoint, self._now, admit)
+        if isinstance(planned, BudgetVerdict):
+            return planned
+        self._refused.pop(job.id, None)
+        return planned
 
     def refused(self, job: JobRecord, verdict: BudgetVerdict, what: str) -> None:
         """Write the refusal (once per job per change of the limits that refuse it)."""
@@ -71,16 +81,6 @@ class LaunchGate:
         self._refused[job.id] = limits
         self._deps.store.event(REFUSED_EVENT, f"launch refused ({what}): {verdict.reason()}", self._now, job_id=job.id,
                                data=refusal_data(verdict.refusals))
-
-    def launched(self, job: JobRecord, price_hr: float) -> None:
-        if self._ledger is not None:
-            self._ledger = self._ledger.with_launch(job.id, job.name, job.manifest.project, price_hr,
-                                                    self._deps.config.owner)
-
-    def _read(self) -> BudgetLedger:
-        if self._ledger is None:
-            self._ledger = self._deps.store.budget_ledger(self._now)
-        return self._ledger
 
 
 class BudgetStep:

@@ -55,6 +55,10 @@ class EngineConfig:
     deadlines: Deadlines = field(default_factory=Deadlines)
     #: How often the sweep lists each cloud's network resources for leftovers (engine/leftovers.py).
     leftover_sweep_every: timedelta = timedelta(minutes=5)
+    #: The store's identity (orchestrator/store/identity.py), carried in every launch id; the sweep ends
+    #: only orphans carrying it (or none: launched before stores had identities). "": an engine with no
+    #: identity (the in-memory store of unit tests): every orphan of the owner is its own, as before.
+    store_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -23,4 +23,6 @@ class EventKind(StrEnum):
     BUDGET_REFUSED = "budget-refused"
     BUDGET_CAP_STOP = "budget-cap-stop"
     BUDGET_STOP = "budget-stop"           # a job's own budget_usd reached while it ran: stopped
+    BUDGET_OVERRUN = "budget-overrun"     # a budget's burn over its $/h ceiling (orchestrator.budget_watch)
+    BUDGET_OVERRUN_ENDED = "budget-overrun-ended"
     JOB_STATUS = "job.status"

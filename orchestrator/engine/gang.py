@@ -29,7 +29,7 @@ def launch(deps: EngineDeps, job: JobRecord, first: AttemptRecord, eligible: Seq
            log: TickLog) -> bool:
     """Launch node 0 (``first``, already PLANNED) and nodes 1..N-1 of its generation. A rank the cloud
     refuses tries the next same-site offer; if none takes it the gang is ended."""
-    planned = [first, *(deps.store.plan_attempt(job.id, first.offer, new_launch_id(), first.checkpoint_restored,
+    planned = [first, *(deps.store.plan_attempt(job.id, first.offer, _new_id(deps), first.checkpoint_restored,
                                                 now, node_rank=r, generation=first.generation)
                         for r in range(1, job.spec.plan.nodes))]
     if not request_launch(deps, job, first, now, log):
@@ -50,7 +50,7 @@ def _launch_rank(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, offer
     for offer in offers:
         if offer == attempt.offer:
             continue
-        retry = deps.store.plan_attempt(job.id, offer, new_launch_id(), attempt.checkpoint_restored, now,
+        retry = deps.store.plan_attempt(job.id, offer, _new_id(deps), attempt.checkpoint_restored, now,
                                         node_rank=attempt.node_rank, generation=attempt.generation)
         if request_launch(deps, job, retry, now, log):
             return True
@@ -114,9 +114,14 @@ def complete(deps: EngineDeps, job: JobRecord, live: Sequence[AttemptRecord], no
     for rank in range(job.spec.plan.nodes):
         if rank in have:
             continue
-        attempt = deps.store.plan_attempt(job.id, head.offer, new_launch_id(), head.checkpoint_restored, now,
+        attempt = deps.store.plan_attempt(job.id, head.offer, _new_id(deps), head.checkpoint_restored, now,
                                           node_rank=rank, generation=generation)
         if not request_launch(deps, job, attempt, now, log):
             abort(deps, job, head, f"node {rank} could not launch", now, log)
             deps.store.set_job_status(job.id, JobStatus.PENDING, now)
             return
+
+
+def _new_id(deps: EngineDeps) -> str:
+    """A launch id carrying this store's identity (the sweep never ends another store's machines)."""
+    return new_launch_id(deps.config.store_id)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from orchestrator.budgets import BudgetVerdict
 from orchestrator.engine import gang
 from orchestrator.engine.budget import LaunchGate
 from orchestrator.engine.config import EngineDeps
@@ -114,16 +115,14 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
         if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
             refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
             continue
-        verdict = gate.check(job, candidate.total_price_hr, job.spec.plan.estimated_hours)
-        if not verdict.allowed:
-            gate.refused(job, verdict, f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
+        attempt = gate.plan(job, offer, candidate.total_price_hr, new_launch_id(deps.config.store_id), checkpoint)
+        if isinstance(attempt, BudgetVerdict):
+            gate.refused(job, attempt, f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
             break
-        attempt = deps.store.plan_attempt(job.id, offer, new_launch_id(), checkpoint, now)
         deps.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
         relaunch = False  # counted once per recovery, not per offer tried
         if (gang.launch(deps, job, attempt, eligible, now, log) if job.spec.plan.nodes > 1
                 else request_launch(deps, job, attempt, now, log)):
-            gate.launched(job, candidate.total_price_hr)
             if own is not None:
                 own.launched(job.id)
             return attempt

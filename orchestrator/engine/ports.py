@@ -8,7 +8,7 @@ cloud-changing step writes the store BEFORE (``AttemptState.LAUNCH_REQUESTED`` w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -19,7 +19,7 @@ from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Instance, Offer
 
 if TYPE_CHECKING:
-    from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
+    from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
     from orchestrator.manifest.schema import Manifest
     from orchestrator.store.gpu_util import GpuUtilSample
     from orchestrator.store.requests import RelaunchRequest
@@ -122,6 +122,13 @@ class EngineStore(Protocol):
                      now: datetime, *, node_rank: int = 0, generation: int | None = None) -> AttemptRecord:
         """Write a PLANNED attempt. ``generation`` None starts a new one (latest + 1); a multi-node job's
         other ranks pass the generation of its node 0."""
+        ...
+    def plan_attempt_within(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None, now: datetime,
+                            admit: Callable[[BudgetLedger], BudgetVerdict]) -> AttemptRecord | BudgetVerdict:
+        """``plan_attempt`` (node 0, a new generation) only if ``admit`` admits it, atomically across daemons:
+        the ledger ``admit`` is asked with counts every attempt planned before (its $/h reserved until it
+        ends), and no other engine checks between the check and this attempt's write. Returns the refusing
+        verdict instead when it refuses."""
         ...
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None,

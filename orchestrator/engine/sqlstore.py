@@ -20,7 +20,7 @@ from orchestrator.engine import sqlstore_reads as reads
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.specs import SpecCache
 from orchestrator.engine.sqlstore_reads import Kept, KeptReads, ReadKey
-from orchestrator.engine.sqlstore_side import SideTables
+from orchestrator.engine.sqlstore_side import SideTables, write_attempt
 from orchestrator.engine.sqlstore_spend import RowKey, SpendBuffer
 from orchestrator.engine.stored_offers import OfferBook
 from orchestrator.spend import reported_price_hr
@@ -192,15 +192,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
                      now: datetime, *, node_rank: int = 0, generation: int | None = None) -> AttemptRecord:
         with self.store.transaction() as tx:
             self._fence(tx, job_id)
-            if generation is None:
-                generation = (repo.latest_generation(tx, job_id) or 0) + 1
-            repo.create_attempt(tx, job_id, launch_id, generation=generation, node_rank=node_rank,
-                                checkpoint_restored=checkpoint, now=now)
-            repo.record_instance(tx, repo.InstanceRecord(
-                provider=offer.provider, launch_id=launch_id, owner=self.owner, job_id=job_id,
-                instance_type=offer.instance_type, region=offer.region, zone=offer.zone, market=offer.market.value,
-                price_hr=offer.price_hr, gpu=offer.gpu, gpu_count=offer.gpu_count, state="pending"), now=now)
-            [row] = queries.attempt_columns_by_launch_ids(tx, [launch_id])
+            row = write_attempt(tx, self.owner, job_id, offer, launch_id, checkpoint, now, node_rank, generation)
         self._wrote()
         return self._record(row, offer)
 

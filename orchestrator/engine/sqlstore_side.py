@@ -4,18 +4,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
 
 from orchestrator import budget_watch
-from orchestrator.budgets import Budget, BudgetLedger, BudgetReview
-from orchestrator.engine.ports import FleetSpotRun
+from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
+from orchestrator.engine.ports import AttemptRecord, FleetSpotRun
 from orchestrator.recovery import SpotRun
-from orchestrator.store import gpu_util, requests, spot_history
+from orchestrator.store import gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.db import Store
 from orchestrator.store.gpu_util import GpuUtilSample
 from orchestrator.store.models import AttemptState, EndCause
 from orchestrator.store.requests import RelaunchRequest
+from providers.base import Offer
 
 
 class SideTables:
@@ -30,6 +34,24 @@ class SideTables:
         self.flush()
         with self.store.transaction() as tx:
             return budget_watch.read_ledger(tx, now)
+
+    def plan_attempt_within(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None, now: datetime,
+                            admit: Callable[[BudgetLedger], BudgetVerdict]) -> AttemptRecord | BudgetVerdict:
+        """Check and reserve in one transaction, under the store's launch lock: ``admit`` is asked with the
+        ledger as it stands (every daemon's reservations included), and the PLANNED attempt is written only if
+        it admits. The attempt's instance row is the reservation (the ledger's burn counts a live attempt's
+        price from then on); it dies with the attempt (an ended attempt whose machine never answered burns
+        nothing)."""
+        self.flush()
+        with self.store.transaction() as tx:
+            self._fence(tx, job_id)                 # type: ignore[attr-defined]
+            budget_watch.serialise_launches(tx)
+            verdict = admit(budget_watch.read_ledger(tx, now))
+            if not verdict.allowed:
+                return verdict
+            row = write_attempt(tx, self.owner, job_id, offer, launch_id, checkpoint, now, 0, None)
+        self._wrote()                               # type: ignore[attr-defined]
+        return self._record(row, offer)             # type: ignore[attr-defined,no-any-return]
 
     def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
         self.flush()
@@ -57,3 +79,19 @@ class SideTables:
                     r.zone or r.region, r.started_at, r.ended_at, preempted=r.state == AttemptState.PREEMPTED.value,
                     noticed=r.end_cause == EndCause.NOTICED.value))
                 for r in rows]
+
+
+def write_attempt(tx: Session, owner: str, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None,
+                  now: datetime, node_rank: int, generation: int | None) -> Any:
+    """Write a PLANNED attempt and its instance row (state pending, the offer's price) in ``tx``; returns
+    its columns. The caller has fenced the job."""
+    if generation is None:
+        generation = (repo.latest_generation(tx, job_id) or 0) + 1
+    repo.create_attempt(tx, job_id, launch_id, generation=generation, node_rank=node_rank,
+                        checkpoint_restored=checkpoint, now=now)
+    repo.record_instance(tx, repo.InstanceRecord(
+        provider=offer.provider, launch_id=launch_id, owner=owner, job_id=job_id,
+        instance_type=offer.instance_type, region=offer.region, zone=offer.zone, market=offer.market.value,
+        price_hr=offer.price_hr, gpu=offer.gpu, gpu_count=offer.gpu_count, state="pending"), now=now)
+    [row] = queries.attempt_columns_by_launch_ids(tx, [launch_id])
+    return row

@@ -3,7 +3,10 @@
 * Stragglers: machines of ended attempts the cloud still lists. Ended once ``drain_until`` (a notice's
   drain) has passed; a machine stopped on purpose when idle (``EndCause.IDLE_STOPPED``) is kept.
 * Orphans: machines tagged as this owner's with a launch id the store does not know (orch died between
-  the cloud's yes and its own write, or another daemon's crash), after the grace period.
+  the cloud's yes and its own write, or another daemon's crash), after the grace period. Only this
+  store's: a launch id carrying another store's identity belongs to another store on the same cloud
+  account and owner name, and is never touched (a launch id carrying none was made before stores had
+  identities, and is swept as before).
 * Leftover network resources (security groups, firewall rules, NSGs, public IPs, NICs, key pairs) orch
   created and nothing uses any more, after the same grace (``orchestrator.engine.leftovers``).
 
@@ -36,7 +39,7 @@ class SweepStep:
         # PREEMPTED counts: a Vast instance outbid to "stopped" still bills its disk until destroyed.
         candidates = [(name, inst) for name, instances in facts.listed.items() for inst in instances
                       if inst.state is not InstanceState.TERMINATED and inst.owner == deps.config.owner
-                      and inst.launch_id not in live]
+                      and inst.launch_id not in live and _this_stores(inst, deps.config.store_id)]
         ended = deps.store.attempts_by_launch_ids([i.launch_id for _, i in candidates if i.launch_id])
         seen_now: set[tuple[str, str]] = set()
         for name, inst in candidates:
@@ -73,3 +76,11 @@ class SweepStep:
         log.report.orphans_terminated += 1
         if deps.metrics:
             deps.metrics.orphans_terminated.labels(name).inc()
+
+
+def _this_stores(inst: Instance, store_id: str) -> bool:
+    """Whether ``inst`` may be this store's: its launch id carries this store's id, or none at all."""
+    from providers.base import launch_store
+
+    found = launch_store(inst.launch_id)
+    return not store_id or found is None or found == store_id

@@ -88,9 +88,9 @@ def _plain_scalar(value: str) -> Any:
     if _FALSE.fullmatch(value):
         return False
     if _INT.fullmatch(value):
-        return YamlInt(int(value), value)
+        return YamlInt(int(_short_enough(value)), value)
     if _HEX.fullmatch(value):
-        return YamlInt(int(value, 16), value)
+        return YamlInt(int(_short_enough(value), 16), value)
     for pattern, old, new, fix in _AMBIGUOUS:   # before floats: 1.2 reads 010 as 10, 1.1 as 8
         if pattern.fullmatch(value):
             raise YamlInputError(f"{value[:40]} is ambiguous: YAML 1.1 reads it as {old}, YAML 1.2 as {new}",
@@ -101,6 +101,18 @@ def _plain_scalar(value: str) -> Any:
         return YamlFloat(float("-inf") if value.startswith("-") else float("inf"), value)
     if _NAN.fullmatch(value):
         return YamlFloat(float("nan"), value)
+    return value
+
+
+#: No number in a manifest needs more digits; Python refuses int() of over 4,300 (a ValueError, not a
+#: manifest error) and a long one costs quadratic time to convert.
+MAX_INT_DIGITS = 40
+
+
+def _short_enough(value: str) -> str:
+    if len(value) > MAX_INT_DIGITS:
+        raise YamlInputError(f"{value[:20]}... is a number of {len(value)} digits: too large (at most "
+                             f"{MAX_INT_DIGITS} digits)")
     return value
 
 

@@ -142,6 +142,17 @@ class DaemonRow(SQLModel, table=True):
     expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False, index=True)
 
 
+class StoreIdentityRow(SQLModel, table=True):
+    """This store's identity: one row, its id drawn once when the table was made (migration 0008). Every
+    launch id carries it, so two stores on one cloud account and owner tell their machines apart."""
+
+    __tablename__ = "store_identity"
+
+    id: int = Field(default=1, primary_key=True)
+    store_id: str = Field(sa_column=Column(sa.String(16), nullable=False))
+    created_at: datetime = Field(sa_type=UTCDateTime, nullable=False)
+
+
 class InstanceRow(SQLModel, table=True):
     """One machine orch asked a cloud for, keyed by orch's launch id (known before the cloud answers)."""
 

@@ -93,8 +93,11 @@ class DirectoryCatalog:
             meta = json.loads((self.directory / "catalog.json").read_text())
             offers = read_offers(self.directory / "offers.csv", gpus, default_source=self.origin)
             as_of = {p: (date.fromisoformat(v["date"]), v["note"]) for p, v in meta["as_of"].items()}
-        except (OSError, ValueError, KeyError, CatalogFileError) as exc:
-            raise CatalogError(f"catalog at {self.directory} is unusable: {exc}") from exc
+        except (OSError, ValueError, KeyError, TypeError, CatalogFileError) as exc:
+            where = "" if self.directory == SHIPPED_DIR else "$ORCH_CATALOG_DIR "
+            raise CatalogError(f"catalog at {where}{self.directory} is unusable: {exc}"
+                               + (" (it must hold offers.csv and catalog.json; unset it to use orch's own catalog)"
+                                  if where else "")) from exc
         return CatalogSnapshot(tuple(newest_per_key(offers)), self.origin, meta["source"], as_of,
                                bool(meta.get("approximate")))
 
@@ -155,14 +158,13 @@ class LayeredCatalog:
 
 def default_sources() -> list[CatalogSource]:
     """Most preferred first: ``$ORCH_CATALOG_DIR``, then the user catalog over the shipped snapshot."""
-    sources: list[CatalogSource] = []
     override = os.environ.get("ORCH_CATALOG_DIR")
     if override:
-        sources.append(DirectoryCatalog(Path(override), override))
+        # The only source: a pinned catalog that cannot be read is an error to fix, never a silent fallback
+        # to other prices (the daemon does not refresh a pinned catalog either).
+        return [DirectoryCatalog(Path(override), override)]
     shipped = DirectoryCatalog(SHIPPED_DIR, "shipped")
-    sources.append(LayeredCatalog(user_catalog_dir(), shipped))
-    sources.append(shipped)
-    return sources
+    return [LayeredCatalog(user_catalog_dir(), shipped), shipped]
 
 
 @cache

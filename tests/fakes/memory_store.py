@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -11,6 +11,7 @@ from orchestrator.budgets import (
     Budget,
     BudgetLedger,
     BudgetReview,
+    BudgetVerdict,
     JobFacts,
     alerted_from,
     month_label,
@@ -128,6 +129,11 @@ class MemoryStore:
                           launch_price_hr=offer.price_hr)
         self.attempts[a.id] = a
         return a
+
+    def plan_attempt_within(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None, now: datetime,
+                            admit: Callable[[BudgetLedger], BudgetVerdict]) -> AttemptRecord | BudgetVerdict:
+        verdict = admit(self.budget_ledger(now))      # one engine in one process: nothing interleaves
+        return self.plan_attempt(job_id, offer, launch_id, checkpoint, now) if verdict.allowed else verdict
 
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None,

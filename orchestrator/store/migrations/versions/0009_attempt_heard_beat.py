@@ -4,7 +4,7 @@ A restarted daemon compares an agent's heartbeat with this value to tell an agen
 down from a silent one, so every deadline counts from the stored marks (orchestrator/engine/liveness.py).
 
 Revision ID: 0009_heard_beat
-Revises: 0007_history
+Revises: 0008_store_identity
 Create Date: 2026-12-06
 """
 
@@ -16,8 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009_heard_beat"
-# After store identity (0008, merged from branch h28fleet) when both are present; 0007 on this branch alone.
-down_revision: str | None = "0007_history"
+down_revision: str | None = "0008_store_identity"      # store identity (branch h28fleet) came first
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,104 @@
+"""Every path that launches is fenced (issue 28, item 2): ``orch apply --launch`` racing starting daemons on
+PostgreSQL takes the daemons' lease discipline, so each job is launched once whoever races.
+
+Each trial: three daemons (lease owners of their own) and two one-shot apply engines (``build_engine``, what
+``orch apply --launch`` runs) tick at once, in threads, over one PostgreSQL database, against the Lambda wire
+fake, for jobs recorded just before. Before the fix the apply engines had no lease owner and launched every
+pending job whatever the daemons held. Runs where ORCH_TEST_DATABASE_URL is set.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from sqlmodel import select
+
+from orchestrator.config import OrchConfig
+from orchestrator.jobs_service import build_engine, launch_pending
+from orchestrator.service import AUTO, Service
+from orchestrator.store import open_store
+from orchestrator.store.models import Attempt, Job
+from tests._store_db import pg_database
+from tests.daemon_world import CATALOG, OWNER, PUBLIC_KEY, Clock, Fakes, add_job, running_fakes, service_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+TRIALS = 50
+JOBS_PER_TRIAL = 2
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from pg_database()
+
+
+@pytest.fixture
+def fakes() -> Iterator[Fakes]:
+    with running_fakes() as f:
+        yield f
+
+
+def _race(daemons: list[Service], fakes: Fakes, url: str, clock: Clock) -> list[BaseException]:
+    """The three daemons tick and two `orch apply --launch` engines run, all started by one barrier."""
+    applies = [open_store(url) for _ in range(2)]
+    engines = [build_engine(s, OrchConfig(owner=OWNER), fakes.build_providers(), CATALOG, use_live_offers=False,
+                            clock=clock) for s in applies]
+    barrier = threading.Barrier(len(daemons) + len(engines))
+    errors: list[BaseException] = []
+
+    def daemon(service: Service) -> None:
+        try:
+            barrier.wait(timeout=30)
+            service.reconciler.tick()
+        except BaseException as exc:   # surfaced in the test's thread
+            errors.append(exc)
+
+    def apply(engine: object) -> None:
+        try:
+            barrier.wait(timeout=30)
+            launch_pending(engine, max_ticks=2)   # type: ignore[arg-type]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = ([threading.Thread(target=daemon, args=(d,)) for d in daemons]
+               + [threading.Thread(target=apply, args=(e,)) for e in engines])
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for s in applies:
+        s.close()
+    return errors
+
+
+def test_apply_launch_racing_daemons_launches_each_job_once(pg_url: str, fakes: Fakes,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCH_SSH_PUBLIC_KEY", PUBLIC_KEY)
+    clock = Clock()
+    daemons = [service_for(fakes, pg_url, clock=clock, lease_owner=AUTO) for _ in range(3)]
+    admin = open_store(pg_url)
+    try:
+        for d in daemons:
+            d.engine_store.join(clock())      # type: ignore[attr-defined]
+        errors: list[BaseException] = []
+        for trial in range(TRIALS):
+            for n in range(JOBS_PER_TRIAL):
+                add_job(admin, f"t{trial}-j{n}", now=clock(), providers=["lambda"])
+            clock.advance(seconds=10)
+            errors += _race(daemons, fakes, pg_url, clock)
+        with admin.transaction() as tx:
+            names = {j.id: j.name for j in tx.exec(select(Job))}
+            launches = Counter(names[a.job_id] for a in tx.exec(select(Attempt)))
+        twice = sorted(name for name, n in launches.items() if n > 1)
+        assert twice == [], f"{len(twice)} of {len(names)} jobs launched more than once: {twice[:10]}"
+        assert not errors, errors[:5]
+        with admin.transaction() as tx:
+            planned = sorted(a.launch_id for a in tx.exec(select(Attempt)))
+        cloud = sorted(str(i.launch_id) for i in fakes.live_instances()["lambda"])
+        assert cloud == planned          # one machine per launch id, none unaccounted for
+    finally:
+        for d in daemons:
+            d.close()
+        admin.close()
