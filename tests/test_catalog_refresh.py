@@ -54,7 +54,7 @@ def test_refresh_from_the_recorded_sources(sources: RecordedSources, tmp_path: P
     assert not report.failed
     counts = {p.provider: p.rows for p in report.providers}
     # Rows per provider from the recorded sources (the numbers the docs quote).
-    assert counts == {"aws": 27, "gcp": 26, "azure": 18, "runpod": 10, "vastai": 13, "lambda": 13}
+    assert counts == {"aws": 27, "gcp": 26, "azure": 18, "runpod": 10, "vastai": 13, "lambda": 14}
     for provider in counts:
         assert user_catalog_file(provider, tmp_path).read_bytes().startswith(MAGIC)
 

@@ -45,7 +45,7 @@ def test_vast_search_example_from_the_published_spec() -> None:
 
 def test_lambda_instance_types_from_the_published_spec() -> None:
     """Lambda Cloud API 1.8.3 (tests/fakes/schemas/PROVENANCE.md): the InstanceType field examples and the
-    InstanceTypes example (a GH200, a GPU orch's registry does not list)."""
+    InstanceTypes example (a GH200: orch's registry knows it, so its offer is kept)."""
     schemas = json.loads(LAMBDA_SPEC.read_text())["components"]["schemas"]
     fields = schemas["InstanceType"]["properties"]
     itype = {k: v["examples"][0] for k, v in fields.items() if "examples" in v}
@@ -57,7 +57,8 @@ def test_lambda_instance_types_from_the_published_spec() -> None:
     assert offer.price_hr == pytest.approx(35.92) and offer.interconnect.value == "nvlink"
     example = lambda_types({"data": schemas["InstanceTypes"]["example"]})
     assert [e["instance_type"]["name"] for e in example] == ["gpu_1x_gh200"]
-    assert lambda_offer(example[0]["instance_type"], "us-west-1", CTX) is None
+    gh200 = lambda_offer(example[0]["instance_type"], "us-west-1", CTX)
+    assert gh200 is not None and (gh200.gpu, gh200.gpu_count) == ("GH200-96G", 1)
     with pytest.raises(SourceError):
         lambda_types({"error": {"code": "global/invalid-api-key"}})
 
@@ -134,4 +135,5 @@ def test_gpuhunt_rows_to_offers() -> None:
     assert to_offer("gcp", _item(flags=["gcp-dws-calendar-mode"]), day, NOW, "s") is None
     assert to_offer("aws", _item(gpu_vendor=SimpleNamespace(value="amd"), gpu_name="MI300X"), day, NOW, "s") is None
     assert to_offer("aws", _item(gpu_count=0, gpu_name=None), day, NOW, "s") is None
-    assert to_offer("lambda", _item(gpu_name="GH200", flags=["lambda-arm"]), day, NOW, "s") is None
+    arm = to_offer("lambda", _item(gpu_name="GH200", flags=["lambda-arm"]), day, NOW, "s")   # Grace: arm64, kept
+    assert arm is not None and arm.gpu == "GH200-96G"

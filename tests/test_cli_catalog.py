@@ -55,7 +55,7 @@ def test_refresh_then_quote_shows_the_refreshed_prices_with_their_age(env: dict[
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert {p["provider"]: p["rows"] for p in doc["providers"]} == {
-        "aws": 27, "gcp": 26, "azure": 18, "runpod": 10, "vastai": 13, "lambda": 13}
+        "aws": 27, "gcp": 26, "azure": 18, "runpod": 10, "vastai": 13, "lambda": 14}
     assert "refreshing all providers" in out.stderr and "aws: gpuhunt…" in out.stderr     # progress on stderr
 
     quoted = json.loads(orch(env, "quote", "--gpu", "A100-80G", "--count", "4", "--json").stdout)

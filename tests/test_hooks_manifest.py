@@ -60,6 +60,9 @@ def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_
     from orchestrator.service import build_service
 
     monkeypatch.setenv("HF_TOKEN", "hf-value")
+    # The store's keys a node can be handed (a profile, SSO or the daemon's own role cannot be: runtime/preflight).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-example")
     url = f"sqlite:///{tmp_path / 'orch.db'}"
     with_store = _job_and_attempt(DOC)
     no_store = _job_and_attempt({k: v for k, v in DOC.items() if k != "checkpoint"})
@@ -68,8 +71,8 @@ def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_
     assert isinstance(hooks.monitor, CombinedMonitor) and isinstance(hooks.monitor.first, StoreMonitor)
     assert hooks.monitor.second is None and isinstance(hooks.bootstrapper, RoutingBootstrapper)
     # Without an SSH key every cloud machine boots its job, with a store to report to or not.
-    assert hooks.startup.render(*with_store).startswith("#!/usr/bin/env bash")
-    assert hooks.startup.render(*no_store).startswith("#!/usr/bin/env bash")
+    assert hooks.startup.render(*with_store).startswith("#!/bin/sh\n")
+    assert hooks.startup.render(*no_store).startswith("#!/bin/sh\n")
     plain.close()
     monkeypatch.setenv("ORCH_SSH_PRIVATE_KEY", str(tmp_path / "id_ed25519"))
     wired = build_service(config=OrchConfig(owner="o"), store_url=url, providers={}, catalog=[])
@@ -77,7 +80,7 @@ def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_
     assert isinstance(hooks.monitor, CombinedMonitor) and isinstance(hooks.monitor.second, SshMonitor)
     assert isinstance(hooks.bootstrapper, RoutingBootstrapper) and isinstance(hooks.bootstrapper.ssh, SshBootstrapper)
     # With a key: a job with a store still boots itself (no SSH); one without is started over SSH, never twice.
-    assert hooks.startup.render(*with_store).startswith("#!/usr/bin/env bash")
+    assert hooks.startup.render(*with_store).startswith("#!/bin/sh\n")
     assert hooks.startup.render(*no_store) == ""
     assert hooks.startup.render(*_job_and_attempt(DOC, provider="ssh")) == ""
     wired.close()

@@ -70,10 +70,10 @@ def test_a_job_with_no_report_channel_runs_24_hours_with_the_default_config(tmp_
 def test_plan_and_apply_say_such_a_job_is_blind(tmp_path: Path) -> None:
     runner = CliRunner()
     planned = runner.invoke(app, ["plan", str(COMMAND)])
-    assert BLIND in planned.output
+    assert BLIND in " ".join(planned.output.split())          # wrapped at 80 columns
     store = f"sqlite:///{tmp_path / 'orch.db'}"
     applied = runner.invoke(app, ["apply", str(COMMAND), "--no-launch"], env={"ORCH_DATABASE_URL": store})
-    assert f"note: eval-sweep: {BLIND}" in applied.output, applied.output
+    assert f"note: eval-sweep: {BLIND}" in " ".join(applied.output.split()), applied.output
 
     # With a daemon-wide state store its agent reports there: not blind.
     (tmp_path / "config.yaml").write_text("daemon: {state_store: 's3://bucket/orch-state'}\n")

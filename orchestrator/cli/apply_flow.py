@@ -174,10 +174,13 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
 
 
 def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
-    from orchestrator.cli.jobs import blind_notes
+    import textwrap
+
+    from orchestrator.cli.jobs import PLAN_WIDTH, blind_notes
 
     for name, note in sorted(blind_notes(loaded, config).items()):
-        _out(f"note: {name}: {note}")
+        _out(textwrap.fill(f"note: {name}: {note}", PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
+                           break_on_hyphens=False))
 
 
 def _plan_line(launch: PlannedLaunch) -> str:

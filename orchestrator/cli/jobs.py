@@ -47,11 +47,13 @@ def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False
         fail_manifests(exc.errors, as_json=as_json)
     except BadInputError as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
+    import textwrap
+
     for m, pack in zip(loaded, packs, strict=True):
         if pack is not None:
-            sys.stderr.write(f"code {m.manifest.name}: {pack.summary()}\n")
-            for note in pack.notes:
-                sys.stderr.write(f"note: {note}\n")
+            for line in (f"code {m.manifest.name}: {pack.summary()}", *(f"note: {n}" for n in pack.notes)):
+                sys.stderr.write(textwrap.fill(line, PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
+                                               break_on_hyphens=False) + "\n")
     return loaded
 
 
@@ -152,7 +154,7 @@ def plan_cmd(
                 _out()
             _print_plan(jp)
             if jp.name in blind:
-                _out(f"  note: {blind[jp.name]}")
+                _say(f"note: {blind[jp.name]}", "  ", "        ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
 
