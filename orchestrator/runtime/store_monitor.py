@@ -58,18 +58,14 @@ class StoreReader:
         return launch_state_uri(job.manifest, attempt.launch_id, self.state_store) is not None
 
     def client(self, job: JobRecord, attempt: AttemptRecord) -> StoreClient | None:
-        uri = launch_state_uri(job.manifest, attempt.launch_id, self.state_store)
-        if uri is None:
-            return None
-        endpoint = node_settings_for(self.node_settings, attempt.offer.provider).store_endpoint
-        try:
-            return StoreClient(parse_store(uri, endpoint), environ=self.environ)
-        except UnsupportedStoreError:
-            return None
+        return self._client_at(launch_state_uri(job.manifest, attempt.launch_id, self.state_store), attempt)
 
     def job_client(self, job: JobRecord, attempt: AttemptRecord) -> StoreClient | None:
         """The job's report prefix (above every launch's): where its code pack goes, once."""
-        uri = job_state_uri(job.manifest, self.state_store)
+        return self._client_at(job_state_uri(job.manifest, self.state_store), attempt)
+
+    def _client_at(self, uri: str | None, attempt: AttemptRecord) -> StoreClient | None:
+        """A client of ``uri`` as the attempt's provider reaches the store; None without a usable store."""
         if uri is None:
             return None
         endpoint = node_settings_for(self.node_settings, attempt.offer.provider).store_endpoint
