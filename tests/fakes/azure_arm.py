@@ -760,7 +760,7 @@ class FakeArm:
                    "location": body["location"], "tags": dict(body.get("tags") or {}),
                    "sku": body.get("sku") or {"name": "Classic"}, "properties": props}
             self.state.avsets[self._key_of(self.state.avsets, key) or key] = new
-            return (200 if avset else 201), {}, self._avset_view(new)
+            return 200, {}, self._avset_view(new)   # the spec's AvailabilitySets_CreateOrUpdate answers 200 only
         if method == "DELETE":
             if avset is None:
                 return 204, {}, None
