@@ -94,7 +94,7 @@ ATTACHED: frozenset[tuple[str, Fabric]] = frozenset({
 
 #: What the user must have configured for orch to attach a provider's fabric (said by ``orch plan``).
 NEEDS: dict[tuple[str, Fabric], str] = {
-    ("gcp", Fabric.GPUDIRECT_TCPX): "providers.gcp.gpu_networks (four VPC networks for the GPU NICs)",
+    ("gcp", Fabric.GPUDIRECT_TCPX): "providers.gcp.gpu_networks: four VPC networks for the GPU NICs",
 }
 
 
