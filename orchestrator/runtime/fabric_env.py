@@ -70,7 +70,10 @@ def host_lines(fabric: str, *, user_env: frozenset[str] = frozenset()) -> list[s
             # The control NIC carries the default route; the GPU NICs are the other addressed ones.
             "ORCH_CTRL_NIC=\"$(ip -o -4 route show to default | awk '{print $5; exit}')\"",
             "ORCH_GPU_NICS=\"$(ip -o -4 addr show | awk '{print $2}' | grep -v -x -e lo -e \"$ORCH_CTRL_NIC\" "
-            "| grep -v '^docker' | sort -u | paste -sd, -)\"",
+            "| grep -v '^docker' | awk '!seen[$0]++' | paste -sd, - || true)\"",
+            # Without its GPU NICs the plugin cannot start: say why here rather than hang in NCCL's init.
+            'if [ -z "$ORCH_CTRL_NIC" ] || [ -z "$ORCH_GPU_NICS" ]; then echo "orch: GPUDirect-TCPX: no control '
+            'NIC or no GPU NIC found (is the VM launched with its GPU networks?)" >&2; exit 1; fi',
         ]
         nic = {"GLOO_SOCKET_IFNAME": "$ORCH_CTRL_NIC", "NCCL_SOCKET_IFNAME": "$ORCH_CTRL_NIC",
                "NCCL_GPUDIRECTTCPX_CTRL_DEV": "$ORCH_CTRL_NIC", "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": "$ORCH_GPU_NICS"}
