@@ -34,11 +34,13 @@ Sources (the providers' own pages):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 __all__ = ["FABRICS", "Fabric", "FabricFact", "attached_fabric", "fabric_label", "fabric_note", "fabric_shortfall",
-           "instance_fabric"]
+           "instance_fabric", "setup_missing"]
 
 
 class Fabric(StrEnum):
@@ -96,6 +98,18 @@ ATTACHED: frozenset[tuple[str, Fabric]] = frozenset({
 NEEDS: dict[tuple[str, Fabric], str] = {
     ("gcp", Fabric.GPUDIRECT_TCPX): "providers.gcp.gpu_networks: four VPC networks for the GPU NICs",
 }
+
+
+def setup_missing(provider: str, instance_type: str, nodes: int, settings: Mapping[str, Any] | None) -> str | None:
+    """What the provider's settings (its config section) lack for orch to attach the fabric a gang of
+    ``nodes`` machines of this type is launched on, or None. The launch refuses such a gang; ``orch plan`` and
+    ``orch apply`` say so before anything is launched (orchestrator/runtime/preflight.py)."""
+    fabric = attached_fabric(provider, instance_type, nodes)
+    if fabric is Fabric.GPUDIRECT_TCPX:
+        networks = (settings or {}).get("gpu_networks") or []
+        if not isinstance(networks, list) or len(networks) != 4:
+            return f"{instance_type} on several nodes needs {NEEDS[(provider, fabric)]}"
+    return None
 
 
 def attached_fabric(provider: str, instance_type: str, nodes: int) -> Fabric | None:

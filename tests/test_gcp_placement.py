@@ -153,3 +153,24 @@ def test_the_fake_refuses_an_a3_with_a_nic_that_is_not_gvnic() -> None:
     body["networkInterfaces"][0]["network"] = "global/networks/gpu-0"
     refusal = check_instance_insert(body)
     assert refusal is not None and "one network" in refusal.message
+
+
+def test_plan_and_apply_say_up_front_that_an_a3_gang_needs_gpu_networks() -> None:
+    """The launch would refuse it: the preflight (orch plan's warning, apply's "not launched") says why first."""
+    from pathlib import Path
+
+    from orchestrator.config import OrchConfig
+    from orchestrator.manifest.loader import parse_text
+    from orchestrator.runtime.preflight import boot_check_for
+    from providers.fabric import setup_missing
+
+    example = Path(__file__).parent.parent / "examples" / "torchrun-ddp.yaml"
+    [(manifest, _)] = parse_text(example.read_text())
+    a3 = _node("l000000000f01", "a3-highgpu-8g").offer
+    check = boot_check_for(OrchConfig(owner="alice", provider_sections={"gcp": {"project": "p"}}), environ={})
+    problem = check(manifest, a3)
+    assert problem is not None and "providers.gcp.gpu_networks" in problem
+    nets = [g.model_dump() for g in GPU_NETS]
+    assert setup_missing("gcp", "a3-highgpu-8g", 2, {"gpu_networks": nets}) is None
+    assert setup_missing("gcp", "a3-highgpu-8g", 1, {}) is None, "one node: no GPU NICs, nothing needed"
+    assert setup_missing("gcp", "g2-standard-24", 2, {}) is None
