@@ -174,3 +174,28 @@ def test_plan_and_apply_say_up_front_that_an_a3_gang_needs_gpu_networks() -> Non
     assert setup_missing("gcp", "a3-highgpu-8g", 2, {"gpu_networks": nets}) is None
     assert setup_missing("gcp", "a3-highgpu-8g", 1, {}) is None, "one node: no GPU NICs, nothing needed"
     assert setup_missing("gcp", "g2-standard-24", 2, {}) is None
+
+
+def test_launch_heals_a_policy_deleted_under_it(server: GceServer) -> None:
+    """Garbage collection may delete an unused policy between the ensure and the insert: ensured again, once."""
+    p = _provider(server)
+    fake = server.fake
+    original = fake.handle
+    deleted = []
+
+    def gc_in_between(method: str, path: str, query: dict[str, str], body: Any) -> Any:
+        if method == "POST" and path.endswith("/instances") and not deleted:
+            deleted.append(path)
+            with fake._lock:
+                fake._state.policies.clear()
+        return original(method, path, query, body)
+
+    fake.handle = gc_in_between  # type: ignore[method-assign]
+    try:
+        inst = p.launch(_node("l000000000g01"))
+    finally:
+        fake.handle = original  # type: ignore[method-assign]
+    assert deleted and fake.policy("us-central1", policy_name("alice", GANG)) is not None
+    raw = fake.instance(*_key(inst.instance_id)) or {}
+    assert [u.rsplit("/", 1)[-1] for u in raw["resourcePolicies"]] == [policy_name("alice", GANG)]
+    p.close()

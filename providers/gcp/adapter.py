@@ -475,6 +475,23 @@ class GcpProvider(Provider):
                 rules.ensure(spec.owner, gpu_nic.network, [])
             policy = self._placement_policies().ensure(zone.rsplit("-", 1)[0], owner=spec.owner, gang=spec.gang,
                                                        launch_id=spec.launch_id)
+        try:
+            self._insert(spec, zone, policy)
+        except InstanceNotFoundError as exc:
+            if policy is None or "resourcePolicies" not in str(exc):
+                raise
+            # Garbage collection removed the gang's (then unused) policy between the ensure and the insert.
+            policy = self._placement_policies().ensure(zone.rsplit("-", 1)[0], owner=spec.owner, gang=spec.gang,
+                                                       launch_id=spec.launch_id, again=True)
+            self._insert(spec, zone, policy)
+        created = self._fetch(zone, spec.name)
+        if created is None:
+            raise ProviderUnavailableError(f"insert of {spec.name} finished but the instance is not visible",
+                                           provider="gcp")
+        return self._to_instance(created)
+
+    def _insert(self, spec: LaunchSpec, zone: str, policy: str | None) -> None:
+        """Insert the VM and wait for the operation; ``alreadyExists`` (an earlier try made it) is success."""
         instances, _, project = self._clients()
         request = compute_v1.InsertInstanceRequest(
             project=project, zone=zone, request_id=request_id(spec.launch_id),
@@ -487,11 +504,6 @@ class GcpProvider(Provider):
         except InvalidRequestError as exc:
             if exc.code != "alreadyExists":
                 raise
-        created = self._fetch(zone, spec.name)
-        if created is None:
-            raise ProviderUnavailableError(f"insert of {spec.name} finished but the instance is not visible",
-                                           provider="gcp")
-        return self._to_instance(created)
 
     def get(self, instance_id: str) -> Instance | None:
         try:

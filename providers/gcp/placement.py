@@ -104,14 +104,17 @@ class PlacementPolicies:
         self._wait = wait
         self._timeout_s = timeout_s
 
-    def ensure(self, region: str, *, owner: str, gang: str, launch_id: str) -> str:
-        """The partial URL of ``gang``'s compact placement policy in ``region``, inserted when missing."""
+    def ensure(self, region: str, *, owner: str, gang: str, launch_id: str, again: bool = False) -> str:
+        """The partial URL of ``gang``'s compact placement policy in ``region``, inserted when missing.
+        ``again``: the policy was deleted since an earlier insert, whose requestId GCE would answer with that
+        insert's operation instead of inserting anew, so this insert carries a requestId of its own."""
         name = policy_name(owner, gang)
         if self._get(region, name) is None:
             body = policy_body(name, region, owner=owner, gang=gang, launch_id=launch_id)
+            key = f"{self._project}/{region}/{name}" + (f"/{launch_id}/again" if again else "")
             request = compute_v1.InsertResourcePolicyRequest(
                 project=self._project, region=region, resource_policy_resource=body,
-                request_id=str(uuid.uuid5(POLICY_REQUEST_NAMESPACE, f"{self._project}/{region}/{name}")))
+                request_id=str(uuid.uuid5(POLICY_REQUEST_NAMESPACE, key)))
             try:
                 self._wait(region, self._call(lambda: self._client.insert_unary(
                     request=request, retry=None, timeout=self._timeout_s)))
