@@ -247,3 +247,23 @@ def test_two_node_example_without_a_fabric_is_plain_tcp_and_the_plan_warns(cloud
     assert not any(s in script for s in ("FI_PROVIDER", "/dev/infiniband", "GPUDIRECTTCPX"))
     note = fabric_note(cloud, PLAIN_TYPES[cloud], 2)
     assert note is not None and "plain TCP" in note, "orch plan warns: NCCL over plain TCP"
+
+
+def test_orch_plan_warns_when_the_example_would_run_over_plain_tcp(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example on a GPU whose machines have no fabric: `orch plan` says NCCL runs over plain TCP."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    text = EXAMPLE.read_text().replace("gpu: [H100-80G, A100-80G]", "gpu: A10G").replace(
+        "  interconnect: nvlink\n", "").replace("code: {path: examples}", "code: {enabled: false}")
+    manifest = tmp_path / "plain.yaml"
+    manifest.write_text(text)
+    config = tmp_path / "config.yaml"
+    config.write_text("owner: alice\nproviders:\n  aws: {regions: [us-east-1]}\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    result = CliRunner().invoke(app, ["plan", str(manifest), "--configured", "-a", "0"], catch_exceptions=False)
+    flat = " ".join(result.stdout.split())
+    assert "chosen aws g5.48xlarge" in flat and "x2 nodes" in flat, result.stdout
+    assert "NCCL runs over TCP between the nodes (plain TCP: slow for multi-node training)" in flat
