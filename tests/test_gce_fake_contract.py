@@ -138,8 +138,7 @@ def _policy_body() -> dict[str, Any]:
 
     from providers.gcp.placement import policy_body, policy_name
 
-    body = policy_body(policy_name("alice", "j7-g0"), "us-central1", owner="alice", gang="j7-g0",
-                       launch_id="l0123456789ab")
+    body = policy_body(policy_name("alice", "j7-g0"), owner="alice", gang="j7-g0", launch_id="l0123456789ab")
     as_json: dict[str, Any] = json.loads(compute_v1.ResourcePolicy.to_json(body))
     return as_json
 

@@ -55,9 +55,10 @@ def policy_url(project: str, region: str, name: str) -> str:
     return f"projects/{project}/regions/{region}/resourcePolicies/{name}"
 
 
-def policy_body(name: str, region: str, *, owner: str, gang: str, launch_id: str) -> compute_v1.ResourcePolicy:
+def policy_body(name: str, *, owner: str, gang: str, launch_id: str) -> compute_v1.ResourcePolicy:
+    """The insert body (the region is the request's; the body's ``region`` is output only)."""
     return compute_v1.ResourcePolicy(
-        name=name, region=region, description=f"orch owner={owner} gang={gang} launch={launch_id}",
+        name=name, description=f"orch owner={owner} gang={gang} launch={launch_id}",
         group_placement_policy=compute_v1.ResourcePolicyGroupPlacementPolicy(collocation=COLLOCATED))
 
 
@@ -110,7 +111,7 @@ class PlacementPolicies:
         insert's operation instead of inserting anew, so this insert carries a requestId of its own."""
         name = policy_name(owner, gang)
         if self._get(region, name) is None:
-            body = policy_body(name, region, owner=owner, gang=gang, launch_id=launch_id)
+            body = policy_body(name, owner=owner, gang=gang, launch_id=launch_id)
             key = f"{self._project}/{region}/{name}" + (f"/{launch_id}/again" if again else "")
             request = compute_v1.InsertResourcePolicyRequest(
                 project=self._project, region=region, resource_policy_resource=body,
