@@ -217,10 +217,15 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
     return result
 
 
+#: The lease owner prefix of a command's one-shot engine (``orch apply --launch``, ``orch down``) on PostgreSQL:
+#: its fleet registration is told apart from a daemon's, so a second command is told the true reason it waits.
+COMMAND_LEASE_PREFIX = "orch-cmd-"
+
+
 def daemon_running(store: Store, now: datetime | None = None) -> bool:
     """Whether a daemon is looking after this store: the SQLite daemon lock is held, or (PostgreSQL)
-    some daemon's registration is live (orchestrator/store/fleet.py)."""
-    from orchestrator.store import queries
+    some daemon's registration is live (orchestrator/store/fleet.py); a command's registration
+    (``command_running``) is not a daemon's."""
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, lock_path
 
     if lock_path(store) is not None:
@@ -229,8 +234,24 @@ def daemon_running(store: Store, now: datetime | None = None) -> bool:
                 return False
         except DaemonAlreadyRunningError:
             return True
+    return any(not o.startswith(COMMAND_LEASE_PREFIX) for o in _registered(store, now))
+
+
+def command_running(store: Store, now: datetime | None = None) -> str | None:
+    """PostgreSQL: the lease owner of another command's one-shot engine (``orch apply --launch``, ``orch
+    down``) registered in the fleet now, else None. (On SQLite such a command holds the daemon lock, which
+    names its pid.)"""
+    return next((o for o in _registered(store, now) if o.startswith(COMMAND_LEASE_PREFIX)), None)
+
+
+def _registered(store: Store, now: datetime | None) -> list[str]:
+    from orchestrator.store import queries
+    from orchestrator.store.leases import lock_path
+
+    if lock_path(store) is not None:
+        return []
     with store.transaction() as tx:
-        return queries.unexpired_lease(tx, now or utcnow())
+        return queries.unexpired_lease_owners(tx, now or utcnow())
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +357,7 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
 
     from orchestrator.config import ConfigError
     from orchestrator.public_key import PublicKeyError
-    from orchestrator.service import AUTO, build_service, load_service_settings
+    from orchestrator.service import AUTO, build_service, default_lease_owner, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
     base = load_service_settings(config)
@@ -345,8 +366,9 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
     except PublicKeyError as exc:     # a bad $ORCH_SSH_PUBLIC_KEY: the caller's clear error, not a launch without it
         raise ConfigError(str(exc)) from None
     settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=key)
+    owner = COMMAND_LEASE_PREFIX + default_lease_owner() if store.dialect == "postgresql" else AUTO
     service = build_service(config=config, store=store, providers=providers, catalog=catalog, settings=settings,
-                            lease_owner=AUTO, clock=clock, launches_allowed=launches_allowed)
+                            lease_owner=owner, clock=clock, launches_allowed=launches_allowed)
     lock: AbstractContextManager[None] = (daemon_lock(store) if lock_path(store) is not None
                                           else _fleet_membership(service))
     return Engine(store, service.reconciler, lock, service.lease_owner)

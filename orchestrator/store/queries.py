@@ -303,9 +303,9 @@ def live_attempts_of(tx: Session, job_ids: Sequence[int]) -> list[Attempt]:
                                               col(Attempt.state).in_(_LIVE))))
 
 
-def unexpired_lease(tx: Session, now: datetime) -> bool:
-    """Whether some daemon's registration (and so its job leases) holds until after ``now``."""
-    return tx.exec(select(DaemonRow.owner).where(col(DaemonRow.expires_at) > now).limit(1)).first() is not None
+def unexpired_lease_owners(tx: Session, now: datetime) -> list[str]:
+    """The owners of every registration (daemon or command) that holds until after ``now``."""
+    return list(tx.exec(select(DaemonRow.owner).where(col(DaemonRow.expires_at) > now).order_by(col(DaemonRow.owner))))
 
 
 def instance_attempt(tx: Session, provider: str, instance_id: str) -> tuple[int, str] | None:
