@@ -18,14 +18,16 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.codepack import CodePackError, pack_bytes, pack_file_name
-from orchestrator.runtime.engine_hooks import report_from_status
+from orchestrator.runtime.engine_hooks import LAST_WORDS_CHARS, LAST_WORDS_LINES, report_from_status
 from orchestrator.runtime.node_facts import NodeSettings, node_settings_for
 from orchestrator.runtime.node_state import (
     CHECKPOINT_NOW_OBJECT,
+    LOGS_DIR,
     START_OBJECT,
     STATUS_OBJECT,
     job_state_uri,
@@ -111,7 +113,26 @@ class StoreMonitor(Monitor):
 
     def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
         status = self.reader.status(job, attempt)
-        return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
+        if status is None:
+            return None
+        report = report_from_status(status, self.wall_clock(), self.stale_s)
+        if report.exit_code not in (None, 0):
+            report = replace(report, last_words=self._last_words(job, attempt, status))
+        return report
+
+    def _last_words(self, job: JobRecord, attempt: AttemptRecord, status: AgentStatus) -> str:
+        """On a failed exit, the node's own words, as the SSH monitor gives them: the agent's last errors and
+        the last lines of the job's shipped output (its last chunk), as one bounded line."""
+        lines = list(status.errors[-2:])
+        client = self.reader.client(job, attempt)
+        try:
+            chunks = sorted(n for n in client.list(LOGS_DIR) if n.isdigit()) if client is not None else []
+            tail = (client.get(f"{LOGS_DIR}/{chunks[-1]}") or b"") if client is not None and chunks else b""
+        except StoreAccessError:
+            tail = b""
+        lines += [ln.strip() for ln in tail.decode("utf-8", "replace").splitlines() if ln.strip()][-LAST_WORDS_LINES:]
+        text = " | ".join(lines)
+        return text if len(text) <= LAST_WORDS_CHARS else "..." + text[-LAST_WORDS_CHARS:]
 
     def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         """A job with a checkpoint store or the daemon's ``state_store`` reports there."""

@@ -283,6 +283,15 @@ def last_event(tx: Session, job_id: int) -> Event | None:
     return tx.exec(select(Event).where(Event.job_id == job_id).order_by(col(Event.id).desc()).limit(1)).first()
 
 
+def last_failures(tx: Session, job_ids: Sequence[int], kinds: Sequence[str]) -> dict[int, Event]:
+    """Per job, its newest event of ``kinds`` (the failure events, whose data carries a typed cause)."""
+    if not job_ids:
+        return {}
+    newest = (select(func.max(Event.id)).where(col(Event.job_id).in_(list(job_ids)), col(Event.kind).in_(list(kinds)))
+              .group_by(col(Event.job_id)))
+    return {e.job_id: e for e in tx.exec(select(Event).where(col(Event.id).in_(newest))) if e.job_id is not None}
+
+
 def last_event_id(tx: Session) -> int:
     return int(tx.exec(select(func.coalesce(func.max(Event.id), 0))).one())
 
