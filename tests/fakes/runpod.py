@@ -131,6 +131,7 @@ class RunPodFake:
     faults: Faults = field(default_factory=Faults)
     requests: list[Recorded] = field(default_factory=list)
     pods: dict[str, _Pod] = field(default_factory=dict)
+    no_capacity_message: str = NO_CAPACITY              # OLD_NO_CAPACITY: the wording RunPod used before
     validated: int = 0                                   # deploy inputs checked against the derived schema
     refusals: list[str] = field(default_factory=list)    # each deploy input the schema refused
     _ports: itertools.count = field(default_factory=lambda: itertools.count(40000, 2))  # type: ignore[type-arg]
@@ -143,6 +144,7 @@ class RunPodFake:
             self.pods.clear()
             self.validated = 0
             self.refusals.clear()
+            self.no_capacity_message = NO_CAPACITY
             self.gpu_types = default_gpu_types()
 
     def operations(self) -> list[dict[str, Any]]:
@@ -262,7 +264,7 @@ class RunPodFake:
                   "ALL": "SECURE" if secure_ok else ("COMMUNITY" if community_ok else None)}[cloud]
         if self.faults.take("capacity") or placed is None or count > gpu.maxGpuCount:
             # RunPod answers this one with a message only (no extensions.code).
-            return None, {"message": NO_CAPACITY}
+            return None, {"message": self.no_capacity_message}
         pod = _Pod(_pod_id(), str(inp.get("name") or ""), gpu, count, placed, dict(inp),
                    port_base=next(self._ports))
         self.pods[pod.id] = pod
