@@ -5,6 +5,7 @@ comes up and reports to its store. It is started the way a pod starts it: decode
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -45,11 +46,11 @@ def _coreutils() -> list[Path]:
 
 @pytest.fixture
 def minimal_path(tmp_path: Path) -> str:
-    """A PATH of one directory: sh, python3 and coreutils, as symlinks."""
+    """A PATH of one directory: sh (dash where installed, never bash), python3 and coreutils, as symlinks."""
     bin_dir = tmp_path / "minbin"
     bin_dir.mkdir()
-    sh = shutil.which("sh")
-    assert sh is not None
+    sh = shutil.which("dash") or shutil.which("sh")     # dash where there is one: a strictly POSIX sh
+    assert sh is not None and Path(os.path.realpath(sh)).name != "bash"
     (bin_dir / "sh").symlink_to(os.path.realpath(sh))
     (bin_dir / "python3").symlink_to(os.path.realpath(sys.executable))
     for prog in _coreutils():
@@ -146,3 +147,51 @@ def test_the_pinned_rclone_is_a_versioned_release_with_a_sha256_per_architecture
     for arch, url, sha in RCLONE.zips:
         assert url == f"https://downloads.rclone.org/{RCLONE.version}/rclone-{RCLONE.version}-linux-{arch}.zip"
         assert len(sha) == 64 and int(sha, 16) >= 0
+
+
+#: The job's command: records the arguments startup.sh gave it (the resume arguments, "$@") and that its
+#: secret reached it, then exits 0.
+_PROBE = ("python3 -c 'import json, os, sys; json.dump({\"argv\": sys.argv[1:], "
+          f"\"secret\": os.environ.get(\"HF_TOKEN\") == \"{SECRET}\"}}, open(\"ran.json\", \"w\"))'")
+
+
+def _job_ended(status: Path, timeout_s: float = 60.0) -> dict[str, object]:
+    """The job's part of the agent's report once it has ended (bounded so a hang fails)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        job = json.loads(status.read_bytes())["job"] if status.exists() else {}
+        if job.get("state") in ("exited", "failed"):
+            return dict(job)
+        assert time.monotonic() < end, f"the job did not end: {job}"
+        time.sleep(0.05)
+
+
+def test_the_jobs_startup_sh_runs_under_a_posix_sh_with_no_bash(tmp_path: Path, minimal_path: str) -> None:
+    """Not only the boot: the job's own startup.sh (secrets check, rclone remotes, data staging, restore of the
+    store's LATEST, the resume arguments, the launch) runs under dash with only python3 and coreutils."""
+    pin, _ = _fake_rclone_pin(tmp_path)
+    m = Manifest.model_validate({
+        "apiVersion": "orch/v1", "kind": "Job", "name": "tiny", "resources": {"gpu": "A100-80G", "count": 1},
+        "run": {"launcher": "command", "command": _PROBE}, "secrets": ["HF_TOKEN"],
+        "data": [{"source": "s3://bucket/set", "path": "/data/set"}],
+        "checkpoint": {"path": "ckpt", "store": "s3://bucket/ckpt", "resume": {"arg": "--resume-from"}}})
+    facts = LaunchFacts(launch_id=LAUNCH, state_store=f"file://{tmp_path}/store", report_interval_s=0.05,
+                        sample_interval_s=0.05, notice_interval_s=0.05)
+    ri = render_input_for(m, facts)
+    ri = replace(ri, data=())    # /data is not writable here; staging a store path is rclone copy (run above)
+    script = render_boot(ri, {"HF_TOKEN": SECRET, "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"},
+                         LAUNCH, rclone=pin)
+    root = tmp_path / "node"
+    done = _boot_as_a_pod(script, root, minimal_path)
+    assert done.returncode == 0, (done.stderr, (root / "orch-boot.log").read_text())
+    work = root / ".orch" / "jobs" / "tiny"
+    pid = int((work / "agent.pid").read_text())
+    try:
+        assert (work / "startup.sh").read_text().startswith("#!/bin/sh\n")
+        job = _job_ended(work / "status.json")      # the agent's own status file (its reports go to the s3 store)
+        assert (job["state"], job["exit_code"]) == ("exited", 0), (work / "job.log").read_text()
+        # The fake rclone's "LATEST" is not a checkpoint name: nothing restored, no resume arguments.
+        assert json.loads((work / "ran.json").read_text()) == {"argv": [], "secret": True}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
