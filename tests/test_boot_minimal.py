@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from dataclasses import replace
@@ -195,3 +196,51 @@ def test_the_jobs_startup_sh_runs_under_a_posix_sh_with_no_bash(tmp_path: Path, 
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+class _OneFile:
+    """Serves one body at any path on 127.0.0.1 (a mirror, or a man in the middle, of rclone's download)."""
+
+    def __init__(self, body: bytes) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/rclone-v0-test-linux.zip"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_tampered_rclone_archive_served_over_http_is_refused(tmp_path: Path, minimal_path: str) -> None:
+    """The pin holds the genuine archive's sha256; what the node downloads (over HTTP, here from 127.0.0.1) has a
+    different rclone inside. The boot refuses it, says why, installs nothing and starts no agent."""
+    genuine, _ = _fake_rclone_pin(tmp_path)
+    tampered = io.BytesIO()
+    with zipfile.ZipFile(tampered, "w") as zf:
+        zf.writestr("rclone-v0-linux-test/README.txt", "readme")
+        zf.writestr("rclone-v0-linux-test/rclone", b"#!/bin/sh\necho owned\n")
+    served = _OneFile(tampered.getvalue())
+    try:
+        pin = RclonePin(genuine.version, tuple((arch, served.url, sha) for arch, _, sha in genuine.zips))
+        root = tmp_path / "node"
+        done = _boot_as_a_pod(_script(tmp_path, pin), root, minimal_path)
+    finally:
+        served.close()
+    log = (root / "orch-boot.log").read_text()
+    assert done.returncode != 0
+    assert "orch: the rclone download does not match its sha256; not starting" in log
+    assert not (root / "bin" / "rclone").exists()
+    assert not (root / ".orch" / "jobs" / "tiny" / "agent.pid").exists()
