@@ -59,7 +59,7 @@ PUBLIC_KEY = _public_key()
 
 def _validated(harness: ProviderHarness) -> int:
     """How many launch requests the provider's fake has checked against its vendored contract."""
-    fake: Any = harness.fake
+    fake: Any = harness.fake  # type: ignore[attr-defined]  # every harness here keeps its fake
     counts: dict[str, Callable[[], int]] = {
         "aws": lambda: fake.validated["RunInstances"],
         "gcp": lambda: fake.validated,
@@ -72,8 +72,28 @@ def _validated(harness: ProviderHarness) -> int:
 
 
 def _refusals(harness: ProviderHarness) -> list[Any]:
-    fake: Any = harness.fake
+    fake: Any = harness.fake  # type: ignore[attr-defined]  # every harness here keeps its fake
     return list(fake.state.refusals if harness.name == "vastai" else fake.refusals)
+
+
+def _images_sent(harness: ProviderHarness) -> list[str]:
+    """The image field of every launch the fake took, as the cloud reads it: the machine image on the VM clouds
+    (an AMI id, a GCE sourceImage, an Azure imageReference; Lambda's is not sent), the pod's image on RunPod and
+    Vast.ai."""
+    fake: Any = harness.fake  # type: ignore[attr-defined]  # every harness here keeps its fake
+    if harness.name == "aws":
+        return [fake.sent["RunInstances"]["ImageId"]]              # the last RunInstances
+    if harness.name == "gcp":
+        return [r.body["disks"][0]["initializeParams"]["sourceImage"] for r in fake.requests
+                if r.method == "POST" and r.path.endswith("/instances") and r.body]
+    if harness.name == "azure":
+        return [str(r.body["properties"]["storageProfile"]["imageReference"]) for r in fake.requests
+                if r.method == "PUT" and "/virtualMachines/" in r.path and isinstance(r.body, dict)]
+    if harness.name == "lambda":
+        return [str(r.body.get("image", "")) for r in fake.launches()]
+    if harness.name == "runpod":
+        return [pod.inputs["imageName"] for pod in fake.pods.values()]
+    return [inst["image_uuid"] for inst in fake.state.instances.values()]
 
 
 @pytest.fixture(scope="module", params=PROVIDERS)
@@ -143,6 +163,13 @@ def test_every_examples_real_launch_is_accepted_by_the_spec_validating_fake(
             launched.append(inst)
             assert inst.launch_id == spec.launch_id and not inst.state.is_gone
         assert _refusals(cloud) == []
+        sent = _images_sent(cloud)
+        if cloud.name == "lambda":                     # no image field: Lambda Stack, the job's container runs on it
+            assert sent == [""] * nodes
+        elif cloud.name in ("runpod", "vastai"):       # the pod IS the job's container
+            assert all(i == manifest.image for i in sent) if manifest.image else all("/" in i for i in sent)
+        else:                                          # a VM: the container never becomes its machine image
+            assert sent and all(sent) and not any(manifest.image and manifest.image in i for i in sent), sent
         assert _validated(cloud) - before >= nodes, f"{cloud.name}'s fake did not check the launch against its spec"
     finally:
         for inst in launched:
