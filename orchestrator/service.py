@@ -55,11 +55,11 @@ if TYPE_CHECKING:
     from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer
     from orchestrator.engine.ports import EngineStore
     from orchestrator.engine.reconciler import Reconciler
-    from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.observability import DaemonMetrics
     from orchestrator.recovery import RecoveryPolicy
     from orchestrator.runtime.node_facts import NodeSettings
     from orchestrator.store.db import Store
+    from orchestrator.store.sqlstore import SqlEngineStore
     from providers.base import Offer, Provider
 
 #: Passed as ``lease_owner`` to mean "decide from the database": default_lease_owner() on PostgreSQL, else None.
@@ -354,8 +354,8 @@ def _store_id(store: Store) -> str:
 def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | None, store_url: str | None,
                catalog: Sequence[Offer], lease_owner: str | None,
                clock: Callable[[], datetime]) -> tuple[Store, SqlEngineStore, str | None]:
-    from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.store.db import open_store
+    from orchestrator.store.sqlstore import SqlEngineStore
 
     opened = store or open_store(store_url)
     owner = ((default_lease_owner() if opened.dialect == "postgresql" else None) if lease_owner == AUTO

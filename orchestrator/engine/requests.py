@@ -18,7 +18,7 @@ from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.launch import LaunchOrder
 from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
-from orchestrator.store.requests import RelaunchRequest
+from orchestrator.engine.values import RelaunchRequest
 
 
 def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[LaunchOrder]:

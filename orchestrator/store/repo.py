@@ -59,7 +59,7 @@ class AppliedJob:
     """A job as ``orch apply`` records it: the validated manifest, its content hash and its source file.
 
     The store keeps the manifest's canonical JSON (``Manifest.to_json()``); readers parse it back once per
-    hash (``orchestrator.engine.sqlstore``)."""
+    hash (``orchestrator.store.sqlstore``)."""
 
     manifest: Manifest
     manifest_hash: str

@@ -8,28 +8,18 @@ honours (end the job's machines, launch again from the last committed checkpoint
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
+from orchestrator.engine.values import RelaunchRequest
 from orchestrator.store import repo
 from orchestrator.store.models import DesiredState, Job, JobRequest, RequestKind
 
 
 class RequestRefusedError(ValueError):
     """The request cannot apply to the job as it is (the message says why)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RelaunchRequest:
-    id: int
-    job_id: int
-    job_name: str
-    requested_at: datetime
-    requested_by: str
-    taken_at: datetime | None = None
 
 
 def _view(row: JobRequest, name: str) -> RelaunchRequest:

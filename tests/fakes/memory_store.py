@@ -19,11 +19,10 @@ from orchestrator.budgets import (
 )
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord, JobStatus
+from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.manifest.schema import Manifest
 from orchestrator.recovery import SpotRun
 from orchestrator.spend import reported_price_hr
-from orchestrator.store.gpu_util import GpuUtilSample
-from orchestrator.store.requests import RelaunchRequest
 from providers.base import Instance, Market, Offer
 from tests.support.manifests import manifest_doc
 

@@ -1,6 +1,6 @@
 """A store filled as the engine would leave it after a few hours, for the console's tests and screenshots.
 
-Written through the store's own functions (repo, gpu_util), the way ``orchestrator.engine.sqlstore`` writes:
+Written through the store's own functions (repo, gpu_util), the way ``orchestrator.store.sqlstore`` writes:
 
 * ``llama-ft``: one node; generation 1 on AWS spot checkpoints twice and is preempted; generation 2 is the
   relaunch on GCP spot, running now, with a checkpoint since and GPU utilization samples for the last hour;
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from orchestrator.engine.values import GpuUtilSample
 from orchestrator.manifest.schema import Manifest
 from orchestrator.store import repo
 from orchestrator.store.db import Store
-from orchestrator.store.gpu_util import GpuUtilSample, record_gpu_util
+from orchestrator.store.gpu_util import record_gpu_util
 from orchestrator.store.models import AttemptState, JobStatus
 from orchestrator.store.repo import AppliedJob, InstanceRecord
 
