@@ -26,6 +26,7 @@ from orchestrator.console.settings import (
     is_loopback,
     parse_bind,
 )
+from orchestrator.engine.events import EventKind
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import DesiredState
@@ -140,7 +141,7 @@ def test_event_filters_and_paging(store: Store) -> None:
     assert page.status == 200 and "1 matching" in page.body and "Server.SpotInstanceTermination" in page.body
     with store.transaction() as tx:   # more than one page (50 a page)
         for i in range(60):
-            repo.record_event(tx, "note", f"padding {i}", ts=NOW - timedelta(days=2, minutes=i))
+            repo.record_event(tx, EventKind.APPLY, f"padding {i}", ts=NOW - timedelta(days=2, minutes=i))
     first = call(app, "GET", "/events")
     assert "page 1 of" in first.body and 'rel="next"' in first.body
     last = call(app, "GET", "/events?page=999")
@@ -275,7 +276,7 @@ def test_pages_escape_names_and_messages(tmp_path: Path) -> None:
                                                          owner="t", job_id=job.id, instance_id="i-1",
                                                          state="running"), now=NOW)
             repo.record_spend(tx, job.id, NOW - timedelta(hours=1), NOW, 1.0, attempt_id=a.id)
-            repo.record_event(tx, "note", "<script>alert(3)</script>", job_id=job.id, ts=NOW)
+            repo.record_event(tx, EventKind.APPLY, "<script>alert(3)</script>", job_id=job.id, ts=NOW)
         app = ConsoleApp(store, Guard(None), clock=lambda: NOW)
         quoted = "/jobs/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E"
         pages = {p: call(app, "GET", p) for p in ("/", "/spend?range=24h", "/budgets", "/events", quoted)}

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
 from orchestrator.config import ConfigError, OrchConfig, load_config
+from orchestrator.engine.events import EventKind
 from orchestrator.public_key import PublicKeyError
 from orchestrator.service import load_service_settings
 from tests._webhook_receiver import Receiver, start_receiver
@@ -163,7 +164,7 @@ def test_escape_sequences_in_event_text_are_escaped_on_the_terminal(cli_env: Pat
     store = open_store()
     try:
         with store.transaction() as tx:
-            repo.record_event(tx, "launch-failed", hostile)
+            repo.record_event(tx, EventKind.LAUNCH_FAILED, hostile)
     finally:
         store.close()
     code, out, _ = run("events")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.recovery import SpotRun
@@ -148,8 +149,10 @@ class EngineStore(Protocol):
                       heard_beat: datetime | None = None) -> None:
         """Store the liveness marks of a live attempt as given (None clears ``unreachable_since``)."""
         ...
-    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
-              data: dict[str, object] | None = None) -> None: ...
+    def event(self, kind: EventKind, message: str, now: datetime, *, job_id: int | None = None,
+              data: dict[str, object] | None = None) -> None:
+        """Record one event; ``kind`` must be an ``EventKind`` member (a string that is not one is refused)."""
+        ...
     def use_catalog(self, offers: Sequence[Offer]) -> None:
         """The engine's catalog was refreshed: rebuild attempts' offers from these rows from now on."""
         ...

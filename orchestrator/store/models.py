@@ -156,8 +156,8 @@ class CheckpointRow(SQLModel, table=True):
 class Event(SQLModel, table=True):
     """History: what orch did and saw, for ``orch status`` and post-mortems.
 
-    Rows are never deleted. A repeated condition (``REPEATING_EVENTS``: the same job, kind and message again,
-    with no other kind of event of that job in between) is the same fact seen again: its row's ``count`` rises
+    Rows are never deleted. A repeated condition (``engine.events.REPEATING_EVENTS``: the same job, kind and message
+    again, with no other kind of event of that job in between) is the same fact seen again: its row's ``count`` rises
     and ``last_ts`` moves, instead of a new row per tick (orchestrator.store.repo.record_event).
     """
 
@@ -178,8 +178,6 @@ class Event(SQLModel, table=True):
         return self.last_ts or self.ts
 
 
-#: Conditions a waiting job meets again on every tick: written once, then counted (Event.count, last_ts).
-REPEATING_EVENTS = frozenset({"no-offer", "budget-refused", "launch-refused", "launch-failed", "waiting"})
 
 
 class Spend(SQLModel, table=True):

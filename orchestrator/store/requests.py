@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.values import RelaunchRequest
 from orchestrator.store import repo
 from orchestrator.store.models import DesiredState, Job, JobRequest, RequestKind
@@ -35,7 +36,7 @@ def request_stop(tx: Session, name: str, *, by: str = "console", now: datetime |
     job = repo.require_job(tx, name)
     if job.desired_state != DesiredState.DELETED.value:
         repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)
-        repo.record_event(tx, "job.stop-requested", f"job {name}: stop requested from the {by}", job_id=job.id,
+        repo.record_event(tx, EventKind.JOB_STOP_REQUESTED, f"job {name}: stop requested from the {by}", job_id=job.id,
                           data={"by": by}, ts=now)
     return job
 
@@ -58,8 +59,8 @@ def request_relaunch(tx: Session, name: str, *, by: str = "console", now: dateti
     row = JobRequest(job_id=job.id, kind=RequestKind.RELAUNCH.value, requested_at=now, requested_by=by)
     tx.add(row)
     tx.flush()
-    repo.record_event(tx, "job.relaunch-requested", f"job {name}: relaunch requested from the {by}", job_id=job.id,
-                      data={"by": by, "request_id": row.id}, ts=now)
+    repo.record_event(tx, EventKind.JOB_RELAUNCH_REQUESTED, f"job {name}: relaunch requested from the {by}",
+                      job_id=job.id, data={"by": by, "request_id": row.id}, ts=now)
     return _view(row, name)
 
 

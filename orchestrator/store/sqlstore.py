@@ -16,6 +16,7 @@ from typing import TypeVar
 from sqlmodel import Session
 
 from orchestrator.clock import utcnow
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.spend import reported_price_hr
 from orchestrator.store import queries, repo
@@ -234,7 +235,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             queries.set_liveness(tx, attempt_id, heard_at, unreachable_since, heard_beat)
         self._wrote()
 
-    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
+    def event(self, kind: EventKind, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
         with self.store.transaction() as tx:
             self._fence(tx, job_id)
