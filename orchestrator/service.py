@@ -38,9 +38,7 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import secrets
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +47,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import ConfigError, OrchConfig, load_config
+from orchestrator.manifest.durations import HintedValueError, setting_duration
 
 if TYPE_CHECKING:
     from orchestrator.engine.config import EngineHooks
@@ -91,8 +90,6 @@ class ServiceSettings:
     unreachable_grace: timedelta = timedelta(minutes=10)
 
 
-_MAX_SECONDS = 10 * 365 * 86400.0
-
 _ENV = {
     "orphan_grace_s": "ORCH_ORPHAN_GRACE_S",
     "notice_drain_s": "ORCH_NOTICE_DRAIN_S",
@@ -111,15 +108,8 @@ _ENV = {
 
 
 def _daemon_section(config: OrchConfig) -> dict[str, Any]:
-    if config.path is None or not config.path.exists():
-        return {}
-    import yaml
-
-    try:
-        raw = yaml.safe_load(config.path.read_text()) or {}
-    except ValueError:       # PyYAML's int() of a number over Python's 4,300-digit limit
-        raise ConfigError(f"{config.path}: cannot read config: a number in it has over 4,300 digits") from None
-    section = raw.get("daemon") if isinstance(raw, dict) else None
+    """The ``daemon:`` section as read with the rest of the file (``load_config`` reads it once)."""
+    section = config.sections.get("daemon")
     if section is None:
         return {}
     if not isinstance(section, dict):
@@ -140,12 +130,11 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
     def seconds(key: str, default: timedelta) -> timedelta:
         if key not in values:
             return default
-        s = _ascii_seconds(values[key])
-        if s is None:
-            raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds: {_shown(values[key])}")
-        if not math.isfinite(s) or not 0 <= s <= _MAX_SECONDS:
-            raise ConfigError(f"daemon.{key} ({_ENV[key]}): must be a number of seconds from 0 to {_MAX_SECONDS:g}")
-        return timedelta(seconds=s)
+        try:
+            return setting_duration(values[key])     # seconds, or a unit suffix (orch's one duration parser)
+        except HintedValueError as exc:
+            raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds or a duration "
+                              f"({exc.message}): {_shown(values[key])}") from None
 
     live = values.get("use_live_offers", False)
     if isinstance(live, str):
@@ -168,11 +157,6 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
     )
 
 
-#: A number of seconds as written in ASCII: float() alone also takes other scripts' digits ("١٢٠"),
-#: underscores ("1_200") and "nan"/"inf", none of which a config or an env var should mean.
-_SECONDS_RE = re.compile(r"[+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
-
-
 def _public_key(value: object) -> str:
     """``daemon.ssh_public_key``: the key itself or the path of a .pub file, checked (never a path sent as
     the key)."""
@@ -182,17 +166,6 @@ def _public_key(value: object) -> str:
         return public_key(str(value or ""), source="daemon.ssh_public_key (ORCH_SSH_PUBLIC_KEY)")
     except PublicKeyError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _ascii_seconds(value: object) -> float | None:
-    """``value`` (a YAML number or a string of ASCII digits) as seconds; None when it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and _SECONDS_RE.fullmatch(value.strip()):
-        return float(value.strip())
-    return None
 
 
 def _shown(value: object) -> str:
