@@ -47,7 +47,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import ConfigError, OrchConfig, load_config
-from orchestrator.manifest.durations import HintedValueError, setting_duration
 
 if TYPE_CHECKING:
     from orchestrator.engine.config import EngineHooks
@@ -90,23 +89,6 @@ class ServiceSettings:
     unreachable_grace: timedelta = timedelta(minutes=10)
 
 
-_ENV = {
-    "orphan_grace_s": "ORCH_ORPHAN_GRACE_S",
-    "notice_drain_s": "ORCH_NOTICE_DRAIN_S",
-    "lease_ttl_s": "ORCH_LEASE_TTL_S",
-    "use_live_offers": "ORCH_USE_LIVE_OFFERS",
-    "ssh_public_key": "ORCH_SSH_PUBLIC_KEY",
-    "ssh_private_key": "ORCH_SSH_PRIVATE_KEY",
-    "recovery_policy": "ORCH_RECOVERY_POLICY",
-    "restart_overhead_s": "ORCH_RESTART_OVERHEAD_S",
-    "state_store": "ORCH_STATE_STORE",
-    "store_endpoint": "ORCH_STORE_ENDPOINT",
-    "boot_timeout_s": "ORCH_BOOT_TIMEOUT_S",
-    "heartbeat_timeout_s": "ORCH_HEARTBEAT_TIMEOUT_S",
-    "unreachable_grace_s": "ORCH_UNREACHABLE_GRACE_S",
-}
-
-
 def _daemon_section(config: OrchConfig) -> dict[str, Any]:
     """The ``daemon:`` section as read with the rest of the file (``load_config`` reads it once)."""
     section = config.sections.get("daemon")
@@ -114,46 +96,30 @@ def _daemon_section(config: OrchConfig) -> dict[str, Any]:
         return {}
     if not isinstance(section, dict):
         raise ConfigError(f"{config.path}: daemon: must be a mapping")
-    unknown = sorted(set(section) - set(_ENV))
-    if unknown:
-        raise ConfigError(f"{config.path}: daemon.{unknown[0]}: unknown key (known: {', '.join(sorted(_ENV))})")
     return dict(section)
 
 
 def load_service_settings(config: OrchConfig) -> ServiceSettings:
-    """The ``daemon:`` section of the config, each key overridden by its env var when set."""
-    values = _daemon_section(config)
-    for key, env in _ENV.items():
-        if os.environ.get(env) is not None:
-            values[key] = os.environ[env]
+    """The ``daemon:`` section of the config, each key overridden by its env var when set
+    (orchestrator/config_daemon.py)."""
+    from orchestrator.config_daemon import read_daemon_section
 
-    def seconds(key: str, default: timedelta) -> timedelta:
-        if key not in values:
-            return default
-        try:
-            return setting_duration(values[key])     # seconds, or a unit suffix (orch's one duration parser)
-        except HintedValueError as exc:
-            raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds or a duration "
-                              f"({exc.message}): {_shown(values[key])}") from None
-
-    live = values.get("use_live_offers", False)
-    if isinstance(live, str):
-        live = live.strip().lower() in ("1", "true", "yes", "on")
+    d = read_daemon_section(_daemon_section(config), config.path)
     base = ServiceSettings()
     return ServiceSettings(
-        orphan_grace=seconds("orphan_grace_s", base.orphan_grace),
-        notice_drain=seconds("notice_drain_s", base.notice_drain),
-        lease_ttl=seconds("lease_ttl_s", base.lease_ttl),
-        use_live_offers=bool(live),
-        ssh_public_key=_public_key(values.get("ssh_public_key")),
-        ssh_private_key=str(values.get("ssh_private_key") or ""),
-        recovery_policy=_policy_name(values.get("recovery_policy")),
-        restart_overhead=seconds("restart_overhead_s", base.restart_overhead),
-        state_store=str(values.get("state_store") or ""),
-        store_endpoint=str(values.get("store_endpoint") or ""),
-        boot_timeout=seconds("boot_timeout_s", base.boot_timeout),
-        heartbeat_timeout=seconds("heartbeat_timeout_s", base.heartbeat_timeout),
-        unreachable_grace=seconds("unreachable_grace_s", base.unreachable_grace),
+        orphan_grace=d.orphan_grace_s if d.orphan_grace_s is not None else base.orphan_grace,
+        notice_drain=d.notice_drain_s if d.notice_drain_s is not None else base.notice_drain,
+        lease_ttl=d.lease_ttl_s if d.lease_ttl_s is not None else base.lease_ttl,
+        use_live_offers=d.use_live_offers,
+        ssh_public_key=_public_key(d.ssh_public_key),
+        ssh_private_key=d.ssh_private_key,
+        recovery_policy=_policy_name(d.recovery_policy),
+        restart_overhead=d.restart_overhead_s if d.restart_overhead_s is not None else base.restart_overhead,
+        state_store=d.state_store,
+        store_endpoint=d.store_endpoint,
+        boot_timeout=d.boot_timeout_s if d.boot_timeout_s is not None else base.boot_timeout,
+        heartbeat_timeout=d.heartbeat_timeout_s if d.heartbeat_timeout_s is not None else base.heartbeat_timeout,
+        unreachable_grace=d.unreachable_grace_s if d.unreachable_grace_s is not None else base.unreachable_grace,
     )
 
 
@@ -166,12 +132,6 @@ def _public_key(value: object) -> str:
         return public_key(str(value or ""), source="daemon.ssh_public_key (ORCH_SSH_PUBLIC_KEY)")
     except PublicKeyError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _shown(value: object) -> str:
-    """A bad value for an error line: escaped (no control characters reach the terminal) and shortened."""
-    text = ascii(value) if isinstance(value, str) else type(value).__name__
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _policy_name(value: object) -> str:

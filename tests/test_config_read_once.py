@@ -84,3 +84,28 @@ def test_the_size_cap_holds(tmp_path: Path) -> None:
     path.write_text("owner: x\n" + "# padding\n" * 120_000)
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(path)
+
+
+def test_an_orch_variable_wins_over_the_file_and_an_empty_one_is_unset(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("daemon: {boot_timeout_s: 20m, use_live_offers: false, lease_ttl_s: 120}\n")
+    monkeypatch.setenv("ORCH_BOOT_TIMEOUT_S", "90s")
+    monkeypatch.setenv("ORCH_USE_LIVE_OFFERS", "yes")       # an env var is text: yes/no/1/0 all read
+    monkeypatch.setenv("ORCH_LEASE_TTL_S", "")
+    got = load_service_settings(load_config(path))
+    assert (got.boot_timeout.total_seconds(), got.use_live_offers, got.lease_ttl.total_seconds()) == (90, True, 120)
+
+
+def test_a_bad_daemon_value_names_its_key_and_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("daemon: {heartbeat_timeout_s: 10 parsecs}\n")
+    with pytest.raises(ConfigError, match=r"daemon.heartbeat_timeout_s \(ORCH_HEARTBEAT_TIMEOUT_S\): not a number "
+                                          r"of seconds or a duration .*'10 parsecs'"):
+        load_service_settings(load_config(path))
+    monkeypatch.setenv("ORCH_USE_LIVE_OFFERS", "maybe")
+    with pytest.raises(ConfigError, match=r"daemon.use_live_offers \(ORCH_USE_LIVE_OFFERS\)"):
+        load_service_settings(load_config(path.with_name("none.yaml")))
+    path.write_text("daemon: {boot_timeout: 90}\n")
+    with pytest.raises(ConfigError, match=r"config.yaml: daemon.boot_timeout: unknown key"):
+        load_service_settings(load_config(path))
