@@ -55,6 +55,7 @@ class EventKind(StrEnum):
     JOB_PRUNED = "job.pruned"
     JOB_DELETED = "job.deleted"
     JOB_STATUS = "job.status"
+    ADVISORY_NOTICE = "advisory-notice"   # a rebalance/maintenance notice: a checkpoint asked, the attempt goes on
     NODE_FAILED = "node-failed"           # a job's process exited non-zero: data carries its typed cause (failure.py)
     JOB_STOP_REQUESTED = "job.stop-requested"
     JOB_RELAUNCH_REQUESTED = "job.relaunch-requested"

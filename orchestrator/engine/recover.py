@@ -31,9 +31,6 @@ from orchestrator.engine.tick import TickLog
 from orchestrator.recovery import RecoveryAction
 from providers.base import Market
 
-#: An AWS rebalance recommendation or GCE maintenance event was heard: shown to people only, so a plain kind.
-ADVISORY_EVENT = "advisory-notice"
-
 #: The job status each end cause leads to, strongest first (a gang's nodes may end for several causes).
 _STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE, EndCause.BOOT_TIMEOUT,
                               EndCause.SILENT, EndCause.UNREACHABLE}), JobStatus.RECOVERING),
@@ -86,7 +83,7 @@ class RecoveryStep:
             if (attempt.id, advisory.key) in self._advised:
                 continue
             self._advised.add((attempt.id, advisory.key))
-            deps.store.event(ADVISORY_EVENT,
+            deps.store.event(EventKind.ADVISORY_NOTICE,
                              f"{attempt.offer.provider} {attempt.instance_id or attempt.launch_id}: "
                              f"{advisory.describe()}; the job was asked to checkpoint now, the machine keeps "
                              "running", now, job_id=attempt.job_id,
