@@ -91,7 +91,8 @@ class OrchPolicy:
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  slack_cost: float = 0.0, recent_check: int | None = 10,
                  set_lifetime: bool = True, tie_life: bool = True, odds_filter: bool = True,
-                 early_wait: bool = True, aged_gate: bool = True) -> None:
+                 early_wait: bool = True, aged_gate: bool = True, od_odds: bool = False) -> None:
+        self.od_odds = od_odds
         self.aged_gate = aged_gate
         self.early_wait = early_wait
         self.odds_filter = odds_filter
@@ -274,6 +275,11 @@ class OrchPolicy:
         likely = [c for c in obs.launchable() if odds(c) >= 0.5 and self.lifetime(obs, c) > break_even]
         return spot(max(likely, key=odds)) if likely else WAIT
 
+    def _pays_odds(self, obs: Observation, z: int, hours: float) -> bool:
+        """Whether zone z's current run lasts ``hours`` more with probability at least one half."""
+        stats = obs.history[z]
+        return survival(self._tables, stats, stats.streak_h, hours) >= 0.5
+
     def _from_on_demand(self, obs: Observation, k_min: float, tight: float) -> Action:
         d, r = obs.spec.overhead_h, obs.remaining_h
         # On-demand to the end costs no more than spot could, even never preempted: stay.
@@ -282,8 +288,9 @@ class OrchPolicy:
         # Leaving on-demand pays this spot session's overhead (worth it beyond d/(1-k) of the zone's spot) and,
         # when spot ends, one more on-demand overhead: in a zone set only when the set's spot ends, since a
         # preempted job hops to another zone (each hop is a session of its own, weighed as from idle).
-        if self.set_lifetime and len(obs.history) > 1 and self.set_spot_pays(obs, k_min):
-            z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight, cautious=True)
-        else:
-            z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
+        hops = self.set_lifetime and len(obs.history) > 1 and self.set_spot_pays(obs, k_min)
+        need = (1 if hops else 2) * (d / max(1 - k_min, _EPS) + tight)
+        z = self.best_zone(obs, need, cautious=True)
+        if z is not None and self.od_odds and not hops and not self._pays_odds(obs, z, need):
+            return ON_DEMAND
         return spot(z) if z is not None else ON_DEMAND

@@ -125,6 +125,9 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     horizon = window_ticks(spec, gap)
     prepared = _prepared(zones)
     price_rows = [z.prices for z in zones.zones]
+    # Without price series every tick's prices are the same tuple: built once (the replay's inner loop).
+    no_series = all(row is None for row in price_rows)
+    flat = (spec.spot_price,) * n_zones
     k = spec.spot_price
     d = spec.overhead_h
     work = spec.work_h
@@ -163,7 +166,7 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
             history[z].observe(now[z], gap)
         any_zone.observe(any(now), gap)
         past_end = idx >= total_ticks
-        prices = (k,) * n_zones if past_end else tuple(k if row is None else row[idx] for row in price_rows)
+        prices = flat if past_end or no_series else tuple(k if row is None else row[idx] for row in price_rows)
         obs = Observation(
             tick=t, elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done, mode=mode, zone=zone,
             overhead_left_h=ovh_left, available=now, spot_prices=prices,
