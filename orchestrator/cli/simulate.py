@@ -99,6 +99,9 @@ def simulate(
     notice: Annotated[bool, typer.Option("--notice", help="Tell policies one tick ahead of a preemption.")]
     = False,
     no_optimum: Annotated[bool, typer.Option("--no-optimum", help="Skip the offline optimum.")] = False,
+    optimum_cache: Annotated[bool, typer.Option("--optimum-cache/--no-optimum-cache", help="Keep the optimum's "
+                             "values on disk by the traces' contents ($ORCH_CACHE_DIR/optimum, else "
+                             "~/.cache/orch/optimum) and reuse them.")] = True,
     workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: one per CPU).")] = None,
     per_trace: Annotated[bool, typer.Option("--per-trace", help="Also one row per trace and policy.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Summary and per-trace results as JSON.")] = False,
@@ -139,8 +142,10 @@ def simulate(
     except (DurationError, ProblemError, UnknownPolicyError, PolicyFileError, TraceError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
 
+    from orchestrator.policy.optimum_cache import default_dir
+
     cases = evaluate(spec, sets, names, starts, notice=notice, with_optimum=not no_optimum, workers=workers,
-                     policy_files=files)
+                     policy_files=files, optimum_cache=str(default_dir()) if optimum_cache else None)
     if as_json:
         sys.stdout.write(dumps(_to_json(spec, names, cases), indent=2) + "\n")
     else:
