@@ -187,6 +187,25 @@ class StoreClient:
             return
         self._run("rcat", loc, data=data)
 
+    def delete(self, name: str) -> None:
+        """Remove the object ``name``; an absent one is not an error."""
+        loc = self.target.child(name)
+        if self.target.kind is StoreKind.LOCAL:
+            import os
+
+            try:
+                os.remove(loc)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreAccessError(f"{loc}: {exc}") from None
+            return
+        try:
+            self._run("deletefile", loc)
+        except StoreAccessError as exc:
+            if exc.exit_code not in RCLONE_NOT_FOUND:
+                raise
+
     def list(self, prefix: str = "") -> list[str]:
         """Names of the objects directly under ``prefix`` (files only), sorted; [] when there is none."""
         loc = self.target.child(prefix) if prefix else self.target.path

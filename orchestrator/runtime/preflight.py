@@ -39,8 +39,12 @@ def boot_problem(manifest: Manifest, offer: Offer, *, environ: Mapping[str, str]
     now = datetime.now(UTC)
     job = JobRecord(id=0, name=manifest.name, manifest=manifest, spec=jobspec_from_manifest(manifest, now),
                     status=JobStatus.PENDING, desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
+    from orchestrator.runtime.startup import credentials_from_env
+
+    # Dry: the plan calls no token service; the credential's values have a real one's size (the limit check).
     renderer = ManifestStartupRenderer(environ=environ, identities=identities, state_store=state_store,
-                                       ssh_key=ssh_key)
+                                       ssh_key=ssh_key, credentials=credentials_from_env(environ, identities,
+                                                                                         dry_run=True))
     for rank in sorted({0, manifest.resources.nodes - 1}):
         attempt = AttemptRecord(0, 0, _PREFLIGHT_LAUNCH_ID, AttemptState.PLANNED, offer, node_rank=rank)
         try:
