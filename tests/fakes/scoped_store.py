@@ -70,6 +70,27 @@ class ScopedStore:
     def add_az_account(self, account: str, key_b64: str) -> None:
         self.az_keys[account] = key_b64
 
+    def daemon_env(self, access_key: str = "AKIAFAKEDAEMON000001", secret: str = "fakeDaemonSecret0123456789abcdef"
+                   ) -> dict[str, str]:
+        """A daemon's environment whose store keys this fake knows and whose token services are this fake: AWS
+        keys (long-lived, may federate), a service-account key whose token_uri is here, an Azure account key, and
+        the ``ORCH_*_ENDPOINT`` variables that point orch's minting here."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self.add_s3_root(access_key, secret)
+        az_key = base64.b64encode(b"fake azure account key for the scoped store test fake....").decode()
+        self.add_az_account("*", az_key)      # every account (the examples name several)
+        pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+        sa = json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": pem,
+                         "client_email": "orch-daemon@p.iam.gserviceaccount.com", "client_id": "1",
+                         "token_uri": f"{self.url}/gcs/token"})
+        return {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret, "ORCH_STS_ENDPOINT": self.url,
+                "RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS": sa,
+                "ORCH_GCS_STS_ENDPOINT": f"{self.url}/gcs/v1/token",
+                "RCLONE_CONFIG_ORCHAZ_KEY": az_key, "ORCH_AZ_BLOB_ENDPOINT": f"{self.url}/az/{{account}}"}
+
     @property
     def url(self) -> str:
         assert self._server is not None
@@ -227,7 +248,7 @@ class ScopedStore:
     # --- Azure Blob with a service SAS ---
     def _az(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
         account, container, blob = ([*unquote(path).lstrip("/").split("/", 2), "", ""])[:3]
-        key = self.az_keys.get(account)
+        key = self.az_keys.get(account) or self.az_keys.get("*")
         if key is None or "sig" not in query:
             return self._deny("no account or no SAS", 403, "AuthenticationFailed")
         sr, sp, se = query.get("sr", ""), query.get("sp", ""), query.get("se", "")
