@@ -232,3 +232,37 @@ def test_the_daemon_renews_through_the_store_at_half_life_and_the_agent_switches
     with pytest.raises(ClientError):
         _s3(store, first["env"]).get_object(Bucket="bkt", Key="jobs/train/x")
     _s3(store, second["env"]).put_object(Bucket="bkt", Key="jobs/train/x", Body=b"ok")
+
+
+def test_orch_plan_says_what_a_node_would_hold_unscoped_and_where(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "none.yaml"))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    monkeypatch.delenv("ORCH_STATE_STORE", raising=False)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({**JOB, "secrets": ["HF_TOKEN"]}))
+    monkeypatch.setenv("HF_TOKEN", "hf-plan-probe")
+
+    def plan() -> dict:  # type: ignore[type-arg]
+        out = CliRunner().invoke(app, ["plan", str(job), "--json"])
+        assert "hf-plan-probe" not in out.stdout
+        return json.loads(out.stdout)[0]  # type: ignore[no-any-return]
+
+    # Long-lived IAM user keys: the node gets a scoped session credential, nothing unscoped.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DAEMON_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DAEMON_SECRET)
+    assert plan()["exposed"] == []
+    # Session credentials cannot federate: the plan says the daemon's own values ride to the node.
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "session")
+    [note] = plan()["exposed"]
+    assert note.startswith("s3://: the daemon's own AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN")
+    # No store at all: the secrets have no scoped place to go, and the plan says they ride in the payload.
+    job.write_text(yaml.safe_dump({**{k: v for k, v in JOB.items() if k != "checkpoint"}, "secrets": ["HF_TOKEN"]}))
+    assert plan()["exposed"] == ["secrets HF_TOKEN: values in the node's boot payload (no store to pass them through)"]
+    text = CliRunner().invoke(app, ["plan", str(job)]).stdout
+    assert "exposed on the node: secrets HF_TOKEN" in text
