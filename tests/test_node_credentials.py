@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -192,7 +193,7 @@ OFFER = Offer("runpod", "t", "r", None, "A100-80G", 1, 80, 30, 200, Interconnect
 
 
 def test_the_daemon_renews_through_the_store_at_half_life_and_the_agent_switches(
-        store: ScopedStore, clock: Clock, tmp_path: Path) -> None:
+        store: ScopedStore, clock: Clock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.test_agent import oa as orch_agent
 
     daemon = {"AWS_ACCESS_KEY_ID": DAEMON_KEY, "AWS_SECRET_ACCESS_KEY": DAEMON_SECRET}
@@ -223,7 +224,10 @@ def test_the_daemon_renews_through_the_store_at_half_life_and_the_agent_switches
                               "checkpoint": {"store": {"kind": "local", "path": str(tmp_path / "ck")}}},
                              clock=clock, sampler=orch_agent.GpuSampler(1, run=lambda a, t: ""),
                              poller=type("P", (), {"poll": lambda self: []})())
+    for name in second["env"]:
+        monkeypatch.setenv(name, "before")    # the agent switches its own environment: restored after the test
     agent.refresh_credentials()
+    assert os.environ["AWS_SESSION_TOKEN"] == second["env"]["AWS_SESSION_TOKEN"]
     assert agent.reporter is not None and agent.store is not None
     for s in (agent.reporter.store, agent.store):
         assert s.env["AWS_ACCESS_KEY_ID"] == second["env"]["AWS_ACCESS_KEY_ID"]
@@ -266,3 +270,17 @@ def test_orch_plan_says_what_a_node_would_hold_unscoped_and_where(tmp_path: Path
     assert plan()["exposed"] == ["secrets HF_TOKEN: values in the node's boot payload (no store to pass them through)"]
     text = CliRunner().invoke(app, ["plan", str(job)]).stdout
     assert "exposed on the node: secrets HF_TOKEN" in text
+
+
+def test_secrets_over_ssh_are_said_as_such_and_ssh_hosts_get_no_store_credential() -> None:
+    from orchestrator.runtime.preflight import exposure_for
+
+    no_store = Manifest.model_validate({**{k: v for k, v in JOB.items() if k != "checkpoint"},
+                                        "secrets": ["HF_TOKEN"]})
+    over_ssh = ("secrets HF_TOKEN: over SSH into a 0600 file on the machine, loaded into the agent's environment "
+                "and deleted")
+    session = {"AWS_ACCESS_KEY_ID": "ASIA1", "AWS_SECRET_ACCESS_KEY": "s", "AWS_SESSION_TOKEN": "t"}
+    assert exposure_for(Manifest.model_validate({**JOB, "secrets": ["HF_TOKEN"]}), "ssh", None, session) == [over_ssh]
+    assert exposure_for(no_store, "runpod", None, {"ORCH_SSH_PRIVATE_KEY": "/k"}) == [over_ssh]
+    assert exposure_for(no_store, "runpod", None, {}) == [
+        "secrets HF_TOKEN: values in the node's boot payload (no store to pass them through)"]

@@ -66,17 +66,19 @@ def exposure_for(manifest: Manifest, provider: str, config: OrchConfig | None,
     from orchestrator.store.models import JobStatus
 
     env = os.environ if environ is None else environ
-    state_store = env.get("ORCH_STATE_STORE", "")
+    state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
     identities: frozenset[str] = frozenset()
     if config is not None:
         from orchestrator.service import load_service_settings
 
-        state_store = load_service_settings(config).state_store
+        settings = load_service_settings(config)
+        state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)
         identities = identities_from_config(config)
     now = datetime.now(UTC)
     job = JobRecord(id=0, name=manifest.name, manifest=manifest, spec=jobspec_from_manifest(manifest, now),
                     status=JobStatus.PENDING, desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
-    return ManifestStartupRenderer(environ=env, identities=identities, state_store=state_store).exposure(job, provider)
+    return ManifestStartupRenderer(environ=env, identities=identities, state_store=state_store,
+                                   ssh_key=ssh_key).exposure(job, provider)
 
 
 def boot_check_for(config: OrchConfig | None, environ: Mapping[str, str] | None = None) -> BootCheck:

@@ -169,6 +169,11 @@ class ManifestStartupRenderer:
     def exposure(self, job: JobRecord, provider: str) -> list[str]:
         """What a ``provider`` node of ``job`` is handed unscoped, and where ([] when nothing): for ``orch plan``.
         Minted dry (no token service is called)."""
+        names = ", ".join(sorted(job.manifest.secrets))
+        over_ssh = (f"secrets {names}: over SSH into a 0600 file on the machine, loaded into the agent's "
+                    "environment and deleted") if names else ""
+        if provider == "ssh":
+            return [over_ssh] if over_ssh else []    # orch hands an SSH host no store credential: its own config
         node = node_settings_for(self.node_settings, provider)
         minter = credentials_from_env(self.environ, self.identities, dry_run=True, s3_endpoint=node.store_endpoint)
         try:
@@ -176,9 +181,9 @@ class ManifestStartupRenderer:
         except MissingStoreCredentials:
             out = []
         has_store = job_state_uri(job.manifest, self.state_store) is not None
-        if job.manifest.secrets and provider != "ssh" and not has_store:
-            out.append(f"secrets {', '.join(sorted(job.manifest.secrets))}: values in the node's boot payload "
-                       "(no store to pass them through)")
+        if names and not has_store:
+            out.append(over_ssh if self.ssh_key else
+                       f"secrets {names}: values in the node's boot payload (no store to pass them through)")
         return out
 
     def _values(self, ri: RenderInput, cred: NodeCredential) -> dict[str, str]:
