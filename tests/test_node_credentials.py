@@ -284,3 +284,28 @@ def test_secrets_over_ssh_are_said_as_such_and_ssh_hosts_get_no_store_credential
     assert exposure_for(no_store, "runpod", None, {"ORCH_SSH_PRIVATE_KEY": "/k"}) == [over_ssh]
     assert exposure_for(no_store, "runpod", None, {}) == [
         "secrets HF_TOKEN: values in the node's boot payload (no store to pass them through)"]
+
+
+def test_rclone_with_the_nodes_session_credential_writes_in_its_prefix_and_is_refused_outside(
+        store: ScopedStore, clock: Clock, tmp_path: Path) -> None:
+    """The agent's own tool: rclone reads the session credential from the environment (env_auth) and, told not
+    to check the bucket (a scoped credential may not create it), works under the prefix only."""
+    import shutil
+
+    from orchestrator.runtime.objectstore import StoreAccessError
+
+    if shutil.which("rclone") is None:
+        pytest.skip("rclone is not installed (apt-get install rclone)")
+    store.clock = lambda: datetime.now(UTC).timestamp()    # rclone signs with the real clock; expiry follows it
+    daemon = {"AWS_ACCESS_KEY_ID": DAEMON_KEY, "AWS_SECRET_ACCESS_KEY": DAEMON_SECRET}
+    cred = NodeCredentials(daemon, s3_endpoint=store.url, sts_endpoint=store.url).mint(SCOPE, "runpod", "l1")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **cred.env}
+    mine = StoreClient(parse_store("s3://bkt/jobs/train/_orch/l1", store.url), environ=env)
+    mine.put("status.json", b'{"v": 1}\n')
+    assert mine.get("status.json") == b'{"v": 1}\n' and mine.list() == ["status.json"]
+    _s3(store, daemon).put_object(Bucket="bkt", Key="jobs/other/status.json", Body=b"theirs")
+    theirs = StoreClient(parse_store("s3://bkt/jobs/other", store.url), environ=env)
+    with pytest.raises(StoreAccessError, match="AccessDenied"):
+        theirs.get("status.json")
+    with pytest.raises(StoreAccessError, match="AccessDenied"):
+        theirs.put("planted.json", b"x")

@@ -71,8 +71,12 @@ def parse_store(uri: str, endpoint: str = "") -> StoreTarget:
         bucket, key = _split(uri)
         if not bucket:
             raise UnsupportedStoreError(f"{uri!r}: s3:// needs a bucket")
+        # no_check_bucket: a node's credential is scoped to its job's prefix and may not create (or even look
+        # up) the bucket; rclone otherwise tries to create it before the first upload (rclone s3 docs,
+        # --s3-no-check-bucket: "needed if the user you are using does not have bucket creation permissions").
         env = [(f"RCLONE_CONFIG_{S3_REMOTE.upper()}_TYPE", "s3"),
-               (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_ENV_AUTH", "true")]
+               (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_ENV_AUTH", "true"),
+               (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_NO_CHECK_BUCKET", "true")]
         if endpoint:
             env += [(f"RCLONE_CONFIG_{S3_REMOTE.upper()}_PROVIDER", "Other"),
                     (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_ENDPOINT", endpoint),
