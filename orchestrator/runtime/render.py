@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
+from orchestrator.runtime import fabric_env
 from orchestrator.runtime.objectstore import StoreKind, StoreTarget, parse_store
 from orchestrator.runtime.render_input import Launcher, NotifyVia, RenderInput, RenderInputError, ResumeVia
 
@@ -74,17 +75,17 @@ def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
     # PCIe: leave P2P to NCCL's topology detection. Disabling it costs bandwidth on healthy machines;
     # where a VM's P2P hangs, the manifest's env can set NCCL_P2P_DISABLE=1 (it overrides these).
     if ri.is_multi_node:
-        if ri.socket_ifname:
+        if ri.fabric == fabric_env.TCPX:
+            pass   # the NICs are found at boot (fabric_env.host_lines)
+        elif ri.socket_ifname:
             env += [("GLOO_SOCKET_IFNAME", ri.socket_ifname), ("NCCL_SOCKET_IFNAME", ri.socket_ifname)]
         else:
             # A hint, not a choice: exclude loopback and docker bridges, let NCCL pick among the rest.
             env.append(("NCCL_SOCKET_IFNAME", "^lo,docker"))
         if not ri.infiniband:
             env.append(("NCCL_IB_DISABLE", "1"))
-        if ri.fabric == "efa":
-            # AWS EFA through libfabric (the aws-ofi-nccl plugin of AWS's deep learning images), with GPUDirect
-            # RDMA, which the EFA types orch attaches (p4d, p4de, p5, p5en) support.
-            env += [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1")]
+        # The fabric the machine was launched on: EFA's libfabric, TCPX's plugin settings (fabric_env).
+        env += fabric_env.nccl_env(ri.fabric)
     user = {k for k, _ in ri.env}
     return sorted((k, v) for k, v in env if k not in user)
 
@@ -258,13 +259,19 @@ def _given_master(ri: RenderInput) -> list[str]:
     return ['export ORCH_MASTER_ADDR="${ORCH_MASTER_ADDR_GIVEN:?orch gave no master address (start.json)}"']
 
 
+def _fabric(ri: RenderInput) -> str:
+    """The fabric the startup script prepares: only a multi-node job's (one node talks to no peer)."""
+    return ri.fabric if ri.is_multi_node else ""
+
+
 def _docker_lines(ri: RenderInput, inner: list[str], passed_env: list[str]) -> list[str]:
     mounts = ['"$ORCH_WORK_DIR:$ORCH_WORK_DIR"']
     extra = sorted({p for p in [*(d.path for d in ri.data), *([ri.checkpoint.local_dir] if ri.checkpoint else [])]
                     if p.startswith("/")})
     mounts += [_Q(f"{p}:{p}") for p in extra]
     argv = ["exec docker run --rm", f"--name {_Q('orch-' + ri.job_name)}", "--gpus all", "--ipc=host",
-            f"--shm-size={_Q(ri.shm_size)}", "--network host", *(f"-v {m}" for m in mounts),
+            f"--shm-size={_Q(ri.shm_size)}", "--network host", *fabric_env.docker_args(_fabric(ri)),
+            *(f"-v {m}" for m in mounts),
             '-w "$ORCH_WORK_DIR"', *(f"-e {name}" for name in passed_env), _Q(ri.image),
             "bash -c " + _Q("\n".join(["set -euo pipefail", *inner]))]
     return [" \\\n  ".join(argv)]
@@ -286,10 +293,14 @@ def render_script(ri: RenderInput) -> str:
         notify.append(f"trap '' {c.notify_signal.removeprefix('SIG')}")
     if c is not None and c.notify_via is NotifyVia.FILE:
         notify.append('rm -f "$ORCH_CHECKPOINT_NOW_FILE"')
-    inner = _launch_lines(ri)
+    inner = fabric_env.inner_lines(_fabric(ri)) + _launch_lines(ri)
+    user_env = frozenset(k for k, _ in ri.env)
+    fabric_host = fabric_env.host_lines(_fabric(ri), user_env=user_env)
     if ri.image:
         # ``-e NAME`` passes the host's value through without writing it on the command line.
         passed = {*(k for k, _ in orch_env), *(k for k, _ in nccl), *(k for k, _ in ri.env), *ri.secrets}
+        if _fabric(ri) == fabric_env.TCPX:
+            passed |= set(fabric_env.TCPX_NIC_ENV)
         if ri.master_from_start:
             passed.add("ORCH_MASTER_ADDR")
         if c is not None:
@@ -308,7 +319,8 @@ def render_script(ri: RenderInput) -> str:
         exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env)) + _given_master(ri)),
         secrets=_section("secrets (by name; values come from the launch environment)", secrets),
         nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else "")
-                      + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else ""), _exports(nccl)),
+                      + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else "")
+                      + (f", fabric {_fabric(ri)}" if _fabric(ri) else ""), fabric_host + _exports(nccl)),
         rclone=_section("rclone remotes (configuration only; credentials come from the environment)",
                         _exports(_rclone_env(ckpt, data))),
         data=_section("data staging", _data_lines(ri)),
