@@ -181,7 +181,9 @@ def test_docker_vs_host() -> None:
                  "-e A", "-e RESUME_DIR", "-e ORCH_RESUME_PATH", "pytorch/pytorch:2.4.0-cuda12.4"]:
         assert part in launch, part
     # setup runs inside the container, before the launcher
-    assert "bash -c 'set -euo pipefail\npip install -r requirements.txt\nexec torchrun" in launch
+    # (a failed setup line exits 78 and says so: orchestrator/engine/failure.py tells it from the command's exit)
+    assert "bash -c 'set -euo pipefail\ntrap " in launch and "exit 78" in launch
+    assert "ERR\npip install -r requirements.txt\ntrap - ERR\nexec torchrun" in launch
     assert "mkdir -p /data && rclone copy orchs3:data/set /data" in script  # staged on the host
 
 

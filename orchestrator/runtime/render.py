@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
+from orchestrator.engine.failure import SETUP_FAILED_EXIT
 from orchestrator.runtime import fabric_env
 from orchestrator.runtime.objectstore import StoreKind, StoreTarget, parse_store
 from orchestrator.runtime.render_input import Launcher, NotifyVia, RenderInput, RenderInputError, ResumeVia
@@ -233,7 +234,11 @@ def _launcher_argv(ri: RenderInput) -> list[str]:
 
 def _launch_lines(ri: RenderInput) -> list[str]:
     """The job's command: run on the host, or inside the container as ``bash -c``."""
-    lines: list[str] = list(ri.setup)
+    lines: list[str] = []
+    if ri.setup:
+        # A failed setup line exits with its own code, so orch can tell a setup failure from the command's.
+        lines += [f"trap 'echo \"orch: setup failed (exit $?)\" >&2; exit {SETUP_FAILED_EXIT}' ERR", *ri.setup,
+                  "trap - ERR"]
     resume_arg = ri.checkpoint is not None and ri.checkpoint.resume_via is ResumeVia.ARG
     if resume_arg:
         assert ri.checkpoint is not None
