@@ -78,8 +78,8 @@ def test_exit_facts_become_setup_command_driver() -> None:
 
 
 def _run(lines: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", "\n".join(["set -euo pipefail", *lines])], capture_output=True, text=True,
-                          timeout=30)
+    # POSIX sh (dash here), as the node runs it: a container may have no bash.
+    return subprocess.run(["sh", "-c", "\n".join(["set -eu", *lines])], capture_output=True, text=True, timeout=30)
 
 
 def test_the_startup_script_says_a_failed_setup_line_with_its_own_exit() -> None:

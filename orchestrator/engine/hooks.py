@@ -40,6 +40,9 @@ class AgentReport:
 
     gpu_util_pct: tuple[float, ...] = ()
     notice: Notice | None = None             # the newest preemption notice the agent heard
+    #: Notices that asked the job to checkpoint now and end nothing (an AWS rebalance recommendation, a GCE
+    #: maintenance event): the engine records each once as an event, the attempt goes on.
+    advisories: tuple[Notice, ...] = ()
     checkpoints: tuple[tuple[str, int | None], ...] = ()   # committed (uri, step), oldest first
     exit_code: int | None = None             # the job process ended with this code
     pending_uploads: int = 0                 # checkpoints complete on the machine, not yet in the store
