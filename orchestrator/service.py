@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from orchestrator.observability import DaemonMetrics
     from orchestrator.recovery import RecoveryPolicy
     from orchestrator.runtime.node_facts import NodeSettings
+    from orchestrator.runtime.node_renewal import CredentialRenewer
     from orchestrator.store.db import Store
     from orchestrator.store.sqlstore import SqlEngineStore
     from providers.base import Offer, Provider
@@ -327,7 +328,9 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
     nodes = dict(given.node_settings) if given.node_settings is not None else (
         {p: NodeSettings(store_endpoint=settings.store_endpoint) for p in providers} if settings.store_endpoint
         else {})
-    reader = StoreReader(nodes, state_store=settings.state_store)
+    identities = identities_from_config(config)
+    reader = StoreReader(nodes, state_store=settings.state_store,
+                         renewer=_renewer(nodes, identities, settings.state_store))
     ssh_monitor: Monitor | None = None
     ssh_boot: Bootstrapper | None = None
     if ssh_key or "ssh" in providers:
@@ -343,9 +346,23 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
         ssh_monitor, ssh_boot = SshMonitor(pool, nodes), SshBootstrapper(pool, nodes)
     monitor = given.monitor or CombinedMonitor(StoreMonitor(reader), ssh_monitor)
     bootstrapper = given.bootstrapper or RoutingBootstrapper(reader, ssh_boot, ssh_key=ssh_key)
-    startup = given.startup or ManifestStartupRenderer(nodes, identities=identities_from_config(config),
+    startup = given.startup or ManifestStartupRenderer(nodes, identities=identities,
                                                        state_store=settings.state_store, ssh_key=ssh_key)
     return monitor, bootstrapper, startup
+
+
+def _renewer(nodes: Mapping[str, NodeSettings], identities: frozenset[str], state_store: str) -> CredentialRenewer:
+    """Renews the nodes' scoped store credentials (orchestrator/runtime/node_renewal.py) from this process's
+    environment, with each provider's store endpoint."""
+    import os
+
+    from orchestrator.runtime.node_facts import node_settings_for
+    from orchestrator.runtime.node_renewal import CredentialRenewer
+    from orchestrator.runtime.startup import credentials_from_env
+
+    return CredentialRenewer(lambda provider: credentials_from_env(
+        os.environ, identities, s3_endpoint=node_settings_for(nodes, provider).store_endpoint),
+        state_store=state_store)
 
 
 def boot_seams(settings: ServiceSettings, providers: Mapping[str, Provider], config: OrchConfig,

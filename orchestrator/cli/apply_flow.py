@@ -72,6 +72,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
             _print_plan(preview, launcher)
         if not opts.as_json:
             _print_blind(loaded, config)
+            _print_exposed(preview, loaded, config)
         if opts.dry_run:
             _finish_dry_run(preview, launcher, opts)
             return 0
@@ -177,6 +178,22 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
          + (f", estimated {_money(total)} in all" if total is not None and n else ""))
     for launch in preview.launches:
         _out(_plan_line(launch))
+
+
+def _print_exposed(preview: ApplyPreview, loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
+    """Per job about to launch, what its node would hold beyond its scoped, expiring store credential."""
+    import textwrap
+
+    from orchestrator.cli.jobs import PLAN_WIDTH
+    from orchestrator.runtime.preflight import exposure_for
+
+    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
+    for launch in preview.launches:
+        if launch.planned is None or launch.job not in manifests:
+            continue
+        for what in exposure_for(manifests[launch.job], launch.planned.offer.provider, config):
+            _out(textwrap.fill(f"exposed on the node: {launch.job}: {what}", PLAN_WIDTH, subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False))
 
 
 def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None) -> None:

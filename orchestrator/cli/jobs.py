@@ -147,8 +147,10 @@ def plan_cmd(
             _close(p)
     blind = blind_notes(loaded, config)
     reach = {jp.name: _reach(jp, config) for jp in plans}
+    exposed = exposure_notes(loaded, plans, config)
     if as_json:
-        _out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name]} for p in plans], indent=2))
+        _out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name],
+                     "exposed": exposed.get(p.name, [])} for p in plans], indent=2))
     else:
         for i, jp in enumerate(plans):
             if i:
@@ -158,6 +160,8 @@ def plan_cmd(
                 _say(f"note: {blind[jp.name]}", "  ", "        ")
             if reach[jp.name]:
                 _say(f"note: {reach[jp.name]}", "  ", "        ")
+            for what in exposed.get(jp.name, []):
+                _say(f"exposed on the node: {what}", "  ", "        ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
 
@@ -187,6 +191,24 @@ def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict
     notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
                                           ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
     return {name: note for name, note in notes.items() if note is not None}
+
+
+def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: OrchConfig | None
+                   ) -> dict[str, list[str]]:
+    """Per job with a chosen offer, what its node would hold beyond its job's scoped, expiring store credential
+    (orchestrator/runtime/preflight.py ``exposure_for``); jobs that hold nothing more are left out."""
+    from orchestrator.runtime.preflight import exposure_for
+
+    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
+    out: dict[str, list[str]] = {}
+    for jp in plans:
+        chosen = jp.plan.chosen
+        if chosen is None or jp.name not in manifests:
+            continue
+        notes = exposure_for(manifests[jp.name], chosen.offer.provider, config)
+        if notes:
+            out[jp.name] = notes
+    return out
 
 
 def _optional_config() -> OrchConfig | None:
