@@ -11,10 +11,20 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.common import (
+    PLAN_WIDTH,
+    blind_notes,
+    build_providers_or_fail,
+    close_provider,
+    load_config_or_fail,
+    money,
+    optional_config,
+    out,
+)
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, fail_manifests, warn
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
@@ -57,25 +67,6 @@ def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False
     return loaded
 
 
-def _config(as_json: bool = False) -> OrchConfig:
-    from orchestrator.config import ConfigError, load_config
-
-    try:
-        return load_config()
-    except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
-
-
-def _providers(config: OrchConfig, as_json: bool = False) -> dict[str, Provider]:
-    from orchestrator.config import ConfigError
-    from orchestrator.wiring import build_providers
-
-    try:
-        return build_providers(config)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
-
-
 def _store(as_json: bool = False) -> Store:
     from orchestrator.store import StoreError, open_store
 
@@ -83,23 +74,6 @@ def _store(as_json: bool = False) -> Store:
         return open_store()
     except StoreError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
-
-
-def _internal(what: str, exc: BaseException, as_json: bool = False) -> NoReturn:
-    text = str(exc).strip().splitlines()
-    fail(f"{what} failed: {type(exc).__name__}: {text[0] if text else ''}", EXIT_NO_MATCH, as_json=as_json)
-
-
-def _out(line: str = "") -> None:
-    """One line to stdout, its control characters escaped: job names are checked, but event messages and
-    cloud answers (errors, states) are text from elsewhere and must not drive the terminal."""
-    from orchestrator.redaction import terminal_safe
-
-    sys.stdout.write(terminal_safe(line) + "\n")
-
-
-def _money(usd: float) -> str:
-    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
 
 
 # -- plan ----------------------------------------------------------------------------------------------
@@ -125,7 +99,7 @@ def plan_cmd(
     if configured and all_providers:
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
     loaded = _load(paths)
-    config = _config() if live or configured else _optional_config()
+    config = load_config_or_fail() if live or configured else optional_config()
     launchable = launchable_providers(config)
     only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
     if only is None and not all_providers and not as_json:
@@ -134,7 +108,7 @@ def plan_cmd(
         sys.stderr.write(textwrap.fill("note: no provider is configured, so `orch apply` launches nothing; planned "
                                        "on every provider's offers (`orch providers` says how to configure one)",
                                        PLAN_WIDTH, subsequent_indent="  ") + "\n")
-    providers = _providers(config) if live and config is not None else {}
+    providers = build_providers_or_fail(config) if live and config is not None else {}
     try:
         from orchestrator.runtime.preflight import boot_check_for
 
@@ -144,46 +118,19 @@ def plan_cmd(
         fail(str(exc), EXIT_BAD_INPUT)
     finally:
         for p in providers.values():
-            _close(p)
+            close_provider(p)
     blind = blind_notes(loaded, config)
     if as_json:
-        _out(dumps([{**p.to_json(), "blind": blind.get(p.name)} for p in plans], indent=2))
+        out(dumps([{**p.to_json(), "blind": blind.get(p.name)} for p in plans], indent=2))
     else:
         for i, jp in enumerate(plans):
             if i:
-                _out()
+                out()
             _print_plan(jp)
             if jp.name in blind:
                 _say(f"note: {blind[jp.name]}", "  ", "        ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
-
-
-def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
-    """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
-    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
-    from orchestrator.config import ConfigError
-    from orchestrator.runtime.node_state import blind_note
-    from orchestrator.service import ServiceSettings, load_service_settings
-
-    try:
-        settings = load_service_settings(config) if config is not None else ServiceSettings()
-    except ConfigError:
-        settings = ServiceSettings()      # the daemon's own start reports a bad daemon: section
-    notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
-                                          ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
-    return {name: note for name, note in notes.items() if note is not None}
-
-
-def _optional_config() -> OrchConfig | None:
-    """orch's config where it can be read; else None, noted on stderr (planning from the catalog still works)."""
-    from orchestrator.config import ConfigError, load_config
-
-    try:
-        return load_config()
-    except ConfigError as exc:
-        sys.stderr.write(f"note: {exc}; your own machines are not planned\n")
-        return None
 
 
 def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
@@ -198,22 +145,12 @@ def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], li
         fail(str(exc), EXIT_BAD_INPUT)
 
 
-def _close(provider: Provider) -> None:
-    close = getattr(provider, "close", None)
-    if callable(close):
-        close()
-
-
-#: ``orch plan``'s text fits a terminal of this many columns: lines wrap at spaces, never inside a number.
-PLAN_WIDTH = 80
-
-
 def _say(text: str, indent: str = "  ", more: str = "           ") -> None:
     import textwrap
 
     for line in textwrap.wrap(text, PLAN_WIDTH, initial_indent=indent, subsequent_indent=more,
                               break_long_words=False, break_on_hyphens=False):
-        _out(line)
+        out(line)
 
 
 def _print_plan(jp: JobPlan) -> None:
@@ -226,7 +163,7 @@ def _print_plan(jp: JobPlan) -> None:
         _say(f"code     commit {jp.code.commit[:12]}{dirty}, path {jp.code.path}: {jp.code.files} files, "
              f"{jp.code.bytes} bytes")
     if jp.plan.chosen is None:
-        _out("  no eligible offer")
+        out("  no eligible offer")
     notes: list[str] = []          # said once, however many offers they apply to
     for n, p in enumerate(jp.options):
         _print_offer("chosen" if n == 0 else f"alt {n}", p)
@@ -237,7 +174,7 @@ def _print_plan(jp: JobPlan) -> None:
         _say(f"note: {note}", "  ", "        ")
     rest = len(jp.plan.eligible) - len(jp.options)
     if rest > 0:
-        _out(f"  ... {rest} more eligible offer(s)")
+        out(f"  ... {rest} more eligible offer(s)")
     counts = jp.plan.exclusion_counts()
     if counts:
         by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value))
@@ -255,10 +192,10 @@ def _print_offer(label: str, p: PlannedOffer) -> None:
     """One offer on one line where it fits 80 columns (the place and price line wrap under it otherwise)."""
     o = p.offer
     place = o.region + (f"/{o.zone}" if o.zone else "")
-    total = f"  total {_money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
+    total = f"  total {money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
     nodes = f" x{p.nodes} nodes" if p.nodes > 1 else ""
     _say(f"{label:<7}{o.provider} {o.instance_type} {place} {o.market.value} {o.gpu_count}x{o.gpu}{nodes} "
-         f"{_money(p.total_price_hr)}/h{total} [{o.source}]", "  ", "         ")
+         f"{money(p.total_price_hr)}/h{total} [{o.source}]", "  ", "         ")
 
 
 # -- apply ---------------------------------------------------------------------------------------------
@@ -325,14 +262,14 @@ def status_cmd(
         if watching:
             watch(render, interval, terminal=False if as_json else None)
         else:
-            _out(render())
+            out(render())
     finally:
         store.close()
 
 
 def _print_status(report: StatusReport) -> None:
     for line in _status_lines(report):
-        _out(line)
+        out(line)
 
 
 def _status_lines(report: StatusReport) -> list[str]:
@@ -382,7 +319,7 @@ def down_cmd(
             _down_result([], before, None, as_json)
             return
         if not as_json:
-            _out(f"marked for teardown: {', '.join(targets)} ({len(before)} machine(s))")
+            out(f"marked for teardown: {', '.join(targets)} ({len(before)} machine(s))")
         outcome = _wait_down(store, targets, before, timeout, poll, as_json)
     finally:
         store.close()
@@ -408,12 +345,12 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
     try:
         engine = None
         if not daemon_running(store):
-            config = _config(as_json)
-            providers = _providers(config, as_json)
+            config = load_config_or_fail(as_json)
+            providers = build_providers_or_fail(config, as_json)
             engine = build_engine(store, config, providers, load_catalog().offers, launches_allowed=False,
                                   use_live_offers=False)
         elif not as_json:
-            _out("a daemon is running: waiting for it to terminate the machines")
+            out("a daemon is running: waiting for it to terminate the machines")
         with Progress(f"terminating {len(before)} machine(s)") as progress:
             return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
                              on_tick=lambda left: progress.update(machines_left(left)))
@@ -423,7 +360,7 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
         fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
     finally:
         for p in providers.values():
-            _close(p)
+            close_provider(p)
 
 
 def machines_left(left: Sequence[InstanceView]) -> str:
@@ -437,13 +374,13 @@ def machines_left(left: Sequence[InstanceView]) -> str:
 def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOutcome | None, as_json: bool) -> None:
     if as_json:
         remaining = outcome.remaining if outcome else []
-        _out(dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
+        out(dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
                          "remaining": [i.to_json() for i in remaining],
                          "errors": list(outcome.errors) if outcome else []}, indent=2))
     elif not targets:
-        _out("no jobs to tear down")
+        out("no jobs to tear down")
     elif outcome is not None and outcome.confirmed:
-        _out(f"down: {', '.join(targets)}; {len(before)} machine(s) terminated, confirmed by the providers")
+        out(f"down: {', '.join(targets)}; {len(before)} machine(s) terminated, confirmed by the providers")
 
 
 # -- events --------------------------------------------------------------------------------------------
@@ -469,7 +406,7 @@ def events_cmd(
     check_number("--max-wait", max_wait, low=0, high=365 * 86400)
 
     def emit(e: EventView) -> None:
-        _out(dumps(e.to_json()) if as_json else e.line())
+        out(dumps(e.to_json()) if as_json else e.line())
         sys.stdout.flush()
 
     store = _store()
