@@ -8,14 +8,20 @@ private helpers (that made an import cycle between cli/jobs.py and cli/apply_flo
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
     from orchestrator.manifest import LoadedManifest
+    from orchestrator.store import Store
     from providers.base import Provider
+
+#: ``--json`` as every job command spells it.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (fields: docs/cli.md).")]
 
 
 def load_config_or_fail(as_json: bool = False) -> OrchConfig:
@@ -89,3 +95,12 @@ def close_provider(provider: Provider) -> None:
 
 #: ``orch plan``'s text fits a terminal of this many columns: lines wrap at spaces, never inside a number.
 PLAN_WIDTH = 80
+
+
+def open_store_or_fail(as_json: bool = False) -> Store:
+    from orchestrator.store import StoreError, open_store
+
+    try:
+        return open_store()
+    except StoreError as exc:
+        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)

@@ -1,4 +1,4 @@
-"""``orch plan / apply / status / down / events``: jobs from manifests to machines and back.
+"""``orch plan / apply / status``: jobs from manifests to machines (``down`` and ``events``: down.py, events.py).
 
 The logic lives in orchestrator.jobs_service; this module parses flags, prints, and maps failures to
 exit codes (0 ok, 1 operation failed / nothing matched, 2 bad input). Heavy imports stay inside the
@@ -8,8 +8,6 @@ commands so ``orch --help`` stays fast.
 from __future__ import annotations
 
 import sys
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,31 +15,30 @@ import typer
 
 from orchestrator.cli.common import (
     PLAN_WIDTH,
+    JsonOpt,
     blind_notes,
     build_providers_or_fail,
     close_provider,
     load_config_or_fail,
     money,
+    open_store_or_fail,
     optional_config,
     out,
 )
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, fail_manifests, warn
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, fail_manifests
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
-from orchestrator.cli.progress import Progress
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
-    from orchestrator.jobs_service import DownOutcome, InstanceView, JobPlan, StatusReport
+    from orchestrator.jobs_service import JobPlan, StatusReport
     from orchestrator.manifest import LoadedManifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import PlannedOffer
-    from orchestrator.store import Store
     from providers.base import Provider
 
 PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or directories (*.yaml, *.yml).",
                                                 show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (fields: docs/cli.md).")]
 
 
 # -- shared plumbing -----------------------------------------------------------------------------------
@@ -65,15 +62,6 @@ def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False
                 sys.stderr.write(textwrap.fill(line, PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
                                                break_on_hyphens=False) + "\n")
     return loaded
-
-
-def _store(as_json: bool = False) -> Store:
-    from orchestrator.store import StoreError, open_store
-
-    try:
-        return open_store()
-    except StoreError as exc:
-        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
 
 
 # -- plan ----------------------------------------------------------------------------------------------
@@ -222,7 +210,7 @@ def apply_cmd(
     from orchestrator.cli.apply_flow import ApplyOptions, run_apply
 
     loaded = _load(paths, as_json, allow_dirty=dirty)
-    store = _store(as_json)
+    store = open_store_or_fail(as_json)
     try:
         code = run_apply(store, loaded, ApplyOptions(prune, launch, max_ticks, yes, dry_run, as_json))
     finally:
@@ -247,7 +235,7 @@ def status_cmd(
     problem = check_interval(interval)
     if problem:
         fail(problem, EXIT_BAD_INPUT, as_json=as_json)
-    store = _store(as_json)
+    store = open_store_or_fail(as_json)
 
     def render() -> str:
         try:
@@ -276,154 +264,3 @@ def _status_lines(report: StatusReport) -> list[str]:
     from orchestrator.cli.status_table import status_lines
 
     return status_lines(report)
-
-
-# -- down ----------------------------------------------------------------------------------------------
-
-@app.command("down")
-def down_cmd(
-    jobs: Annotated[list[str] | None, typer.Argument(help="Jobs to tear down.", show_default=False)] = None,
-    everything: Annotated[bool, typer.Option("--all", help="Every job.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the clouds to confirm.")]
-    = 300.0,
-    poll: Annotated[float, typer.Option("--poll", help="Seconds between checks while waiting.")] = 1.0,
-    as_json: JsonOpt = False,
-) -> None:
-    """Terminate jobs' machines and wait until each provider confirms them gone (exit 0 only then)."""
-    from orchestrator.jobs_service import JobsError, live_machines, mark_down
-
-    names = list(jobs or [])
-    if everything and names:
-        fail("give job names or --all, not both", EXIT_BAD_INPUT, as_json=as_json)
-    if not everything and not names:
-        fail("name the jobs to tear down, or pass --all", EXIT_BAD_INPUT, as_json=as_json)
-    check_number("--timeout", timeout, low=0, above=True, high=7 * 86400, as_json=as_json)
-    check_number("--poll", poll, low=MIN_POLL_S, high=3600, as_json=as_json)
-    what = "every job" if everything else ", ".join(names)
-    if not yes:
-        if as_json or not sys.stdin.isatty():
-            fail(f"refusing to tear down {what} without confirmation: "
-                 f"{'--json never asks' if as_json else 'no terminal to ask on'}; pass --yes",
-                 EXIT_BAD_INPUT, as_json=as_json)
-        if not typer.confirm(f"Tear down {what} and terminate its machines?", default=False):
-            fail("nothing done", EXIT_NO_MATCH)
-    store = _store(as_json)
-    try:
-        try:
-            targets = mark_down(store, names, everything=everything)
-        except JobsError as exc:
-            fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
-        before = live_machines(store, targets) if targets else []
-        if not targets:
-            _down_result([], before, None, as_json)
-            return
-        if not as_json:
-            out(f"marked for teardown: {', '.join(targets)} ({len(before)} machine(s))")
-        outcome = _wait_down(store, targets, before, timeout, poll, as_json)
-    finally:
-        store.close()
-    for err in outcome.errors[:10]:
-        warn(str(err))
-    _down_result(targets, before, outcome, as_json)
-    if not outcome.confirmed:
-        sys.stderr.write(f"error: {len(outcome.remaining)} machine(s) not confirmed gone after {timeout:g}s:\n")
-        for i in outcome.remaining:
-            sys.stderr.write(f"  {i.provider} {i.instance_id or '?'} (launch {i.launch_id}, {i.state}) job {i.job}\n")
-        raise SystemExit(EXIT_NO_MATCH)
-
-
-def _wait_down(store: Store, targets: list[str], before: list[InstanceView], timeout: float, poll: float,
-               as_json: bool) -> DownOutcome:
-    """Tick (or let the running daemon work) until the providers confirm every machine gone; progress on stderr."""
-    from orchestrator.config import ConfigError
-    from orchestrator.jobs_service import build_engine, daemon_running, wait_down
-    from orchestrator.store.leases import DaemonAlreadyRunningError
-    from providers.catalog import load_catalog
-
-    providers: dict[str, Provider] = {}
-    try:
-        engine = None
-        if not daemon_running(store):
-            config = load_config_or_fail(as_json)
-            providers = build_providers_or_fail(config, as_json)
-            engine = build_engine(store, config, providers, load_catalog().offers, launches_allowed=False,
-                                  use_live_offers=False)
-        elif not as_json:
-            out("a daemon is running: waiting for it to terminate the machines")
-        with Progress(f"terminating {len(before)} machine(s)") as progress:
-            return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
-                             on_tick=lambda left: progress.update(machines_left(left)))
-    except DaemonAlreadyRunningError as exc:
-        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
-    except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
-        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
-    finally:
-        for p in providers.values():
-            close_provider(p)
-
-
-def machines_left(left: Sequence[InstanceView]) -> str:
-    """``3 machine(s) left: aws 2, gcp 1`` (``none left`` once the providers confirm them all gone)."""
-    if not left:
-        return "none left"
-    counts = Counter(i.provider for i in left)
-    return f"{len(left)} machine(s) left: " + ", ".join(f"{p} {n}" for p, n in sorted(counts.items()))
-
-
-def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOutcome | None, as_json: bool) -> None:
-    if as_json:
-        remaining = outcome.remaining if outcome else []
-        out(dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
-                         "remaining": [i.to_json() for i in remaining],
-                         "errors": list(outcome.errors) if outcome else []}, indent=2))
-    elif not targets:
-        out("no jobs to tear down")
-    elif outcome is not None and outcome.confirmed:
-        out(f"down: {', '.join(targets)}; {len(before)} machine(s) terminated, confirmed by the providers")
-
-
-# -- events --------------------------------------------------------------------------------------------
-
-@app.command("events")
-def events_cmd(
-    job: Annotated[str | None, typer.Argument(help="Only this job's events.", show_default=False)] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events (Ctrl-C stops).")]
-    = False,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON lines, one event each.")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many past events.")] = None,
-    max_wait: Annotated[float | None, typer.Option("--max-wait", help="With -f: stop after this many seconds "
-                                                   "without a new event.")] = None,
-    poll: Annotated[float, typer.Option("--poll", help="With -f: seconds between polls.")] = 1.0,
-) -> None:
-    """The event log: what orch did and saw, oldest first (a repeated condition once, with its count)."""
-    from orchestrator.jobs_service import EventView, JobsError, events
-    from orchestrator.jobs_service import follow as follow_events
-
-    if limit is not None and limit < 1:
-        fail("--limit must be 1 or more", EXIT_BAD_INPUT)
-    check_number("--poll", poll, low=MIN_POLL_S, high=3600)
-    check_number("--max-wait", max_wait, low=0, high=365 * 86400)
-
-    def emit(e: EventView) -> None:
-        out(dumps(e.to_json()) if as_json else e.line())
-        sys.stdout.flush()
-
-    store = _store()
-    try:
-        past = events(store, job)
-        if limit is not None:
-            past = past[-limit:]
-        for e in past:
-            emit(e)
-        if follow:
-            after = past[-1].id if past else None
-            try:
-                for e in follow_events(store, job, after_id=after, poll_s=poll, max_wait_s=max_wait):
-                    emit(e)
-            except KeyboardInterrupt:
-                pass
-    except JobsError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
-    finally:
-        store.close()
