@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.config_errors import ConfigError
+
 if TYPE_CHECKING:
     from orchestrator.alerts.config import AlertSettings
     from orchestrator.budgets import Budget
@@ -50,10 +52,6 @@ def _default_owner() -> str:
     if not name[0].isalpha():
         name = "u" + name
     return name[:31]
-
-
-class ConfigError(ValueError):
-    pass
 
 
 _MAX_CONFIG_BYTES = 1024 * 1024
