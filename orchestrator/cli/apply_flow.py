@@ -19,7 +19,6 @@ import typer
 
 from orchestrator.cli.common import (
     PLAN_WIDTH,
-    blind_notes,
     build_providers_or_fail,
     close_provider,
     fail_internal,
@@ -30,6 +29,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn
 from orchestrator.cli.jsonout import dumps
+from orchestrator.cli.plan_notes import blind_notes
 from orchestrator.cli.progress import Progress
 from orchestrator.redaction import safe_line
 

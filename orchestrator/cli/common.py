@@ -16,7 +16,6 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
-    from orchestrator.manifest import LoadedManifest
     from orchestrator.store import Store
     from providers.base import Provider
 
@@ -58,22 +57,6 @@ def out(line: str = "") -> None:
 
 def money(usd: float) -> str:
     return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
-
-
-def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
-    """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
-    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
-    from orchestrator.config import ConfigError
-    from orchestrator.runtime.node_state import blind_note
-    from orchestrator.service import ServiceSettings, load_service_settings
-
-    try:
-        settings = load_service_settings(config) if config is not None else ServiceSettings()
-    except ConfigError:
-        settings = ServiceSettings()      # the daemon's own start reports a bad daemon: section
-    notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
-                                          ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
-    return {name: note for name, note in notes.items() if note is not None}
 
 
 def optional_config() -> OrchConfig | None:

@@ -16,7 +16,6 @@ import typer
 from orchestrator.cli.common import (
     PLAN_WIDTH,
     JsonOpt,
-    blind_notes,
     build_providers_or_fail,
     close_provider,
     load_config_or_fail,
@@ -28,6 +27,7 @@ from orchestrator.cli.common import (
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, fail_manifests
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.cli.plan_notes import blind_notes, exposure_notes, reach_note
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
@@ -108,7 +108,7 @@ def plan_cmd(
         for p in providers.values():
             close_provider(p)
     blind = blind_notes(loaded, config)
-    reach = {jp.name: _reach(jp, config) for jp in plans}
+    reach = {jp.name: reach_note(jp, config) for jp in plans}
     exposed = exposure_notes(loaded, plans, config)
     if as_json:
         out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name],
@@ -126,35 +126,6 @@ def plan_cmd(
                 _say(f"exposed on the node: {what}", "  ", "        ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
-
-
-def _reach(jp: JobPlan, config: OrchConfig | None) -> str | None:
-    """How to log in to the chosen offer's nodes (orchestrator/reach.py), None when nothing is chosen."""
-    from orchestrator.reach import reach_hint
-
-    chosen = jp.plan.chosen
-    if chosen is None:
-        return None
-    provider = chosen.offer.provider
-    return reach_hint(provider, config.provider_settings(provider) if config is not None else None)
-
-
-def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: OrchConfig | None
-                   ) -> dict[str, list[str]]:
-    """Per job with a chosen offer, what its node would hold beyond its job's scoped, expiring store credential
-    (orchestrator/runtime/preflight.py ``exposure_for``); jobs that hold nothing more are left out."""
-    from orchestrator.runtime.preflight import exposure_for
-
-    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
-    out: dict[str, list[str]] = {}
-    for jp in plans:
-        chosen = jp.plan.chosen
-        if chosen is None or jp.name not in manifests:
-            continue
-        notes = exposure_for(manifests[jp.name], chosen.offer.provider, config)
-        if notes:
-            out[jp.name] = notes
-    return out
 
 
 def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
