@@ -150,6 +150,7 @@ def test_a_multi_line_command_is_refused_but_env_and_setup_may_hold_lines(tmp_pa
 
 @pytest.mark.parametrize(("old", "new", "reading"), [
     ("count: 2", "count: 007", "an octal number"),
+    ("count: 2", "count: 099", "text, YAML 1.2 as a decimal number (its leading zero lost)"),
     ("count: 2", "count: 0o7", "text"),
     ("count: 2", "count: 2\n  nodes: 2:00", "a base-60 number"),
     ("count: 2", "count: 1_6", "a number"),

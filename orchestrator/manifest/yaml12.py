@@ -63,8 +63,11 @@ _NAN = re.compile(r"\.(?:nan|NaN|NAN)")
 _AMBIGUOUS: tuple[tuple[re.Pattern[str], str, str, str], ...] = (
     (re.compile(r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF"), "a boolean", "text",
      "write true or false, or quote it ('{v}') to mean the text"),
-    (re.compile(r"[-+]?0[0-9_]+"), "an octal number", "a decimal number",
+    (re.compile(r"[-+]?0[0-7_]+"), "an octal number", "a decimal number",
      "write the number without leading zeros, or quote it ('{v}') to mean the text"),
+    # 1.1's octal has no 8 or 9: 099720109477 (an AWS account id, as a YAML 1.1 dumper leaves it) is 1.1 text.
+    (re.compile(r"[-+]?0[0-9_]*[89][0-9_]*"), "text", "a decimal number (its leading zero lost)",
+     "quote it ('{v}') to mean the text"),
     (re.compile(r"[-+]?0o[0-7_]+"), "text", "an octal number", "write it in decimal, or quote it ('{v}')"),
     (re.compile(r"[-+]?0b[01_]+"), "a binary number", "text", "write it in decimal, or quote it ('{v}')"),
     (re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"), "a base-60 number", "text",

@@ -5,9 +5,10 @@ The launch is built by the engine's own code path: the example manifest -> ``job
 engine's boot script renderer (``ManifestStartupRenderer.render``, which refuses what is over the provider's
 limit) -> the engine's ``launch_spec_for`` -> the real adapter -> the fake on 127.0.0.1. Each example is sent
 with its ``image:`` and without one, single-node and (where the provider launches multi-node jobs) as a
-two-node gang, always with a checkpoint store and secrets (the credentials go into the boot script, the
-biggest case). The manifests' ``providers:``/``regions:`` choices are dropped so every provider gets every
-example: what is checked is the request, not the planner.
+two-node gang, always with a checkpoint store and secrets (the node's scoped store credential goes into the boot
+script, the biggest case; the secrets reach the node through its store, never the boot payload). The manifests'
+``providers:``/``regions:`` choices are dropped so every provider gets every example: what is checked is the
+request, not the planner.
 
 "Validated" means: the fake ran its contract check on each launch request (EC2: botocore's model and the
 AMI/user-data limits; GCE: the Discovery document; Azure: the REST spec's bodies; Vast: its OpenAPI
@@ -36,7 +37,7 @@ from orchestrator.runtime.startup import ManifestStartupRenderer
 from orchestrator.store.models import JobStatus
 from providers.base import Capability, Market, Offer, new_launch_id
 from tests.contract.harness import ProviderHarness
-from tests.test_boot_sizes import ENVIRON
+from tests.test_boot_sizes import DRY, ENVIRON
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 PROVIDERS = ("aws", "gcp", "azure", "vastai", "lambda", "runpod")
@@ -149,14 +150,16 @@ def test_every_examples_real_launch_is_accepted_by_the_spec_validating_fake(
     cloud.reset()
     manifest = _manifest(example, image=image, nodes=nodes)
     job, offer = _job(manifest), _offer(cloud, manifest)
-    renderer = ManifestStartupRenderer(environ=ENVIRON, state_store=STATE_STORE)
+    # DRY: scoped node credentials minted offline (their form, not a token service: tests/test_node_credentials.py)
+    renderer = ManifestStartupRenderer(environ=ENVIRON, state_store=STATE_STORE, credentials=DRY)
     before = _validated(cloud)
     launched = []
     try:
         for rank in range(nodes):
             attempt = AttemptRecord(10 + rank, 1, new_launch_id(), AttemptState.PLANNED, offer, node_rank=rank)
             script = renderer.render(job, attempt)
-            assert script.startswith("#!/bin/sh\n") and boot_env(script)["HF_TOKEN"] == ENVIRON["HF_TOKEN"]
+            # secrets go to the node through its store (tests/test_node_payload_clouds.py), never in the boot payload
+            assert script.startswith("#!/bin/sh\n") and "HF_TOKEN" not in boot_env(script)
             spec = launch_spec_for(job, attempt, owner=OWNER, ssh_public_key=PUBLIC_KEY, script=script)
             assert bool(spec.image) is image     # the job's container: never the machine image
             inst = provider.launch(spec)

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from providers.base import Instance, Provider
 from tests.e2e.booting import NodeBooter, aws_user_data, gce_user_data
@@ -134,7 +133,9 @@ def world(tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> 
         bucket = f"orch-smoke-{uuid.uuid4().hex[:8]}"
         s3.create_bucket(Bucket=bucket)
         config = tmp_path / "orch.yaml"
-        config.write_text(yaml.safe_dump({"owner": OWNER, "providers": sections, "daemon": {
+        # JSON is YAML 1.2 with every string quoted: a YAML 1.1 dumper leaves the AMI owner 099720109477 bare,
+        # which orch's 1.2 reader refuses as ambiguous (1.1 text, 1.2 a number that loses its leading zero).
+        config.write_text(json.dumps({"owner": OWNER, "providers": sections, "daemon": {
             "state_store": f"s3://{bucket}/state", "store_endpoint": s3_endpoint}}))
         for key, value in fakes.env().items():
             monkeypatch.setenv(key, value)
