@@ -30,7 +30,7 @@ from typing import Any
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember
-from orchestrator.store.listings import shared_listing
+from orchestrator.store.listings import ListingCache, shared_listing
 from orchestrator.store.models import AttemptState
 from providers.base import Instance, LaunchSpec, Provider
 
@@ -80,6 +80,7 @@ class FencedProvider:
         #: Per owner: the version of this daemon's last published listing; a launch since raises it past any
         #: published version (this daemon then lists itself: see the module's docstring).
         self._min_version: dict[str, int] = {}
+        self._decoded = ListingCache()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -105,7 +106,8 @@ class FencedProvider:
         if self._share:
             got = shared_listing(self._guard.store, self._inner.name, owner, lister=self._guard.fleet.owner,
                                  now=self._guard.fleet.clock(), max_age=LISTING_MAX_AGE,
-                                 min_version=self._min_version.get(owner, 0), ask=lambda: self._ask(owner))
+                                 min_version=self._min_version.get(owner, 0), ask=lambda: self._ask(owner),
+                                 cache=self._decoded)
             listed = got.instances
             if not got.shared:
                 # Listed by this daemon (after its launches): published listings from this one on serve it.

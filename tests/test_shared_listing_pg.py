@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from orchestrator.store import open_store
-from orchestrator.store.listings import instance_from_json, instance_to_json, published, shared_listing
+from orchestrator.store.listings import ListingCache, instance_from_json, instance_to_json, published, shared_listing
 from orchestrator.store.models import AttemptState
 from providers.base import Instance, InstanceState, Market
 from providers.fabric import Fabric
@@ -121,17 +121,30 @@ def test_a_fresh_listing_is_taken_from_the_store_and_a_stale_one_is_not(pg_url: 
         first = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
                                min_version=0, ask=lambda: ask("a"))
         assert not first.shared and first.version == 1
+        b_cache = ListingCache()
         second = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
-                                min_version=0, ask=lambda: ask("b"))
+                                min_version=0, ask=lambda: ask("b"), cache=b_cache)
         assert second.shared and second.instances == first.instances and asked == ["a"]
+        decoded = b_cache.decoded[("lambda", OWNER)]
+        clock.advance(seconds=8)
+        again = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
+                               min_version=0, ask=lambda: ask("a"))                 # the same machines
+        assert not again.shared and again.version == 2 and asked == ["a", "a"]
+        reread = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                                min_version=0, ask=lambda: ask("b"), cache=b_cache)
+        assert reread.shared and reread.instances == first.instances
+        assert b_cache.decoded[("lambda", OWNER)] is decoded                      # not fetched nor decoded again
         clock.advance(seconds=8)
         third = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
                                min_version=0, ask=lambda: ask("b"))
-        assert not third.shared and third.version == 2 and asked == ["a", "b"]
+        assert not third.shared and third.version == 3 and asked == ["a", "a", "b"]
+        fourth = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
+                                min_version=0, ask=lambda: ask("a"), cache=b_cache)
+        assert fourth.shared and fourth.instances == third.instances != first.instances   # new machines: read
         with pytest.raises(RuntimeError):        # a failed cloud call publishes nothing
             shared_listing(store, "lambda", OWNER, lister="c", now=clock() + timedelta(seconds=60),
                            max_age=timedelta(seconds=7), min_version=0, ask=refuse)
-        assert published(store, "lambda", OWNER) == (2, third.instances)
+        assert published(store, "lambda", OWNER) == (3, third.instances)
     finally:
         store.close()
 

@@ -13,14 +13,16 @@ as unlisted this tick), and the next daemon to take the lock tries the cloud its
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import OperationalError
-from sqlmodel import select
 
 from orchestrator.store.db import Store
 from orchestrator.store.models import ListingRow
@@ -38,8 +40,16 @@ class Listing:
     shared: bool
 
 
+@dataclass
+class ListingCache:
+    """A reader's last decoded listing per (provider, owner), by digest: a steady fleet's listing is the same
+    each tick, and is then neither fetched nor decoded again."""
+
+    decoded: dict[tuple[str, str], tuple[str, list[Instance]]] = field(default_factory=dict)
+
+
 def shared_listing(store: Store, provider: str, owner: str, *, lister: str, now: datetime, max_age: timedelta,
-                   min_version: int, ask: Callable[[], list[Instance]],
+                   min_version: int, ask: Callable[[], list[Instance]], cache: ListingCache | None = None,
                    lock_wait: timedelta = timedelta(seconds=30)) -> Listing:
     """The listing of ``provider``'s instances of ``owner`` (see the module's docstring).
 
@@ -48,26 +58,35 @@ def shared_listing(store: Store, provider: str, owner: str, *, lister: str, now:
     caller's own last publication: a daemon that launched since must not judge its machine by a listing
     older than the launch, so it passes a ``min_version`` above any published one, and lists itself).
     ``ask`` calls the cloud; its errors propagate and nothing is published."""
+    cache = cache if cache is not None else ListingCache()
+    key = (provider, owner)
+    table = ListingRow.__table__  # type: ignore[attr-defined]
+    where = (table.c.provider == provider) & (table.c.owner == owner)
     try:
         with store.transaction() as tx:
             conn = tx.connection()
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(lock_wait.total_seconds() * 1000)}ms'")
-            conn.execute(pg_insert(ListingRow.__table__).values(  # type: ignore[attr-defined]
-                provider=provider, owner=owner, version=0, listed_at=None, lister=None, instances=[])
-                .on_conflict_do_nothing())
-            row = tx.exec(select(ListingRow).where(ListingRow.provider == provider, ListingRow.owner == owner)
-                          .with_for_update()).one()
-            if (row.listed_at is not None and abs(now - row.listed_at) <= max_age and row.version >= min_version
-                    and row.version > 0):
-                return Listing([instance_from_json(d) for d in row.instances], row.version, True)
+            conn.execute(pg_insert(table).values(provider=provider, owner=owner, version=0, listed_at=None,
+                                                 lister=None, digest="", instances=[]).on_conflict_do_nothing())
+            # The lock is the election: the first daemon here this tick lists; the others wait, then read.
+            version, listed_at, digest = conn.execute(
+                select(table.c.version, table.c.listed_at, table.c.digest).where(where).with_for_update()).one()
+            if listed_at is not None and version > 0 and version >= min_version and abs(now - listed_at) <= max_age:
+                held = cache.decoded.get(key)
+                if held is None or held[0] != digest:
+                    rows = conn.execute(select(table.c.instances).where(where)).scalar_one()
+                    held = (digest, [instance_from_json(d) for d in rows])
+                    cache.decoded[key] = held
+                return Listing(list(held[1]), version, True)
             instances = ask()
-            row.version += 1
-            row.listed_at = now
-            row.lister = lister
-            row.instances = [instance_to_json(i) for i in instances]
-            tx.add(row)
-            version = row.version
-        return Listing(instances, version, False)
+            encoded = [instance_to_json(i) for i in instances]
+            fresh = hashlib.sha256(json.dumps(encoded, sort_keys=True).encode()).hexdigest()
+            values: dict[str, Any] = {"version": version + 1, "listed_at": now, "lister": lister}
+            if fresh != digest:     # the same machines as published: only the version and the time move
+                values.update(digest=fresh, instances=encoded)
+            conn.execute(update(table).where(where).values(**values))
+            cache.decoded[key] = (fresh, list(instances))
+        return Listing(instances, version + 1, False)
     except OperationalError:
         # The lock was not granted in time (or the store failed): the cloud is asked, nothing is published.
         return Listing(ask(), None, False)
@@ -103,4 +122,5 @@ def published(store: Store, provider: str, owner: str) -> tuple[int, list[Instan
         return row.version, [instance_from_json(d) for d in row.instances]
 
 
-__all__: Sequence[str] = ("Listing", "instance_from_json", "instance_to_json", "published", "shared_listing")
+__all__: Sequence[str] = ("Listing", "ListingCache", "instance_from_json", "instance_to_json", "published",
+                          "shared_listing")

@@ -30,6 +30,7 @@ def upgrade() -> None:
         sa.Column("version", sa.BigInteger(), nullable=False),
         sa.Column("listed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("lister", sa.String(140), nullable=True),
+        sa.Column("digest", sa.String(64), nullable=False),
         sa.Column("instances", sa.JSON(), nullable=False),
     )
 
