@@ -15,7 +15,8 @@ database is created and dropped afterwards. Without one the store is a SQLite fi
 Lambda wire fake (one JSON list call for every instance) runs in a child process with N running instances;
 each daemon is its own process (its own connection, adapters, lease owner), measured with
 ``time.process_time()`` in that process, so neither the fake's CPU nor the database server's is counted.
-Each daemon lists the cloud once per tick, and pauses garbage collection for its first tick and settles its
+On PostgreSQL the daemons share one cloud listing per tick (orchestrator/store/listings.py; each round's line
+says how many list calls reached the cloud). Each daemon pauses garbage collection for its first tick and settles its
 heap after it as ``orch daemon`` does (``orchestrator.daemon``; the settling's CPU, once, is printed, not
 counted in any tick). Not a test: it asserts nothing; it reports.
 """
@@ -137,13 +138,15 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: bo
                 statements = _count_statements(service)
                 prof = cProfile.Profile(time.process_time)
                 prof.enable()
+            lister = service.reconciler.deps.providers["lambda"]
+            asked = getattr(lister, "listings", None)
             cpu, wall = time.process_time(), time.perf_counter()
             report = service.reconciler.tick()
             if profile:
                 prof.disable()
                 last = prof
             conn.send((time.process_time() - cpu, time.perf_counter() - wall, report.quiet and not report.errors,
-                       str(report.errors[:2])))
+                       str(report.errors[:2]), None if asked is None else lister.listings - asked))
             if not settled:     # as the daemon does after its first tick (its CPU is not a tick's: reported)
                 cpu = time.process_time()
                 settle_heap()
@@ -231,8 +234,10 @@ def bench(n: int, k: int, ticks: int, base: str | None, profile: bool = False) -
                 pipe.send(now)
             answers = [pipe.recv() for _, pipe in daemons]
             rounds.append((time.perf_counter() - start, answers))
+            calls = [a[4] for a in answers]
             print(f"round {r}: wall {rounds[-1][0]:.2f} s, cpu {[round(a[0], 2) for a in answers]}, quiet "
-                  f"{[a[2] for a in answers]}", file=sys.stderr, flush=True)
+                  f"{[a[2] for a in answers]}, cloud list calls "
+                  f"{sum(calls) if None not in calls else 'one per daemon (not shared)'}", file=sys.stderr, flush=True)
             for a in answers:
                 if a[3] != "[]":
                     print(f"  errors: {a[3]}", file=sys.stderr)
