@@ -75,6 +75,9 @@ def test_a_listing_older_than_a_launch_does_not_make_it_look_lost(pg_url: str, f
     clock = Clock()
     settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
     daemon = service_for(fakes, pg_url, clock=clock, lease_owner="d1", settings=settings)
+    # A second member of the fleet (it never ticks): a daemon alone in the fleet does not share its listings.
+    member = service_for(fakes, pg_url, clock=clock, lease_owner="d2", settings=settings)
+    member.engine_store.join(clock())  # type: ignore[attr-defined]
     admin = open_store(pg_url)
 
     def publish_empty() -> None:
@@ -100,8 +103,10 @@ def test_a_listing_older_than_a_launch_does_not_make_it_look_lost(pg_url: str, f
         assert len(states) == 1 and states[0].is_live, states      # not failed as "instance disappeared"
         found = published(admin, "lambda", OWNER)
         assert found is not None and [i.launch_id for i in found[1]] == [attempts[0].launch_id]   # d1 listed
+        assert found[0] == 3        # the other's two publications, then d1's own
     finally:
         daemon.close()
+        member.close()
         admin.close()
 
 
