@@ -256,7 +256,9 @@ class ResourceKind(StrEnum):
     PUBLIC_IP = "public-ip"                            # Azure: <vm name>-pip, one per VM
     NETWORK_SECURITY_GROUP = "network-security-group"  # Azure: orch-<owner>-ssh-<region>, shared
     NETWORK_INTERFACE = "network-interface"            # Azure: <vm name>-nic, one per VM
-    PLACEMENT_GROUP = "placement-group"                # AWS: orch-<owner>-<gang>, cluster, one per gang
+    PLACEMENT_GROUP = "placement-group"                # orch-<owner>-<gang>, one per gang: AWS cluster group,
+    #                                                    GCP compact placement policy, Azure proximity group
+    AVAILABILITY_SET = "availability-set"              # Azure: orch-<owner>-<gang>, an InfiniBand gang's VMs
 
 
 @dataclass(frozen=True, slots=True)

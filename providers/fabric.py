@@ -2,13 +2,19 @@
 
 NCCL's InfiniBand transport (IB verbs) serves InfiniBand and RoCE; AWS's EFA is reached through the
 aws-ofi-nccl plugin instead. A fabric helps a multi-node job only when every machine is attached to the
-same one, and on the clouds that is something the launch must arrange. orch arranges it on AWS: a
-multi-node gang on an EFA type is launched with ``interfaces`` EFA network interfaces (one per network
-card) in one cluster placement group (providers/aws/fabric.py), and its ``Instance.fabric`` is EFA, so the
-startup script points NCCL at it (FI_PROVIDER=efa). Elsewhere (GCP's RDMA NICs, Azure's InfiniBand
-placement) orch's launch does not attach the fabric yet: ``Instance.fabric`` stays None, NCCL stays on TCP
-sockets, and the planner says so to whoever picks such a type for a multi-node job. Machines you own declare their
-fabric in the SSH provider's settings (``infiniband: true``), and that one is real.
+same one, and on the clouds that is something the launch must arrange. orch arranges it for a multi-node
+gang (``ATTACHED``), and the machine's ``Instance.fabric`` says so, so the startup script points NCCL at it:
+
+* AWS EFA: ``interfaces`` EFA network interfaces (one per network card) in one cluster placement group
+  (providers/aws/fabric.py); NCCL through aws-ofi-nccl (FI_PROVIDER=efa).
+* Azure InfiniBand (ND sizes): one availability set inside the gang's proximity placement group, on the HPC
+  image with the IB drivers (providers/azure/placement.py); NCCL's IB transport left on.
+* GCP GPUDirect-TCPX (A3 High): four extra gVNIC NICs on the configured GPU networks, in one compact
+  placement policy (providers/gcp/placement.py); NCCL pointed at the TCPX plugin's NICs.
+
+GCP's RDMA types (A3 Ultra, RoCE) orch does not attach yet: ``Instance.fabric`` stays None, NCCL stays on
+TCP sockets, and the planner says so to whoever picks such a type for a multi-node job. Machines you own
+declare their fabric in the SSH provider's settings (``infiniband: true``), and that one is real.
 
 Sources (the providers' own pages):
 * AWS EFA: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types (supported types);
@@ -28,11 +34,13 @@ Sources (the providers' own pages):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 __all__ = ["FABRICS", "Fabric", "FabricFact", "attached_fabric", "fabric_label", "fabric_note", "fabric_shortfall",
-           "instance_fabric"]
+           "instance_fabric", "setup_missing"]
 
 
 class Fabric(StrEnum):
@@ -59,7 +67,7 @@ class FabricFact:
 
 
 _EFA = "an EFA network interface at launch (and a cluster placement group)"
-_AZURE_IB = "the VMs placed together in one scale set or availability set"
+_AZURE_IB = "the VMs placed together in one availability set (or scale set) on the HPC image"
 _GCP_RDMA = "RDMA network interfaces on an RDMA VPC at launch"
 _GCP_TCPX = "four extra GPU network interfaces on their own VPCs at launch and the TCPX NCCL plugin"
 
@@ -83,7 +91,25 @@ def instance_fabric(provider: str, instance_type: str) -> FabricFact | None:
 
 
 #: The (provider, fabric) pairs orch's own launch attaches to a multi-node gang (the rest it only reports).
-ATTACHED: frozenset[tuple[str, Fabric]] = frozenset({("aws", Fabric.EFA)})
+ATTACHED: frozenset[tuple[str, Fabric]] = frozenset({
+    ("aws", Fabric.EFA), ("azure", Fabric.INFINIBAND), ("gcp", Fabric.GPUDIRECT_TCPX)})
+
+#: What the user must have configured for orch to attach a provider's fabric (said by ``orch plan``).
+NEEDS: dict[tuple[str, Fabric], str] = {
+    ("gcp", Fabric.GPUDIRECT_TCPX): "providers.gcp.gpu_networks: four VPC networks for the GPU NICs",
+}
+
+
+def setup_missing(provider: str, instance_type: str, nodes: int, settings: Mapping[str, Any] | None) -> str | None:
+    """What the provider's settings (its config section) lack for orch to attach the fabric a gang of
+    ``nodes`` machines of this type is launched on, or None. The launch refuses such a gang; ``orch plan`` and
+    ``orch apply`` say so before anything is launched (orchestrator/runtime/preflight.py)."""
+    fabric = attached_fabric(provider, instance_type, nodes)
+    if fabric is Fabric.GPUDIRECT_TCPX:
+        networks = (settings or {}).get("gpu_networks") or []
+        if not isinstance(networks, list) or len(networks) != 4:
+            return f"{instance_type} on several nodes needs {NEEDS[(provider, fabric)]}"
+    return None
 
 
 def attached_fabric(provider: str, instance_type: str, nodes: int) -> Fabric | None:
@@ -102,8 +128,9 @@ def fabric_note(provider: str, instance_type: str, nodes: int) -> str | None:
     attached = attached_fabric(provider, instance_type, nodes)
     fact = instance_fabric(provider, instance_type)
     if attached is not None and fact is not None:
+        need = NEEDS.get((provider, attached))
         return (f"{instance_type}: the nodes talk over {attached.value}: orch launches them with {fact.attach}, "
-                "and points NCCL at it")
+                "and points NCCL at it" + (f" (needs {need})" if need else ""))
     if fact is not None:
         return (f"{instance_type} reaches {fact.fabric.value} between machines only with {fact.attach}, which "
                 "orch's launch does not set up: NCCL runs over TCP between the nodes (plain TCP: slow for "

@@ -7,8 +7,12 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from orchestrator.store.db import Store
 
 PG_ENV = "ORCH_TEST_DATABASE_URL"
 PG_SKIP_REASON = f"{PG_ENV} is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres)"
@@ -55,3 +59,15 @@ def database_url_for(backend: str, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'store' / 'orch.db'}"
     else:
         yield from pg_database()
+
+
+def open_test_store(backend: str, tmp_path: Path) -> Iterator[Store]:
+    """The per-backend `store` fixtures' body: an opened store on `backend`'s database, closed after the test."""
+    from orchestrator.store.db import open_store
+
+    for url in database_url_for(backend, tmp_path):
+        s = open_store(url)
+        try:
+            yield s
+        finally:
+            s.close()

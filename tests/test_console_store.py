@@ -25,7 +25,7 @@ from orchestrator.store.requests import (
     request_stop,
     take_relaunch_requests,
 )
-from tests._store_db import BACKENDS, database_url_for
+from tests._store_db import BACKENDS, open_test_store
 from tests.support import console_world
 from tests.support.manifests import store_unchecked_job
 
@@ -36,12 +36,7 @@ HOUR = timedelta(hours=1)
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def _job(store: Store, name: str, manifest: dict[str, object] | None = None) -> int:

@@ -19,11 +19,11 @@ from orchestrator.console.auth import Guard
 from orchestrator.jobs_service import apply, events, load
 from orchestrator.service import build_service
 from orchestrator.store import repo
-from orchestrator.store.db import Store, open_store
+from orchestrator.store.db import Store
 from orchestrator.store.models import Event
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
-from tests._store_db import BACKENDS, database_url_for
+from tests._store_db import BACKENDS, open_test_store
 from tests.fakes.memory_provider import MemoryProvider
 from tests.support.manifests import store_unchecked_job
 from tests.test_engine import ScriptedMonitor
@@ -38,12 +38,7 @@ TICK = timedelta(minutes=15)     # 96 ticks make the day; the count, not the int
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def test_a_day_of_waiting_is_one_counted_event(tmp_path: Path) -> None:

@@ -53,10 +53,11 @@ def errors_for(schema: str, value: Any) -> list[str]:
 
 
 def _routes() -> list[tuple[str, re.Pattern[str], str]]:
-    """(httpMethod, path regex, response schema) for the instances, zoneOperations, firewalls and
-    globalOperations methods."""
+    """(httpMethod, path regex, response schema) for the instances, zoneOperations, firewalls,
+    globalOperations, resourcePolicies and regionOperations methods."""
     out = []
-    for resource in ("instances", "zoneOperations", "firewalls", "globalOperations"):
+    for resource in ("instances", "zoneOperations", "firewalls", "globalOperations", "resourcePolicies",
+                     "regionOperations"):
         for method in discovery()["resources"][resource]["methods"].values():
             pattern = re.sub(r"\{[^}]+\}", "[^/]+", method["path"])
             out.append((method["httpMethod"], re.compile(f"^/compute/v1/{pattern}$"),
@@ -119,6 +120,27 @@ def _exercise(fake: GceFake) -> None:
     fake.handle("GET", f"{ROOT}/global/firewalls", {}, None)
     fake.handle("PATCH", f"{ROOT}/global/firewalls/{rule['name']}", {}, {"sourceRanges": ["198.51.100.0/24"]})
     fake.handle("DELETE", f"{ROOT}/global/firewalls/{rule['name']}", {}, None)
+    policy = _policy_body()
+    region = f"{ROOT}/regions/us-central1"
+    _, p_op = fake.handle("POST", f"{region}/resourcePolicies", {"requestId": "r-4"}, policy)
+    fake.handle("POST", f"{region}/operations/{p_op['name']}/wait", {}, None)
+    fake.handle("GET", f"{region}/operations/{p_op['name']}", {}, None)
+    fake.handle("GET", f"{region}/resourcePolicies/{policy['name']}", {}, None)
+    fake.handle("GET", f"{region}/resourcePolicies", {}, None)
+    fake.handle("GET", f"{ROOT}/aggregated/resourcePolicies", {}, None)
+    fake.handle("DELETE", f"{region}/resourcePolicies/{policy['name']}", {}, None)
+
+
+def _policy_body() -> dict[str, Any]:
+    """The compact placement policy the adapter inserts, as JSON (built by the adapter's own code)."""
+    pytest.importorskip("google.cloud.compute_v1")
+    from google.cloud import compute_v1
+
+    from providers.gcp.placement import policy_body, policy_name
+
+    body = policy_body(policy_name("alice", "j7-g0"), owner="alice", gang="j7-g0", launch_id="l0123456789ab")
+    as_json: dict[str, Any] = json.loads(compute_v1.ResourcePolicy.to_json(body))
+    return as_json
 
 
 def _firewall_body() -> dict[str, Any]:
@@ -144,16 +166,17 @@ def test_every_response_validates_against_its_documented_schema(fake: GceFake) -
 
     fake.handle = spy  # type: ignore[method-assign]
     _exercise(fake)
-    assert len(recorded) == 18
+    assert len(recorded) == 25
     checked = set()
     for method, path, payload in recorded:
         schema = documented_response(method, path)
-        assert schema, f"{method} {path} is not a documented instances/zoneOperations/firewalls method"
+        assert schema, f"{method} {path} is not a documented method of the resources _routes names"
         assert payload, f"{method} {path} failed"
         assert not errors_for(schema, payload), (method, path, errors_for(schema, payload))
         checked.add(schema)
     assert checked == {"Operation", "Instance", "InstanceList", "InstanceAggregatedList", "OperationList",
-                       "Firewall", "FirewallList"}
+                       "Firewall", "FirewallList", "ResourcePolicy", "ResourcePolicyList",
+                       "ResourcePolicyAggregatedList"}
 
 
 def test_the_validator_is_not_a_rubber_stamp(fake: GceFake) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator import jobs_service as js
-from orchestrator.store import Store, open_store, repo
-from tests._store_db import BACKENDS, database_url_for
+from orchestrator.store import Store, repo
+from tests._store_db import BACKENDS, open_test_store
 
 MANIFEST = """\
 apiVersion: orch/v1
@@ -25,12 +25,7 @@ policies: {{estimated_hours: 3}}
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def manifests(tmp_path: Path, *names: str) -> list:

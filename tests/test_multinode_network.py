@@ -134,9 +134,9 @@ def test_the_two_node_example_renders_nccl_for_its_fabric() -> None:
     assert "FI_PROVIDER=efa" in efa and "FI_EFA_USE_DEVICE_RDMA=1" in efa
     tcp = _two_node("g5.48xlarge")
     assert "FI_PROVIDER" not in tcp and "NCCL_IB_DISABLE=1" in tcp and "NCCL_SOCKET_IFNAME" in tcp
-    # A fabric orch does not attach yet (Azure ND's InfiniBand) renders plain TCP, as the plan warns.
-    ib = _two_node("Standard_ND96asr_v4", "azure")
-    assert "FI_PROVIDER" not in ib and "NCCL_IB_DISABLE=1" in ib
+    # A fabric orch does not attach yet (GCP A3 Ultra's RoCE) renders plain TCP, as the plan warns.
+    roce = _two_node("a3-ultragpu-8g", "gcp")
+    assert "FI_PROVIDER" not in roce and "NCCL_IB_DISABLE=1" in roce and "/dev/infiniband" not in roce
     assert "10.0.0.5" in efa, "rank 1 joins node 0's private address"
 
 

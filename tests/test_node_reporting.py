@@ -316,3 +316,41 @@ def test_a_boot_script_over_ec2s_user_data_limit_is_refused_for_aws(tmp_path: Pa
     with pytest.raises(StartupScriptError, match="aws takes 16384"):
         huge.render(job, aws)
     assert huge.render(job, ATTEMPT)           # Lambda takes far more
+
+
+def test_orchs_checkpoint_now_makes_the_agent_checkpoint_then_stop_the_job(tmp_path: Path) -> None:
+    """A job's budget spent: orch puts ``checkpoint-now.json`` in the launch's report prefix
+    (``StoreBootstrapper.ask_checkpoint``); the agent takes it as an interrupting notice: it asks the job to
+    checkpoint, stops the job once that checkpoint is complete, uploads it, and reports the notice."""
+    from orchestrator.runtime.node_state import CHECKPOINT_NOW_OBJECT
+    from orchestrator.runtime.status import NoticeKind, parse_status
+    from tests.test_agent import Clock, NoNotices, _checkpoint, _config, _long_job, _smi, oa
+
+    job = _job(_doc("x"))
+    prefix = tmp_path / "store" / "tiny" / ATTEMPT.launch_id
+    cfg = _config(tmp_path, store=tmp_path / "ckpt-store", command=_long_job(tmp_path),
+                  report={"kind": "local", "path": str(prefix), "uri": f"file://{prefix}", "interval_s": 10})
+    clock = Clock()
+    agent = oa.Agent(cfg, clock=clock, sampler=oa.GpuSampler(3, _smi("")), poller=NoNotices())
+    agent.start_job()
+    try:
+        agent.tick()
+        assert agent.notices == [] and not (tmp_path / "ckpt" / "CHECKPOINT_NOW").exists()
+        boot = StoreBootstrapper(StoreReader(state_store=f"file://{tmp_path}/store"))
+        assert boot.ask_checkpoint(job, ATTEMPT, INSTANCE, "budget $1.00 reached") is True
+        assert json.loads((prefix / CHECKPOINT_NOW_OBJECT).read_text())["reason"] == "budget $1.00 reached"
+        clock.t += 10
+        agent.tick()                         # asked: the job is told to checkpoint, and keeps running until it did
+        assert [n["kind"] for n in agent.notices] == ["orch-stop"]
+        assert (tmp_path / "ckpt" / "CHECKPOINT_NOW").exists() and agent.job["state"] == "running"
+        _checkpoint(tmp_path / "ckpt", 9)
+        clock.t += 1
+        agent.tick()                         # complete: stopped, and the checkpoint is uploaded
+        assert agent.job.get("drained") is True and agent.latest == "step-9"
+        clock.t += 10
+        agent.tick()
+        assert len(agent.notices) == 1       # asked once, heard once
+    finally:
+        agent.stop_job(9)
+    [notice] = parse_status((tmp_path / "status.json").read_bytes()).notices
+    assert notice.kind is NoticeKind.ORCH_STOP and notice.kind.ends_attempt

@@ -166,11 +166,16 @@ def test_the_spot_note_is_true_for_the_job(checkpointed: bool, says: str) -> Non
 
 
 def test_the_fabric_between_the_nodes_is_a_note_for_multi_node_jobs() -> None:
-    """AWS EFA orch attaches; Azure InfiniBand it does not (TCP, warned); a type without one: plain TCP."""
+    """AWS EFA, Azure InfiniBand and GCP TCPX orch attaches; GCP's RoCE (A3 Ultra) it does not (TCP, warned);
+    a type without one: plain TCP."""
     cases = [(offer("aws", "p4d.24xlarge", 30.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=1152),
               ("talk over efa", "EFA network interface", "points NCCL at it")),
              (offer("azure", "Standard_ND96asr_v4", 28.0, gpu="A100-40G", vram=40, count=8, vcpus=96, mem=900),
-              ("infiniband", "does not set up", "NCCL runs over TCP", "plain TCP")),
+              ("talk over infiniband", "availability set", "points NCCL at it")),
+             (offer("gcp", "a3-highgpu-8g", 88.0, gpu="A100-40G", vram=40, count=8, vcpus=208, mem=1872),
+              ("talk over gpudirect-tcpx", "needs providers.gcp.gpu_networks")),
+             (offer("gcp", "a3-ultragpu-8g", 88.0, gpu="A100-40G", vram=40, count=8, vcpus=224, mem=2952),
+              ("roce", "does not set up", "NCCL runs over TCP", "plain TCP")),
              (offer("aws", "g5.48xlarge", 16.0, gpu="A100-40G", vram=40, count=8, vcpus=192, mem=768),
               ("no RDMA fabric", "NCCL runs over TCP", "plain TCP"))]
     for o, says in cases:
@@ -201,8 +206,8 @@ def test_resources_fabric_rejects_offers_without_the_asked_link_between_nodes() 
         return {x.offer.instance_type for x in plan(req, gather_offers(req.gpu_request(), [p4d, nd, g5])).eligible}
 
     assert eligible("any") == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
-    assert eligible("fast") == {"p4d.24xlarge"}, "ND's InfiniBand is not attached by orch yet: TCP"
-    assert eligible("infiniband") == set(), "EFA is not IB verbs, and no cloud's InfiniBand is attached yet"
+    assert eligible("fast") == {"p4d.24xlarge", "Standard_ND96asr_v4"}
+    assert eligible("infiniband") == {"Standard_ND96asr_v4"}, "EFA is not IB verbs; ND's InfiniBand is"
     assert eligible("infiniband", nodes=1) == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
     req = PlanRequest(gpus=("A100-40G",), count=8, nodes=2, fabric="fast")
     [g5_out] = [x for x in plan(req, gather_offers(req.gpu_request(), [g5])).rejected]
@@ -213,6 +218,7 @@ def test_fabric_labels_for_quote_wide() -> None:
     from providers.fabric import fabric_label
 
     assert fabric_label("aws", "p5.48xlarge", 2) == "efa 3200G"
-    assert fabric_label("azure", "Standard_ND96isr_H100_v5", 2) == "infiniband 3200G, tcp"
+    assert fabric_label("azure", "Standard_ND96isr_H100_v5", 2) == "infiniband 3200G"
+    assert fabric_label("gcp", "a3-ultragpu-8g", 2) == "roce 3200G, tcp"
     assert fabric_label("gcp", "a3-highgpu-8g", 1) == "gpudirect-tcpx 800G"
     assert fabric_label("aws", "g5.48xlarge", 2) == "ethernet"

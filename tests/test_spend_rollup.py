@@ -18,7 +18,7 @@ from orchestrator.budgets import Budget, BudgetMatch, JobFacts, ThresholdKey
 from orchestrator.store import repo, rollup
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import Attempt, InstanceRow, Job
-from tests._store_db import BACKENDS, database_url_for
+from tests._store_db import BACKENDS, database_url_for, open_test_store
 from tests._webhook_receiver import start_receiver
 
 JULY_1 = datetime(2025, 7, 1, tzinfo=UTC)
@@ -26,12 +26,7 @@ JULY_1 = datetime(2025, 7, 1, tzinfo=UTC)
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def add_job(store: Store, name: str, project: str | None = None) -> int:

@@ -10,19 +10,14 @@ import pytest
 
 from orchestrator import jobs_service as js
 from orchestrator.spend import charged_price_hr
-from orchestrator.store import Store, open_store, repo
-from tests._store_db import BACKENDS, database_url_for
+from orchestrator.store import Store, repo
+from tests._store_db import BACKENDS, open_test_store
 from tests.test_jobs_service import manifests
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def test_charged_price_is_the_reported_one_else_the_offers() -> None:

@@ -14,7 +14,7 @@ from orchestrator.store import repo
 from orchestrator.store.db import Store, StoreError, current_revision, database_url, head_revision, open_store
 from orchestrator.store.models import AttemptState, DesiredState, Job, JobStatus
 from orchestrator.store.repo import AppliedJob, Change, InstanceRecord, InvalidTransitionError
-from tests._store_db import BACKENDS, database_url_for
+from tests._store_db import BACKENDS, open_test_store
 from tests.support.manifests import manifest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -23,12 +23,7 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def _spec(name: str, hash_: str = "h1", source: str = "jobs/a.yaml") -> AppliedJob:

@@ -26,7 +26,7 @@ from orchestrator.store.fleet import (
 )
 from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, lock_path
 from orchestrator.store.repo import AppliedJob
-from tests._store_db import BACKENDS, database_url_for, pg_database
+from tests._store_db import BACKENDS, open_test_store, pg_database
 from tests.support.manifests import manifest
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -41,12 +41,7 @@ def _seed(store: Store, *names: str) -> None:
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        s = open_store(url)
-        try:
-            yield s
-        finally:
-            s.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 @pytest.fixture

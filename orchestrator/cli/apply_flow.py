@@ -50,12 +50,18 @@ def stdin_is_terminal() -> bool:
 
 def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> int:
     """The whole of ``orch apply``; returns the exit code."""
-    from orchestrator.jobs_service import daemon_running
+    from orchestrator.jobs_service import command_running, daemon_running
 
     running = daemon_running(store)
     if opts.launch and running:
         fail("a daemon is running on this store and launches pending jobs itself; "
              "leave out --launch (or stop the daemon)", EXIT_NO_MATCH, as_json=opts.as_json)
+    other = None if running or opts.launch is False else command_running(store)
+    if other is not None:
+        # Not a daemon: another command's one-shot engine holds its share of the job leases until it exits.
+        fail(safe_line(f"another `orch apply --launch` or `orch down` is driving this store now (lease owner "
+                       f"{other}); run this again once it has finished, or pass --no-launch to only record the "
+                       "desired state; nothing was recorded"), EXIT_NO_MATCH, as_json=opts.as_json)
     here = (not running) if opts.launch is None else opts.launch
     config = _config(opts.as_json) if here else _optional_config()
     providers: dict[str, Provider] = _providers(config, opts.as_json) if here and config is not None else {}

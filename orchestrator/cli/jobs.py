@@ -146,8 +146,9 @@ def plan_cmd(
         for p in providers.values():
             _close(p)
     blind = blind_notes(loaded, config)
+    reach = {jp.name: _reach(jp, config) for jp in plans}
     if as_json:
-        _out(dumps([{**p.to_json(), "blind": blind.get(p.name)} for p in plans], indent=2))
+        _out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name]} for p in plans], indent=2))
     else:
         for i, jp in enumerate(plans):
             if i:
@@ -155,8 +156,21 @@ def plan_cmd(
             _print_plan(jp)
             if jp.name in blind:
                 _say(f"note: {blind[jp.name]}", "  ", "        ")
+            if reach[jp.name]:
+                _say(f"note: {reach[jp.name]}", "  ", "        ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
+
+
+def _reach(jp: JobPlan, config: OrchConfig | None) -> str | None:
+    """How to log in to the chosen offer's nodes (orchestrator/reach.py), None when nothing is chosen."""
+    from orchestrator.reach import reach_hint
+
+    chosen = jp.plan.chosen
+    if chosen is None:
+        return None
+    provider = chosen.offer.provider
+    return reach_hint(provider, config.provider_settings(provider) if config is not None else None)
 
 
 def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:

@@ -13,7 +13,7 @@ budget_ledger``, ``review_budgets``). With no budgets configured nothing here re
 * The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break the $/h ceiling or the
   monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
   ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). The check and the launch's
-  reservation (its PLANNED attempt, whose $/h the ledger counts until the attempt ends) are one transaction
+  reservation (its PLANNED attempts, every node's, whose $/h the ledger counts until each ends) are one transaction
   under the store's launch lock, so the ceiling holds across several daemons on one PostgreSQL store. A job
   refused by the same limits again is not written again (one event per change of the limits refusing it).
 """
@@ -28,7 +28,7 @@ from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
-from providers.base import Market, Offer
+from providers.base import Market, Offer, new_launch_id
 
 #: The event a budget's refusal writes (orchestrator.budget_watch.REFUSED_EVENT; ``orch status`` shows it).
 REFUSED_EVENT = "budget-refused"
@@ -55,19 +55,24 @@ class LaunchGate:
         self._now = now
         self._refused = refused         # the BudgetStep's memory: which limits last refused each job
 
-    def plan(self, job: JobRecord, offer: Offer, price_hr: float, launch_id: str,
-             checkpoint: str | None) -> AttemptRecord | BudgetVerdict:
-        """The PLANNED attempt for ``offer`` (``price_hr``: all its nodes), or the verdict refusing it."""
+    def plan(self, job: JobRecord, offer: Offer, price_hr: float,
+             checkpoint: str | None) -> list[AttemptRecord] | BudgetVerdict:
+        """The PLANNED attempts for ``offer``, one per node (node 0 first; ``price_hr``: all its nodes), or the
+        verdict refusing them. With budgets, the whole gang's $/h is checked and reserved in one step."""
         budgets = self._deps.config.budgets
         store = self._deps.store
+        launch_ids = [new_launch_id(self._deps.config.store_id) for _ in range(job.spec.plan.nodes)]
         if not budgets or price_hr <= 0:
-            return store.plan_attempt(job.id, offer, launch_id, checkpoint, self._now)
+            head = store.plan_attempt(job.id, offer, launch_ids[0], checkpoint, self._now)
+            return [head, *(store.plan_attempt(job.id, offer, lid, checkpoint, self._now, node_rank=rank,
+                                               generation=head.generation)
+                            for rank, lid in enumerate(launch_ids[1:], start=1))]
 
         def admit(ledger: BudgetLedger) -> BudgetVerdict:
             return check_launch(budgets, ledger, project=job.manifest.project, price_hr=price_hr,
                                 hours=job.spec.plan.estimated_hours, owner=self._deps.config.owner)
 
-        planned = store.plan_attempt_within(job.id, offer, launch_id, checkpoint, self._now, admit)
+        planned = store.plan_attempt_within(job.id, offer, launch_ids, checkpoint, self._now, admit)
         if isinstance(planned, BudgetVerdict):
             return planned
         self._refused.pop(job.id, None)

@@ -26,3 +26,4 @@ class EventKind(StrEnum):
     BUDGET_OVERRUN = "budget-overrun"     # a budget's burn over its $/h ceiling (orchestrator.budget_watch)
     BUDGET_OVERRUN_ENDED = "budget-overrun-ended"
     JOB_STATUS = "job.status"
+    NODE_FAILED = "node-failed"           # a job's process exited non-zero: data carries its typed cause (failure.py)

@@ -25,13 +25,12 @@ def site_offers(first: Offer, eligible: Sequence[Offer]) -> list[Offer]:
     return [first, *same]
 
 
-def launch(deps: EngineDeps, job: JobRecord, first: AttemptRecord, eligible: Sequence[Offer], now: datetime,
-           log: TickLog) -> bool:
-    """Launch node 0 (``first``, already PLANNED) and nodes 1..N-1 of its generation. A rank the cloud
-    refuses tries the next same-site offer; if none takes it the gang is ended."""
-    planned = [first, *(deps.store.plan_attempt(job.id, first.offer, _new_id(deps), first.checkpoint_restored,
-                                                now, node_rank=r, generation=first.generation)
-                        for r in range(1, job.spec.plan.nodes))]
+def launch(deps: EngineDeps, job: JobRecord, planned: Sequence[AttemptRecord], eligible: Sequence[Offer],
+           now: datetime, log: TickLog) -> bool:
+    """Launch a gang whose nodes are all PLANNED already (``planned``: node 0 first, one generation; the launch
+    gate wrote them together, so the whole gang's $/h was reserved before any cloud call). A rank the cloud
+    refuses tries the next same-site offer; if none takes it the gang is ended (every rank's reservation with it)."""
+    first = planned[0]
     if not request_launch(deps, job, first, now, log):
         abort(deps, job, first, "node 0 could not launch", now, log)
         return False

@@ -123,12 +123,14 @@ class EngineStore(Protocol):
         """Write a PLANNED attempt. ``generation`` None starts a new one (latest + 1); a multi-node job's
         other ranks pass the generation of its node 0."""
         ...
-    def plan_attempt_within(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None, now: datetime,
-                            admit: Callable[[BudgetLedger], BudgetVerdict]) -> AttemptRecord | BudgetVerdict:
-        """``plan_attempt`` (node 0, a new generation) only if ``admit`` admits it, atomically across daemons:
-        the ledger ``admit`` is asked with counts every attempt planned before (its $/h reserved until it
-        ends), and no other engine checks between the check and this attempt's write. Returns the refusing
-        verdict instead when it refuses."""
+    def plan_attempt_within(self, job_id: int, offer: Offer, launch_ids: Sequence[str], checkpoint: str | None,
+                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict],
+                            ) -> list[AttemptRecord] | BudgetVerdict:
+        """``plan_attempt`` for a whole gang (node 0 of a new generation, then ranks 1.. of it, one per launch
+        id) only if ``admit`` admits it, atomically across daemons: the ledger ``admit`` is asked with counts
+        every attempt planned before (its $/h reserved until it ends), and no other engine checks between the
+        check and these attempts' write, so the gang's whole $/h is reserved at once. Returns the attempts,
+        node 0 first, or the refusing verdict."""
         ...
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None,

@@ -31,6 +31,9 @@ from orchestrator.engine.tick import TickLog
 from orchestrator.recovery import RecoveryAction
 from providers.base import Market
 
+#: An AWS rebalance recommendation or GCE maintenance event was heard: shown to people only, so a plain kind.
+ADVISORY_EVENT = "advisory-notice"
+
 #: The job status each end cause leads to, strongest first (a gang's nodes may end for several causes).
 _STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE, EndCause.BOOT_TIMEOUT,
                               EndCause.SILENT, EndCause.UNREACHABLE}), JobStatus.RECOVERING),
@@ -50,12 +53,15 @@ def status_after(causes: set[EndCause]) -> JobStatus:
 class RecoveryStep:
     def __init__(self) -> None:
         self.facts = RecoveryFacts()
+        #: (attempt id, the agent's notice key) of the advisories already recorded: one event each.
+        self._advised: set[tuple[int, str]] = set()
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[LaunchOrder]:
         orders: list[LaunchOrder | None] = []
         decided: set[int] = set()
         self.facts.begin_tick()
         for seen in facts.observed:
+            self._record_advisories(deps, seen, facts.now)
             job = facts.jobs.get(seen.attempt.job_id)
             if job is None or job.id in decided:
                 continue
@@ -69,6 +75,22 @@ class RecoveryStep:
             if job.id not in decided:
                 orders.append(self._review(deps, facts, job, log))
         return [o for o in orders if o is not None]
+
+    def _record_advisories(self, deps: EngineDeps, seen: Observed, now: datetime) -> None:
+        """An advisory notice (the agent already asked the job for a checkpoint) is shown as an event, once per
+        notice per attempt; it never ends the attempt (only ``AgentReport.notice`` does, in ``_after_notice``)."""
+        if seen.agent is None:
+            return
+        attempt = seen.attempt
+        for advisory in seen.agent.advisories:
+            if (attempt.id, advisory.key) in self._advised:
+                continue
+            self._advised.add((attempt.id, advisory.key))
+            deps.store.event(ADVISORY_EVENT,
+                             f"{attempt.offer.provider} {attempt.instance_id or attempt.launch_id}: "
+                             f"{advisory.describe()}; the job was asked to checkpoint now, the machine keeps "
+                             "running", now, job_id=attempt.job_id,
+                             data={"attempt_id": attempt.id, "kind": advisory.kind, "key": advisory.key})
 
     # --- a machine taken or going -------------------------------------------------------------------
     def _after_loss(self, deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime,

@@ -3,7 +3,8 @@
 The engine builds each machine's boot script at launch and launches nothing whose script cannot be built
 (orchestrator/engine/launching.py); this asks the same question up front, for the offer the plan chose, with the
 same renderer and this process's environment (where ``orch apply`` launches, or the daemon's when it runs here):
-a secret or store credential missing, a store orch cannot reach, a script over the provider's limit.
+a secret or store credential missing, a store orch cannot reach, a script over the provider's limit, or (a
+multi-node job) a fabric the launch would attach whose settings are missing (providers.fabric.setup_missing).
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def boot_check_for(config: OrchConfig | None, environ: Mapping[str, str] | None 
         identities = identities_from_config(config)
 
     def check(manifest: Manifest, offer: Offer) -> str | None:
+        from providers.fabric import setup_missing
+
+        section = config.provider_settings(offer.provider) if config is not None else None
+        missing = setup_missing(offer.provider, offer.instance_type, manifest.resources.nodes, section)
+        if missing is not None:
+            return f"a machine on {offer.provider} could not start it: {missing}"
         return boot_problem(manifest, offer, environ=env, identities=identities, state_store=state_store,
                             ssh_key=ssh_key)
 

@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
+from orchestrator.engine.failure import SETUP_FAILED_EXIT
+from orchestrator.runtime import fabric_env
 from orchestrator.runtime.objectstore import StoreKind, StoreTarget, parse_store
 from orchestrator.runtime.render_input import Launcher, NotifyVia, RenderInput, RenderInputError, ResumeVia
 
@@ -74,20 +76,23 @@ def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
     # PCIe: leave P2P to NCCL's topology detection. Disabling it costs bandwidth on healthy machines;
     # where a VM's P2P hangs, the manifest's env can set NCCL_P2P_DISABLE=1 (it overrides these).
     if ri.is_multi_node:
-        if ri.socket_ifname:
+        if ri.fabric == fabric_env.TCPX:
+            pass   # the NICs are found at boot (fabric_env.host_lines)
+        elif ri.socket_ifname:
             env += [("GLOO_SOCKET_IFNAME", ri.socket_ifname), ("NCCL_SOCKET_IFNAME", ri.socket_ifname)]
         else:
             # A hint, not a choice: exclude loopback and docker bridges, let NCCL pick among the rest.
             env.append(("NCCL_SOCKET_IFNAME", "^lo,docker"))
         if not ri.infiniband:
             env.append(("NCCL_IB_DISABLE", "1"))
-        if ri.fabric == "efa":
-            # AWS EFA through libfabric (the aws-ofi-nccl plugin of AWS's deep learning images), with GPUDirect
-            # RDMA, which the EFA types orch attaches (p4d, p4de, p5, p5en) support.
-            env += [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1")]
+        # The fabric the machine was launched on: EFA's libfabric, TCPX's plugin settings (fabric_env).
+        env += fabric_env.nccl_env(ri.fabric)
     user = {k for k, _ in ri.env}
     return sorted((k, v) for k, v in env if k not in user)
 
+
+#: pipefail where the shell has it (bash, busybox, dash >= 0.5.12); POSIX sh before 2024 does not.
+_PIPEFAIL = "if (set -o pipefail) 2>/dev/null; then set -o pipefail; fi"
 
 #: Stands for node 0's address in a launcher line when it comes from orch's start.json (``master_from_start``).
 _GIVEN_MASTER = "@ORCH_MASTER_ADDR@"
@@ -195,7 +200,7 @@ def _restore(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
         "ORCH_RESUME_PATH=''",
         f"orch_latest=\"$( ({cat} 2>/dev/null || true) | tr -d '[:space:]')\"",
         # Only a well-formed name: LATEST is data from the store, never a path to follow.
-        '[[ "$orch_latest" =~ ^step-[0-9]+$ ]] || orch_latest=""',
+        'case "$orch_latest" in step-*[!0-9]*|step-) orch_latest="" ;; step-*) ;; *) orch_latest="" ;; esac',
         'if [ -n "$orch_latest" ]; then',
         f"  {fetch}",
         f'  if [ ! -f "$ORCH_CHECKPOINT_DIR/$orch_latest/{CHECKPOINT_MARKER}" ]; then',
@@ -231,15 +236,24 @@ def _launcher_argv(ri: RenderInput) -> list[str]:
 
 
 def _launch_lines(ri: RenderInput) -> list[str]:
-    """The job's command: run on the host, or inside the container as ``bash -c``."""
-    lines: list[str] = list(ri.setup)
+    """The job's command: run on the host, or inside the container as ``sh -c``."""
+    lines: list[str] = []
+    if ri.setup:
+        # A failed setup line exits with its own code, so orch can tell a setup failure from the command's. POSIX
+        # sh has no ERR trap: under `set -e` a failing line exits the shell, and this EXIT trap (dropped once setup
+        # is done) turns that exit into SETUP_FAILED_EXIT. Setup lines may open multi-line constructs, so they
+        # are not wrapped one by one.
+        lines += ["trap 'rc=$?; if [ \"$rc\" != 0 ]; then echo \"orch: setup failed (exit $rc)\" >&2; "
+                  f"exit {SETUP_FAILED_EXIT}; fi' EXIT", *ri.setup, "trap - EXIT"]
     resume_arg = ri.checkpoint is not None and ri.checkpoint.resume_via is ResumeVia.ARG
     if resume_arg:
         assert ri.checkpoint is not None
-        lines += ["orch_resume_args=()",
-                  'if [ -n "${ORCH_RESUME_PATH:-}" ]; then orch_resume_args=('
-                  f'{_Q(ri.checkpoint.resume_name)} "$ORCH_RESUME_PATH"); fi']
-    tail = ' "${orch_resume_args[@]}"' if resume_arg else ""
+        # POSIX sh has no arrays: the resume arguments are the script's positional parameters ("$@" is exempt
+        # from set -u when empty).
+        lines += ["set --",
+                  'if [ -n "${ORCH_RESUME_PATH:-}" ]; then set -- '
+                  f'{_Q(ri.checkpoint.resume_name)} "$ORCH_RESUME_PATH"; fi']
+    tail = ' "$@"' if resume_arg else ""
     if ri.launcher is Launcher.COMMAND:
         # Verbatim shell, not exec'd: a command may be a pipeline or a list ("a && b").
         lines.append(f"{ri.command}{tail}")
@@ -258,15 +272,21 @@ def _given_master(ri: RenderInput) -> list[str]:
     return ['export ORCH_MASTER_ADDR="${ORCH_MASTER_ADDR_GIVEN:?orch gave no master address (start.json)}"']
 
 
+def _fabric(ri: RenderInput) -> str:
+    """The fabric the startup script prepares: only a multi-node job's (one node talks to no peer)."""
+    return ri.fabric if ri.is_multi_node else ""
+
+
 def _docker_lines(ri: RenderInput, inner: list[str], passed_env: list[str]) -> list[str]:
     mounts = ['"$ORCH_WORK_DIR:$ORCH_WORK_DIR"']
     extra = sorted({p for p in [*(d.path for d in ri.data), *([ri.checkpoint.local_dir] if ri.checkpoint else [])]
                     if p.startswith("/")})
     mounts += [_Q(f"{p}:{p}") for p in extra]
     argv = ["exec docker run --rm", f"--name {_Q('orch-' + ri.job_name)}", "--gpus all", "--ipc=host",
-            f"--shm-size={_Q(ri.shm_size)}", "--network host", *(f"-v {m}" for m in mounts),
+            f"--shm-size={_Q(ri.shm_size)}", "--network host", *fabric_env.docker_args(_fabric(ri)),
+            *(f"-v {m}" for m in mounts),
             '-w "$ORCH_WORK_DIR"', *(f"-e {name}" for name in passed_env), _Q(ri.image),
-            "bash -c " + _Q("\n".join(["set -euo pipefail", *inner]))]
+            "sh -c " + _Q("\n".join(["set -eu", _PIPEFAIL, *inner]))]
     return [" \\\n  ".join(argv)]
 
 
@@ -281,15 +301,19 @@ def render_script(ri: RenderInput) -> str:
     secrets += [f"export {name}" for name in ri.secrets]
     notify: list[str] = []
     if c is not None and c.notify_via is NotifyVia.SIGNAL:
-        # The agent signals the whole process group; launchers (bash, torchrun) must not die of it.
+        # The agent signals the whole process group; launchers (sh, torchrun) must not die of it.
         # An ignored signal stays ignored across exec, and the training script installs its own handler.
         notify.append(f"trap '' {c.notify_signal.removeprefix('SIG')}")
     if c is not None and c.notify_via is NotifyVia.FILE:
         notify.append('rm -f "$ORCH_CHECKPOINT_NOW_FILE"')
-    inner = _launch_lines(ri)
+    inner = fabric_env.inner_lines(_fabric(ri)) + _launch_lines(ri)
+    user_env = frozenset(k for k, _ in ri.env)
+    fabric_host = fabric_env.host_lines(_fabric(ri), user_env=user_env)
     if ri.image:
         # ``-e NAME`` passes the host's value through without writing it on the command line.
         passed = {*(k for k, _ in orch_env), *(k for k, _ in nccl), *(k for k, _ in ri.env), *ri.secrets}
+        if _fabric(ri) == fabric_env.TCPX:
+            passed |= set(fabric_env.TCPX_NIC_ENV)
         if ri.master_from_start:
             passed.add("ORCH_MASTER_ADDR")
         if c is not None:
@@ -305,10 +329,12 @@ def render_script(ri: RenderInput) -> str:
         nodes=ri.nodes,
         launcher=ri.launcher.value,
         where=f"docker image {ri.image}" if ri.image else "on the host",
+        pipefail=_PIPEFAIL,
         exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env)) + _given_master(ri)),
         secrets=_section("secrets (by name; values come from the launch environment)", secrets),
         nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else "")
-                      + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else ""), _exports(nccl)),
+                      + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else "")
+                      + (f", fabric {_fabric(ri)}" if _fabric(ri) else ""), fabric_host + _exports(nccl)),
         rclone=_section("rclone remotes (configuration only; credentials come from the environment)",
                         _exports(_rclone_env(ckpt, data))),
         data=_section("data staging", _data_lines(ri)),
@@ -343,7 +369,7 @@ def render_agent_config(ri: RenderInput) -> str:
         "job_name": ri.job_name,
         "node_rank": ri.node_rank,
         "nodes": ri.nodes,
-        "command": ["bash", STARTUP_SCRIPT_NAME],
+        "command": ["sh", STARTUP_SCRIPT_NAME],
         "job_log": JOB_LOG_NAME,
         "status_path": a.status_path,
         "sample_interval_s": a.sample_interval_s,

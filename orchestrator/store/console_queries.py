@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.reach import reach_line
 from orchestrator.store.gpu_util import util_since
 from orchestrator.store.models import (
     FINAL_ATTEMPT_STATES,
@@ -172,6 +173,8 @@ class AttemptView:
     ended_at: datetime | None
     reason: str | None
     checkpoint_restored: str | None
+    #: How a person logs in to the machine (orchestrator/reach.py); shown while the attempt is live.
+    reach: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,4 +390,6 @@ def _attempt_view(a: Attempt, inst: InstanceRow | None) -> AttemptView:
         zone=inst.zone if inst else None, market=inst.market if inst else "",
         quoted_hr=float(inst.price_hr or 0.0) if inst else 0.0, actual_hr=inst.actual_price_hr if inst else None,
         created_at=a.created_at, started_at=a.started_at, ended_at=a.ended_at, reason=a.reason,
-        checkpoint_restored=a.checkpoint_restored)
+        checkpoint_restored=a.checkpoint_restored,
+        reach=reach_line(inst.provider, public_ip=inst.public_ip, ssh_user=inst.ssh_user, ssh_port=inst.ssh_port)
+        if inst else "")

@@ -67,12 +67,14 @@ from providers.errors import (
     ResourceInUseError,
     ResourceNotFoundError,
 )
+from providers.fabric import Fabric
 from providers.retry import RetryPolicy, call_with_retry
 
 from . import network, placement
 from .settings import Settings
 
 NAME = "azure"
+TAG_FABRIC = "orch:fabric"            # set on a VM launched onto the InfiniBand fabric (an ND gang)
 TAG_STOPPED = "orch:stopped"          # set by ``stop`` so a deallocated Spot VM is not read as evicted
 EVICTION_REASON = "Azure eviction: Spot VM deallocated by the platform"
 AUTH_HINT = "run `az login` or set AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET"
@@ -349,7 +351,12 @@ class AzureProvider(Provider):
         nic = self._create_nic(spec, tags, public_ip_id=pip.id if pip else None, nsg_id=nsg.id if nsg else None)
         body = self.vm_body(spec, nic_id=nic.id or "", tags=tags)
         if spec.gang:   # a multi-node gang: its VMs in one proximity placement group
-            body.properties.proximity_placement_group = cm.SubResource(id=self._ensure_ppg(spec))
+            ppg_id = self._ensure_ppg(spec)
+            body.properties.proximity_placement_group = cm.SubResource(id=ppg_id)
+            if placement.uses_infiniband(spec.offer.instance_type, gang=spec.gang):
+                # One InfiniBand fabric needs one availability set (which takes no zone).
+                body.properties.availability_set = cm.SubResource(id=self._ensure_avset(spec, ppg_id))
+                body.zones = None
         vm_ops = self.compute().virtual_machines
         try:
             poller = self._call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
@@ -433,14 +440,19 @@ class AzureProvider(Provider):
         nsgs = self._call(lambda: list(net.network_security_groups.list(rg)))
         nics = self._call(lambda: list(net.network_interfaces.list(rg)))
         ppgs = self._call(lambda: list(self.compute().proximity_placement_groups.list_by_resource_group(rg)))
-        return network.owned_resources(owner, pips=pips, nsgs=nsgs, nics=nics) + placement.owned_ppgs(owner, ppgs)
+        sets = self._call(lambda: list(self.compute().availability_sets.list(rg)))
+        return (network.owned_resources(owner, pips=pips, nsgs=nsgs, nics=nics) + placement.owned_ppgs(owner, ppgs)
+                + placement.owned_avsets(owner, sets))
 
     def delete_network_resource(self, resource: CloudResource) -> None:
         """Delete one; missing == success; ResourceInUseError while ARM says something still uses it."""
         rg, net = self.rg, self.network()
-        if resource.kind is ResourceKind.PLACEMENT_GROUP:
+        if resource.kind in (ResourceKind.PLACEMENT_GROUP, ResourceKind.AVAILABILITY_SET):
+            compute = self.compute()
+            sync = (compute.proximity_placement_groups if resource.kind is ResourceKind.PLACEMENT_GROUP
+                    else compute.availability_sets)
             try:   # a synchronous delete in ARM (no long-running operation)
-                self._call(lambda: self.compute().proximity_placement_groups.delete(rg, resource.name))
+                self._call(lambda: sync.delete(rg, resource.name))
             except ResourceNotFoundError:
                 pass
             return
@@ -486,6 +498,18 @@ class AzureProvider(Provider):
         current: cm.ProximityPlacementGroup | None = self._absent_ok(lambda: ops.get(rg, name))
         if current is None:
             body = placement.ppg_body(spec.offer.region, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)
+            current = self._call(lambda: ops.create_or_update(rg, name, body))
+        assert current is not None
+        return current.id or ""
+
+    def _ensure_avset(self, spec: LaunchSpec, ppg_id: str) -> str:
+        """The id of an InfiniBand gang's availability set, PUT when missing (providers.azure.placement)."""
+        rg, ops = self.rg, self.compute().availability_sets
+        name = placement.avset_name(spec.owner, spec.gang)
+        current: cm.AvailabilitySet | None = self._absent_ok(lambda: ops.get(rg, name))
+        if current is None:
+            body = placement.avset_body(spec.offer.region, ppg_id=ppg_id, owner=spec.owner, gang=spec.gang,
+                                        launch_id=spec.launch_id)
             current = self._call(lambda: ops.create_or_update(rg, name, body))
         assert current is not None
         return current.id or ""
@@ -536,7 +560,10 @@ class AzureProvider(Provider):
     def vm_body(self, spec: LaunchSpec, *, nic_id: str, tags: dict[str, str]) -> cm.VirtualMachine:
         """The VirtualMachine PUT body for ``spec`` (public so tests can read what is sent)."""
         s = self.settings
-        img = s.image
+        ib = placement.uses_infiniband(spec.offer.instance_type, gang=spec.gang)
+        img = s.ib_image if ib else s.image   # an InfiniBand gang needs the image with the IB drivers
+        if ib:   # how reading the VM back knows it was launched onto the fabric
+            tags = {**tags, TAG_FABRIC: Fabric.INFINIBAND.value}
         props = cm.VirtualMachineProperties(
             hardware_profile=cm.HardwareProfile(vm_size=spec.offer.instance_type),
             storage_profile=cm.StorageProfile(
@@ -662,6 +689,7 @@ class AzureProvider(Provider):
             ssh_user=self.settings.admin_username,
             created_at=props.time_created if props else None,
             extra=extra,
+            fabric=Fabric.INFINIBAND if tags.get(TAG_FABRIC) == Fabric.INFINIBAND.value else None,
         )
 
 

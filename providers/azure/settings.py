@@ -50,6 +50,8 @@ class Settings(RetrySettings, SshIngressSettings):
     daemon inside the VNet (private address only; the subnet's own rules apply).
     ``managed_identity``: ``"system"`` (a system-assigned identity) or a user-assigned identity's resource
     id; the node reaches the checkpoint store through it, so no credentials ride on the VM.
+    ``ib_image``: the image of a multi-node gang on an InfiniBand (ND) size, whatever ``image`` says: it must
+    carry the InfiniBand drivers (the default, Microsoft's Ubuntu HPC image, does; providers/azure/placement.py).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -58,6 +60,7 @@ class Settings(RetrySettings, SshIngressSettings):
     resource_group: str | None = Field(default_factory=_env_resource_group)
     subnet_id: str | None = None
     image: ImageRef = Field(default_factory=ImageRef)
+    ib_image: ImageRef = Field(default_factory=ImageRef)
     admin_username: str = "orch"
     os_disk_type: str = "Premium_LRS"
     public_ip: bool = True

@@ -48,6 +48,7 @@ from providers.base import (
     Market,
     Offer,
     Provider,
+    ResourceKind,
 )
 from providers.catalog import load_catalog, match_offers
 from providers.errors import (
@@ -59,8 +60,10 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaExceededError,
     RateLimitedError,
+    ResourceInUseError,
 )
-from providers.gcp import network
+from providers.fabric import Fabric
+from providers.gcp import network, placement
 from providers.gcp.settings import Settings
 from providers.retry import call_with_retry
 
@@ -94,6 +97,8 @@ _RATE = {"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED", "R
 _AUTH = {"authError", "forbidden", "accessNotConfigured", "PERMISSIONS_ERROR", "insufficientPermissions",
          "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "SERVICE_DISABLED"}
 _NOT_FOUND = {"notFound", "RESOURCE_NOT_FOUND"}
+#: GCE refusing to delete what another resource still uses (a placement policy an instance names).
+_IN_USE = {"resourceInUseByAnotherResource", "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE"}
 
 #: Catalog GPU names on N1 (``n1-standard-8+4xT4``) -> GCE acceleratorType names.
 N1_ACCELERATORS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
@@ -145,6 +150,8 @@ def translate_error(exc: BaseException) -> ProviderError:
     if codes & _AUTH or status in (401, 403):
         return AuthError(message, provider="gcp", code=code,
                          hint=f"check the IAM roles of these credentials (Compute Instance Admin); {_AUTH_HINT}")
+    if codes & _IN_USE:
+        return ResourceInUseError(message, provider="gcp", code=code)
     if codes & _NOT_FOUND or status == 404:
         return InstanceNotFoundError(message, provider="gcp", code=code)
     if status >= 500:
@@ -210,6 +217,8 @@ class GcpProvider(Provider):
         self._operations_client: compute_v1.ZoneOperationsClient | None = None
         self._firewalls_client: compute_v1.FirewallsClient | None = None
         self._global_operations_client: compute_v1.GlobalOperationsClient | None = None
+        self._policies_client: compute_v1.ResourcePoliciesClient | None = None
+        self._region_operations_client: compute_v1.RegionOperationsClient | None = None
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _resolve(self) -> tuple[Credentials, str]:
@@ -258,6 +267,36 @@ class GcpProvider(Provider):
         firewalls, _, project = self._network_clients()
         return network.FirewallRules(firewalls, project, call=self._call, wait=self._wait_global,
                                      timeout_s=self.settings.timeout_s)
+
+    def _placement_clients(self) -> tuple[compute_v1.ResourcePoliciesClient, compute_v1.RegionOperationsClient, str]:
+        creds, project = self._resolve()
+        with self._lock:
+            if self._policies_client is None or self._region_operations_client is None:
+                options = ClientOptions(api_endpoint=self.settings.api_endpoint) if self.settings.api_endpoint else None
+                self._policies_client = compute_v1.ResourcePoliciesClient(
+                    credentials=creds, client_options=options, transport="rest")
+                self._region_operations_client = compute_v1.RegionOperationsClient(
+                    credentials=creds, client_options=options, transport="rest")
+            return self._policies_client, self._region_operations_client, project
+
+    def _placement_policies(self) -> placement.PlacementPolicies:
+        policies, _, project = self._placement_clients()
+        return placement.PlacementPolicies(policies, project, call=self._call, wait=self._wait_region,
+                                           timeout_s=self.settings.timeout_s)
+
+    def _wait_region(self, region: str, op: compute_v1.Operation) -> compute_v1.Operation:
+        """``_wait`` for a region operation (resource policy changes)."""
+        _, ops, project = self._placement_clients()
+        deadline = self._clock() + self.settings.operation_timeout_s
+        while op.status != compute_v1.Operation.Status.DONE:
+            if self._clock() > deadline:
+                raise ProviderUnavailableError(f"operation {op.name} still {op.status.name} after "
+                                               f"{self.settings.operation_timeout_s:.0f}s", provider="gcp")
+            op = self._call(lambda name=op.name: ops.wait(project=project, region=region, operation=name,
+                                                          retry=None, timeout=self.settings.timeout_s))
+        if op.error.errors:
+            raise translate_error(OperationError(op))
+        return op
 
     def _wait_global(self, op: compute_v1.Operation) -> compute_v1.Operation:
         """``_wait`` for a global operation (firewall changes)."""
@@ -328,17 +367,23 @@ class GcpProvider(Provider):
         nic = raw.network_interfaces[0] if raw.network_interfaces else None
         public_ip = nic.access_configs[0].nat_i_p if nic and nic.access_configs else None
         created = datetime.fromisoformat(raw.creation_timestamp) if raw.creation_timestamp else None
+        machine = raw.machine_type.rsplit("/", 1)[-1]
+        # The GPU NICs are what put a VM on GPUDirect-TCPX: a gang's A3 High VM has them, a single one not.
+        tcpx = placement.tcpx_type(machine) and len(raw.network_interfaces) > placement.TCPX_GPU_NICS
         return Instance(
             provider="gcp", instance_id=f"{zone}/{raw.name}", launch_id=labels.get(LABEL_LAUNCH_ID),
             owner=labels.get(LABEL_OWNER), job=labels.get(LABEL_JOB), state=state,
-            instance_type=_catalog_type(raw.machine_type.rsplit("/", 1)[-1], list(raw.guest_accelerators)),
+            instance_type=_catalog_type(machine, list(raw.guest_accelerators)),
             region=zone.rsplit("-", 1)[0], zone=zone, market=market, raw_state=raw.status, raw_reason=reason,
             public_ip=public_ip or None, private_ip=(nic.network_i_p or None) if nic else None,
-            ssh_user=self.settings.ssh_user, created_at=created,
+            ssh_user=self.settings.ssh_user, created_at=created, fabric=Fabric.GPUDIRECT_TCPX if tcpx else None,
         )
 
-    def instance_body(self, spec: LaunchSpec, zone: str) -> compute_v1.Instance:
-        """The Instance resource ``launch`` inserts for ``spec`` in ``zone`` (public for tests and docs)."""
+    def instance_body(self, spec: LaunchSpec, zone: str, *, placement_policy: str | None = None
+                      ) -> compute_v1.Instance:
+        """The Instance resource ``launch`` inserts for ``spec`` in ``zone`` (public for tests and docs):
+        in ``placement_policy`` (the gang's compact placement policy) when given, and with the GPU NICs
+        of GPUDirect-TCPX for a multi-node A3 High gang (providers/gcp/placement.py)."""
         machine, accelerator, count = machine_shape(spec.offer.instance_type)
         labels = {LABEL_LAUNCH_ID: label_value(spec.launch_id), LABEL_OWNER: label_value(spec.owner),
                   LABEL_JOB: label_value(spec.job)}
@@ -360,6 +405,10 @@ class GcpProvider(Provider):
             nic.subnetwork = self.settings.subnetwork
         if self.settings.external_ip:
             nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
+        gpu_nics: list[compute_v1.NetworkInterface] = []
+        if placement.uses_tcpx(spec.offer.instance_type, gang=spec.gang):
+            nic.nic_type = "GVNIC"   # GCE requires gVNIC on every NIC of a multi-NIC A3 VM
+            gpu_nics = placement.tcpx_interfaces(list(self.settings.gpu_networks))
         body = compute_v1.Instance(
             name=spec.name,
             machine_type=f"zones/{zone}/machineTypes/{machine}",
@@ -371,7 +420,7 @@ class GcpProvider(Provider):
                     source_image=self.settings.image,
                     disk_size_gb=self.settings.disk_gb or spec.disk_gb,
                     disk_type=f"zones/{zone}/diskTypes/{self.settings.disk_type}", labels=labels))],
-            network_interfaces=[nic],
+            network_interfaces=[nic, *gpu_nics],
             metadata=compute_v1.Metadata(items=items),
             scheduling=scheduling,
             tags=compute_v1.Tags(items=[network.network_tag(spec.owner)]),
@@ -379,6 +428,8 @@ class GcpProvider(Provider):
         if self.settings.service_account:
             body.service_accounts = [compute_v1.ServiceAccount(email=self.settings.service_account,
                                                                scopes=list(self.settings.service_account_scopes))]
+        if placement_policy:
+            body.resource_policies = [placement_policy]
         if accelerator:
             body.guest_accelerators = [compute_v1.AcceleratorConfig(
                 accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=count)]
@@ -414,11 +465,37 @@ class GcpProvider(Provider):
         existing = self._fetch(zone, spec.name)
         if existing is not None:
             return self._to_instance(existing)
+        gpu_nics = self.instance_body(spec, zone).network_interfaces[1:]   # refuses a TCPX gang before any insert
         # Always: the intra-tag rule lets a gang's nodes reach each other; SSH rules only where configured.
-        self._firewall_rules().ensure(spec.owner, self.settings.network, self.settings.ssh_ingress_cidrs)
+        rules = self._firewall_rules()
+        rules.ensure(spec.owner, self.settings.network, self.settings.ssh_ingress_cidrs)
+        policy = None
+        if spec.gang:   # a multi-node gang: its VMs in one compact placement policy, its GPU networks open within
+            for gpu_nic in gpu_nics:
+                rules.ensure(spec.owner, gpu_nic.network, [])
+            policy = self._placement_policies().ensure(zone.rsplit("-", 1)[0], owner=spec.owner, gang=spec.gang,
+                                                       launch_id=spec.launch_id)
+        try:
+            self._insert(spec, zone, policy)
+        except InstanceNotFoundError as exc:
+            if policy is None or "resourcePolicies" not in str(exc):
+                raise
+            # Garbage collection removed the gang's (then unused) policy between the ensure and the insert.
+            policy = self._placement_policies().ensure(zone.rsplit("-", 1)[0], owner=spec.owner, gang=spec.gang,
+                                                       launch_id=spec.launch_id, again=True)
+            self._insert(spec, zone, policy)
+        created = self._fetch(zone, spec.name)
+        if created is None:
+            raise ProviderUnavailableError(f"insert of {spec.name} finished but the instance is not visible",
+                                           provider="gcp")
+        return self._to_instance(created)
+
+    def _insert(self, spec: LaunchSpec, zone: str, policy: str | None) -> None:
+        """Insert the VM and wait for the operation; ``alreadyExists`` (an earlier try made it) is success."""
         instances, _, project = self._clients()
-        request = compute_v1.InsertInstanceRequest(project=project, zone=zone, request_id=request_id(spec.launch_id),
-                                                   instance_resource=self.instance_body(spec, zone))
+        request = compute_v1.InsertInstanceRequest(
+            project=project, zone=zone, request_id=request_id(spec.launch_id),
+            instance_resource=self.instance_body(spec, zone, placement_policy=policy))
         try:
             # Retried inserts carry the same requestId: GCE answers with the first insert's operation.
             op = self._call(lambda: instances.insert_unary(request=request, retry=None,
@@ -427,11 +504,6 @@ class GcpProvider(Provider):
         except InvalidRequestError as exc:
             if exc.code != "alreadyExists":
                 raise
-        created = self._fetch(zone, spec.name)
-        if created is None:
-            raise ProviderUnavailableError(f"insert of {spec.name} finished but the instance is not visible",
-                                           provider="gcp")
-        return self._to_instance(created)
 
     def get(self, instance_id: str) -> Instance | None:
         try:
@@ -456,11 +528,16 @@ class GcpProvider(Provider):
         return [self._to_instance(raw) for raw in self._owned_raw(owner)]
 
     def list_network_resources(self, owner: str) -> list[CloudResource]:
-        """orch's SSH firewall rules for ``owner``; in use while an instance of the owner is on the network."""
-        return self._firewall_rules().owned(owner, self._owned_raw(owner))
+        """orch's firewall rules for ``owner`` (in use while an instance of the owner is on the network) and
+        its compact placement policies (in use while an instance of the owner names one)."""
+        raw = self._owned_raw(owner)
+        return self._firewall_rules().owned(owner, raw) + self._placement_policies().owned(owner, raw)
 
     def delete_network_resource(self, resource: CloudResource) -> None:
-        self._firewall_rules().delete(resource.resource_id)
+        if resource.kind is ResourceKind.PLACEMENT_GROUP:
+            self._placement_policies().delete(resource)
+        else:
+            self._firewall_rules().delete(resource.resource_id)
 
     def terminate(self, instance_id: str) -> None:
         """Ask GCE to delete the VM (and its boot disk, autoDelete); returns once the delete is accepted."""
@@ -485,8 +562,9 @@ class GcpProvider(Provider):
     def close(self) -> None:
         with self._lock:
             for client in (self._instances_client, self._operations_client, self._firewalls_client,
-                           self._global_operations_client):
+                           self._global_operations_client, self._policies_client, self._region_operations_client):
                 if client is not None:
                     client.transport.close()
             self._instances_client = self._operations_client = None
             self._firewalls_client = self._global_operations_client = None
+            self._policies_client = self._region_operations_client = None

@@ -7,7 +7,7 @@ so importing or validating these settings never touches google.auth.
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from providers.settings_base import RetrySettings, SshIngressSettings
 
@@ -19,6 +19,15 @@ DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/com
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
+class GpuNetwork(BaseModel):
+    """One of the VPC networks (and its subnet in the gang's region) an A3 High VM's GPU NICs sit on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    network: str                               # global/networks/N (or a full URL)
+    subnetwork: str                            # regions/R/subnetworks/S
+
+
 class Settings(RetrySettings, SshIngressSettings):
     """What the GCP adapter needs besides credentials.
 
@@ -27,6 +36,8 @@ class Settings(RetrySettings, SshIngressSettings):
     those instances is kept either way). ``service_account`` (an email) runs the node as
     that account with ``service_account_scopes``, so the node reaches the checkpoint bucket through its
     identity (the metadata server) and no key rides on it; None: the instance gets no service account.
+    ``gpu_networks``: the four VPC networks (one subnet each) the GPU NICs of a multi-node ``a3-highgpu-8g``
+    gang sit on for GPUDirect-TCPX (providers/gcp/placement.py); empty: such a gang is refused at launch.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -36,6 +47,7 @@ class Settings(RetrySettings, SshIngressSettings):
     api_endpoint: str | None = None            # e.g. http://127.0.0.1:PORT for the test fake
     network: str = "global/networks/default"
     subnetwork: str | None = None              # regions/R/subnetworks/S; None: the network's auto subnet
+    gpu_networks: list[GpuNetwork] = Field(default_factory=list)   # A3 High GPUDirect-TCPX: four, in order
     external_ip: bool = True                   # an ephemeral public IP, so orch can SSH in
     image: str = DEFAULT_IMAGE
     disk_gb: int | None = None                 # None: LaunchSpec.disk_gb

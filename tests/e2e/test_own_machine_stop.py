@@ -178,7 +178,8 @@ run: {launcher: command, command: "python3 bind_once.py 1"}
     world.tick_until(lambda: world.store.job(job_id).status is JobStatus.FAILED, "the broken job to fail")
     [failed] = world.attempts(world.store.job(job_id))
     assert failed.state is AttemptState.FAILED and failed.reason is not None
-    assert failed.reason.startswith("job exited 127: ") and "no-such-tool: command not found" in failed.reason
+    # The failed setup line is said as such (orchestrator/engine/failure.py), with the node's own words.
+    assert failed.reason.startswith("setup: job exited 78: ") and "no-such-tool: command not found" in failed.reason
     assert "capacity" not in failed.reason.lower() and "driver" not in failed.reason.lower()
     events = jobs_service.events(world.store.store, "broken")
     assert any("no-such-tool: command not found" in e.message for e in events), [e.message for e in events]

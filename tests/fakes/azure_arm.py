@@ -30,6 +30,7 @@ import re
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,7 +44,7 @@ _RES = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/"
     r"(?P<ns>Microsoft\.Compute|Microsoft\.Network)/"
     r"(?P<type>virtualMachines|disks|networkInterfaces|publicIPAddresses|networkSecurityGroups"
-    r"|proximityPlacementGroups)"
+    r"|proximityPlacementGroups|availabilitySets)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<action>[A-Za-z]+))?)?$",
     re.IGNORECASE,
 )
@@ -84,6 +85,7 @@ class State:
     pips: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     nsgs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     ppgs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    avsets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     ops: dict[str, Operation] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
@@ -107,6 +109,7 @@ class FakeArm:
 
     def __init__(self) -> None:
         self.state = State()
+        self.validated: Counter[str] = Counter()   # PUT bodies checked against the REST spec, by type
         self.refusals: list[ArmRefusal] = []   # each PUT ARM would have refused (spec shapes, customData limit)
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -142,6 +145,7 @@ class FakeArm:
         with self.lock:
             self.state = State()
             self.refusals.clear()
+            self.validated.clear()
 
     @property
     def requests(self) -> list[Recorded]:
@@ -200,10 +204,11 @@ class FakeArm:
                 return 404, {}, _err("InvalidResourceType", f"no route for {method} {path}")
             rtype = m.group("type").lower()
             op = {"virtualmachines": "vm", "networkinterfaces": "nic", "disks": "disk", "publicipaddresses": "pip",
-                  "networksecuritygroups": "nsg", "proximityplacementgroups": "ppg"}[rtype]
+                  "networksecuritygroups": "nsg", "proximityplacementgroups": "ppg", "availabilitysets": "avset"}[rtype]
             action = (m.group("action") or "").lower()
             opname = f"{op}.{action or method.lower()}" if m.group("name") else f"{op}.list"
             if method == "PUT" and m.group("name") and not action:
+                self.validated[rtype] += 1
                 refusal = check_body(rtype, body)   # the REST spec's shapes and limits (tests/fakes/azure_contract.py)
                 if refusal is not None:
                     self.refusals.append(refusal)
@@ -223,6 +228,8 @@ class FakeArm:
                 return self._nsg(method, sub, rg, name, query, body)
             if op == "ppg":
                 return self._ppg(method, sub, rg, name, query, body)
+            if op == "avset":
+                return self._avset(method, sub, rg, name, query, body)
             return self._disk(method, sub, rg, name)
 
     def _take_fault(self, opname: str) -> Fault | None:
@@ -376,6 +383,18 @@ class FakeArm:
             if ppg is None or ppg["location"] != body["location"]:
                 return 400, {}, _err("InvalidParameter", f"Proximity placement group {ppg_ref} not found in "
                                                          f"{body['location']}.")
+        avset_ref = (props.get("availabilitySet") or {}).get("id")
+        if avset_ref is not None:
+            avset = self._by_id(self.state.avsets, avset_ref)
+            if avset is None or avset["location"] != body["location"]:
+                return 404, {}, _err("NotFound", f"Availability set {avset_ref} not found in {body['location']}.")
+            if body.get("zones"):
+                return 400, {}, _err("InvalidParameter", "Virtual Machine cannot be created in an availability "
+                                                         "set and an availability zone at the same time.")
+            set_ppg = ((avset["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower()
+            if set_ppg and set_ppg != (ppg_ref or "").lower():
+                return 400, {}, _err("InvalidParameter", "The proximity placement group of the virtual machine "
+                                                         "differs from the one of its availability set.")
         if vm is not None:  # ARM PUT is create-or-update: same name, same resource
             vm["tags"] = dict(body.get("tags") or {})
             return 200, {"Retry-After": "0"}, self._public(vm)
@@ -710,11 +729,102 @@ class FakeArm:
         return 405, {}, _err("MethodNotAllowed", method)
 
     def _ppg_view(self, ppg: dict[str, Any]) -> dict[str, Any]:
-        def ref(vm: dict[str, Any]) -> str:
-            return str((vm["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower()
+        def ref(res: dict[str, Any]) -> str:
+            return str((res["properties"].get("proximityPlacementGroup") or {}).get("id") or "").lower()
 
         held = [{"id": vm["id"]} for vm in self.state.vms.values() if ref(vm) == ppg["id"].lower()]
-        return {**ppg, "properties": {**ppg["properties"], "virtualMachines": held}}
+        sets = [{"id": a["id"]} for a in self.state.avsets.values() if ref(a) == ppg["id"].lower()]
+        return {**ppg, "properties": {**ppg["properties"], "virtualMachines": held, "availabilitySets": sets}}
+
+    def _avset(self, method: str, sub: str, rg: str, name: str | None, query: dict[str, list[str]],
+               body: Any) -> tuple[int, dict[str, str], Any]:
+        """Availability sets (synchronous in ARM): PUT, GET, list, DELETE. ``virtualMachines`` is read from
+        the VMs that name the set; a set naming a proximity placement group that does not exist is refused."""
+        base = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/availabilitySets"
+        if name is None:
+            if method != "GET":
+                return 405, {}, _err("MethodNotAllowed", method)
+            return self._page([self._avset_view(v) for (g, _), v in self.state.avsets.items()
+                               if g.lower() == rg.lower()], query, base)
+        key = (rg, name)
+        avset = self._lookup(self.state.avsets, key)
+        if method == "GET":
+            if avset is None:
+                return 404, {}, _err("ResourceNotFound", f"The Resource 'Microsoft.Compute/availabilitySets/{name}' "
+                                                         f"under resource group '{rg}' was not found.")
+            return 200, {}, self._avset_view(avset)
+        if method == "PUT":
+            if not isinstance(body, dict) or not body.get("location"):
+                return 400, {}, _err("InvalidParameter", "location is required.")
+            props = json.loads(json.dumps(body.get("properties") or {}))
+            ppg_ref = (props.get("proximityPlacementGroup") or {}).get("id")
+            if ppg_ref and self._by_id(self.state.ppgs, ppg_ref) is None:
+                return 404, {}, _err("NotFound", f"Proximity placement group {ppg_ref} not found.")
+            new = {"id": f"{base}/{name}", "name": name, "type": "Microsoft.Compute/availabilitySets",
+                   "location": body["location"], "tags": dict(body.get("tags") or {}),
+                   "sku": body.get("sku") or {"name": "Classic"}, "properties": props}
+            self.state.avsets[self._key_of(self.state.avsets, key) or key] = new
+            return 200, {}, self._avset_view(new)   # the spec's AvailabilitySets_CreateOrUpdate answers 200 only
+        if method == "DELETE":
+            if avset is None:
+                return 204, {}, None
+            self.state.avsets.pop(self._key_of(self.state.avsets, key), None)
+            return 200, {}, None
+        return 405, {}, _err("MethodNotAllowed", method)
+
+    def _avset_view(self, avset: dict[str, Any]) -> dict[str, Any]:
+        def ref(vm: dict[str, Any]) -> str:
+            return str((vm["properties"].get("availabilitySet") or {}).get("id") or "").lower()
+
+        held = [{"id": vm["id"]} for vm in self.state.vms.values() if ref(vm) == avset["id"].lower()]
+        return {**avset, "properties": {**avset["properties"], "virtualMachines": held}}
+
+    # -- reachability (NSG evaluation) ----------------------------------------------------------------
+
+    def reachable(self, src_vm: str, dst_vm: str, port: int, protocol: str = "Tcp") -> bool:
+        """Whether VM ``src_vm`` reaches ``dst_vm`` on ``port`` (both in the fake's one virtual network,
+        VNET_PREFIX), by the NSG on the destination's NIC as Azure applies it (no NSG: all allowed)."""
+        with self.lock:
+            return self._admits(self._vm_nic(dst_vm), self._private_ip(src_vm), port, protocol)
+
+    def reachable_from(self, address: str, dst_vm: str, port: int, protocol: str = "Tcp") -> bool:
+        """Whether an address outside the virtual network reaches ``dst_vm``'s public IP on ``port``."""
+        with self.lock:
+            nic = self._vm_nic(dst_vm)
+            has_public = any((c.get("properties") or {}).get("publicIPAddress")
+                             for c in nic["properties"].get("ipConfigurations") or [])
+            return has_public and self._admits(nic, address, port, protocol)
+
+    def _vm_nic(self, vm_name: str) -> dict[str, Any]:
+        vm = self._lookup_name(self.state.vms, vm_name)
+        ref = vm["properties"]["networkProfile"]["networkInterfaces"][0]["id"]
+        nic: dict[str, Any] = self._by_id(self.state.nics, ref)
+        return nic
+
+    def _private_ip(self, vm_name: str) -> str:
+        cfg = self._vm_nic(vm_name)["properties"]["ipConfigurations"][0]
+        return str(cfg["properties"]["privateIPAddress"])
+
+    @staticmethod
+    def _lookup_name(table: dict[tuple[str, str], Any], name: str) -> Any:
+        return next(v for (_, n), v in table.items() if n.lower() == name.lower())
+
+    def _admits(self, nic: dict[str, Any], source: str, port: int, protocol: str) -> bool:
+        nsg_ref = (nic["properties"].get("networkSecurityGroup") or {}).get("id")
+        if not nsg_ref:
+            return True
+        nsg = self._by_id(self.state.nsgs, nsg_ref)
+        rules = [r["properties"] for r in [*nsg["properties"].get("securityRules", []),
+                                           *nsg["properties"]["defaultSecurityRules"]]
+                 if r["properties"]["direction"] == "Inbound"]
+        for rule in sorted(rules, key=lambda r: int(r["priority"])):
+            if rule["protocol"] not in ("*", protocol):
+                continue
+            sources = rule.get("sourceAddressPrefixes") or [rule.get("sourceAddressPrefix", "*")]
+            ports = rule.get("destinationPortRanges") or [rule.get("destinationPortRange", "*")]
+            if any(_prefix_has(p, source) for p in sources) and any(_port_has(r, port) for r in ports):
+                return bool(rule["access"] == "Allow")
+        return False
 
     def _disk(self, method: str, sub: str, rg: str, name: str | None) -> tuple[int, dict[str, str], Any]:
         if name is None or method not in ("DELETE", "GET"):
@@ -769,6 +879,36 @@ class FakeArm:
     def vms(self) -> Iterator[dict[str, Any]]:
         with self.lock:
             yield from (self._public(v) for v in list(self.state.vms.values()))
+
+
+#: The fake's one virtual network: every NIC's private address is in it (the ``VirtualNetwork`` service tag).
+VNET_PREFIX = "10.0.0.0/16"
+
+
+def _prefix_has(prefix: str, address: str) -> bool:
+    """Whether an NSG rule's source ``prefix`` (a CIDR, ``*`` or a service tag) covers ``address``."""
+    import ipaddress
+
+    addr = ipaddress.ip_address(address)
+    inside = addr.version == 4 and addr in ipaddress.ip_network(VNET_PREFIX)
+    if prefix == "*":
+        return True
+    if prefix == "VirtualNetwork":
+        return inside
+    if prefix == "Internet":
+        return not inside
+    try:
+        net = ipaddress.ip_network(prefix, strict=False)
+    except ValueError:
+        return False   # another service tag (AzureLoadBalancer ...): not a VM's source
+    return addr.version == net.version and addr in net
+
+
+def _port_has(spec: str, port: int) -> bool:
+    if spec == "*":
+        return True
+    low, _, high = spec.partition("-")
+    return int(low) <= port <= int(high or low)
 
 
 def _rules_problem(rules: list[dict[str, Any]]) -> str | None:

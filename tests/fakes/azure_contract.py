@@ -116,13 +116,15 @@ def _content(detail: str) -> ArmRefusal:
 
 def check_body(kind: str, body: Any) -> ArmRefusal | None:
     """ARM's refusal of a PUT body for ``kind`` (virtualMachines, networkInterfaces, publicIPAddresses,
-    networkSecurityGroups), or None when ARM would take it."""
+    networkSecurityGroups, proximityPlacementGroups, availabilitySets), or None when ARM would take it."""
     from azure.mgmt.compute import models as cm
     from azure.mgmt.network import models as nm
 
     models: dict[str, type] = {"virtualmachines": cm.VirtualMachine, "networkinterfaces": nm.NetworkInterface,
                                "publicipaddresses": nm.PublicIPAddress,
-                               "networksecuritygroups": nm.NetworkSecurityGroup}
+                               "networksecuritygroups": nm.NetworkSecurityGroup,
+                               "proximityplacementgroups": cm.ProximityPlacementGroup,
+                               "availabilitysets": cm.AvailabilitySet}
     model = models.get(kind.lower())
     if model is None:
         return None

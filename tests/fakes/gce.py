@@ -5,8 +5,17 @@ Routes (``/compute/v1/projects/P/...``): zones/Z/instances (POST insert with ?re
 aggregated/instances (GET with ``filter``), zones/Z/operations (GET list with ``filter``),
 zones/Z/operations/OP (GET) and zones/Z/operations/OP/wait (POST); global/firewalls (POST insert with
 ?requestId=, GET list), global/firewalls/NAME (GET, PATCH, DELETE), global/operations/OP (GET) and
-global/operations/OP/wait (POST). Firewall changes finish at once (their operation is DONE when returned),
-as GCE's usually do within a wait; a rule mixing IPv4 and IPv6 source ranges is refused, as GCE does.
+global/operations/OP/wait (POST); regions/R/resourcePolicies (POST insert with ?requestId=, GET list),
+regions/R/resourcePolicies/NAME (GET, DELETE), aggregated/resourcePolicies (GET), regions/R/operations/OP
+(GET) and regions/R/operations/OP/wait (POST). Firewall and resource policy changes finish at once (their
+operation is DONE when returned), as GCE's usually do within a wait; a rule mixing IPv4 and IPv6 source
+ranges is refused, as GCE does. An instance naming a resource policy that does not exist (or is in another
+region) is refused; deleting a policy an instance still names answers ``resourceInUseByAnotherResource``.
+
+Reachability is evaluated, not assumed: ``reachable(src, dst, port)`` applies the VPC firewall as GCE does
+(the implied deny-all ingress, then the enabled INGRESS allow rules of the network both NICs are on, matched
+by target tags, source tags or source ranges, protocol and port). Every network here is a custom VPC with no
+rules of its own (no ``default-allow-internal``): what admits traffic is what orch created.
 
 Shapes follow the discovery document (camelCase, int64 as strings, selfLink/zone as full URLs); the
 contract test validates them against it. Errors use Google's JSON error format; failed operations carry
@@ -37,7 +46,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.gce_contract import GceRefusal, check_instance_insert
+from tests.fakes.gce_contract import GceRefusal, check_instance_insert, check_resource_policy_insert
 
 BASE = "https://www.googleapis.com/compute/v1"
 FAULTS = ("capacity", "quota", "throttle", "auth", "server-error")
@@ -64,9 +73,36 @@ class _State:
     request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)            # requestId -> (zone, op)
     firewalls: dict[str, dict[str, Any]] = field(default_factory=dict)               # name -> Firewall
     global_operations: dict[str, dict[str, Any]] = field(default_factory=dict)       # op name -> Operation
+    policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)    # (region, name) -> policy
+    region_operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (region, op) -> Op
     pending: dict[tuple[str, str], str] = field(default_factory=dict)                # (zone, name) -> "stop"|"delete"
     faults: dict[str, int] = field(default_factory=dict)
     requests: list[RecordedRequest] = field(default_factory=list)
+
+
+def _tags(inst: dict[str, Any]) -> set[str]:
+    return set((inst.get("tags") or {}).get("items") or [])
+
+
+def _port_in(port: int, ports: list[str] | None) -> bool:
+    if not ports:
+        return True
+    for spec in ports:
+        low, _, high = spec.partition("-")
+        if int(low) <= port <= int(high or low):
+            return True
+    return False
+
+
+def _region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def _policy_key(url: str) -> tuple[str, str] | None:
+    parts = url.rstrip("/").split("/")
+    if "resourcePolicies" not in parts or "regions" not in parts:
+        return None
+    return parts[parts.index("regions") + 1], parts[parts.index("resourcePolicies") + 1]
 
 
 def _error(code: int, status: str, reason: str, message: str) -> dict[str, Any]:
@@ -95,6 +131,7 @@ class GceFake:
         self._lock = threading.RLock()
         self._state = _State()
         self._ids = itertools.count(1000)
+        self.validated = 0   # instance inserts checked against the Discovery document
         self.refusals: list[GceRefusal] = []   # each insert GCE would have refused (schema or limits)
 
     # --- switches ------------------------------------------------------------------------------------
@@ -108,6 +145,7 @@ class GceFake:
         with self._lock:
             self._state = _State()
             self.refusals.clear()
+            self.validated = 0
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -121,6 +159,50 @@ class GceFake:
     def firewall(self, name: str) -> dict[str, Any] | None:
         with self._lock:
             return self._state.firewalls.get(name)
+
+    def policy(self, region: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._state.policies.get((region, name))
+
+    def reachable(self, src: tuple[str, str], dst: tuple[str, str], port: int, protocol: str = "tcp") -> bool:
+        """Whether instance ``src`` (zone, name) reaches ``dst`` on ``protocol``/``port`` over a network both
+        have a NIC on, by the firewall rules as GCE applies them (ingress is denied unless a rule allows it)."""
+        with self._lock:
+            a, b = self._state.instances[src], self._state.instances[dst]
+            for nic_a in a.get("networkInterfaces", []):
+                for nic_b in b.get("networkInterfaces", []):
+                    if nic_a["network"] == nic_b["network"] and self._admits(
+                            nic_b["network"], _tags(b), source_ip=nic_a["networkIP"], source_tags=_tags(a),
+                            protocol=protocol, port=port):
+                        return True
+            return False
+
+    def reachable_from(self, address: str, dst: tuple[str, str], port: int, protocol: str = "tcp") -> bool:
+        """Whether an outside ``address`` (no network tags) reaches ``dst`` on any of its NICs."""
+        with self._lock:
+            b = self._state.instances[dst]
+            return any(self._admits(nic["network"], _tags(b), source_ip=address, source_tags=set(),
+                                    protocol=protocol, port=port) for nic in b.get("networkInterfaces", []))
+
+    def _admits(self, network: str, target_tags: set[str], *, source_ip: str, source_tags: set[str],
+                protocol: str, port: int) -> bool:
+        import ipaddress
+
+        for fw in self._state.firewalls.values():
+            if fw["network"] != network or fw.get("direction") != "INGRESS" or fw.get("disabled"):
+                continue
+            if fw.get("targetTags") and not set(fw["targetTags"]) & target_tags:
+                continue
+            by_tag = bool(set(fw.get("sourceTags") or []) & source_tags)
+            by_range = any(ipaddress.ip_address(source_ip) in ipaddress.ip_network(r, strict=False)
+                           for r in fw.get("sourceRanges") or [] if (":" in r) == (":" in source_ip))
+            if not (by_tag or by_range):
+                continue
+            for allowed in fw.get("allowed") or []:
+                proto = allowed.get("IPProtocol")
+                if proto == "all" or (proto == protocol and _port_in(port, allowed.get("ports"))):
+                    return True
+        return False
 
     def preempt(self, zone: str, name: str) -> None:
         """GCE reclaiming a spot VM: TERMINATED (STOP action) or gone (DELETE), plus a system operation."""
@@ -198,9 +280,13 @@ class GceFake:
             nic.setdefault("name", f"nic{i}")
             network = nic.get("network") or "global/networks/default"
             nic["network"] = network if network.startswith("https://") else f"{BASE}/projects/{project}/{network}"
-            nic["networkIP"] = f"10.128.0.{len(self._state.instances) + 2}"
+            nic["networkIP"] = f"10.{128 + i}.0.{len(self._state.instances) + 2}"
             for ac in nic.get("accessConfigs", []):
                 ac["natIP"] = f"34.1.0.{len(self._state.instances) + 2}"
+        inst["resourcePolicies"] = [f"{BASE}/{u}" if not u.startswith("https://") else u
+                                    for u in inst.get("resourcePolicies", [])]
+        if not inst["resourcePolicies"]:
+            del inst["resourcePolicies"]
         for disk in inst.get("disks", []):
             disk.pop("initializeParams", None)   # output Instances show the disk, not how it was made
             disk.setdefault("type", "PERSISTENT")
@@ -230,6 +316,21 @@ class GceFake:
                     items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(inst)
             return 200, {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
                          "items": items, "selfLink": f"{BASE}/projects/{project}/aggregated/instances"}
+        if parts == ["aggregated", "resourcePolicies"] and method == "GET":
+            scoped: dict[str, Any] = {}
+            for (region, _), pol in sorted(self._state.policies.items()):
+                scoped.setdefault(f"regions/{region}", {"resourcePolicies": []})["resourcePolicies"].append(pol)
+            return 200, {"kind": "compute#resourcePolicyAggregatedList", "items": scoped,
+                         "id": f"projects/{project}/aggregated/resourcePolicies",
+                         "selfLink": f"{BASE}/projects/{project}/aggregated/resourcePolicies"}
+        if len(parts) >= 3 and parts[0] == "regions" and parts[2] == "resourcePolicies":
+            return self._policies(method, project, parts[1], parts[3:], query, body)
+        if len(parts) >= 4 and parts[0] == "regions" and parts[2] == "operations":
+            op = self._state.region_operations.get((parts[1], parts[3]))
+            if op is None:
+                return 404, _error(404, "NOT_FOUND", "notFound", f"The resource operation '{parts[3]}' was not found")
+            if (len(parts) == 4 and method == "GET") or (parts[4:] == ["wait"] and method == "POST"):
+                return 200, op
         if parts[:2] == ["global", "firewalls"]:
             return self._firewalls(method, project, parts[2:], query, body)
         if parts[:2] == ["global", "operations"] and len(parts) >= 3:
@@ -285,6 +386,7 @@ class GceFake:
                 ) -> tuple[int, dict[str, Any]]:
         if request_id and request_id in self._state.request_ids:
             return 200, self._state.operations[self._state.request_ids[request_id]]
+        self.validated += 1
         refusal = check_instance_insert(body)   # GCE's Discovery schema and limits (tests/fakes/gce_contract.py)
         if refusal is not None:
             self.refusals.append(refusal)
@@ -299,6 +401,13 @@ class GceFake:
         name = body.get("name", "")
         if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
             return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"Invalid value for field 'resource.name': '{name}'")
+        for url in body.get("resourcePolicies") or []:
+            key = _policy_key(url)
+            if key is None or key not in self._state.policies:
+                return 404, _error(404, "NOT_FOUND", "notFound", f"The resource '{url}' was not found")
+            if key[0] != _region_of(zone):
+                return 400, _error(400, "INVALID_ARGUMENT", "invalid",
+                                   f"Resource policy '{url}' is not in the region of zone '{zone}'.")
         if (zone, name) in self._state.instances:
             return 409, _error(409, "ALREADY_EXISTS", "alreadyExists",
                                f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists")
@@ -399,6 +508,67 @@ class GceFake:
               "selfLink": f"{BASE}/projects/{project}/global/firewalls/{name}"}
         self._state.firewalls[name] = fw
         return 200, self._global_op(project, "insert", fw["selfLink"], fw["id"])
+
+    # --- resource policies (regional) ---------------------------------------------------------------------
+    def _region_op(self, project: str, region: str, op_type: str, target_link: str, target_id: str
+                   ) -> dict[str, Any]:
+        op_id = str(next(self._ids))
+        name = f"operation-{op_id}"
+        op: dict[str, Any] = {
+            "kind": "compute#operation", "id": op_id, "name": name, "operationType": op_type,
+            "targetLink": target_link, "targetId": target_id, "status": "DONE", "progress": 100,
+            "region": f"{BASE}/projects/{project}/regions/{region}",
+            "user": "orch@example.iam.gserviceaccount.com", "insertTime": _now(), "startTime": _now(),
+            "endTime": _now(), "selfLink": f"{BASE}/projects/{project}/regions/{region}/operations/{name}",
+        }
+        self._state.region_operations[(region, name)] = op
+        return op
+
+    def _policies(self, method: str, project: str, region: str, rest: list[str], query: dict[str, str],
+                  body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        link = f"{BASE}/projects/{project}/regions/{region}/resourcePolicies"
+        if not rest and method == "GET":
+            items = [p for (r, _), p in sorted(self._state.policies.items()) if r == region]
+            return 200, {"kind": "compute#resourcePolicyList", "id": link, "items": items, "selfLink": link}
+        if not rest and method == "POST":
+            request_id = query.get("requestId")
+            if request_id and request_id in self._state.request_ids:
+                return 200, self._state.region_operations[self._state.request_ids[request_id]]
+            body = body or {}
+            refusal = check_resource_policy_insert(body)
+            if refusal is not None:
+                self.refusals.append(refusal)
+                return refusal.status, _error(refusal.status, refusal.rpc_status, refusal.reason, refusal.message)
+            name = body["name"]
+            if (region, name) in self._state.policies:
+                return 409, _error(409, "ALREADY_EXISTS", "alreadyExists",
+                                   f"The resource 'projects/{project}/regions/{region}/resourcePolicies/{name}' "
+                                   "already exists")
+            pol = {**json.loads(json.dumps(body)), "kind": "compute#resourcePolicy",
+                   "id": str(next(self._ids)) + "000000000", "creationTimestamp": _now(), "status": "READY",
+                   "region": f"{BASE}/projects/{project}/regions/{region}", "selfLink": f"{link}/{name}"}
+            self._state.policies[(region, name)] = pol
+            op = self._region_op(project, region, "insert", pol["selfLink"], pol["id"])
+            if request_id:
+                self._state.request_ids[request_id] = (region, op["name"])
+            return 200, op
+        name = rest[0] if rest else ""
+        pol = self._state.policies.get((region, name))
+        if pol is None:
+            return 404, _error(404, "NOT_FOUND", "notFound", f"The resource 'projects/{project}/regions/{region}/"
+                                                             f"resourcePolicies/{name}' was not found")
+        if len(rest) == 1 and method == "GET":
+            return 200, pol
+        if len(rest) == 1 and method == "DELETE":
+            users = [i["selfLink"] for i in self._state.instances.values()
+                     if (region, name) in {_policy_key(u) for u in i.get("resourcePolicies", [])}]
+            if users:
+                return 400, _error(400, "FAILED_PRECONDITION", "resourceInUseByAnotherResource",
+                                   f"The resource_policy resource '{pol['selfLink']}' is already being used by "
+                                   f"'{users[0]}'")
+            del self._state.policies[(region, name)]
+            return 200, self._region_op(project, region, "delete", pol["selfLink"], pol["id"])
+        return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"unsupported {method} on resource policy")
 
     def _operations(self, method: str, project: str, zone: str, rest: list[str], flt: str
                     ) -> tuple[int, dict[str, Any]]:

@@ -1,4 +1,5 @@
 """GCE's request contract for tests/fakes/gce.py: the compute v1 Discovery document plus the limits it omits.
+Instance and ResourcePolicy insert bodies are held to it.
 
 The document ships in the google-api-python-client wheel (Apache-2.0): ``googleapiclient/discovery_cache/
 documents/compute.v1.json``; it is read from the installed package, not copied. An insert body is refused the
@@ -6,6 +7,8 @@ way GCE refuses it:
 
 * a field of the wrong type or enum value -> 400 ``invalid`` "Invalid value for field 'resource.<path>'";
 * a field the schema does not define -> 400 ``badRequest`` "Invalid JSON payload received. Unknown name ...";
+* two network interfaces on one VPC network, or a multi-NIC A3 VM with a NIC that is not gVNIC -> 400
+  ``invalid`` (GCE: each NIC of a multi-NIC VM on its own network; the A3 docs: gVNIC);
 * ``disks[].initializeParams.sourceImage`` that is not an image URL or partial path
   (``[projects/P/]global/images/NAME`` or ``.../images/family/FAMILY``) -> 400 ``invalid`` "The URL is malformed.";
 * a metadata value over 262,144 characters -> 413 ``fieldSizeTooLarge`` ("Value for field
@@ -28,6 +31,7 @@ from jsonschema import Draft4Validator
 METADATA_VALUE_MAX = 262144           # 256 KB per value
 METADATA_TOTAL_MAX = 524288           # 512 KB for all entries together
 METADATA_KEY = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _IMAGE = re.compile(r"^(?:https://(?:www|compute)\.googleapis\.com/compute/(?:v1|beta|alpha)/)?"
                     r"(?:projects/[a-z][-a-z0-9.:]{0,62}/)?global/images/(?:family/)?[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -91,16 +95,42 @@ def _unknown_field(schema: dict[str, Any], value: Any, path: str) -> str | None:
     return None
 
 
-def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
-    """GCE's refusal of an instances.insert body, or None when GCE would take it."""
-    unknown = _unknown_field({"$ref": "Instance"}, body, "")
+def check_schema(schema: str, body: dict[str, Any]) -> GceRefusal | None:
+    """GCE's refusal of a body that does not fit the Discovery document's ``schema`` (unknown names, types)."""
+    unknown = _unknown_field({"$ref": schema}, body, "")
     if unknown:
         leaf = unknown.rsplit(".", 1)[-1]
         return GceRefusal(400, "badRequest", f'Invalid JSON payload received. Unknown name "{leaf}" at '
                                              f"'resource.{unknown}': Cannot find field.")
-    for error in _validator("Instance").iter_errors(body):
+    for error in _validator(schema).iter_errors(body):
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
         return GceRefusal(400, "invalid", f"Invalid value for field 'resource.{where}': {error.message[:120]}")
+    return None
+
+
+def check_resource_policy_insert(body: dict[str, Any]) -> GceRefusal | None:
+    """GCE's refusal of a resourcePolicies.insert body: the schema, and a name GCE takes."""
+    refusal = check_schema("ResourcePolicy", body)
+    if refusal is None and not _NAME.match(str(body.get("name", ""))):
+        return GceRefusal(400, "invalid", f"Invalid value for field 'resource.name': '{body.get('name')}'. Must be "
+                                          "a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'")
+    return refusal
+
+
+def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
+    """GCE's refusal of an instances.insert body, or None when GCE would take it."""
+    refusal = check_schema("Instance", body)
+    if refusal is not None:
+        return refusal
+    nics = body.get("networkInterfaces") or []
+    networks = [str(n.get("network", "")).rsplit("/", 1)[-1] for n in nics]
+    if len(set(networks)) != len(networks):
+        # "Each network interface must be attached to a different VPC network" (multiple NICs docs).
+        return GceRefusal(400, "invalid", "Invalid value for field 'resource.networkInterfaces': two network "
+                                          "interfaces on one network.")
+    if "/a3-" in str(body.get("machineType", "")) and len(nics) > 1 and any(n.get("nicType") != "GVNIC" for n in nics):
+        return GceRefusal(400, "invalid", "Invalid value for field 'resource.networkInterfaces': A3 machine types "
+                                          "with more than one network interface require nicType GVNIC on each.")
     for i, disk in enumerate(body.get("disks") or []):
         image = (disk.get("initializeParams") or {}).get("sourceImage")
         if image is not None and not _IMAGE.match(image):

@@ -49,6 +49,8 @@ DEFAULT_METADATA = {"aws": "http://169.254.169.254", "gcp": "http://metadata.goo
                     "azure": "http://169.254.169.254"}
 STEP_DIR = re.compile(r"^step-(\d+)$")
 STATUS_VERSION = 1
+#: Written by orch in the report prefix: checkpoint now, then stop (orchestrator/runtime/node_state.py).
+CHECKPOINT_NOW_OBJECT = "checkpoint-now.json"
 MAX_ERRORS = 20
 
 
@@ -514,6 +516,7 @@ class Agent:
         self.notice_interval = float(config.get("notice_interval_s", 5.0))
         self.next_sample = 0.0
         self.next_notice = 0.0
+        self.next_orch_poll = 0.0
         self.notices: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.checkpoints: list[dict[str, Any]] = []
@@ -613,7 +616,8 @@ class Agent:
             current = self.poller.poll()
         except (OSError, ValueError) as exc:
             self._error("notice", exc)
-            return
+            current = []
+        current += self._orch_requests()
         seen = {n["key"] for n in self.notices}
         for notice in current:
             if notice["key"] in seen:
@@ -624,6 +628,26 @@ class Agent:
                 self.notice_baseline = set(self._complete_local())
             self.notices.append({**notice, "seen_at": self.clock()})
             self.request_checkpoint(f"{notice['cloud']} {notice['kind']}")
+
+    def _orch_requests(self) -> list[dict[str, Any]]:
+        """orch's own "checkpoint now, then stop" (``checkpoint-now.json`` in the report prefix, written when
+        the job's budget is spent): an interrupting notice of kind ``orch-stop``, so the job checkpoints, is
+        stopped once that checkpoint is complete, and the upload goes on (the drain)."""
+        if (self.reporter is None or any(n["kind"] == "orch-stop" for n in self.notices)
+                or self.clock() < self.next_orch_poll):
+            return []
+        # One look per report interval, not per notice poll: on a bucket each look is a LIST request.
+        self.next_orch_poll = self.clock() + max(self.notice_interval, float(self.reporter.interval))
+        try:
+            if not self.reporter.store.has(CHECKPOINT_NOW_OBJECT):
+                return []
+            detail = json.loads(self.reporter.store.read_object(CHECKPOINT_NOW_OBJECT) or b"{}")
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._error("notice", exc)
+            return []
+        detail = detail if isinstance(detail, dict) else {}
+        return [{"cloud": "orch", "kind": "orch-stop", "key": f"orch:checkpoint-now:{detail.get('at')}",
+                 "detail": detail}]
 
     # checkpoints
     def _scan_checkpoints(self) -> None:
