@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.clock import utcnow
+from orchestrator.engine.events import LAUNCH_WAITS, EventKind
 
 #: Starts a plan warning that a machine of the chosen offer could not start the job (see runtime/preflight.py).
 BOOT_WARNING = "boot: "
@@ -211,7 +212,7 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
     try:
         with store.transaction() as tx:
             result = repo.apply_jobs(tx, specs, prune=prune, now=now)
-            repo.record_event(tx, "apply", f"{len(result.created)} created, {len(result.updated)} updated, "
+            repo.record_event(tx, EventKind.APPLY, f"{len(result.created)} created, {len(result.updated)} updated, "
                               f"{len(result.unchanged)} unchanged, {len(result.pruned)} pruned",
                               data={"created": list(result.created), "updated": list(result.updated),
                                     "pruned": list(result.pruned)}, ts=now)
@@ -441,11 +442,11 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
             if job.lease_owner is not None and job.lease_owner != engine.lease_owner:
                 continue                    # a daemon holds it (PostgreSQL): it launches it, not this command
             events = [e for e in repo.list_events(tx, job_id=job.id)
-                      if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")
+                      if e.kind in LAUNCH_WAITS
                       and ((e.id or 0) > start_event or (e.last_ts is not None and e.last_ts >= started))]
             events.sort(key=lambda e: e.seen_at)
             outcome.waiting[job.name] = events[-1].message if events else "no launch was attempted"
-            if events and events[-1].kind == "launch-failed":
+            if events and events[-1].kind == EventKind.LAUNCH_FAILED:
                 outcome.failed.add(job.name)
     return outcome
 

@@ -13,13 +13,13 @@ from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, EngineStore, JobRecord, JobStatus
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.recover import status_after
-from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.idle import IdlePolicy
 from orchestrator.planner import PlanRequest
 from orchestrator.recovery import RecoveryPolicy
 from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import DesiredState, Job
+from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Instance, InstanceState, Market, Offer, Provider
 from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
 from providers.gpus import Interconnect
@@ -363,7 +363,7 @@ def test_the_sql_store_parses_each_manifest_once_not_per_tick_or_read(tmp_path, 
         assert [j.manifest.name for j in fresh.active_jobs()] == ["job-0", "job-1", "job-2"]
         assert all(fresh.job(j.id).manifest.name == j.name for j in jobs)
     # The three differ only by name: one shape, validated once (the others are copies under their names,
-    # orchestrator/engine/specs.py Shapes; tests/test_engine_specs.py holds the copies to full validation).
+    # orchestrator/store/specs.py Shapes; tests/test_engine_specs.py holds the copies to full validation).
     assert parsed == ["job-0"]
 
 

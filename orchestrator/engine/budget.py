@@ -25,14 +25,11 @@ from datetime import datetime
 from orchestrator.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refusal, check_launch
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
 from providers.base import Market, Offer, new_launch_id
-
-#: The event a budget's refusal writes (orchestrator.budget_watch.REFUSED_EVENT; ``orch status`` shows it).
-REFUSED_EVENT = "budget-refused"
-CAP_STOP_EVENT = "budget-cap-stop"
 
 #: The budgets and limits that refused a job last (a refusal is written again only when these change).
 _Refused = frozenset[tuple[str, BudgetLimit]]
@@ -84,8 +81,8 @@ class LaunchGate:
         if self._refused.get(job.id) == limits:
             return
         self._refused[job.id] = limits
-        self._deps.store.event(REFUSED_EVENT, f"launch refused ({what}): {verdict.reason()}", self._now, job_id=job.id,
-                               data=refusal_data(verdict.refusals))
+        self._deps.store.event(EventKind.BUDGET_REFUSED, f"launch refused ({what}): {verdict.reason()}", self._now,
+                               job_id=job.id, data=refusal_data(verdict.refusals))
 
 
 class BudgetStep:
@@ -116,8 +113,8 @@ def _stop_spot(deps: EngineDeps, facts: TickFacts, log: TickLog, jobs: frozenset
             continue
         why = f"budget {capped} at its monthly cap: spot machine ended after a {deps.config.notice_drain} drain"
         end_attempt(deps, a, AttemptState.PREEMPTED, EndCause.BUDGET_CAP, why, facts.now, log, drain_until=drain)
-        deps.store.event(CAP_STOP_EVENT, f"{a.offer.provider} {a.instance_id}: {why}", facts.now, job_id=a.job_id,
-                         data={"budgets": capped, "drain_until": drain.isoformat()})
+        deps.store.event(EventKind.BUDGET_CAP_STOP, f"{a.offer.provider} {a.instance_id}: {why}", facts.now,
+                         job_id=a.job_id, data={"budgets": capped, "drain_until": drain.isoformat()})
         stopped.add(a.job_id)
     for job_id in stopped:
         deps.store.set_job_status(job_id, JobStatus.PENDING, facts.now)

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import request_termination
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
@@ -93,7 +94,7 @@ def abort(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, reason: str,
             log.ended.add(fresh.id)
             deps.store.set_attempt_state(fresh.id, AttemptState.TERMINATED, now, reason=f"gang: {reason}",
                                          cause=EndCause.GANG)
-    deps.store.event("gang-aborted", f"multi-node launch abandoned: {reason}", now, job_id=job.id)
+    deps.store.event(EventKind.GANG_ABORTED, f"multi-node launch abandoned: {reason}", now, job_id=job.id)
 
 
 def complete(deps: EngineDeps, job: JobRecord, live: Sequence[AttemptRecord], now: datetime,

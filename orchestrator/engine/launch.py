@@ -132,7 +132,7 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
                          f"({', '.join(refused[:3])})", now, job_id=job.id)
     deps.store.set_job_status(job.id, JobStatus.PENDING, now)
     if not candidates:
-        deps.store.event("no-offer", "no eligible offer for the job's constraints", now, job_id=job.id)
+        deps.store.event(EventKind.NO_OFFER, "no eligible offer for the job's constraints", now, job_id=job.id)
     return None
 
 
@@ -143,7 +143,7 @@ def _candidates(deps: EngineDeps, job: JobRecord, now: datetime, exclude: frozen
     usable = tuple(p for p in (job.spec.plan.providers_allow or deps.providers) if p in deps.providers)
     if not usable:
         deps.store.set_job_status(job.id, JobStatus.PENDING, now)
-        deps.store.event("no-offer", "none of the job's allowed providers is configured", now, job_id=job.id)
+        deps.store.event(EventKind.NO_OFFER, "none of the job's allowed providers is configured", now, job_id=job.id)
         return None
     req = replace(job.spec.plan, exclude_zones=job.spec.plan.exclude_zones | exclude,
                   markets=markets or job.spec.plan.markets, providers_allow=usable)

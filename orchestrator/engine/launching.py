@@ -41,7 +41,7 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
         deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now,
                                      reason=(failure.headline() if failure else str(exc))[:300],
                                      cause=EndCause.LAUNCH_REFUSED)
-        deps.store.event("launch-refused", f"{provider.name} {attempt.offer.instance_type} "
+        deps.store.event(EventKind.LAUNCH_REFUSED, f"{provider.name} {attempt.offer.instance_type} "
                          f"{attempt.offer.region}: {exc}; trying the next offer", now, job_id=job.id,
                          data=failure.to_data() if failure else None)
         log.ended.add(attempt.id)
@@ -53,7 +53,7 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
         deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now,
                                      reason=(failure.headline() if failure else str(exc))[:300],
                                      cause=EndCause.LAUNCH_FAILED)
-        deps.store.event("launch-failed", f"{provider.name}: {exc}", now, job_id=job.id,
+        deps.store.event(EventKind.LAUNCH_FAILED, f"{provider.name}: {exc}", now, job_id=job.id,
                          data=failure.to_data() if failure else None)
         log.report.errors.append(f"launch {attempt.launch_id}: {exc}")
         log.ended.add(attempt.id)
@@ -95,7 +95,7 @@ def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, no
     except StartupScriptError as exc:
         deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=f"boot script: {exc}"[:300],
                                      cause=EndCause.LAUNCH_REFUSED)
-        deps.store.event("startup-script", f"not launched on {attempt.offer.provider} "
+        deps.store.event(EventKind.STARTUP_SCRIPT, f"not launched on {attempt.offer.provider} "
                          f"{attempt.offer.instance_type} (launch {attempt.launch_id}): {exc}", now, job_id=job.id)
         log.report.errors.append(f"startup script {attempt.launch_id}: {exc}")
         log.ended.add(attempt.id)

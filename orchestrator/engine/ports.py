@@ -3,7 +3,7 @@
 The engine is written against ``EngineStore`` so that its crash-safety rule is visible in one place: every
 cloud-changing step writes the store BEFORE (``AttemptState.LAUNCH_REQUESTED`` with the launch id,
 ``TERMINATE_REQUESTED``) and AFTER (``LAUNCHED`` with the instance id, an end state with its ``EndCause``).
-``orchestrator.engine.sqlstore`` implements it on the SQL store; the state and cause enums are the store's.
+``orchestrator.store.sqlstore`` implements it on the SQL store; the state and cause enums are the engine's (``states``).
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.recovery import SpotRun
-from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Instance, Offer
 
 if TYPE_CHECKING:
     from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
+    from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
     from orchestrator.manifest.schema import Manifest
-    from orchestrator.store.gpu_util import GpuUtilSample
-    from orchestrator.store.requests import RelaunchRequest
 
 __all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "FleetSpotRun", "JobRecord", "JobStatus"]
 
@@ -151,8 +151,10 @@ class EngineStore(Protocol):
                       heard_beat: datetime | None = None) -> None:
         """Store the liveness marks of a live attempt as given (None clears ``unreachable_since``)."""
         ...
-    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
-              data: dict[str, object] | None = None) -> None: ...
+    def event(self, kind: EventKind, message: str, now: datetime, *, job_id: int | None = None,
+              data: dict[str, object] | None = None) -> None:
+        """Record one event; ``kind`` must be an ``EventKind`` member (a string that is not one is refused)."""
+        ...
     def use_catalog(self, offers: Sequence[Offer]) -> None:
         """The engine's catalog was refreshed: rebuild attempts' offers from these rows from now on."""
         ...

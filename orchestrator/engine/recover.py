@@ -31,9 +31,6 @@ from orchestrator.engine.tick import TickLog
 from orchestrator.recovery import RecoveryAction
 from providers.base import Market
 
-#: An AWS rebalance recommendation or GCE maintenance event was heard: shown to people only, so a plain kind.
-ADVISORY_EVENT = "advisory-notice"
-
 #: The job status each end cause leads to, strongest first (a gang's nodes may end for several causes).
 _STATUS_AFTER = ((frozenset({EndCause.PREEMPTED, EndCause.NOTICED, EndCause.DEADLINE_MOVE, EndCause.BOOT_TIMEOUT,
                               EndCause.SILENT, EndCause.UNREACHABLE}), JobStatus.RECOVERING),
@@ -86,7 +83,7 @@ class RecoveryStep:
             if (attempt.id, advisory.key) in self._advised:
                 continue
             self._advised.add((attempt.id, advisory.key))
-            deps.store.event(ADVISORY_EVENT,
+            deps.store.event(EventKind.ADVISORY_NOTICE,
                              f"{attempt.offer.provider} {attempt.instance_id or attempt.launch_id}: "
                              f"{advisory.describe()}; the job was asked to checkpoint now, the machine keeps "
                              "running", now, job_id=attempt.job_id,
@@ -100,7 +97,7 @@ class RecoveryStep:
             # An on-demand machine vanished: the job simply needs a machine again (not a spot preemption).
             gang.end_others(deps, job, attempt, f"gang: node {attempt.node_rank} lost", now, log)
             deps.store.set_job_status(job.id, JobStatus.PENDING, now)
-            deps.store.event("instance-lost", f"{attempt.offer.provider} instance {attempt.instance_id} "
+            deps.store.event(EventKind.INSTANCE_LOST, f"{attempt.offer.provider} instance {attempt.instance_id} "
                              "disappeared; relaunching", now, job_id=job.id)
             return None
         what = "preempted" if attempt.end_cause is EndCause.PREEMPTED else "lost"
@@ -133,7 +130,7 @@ class RecoveryStep:
         decision = deps.hooks.recovery.decide(self.facts.context(deps, job, now, running=attempt, noticed=True))
         if decision.action is not RecoveryAction.END:
             return False
-        deps.store.event("notice-end", decision.reason, now, job_id=job.id)
+        deps.store.event(EventKind.NOTICE_END, decision.reason, now, job_id=job.id)
         return True
 
     def _after_preemption(self, deps: EngineDeps, job: JobRecord, now: datetime,
@@ -152,7 +149,7 @@ class RecoveryStep:
             return None
         if decision.action is RecoveryAction.WAIT:
             # No machine for now: the job stays RECOVERING and the policy is asked again every tick.
-            deps.store.event("waiting", decision.reason, now, job_id=job.id)
+            deps.store.event(EventKind.WAITING, decision.reason, now, job_id=job.id)
             return None
         # A node ended past a liveness deadline keeps its place out too (the policy knows only preemptions).
         exclude = decision.exclude_places | cooled_places(deps.store.attempts_for_job(job.id), now, job.spec.cooldown)
@@ -181,7 +178,7 @@ class RecoveryStep:
         last = max((a.generation for a in attempts), default=0)
         status = status_after({a.end_cause for a in attempts if a.generation == last and a.end_cause})
         deps.store.set_job_status(job.id, status, now)
-        deps.store.event("no-machine", f"{job.status.value} job has no machine left: {status.value}", now,
+        deps.store.event(EventKind.NO_MACHINE, f"{job.status.value} job has no machine left: {status.value}", now,
                          job_id=job.id)
         return status
 
@@ -212,7 +209,7 @@ class RecoveryStep:
         end_attempt(deps, attempt, AttemptState.TERMINATED, EndCause.DEADLINE_MOVE, f"deadline: {decision.reason}",
                     now, log)
         deps.store.set_job_status(job.id, JobStatus.RECOVERING, now)
-        deps.store.event("deadline-move", decision.reason, now, job_id=job.id)
+        deps.store.event(EventKind.DEADLINE_MOVE, decision.reason, now, job_id=job.id)
         return LaunchOrder(job.id, decision.markets, decision.exclude_places)
 
 

@@ -363,7 +363,7 @@ def render_agent_config(ri: RenderInput) -> str:
         target = parse_store(ri.report.uri, ri.report.endpoint)
         report = {"kind": target.kind.value, "path": target.path, "uri": target.uri, "env": dict(target.env),
                   "interval_s": ri.report.interval_s, "log_chunk_bytes": ri.report.log_chunk_bytes,
-                  "wait_for_start": ri.report.wait_for_start}
+                  "wait_for_start": ri.report.wait_for_start, "secrets": ri.report.secrets_from_store}
     config = {
         "version": 1,
         "job_name": ri.job_name,

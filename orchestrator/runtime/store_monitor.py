@@ -24,7 +24,9 @@ from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.codepack import CodePackError, pack_bytes, pack_file_name
 from orchestrator.runtime.engine_hooks import LAST_WORDS_CHARS, LAST_WORDS_LINES, report_from_status
+from orchestrator.runtime.node_credentials import SECRETS_OBJECT
 from orchestrator.runtime.node_facts import NodeSettings, node_settings_for
+from orchestrator.runtime.node_renewal import CredentialRenewer, put_secrets
 from orchestrator.runtime.node_state import (
     CHECKPOINT_NOW_OBJECT,
     LOGS_DIR,
@@ -57,10 +59,12 @@ class StoreReader:
     stores); ``state_store``: the daemon-wide store of jobs without a checkpoint store."""
 
     def __init__(self, node_settings: Mapping[str, NodeSettings] | None = None, *, state_store: str = "",
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None, renewer: CredentialRenewer | None = None) -> None:
         self.node_settings = dict(node_settings or {})
         self.state_store = state_store
         self.environ = dict(environ if environ is not None else os.environ)
+        #: Renews the nodes' short-lived store credentials through the store (None: nothing to renew).
+        self.renewer = renewer
 
     def has_store(self, job: JobRecord, attempt: AttemptRecord) -> bool:
         return launch_state_uri(job.manifest, attempt.launch_id, self.state_store) is not None
@@ -115,6 +119,8 @@ class StoreMonitor(Monitor):
         status = self.reader.status(job, attempt)
         if status is None:
             return None
+        if self.reader.renewer is not None and (client := self.reader.client(job, attempt)) is not None:
+            self.reader.renewer.renew(job, attempt, client)    # a live node's credential, before it expires
         report = report_from_status(status, self.wall_clock(), self.stale_s)
         if report.exit_code not in (None, 0):
             report = replace(report, last_words=self._last_words(job, attempt, status))
@@ -154,10 +160,19 @@ class StoreBootstrapper(Bootstrapper):
         status = self.reader.status(job, attempt)
         if status is None:
             return False                 # not booted yet (or not readable now): the next tick asks again
-        if status.job.state is not JobState.PENDING:
-            return True
         client = self.reader.client(job, attempt)
+        if status.job.state is not JobState.PENDING:
+            if client is not None and job.manifest.secrets:
+                try:
+                    client.delete(SECRETS_OBJECT)   # read by the agent at its start: no copy stays in the store
+                except StoreAccessError as exc:
+                    log.info("secrets of launch %s not removed yet: %s", attempt.launch_id, exc)
+            return True
         if client is None or not self._ship_code(job, attempt):
+            return False
+        if self.reader.renewer is not None and not self.reader.renewer.renew(job, attempt, client):
+            return False
+        if not self._secrets(job, attempt, client):
             return False
         go = {"launch_id": attempt.launch_id, "at": self.wall_clock(), "master_addr": attempt.master_addr}
         try:
@@ -179,6 +194,10 @@ class StoreBootstrapper(Bootstrapper):
             log.info("checkpoint-now of launch %s not written: %s", attempt.launch_id, exc)
             return False
         return True
+
+    def _secrets(self, job: JobRecord, attempt: AttemptRecord, client: StoreClient) -> bool:
+        """The job's secrets beside the go, under the job's scoped prefix (not in the boot payload)."""
+        return put_secrets(job, attempt, client, self.reader.environ)
 
     def _ship_code(self, job: JobRecord, attempt: AttemptRecord) -> bool:
         """Put the job's pinned code pack in its store, once (content-addressed: a pack already there is the

@@ -12,7 +12,10 @@ What it does every tick (see docs/runtime.md for the formats):
   * after a notice, once a checkpoint taken since is complete on disk, stops the job and goes on
     uploading it (drain; single node); the status says how many complete checkpoints await upload;
   * supervises the job (its own process group), recording pid and exit code; booted by its user data
-    (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix;
+    (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix,
+    with the job's secrets from ``secrets.json`` there (``report.secrets``; held in memory only);
+  * every ``credentials_interval_s``, reads ``credentials.json`` from its report prefix (orch renews the node's
+    short-lived store credential there before it expires) and switches its stores and later rclone runs to it;
   * writes its whole state to the status file atomically (temp file + os.replace);
   * reports outbound only (no inbound port): the same status document, as one whole object, to
     ``<report store>/status.json`` every ``interval_s`` and at once on a notice, a job state change or a
@@ -516,6 +519,8 @@ class Agent:
         self.notice_interval = float(config.get("notice_interval_s", 5.0))
         self.next_sample = 0.0
         self.next_notice = 0.0
+        self.credentials_interval = float(config.get("credentials_interval_s", 300.0))
+        self.next_credentials = 0.0
         self.next_orch_poll = 0.0
         self.notices: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
@@ -743,11 +748,32 @@ class Agent:
         if now >= self.next_notice:
             self._poll_notices()
             self.next_notice = now + self.notice_interval
+        if self.reporter is not None and now >= self.next_credentials:
+            self.refresh_credentials()
+            self.next_credentials = now + self.credentials_interval
         self._poll_job()
         self._drain_after_notice()
         self._scan_checkpoints()
         self.write_status()
         self.report()
+
+    def refresh_credentials(self) -> None:
+        """Switch to the store credential orch renewed in ``credentials.json`` (if any): this process's
+        environment and every store's, so later rclone runs use it. Values are never written to disk or logged."""
+        assert self.reporter is not None
+        try:
+            doc = json.loads(self.reporter.store.read_object("credentials.json") or b"{}")
+        except (OSError, ValueError) as exc:
+            self._error("credentials", exc)
+            return
+        env = doc.get("env") if isinstance(doc, dict) else None
+        if not isinstance(env, dict) or not env:
+            return
+        fresh = {str(k): str(v) for k, v in env.items()}
+        os.environ.update(fresh)
+        for store in (self.store, self.reporter.store):
+            if store is not None:
+                store.env.update(fresh)
 
     def report(self, force: bool = False) -> None:
         """Send the status (and new job output) to the report store when something the daemon acts on
@@ -822,7 +848,18 @@ class Agent:
             self._error("start", exc)
             return {}
         addr = go.get("master_addr") if isinstance(go, dict) else None
-        return {"ORCH_MASTER_ADDR_GIVEN": str(addr)} if addr else {}
+        env = {"ORCH_MASTER_ADDR_GIVEN": str(addr)} if addr else {}
+        if (self.config.get("report") or {}).get("secrets"):
+            # The job's secrets, put by orch beside the go under this job's scoped prefix: into the job's
+            # environment only (this process's memory, never a file on the node).
+            try:
+                secrets = json.loads(self.reporter.store.read_object("secrets.json") or b"{}")
+            except (OSError, ValueError) as exc:
+                self._error("secrets", exc)
+                secrets = {}
+            if isinstance(secrets, dict):
+                env.update({str(k): str(v) for k, v in secrets.items()})
+        return env
 
     def run(self) -> int:
         """Start the job and tick until it has exited; a last tick uploads what it wrote at the end."""

@@ -13,12 +13,11 @@ from sqlmodel import Session
 from orchestrator import budget_watch
 from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
 from orchestrator.engine.ports import AttemptRecord, FleetSpotRun
+from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.recovery import SpotRun
 from orchestrator.store import gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.db import Store
-from orchestrator.store.gpu_util import GpuUtilSample
 from orchestrator.store.models import AttemptState, EndCause
-from orchestrator.store.requests import RelaunchRequest
 from providers.base import Offer
 
 
