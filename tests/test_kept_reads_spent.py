@@ -1,4 +1,4 @@
-"""The kept job reads' spend update (orchestrator/engine/sqlstore_reads.py ``_with_spent``) copies every field of
+"""The kept job reads' spend update (orchestrator/store/sqlstore_reads.py ``_with_spent``) copies every field of
 a JobRecord (it builds the record by hand, for speed): a field added later must not be dropped."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 
 from orchestrator.engine.ports import JobRecord
-from orchestrator.engine.sqlstore_reads import KeptReads
+from orchestrator.store.sqlstore_reads import KeptReads
 
 
 class _Reads(KeptReads):
