@@ -9,21 +9,34 @@ Wrapped around each provider the engine is given when several daemons share a Po
   live member of the fleet. A daemon that was paused past its lease raises ``LeaseLostError`` here instead
   of calling the cloud, and its tick stops. (A pause between the check and the call cannot be fenced by a
   cloud API; launch ids make that call idempotent, and the sweep ends what an ended attempt left.)
-* ``list_instances`` is asked of the cloud once per tick: a second call in the same tick (the clean-up
-  after an ambiguous launch error) gets the tick's listing, and whatever that launch left is ended by the
-  next tick's sweep, which sees the ended attempt's machine in the listing.
+* ``list_instances`` is asked once per tick: a second call in the same tick (the clean-up after an
+  ambiguous launch error) gets the tick's listing, and whatever that launch left is ended by the next
+  tick's sweep, which sees the ended attempt's machine in the listing.
+* ... and asked of the cloud once per provider per tick by the whole fleet: the daemons elect a lister
+  through the store, which publishes its listing for the others (orchestrator/store/listings.py). A
+  published listing is used when it was taken within ``LISTING_MAX_AGE`` of this daemon's clock (less than
+  a tick: the next tick lists afresh) and after this daemon's last launch on that provider. The second
+  condition is what keeps a machine from looking lost: the sync fails a held attempt whose machine a
+  listing lacks, and a listing taken before the launch lacks it. So after a launch a daemon lists by itself
+  (and publishes), and accepts only listings published after that one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember
+from orchestrator.store.listings import ListingCache, shared_listing
 from orchestrator.store.models import AttemptState
 from providers.base import Instance, LaunchSpec, Provider
+
+#: How old a published listing may be and still serve this tick: under the daemon's tick (15 s by default), so
+#: each tick sees a listing taken in it, by whichever daemon got there first.
+LISTING_MAX_AGE = timedelta(seconds=7)
 
 
 class CloudGuard:
@@ -57,18 +70,25 @@ class CloudGuard:
 class FencedProvider:
     """``inner`` with its cloud-changing calls fenced and its listing asked once per tick."""
 
-    def __init__(self, inner: Provider, guard: CloudGuard) -> None:
+    def __init__(self, inner: Provider, guard: CloudGuard, *, share_listings: bool = True) -> None:
         self._inner = inner
         self._guard = guard
+        self._share = share_listings
         self._listed: dict[str, tuple[int, list[Instance]]] = {}
         #: How many times the cloud was really asked for its list (tests count them).
         self.listings = 0
+        #: Per owner: the version of this daemon's last published listing; a launch since raises it past any
+        #: published version (this daemon then lists itself: see the module's docstring).
+        self._min_version: dict[str, int] = {}
+        self._decoded = ListingCache()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def launch(self, spec: LaunchSpec) -> Instance:
         self._guard.launch(spec.launch_id)
+        # Before the call, whatever it does: no published listing taken before it may judge its machine.
+        self._min_version[spec.owner] = _NEWER_THAN_ANY
         return self._inner.launch(spec)
 
     def terminate(self, instance_id: str) -> None:
@@ -83,12 +103,37 @@ class FencedProvider:
         hit = self._listed.get(owner)
         if hit is not None and hit[0] == self._guard.tick:
             return list(hit[1])
-        listed = self._inner.list_instances(owner)     # a failure is not cached: the next call asks again
-        self.listings += 1
+        holding = self._guard.fleet.holding
+        # Alone in the fleet, nobody would read a publication: the cloud is asked directly (a first tick at 10k
+        # saves encoding and storing ~3 MB).
+        if self._share and holding is not None and holding.live_daemons > 1:
+            got = shared_listing(self._guard.store, self._inner.name, owner, lister=self._guard.fleet.owner,
+                                 now=self._guard.fleet.clock(), max_age=LISTING_MAX_AGE,
+                                 min_version=self._min_version.get(owner, 0), ask=lambda: self._ask(owner),
+                                 cache=self._decoded)
+            listed = got.instances
+            if not got.shared:
+                # Listed by this daemon (after its launches): published listings from this one on serve it.
+                self._min_version[owner] = got.version if got.version is not None else _NEWER_THAN_ANY
+        else:
+            listed = self._ask(owner)
         self._listed[owner] = (self._guard.tick, listed)
         return list(listed)
 
+    def _ask(self, owner: str) -> list[Instance]:
+        listed = self._inner.list_instances(owner)     # a failure is not cached: the next call asks again
+        self.listings += 1
+        return listed
 
-def fenced(providers: Mapping[str, Provider], store: Store, fleet: FleetMember) -> dict[str, Provider]:
+
+#: A version no publication reaches: the daemon lists by itself until it has published again.
+_NEWER_THAN_ANY = 2**62
+
+
+def fenced(providers: Mapping[str, Provider], store: Store, fleet: FleetMember, *,
+           share_listings: bool = True) -> dict[str, Provider]:
+    """The daemon's providers on a shared store: fenced, and (``share_listings``, PostgreSQL) listing once per
+    provider per tick for the whole fleet."""
     guard = CloudGuard(store, fleet)
-    return {name: FencedProvider(p, guard) for name, p in providers.items()}  # type: ignore[misc]
+    share = share_listings and store.dialect == "postgresql"
+    return {name: FencedProvider(p, guard, share_listings=share) for name, p in providers.items()}  # type: ignore[misc]

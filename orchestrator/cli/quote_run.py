@@ -76,7 +76,8 @@ def run_quote(a: QuoteArgs) -> None:
         interconnect=Interconnect(a.interconnect.value) if a.interconnect else None,
     )
     # One GPU's quote reads only that GPU's rows of a refreshed catalog (tests/bench/bench_quote.py).
-    catalog = load_catalog(tuple(sorted(gpus)) if gpus else None)
+    # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
+    catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
     if not gpus:
         from orchestrator.quote import machine_counts, offers_any_count
 

@@ -131,8 +131,11 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
     live = max(1, len(live_daemons(tx, now)))
     needing = int(tx.exec(select(func.count()).select_from(Job).where(needs_driver())).one())
     share = math.ceil(needing / live) if limit is None else limit
-    mine = dict(tx.exec(select(Job.id, Job.lease_generation).where(Job.lease_owner == owner)).all())
-    driving = sorted(tx.exec(select(Job.id).where(Job.lease_owner == owner, needs_driver())))
+    # One read of the held rows (a steady tick's: 10k at 10k jobs on one daemon), each with whether it needs
+    # a driver.
+    held = tx.exec(select(Job.id, Job.lease_generation, needs_driver()).where(Job.lease_owner == owner)).all()
+    mine = {int(i): int(g) for i, g, _ in held}
+    driving = sorted(int(i) for i, _, needs in held if needs)
     released = 0
     if len(driving) > share:
         excess = driving[share:]

@@ -68,6 +68,24 @@ class DaemonRow(SQLModel, table=True):
     expires_at: datetime = Field(sa_type=UTCDateTime, nullable=False, index=True)
 
 
+class ListingRow(SQLModel, table=True):
+    """The last listing of one provider's instances of one owner, published for the fleet (several daemons on
+    PostgreSQL): one daemon per provider per tick asks the cloud, the others read it here
+    (orchestrator/store/listings.py). ``version`` rises with each publication; ``listed_at`` is the lister's
+    clock when it asked; ``instances`` holds ``Instance`` values as JSON (rewritten only when they changed)."""
+
+    __tablename__ = "listings"
+
+    provider: str = Field(sa_column=Column(sa.String(40), primary_key=True))
+    owner: str = Field(sa_column=Column(sa.String(140), primary_key=True))
+    version: int = Field(sa_column=Column(sa.BigInteger, nullable=False))
+    listed_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+    lister: str | None = Field(default=None, sa_column=Column(sa.String(140), nullable=True))
+    #: A digest of ``instances``: a reader that decoded the same listing before does not fetch it again.
+    digest: str = Field(default="", sa_column=Column(sa.String(64), nullable=False))
+    instances: list[Any] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+
+
 class StoreIdentityRow(SQLModel, table=True):
     """This store's identity: one row, its id drawn once when the table was made (migration 0008). Every
     launch id carries it, so two stores on one cloud account and owner tell their machines apart."""

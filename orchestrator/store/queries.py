@@ -243,6 +243,16 @@ def live_launch_ids(tx: Session) -> set[str]:
     return set(tx.exec(select(Attempt.launch_id).where(col(Attempt.state).in_(_LIVE))))
 
 
+def live_attempts_token(tx: Session) -> HeldJobRows:
+    """PostgreSQL: a digest of every live attempt row's id and ``xmin``, any daemon's. Equal tokens: no live
+    attempt was added, changed or ended in between, so a kept ``live_launch_ids`` still holds (one row comes
+    back instead of every launch id)."""
+    found = tx.connection().exec_driver_sql(
+        "SELECT count(*), md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' ORDER BY id), '')) "
+        "FROM attempts WHERE state = ANY(%(live)s)", {"live": list(_LIVE)}).one()
+    return HeldJobRows(int(found[0]), str(found[1]))
+
+
 class InstanceColumns(NamedTuple):
     launch_id: str
     instance_id: str | None

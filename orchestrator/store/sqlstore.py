@@ -64,6 +64,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         self._spent: dict[int, float] = {}
         #: Per provider: the kept instance rows and the listing they last agreed with (nothing to write).
         self._agreed: dict[str, tuple[object, list[Instance]]] = {}
+        #: PostgreSQL: every daemon's live launch ids, and the live attempts' token they were read under.
+        self._live_ids: tuple[object, set[str]] | None = None
 
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> Holding | None:
@@ -170,7 +172,15 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         return [a for a in found if self._mine(a.job_id)]
 
     def all_live_launch_ids(self) -> set[str]:
-        return set(self._cached(reads.LIVE_LAUNCH_IDS, queries.live_launch_ids))
+        if self.store.dialect != "postgresql":
+            return set(self._cached(reads.LIVE_LAUNCH_IDS, queries.live_launch_ids))
+        # Every daemon's: the jobs' token does not cover them. Their own token (read first: a commit after it
+        # changes the next one) tells whether the kept set still holds, so a steady tick reads one row.
+        with self.store.transaction() as tx:
+            token = queries.live_attempts_token(tx)
+            if self._live_ids is None or self._live_ids[0] != token:
+                self._live_ids = (token, queries.live_launch_ids(tx))
+        return set(self._live_ids[1])
 
     def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]:
         return self._attempts(lambda tx: queries.job_attempt_columns(tx, job_id))

@@ -133,7 +133,10 @@ def main() -> int:
     compile_bytecode()
     path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
-        base = {**os.environ, "PYTHONPATH": path, "XDG_DATA_HOME": str(Path(tmp) / "empty")}
+        # The quote's prebuilt catalog index (providers/catalog/quickindex.py) goes to a cache of the run's own;
+        # each case's warm-up quote builds it, as a first quote after an install or a refresh does.
+        base = {**os.environ, "PYTHONPATH": path, "XDG_DATA_HOME": str(Path(tmp) / "empty"),
+                "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
         base.pop("ORCH_CATALOG_DIR", None)
         orch = orch_command(Path(tmp))
         bench("shipped catalog", base, args.rounds, orch)

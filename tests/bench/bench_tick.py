@@ -15,7 +15,8 @@ database is created and dropped afterwards. Without one the store is a SQLite fi
 Lambda wire fake (one JSON list call for every instance) runs in a child process with N running instances;
 each daemon is its own process (its own connection, adapters, lease owner), measured with
 ``time.process_time()`` in that process, so neither the fake's CPU nor the database server's is counted.
-Each daemon lists the cloud once per tick, and pauses garbage collection for its first tick and settles its
+On PostgreSQL the daemons share one cloud listing per tick (orchestrator/store/listings.py; each round's line
+says how many list calls reached the cloud). Each daemon pauses garbage collection for its first tick and settles its
 heap after it as ``orch daemon`` does (``orchestrator.daemon``; the settling's CPU, once, is printed, not
 counted in any tick). Not a test: it asserts nothing; it reports.
 """
@@ -106,8 +107,9 @@ def seed_store(url: str, n: int, now: datetime) -> None:
     store.close()
 
 
-def _daemon(url: str, port: int, name: str | None, conn: Connection) -> None:
-    """One daemon: joins, then ticks on each command and answers (cpu seconds, wall seconds, quiet)."""
+def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: bool = False) -> None:
+    """One daemon: joins, then ticks on each command and answers (cpu seconds, wall seconds, quiet). With
+    ``profile``, its last tick's profile (the functions taking most time, cumulative) goes to stderr."""
     from orchestrator.config import OrchConfig
     from orchestrator.daemon import pause_collection, settle_heap
     from orchestrator.service import ServiceSettings, build_service
@@ -130,10 +132,21 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection) -> None:
     try:
         while (msg := conn.recv()) is not None:
             clock[0] = msg
+            if profile:
+                import cProfile
+
+                statements = _count_statements(service)
+                prof = cProfile.Profile(time.process_time)
+                prof.enable()
+            lister = service.reconciler.deps.providers["lambda"]
+            asked = getattr(lister, "listings", None)
             cpu, wall = time.process_time(), time.perf_counter()
             report = service.reconciler.tick()
+            if profile:
+                prof.disable()
+                last = prof
             conn.send((time.process_time() - cpu, time.perf_counter() - wall, report.quiet and not report.errors,
-                       str(report.errors[:2])))
+                       str(report.errors[:2]), None if asked is None else lister.listings - asked))
             if not settled:     # as the daemon does after its first tick (its CPU is not a tick's: reported)
                 cpu = time.process_time()
                 settle_heap()
@@ -142,6 +155,33 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection) -> None:
                 settled = True
     finally:
         service.close()
+        if profile:
+            import pstats
+
+            print(f"--- {name or 'the daemon'}: the last tick's profile (CPU seconds, under cProfile)", file=sys.stderr)
+            pstats.Stats(last, stream=sys.stderr).sort_stats("cumulative").print_stats(60)
+            print("--- its SQL statements (count, rows fetched, statement)", file=sys.stderr)
+            for text, (count, rows) in sorted(statements.items(), key=lambda kv: -kv[1][1]):
+                print(f"{count:6d} {rows:7d}  {text}", file=sys.stderr)
+
+
+def _count_statements(service) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
+    """From now on (replacing the previous tick's counter): each SQL statement's count and rows fetched."""
+    from sqlalchemy import event
+
+    engine = service.engine_store.store.engine
+    counts: dict[str, list[int]] = {}
+    for fn in getattr(engine, "_bench_listeners", ()):
+        event.remove(engine, "after_cursor_execute", fn)
+
+    def after(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        slot = counts.setdefault(" ".join(statement.split())[:110], [0, 0])
+        slot[0] += 1
+        slot[1] += max(cursor.rowcount, 0) if statement.lstrip().upper().startswith("SELECT") else 0
+
+    event.listen(engine, "after_cursor_execute", after)
+    engine._bench_listeners = (after,)
+    return counts
 
 
 def _server_database(base: str) -> tuple[str, str]:
@@ -165,7 +205,7 @@ def _drop(base: str, name: str) -> None:
     admin.dispose()
 
 
-def bench(n: int, k: int, ticks: int, base: str | None) -> tuple[float, float, float]:
+def bench(n: int, k: int, ticks: int, base: str | None, profile: bool = False) -> tuple[float, float, float]:
     port = free_port()
     ready = multiprocessing.Event()
     fake = multiprocessing.Process(target=_serve, args=(port, n, ready), daemon=True)
@@ -180,7 +220,8 @@ def bench(n: int, k: int, ticks: int, base: str | None) -> tuple[float, float, f
         print(f"seeded {n} jobs", file=sys.stderr, flush=True)
         for i in range(k):
             parent, child = multiprocessing.Pipe()
-            proc = multiprocessing.Process(target=_daemon, args=(url, port, f"bench-{i}" if base else None, child))
+            proc = multiprocessing.Process(target=_daemon, args=(url, port, f"bench-{i}" if base else None, child,
+                                                                     profile and i == 0))
             proc.start()
             daemons.append((proc, parent))
         for _, pipe in daemons:
@@ -193,8 +234,10 @@ def bench(n: int, k: int, ticks: int, base: str | None) -> tuple[float, float, f
                 pipe.send(now)
             answers = [pipe.recv() for _, pipe in daemons]
             rounds.append((time.perf_counter() - start, answers))
+            calls = [a[4] for a in answers]
             print(f"round {r}: wall {rounds[-1][0]:.2f} s, cpu {[round(a[0], 2) for a in answers]}, quiet "
-                  f"{[a[2] for a in answers]}", file=sys.stderr, flush=True)
+                  f"{[a[2] for a in answers]}, cloud list calls "
+                  f"{sum(calls) if None not in calls else 'one per daemon (not shared)'}", file=sys.stderr, flush=True)
             for a in answers:
                 if a[3] != "[]":
                     print(f"  errors: {a[3]}", file=sys.stderr)
@@ -221,10 +264,12 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--database-url", default=os.environ.get("ORCH_TEST_DATABASE_URL"),
                         help="a PostgreSQL server (default $ORCH_TEST_DATABASE_URL); none: SQLite, one daemon")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the first daemon's last tick's profile to stderr (figures include cProfile's cost)")
     args = parser.parse_args()
     if not args.database_url and args.daemons != 1:
         parser.error("several daemons need PostgreSQL: --database-url or $ORCH_TEST_DATABASE_URL")
-    first, steady, per_daemon = bench(args.jobs, args.daemons, args.ticks, args.database_url)
+    first, steady, per_daemon = bench(args.jobs, args.daemons, args.ticks, args.database_url, args.profile)
     print(f"jobs={args.jobs} daemons={args.daemons} first_tick_s={first:.3f} steady_tick_s={steady:.3f} "
           f"per_daemon_cpu_s={per_daemon:.3f}", flush=True)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from providers.base import Market, Offer
 from providers.catalog import history
 from providers.catalog.fileformat import CatalogFileError, read_offers, render, write_atomic
-from providers.catalog.loader import newest_per_key, user_catalog_dir, user_catalog_file
+from providers.catalog.loader import newest_per_key, rebuild_index, user_catalog_dir, user_catalog_file
 from providers.catalog.refresh.aws_spot import AwsZoneSpot
 from providers.catalog.refresh.azure_source import AzureRetail
 from providers.catalog.refresh.gpuhunt_source import GpuhuntArchive
@@ -206,4 +206,7 @@ def refresh(providers: Sequence[str], settings: RefreshSettings, *, directory: P
             progress(f"{fetch.provider}: {report.rows} rows ({report.changed} changed)")
             reports.append(report)
         _record_state(directory, reports, now)
+    if directory == user_catalog_dir() and any(r.outcome is Outcome.REFRESHED for r in reports):
+        # The quote's prebuilt index of the new catalog (a quote would otherwise build it on its first call).
+        rebuild_index()
     return RefreshReport(str(directory), tuple(reports))

@@ -1,0 +1,163 @@
+"""One cloud listing per provider per tick for a fleet of daemons on PostgreSQL (orchestrator/store/listings.py,
+orchestrator/fencing.py): counted at the wire fakes, and a listing older than a launch never makes that launch
+look lost."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from orchestrator.store import open_store
+from orchestrator.store.listings import ListingCache, instance_from_json, instance_to_json, published, shared_listing
+from orchestrator.store.models import AttemptState
+from providers.base import Instance, InstanceState, Market
+from providers.fabric import Fabric
+from tests._store_db import pg_database
+from tests.daemon_world import OWNER, PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
+from tests.test_multi_daemon_pg import tick_all
+
+pytestmark = pytest.mark.postgres
+SETTINGS_TTL = timedelta(seconds=60)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from pg_database()
+
+
+@pytest.fixture
+def fakes() -> Iterator[Fakes]:
+    with running_fakes() as f:
+        yield f
+
+
+def list_calls(fakes: Fakes) -> dict[str, int]:
+    """The instance list calls each fake has answered."""
+    return {"lambda": sum(1 for r in fakes.lam.requests if r.method == "GET" and r.path.endswith("/instances")),
+            "vastai": sum(1 for r in fakes.vast.requests if r.method == "GET" and "/instances" in r.path)}
+
+
+def test_four_daemons_list_each_cloud_once_per_tick(pg_url: str, fakes: Fakes) -> None:
+    from orchestrator.service import ServiceSettings
+
+    clock = Clock()
+    settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
+    daemons = {name: service_for(fakes, pg_url, clock=clock, lease_owner=name, settings=settings)
+               for name in ("d1", "d2", "d3", "d4")}
+    admin = open_store(pg_url)
+    try:
+        for n in range(6):
+            add_job(admin, f"lam-{n}", providers=["lambda"])
+        add_job(admin, "vast", providers=["vastai"])        # the Vast fake has one machine to rent
+        tick_all(daemons, clock, rounds=4)          # launched, adopted, running
+        check_invariants(fakes, admin)
+        before = list_calls(fakes)
+        rounds = 5
+        tick_all(daemons, clock, rounds=rounds)
+        after = list_calls(fakes)
+        calls = {p: after[p] - before[p] for p in after}
+        print(f"\nshared listing: 4 daemons, {rounds} rounds: list calls per provider {calls}")
+        assert calls == {"lambda": rounds, "vastai": rounds}
+        check_invariants(fakes, admin)
+        # Each daemon really ticked on each listing (its own or the one published for it).
+        assert sum(s.reconciler.deps.providers["lambda"].listings for s in daemons.values()) >= rounds
+    finally:
+        for service in daemons.values():
+            service.close()
+        admin.close()
+
+
+def test_a_listing_older_than_a_launch_does_not_make_it_look_lost(pg_url: str, fakes: Fakes) -> None:
+    from orchestrator.service import ServiceSettings
+
+    clock = Clock()
+    settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
+    daemon = service_for(fakes, pg_url, clock=clock, lease_owner="d1", settings=settings)
+    # A second member of the fleet (it never ticks): a daemon alone in the fleet does not share its listings.
+    member = service_for(fakes, pg_url, clock=clock, lease_owner="d2", settings=settings)
+    member.engine_store.join(clock())  # type: ignore[attr-defined]
+    admin = open_store(pg_url)
+
+    def publish_empty() -> None:
+        """Another daemon's listing of Lambda, taken before d1's launch reached the cloud: it lacks d1's machine."""
+        shared_listing(admin, "lambda", OWNER, lister="other", now=clock(), max_age=timedelta(0),
+                       min_version=2**62, ask=lambda: [])
+
+    try:
+        job = add_job(admin, "lam", providers=["lambda"])
+        publish_empty()
+        daemon.reconciler.tick()                     # uses the fresh published listing, then launches the job
+        with admin.transaction() as tx:
+            from sqlmodel import select
+
+            from orchestrator.store.models import Attempt
+            attempts = list(tx.exec(select(Attempt).where(Attempt.job_id == job)))
+        assert [AttemptState(a.state) for a in attempts] == [AttemptState.LAUNCHED]
+        clock.advance(seconds=1)
+        publish_empty()                              # fresh for d1's next tick, and older than its launch
+        daemon.reconciler.tick()
+        with admin.transaction() as tx:
+            states = [AttemptState(a.state) for a in tx.exec(select(Attempt).where(Attempt.job_id == job))]
+        assert len(states) == 1 and states[0].is_live, states      # not failed as "instance disappeared"
+        found = published(admin, "lambda", OWNER)
+        assert found is not None and [i.launch_id for i in found[1]] == [attempts[0].launch_id]   # d1 listed
+        assert found[0] == 3        # the other's two publications, then d1's own
+    finally:
+        daemon.close()
+        member.close()
+        admin.close()
+
+
+def test_a_fresh_listing_is_taken_from_the_store_and_a_stale_one_is_not(pg_url: str) -> None:
+    store = open_store(pg_url)
+    clock = Clock()
+    asked: list[str] = []
+
+    def ask(who: str) -> list[Instance]:
+        asked.append(who)
+        return [Instance("lambda", f"i-{who}", "l1", OWNER, InstanceState.RUNNING, "gpu_1x_a100", "us-west-2")]
+
+    def refuse() -> list[Instance]:
+        raise RuntimeError("the cloud refused")
+
+    try:
+        first = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
+                               min_version=0, ask=lambda: ask("a"))
+        assert not first.shared and first.version == 1
+        b_cache = ListingCache()
+        second = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                                min_version=0, ask=lambda: ask("b"), cache=b_cache)
+        assert second.shared and second.instances == first.instances and asked == ["a"]
+        decoded = b_cache.decoded[("lambda", OWNER)]
+        clock.advance(seconds=8)
+        again = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
+                               min_version=0, ask=lambda: ask("a"))                 # the same machines
+        assert not again.shared and again.version == 2 and asked == ["a", "a"]
+        reread = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                                min_version=0, ask=lambda: ask("b"), cache=b_cache)
+        assert reread.shared and reread.instances == first.instances
+        assert b_cache.decoded[("lambda", OWNER)] is decoded                      # not fetched nor decoded again
+        clock.advance(seconds=8)
+        third = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                               min_version=0, ask=lambda: ask("b"))
+        assert not third.shared and third.version == 3 and asked == ["a", "a", "b"]
+        fourth = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
+                                min_version=0, ask=lambda: ask("a"), cache=b_cache)
+        assert fourth.shared and fourth.instances == third.instances != first.instances   # new machines: read
+        with pytest.raises(RuntimeError):        # a failed cloud call publishes nothing
+            shared_listing(store, "lambda", OWNER, lister="c", now=clock() + timedelta(seconds=60),
+                           max_age=timedelta(seconds=7), min_version=0, ask=refuse)
+        assert published(store, "lambda", OWNER) == (3, third.instances)
+    finally:
+        store.close()
+
+
+def test_an_instance_survives_the_store_round_trip() -> None:
+    from datetime import UTC, datetime
+
+    inst = Instance("aws", "i-1", "l-1", OWNER, InstanceState.UNREACHABLE, "p4d.24xlarge", "us-east-1", "use1-az1",
+                    Market.SPOT, "job", "running", "why", "1.2.3.4", "10.0.0.1", 2222, "ubuntu", ("ssh-ed25519 AAAA",),
+                    datetime(2026, 12, 1, 12, 0, tzinfo=UTC), 32.7, (("k", "v"),), Fabric.EFA)
+    assert instance_from_json(instance_to_json(inst)) == inst
