@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.tick import TickReport
@@ -33,6 +33,9 @@ class DaemonSettings:
     #: ``settle_heap``): what ``orch daemon``, a process of its own, does. Off for a daemon run inside another
     #: program (tests), whose heap is not the daemon's to freeze.
     settle_heap: bool = False
+    #: How often, between ticks, the agents that could make a tick due now are read (a spot notice, the commit
+    #: a replacement waits for: orchestrator/engine/wake.py); 0 turns it off.
+    wake_interval_s: float = 1.0
 
 
 def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> TickReport:
@@ -84,6 +87,19 @@ def settle_heap() -> None:
     gc.enable()
 
 
+class Rescheduler(Protocol):
+    def modify_job(self, job_id: str, jobstore: str | None = None, **changes: Any) -> Any: ...
+
+
+def wake_if_due(reconciler: Reconciler, scheduler: Rescheduler) -> str | None:
+    """Ask the engine's wake watch; when it answers, move the reconcile tick to now (returns why)."""
+    why = reconciler.wake.due()
+    if why is not None:
+        scheduler.modify_job("reconcile", next_run_time=datetime.now())
+        log.info("reconcile tick due now", extra={"fields": {"why": why}})
+    return why
+
+
 def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettings, metrics: DaemonMetrics,
                stop: threading.Event, catalog_refresh: Callable[[], Any] | None = None) -> None:
     """Run the scheduler until ``stop`` is set. The reconciler is built once (it keeps in-memory
@@ -112,6 +128,9 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
         pause_collection()
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())
+    if settings.wake_interval_s > 0:
+        scheduler.add_job(wake_if_due, "interval", args=(reconciler, scheduler), seconds=settings.wake_interval_s,
+                          id="wake-watch")
     if catalog_refresh is not None:
         from orchestrator.catalog_schedule import catalog_due_at, refresh_catalog
 
