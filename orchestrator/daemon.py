@@ -1,8 +1,10 @@
 """``orch daemon``: APScheduler jobs in a thread pool, the reconcile tick also callable once (``orch tick``).
 
-Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans) and catalog refresh (every
-``catalog.refresh_every``, default 6 h: ``orch catalog refresh`` in the daemon, after which the engine prices
-from the refreshed catalog). Reconcile ticks never overlap (max_instances=1, coalesce), and
+Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans), the wake watch (every
+``wake_interval_s``, default 1 s: reads only the agents that could make a tick due now, a spot notice or the
+commit a replacement waits for, and moves the reconcile tick to now: orchestrator/engine/wake.py) and catalog
+refresh (every ``catalog.refresh_every``, default 6 h: ``orch catalog refresh`` in the daemon, after which the
+engine prices from the refreshed catalog). Reconcile ticks never overlap (max_instances=1, coalesce), and
 every one is logged as a JSON line with what it changed. The one-daemon rule on SQLite is the store's
 (``orchestrator.store.leases.daemon_lock``); on PostgreSQL several daemons share jobs through row leases.
 """
@@ -128,7 +130,7 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
         pause_collection()
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())
-    if settings.wake_interval_s > 0:
+    if settings.wake_interval_s > 0 and getattr(reconciler, "wake", None) is not None:
         scheduler.add_job(wake_if_due, "interval", args=(reconciler, scheduler), seconds=settings.wake_interval_s,
                           id="wake-watch")
     if catalog_refresh is not None:

@@ -5,14 +5,17 @@ engine's fake clock: no wall-clock window."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
 
-from orchestrator.daemon import wake_if_due
+from orchestrator.daemon import DaemonSettings, run_daemon, wake_if_due
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptState
+from orchestrator.engine.tick import TickReport
 from orchestrator.engine.wake import watch_list
+from orchestrator.observability import DaemonMetrics
 from providers.base import Market
 from tests.test_engine import live, notice, settle, spec, world  # noqa: F401
 
@@ -90,3 +93,44 @@ def test_the_daemon_moves_its_tick_to_now_only_when_one_is_due(world) -> None:  
     monitor.reports[old.instance_id] = AgentReport(notice=NOTICE)
     assert wake_if_due(rec, scheduler) == "notice: train"
     assert [(job_id, list(changes)) for job_id, changes in scheduler.moved] == [("reconcile", ["next_run_time"])]
+
+
+class _Wake:
+    """A wake watch that answers once, after the daemon's first tick."""
+
+    def __init__(self, engine: _Ticking) -> None:
+        self.engine = engine
+        self.answered = False
+
+    def due(self) -> str | None:
+        if self.engine.ticks >= 1 and not self.answered:
+            self.answered = True
+            return "notice: train"
+        return None
+
+
+class _Ticking:
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.ticks = 0
+        self.wake = _Wake(self)
+
+    def tick(self) -> TickReport:
+        self.ticks += 1
+        if self.ticks >= 2:
+            self.stop.set()
+        return TickReport()
+
+
+def test_the_running_daemon_ticks_again_when_the_watch_answers_not_an_interval_later() -> None:
+    stop = threading.Event()
+    engine = _Ticking(stop)
+    # An hour between ticks: only the watch's answer can bring the second tick (the wait is a failure guard).
+    guard = threading.Timer(120, stop.set)
+    guard.start()
+    try:
+        run_daemon(lambda: engine, DaemonSettings(reconcile_interval_s=3600, wake_interval_s=0.05),  # type: ignore[arg-type,return-value]
+                   DaemonMetrics(), stop)
+    finally:
+        guard.cancel()
+    assert engine.wake.answered and engine.ticks == 2
