@@ -85,6 +85,25 @@ def wait_for_ssh(transport: Transport, deadline_s: float, clock: Callable[[], fl
         sleep(interval_s)
 
 
+#: How often the node itself looks for the file ``await_file`` waits for (no round trip per look).
+AWAIT_STEP_S = 0.05
+
+
+def await_file(transport: Transport, path: str, deadline_s: float) -> bool:
+    """Wait ON THE NODE, in one exec, until ``path`` exists and is not empty (the agent's first status), at
+    most ``deadline_s``; True when it does. The job starts as soon as the agent writes it, so waiting here
+    rather than a round trip every half second is what puts a replacement's RUNNING right after its start.
+    A connection failure answers False: the caller's own reads decide."""
+    looks = max(1, int(deadline_s / AWAIT_STEP_S))
+    q = shlex.quote(path)
+    cmd = (f"i=0; while [ ! -s {q} ] && [ $i -lt {looks} ]; do sleep {AWAIT_STEP_S}; i=$((i+1)); done; "
+           f"[ -s {q} ]")
+    try:
+        return transport.exec(cmd, timeout=deadline_s + 15).exit_code == 0
+    except _NOT_READY:
+        return False
+
+
 def _secrets_env(names: tuple[str, ...], values: Mapping[str, str]) -> bytes:
     missing = [n for n in names if n not in values]
     if missing:
@@ -132,6 +151,7 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
         raise BootstrapError(f"starting the agent: {_text(res.stderr).strip()}")
     status_path = ri.agent.status_path if ri.agent.status_path.startswith("/") else join(ri.agent.status_path)
     end = clock() + status_deadline_s
+    await_file(transport, status_path, status_deadline_s)
     while True:
         try:
             return BootstrapResult(work, status_path, parse_status(transport.get(status_path)))

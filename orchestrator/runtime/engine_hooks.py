@@ -266,7 +266,7 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
         exit_code = COULD_NOT_START
     return AgentReport(gpu_util_pct=util, notice=notice,
                        checkpoints=tuple((c.uri, c.step) for c in commits), exit_code=exit_code,
-                       pending_uploads=status.pending_uploads,
+                       pending_uploads=status.pending_uploads, drained=status.drained,
                        heartbeat_at=datetime.fromtimestamp(status.heartbeat, UTC))
 
 

@@ -491,6 +491,18 @@ class NoticeTimeline:
         self.served_wall, self.served = time.time(), time.monotonic()
         self.marks: dict[str, float] = {}
         self.ticks = 0
+        boot = world.rec.hooks.bootstrapper
+        started = boot.start
+
+        def timed_start(job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+            # When the engine first asked B's machine to start, and when it answered started.
+            host_b = instance.instance_id == "host-b"
+            self._mark("b-start-asked", host_b)
+            ok = started(job, attempt, instance)
+            self._mark("b-start-done", host_b and ok)
+            return ok
+
+        boot.start = timed_start  # type: ignore[method-assign]
 
     def _mark(self, name: str, hit: bool) -> None:
         if hit and name not in self.marks:
