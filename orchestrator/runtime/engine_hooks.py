@@ -34,6 +34,7 @@ from typing import Protocol, runtime_checkable
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.bootstrap import bootstrap
+from orchestrator.runtime.bootstrap import stage as stage_files
 from orchestrator.runtime.codepack import pack_bytes
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
@@ -142,6 +143,37 @@ class SshBootstrapper(Bootstrapper):
         self.status_deadline_s = status_deadline_s
         self.fresh_s = fresh_s
         self.wall_clock = wall_clock
+        self._staged: set[str] = set()     # launch ids whose files ``stage`` put on their machine
+
+    def stage(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """Put the launch's files on its machine without starting anything (the start step calls it while
+        the replacement waits for a noticed machine's commit): the later ``start`` only starts the agent.
+        True once staged; False while unreachable (nothing is assumed then: ``start`` uploads itself)."""
+        if attempt.launch_id in self._staged:
+            return True
+        ri = _render_input(job, attempt, instance, self.node_settings)
+        try:
+            t = self.pool.get(instance)
+            if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
+                return False
+            if self._already_started(t, ri, attempt.launch_id):   # also moves another launch's status aside
+                return True
+            stage_files(t, ri, self._secrets(ri), code_pack=self._pack(job, ri))
+        except TransportError as exc:
+            log.info("stage %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,
+                     instance.instance_id, exc)
+            return False
+        self._staged.add(attempt.launch_id)
+        return True
+
+    def _secrets(self, ri: RenderInput) -> dict[str, str]:
+        # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
+        return {name: self.environ[name] for name in ri.secrets if name in self.environ}
+
+    @staticmethod
+    def _pack(job: JobRecord, ri: RenderInput) -> bytes | None:
+        # The pack pinned at apply (the same bytes for every node and every relaunch); CodePackError if gone.
+        return pack_bytes(job.manifest.code) if ri.code is not None and job.manifest.code else None
 
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         ri = _render_input(job, attempt, instance, self.node_settings)
@@ -151,12 +183,12 @@ class SshBootstrapper(Bootstrapper):
                 return False
             if self._already_started(t, ri, attempt.launch_id):
                 return True
-            # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
-            secrets = {name: self.environ[name] for name in ri.secrets if name in self.environ}
-            # The pack pinned at apply (the same bytes for every node and every relaunch); CodePackError if gone.
-            pack = pack_bytes(job.manifest.code) if ri.code is not None and job.manifest.code else None
-            bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s,
-                      code_pack=pack)
+            # Staged by this process while it waited: only the agent's start is left (a restarted daemon,
+            # which remembers nothing, uploads again: uploads overwrite).
+            staged = attempt.launch_id in self._staged
+            bootstrap(t, ri, self._secrets(ri), ssh_deadline_s=self.probe_timeout_s,
+                      status_deadline_s=self.status_deadline_s, code_pack=self._pack(job, ri), staged=staged)
+            self._staged.discard(attempt.launch_id)
         except TransportError as exc:
             # Not reachable yet, or lost mid-way: the next tick retries (and finds a started agent).
             log.info("bootstrap %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,

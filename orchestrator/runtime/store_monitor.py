@@ -192,3 +192,10 @@ class RoutingBootstrapper(Bootstrapper):
             # A job with nowhere to report cannot say it runs: a running machine is taken as running it.
             return self.store.start(job, attempt, instance) if has_store else True
         return self.ssh.start(job, attempt, instance) if self.ssh is not None else False
+
+    def stage(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """Stage over SSH where this machine starts over SSH (see SshBootstrapper.stage); else nothing to do."""
+        stage = getattr(self.ssh, "stage", None)
+        if stage is None or starts_by_boot(instance.provider, self.reader.has_store(job, attempt), self.ssh_key):
+            return False
+        return bool(stage(job, attempt, instance))
