@@ -513,7 +513,7 @@ class Agent:
         self.store = store or (Store(ckpt["store"], config.get("rclone", "rclone")) if ckpt else None)
         self.status_path = config.get("status_path", "status.json")
         self.sample_interval = float(config.get("sample_interval_s", 5.0))
-        self.notice_interval = float(config.get("notice_interval_s", 5.0))
+        self.notice_interval = float(config.get("notice_interval_s", 1.0))
         self.next_sample = 0.0
         self.next_notice = 0.0
         self.notices: list[dict[str, Any]] = []
