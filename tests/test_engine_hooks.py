@@ -238,7 +238,8 @@ def test_staged_while_waiting_the_start_only_starts_the_agent(machine: Recording
                                                                 "heartbeat": NOW})))
     boot, monitor = _hooks(machine)
     attempt = _attempt(launch_id="lstaged0")
-    assert boot.stage(_job(), attempt, _instance()) is True
+    assert boot.stage(_job(), attempt, _instance()) is False                          # on its own thread
+    assert boot.join_stage(attempt.launch_id) is True
     assert (work / "orch_agent.py").exists() and (work / "startup.sh").exists()
     assert not [c for c in machine.commands if "orch_agent.py --config" in c]        # nothing started
     assert (work / "status.json.previous").exists() and not (work / "status.json").exists()
@@ -257,6 +258,7 @@ def test_staging_an_unreachable_machine_leaves_the_start_to_upload(machine: Reco
     boot, _ = _hooks(machine)
     machine.down = True
     assert boot.stage(_job(), _attempt(), _instance()) is False
+    assert boot.join_stage(_attempt().launch_id) is False
     machine.down = False
     assert boot.start(_job(), _attempt(), _instance()) is True
     assert [c for c in machine.commands if c.startswith("mkdir -p")]

@@ -140,7 +140,7 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     assert world.store.last_checkpoint(job.id) == f"{bucket.uri}/step-{restored}"
     assert world.store.job(job.id).relaunch_count == 1
     lost = a_steps[-1] - restored
-    print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (engine ticking throughout; its drain "
+    print(f"\n[e2e notice] notice -> running on B: {running_b:.2f}s (engine ticking throughout; its drain "
           f"window ends after; first step on B: {stepping_b:.1f}s after the notice); restored step-{restored} (the "
           f"notice checkpoint or later); A stopped at step {a_steps[-1]}; steps lost: {lost}")
     print(f"[e2e notice timeline] {marks.line()}")
