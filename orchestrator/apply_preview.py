@@ -79,9 +79,10 @@ class ApplyPreview:
 
 
 class _Rollback(Exception):
-    def __init__(self, result: ApplyResult, pending: list[LoadedManifest], ids: dict[str, int]) -> None:
+    def __init__(self, result: ApplyResult, pending: list[LoadedManifest], ids: dict[str, int],
+                 spent: dict[str, float]) -> None:
         super().__init__("preview only")
-        self.result, self.pending, self.ids = result, pending, ids
+        self.result, self.pending, self.ids, self.spent = result, pending, ids, spent
 
 
 def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: OfferSources, *, prune: bool = False,
@@ -97,14 +98,16 @@ def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: Offer
         with store.transaction() as tx:
             result = repo.apply_jobs(tx, [_spec(m) for m in loaded], prune=prune, now=now)
             pending, ids = _awaiting_launch(tx, loaded)
-            raise _Rollback(result, pending, ids)
+            # A relaunched job's own budget counts what it has spent already, as the engine's check does.
+            spent = {name: repo.total_spend(tx, job_id) for name, job_id in ids.items()}
+            raise _Rollback(result, pending, ids, spent)
     except _Rollback as done:
-        result, pending, ids = done.result, done.pending, done.ids
+        result, pending, ids, spent = done.result, done.pending, done.ids, done.spent
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
     plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now,
                       boot_check=boot_check)
-    launches = _with_budgets(store, plans, pending, ids, budgets, owner, now)
+    launches = _with_budgets(store, plans, pending, ids, budgets, owner, now, spent)
     return ApplyPreview(result, tuple(_with_boot(launches, plans)))
 
 
@@ -156,10 +159,12 @@ def _awaiting_launch(tx: Session, loaded: Sequence[LoadedManifest]) -> tuple[lis
 
 
 def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[LoadedManifest], ids: dict[str, int],
-                  budgets: Sequence[Budget], owner: str | None, now: datetime) -> list[PlannedLaunch]:
+                  budgets: Sequence[Budget], owner: str | None, now: datetime,
+                  spent: dict[str, float]) -> list[PlannedLaunch]:
     """The launch step simulated on a copy of the facts, job by job as the engine goes (engine/launch.py): each
     job tries its eligible offers cheapest first, skipping a machine of yours an earlier job of this preview
-    took (one job per host), and an offer its own ``budget_usd`` refuses; the config's budgets then judge it
+    took (one job per host), and an offer its own ``budget_usd`` refuses (``spent``: what each job has spent so
+    far, per name: a relaunch's budget has that much less left); the config's budgets then judge it
     (each allowed launch counts for the next). A job refused or left without an offer waits."""
     from orchestrator.budget_watch import read_ledger
     from orchestrator.budgets import check_launch
@@ -180,9 +185,10 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
             o = option.offer
             if o.source == "own" and o.key in taken:
                 continue
-            if would_break_budget(0.0, option.total_price_hr, hours, own_budget):
-                refusal = refusal or (f"its own budget ${own_budget:,.2f} (${option.total_price_hr:,.2f}/h for "
-                                      f"{hours:g} h)")
+            so_far = spent.get(jp.name, 0.0)
+            if would_break_budget(so_far, option.total_price_hr, hours, own_budget):
+                refusal = refusal or (f"its own budget ${own_budget:,.2f} (${so_far:,.2f} spent, "
+                                      f"${option.total_price_hr:,.2f}/h for {hours:g} h)")
                 continue
             chosen, refusal = option, None
             break

@@ -37,15 +37,10 @@ if TYPE_CHECKING:
 _PG_REVIEW_LOCK = 0x6F726368_62
 _PG_LAUNCH_LOCK = 0x6F726368_6C
 
-#: The event a crossed threshold writes (mapped to AlertKind.BUDGET_THRESHOLD in orchestrator.alerts.mapping).
-THRESHOLD_EVENT = "budget-threshold"
-#: The event a launch refused by a budget writes.
-REFUSED_EVENT = "budget-refused"
-#: A budget's burn went over its $/h ceiling (launches reserve their $/h under a lock, so only a price the
-#: cloud raised or a ceiling lowered under running machines gets there), and back under it: one event each
-#: per change, across daemons (written in the serialised review). Mapped to AlertKind.BUDGET_THRESHOLD.
-OVERRUN_EVENT = EventKind.BUDGET_OVERRUN
-OVERRUN_ENDED_EVENT = EventKind.BUDGET_OVERRUN_ENDED
+# Events: EventKind.BUDGET_THRESHOLD for a crossed threshold (once per threshold per month); BUDGET_OVERRUN and
+# BUDGET_OVERRUN_ENDED when a budget's burn goes over its $/h ceiling and back (launches reserve their $/h under
+# a lock, so only a price the cloud raised or a ceiling lowered under running machines gets there): one event
+# each per change, across daemons (written in the serialised review). Both alert as budget-threshold.
 
 
 def read_ledger(tx: Session, now: datetime) -> BudgetLedger:
@@ -58,7 +53,7 @@ def read_ledger(tx: Session, now: datetime) -> BudgetLedger:
     labels = rollup.job_labels(tx, sorted(set(spent) | set(burn)))
     jobs = tuple(JobFacts(j.job_id, j.name, j.project, spent.get(j.job_id, 0.0), burn.get(j.job_id, 0.0), j.owner)
                  for j in labels)
-    events = rollup.events_since(tx, THRESHOLD_EVENT, start)
+    events = rollup.events_since(tx, EventKind.BUDGET_THRESHOLD, start)
     return BudgetLedger(now, jobs, alerted_from([dict(e.data or {}) for e in events], month_label(now)))
 
 
@@ -70,7 +65,7 @@ def review_budgets(store: Store, budgets: Sequence[Budget], now: datetime) -> Bu
         _serialise_reviews(tx)
         result = review(budgets, read_ledger(tx, now))
         for crossing in result.crossings:
-            repo.record_event(tx, THRESHOLD_EVENT, crossing.message(), data=crossing.data(), ts=now)
+            repo.record_event(tx, EventKind.BUDGET_THRESHOLD, crossing.message(), data=crossing.data(), ts=now)
         _report_overruns(tx, result, now)
     return result
 
@@ -84,19 +79,22 @@ def _report_overruns(tx: Session, result: BudgetReview, now: datetime) -> None:
     if not ceilinged:
         return
     since = month_start(now) - timedelta(days=366)     # an overrun older than a year is reported again
-    events = sorted((e for kind in (OVERRUN_EVENT, OVERRUN_ENDED_EVENT) for e in rollup.events_since(tx, kind, since)),
+    kinds = (EventKind.BUDGET_OVERRUN, EventKind.BUDGET_OVERRUN_ENDED)
+    events = sorted((e for kind in kinds for e in rollup.events_since(tx, kind, since)),
                     key=lambda e: e.id or 0)
-    was_over = {str((e.data or {}).get("budget")): e.kind == OVERRUN_EVENT for e in events}
+    was_over = {str((e.data or {}).get("budget")): e.kind == EventKind.BUDGET_OVERRUN for e in events}
     for s in ceilinged:
         if s.over_ceiling == was_over.get(s.budget.name, False):
             continue
         data = {"budget": s.budget.name, "burn_usd_per_hour": round(s.burn_hr, 4),
                 "max_usd_per_hour": s.budget.max_usd_per_hour}
         if s.over_ceiling:
-            repo.record_event(tx, OVERRUN_EVENT, f"budget {s.budget.name}: ${s.burn_hr:,.2f}/h running, over its "
+            repo.record_event(tx, EventKind.BUDGET_OVERRUN,
+                              f"budget {s.budget.name}: ${s.burn_hr:,.2f}/h running, over its "
                               f"ceiling of ${s.budget.max_usd_per_hour:,.2f}/h", data=data, ts=now)
         else:
-            repo.record_event(tx, OVERRUN_ENDED_EVENT, f"budget {s.budget.name}: ${s.burn_hr:,.2f}/h running, back "
+            repo.record_event(tx, EventKind.BUDGET_OVERRUN_ENDED,
+                              f"budget {s.budget.name}: ${s.burn_hr:,.2f}/h running, back "
                               f"under its ceiling of ${s.budget.max_usd_per_hour:,.2f}/h", data=data, ts=now)
 
 

@@ -14,37 +14,30 @@ would use (``providers.lambda.api_key``, ``$LAMBDA_API_KEY`` or ``~/.lambda_clou
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Any
 
 from orchestrator.config import ConfigError, OrchConfig
+from orchestrator.manifest.durations import HintedValueError, setting_duration
 from providers.catalog.refresh.model import LAMBDA_URL, AwsSpotSettings, RefreshSettings
 
 _KEYS = {"refresh_every", "timeout_s", "http_timeout_s", "gpuhunt_url", "azure_prices_url", "vast_url",
          "runpod_url", "lambda_url"}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: object, where: str) -> timedelta:
-    """``6h``, ``30m``, ``90s``, ``1d`` or a number of seconds; at least one minute."""
-    m = _DURATION.match(str(text))
-    if m is None:
-        raise ConfigError(f"{where}: not a duration: {text!r} (e.g. 6h, 30m, 1d)")
-    seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if seconds < 60:
+    """``6h``, ``30m``, ``90s``, ``1d`` or a number of seconds (orch's one duration parser); at least a minute."""
+    try:
+        every = setting_duration(text)
+    except HintedValueError as exc:
+        raise ConfigError(f"{where}: not a duration: {text!r} ({exc.message}; e.g. 6h, 30m, 1d)") from None
+    if every < timedelta(minutes=1):
         raise ConfigError(f"{where}: {text!r} is under a minute")
-    return timedelta(seconds=seconds)
+    return every
 
 
 def _section(config: OrchConfig) -> dict[str, Any]:
-    if config.path is None or not config.path.exists():
-        return {}
-    import yaml
-
-    raw = yaml.safe_load(config.path.read_text()) or {}
-    section = raw.get("catalog") if isinstance(raw, dict) else None
+    section = config.sections.get("catalog")
     if section is None:
         return {}
     if not isinstance(section, dict):

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.config_errors import ConfigError
+
 if TYPE_CHECKING:
     from orchestrator.alerts.config import AlertSettings
     from orchestrator.budgets import Budget
@@ -52,10 +54,6 @@ def _default_owner() -> str:
     return name[:31]
 
 
-class ConfigError(ValueError):
-    pass
-
-
 _MAX_CONFIG_BYTES = 1024 * 1024
 
 
@@ -69,6 +67,8 @@ class OrchConfig:
     path: Path | None = None
     budgets: tuple[Budget, ...] = ()
     alerts: AlertSettings | None = None      # None: no ``alerts:`` section
+    #: The ``daemon:`` and ``catalog:`` sections as read (typed by orchestrator.service, catalog_config).
+    sections: dict[str, Any] = field(default_factory=dict)
 
     def enabled_providers(self) -> list[str]:
         """Providers named in the config and not ``enabled: false``, in orch's registry order."""
@@ -84,31 +84,60 @@ class OrchConfig:
 
 
 def load_config(path: Path | None = None) -> OrchConfig:
-    """Read the config file; a missing file means defaults (no providers configured)."""
-    from orchestrator.inputfiles import InputFileError, read_text_file
-    from providers.base import validate_owner
-    from providers.registry import UnknownProviderError, canonical_provider
+    """Read the config file; a missing file means defaults (no providers configured).
 
+    The file is read once per process while it is unchanged (the same path, inode, size and mtime): the
+    daemon's, the service's and the catalog refresh's settings all come from that one reading. It is read
+    as YAML 1.2 by the manifests' reader (orchestrator/manifest/yamlread.py: a regular file within a size
+    cap, errors with their line), so YAML 1.1's ``yes``/``no``/``on``/``off`` and octals are refused with a
+    hint instead of read as booleans or numbers."""
     path = path or config_path()
     try:
-        exists = path.exists()
+        st = path.stat()
+    except FileNotFoundError:
+        return OrchConfig(owner=os.environ.get("ORCH_OWNER") or _default_owner(), path=None)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {' '.join(str(exc).split())[:300]}") from None
-    if not exists:
-        return OrchConfig(owner=os.environ.get("ORCH_OWNER") or _default_owner(), path=None)
-    import yaml  # ~50 ms: only when there is a file to read (`orch quote` checks the path first)
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, os.environ.get("ORCH_OWNER"))
+    cached = _READ.get(str(path))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    config = _parse(path, _read(path))
+    _READ[str(path)] = (key, config)
+    return config
+
+
+#: The last reading of each config path, with the stat it was read at (see ``load_config``).
+_READ: dict[str, tuple[tuple[object, ...], OrchConfig]] = {}
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The file's one YAML 1.2 document as a mapping (empty: ``{}``); ConfigError with the line otherwise."""
+    from orchestrator.manifest.yaml12 import YamlInputError
+    from orchestrator.manifest.yamlread import parse_yaml, read_regular_file
 
     try:
         # A regular file within a cap, read so (ORCH_CONFIG=/dev/zero or a FIFO must not hang or eat memory).
-        raw = yaml.safe_load(read_text_file(path, _MAX_CONFIG_BYTES, "config file")) or {}
-    except InputFileError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.message}") from None
-    except (OSError, yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {' '.join(str(exc).split())[:300]}") from None
-    except ValueError:       # PyYAML's int() of a number over Python's 4,300-digit limit
-        raise ConfigError(f"{path}: cannot read config: a number in it has over 4,300 digits") from None
+        docs = parse_yaml(read_regular_file(path, _MAX_CONFIG_BYTES, "config file"))
+    except YamlInputError as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        where += f":{exc.col}" if exc.line and exc.col else ""
+        raise ConfigError(f"{where}: cannot read config: {exc.message}"
+                          + (f" ({exc.hint})" if exc.hint else "")) from None
+    if len(docs) > 1:
+        raise ConfigError(f"{path}:{docs[1].start.line}: the config is one YAML document (found {len(docs)})")
+    raw = docs[0].data if docs else None
+    if raw is None:
+        return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a mapping")
+    return raw
+
+
+def _parse(path: Path, raw: dict[str, Any]) -> OrchConfig:
+    from providers.base import validate_owner
+    from providers.registry import UnknownProviderError, canonical_provider
+
     owner = str(raw.get("owner") or os.environ.get("ORCH_OWNER") or _default_owner())
     try:
         validate_owner(owner)
@@ -124,7 +153,12 @@ def load_config(path: Path | None = None) -> OrchConfig:
             raise ConfigError(f"{path}: providers.{name}: must be a mapping")
         sections[canonical] = dict(section or {})
     budgets, alerts = _budgets_and_alerts(raw, path)
-    return OrchConfig(owner=owner, provider_sections=sections, path=path, budgets=budgets, alerts=alerts)
+    return OrchConfig(owner=owner, provider_sections=sections, path=path, budgets=budgets, alerts=alerts,
+                      sections={k: v for k, v in raw.items() if k in _READ_LATER})
+
+
+#: Sections read by their own modules from the one reading (service.py: ``daemon``; catalog_config.py).
+_READ_LATER = frozenset({"daemon", "catalog"})
 
 
 def _budgets_and_alerts(raw: dict[str, Any], path: Path) -> tuple[tuple[Budget, ...], AlertSettings | None]:

@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.clock import utcnow
+from orchestrator.engine.events import LAUNCH_WAITS, EventKind
 
 #: Starts a plan warning that a machine of the chosen offer could not start the job (see runtime/preflight.py).
 BOOT_WARNING = "boot: "
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
     from orchestrator.config import OrchConfig
+    from orchestrator.engine.failure import Failure
     from orchestrator.engine.reconciler import Reconciler
     from orchestrator.engine.tick import TickReport
     from orchestrator.manifest import LoadedManifest
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from orchestrator.runtime.preflight import BootCheck
     from orchestrator.service import Service
     from orchestrator.store import Store
-    from orchestrator.store.models import Event, InstanceRow
+    from orchestrator.store.models import Event, InstanceRow, Job
     from orchestrator.store.repo import ApplyResult
     from providers.base import Offer, Provider
 
@@ -208,7 +212,7 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
     try:
         with store.transaction() as tx:
             result = repo.apply_jobs(tx, specs, prune=prune, now=now)
-            repo.record_event(tx, "apply", f"{len(result.created)} created, {len(result.updated)} updated, "
+            repo.record_event(tx, EventKind.APPLY, f"{len(result.created)} created, {len(result.updated)} updated, "
                               f"{len(result.unchanged)} unchanged, {len(result.pruned)} pruned",
                               data={"created": list(result.created), "updated": list(result.updated),
                                     "pruned": list(result.pruned)}, ts=now)
@@ -217,10 +221,15 @@ def apply(store: Store, loaded: Sequence[LoadedManifest], *, prune: bool = False
     return result
 
 
+#: The lease owner prefix of a command's one-shot engine (``orch apply --launch``, ``orch down``) on PostgreSQL:
+#: its fleet registration is told apart from a daemon's, so a second command is told the true reason it waits.
+COMMAND_LEASE_PREFIX = "orch-cmd-"
+
+
 def daemon_running(store: Store, now: datetime | None = None) -> bool:
     """Whether a daemon is looking after this store: the SQLite daemon lock is held, or (PostgreSQL)
-    some daemon's registration is live (orchestrator/store/fleet.py)."""
-    from orchestrator.store import queries
+    some daemon's registration is live (orchestrator/store/fleet.py); a command's registration
+    (``command_running``) is not a daemon's."""
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock, lock_path
 
     if lock_path(store) is not None:
@@ -229,8 +238,24 @@ def daemon_running(store: Store, now: datetime | None = None) -> bool:
                 return False
         except DaemonAlreadyRunningError:
             return True
+    return any(not o.startswith(COMMAND_LEASE_PREFIX) for o in _registered(store, now))
+
+
+def command_running(store: Store, now: datetime | None = None) -> str | None:
+    """PostgreSQL: the lease owner of another command's one-shot engine (``orch apply --launch``, ``orch
+    down``) registered in the fleet now, else None. (On SQLite such a command holds the daemon lock, which
+    names its pid.)"""
+    return next((o for o in _registered(store, now) if o.startswith(COMMAND_LEASE_PREFIX)), None)
+
+
+def _registered(store: Store, now: datetime | None) -> list[str]:
+    from orchestrator.store import queries
+    from orchestrator.store.leases import lock_path
+
+    if lock_path(store) is not None:
+        return []
     with store.transaction() as tx:
-        return queries.unexpired_lease(tx, now or utcnow())
+        return queries.unexpired_lease_owners(tx, now or utcnow())
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +361,7 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
 
     from orchestrator.config import ConfigError
     from orchestrator.public_key import PublicKeyError
-    from orchestrator.service import AUTO, build_service, load_service_settings
+    from orchestrator.service import AUTO, build_service, default_lease_owner, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
     base = load_service_settings(config)
@@ -345,8 +370,9 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
     except PublicKeyError as exc:     # a bad $ORCH_SSH_PUBLIC_KEY: the caller's clear error, not a launch without it
         raise ConfigError(str(exc)) from None
     settings = replace(base, use_live_offers=use_live_offers, ssh_public_key=key)
+    owner = COMMAND_LEASE_PREFIX + default_lease_owner() if store.dialect == "postgresql" else AUTO
     service = build_service(config=config, store=store, providers=providers, catalog=catalog, settings=settings,
-                            lease_owner=AUTO, clock=clock, launches_allowed=launches_allowed)
+                            lease_owner=owner, clock=clock, launches_allowed=launches_allowed)
     lock: AbstractContextManager[None] = (daemon_lock(store) if lock_path(store) is not None
                                           else _fleet_membership(service))
     return Engine(store, service.reconciler, lock, service.lease_owner)
@@ -416,11 +442,11 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
             if job.lease_owner is not None and job.lease_owner != engine.lease_owner:
                 continue                    # a daemon holds it (PostgreSQL): it launches it, not this command
             events = [e for e in repo.list_events(tx, job_id=job.id)
-                      if e.kind in ("no-offer", "launch-refused", "launch-failed", "budget-refused")
+                      if e.kind in LAUNCH_WAITS
                       and ((e.id or 0) > start_event or (e.last_ts is not None and e.last_ts >= started))]
             events.sort(key=lambda e: e.seen_at)
             outcome.waiting[job.name] = events[-1].message if events else "no launch was attempted"
-            if events and events[-1].kind == "launch-failed":
+            if events and events[-1].kind == EventKind.LAUNCH_FAILED:
                 outcome.failed.add(job.name)
     return outcome
 
@@ -494,6 +520,8 @@ class JobView:
     spent_usd: float
     relaunches: int
     last_event: EventView | None
+    #: Why it failed (or waits), typed (orchestrator/engine/failure.py): for a failed, pending or recovering job.
+    failure: Failure | None = None
 
     @property
     def current(self) -> InstanceView | None:
@@ -506,7 +534,10 @@ class JobView:
                 "region": cur.region if cur else None, "market": cur.market if cur else None,
                 "burn_usd_per_hour": round(self.burn_hr, 4), "spent_usd": round(self.spent_usd, 4),
                 "relaunches": self.relaunches,
-                "last_event": self.last_event.to_json() if self.last_event else None}
+                "last_event": self.last_event.to_json() if self.last_event else None,
+                "failure": None if self.failure is None else {
+                    "cause": self.failure.cause.value, "first_line": self.failure.first_line,
+                    "words": self.failure.words, "fix": self.failure.cause.fix}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,16 +574,42 @@ def status(store: Store, job: str | None = None) -> StatusReport:
             rows = repo.list_jobs(tx)
         names = queries.job_names(tx)
         live = [_instance_view(i, names) for i in queries.machine_rows(tx)]
+        failures = _failures(tx, rows)
         views: list[JobView] = []
         for r in rows:
             mine = tuple(i for i in live if i.job == r.name)
             last = queries.last_event(tx, r.id or 0)
             views.append(JobView(r.name, r.status, r.desired_state, mine,
                                  sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
-                                 r.relaunch_count, _event_view(last, names) if last else None))
+                                 r.relaunch_count, _event_view(last, names) if last else None,
+                                 failures.get(r.id or 0)))
     if job is not None:
         live = [i for i in live if i.job == job]
     return StatusReport(tuple(views), tuple(live))
+
+
+def failures_by_job(tx: Session, jobs: Sequence[tuple[int, str]]) -> dict[int, Failure]:
+    """The typed failure (orchestrator/engine/failure.py) of each ``(job id, status)`` for which it is still
+    news (failed, or waiting after it), from the newest failure event's data."""
+    from orchestrator.engine.failure import FAILURE_EVENTS, FAILURE_STATUSES, Failure
+    from orchestrator.store import queries
+
+    ids = [job_id for job_id, status in jobs if str(status) in FAILURE_STATUSES]
+    found = {job_id: Failure.from_data(e.data) for job_id, e in queries.last_failures(tx, ids, FAILURE_EVENTS).items()}
+    return {job_id: f for job_id, f in found.items() if f is not None}
+
+
+def _failures(tx: Session, rows: Sequence[Job]) -> dict[int, Failure]:
+    return failures_by_job(tx, [(r.id, r.status) for r in rows if r.id is not None])
+
+
+def job_failure(store: Store, name: str) -> Failure | None:
+    """The named job's typed failure, where it is still news (``orch logs`` says it); None otherwise."""
+    from orchestrator.store import repo
+
+    with store.transaction() as tx:
+        row = repo.get_job(tx, name)
+        return _failures(tx, [row]).get(row.id or 0) if row is not None else None
 
 
 def _instance_view(i: InstanceRow, names: Mapping[int, str]) -> InstanceView:

@@ -38,9 +38,7 @@ Engine knobs live in an optional ``daemon:`` section of the config file, each ov
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import secrets
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -55,11 +53,12 @@ if TYPE_CHECKING:
     from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer
     from orchestrator.engine.ports import EngineStore
     from orchestrator.engine.reconciler import Reconciler
-    from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.observability import DaemonMetrics
     from orchestrator.recovery import RecoveryPolicy
     from orchestrator.runtime.node_facts import NodeSettings
+    from orchestrator.runtime.node_renewal import CredentialRenewer
     from orchestrator.store.db import Store
+    from orchestrator.store.sqlstore import SqlEngineStore
     from providers.base import Offer, Provider
 
 #: Passed as ``lease_owner`` to mean "decide from the database": default_lease_owner() on PostgreSQL, else None.
@@ -91,86 +90,38 @@ class ServiceSettings:
     unreachable_grace: timedelta = timedelta(minutes=10)
 
 
-_MAX_SECONDS = 10 * 365 * 86400.0
-
-_ENV = {
-    "orphan_grace_s": "ORCH_ORPHAN_GRACE_S",
-    "notice_drain_s": "ORCH_NOTICE_DRAIN_S",
-    "lease_ttl_s": "ORCH_LEASE_TTL_S",
-    "use_live_offers": "ORCH_USE_LIVE_OFFERS",
-    "ssh_public_key": "ORCH_SSH_PUBLIC_KEY",
-    "ssh_private_key": "ORCH_SSH_PRIVATE_KEY",
-    "recovery_policy": "ORCH_RECOVERY_POLICY",
-    "restart_overhead_s": "ORCH_RESTART_OVERHEAD_S",
-    "state_store": "ORCH_STATE_STORE",
-    "store_endpoint": "ORCH_STORE_ENDPOINT",
-    "boot_timeout_s": "ORCH_BOOT_TIMEOUT_S",
-    "heartbeat_timeout_s": "ORCH_HEARTBEAT_TIMEOUT_S",
-    "unreachable_grace_s": "ORCH_UNREACHABLE_GRACE_S",
-}
-
-
 def _daemon_section(config: OrchConfig) -> dict[str, Any]:
-    if config.path is None or not config.path.exists():
-        return {}
-    import yaml
-
-    try:
-        raw = yaml.safe_load(config.path.read_text()) or {}
-    except ValueError:       # PyYAML's int() of a number over Python's 4,300-digit limit
-        raise ConfigError(f"{config.path}: cannot read config: a number in it has over 4,300 digits") from None
-    section = raw.get("daemon") if isinstance(raw, dict) else None
+    """The ``daemon:`` section as read with the rest of the file (``load_config`` reads it once)."""
+    section = config.sections.get("daemon")
     if section is None:
         return {}
     if not isinstance(section, dict):
         raise ConfigError(f"{config.path}: daemon: must be a mapping")
-    unknown = sorted(set(section) - set(_ENV))
-    if unknown:
-        raise ConfigError(f"{config.path}: daemon.{unknown[0]}: unknown key (known: {', '.join(sorted(_ENV))})")
     return dict(section)
 
 
 def load_service_settings(config: OrchConfig) -> ServiceSettings:
-    """The ``daemon:`` section of the config, each key overridden by its env var when set."""
-    values = _daemon_section(config)
-    for key, env in _ENV.items():
-        if os.environ.get(env) is not None:
-            values[key] = os.environ[env]
+    """The ``daemon:`` section of the config, each key overridden by its env var when set
+    (orchestrator/config_daemon.py)."""
+    from orchestrator.config_daemon import read_daemon_section
 
-    def seconds(key: str, default: timedelta) -> timedelta:
-        if key not in values:
-            return default
-        s = _ascii_seconds(values[key])
-        if s is None:
-            raise ConfigError(f"daemon.{key} ({_ENV[key]}): not a number of seconds: {_shown(values[key])}")
-        if not math.isfinite(s) or not 0 <= s <= _MAX_SECONDS:
-            raise ConfigError(f"daemon.{key} ({_ENV[key]}): must be a number of seconds from 0 to {_MAX_SECONDS:g}")
-        return timedelta(seconds=s)
-
-    live = values.get("use_live_offers", False)
-    if isinstance(live, str):
-        live = live.strip().lower() in ("1", "true", "yes", "on")
+    d = read_daemon_section(_daemon_section(config), config.path)
     base = ServiceSettings()
     return ServiceSettings(
-        orphan_grace=seconds("orphan_grace_s", base.orphan_grace),
-        notice_drain=seconds("notice_drain_s", base.notice_drain),
-        lease_ttl=seconds("lease_ttl_s", base.lease_ttl),
-        use_live_offers=bool(live),
-        ssh_public_key=_public_key(values.get("ssh_public_key")),
-        ssh_private_key=str(values.get("ssh_private_key") or ""),
-        recovery_policy=_policy_name(values.get("recovery_policy")),
-        restart_overhead=seconds("restart_overhead_s", base.restart_overhead),
-        state_store=str(values.get("state_store") or ""),
-        store_endpoint=str(values.get("store_endpoint") or ""),
-        boot_timeout=seconds("boot_timeout_s", base.boot_timeout),
-        heartbeat_timeout=seconds("heartbeat_timeout_s", base.heartbeat_timeout),
-        unreachable_grace=seconds("unreachable_grace_s", base.unreachable_grace),
+        orphan_grace=d.orphan_grace_s if d.orphan_grace_s is not None else base.orphan_grace,
+        notice_drain=d.notice_drain_s if d.notice_drain_s is not None else base.notice_drain,
+        lease_ttl=d.lease_ttl_s if d.lease_ttl_s is not None else base.lease_ttl,
+        use_live_offers=d.use_live_offers,
+        ssh_public_key=_public_key(d.ssh_public_key),
+        ssh_private_key=d.ssh_private_key,
+        recovery_policy=_policy_name(d.recovery_policy),
+        restart_overhead=d.restart_overhead_s if d.restart_overhead_s is not None else base.restart_overhead,
+        state_store=d.state_store,
+        store_endpoint=d.store_endpoint,
+        boot_timeout=d.boot_timeout_s if d.boot_timeout_s is not None else base.boot_timeout,
+        heartbeat_timeout=d.heartbeat_timeout_s if d.heartbeat_timeout_s is not None else base.heartbeat_timeout,
+        unreachable_grace=d.unreachable_grace_s if d.unreachable_grace_s is not None else base.unreachable_grace,
     )
-
-
-#: A number of seconds as written in ASCII: float() alone also takes other scripts' digits ("١٢٠"),
-#: underscores ("1_200") and "nan"/"inf", none of which a config or an env var should mean.
-_SECONDS_RE = re.compile(r"[+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 
 def _public_key(value: object) -> str:
@@ -182,23 +133,6 @@ def _public_key(value: object) -> str:
         return public_key(str(value or ""), source="daemon.ssh_public_key (ORCH_SSH_PUBLIC_KEY)")
     except PublicKeyError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _ascii_seconds(value: object) -> float | None:
-    """``value`` (a YAML number or a string of ASCII digits) as seconds; None when it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and _SECONDS_RE.fullmatch(value.strip()):
-        return float(value.strip())
-    return None
-
-
-def _shown(value: object) -> str:
-    """A bad value for an error line: escaped (no control characters reach the terminal) and shortened."""
-    text = ascii(value) if isinstance(value, str) else type(value).__name__
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _policy_name(value: object) -> str:
@@ -354,8 +288,8 @@ def _store_id(store: Store) -> str:
 def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | None, store_url: str | None,
                catalog: Sequence[Offer], lease_owner: str | None,
                clock: Callable[[], datetime]) -> tuple[Store, SqlEngineStore, str | None]:
-    from orchestrator.engine.sqlstore import SqlEngineStore
     from orchestrator.store.db import open_store
+    from orchestrator.store.sqlstore import SqlEngineStore
 
     opened = store or open_store(store_url)
     owner = ((default_lease_owner() if opened.dialect == "postgresql" else None) if lease_owner == AUTO
@@ -394,7 +328,9 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
     nodes = dict(given.node_settings) if given.node_settings is not None else (
         {p: NodeSettings(store_endpoint=settings.store_endpoint) for p in providers} if settings.store_endpoint
         else {})
-    reader = StoreReader(nodes, state_store=settings.state_store)
+    identities = identities_from_config(config)
+    reader = StoreReader(nodes, state_store=settings.state_store,
+                         renewer=_renewer(nodes, identities, settings.state_store))
     ssh_monitor: Monitor | None = None
     ssh_boot: Bootstrapper | None = None
     if ssh_key or "ssh" in providers:
@@ -410,9 +346,23 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
         ssh_monitor, ssh_boot = SshMonitor(pool, nodes), SshBootstrapper(pool, nodes)
     monitor = given.monitor or CombinedMonitor(StoreMonitor(reader), ssh_monitor)
     bootstrapper = given.bootstrapper or RoutingBootstrapper(reader, ssh_boot, ssh_key=ssh_key)
-    startup = given.startup or ManifestStartupRenderer(nodes, identities=identities_from_config(config),
+    startup = given.startup or ManifestStartupRenderer(nodes, identities=identities,
                                                        state_store=settings.state_store, ssh_key=ssh_key)
     return monitor, bootstrapper, startup
+
+
+def _renewer(nodes: Mapping[str, NodeSettings], identities: frozenset[str], state_store: str) -> CredentialRenewer:
+    """Renews the nodes' scoped store credentials (orchestrator/runtime/node_renewal.py) from this process's
+    environment, with each provider's store endpoint."""
+    import os
+
+    from orchestrator.runtime.node_facts import node_settings_for
+    from orchestrator.runtime.node_renewal import CredentialRenewer
+    from orchestrator.runtime.startup import credentials_from_env
+
+    return CredentialRenewer(lambda provider: credentials_from_env(
+        os.environ, identities, s3_endpoint=node_settings_for(nodes, provider).store_endpoint),
+        state_store=state_store)
 
 
 def boot_seams(settings: ServiceSettings, providers: Mapping[str, Provider], config: OrchConfig,

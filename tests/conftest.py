@@ -16,6 +16,7 @@ def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.delenv("ORCH_CONFIG", raising=False)
     monkeypatch.delenv("ORCH_DATABASE_URL", raising=False)
     monkeypatch.delenv("ORCH_CATALOG_DIR", raising=False)
+    monkeypatch.delenv("ORCH_CACHE_DIR", raising=False)   # the optimum cache then lives under XDG_CACHE_HOME
     yield
 
 

@@ -119,7 +119,7 @@ def running_fakes() -> Iterator[Fakes]:
 
 def manifest_doc(name: str, *, gpus: list[str] | None = None, count: int = 1, market: str = "auto",
                  providers: list[str] | None = None, idle_pct: float = 5, idle_window: str = "10m",
-                 cooldown: str = "30m") -> dict[str, Any]:
+                 cooldown: str = "30m", idle_action: str | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "apiVersion": "orch/v1", "kind": "Job", "name": name,
         "resources": {"gpu": gpus or GPUS, "count": count}, "market": market,
@@ -129,6 +129,8 @@ def manifest_doc(name: str, *, gpus: list[str] | None = None, count: int = 1, ma
     }
     if providers:
         doc["providers"] = {"allow": providers}
+    if idle_action:
+        doc["policies"]["idle"]["action"] = idle_action
     return doc
 
 

@@ -19,6 +19,7 @@ from orchestrator.alerts.mapping import EVENT_KINDS, AlertMapper
 from orchestrator.alerts.model import Alert, AlertKind
 from orchestrator.alerts.redact import WebhookUrl, host_only
 from orchestrator.config import ConfigError, load_config
+from orchestrator.engine.events import EventKind
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.listen import CommittedEvent
@@ -309,11 +310,11 @@ def test_listeners_hear_committed_events_of_their_kinds_with_job_and_provider(st
     rec = Recorder()
     store.add_event_listener(rec)
     with store.transaction() as tx:
-        repo.record_event(tx, "preempted", "vastai 1 outbid", job_id=job, ts=T0)
-        repo.record_event(tx, "checkpoint", "not wanted", job_id=job, ts=T0)
+        repo.record_event(tx, EventKind.PREEMPTED, "vastai 1 outbid", job_id=job, ts=T0)
+        repo.record_event(tx, EventKind.CHECKPOINT, "not wanted", job_id=job, ts=T0)
         assert rec.got == []                     # nothing before the commit
     with pytest.raises(RuntimeError), store.transaction() as tx:
-        repo.record_event(tx, "preempted", "rolled back", job_id=job, ts=T0)
+        repo.record_event(tx, EventKind.PREEMPTED, "rolled back", job_id=job, ts=T0)
         raise RuntimeError("boom")
     with store.transaction() as tx:
         repo.set_job_status(tx, job, repo.JobStatus.FAILED, now=T0)
@@ -332,7 +333,7 @@ def test_a_broken_listener_never_fails_the_writer(store: Store) -> None:
 
     store.add_event_listener(Broken())
     with store.transaction() as tx:
-        repo.record_event(tx, "preempted", "x", ts=T0)
+        repo.record_event(tx, EventKind.PREEMPTED, "x", ts=T0)
     with store.transaction() as tx:
         assert [e.kind for e in repo.list_events(tx)] == ["preempted"]
 
@@ -346,12 +347,12 @@ def test_engine_events_become_alerts_and_a_hanging_receiver_never_holds_the_writ
     dispatcher = attach_alerts(store, config)
     assert isinstance(dispatcher, AlertDispatcher) and attach_alerts(store, config) is dispatcher   # once per store
     with store.transaction() as tx:
-        repo.record_event(tx, "preempted", "gcp vm-1 preempted", job_id=job, ts=T0)
+        repo.record_event(tx, EventKind.PREEMPTED, "gcp vm-1 preempted", job_id=job, ts=T0)
     assert receiver.hanging.wait(30)
     for n in range(3):                    # the writer goes on while the receiver holds the first alert
         with store.transaction() as tx:
-            repo.record_event(tx, "recovering", "relaunching", job_id=job, ts=T0)
-            repo.record_event(tx, "launched", f"gcp vm-{n + 2}", job_id=job, ts=T0)
+            repo.record_event(tx, EventKind.RECOVERING, "relaunching", job_id=job, ts=T0)
+            repo.record_event(tx, EventKind.LAUNCHED, f"gcp vm-{n + 2}", job_id=job, ts=T0)
     receiver.release.set()
     assert receiver.wait_for(lambda r: len(r.received) == 4)
     assert [(r.body["kind"], r.body["job"], r.body["provider"]) for r in receiver.received] == [

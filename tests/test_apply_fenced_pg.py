@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlmodel import select
@@ -102,3 +104,47 @@ def test_apply_launch_racing_daemons_launches_each_job_once(pg_url: str, fakes: 
         for d in daemons:
             d.close()
         admin.close()
+
+
+def test_a_second_apply_launch_is_told_another_command_holds_the_store_not_a_daemon(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one `orch apply --launch` is driving (its engine registered in the fleet), a second one is refused
+    with the true reason (another command), and nothing is recorded; once the first has left, or where a real
+    daemon is registered, the second hears that instead."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+    from orchestrator.store.fleet import heartbeat
+
+    (tmp_path / "config.yaml").write_text("owner: tester\n")
+    for k, v in {"ORCH_CONFIG": str(tmp_path / "config.yaml"), "ORCH_DATABASE_URL": pg_url,
+                 "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("ORCH_SSH_PUBLIC_KEY", PUBLIC_KEY)
+    job = tmp_path / "j.yaml"
+    job.write_text("apiVersion: orch/v1\nkind: Job\nname: j\nresources: {gpu: RTX4090, count: 1}\n"
+                   "run: {launcher: command, command: x}\n")
+
+    def apply(*extra: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, ["apply", str(job), "--yes", *extra], catch_exceptions=False)
+        return result.exit_code, result.stdout + result.stderr
+
+    store = open_store(pg_url)
+    try:
+        first = build_engine(store, OrchConfig(owner=OWNER), {}, CATALOG, use_live_offers=False)
+        with first.lock:                     # the first command's engine is in the fleet
+            for extra in (("--launch",), ()):
+                code, said = apply(*extra)
+                assert code == 1, said
+                assert "another `orch apply --launch` or `orch down` is driving this store" in said
+                assert "daemon" not in said and str(first.lease_owner) in said
+            with store.transaction() as tx:
+                assert list(tx.exec(select(Job))) == []          # nothing recorded
+        with store.transaction() as tx:      # a daemon now: the message says so
+            from orchestrator.clock import utcnow
+
+            heartbeat(tx, "host-1-abc", None, ttl=timedelta(minutes=5), now=utcnow())
+        code, said = apply("--launch")
+        assert code == 1 and "a daemon is running on this store" in said
+    finally:
+        store.close()

@@ -5,6 +5,7 @@ comes up and reports to its store. It is started the way a pod starts it: decode
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -13,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from dataclasses import replace
@@ -45,11 +47,11 @@ def _coreutils() -> list[Path]:
 
 @pytest.fixture
 def minimal_path(tmp_path: Path) -> str:
-    """A PATH of one directory: sh, python3 and coreutils, as symlinks."""
+    """A PATH of one directory: sh (dash where installed, never bash), python3 and coreutils, as symlinks."""
     bin_dir = tmp_path / "minbin"
     bin_dir.mkdir()
-    sh = shutil.which("sh")
-    assert sh is not None
+    sh = shutil.which("dash") or shutil.which("sh")     # dash where there is one: a strictly POSIX sh
+    assert sh is not None and Path(os.path.realpath(sh)).name != "bash"
     (bin_dir / "sh").symlink_to(os.path.realpath(sh))
     (bin_dir / "python3").symlink_to(os.path.realpath(sys.executable))
     for prog in _coreutils():
@@ -146,3 +148,99 @@ def test_the_pinned_rclone_is_a_versioned_release_with_a_sha256_per_architecture
     for arch, url, sha in RCLONE.zips:
         assert url == f"https://downloads.rclone.org/{RCLONE.version}/rclone-{RCLONE.version}-linux-{arch}.zip"
         assert len(sha) == 64 and int(sha, 16) >= 0
+
+
+#: The job's command: records the arguments startup.sh gave it (the resume arguments, "$@") and that its
+#: secret reached it, then exits 0.
+_PROBE = ("python3 -c 'import json, os, sys; json.dump({\"argv\": sys.argv[1:], "
+          f"\"secret\": os.environ.get(\"HF_TOKEN\") == \"{SECRET}\"}}, open(\"ran.json\", \"w\"))'")
+
+
+def _job_ended(status: Path, timeout_s: float = 60.0) -> dict[str, object]:
+    """The job's part of the agent's report once it has ended (bounded so a hang fails)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        job = json.loads(status.read_bytes())["job"] if status.exists() else {}
+        if job.get("state") in ("exited", "failed"):
+            return dict(job)
+        assert time.monotonic() < end, f"the job did not end: {job}"
+        time.sleep(0.05)
+
+
+def test_the_jobs_startup_sh_runs_under_a_posix_sh_with_no_bash(tmp_path: Path, minimal_path: str) -> None:
+    """Not only the boot: the job's own startup.sh (secrets check, rclone remotes, data staging, restore of the
+    store's LATEST, the resume arguments, the launch) runs under dash with only python3 and coreutils."""
+    pin, _ = _fake_rclone_pin(tmp_path)
+    m = Manifest.model_validate({
+        "apiVersion": "orch/v1", "kind": "Job", "name": "tiny", "resources": {"gpu": "A100-80G", "count": 1},
+        "run": {"launcher": "command", "command": _PROBE}, "secrets": ["HF_TOKEN"],
+        "data": [{"source": "s3://bucket/set", "path": "/data/set"}],
+        "checkpoint": {"path": "ckpt", "store": "s3://bucket/ckpt", "resume": {"arg": "--resume-from"}}})
+    facts = LaunchFacts(launch_id=LAUNCH, state_store=f"file://{tmp_path}/store", report_interval_s=0.05,
+                        sample_interval_s=0.05, notice_interval_s=0.05)
+    ri = render_input_for(m, facts)
+    ri = replace(ri, data=())    # /data is not writable here; staging a store path is rclone copy (run above)
+    script = render_boot(ri, {"HF_TOKEN": SECRET, "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"},
+                         LAUNCH, rclone=pin)
+    root = tmp_path / "node"
+    done = _boot_as_a_pod(script, root, minimal_path)
+    assert done.returncode == 0, (done.stderr, (root / "orch-boot.log").read_text())
+    work = root / ".orch" / "jobs" / "tiny"
+    pid = int((work / "agent.pid").read_text())
+    try:
+        assert (work / "startup.sh").read_text().startswith("#!/bin/sh\n")
+        job = _job_ended(work / "status.json")      # the agent's own status file (its reports go to the s3 store)
+        assert (job["state"], job["exit_code"]) == ("exited", 0), (work / "job.log").read_text()
+        # The fake rclone's "LATEST" is not a checkpoint name: nothing restored, no resume arguments.
+        assert json.loads((work / "ran.json").read_text()) == {"argv": [], "secret": True}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+class _OneFile:
+    """Serves one body at any path on 127.0.0.1 (a mirror, or a man in the middle, of rclone's download)."""
+
+    def __init__(self, body: bytes) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/rclone-v0-test-linux.zip"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_tampered_rclone_archive_served_over_http_is_refused(tmp_path: Path, minimal_path: str) -> None:
+    """The pin holds the genuine archive's sha256; what the node downloads (over HTTP, here from 127.0.0.1) has a
+    different rclone inside. The boot refuses it, says why, installs nothing and starts no agent."""
+    genuine, _ = _fake_rclone_pin(tmp_path)
+    tampered = io.BytesIO()
+    with zipfile.ZipFile(tampered, "w") as zf:
+        zf.writestr("rclone-v0-linux-test/README.txt", "readme")
+        zf.writestr("rclone-v0-linux-test/rclone", b"#!/bin/sh\necho owned\n")
+    served = _OneFile(tampered.getvalue())
+    try:
+        pin = RclonePin(genuine.version, tuple((arch, served.url, sha) for arch, _, sha in genuine.zips))
+        root = tmp_path / "node"
+        done = _boot_as_a_pod(_script(tmp_path, pin), root, minimal_path)
+    finally:
+        served.close()
+    log = (root / "orch-boot.log").read_text()
+    assert done.returncode != 0
+    assert "orch: the rclone download does not match its sha256; not starting" in log
+    assert not (root / "bin" / "rclone").exists()
+    assert not (root / ".orch" / "jobs" / "tiny" / "agent.pid").exists()

@@ -1,8 +1,9 @@
 """Every shipped example's boot script fits every provider's limit, measured as each provider counts it
 (orchestrator/runtime/startup.py PAYLOAD_LIMITS) and printed (``pytest -s tests/test_boot_sizes.py``; the table
 is in docs/runtime.md). Three cases per example: no store and no secrets; as shipped (its checkpoint store and
-secrets, credentials handed over in the script, reports to a state store); and a heavy case: a gs:// store
-reached with a service-account key (a node off GCP) plus three 64-character secrets. Vast's ``onstart`` (4,048
+secrets, a scoped store credential in the script, reports to a state store); and a heavy case: a gs:// store
+reached with a downscoped token (a node off GCP) plus three 64-character secrets (which go through the store, not
+the script). Credentials are minted dry: placeholders of a real session token's size. Vast's ``onstart`` (4,048
 characters) is measured with a 4096-bit RSA ssh key."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.manifest.schema import Manifest
-from orchestrator.runtime.startup import PAYLOAD_LIMITS, ManifestStartupRenderer, payload_size
+from orchestrator.runtime.startup import PAYLOAD_LIMITS, ManifestStartupRenderer, credentials_from_env, payload_size
 from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import LaunchSpec, Market, Offer
 from providers.gpus import Interconnect
@@ -56,6 +57,7 @@ ENVIRON = {
     "RCLONE_CONFIG_ORCHAZ_KEY": _hex(88), "RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS": _service_account_key(),
     "HF_TOKEN": "hf_" + _hex(61), "WANDB_API_KEY": _hex(64), "EXTRA_SECRET": _hex(64),
 }
+DRY = credentials_from_env(ENVIRON, frozenset(), dry_run=True)
 RSA_4096_KEY = "ssh-rsa " + "A" * 716 + " user@host"
 
 
@@ -84,7 +86,8 @@ def _attempt(provider: str, m: Manifest, rank: int) -> AttemptRecord:
 
 def _size(path: Path, case: str, provider: str) -> int:
     m = _manifest(path, case)
-    renderer = ManifestStartupRenderer(environ=ENVIRON, state_store="" if case == "bare" else "s3://orch-state/r")
+    renderer = ManifestStartupRenderer(environ=ENVIRON, state_store="" if case == "bare" else "s3://orch-state/r",
+                                       credentials=DRY)
     job = _job(m)
     sizes = [payload_size(provider, renderer.boot_script(job, _attempt(provider, m, rank)))
              for rank in sorted({0, m.resources.nodes - 1})]
@@ -114,7 +117,7 @@ def test_every_examples_boot_script_is_under_every_providers_limit() -> None:
 def test_vasts_onstart_is_short_whatever_the_boot_script() -> None:
     path = max(EXAMPLES, key=lambda p: _size(p, "heavy", "vastai"))
     m = _manifest(path, "heavy")
-    renderer = ManifestStartupRenderer(environ=ENVIRON, state_store="s3://orch-state/r")
+    renderer = ManifestStartupRenderer(environ=ENVIRON, state_store="s3://orch-state/r", credentials=DRY)
     script = renderer.render(_job(m), _attempt("vastai", m, 0))
     spec = LaunchSpec(launch_id="lsize00000000", owner="me", job=m.name, offer=_attempt("vastai", m, 0).offer,
                       ssh_public_key=RSA_4096_KEY, startup_script=script)
@@ -128,9 +131,10 @@ def test_vasts_onstart_is_short_whatever_the_boot_script() -> None:
 def test_a_script_over_the_limit_is_refused_before_launch(provider: str) -> None:
     from orchestrator.engine.hooks import StartupScriptError
 
-    m = _manifest(EXAMPLES[0], "heavy")
+    # No store to pass the secrets through: they ride in the script (the only case that still does).
+    m = _manifest(EXAMPLES[0], "heavy").model_copy(update={"checkpoint": None})
     # Hex of random bytes compresses to half; twice the limit in hex is over it however it is sent.
     huge = {**ENVIRON, "EXTRA_SECRET": os.urandom(PAYLOAD_LIMITS[provider].limit).hex()}
     with pytest.raises(StartupScriptError, match=f"{provider} takes {PAYLOAD_LIMITS[provider].limit}"):
-        ManifestStartupRenderer(environ=huge, state_store="s3://orch-state/r").render(
+        ManifestStartupRenderer(environ=huge, state_store="", credentials=DRY).render(
             _job(m), _attempt(provider, m, 0))

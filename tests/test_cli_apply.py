@@ -239,7 +239,7 @@ def test_down_json_refusal_and_result_with_progress_per_provider(tmp_path: Path,
 
 
 def test_machines_left_counts_per_provider() -> None:
-    from orchestrator.cli.jobs import machines_left
+    from orchestrator.cli.down import machines_left
     from orchestrator.jobs_service import InstanceView
 
     def view(provider: str) -> InstanceView:

@@ -337,11 +337,15 @@ def test_apply_does_not_launch_while_a_daemon_holds_the_store(tmp_path: Path, en
 
 def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, str], clouds: FakeClouds,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    # What the examples' machines need handed over (secrets, store keys): without them nothing is launched.
-    for name, value in {"HF_TOKEN": "hf-x", "WANDB_API_KEY": "wb-x", "RCLONE_CONFIG_ORCHAZ_KEY": "az-x",
-                        "RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS": '{"type": "service_account"}',
-                        "AWS_ACCESS_KEY_ID": env.get("AWS_ACCESS_KEY_ID", "AK"),
-                        "AWS_SECRET_ACCESS_KEY": env.get("AWS_SECRET_ACCESS_KEY", "SK")}.items():
+    import time
+
+    from tests.fakes.scoped_store import ScopedStore
+
+    # What the examples' machines need (secrets, and the store keys their scoped credentials are cut from, by a
+    # fake token service): without them nothing is launched.
+    sts = ScopedStore(time.time).start()
+    daemon = sts.daemon_env(env.get("AWS_ACCESS_KEY_ID", "AK"), env.get("AWS_SECRET_ACCESS_KEY", "SK"))
+    for name, value in {"HF_TOKEN": "hf-x", "WANDB_API_KEY": "wb-x", **daemon}.items():
         monkeypatch.setenv(name, value)
     code, out, err = run("plan", str(EXAMPLES), "--configured", "--live", "--json")
     expected = {p["job"]: p["chosen"] for p in json.loads(out)}
@@ -391,6 +395,7 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
     assert "confirmed by the providers" in out
     assert all(v == [] for v in clouds.live_instances().values())
     assert clouds.raw_counts() == {"vastai": 0, "lambda": 0, "runpod": 0, "gcp": 0, "azure": 0}
+    sts.stop()
     after = status_json()
     assert after["jobs"] == [] and after["totals"]["live_instances"] == 0
 

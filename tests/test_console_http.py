@@ -26,6 +26,7 @@ from orchestrator.console.settings import (
     is_loopback,
     parse_bind,
 )
+from orchestrator.engine.events import EventKind
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import DesiredState
@@ -140,7 +141,7 @@ def test_event_filters_and_paging(store: Store) -> None:
     assert page.status == 200 and "1 matching" in page.body and "Server.SpotInstanceTermination" in page.body
     with store.transaction() as tx:   # more than one page (50 a page)
         for i in range(60):
-            repo.record_event(tx, "note", f"padding {i}", ts=NOW - timedelta(days=2, minutes=i))
+            repo.record_event(tx, EventKind.APPLY, f"padding {i}", ts=NOW - timedelta(days=2, minutes=i))
     first = call(app, "GET", "/events")
     assert "page 1 of" in first.body and 'rel="next"' in first.body
     last = call(app, "GET", "/events?page=999")
@@ -275,7 +276,7 @@ def test_pages_escape_names_and_messages(tmp_path: Path) -> None:
                                                          owner="t", job_id=job.id, instance_id="i-1",
                                                          state="running"), now=NOW)
             repo.record_spend(tx, job.id, NOW - timedelta(hours=1), NOW, 1.0, attempt_id=a.id)
-            repo.record_event(tx, "note", "<script>alert(3)</script>", job_id=job.id, ts=NOW)
+            repo.record_event(tx, EventKind.APPLY, "<script>alert(3)</script>", job_id=job.id, ts=NOW)
         app = ConsoleApp(store, Guard(None), clock=lambda: NOW)
         quoted = "/jobs/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E"
         pages = {p: call(app, "GET", p) for p in ("/", "/spend?range=24h", "/budgets", "/events", quoted)}
@@ -345,7 +346,7 @@ def test_a_stalled_client_does_not_hold_the_consoles_stop(store: Store, monkeypa
 
     from orchestrator.console import server
 
-    monkeypatch.setattr(server._Handler, "timeout", 600)     # the stalled handler waits past the bound below
+    monkeypatch.setattr(server, "CHANNEL_TIMEOUT_S", 600)     # the stalled connection outlives the bound below
     console = start_console(store, console_settings("127.0.0.1:0", None))
     with httpx.Client(base_url=f"http://127.0.0.1:{console.port}", timeout=30) as client:
         assert client.get("/jobs/llama-ft").status_code == 200
@@ -367,3 +368,26 @@ def test_relaunch_confirmation_says_where_the_job_restarts_from(store: Store) ->
     assert "from the start: it has no committed checkpoint" in none and "last committed checkpoint" not in none
     some = " ".join(call(app, "GET", "/jobs/llama-ft/relaunch").body.split())
     assert re.search(r"from its last committed checkpoint \(step \d+, committed 2026-", some)
+
+
+def test_the_server_bounds_headers_and_stops_cleanly(store: Store) -> None:
+    """waitress: an oversized header block is refused before the app, no server banner is sent, and ``stop``
+    ends the loop thread and frees the port."""
+    import socket
+
+    from orchestrator.console import server
+
+    console = start_console(store, console_settings("127.0.0.1:0", None))
+    port = console.port
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            ok = client.get("/jobs/llama-ft")
+            assert ok.status_code == 200 and "server" not in ok.headers
+            assert ok.headers["x-frame-options"] == "DENY"
+            big = client.get("/", headers={"X-Pad": "a" * (server.MAX_HEADER_BYTES + 1)})
+            assert big.status_code == 431
+    finally:
+        console.stop()
+    assert not console.thread.is_alive()
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass

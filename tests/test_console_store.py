@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
+from orchestrator.engine.events import EventKind
+from orchestrator.engine.values import GpuUtilSample
 from orchestrator.store import console_queries as q
 from orchestrator.store import repo
 from orchestrator.store import spend_series as sp
 from orchestrator.store.db import Store, open_store
-from orchestrator.store.gpu_util import GpuUtilSample, record_gpu_util, util_since
+from orchestrator.store.gpu_util import record_gpu_util, util_since
 from orchestrator.store.models import DesiredState, Event, GpuUtilMinute, JobStatus
 from orchestrator.store.repo import InstanceRecord
 from orchestrator.store.requests import (
@@ -281,13 +283,13 @@ def test_event_page_filters_and_pages_newest_first(store: Store) -> None:
     a, b = _job(store, "a"), _job(store, "b")
     with store.transaction() as tx:
         for i in range(7):
-            repo.record_event(tx, "tick" if i % 2 else "note", f"a{i}", job_id=a, ts=T0 + i * MIN)
-        repo.record_event(tx, "note", "b0", job_id=b, ts=T0)
+            repo.record_event(tx, EventKind.STARTED if i % 2 else EventKind.APPLY, f"a{i}", job_id=a, ts=T0 + i * MIN)
+        repo.record_event(tx, EventKind.APPLY, "b0", job_id=b, ts=T0)
     with store.transaction() as tx:
         page1 = q.event_page(tx, q.EventFilter(job="a"), page=1, per_page=3)
         page3 = q.event_page(tx, q.EventFilter(job="a"), page=3, per_page=3)
         beyond = q.event_page(tx, q.EventFilter(job="a"), page=99, per_page=3)
-        ticks = q.event_page(tx, q.EventFilter(kinds=("tick",)), per_page=10)
+        ticks = q.event_page(tx, q.EventFilter(kinds=(EventKind.STARTED,)), per_page=10)
         window = q.event_page(tx, q.EventFilter(job="a", since=T0 + 2 * MIN, until=T0 + 4 * MIN), per_page=10)
         none = q.event_page(tx, q.EventFilter(job="nope"), per_page=10)
         kinds, names = q.event_kinds(tx), q.job_names(tx)
@@ -299,7 +301,7 @@ def test_event_page_filters_and_pages_newest_first(store: Store) -> None:
     assert [e.message for e in ticks.rows] == ["a5", "a3", "a1"] and {e.job for e in ticks.rows} == {"a"}
     assert [e.message for e in window.rows] == ["a3", "a2"]
     assert none.total == 0 and none.rows == ()
-    assert {"tick", "note", "job.created"} <= set(kinds) and names == ["a", "b"]
+    assert {EventKind.STARTED, EventKind.APPLY, EventKind.JOB_CREATED} <= set(kinds) and names == ["a", "b"]
 
 
 def test_job_detail_holds_attempts_checkpoints_and_the_open_request(store: Store) -> None:

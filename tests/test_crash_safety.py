@@ -252,6 +252,52 @@ def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
         store.close()
 
 
+IDLE_POINTS = ("after-idle-stop-requested", "after-idle-stop-call")
+
+
+@pytest.mark.parametrize("point", IDLE_POINTS)
+def test_killed_between_idles_cloud_stop_and_its_write_leaves_no_attempt_running_on_a_stopped_machine(
+        point: str, fakes: Fakes, orch: Orch, tmp_path: Path) -> None:
+    """A real ``kill -9`` (the process SIGKILLs itself) right after idle's stop was written, or right after the
+    cloud's stop call and before the write of its end. The restarted process finds the attempt
+    TERMINATE_REQUESTED with its cause (never RUNNING), finishes the stop and leaves the job STOPPED with no
+    relaunch."""
+    store = open_store(orch.env["ORCH_DATABASE_URL"])
+    agents = tmp_path / "agents.json"
+    agents.write_text(json.dumps({"*": {"alive": True, "gpu": [0.0]}}))     # heard every tick, and idle
+    try:
+        add_job(store, "train", idle_pct=10, idle_window="5m", idle_action="stop")
+        assert drive(orch, T0, agents).returncode == 0                         # launched on the spot machine
+        [machine] = fakes.live_instances()["vastai"]
+        crashed = drive(orch, T0 + timedelta(seconds=30), agents, "--ticks", "12", "--step-s", "60",
+                        crashpoint=point)
+        assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-1500:]
+        with fakes.vast.lock:
+            raw = dict(fakes.vast.state.instances[int(machine.instance_id)])
+        assert (raw["intended_status"] == "stopped") is (point == "after-idle-stop-call")
+        with store.transaction() as tx:
+            [a] = repo.list_attempts(tx, repo.require_job(tx, "train").id or 0)
+        # Written BEFORE the cloud call: whatever the kill left, the attempt is not RUNNING.
+        assert (a.state, a.end_cause) == (AttemptState.TERMINATE_REQUESTED.value, EndCause.IDLE_STOPPED.value)
+
+        # Three ticks: the one that asks the stop again reports nothing (a stop call is not in a tick's report).
+        recovery = _ticks(drive(orch, T0 + timedelta(minutes=20), agents, "--ticks", "3", "--step-s", "30"))
+        assert recovery[-1]["quiet"], recovery
+        with store.transaction() as tx:
+            job = repo.require_job(tx, "train")
+            attempts = repo.list_attempts(tx, job.id or 0)
+        assert [(x.state, x.end_cause) for x in attempts] == [(AttemptState.TERMINATED.value,
+                                                                EndCause.IDLE_STOPPED.value)]
+        assert job.status == "stopped"
+        # Not running anywhere, and no relaunch. (A stopped Vast interruptible reads as outbid, PREEMPTED, and
+        # is destroyed, disk and all: the disk is kept only where a stop is a stop; tests/test_idle*.py.)
+        assert fakes.live_instances() == {"vastai": [], "lambda": []}
+        did = f"{len(recovery)} ticks: the stop finished, no relaunch"
+        MATRIX.append(("idle", point, "SIGKILL", did, "0 attempts RUNNING on a stopped machine"))
+    finally:
+        store.close()
+
+
 def test_print_the_crash_matrix() -> None:
     """Runs last in this module (pytest keeps file order): prints what the cases above recorded."""
     if not MATRIX:
@@ -260,7 +306,7 @@ def test_print_the_crash_matrix() -> None:
     print(f"{'step':<9} {'crash point':<26} {'died':<8} {'restart did (all ticks until quiet)':<52} invariants")
     for step, point, died, did, inv in MATRIX:
         print(f"{step:<9} {point:<26} {died:<8} {did:<52} {inv}")
-    assert len(MATRIX) == len(CASES) + len(DEADLINE_CASES)
+    assert len(MATRIX) == len(CASES) + len(DEADLINE_CASES) + len(IDLE_POINTS)
     assert OWNER
 
 

@@ -13,13 +13,13 @@ from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, EngineStore, JobRecord, JobStatus
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.recover import status_after
-from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.idle import IdlePolicy
 from orchestrator.planner import PlanRequest
 from orchestrator.recovery import RecoveryPolicy
 from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import DesiredState, Job
+from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Instance, InstanceState, Market, Offer, Provider
 from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
 from providers.gpus import Interconnect
@@ -363,7 +363,7 @@ def test_the_sql_store_parses_each_manifest_once_not_per_tick_or_read(tmp_path, 
         assert [j.manifest.name for j in fresh.active_jobs()] == ["job-0", "job-1", "job-2"]
         assert all(fresh.job(j.id).manifest.name == j.name for j in jobs)
     # The three differ only by name: one shape, validated once (the others are copies under their names,
-    # orchestrator/engine/specs.py Shapes; tests/test_engine_specs.py holds the copies to full validation).
+    # orchestrator/store/specs.py Shapes; tests/test_engine_specs.py holds the copies to full validation).
     assert parsed == ["job-0"]
 
 
@@ -406,3 +406,29 @@ def test_a_swapped_catalog_is_what_the_engine_plans_from_next() -> None:
     rec.tick()
     [inst] = live(aws, gcp)
     assert (inst.provider, inst.price_hr) == ("gcp", 5.0)
+
+
+def test_an_advisory_notice_is_one_event_and_never_ends_the_attempt(world) -> None:  # type: ignore[no-untyped-def]
+    """An AWS rebalance recommendation / GCE maintenance event: the agent already asked for a checkpoint; the
+    engine shows it (one event per notice, however many ticks report it) and the machine keeps running."""
+    clock, store, aws, gcp, monitor, rec = world
+    store.add_job(spec(), clock())
+    rec.tick()
+    clock.advance(seconds=30)
+    rec.tick()
+    [machine] = live(aws, gcp)
+    monitor.reports[machine.instance_id] = AgentReport(
+        gpu_util_pct=(90.0,), advisories=(notice("rebalance-recommendation", key="aws:rebalance:t1"),))
+    for _ in range(3):
+        clock.advance(seconds=10)
+        rec.tick()
+    assert [i.instance_id for i in live(aws, gcp)] == [machine.instance_id]     # not drained, nothing relaunched
+    assert store.kinds().count("advisory-notice") == 1
+    assert "preempted" not in store.kinds()
+    monitor.reports[machine.instance_id] = AgentReport(gpu_util_pct=(90.0,), advisories=(
+        notice("rebalance-recommendation", key="aws:rebalance:t1"),
+        notice("maintenance-event", cloud="gcp", key="gcp:maintenance:MIGRATE_ON_HOST_MAINTENANCE")))
+    clock.advance(seconds=10)
+    rec.tick()
+    assert store.kinds().count("advisory-notice") == 2
+    assert [i.instance_id for i in live(aws, gcp)] == [machine.instance_id]

@@ -97,6 +97,15 @@ def test_report_notice_with_its_source_and_exit_codes() -> None:
     assert _report(job=failed).exit_code == 127
 
 
+def test_report_carries_an_advisory_apart_from_the_ending_notice() -> None:
+    advisory = {"cloud": "aws", "kind": "rebalance-recommendation", "key": "aws:rebalance:t",
+                "detail": {"noticeTime": "t"}, "seen_at": NOW - 3}
+    r = _report(notices=[advisory])
+    assert r.notice is None      # nothing ends the attempt
+    assert r.advisories == (Notice("aws", "rebalance-recommendation", "aws:rebalance:t",
+                                   datetime.fromtimestamp(NOW - 3, UTC)),)
+
+
 # --- render input per attempt -----------------------------------------------------------------------
 
 def _offer(provider: str) -> Offer:

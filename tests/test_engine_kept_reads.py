@@ -126,7 +126,7 @@ def test_the_kept_attempts_are_as_a_fresh_read_after_the_cloud_reports_a_price(
         world: tuple[Service, Clock, MemoryProvider, str]) -> None:
     from dataclasses import replace
 
-    from orchestrator.engine.sqlstore import SqlEngineStore
+    from orchestrator.store.sqlstore import SqlEngineStore
 
     svc, clock, aws, _ = world
     for _ in range(3):

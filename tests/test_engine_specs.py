@@ -1,5 +1,5 @@
 """A restart validates each manifest shape once: every job's manifest and JobSpec are still what validating its
-own document gives (orchestrator/engine/specs.py)."""
+own document gives (orchestrator/store/specs.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.engine.jobspec import jobspec_from_manifest
-from orchestrator.engine.specs import Shapes
 from orchestrator.manifest.schema import Manifest
+from orchestrator.store.specs import Shapes
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

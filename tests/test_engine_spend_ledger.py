@@ -16,13 +16,14 @@ from sqlalchemy import text
 from sqlmodel import Session, col, select
 
 from orchestrator.config import OrchConfig
-from orchestrator.engine.sqlstore_spend import SPEND_WRITE_EVERY
+from orchestrator.engine.values import split_at_midnights
 from orchestrator.jobs_service import apply, load
 from orchestrator.service import Service, build_service
 from orchestrator.store import rollup
 from orchestrator.store.db import alembic_config, make_engine, upgrade
 from orchestrator.store.models import Spend
-from orchestrator.store.spend_ledger import SpendCharge, fold, spend_row_count, split_at_midnights
+from orchestrator.store.spend_ledger import SpendCharge, fold, spend_row_count
+from orchestrator.store.sqlstore_spend import SPEND_WRITE_EVERY
 from providers.base import InstanceState, Market, Offer
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for

@@ -16,6 +16,7 @@ from sqlmodel import select
 from orchestrator.config import OrchConfig
 from orchestrator.console.app import ConsoleApp
 from orchestrator.console.auth import Guard
+from orchestrator.engine.events import EventKind
 from orchestrator.jobs_service import apply, events, load
 from orchestrator.service import build_service
 from orchestrator.store import repo
@@ -68,12 +69,15 @@ def test_a_repeat_counts_until_the_job_does_something_else(store: Store) -> None
     with store.transaction() as tx:
         job = store_unchecked_job(tx, "j", {"name": "j"}, "h-j", now=T0).id
         for i in range(3):   # a waiting job cycling through two refusals: two rows, counted
-            repo.record_event(tx, "launch-refused", "aws p4d: no capacity", job_id=job, ts=T0 + timedelta(minutes=i))
-            repo.record_event(tx, "launch-refused", "gcp a2: quota", job_id=job, ts=T0 + timedelta(minutes=i))
-        repo.record_event(tx, "launched", "aws p4d", job_id=job, ts=T0 + timedelta(minutes=5))
-        repo.record_event(tx, "launch-refused", "aws p4d: no capacity", job_id=job, ts=T0 + timedelta(minutes=9))
-        repo.record_event(tx, "checkpoint", "same", job_id=job, ts=T0)   # kinds that are not conditions: never folded
-        repo.record_event(tx, "checkpoint", "same", job_id=job, ts=T0)
+            repo.record_event(tx, EventKind.LAUNCH_REFUSED, "aws p4d: no capacity", job_id=job,
+                              ts=T0 + timedelta(minutes=i))
+            repo.record_event(tx, EventKind.LAUNCH_REFUSED, "gcp a2: quota", job_id=job, ts=T0 + timedelta(minutes=i))
+        repo.record_event(tx, EventKind.LAUNCHED, "aws p4d", job_id=job, ts=T0 + timedelta(minutes=5))
+        repo.record_event(tx, EventKind.LAUNCH_REFUSED, "aws p4d: no capacity", job_id=job,
+                          ts=T0 + timedelta(minutes=9))
+        # kinds that are not conditions: never folded
+        repo.record_event(tx, EventKind.CHECKPOINT, "same", job_id=job, ts=T0)
+        repo.record_event(tx, EventKind.CHECKPOINT, "same", job_id=job, ts=T0)
     with store.transaction() as tx:
         rows = [(e.kind, e.message, e.count, e.seen_at) for e in repo.list_events(tx, job_id=job)
                 if e.kind != "job.created"]

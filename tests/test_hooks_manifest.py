@@ -54,15 +54,19 @@ def _job_and_attempt(doc: dict, provider: str = "aws"):  # type: ignore[no-untyp
 
 
 def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import time
+
     from orchestrator.config import OrchConfig
     from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor
     from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper, StoreMonitor
     from orchestrator.service import build_service
+    from tests.fakes.scoped_store import ScopedStore
 
     monkeypatch.setenv("HF_TOKEN", "hf-value")
-    # The store's keys a node can be handed (a profile, SSO or the daemon's own role cannot be: runtime/preflight).
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-example")
+    # The store's keys a node's scoped credential is cut from, and the token service that cuts it (a fake).
+    sts = ScopedStore(time.time).start()
+    for name, value in sts.daemon_env().items():
+        monkeypatch.setenv(name, value)
     url = f"sqlite:///{tmp_path / 'orch.db'}"
     with_store = _job_and_attempt(DOC)
     no_store = _job_and_attempt({k: v for k, v in DOC.items() if k != "checkpoint"})
@@ -84,6 +88,7 @@ def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_
     assert hooks.startup.render(*no_store) == ""
     assert hooks.startup.render(*_job_and_attempt(DOC, provider="ssh")) == ""
     wired.close()
+    sts.stop()
 
 
 def _multi_node_input(infiniband: bool | None, fabric: Fabric | None, nodes: int = 2):  # type: ignore[no-untyped-def]

@@ -98,3 +98,51 @@ def test_a_job_its_budget_refuses_is_said_once_not_every_tick(world: World) -> N
         world.tick()
     assert len(world.events("budget-refused")) == 1
     assert world.aws.live() == []
+
+
+class AskingBootstrapper:
+    """Starts every machine at once; records each "checkpoint now, then stop" it is asked to pass on."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def start(self, job, attempt, instance) -> bool:  # type: ignore[no-untyped-def]
+        return True
+
+    def ask_checkpoint(self, job, attempt, instance, reason: str) -> bool:  # type: ignore[no-untyped-def]
+        self.asked.append((attempt.launch_id, reason))
+        return True
+
+
+def test_a_job_with_a_checkpoint_store_is_asked_to_checkpoint_first_then_ended(tmp_path: Path) -> None:
+    from orchestrator.engine.hooks import NoStartupScript
+    from tests.test_engine import ReportingMonitor
+
+    clock, aws, boot = Clock(), MemoryProvider("aws", [A10G]), AskingBootstrapper()
+    service = build_service(config=OrchConfig(owner="tester"), store=open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                            providers={"aws": aws}, catalog=[A10G], clock=clock, settings=ServiceSettings(),
+                            bootstrapper=boot, monitor=ReportingMonitor(), startup=NoStartupScript())
+    world = World(service, clock, aws)
+    try:
+        m = manifest("ckpt", gpus=["A10G-24G"], policies={"budget_usd": 1.0, "estimated_hours": 0.5},
+                     checkpoint={"path": "/ckpt", "store": "s3://bucket/run"})
+        with service.store.transaction() as tx:      # type: ignore[union-attr]
+            repo.apply_jobs(tx, [repo.AppliedJob(m, "h-ckpt")], now=clock())
+            job = repo.require_job(tx, "ckpt").id or 0
+        while service.engine_store.job(job).status is not JobStatus.STOPPED:
+            assert clock.now - T0 < timedelta(hours=2), "never stopped"
+            world.tick()
+        [attempt] = service.engine_store.attempts_for_job(job)
+        assert attempt.state is AttemptState.TERMINATED and attempt.end_cause is EndCause.BUDGET_STOP
+        assert [lid for lid, _ in boot.asked] == [attempt.launch_id]
+        assert "budget $1.00 reached" in boot.asked[0][1]
+        # The machine is left its drain to checkpoint and upload; the sweep ends it after, not before.
+        assert attempt.drain_until is not None and len(aws.live()) == 1
+        [said] = world.events("budget-stop")
+        assert "1 machine(s) asked to checkpoint first" in said
+        while clock.now <= attempt.drain_until + TICK:
+            world.tick()
+        assert aws.live() == []
+        assert len(world.events("budget-stop")) == 1 and len(boot.asked) == 1
+    finally:
+        service.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import jobs_service as js
+from orchestrator.engine.events import EventKind
 from orchestrator.store import Store, repo
 from tests._store_db import BACKENDS, open_test_store
 
@@ -150,12 +151,12 @@ def test_follow_yields_new_events_and_stops_after_max_wait(tmp_path: Path, store
         clock[0] += s
         if not appended:
             with store.transaction() as tx:
-                repo.record_event(tx, "note", "later", job_id=repo.require_job(tx, "f").id)
+                repo.record_event(tx, EventKind.APPLY, "later", job_id=repo.require_job(tx, "f").id)
             appended.append(1)
 
     seen = list(js.follow(store, "f", after_id=past[-1].id, poll_s=1, max_wait_s=5,
                           monotonic=lambda: clock[0], sleep=sleep))
-    assert [(e.kind, e.message) for e in seen] == [("note", "later")]
+    assert [(e.kind, e.message) for e in seen] == [(EventKind.APPLY, "later")]
     assert 5 <= clock[0] <= 7
     with pytest.raises(js.JobsError):
         js.events(store, "ghost")

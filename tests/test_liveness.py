@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.hooks import AgentReport, NoMonitor
 from orchestrator.service import Service, ServiceSettings
 from orchestrator.store import repo
@@ -180,6 +181,32 @@ def test_vast_unreachable_is_not_lost_within_the_grace_and_is_after_it(world, st
     check_invariants(fakes, service.store)
 
 
+def test_a_machine_stopped_outside_orch_is_lost_after_the_grace(world) -> None:  # type: ignore[no-untyped-def]
+    """A holding attempt whose machine the cloud lists STOPPED with no stop of orch's (Vast ``frozen``; a stop by
+    hand) is not left RUNNING forever: within the grace it is kept (it may start again), past it the node is lost
+    (``EndCause.LOST``, a ``stopped-outside`` event), the stopped machine ended and the job relaunched."""
+    fakes, service, clock, agent, _ = world
+    job = add_job(service.store, "train")
+    service.reconciler.tick()
+    [vast] = fakes.live_instances()["vastai"]
+    for _ in range(4):
+        tick(service, clock, agent, beating=(vast.instance_id,))
+    _vast_status(fakes, vast.instance_id, "frozen")
+    for _ in range(ticks_for(GRACE)):           # within the grace (its agent quiet, as on a stopped machine)
+        tick(service, clock, agent)
+    assert [a.state for a in history(service, job)] == [AttemptState.RUNNING]
+    assert fakes.live_instances()["lambda"] == []
+
+    tick(service, clock, agent)                 # past the grace: lost, recovered on a new machine
+    first, second = history(service, job)
+    assert (first.state, first.end_cause) == (AttemptState.FAILED, EndCause.LOST)
+    assert second.state.is_live and second.instance_id != vast.instance_id
+    assert EventKind.STOPPED_OUTSIDE in kinds(service)
+    live = [i.instance_id for insts in fakes.live_instances().values() for i in insts]
+    assert vast.instance_id not in live and len(live) == 1          # the stopped one ended, one replacement
+    check_invariants(fakes, service.store)
+
+
 def test_the_marks_survive_a_restart_and_the_manifest_wins(fakes: Fakes, tmp_path) -> None:  # type: ignore[no-untyped-def]
     clock = Clock()
     agent = Agent(clock)
@@ -298,19 +325,19 @@ def test_heard_at_is_written_at_most_every_quarter_timeout(world) -> None:  # ty
 
 
 def test_the_deadlines_come_from_the_config_and_its_env(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from orchestrator.config import ConfigError, OrchConfig
+    from orchestrator.config import ConfigError, load_config
     from orchestrator.service import load_service_settings
 
     path = tmp_path / "config.yaml"
     path.write_text("daemon: {boot_timeout_s: 900, heartbeat_timeout_s: 120}\n")
     monkeypatch.setenv("ORCH_UNREACHABLE_GRACE_S", "45")
-    got = load_service_settings(OrchConfig(owner="o", path=path))
+    got = load_service_settings(load_config(path))
     assert (got.boot_timeout, got.heartbeat_timeout, got.unreachable_grace) == (
         timedelta(seconds=900), timedelta(seconds=120), timedelta(seconds=45))
     assert ServiceSettings().boot_timeout == timedelta(minutes=20)
     monkeypatch.setenv("ORCH_HEARTBEAT_TIMEOUT_S", "soon")
     with pytest.raises(ConfigError, match="heartbeat_timeout_s"):
-        load_service_settings(OrchConfig(owner="o", path=path))
+        load_service_settings(load_config(path))
 
 
 def test_a_silent_node_of_a_gang_restarts_the_whole_gang_elsewhere(engine_world) -> None:  # type: ignore[no-untyped-def]

@@ -20,11 +20,11 @@ import pytest
 
 from orchestrator.config import OrchConfig
 from orchestrator.engine.hooks import NoBootstrap
-from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.runtime.engine_hooks import SshMonitor, TransportPool
 from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import AttemptState, EndCause
+from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import GpuRequest
 from providers.ssh.adapter import SshProvider
 from tests.e2e.conftest import GPU, host_settings, ssh_settings

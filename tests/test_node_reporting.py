@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.manifest.schema import Manifest
-from orchestrator.runtime.boot import boot_files
+from orchestrator.runtime.boot import boot_env, boot_files
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts
 from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT
@@ -87,10 +87,12 @@ def test_a_booted_node_waits_for_orch_then_runs_reports_and_ships_its_output(tmp
     config = json.loads(files["agent.json"])
     assert config["report"]["uri"] == f"file://{tmp_path}/store/tiny/{ATTEMPT.launch_id}"
     assert config["report"]["wait_for_start"] is True
-    assert SECRET not in script        # the value rides base64-encoded, only in secrets.env
+    # The secret is not in the boot payload at all: it comes through the job's store with orch's go.
+    assert SECRET not in script and "HF_TOKEN" not in boot_env(script)
+    assert config["report"]["secrets"] is True
     root = tmp_path / "node"
     _run_boot(script, root)
-    reader = StoreReader(state_store=f"file://{tmp_path}/store")
+    reader = StoreReader(state_store=f"file://{tmp_path}/store", environ={"HF_TOKEN": SECRET})
     monitor, boot = StoreMonitor(reader), StoreBootstrapper(reader)
     # Booted: the agent reports the job pending and waits; the start step's bootstrapper gives the go.
     status = _wait(lambda: reader.status(job, ATTEMPT), "the agent's first report")
@@ -107,9 +109,9 @@ def test_a_booted_node_waits_for_orch_then_runs_reports_and_ships_its_output(tmp
     out = _wait(lambda: b"token=set" in read_log(logs) and read_log(logs), "the shipped output")
     assert b"hello from the job" in out and b"token=set" in out
     assert read_log(logs, start=6).startswith(out[6:7])
-    # The secret was handed over in secrets.env, which the agent's start deleted; no file keeps it.
-    assert not [p for p in root.rglob("*") if p.is_file() and p.name != "boot.sh" and SECRET.encode() in p.read_bytes()]
-    assert SECRET.encode() not in (prefix / STATUS_OBJECT).read_bytes()
+    # The secret reached the job through secrets.json, which orch removed once the job ran; no file keeps it.
+    assert not [p for p in root.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert not [p for p in (tmp_path / "store").rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
 
 
 def test_a_gang_rank_booted_before_node_0_gets_its_address_from_orchs_go(tmp_path: Path) -> None:
@@ -124,7 +126,7 @@ def test_a_gang_rank_booted_before_node_0_gets_its_address_from_orchs_go(tmp_pat
     assert 'export ORCH_MASTER_ADDR="${ORCH_MASTER_ADDR_GIVEN:?' in startup
     assert "ORCH_MASTER_ADDR=127.0.0.1" not in startup
     _run_boot(script, tmp_path / "node")
-    reader = StoreReader(state_store=f"file://{tmp_path}/store")
+    reader = StoreReader(state_store=f"file://{tmp_path}/store", environ={"HF_TOKEN": SECRET})
     _wait(lambda: reader.status(job, rank1), "rank 1's first report")
     # The start step passes node 0's address with the attempt (start.py); the go carries it to the node.
     boot = StoreBootstrapper(reader)
@@ -312,7 +314,50 @@ def test_a_boot_script_over_ec2s_user_data_limit_is_refused_for_aws(tmp_path: Pa
     fits = ManifestStartupRenderer(environ={"HF_TOKEN": SECRET}, state_store=f"file://{tmp_path}")
     assert payload_size("aws", fits.render(job, aws)) <= 16 * 1024
     # Random bytes do not compress: 16 KB of them (32 KB of hex) push the script over 16 KB, gzip'd or not.
-    huge = ManifestStartupRenderer(environ={"HF_TOKEN": os.urandom(16384).hex()}, state_store=f"file://{tmp_path}")
+    # A job with no store carries its secrets in the payload (the only way left to it).
+    big = {"HF_TOKEN": os.urandom(16384).hex()}
+    huge = ManifestStartupRenderer(environ=big, state_store="")
     with pytest.raises(StartupScriptError, match="aws takes 16384"):
         huge.render(job, aws)
     assert huge.render(job, ATTEMPT)           # Lambda takes far more
+    # With a store, the secret goes through it: the payload does not grow.
+    assert payload_size("aws", ManifestStartupRenderer(environ=big, state_store=f"file://{tmp_path}").render(
+        job, aws)) <= 16 * 1024
+
+
+def test_orchs_checkpoint_now_makes_the_agent_checkpoint_then_stop_the_job(tmp_path: Path) -> None:
+    """A job's budget spent: orch puts ``checkpoint-now.json`` in the launch's report prefix
+    (``StoreBootstrapper.ask_checkpoint``); the agent takes it as an interrupting notice: it asks the job to
+    checkpoint, stops the job once that checkpoint is complete, uploads it, and reports the notice."""
+    from orchestrator.runtime.node_state import CHECKPOINT_NOW_OBJECT
+    from orchestrator.runtime.status import NoticeKind, parse_status
+    from tests.test_agent import Clock, NoNotices, _checkpoint, _config, _long_job, _smi, oa
+
+    job = _job(_doc("x"))
+    prefix = tmp_path / "store" / "tiny" / ATTEMPT.launch_id
+    cfg = _config(tmp_path, store=tmp_path / "ckpt-store", command=_long_job(tmp_path),
+                  report={"kind": "local", "path": str(prefix), "uri": f"file://{prefix}", "interval_s": 10})
+    clock = Clock()
+    agent = oa.Agent(cfg, clock=clock, sampler=oa.GpuSampler(3, _smi("")), poller=NoNotices())
+    agent.start_job()
+    try:
+        agent.tick()
+        assert agent.notices == [] and not (tmp_path / "ckpt" / "CHECKPOINT_NOW").exists()
+        boot = StoreBootstrapper(StoreReader(state_store=f"file://{tmp_path}/store"))
+        assert boot.ask_checkpoint(job, ATTEMPT, INSTANCE, "budget $1.00 reached") is True
+        assert json.loads((prefix / CHECKPOINT_NOW_OBJECT).read_text())["reason"] == "budget $1.00 reached"
+        clock.t += 10
+        agent.tick()                         # asked: the job is told to checkpoint, and keeps running until it did
+        assert [n["kind"] for n in agent.notices] == ["orch-stop"]
+        assert (tmp_path / "ckpt" / "CHECKPOINT_NOW").exists() and agent.job["state"] == "running"
+        _checkpoint(tmp_path / "ckpt", 9)
+        clock.t += 1
+        agent.tick()                         # complete: stopped, and the checkpoint is uploaded
+        assert agent.job.get("drained") is True and agent.latest == "step-9"
+        clock.t += 10
+        agent.tick()
+        assert len(agent.notices) == 1       # asked once, heard once
+    finally:
+        agent.stop_job(9)
+    [notice] = parse_status((tmp_path / "status.json").read_bytes()).notices
+    assert notice.kind is NoticeKind.ORCH_STOP and notice.kind.ends_attempt

@@ -176,3 +176,36 @@ def test_a_job_that_waits_is_not_an_apply_error(tmp_path: Path, monkeypatch: pyt
     code, out, err = run("apply", str(tmp_path / "job.yaml"), "--launch", "--yes", "--max-ticks", "2")
     assert code == 0, out + err
     assert "0 launched, 1 waits: gamer-job: no eligible offer" in out
+
+
+def test_the_apply_preview_counts_what_a_relaunched_job_has_spent_against_its_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: the preview judged a job's own budget_usd as if it had spent nothing; a job that already spent
+    part of it (a relaunch) has that much less left, as the engine's launch check counts it."""
+    from datetime import UTC, datetime
+
+    from orchestrator.store import open_store, repo
+
+    monkeypatch.setenv("ORCH_CONFIG", str(write_config(tmp_path)))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    path = tmp_path / "job.yaml"        # the host at $0.35/h for 2 h: $0.70 of a $1.00 budget
+    path.write_text(MANIFEST.replace("estimated_hours: 2", "estimated_hours: 2, budget_usd: 1.0"))
+    code, out, err = run("apply", str(path), "--dry-run", "--json")
+    assert code == 0, err
+    [fresh] = json.loads(out)["launches"]
+    assert fresh["refused_by_budget"] is None and fresh["offer"]["provider"] == "ssh"
+    code, _, err = run("apply", str(path), "--no-launch", "--yes")
+    assert code == 0, err
+    store = open_store(f"sqlite:///{tmp_path / 'orch.db'}")
+    try:
+        with store.transaction() as tx:     # its first machine cost $0.50 before it was lost
+            job = repo.require_job(tx, "gamer-job")
+            t0 = datetime(2026, 12, 1, 12, tzinfo=UTC)
+            repo.record_spend(tx, job.id or 0, t0, t0.replace(hour=13), 0.5)
+    finally:
+        store.close()
+    code, out, err = run("apply", str(path), "--dry-run", "--json")
+    assert code == 0, err
+    [again] = json.loads(out)["launches"]
+    assert again["refused_by_budget"] == "its own budget $1.00 ($0.50 spent, $0.35/h for 2 h)"
+    assert json.loads(out)["total_price_hr"] == 0

@@ -56,11 +56,13 @@ def _launch_line(script: str) -> str:
     return [line for line in script.splitlines() if line.startswith("exec ")][-1]
 
 
-EXPECTED_TORCHRUN = """#!/usr/bin/env bash
+EXPECTED_TORCHRUN = """#!/bin/sh
 # orch startup script: job tiny, node 0 of 1 (torchrun, on the host).
 # Rendered by orch from the job manifest; the on-node agent runs it in its own process group.
 # Secrets are referenced by name only: their values come from the agent's environment, never from here.
-set -euo pipefail
+# POSIX sh: a node may have no bash (the boot needs only sh and python3).
+set -eu
+if (set -o pipefail) 2>/dev/null; then set -o pipefail; fi
 cd "$(dirname "$0")"
 export ORCH_WORK_DIR="$PWD"
 # orch and job environment
@@ -80,7 +82,7 @@ export ORCH_NPROC_PER_NODE=2
 mkdir -p "$ORCH_CHECKPOINT_DIR"
 ORCH_RESUME_PATH=''
 orch_latest="$( (cat /store/tiny/LATEST 2>/dev/null || true) | tr -d '[:space:]')"
-[[ "$orch_latest" =~ ^step-[0-9]+$ ]] || orch_latest=""
+case "$orch_latest" in step-*[!0-9]*|step-) orch_latest="" ;; step-*) ;; *) orch_latest="" ;; esac
 if [ -n "$orch_latest" ]; then
   mkdir -p "$ORCH_CHECKPOINT_DIR/$orch_latest" && cp -R /store/tiny/"$orch_latest"/. \
 "$ORCH_CHECKPOINT_DIR/$orch_latest"/
@@ -94,10 +96,10 @@ export ORCH_RESUME_PATH
 # checkpoint-now notification
 rm -f "$ORCH_CHECKPOINT_NOW_FILE"
 # launch
-orch_resume_args=()
-if [ -n "${ORCH_RESUME_PATH:-}" ]; then orch_resume_args=(--resume-from "$ORCH_RESUME_PATH"); fi
+set --
+if [ -n "${ORCH_RESUME_PATH:-}" ]; then set -- --resume-from "$ORCH_RESUME_PATH"; fi
 exec torchrun --nnodes 1 --nproc-per-node 2 --node-rank 0 --master-addr 127.0.0.1 --master-port 29500 train.py \
---steps 20 "${orch_resume_args[@]}"
+--steps 20 "$@"
 """.replace("\\\n", "")
 
 
@@ -129,7 +131,7 @@ def test_single_node_launchers() -> None:
     acc = render_script(_ri(run={"launcher": "accelerate"}, resources={"count": 1}))
     assert _launch_line(acc) == ("exec accelerate launch --num_machines 1 --num_processes 1 --machine_rank 0 "
                                  "--main_process_ip 127.0.0.1 --main_process_port 29500 train.py --steps 20 "
-                                 '"${orch_resume_args[@]}"')
+                                 '"$@"')
     ds = render_script(_ri(run={"launcher": "deepspeed"}))
     assert "--no_ssh" not in ds and "hostfile" not in ds
 
@@ -137,7 +139,7 @@ def test_single_node_launchers() -> None:
 def test_command_launcher_runs_verbatim() -> None:
     script = render_script(_ri(run={"launcher": "command", "script": None, "args": [],
                                     "command": "python a.py && python b.py"}))
-    assert script.splitlines()[-1] == 'python a.py && python b.py "${orch_resume_args[@]}"'
+    assert script.splitlines()[-1] == 'python a.py && python b.py "$@"'
 
 
 def test_rendering_is_deterministic_whatever_the_mapping_order() -> None:
@@ -181,7 +183,11 @@ def test_docker_vs_host() -> None:
                  "-e A", "-e RESUME_DIR", "-e ORCH_RESUME_PATH", "pytorch/pytorch:2.4.0-cuda12.4"]:
         assert part in launch, part
     # setup runs inside the container, before the launcher
-    assert "bash -c 'set -euo pipefail\npip install -r requirements.txt\nexec torchrun" in launch
+    # (a failed setup line exits 78 and says so: orchestrator/engine/failure.py tells it from the command's exit)
+    assert "sh -c 'set -eu\nif (set -o pipefail) 2>/dev/null; then set -o pipefail; fi\ntrap " in launch
+    assert "exit 78" in launch
+    assert "EXIT\npip install -r requirements.txt\ntrap - EXIT\nexec torchrun" in launch
+    assert "bash" not in launch        # a container may have no bash
     assert "mkdir -p /data && rclone copy orchs3:data/set /data" in script  # staged on the host
 
 
@@ -255,7 +261,7 @@ def _run_rendered(tmp: Path, resume: dict[str, str], env: dict[str, str]) -> sub
     work = tmp / "work"
     work.mkdir(exist_ok=True)
     (work / "startup.sh").write_text(render_script(ri))
-    return subprocess.run(["bash", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=60,
+    return subprocess.run(["sh", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=60,
                           env={"PATH": os.environ["PATH"], **env})
 
 
@@ -268,7 +274,7 @@ def _store_with_latest(tmp: Path, name: str, complete: bool = True) -> None:
     (tmp / "store" / "LATEST").write_text(name + "\n")
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is needed to run the rendered script")
+@pytest.mark.skipif(shutil.which("sh") is None, reason="sh is needed to run the rendered script")
 def test_rendered_script_restores_latest_and_passes_it_as_an_arg(tmp_path: Path) -> None:
     _store_with_latest(tmp_path, "step-6")
     out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {"TOK": "s3cr3t"})
@@ -301,9 +307,10 @@ def test_rendered_script_refuses_an_incomplete_restore_and_a_missing_secret(tmp_
     assert out.returncode == 75 and "no COMPLETE marker" in out.stderr
 
 
-def test_latest_that_is_not_a_checkpoint_name_is_ignored(tmp_path: Path) -> None:
+@pytest.mark.parametrize("latest", ["step-1/../../etc", "step-", "step-1x", "steps-1", "x step-1", "*"])
+def test_latest_that_is_not_a_checkpoint_name_is_ignored(tmp_path: Path, latest: str) -> None:
     (tmp_path / "store").mkdir()
-    (tmp_path / "store" / "LATEST").write_text("step-1/../../etc\n")
+    (tmp_path / "store" / "LATEST").write_text(latest + "\n")
     out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {"TOK": "t"})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["argv"] == []
@@ -414,7 +421,7 @@ def _run_with_url_data(tmp: Path, data: list[dict[str, str]], path: str) -> subp
     work = tmp / "work"
     work.mkdir(exist_ok=True)
     (work / "startup.sh").write_text(render_script(ri))
-    return subprocess.run(["bash", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=120,
+    return subprocess.run(["sh", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=120,
                           env={"PATH": path})
 
 
@@ -448,7 +455,7 @@ def test_a_failed_download_stops_the_script_and_leaves_no_file(tmp_path: Path) -
 def test_without_curl_or_wget_python_downloads(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "dirname", "mkdir", "mv"):
+    for tool in ("sh", "dirname", "mkdir", "mv"):
         found = shutil.which(tool)
         assert found, tool
         (bin_dir / tool).symlink_to(found)

@@ -184,9 +184,16 @@ def test_secrets_in_flags_and_the_config_file_are_never_printed(tmp_path: Path, 
 
 def test_launch_secrets_and_cloud_keys_never_reach_outputs_logs_or_the_store(
         tmp_path: Path, outputs: Outputs, clouds: FakeClouds, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from tests.fakes.scoped_store import ScopedStore
+
     clouds.reset()
     config = clouds.write_config(tmp_path / "config.yaml")
-    for key, value in {"ORCH_CONFIG": str(config), **clouds.env(), **LAUNCH_SECRETS, **STORE_KEYS}.items():
+    sts = ScopedStore(time.time).start()    # the token service the node's scoped credential is cut from
+    sts.add_s3_root(STORE_KEYS["AWS_ACCESS_KEY_ID"], STORE_KEYS["AWS_SECRET_ACCESS_KEY"])
+    for key, value in {"ORCH_CONFIG": str(config), **clouds.env(), **LAUNCH_SECRETS, **STORE_KEYS,
+                       "ORCH_STS_ENDPOINT": sts.url}.items():
         monkeypatch.setenv(key, value)
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump({**VALID, "secrets": sorted(LAUNCH_SECRETS)}, sort_keys=False))
@@ -198,6 +205,30 @@ def test_launch_secrets_and_cloud_keys_never_reach_outputs_logs_or_the_store(
     for args in (["tick", "--json"], ["status"], ["status", "--json"], ["events"], ["events", "--json"],
                  ["down", "--all", "--yes", "--poll", "0.05", "--timeout", "30"]):
         outputs.run(*args)
+    sts.stop()
     cloud_keys = [v for k, v in clouds.env().items() if k.endswith("_API_KEY")]
     outputs.assert_clean([*LAUNCH_SECRETS.values(), *STORE_KEYS.values(), *cloud_keys],
-                         ("store", _store_bytes(tmp_path / "xdg-data")))
+                         ("store", _store_bytes(tmp_path / "xdg-data")), *_what_the_clouds_were_told(clouds))
+
+
+def _what_the_clouds_were_told(clouds: FakeClouds) -> list[tuple[str, str]]:
+    """Every request body the fake clouds received, and each boot script in them with its payload unpacked
+    (its files and the environment it hands the agent): a secret or store key must be in none of them."""
+    import json
+
+    from orchestrator.runtime.boot import boot_env, boot_files
+    from tests.test_node_payload_clouds import _decoded, _strings
+
+    told = {"vastai": clouds.vast.requests, "lambda": clouds.lambda_fake.requests, "runpod": clouds.runpod.requests,
+            "gcp": clouds.gce.fake.requests, "azure": clouds.arm.requests}
+    out: list[tuple[str, str]] = []
+    scripts = 0
+    for cloud, reqs in told.items():
+        bodies = [getattr(r, "body", None) for r in reqs]
+        out.append((f"{cloud} requests", json.dumps(bodies, default=str)))
+        for script in {s for s in map(_decoded, _strings(bodies)) if s}:
+            scripts += 1
+            files = " ".join(v.decode("utf-8", "replace") for v in boot_files(script).values())
+            out.append((f"{cloud} boot payload", f"{script} {json.dumps(boot_env(script))} {files}"))
+    assert scripts, "no boot script reached any cloud"
+    return out

@@ -13,8 +13,9 @@ from orchestrator.alerts.config import AlertSettings, UrlSource, Webhook
 from orchestrator.alerts.dispatch import attach_alerts
 from orchestrator.alerts.model import Alert, AlertKind
 from orchestrator.alerts.redact import WebhookUrl
-from orchestrator.budget_watch import THRESHOLD_EVENT, read_ledger, review_budgets, standings
+from orchestrator.budget_watch import read_ledger, review_budgets, standings
 from orchestrator.budgets import Budget, BudgetMatch, JobFacts, ThresholdKey
+from orchestrator.engine.events import EventKind
 from orchestrator.store import repo, rollup
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import Attempt, InstanceRow, Job
@@ -154,7 +155,7 @@ def test_a_crossed_threshold_is_recorded_once_per_month_and_alerts_one_receiver_
         assert receiver.received[0].body["message"] == \
             "budget nlp: $55.00 of $100.00 spent in 2025-07 (55%), past its 50% alert"
         with store.transaction() as tx:
-            events = rollup.events_since(tx, THRESHOLD_EVENT, JULY_1)
+            events = rollup.events_since(tx, EventKind.BUDGET_THRESHOLD, JULY_1)
             assert read_ledger(tx, JULY_1 + timedelta(days=5)).alerted == {ThresholdKey("nlp", 0.5)}
         assert len(events) == 1 and events[0].data["month"] == "2025-07"
         # a new month starts afresh: August spend crosses 50% again and alerts again
@@ -172,7 +173,7 @@ def test_standings_record_nothing(store: Store) -> None:
     result = standings(store, [Budget("all", monthly_usd=100.0, alert_at=(0.5,))], JULY_1 + timedelta(days=1))
     assert [c.threshold for c in result.crossings] == [0.5]
     with store.transaction() as tx:
-        assert rollup.events_since(tx, THRESHOLD_EVENT, JULY_1) == ()
+        assert rollup.events_since(tx, EventKind.BUDGET_THRESHOLD, JULY_1) == ()
 
 
 def test_upsert_spend_creates_and_extends_rows_per_attempt_day_and_rate(store: Store) -> None:
@@ -257,7 +258,7 @@ def test_two_daemons_reviewing_at_once_alert_a_threshold_once(pg_url: str, monke
         b.join(60)
         assert results == {"a": 1, "b": 0}
         with store_a.transaction() as tx:
-            assert len(rollup.events_since(tx, THRESHOLD_EVENT, JULY_1)) == 1
+            assert len(rollup.events_since(tx, EventKind.BUDGET_THRESHOLD, JULY_1)) == 1
     finally:
         store_a.close()
         store_b.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import jobs_service as js
+from orchestrator.engine.events import EventKind
 from orchestrator.spend import charged_price_hr
 from orchestrator.store import Store, repo
 from tests._store_db import BACKENDS, open_test_store
@@ -64,7 +65,7 @@ def test_status_table_prints_quoted_and_actual(tmp_path: Path, store: Store) -> 
         repo.record_instance(tx, repo.InstanceRecord(provider="runpod", launch_id="la00000000001", owner="t",
                                                      job_id=job.id, instance_id="pod1", state="running",
                                                      price_hr=1.39, actual_price_hr=1.44))
-        repo.record_event(tx, "launched", "runpod pod1 (" + "a very long reason " * 10 + ")", job_id=job.id)
+        repo.record_event(tx, EventKind.LAUNCHED, "runpod pod1 (" + "a very long reason " * 10 + ")", job_id=job.id)
         other = repo.require_job(tx, "b")
         repo.create_attempt(tx, other.id, "lb00000000001")
         repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lb00000000001", owner="t",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from orchestrator.engine.events import EventKind
 from orchestrator.manifest import load_manifests
 from orchestrator.store import repo
 from orchestrator.store.db import Store, StoreError, current_revision, database_url, head_revision, open_store
@@ -207,13 +208,13 @@ def test_checkpoints_spend_and_events(store: Store) -> None:
             repo.record_spend(tx, job.id, T0, T0 - timedelta(seconds=1), 1.0)
         with pytest.raises(ValueError):
             repo.record_spend(tx, job.id, T0, T0, -1.0)
-        repo.record_event(tx, "note", "hello", data={"k": [1, 2]}, ts=T0)
+        repo.record_event(tx, EventKind.APPLY, "hello", data={"k": [1, 2]}, ts=T0)
     with store.transaction() as tx:
         latest = repo.latest_checkpoint(tx, job.id)
         assert latest is not None and (latest.uri, latest.step) == ("s3://b/ck/200", 200)
         assert repo.total_spend(tx, job.id) == pytest.approx(4.75)
         assert repo.last_spend_until(tx, attempt.id) == T0 + timedelta(hours=2)
-        notes = repo.list_events(tx, kinds=["note"])
+        notes = repo.list_events(tx, kinds=[EventKind.APPLY])
         assert [(e.message, e.data, e.ts, e.job_id) for e in notes] == [("hello", {"k": [1, 2]}, T0, None)]
         first = repo.list_events(tx, limit=1)[0]
         assert all(e.id > first.id for e in repo.list_events(tx, after_id=first.id))
@@ -221,7 +222,7 @@ def test_checkpoints_spend_and_events(store: Store) -> None:
 
 def test_naive_datetimes_are_refused(store: Store) -> None:
     with pytest.raises(Exception, match="naive"), store.transaction() as tx:
-        repo.record_event(tx, "x", ts=datetime(2026, 1, 1))
+        repo.record_event(tx, EventKind.APPLY, ts=datetime(2026, 1, 1))
         tx.flush()
 
 
@@ -230,7 +231,7 @@ def test_timestamps_come_back_as_utc(store: Store) -> None:
 
     plus2 = datetime(2026, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
     with store.transaction() as tx:
-        repo.record_event(tx, "tz", ts=plus2)
+        repo.record_event(tx, EventKind.APPLY, ts=plus2)
     with store.transaction() as tx:
-        event = repo.list_events(tx, kinds=["tz"])[0]
+        event = repo.list_events(tx, kinds=[EventKind.APPLY])[0]
     assert event.ts == T0 and event.ts.utcoffset() == timedelta(0)

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from orchestrator.alerts.model import AlertKind
 from orchestrator.alerts.redact import WebhookUrl
-from orchestrator.config import ConfigError
+from orchestrator.config_errors import ConfigError
 from orchestrator.config_values import Where, mapping, positive, sequence, text, whole
 
 _KEYS = frozenset({"webhooks", "queue_size", "timeout_s", "attempts"})

@@ -17,9 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from orchestrator.cli.common import (
+    PLAN_WIDTH,
+    build_providers_or_fail,
+    close_provider,
+    fail_internal,
+    load_config_or_fail,
+    money,
+    optional_config,
+    out,
+)
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn
-from orchestrator.cli.jobs import _close, _config, _internal, _money, _optional_config, _out, _providers
 from orchestrator.cli.jsonout import dumps
+from orchestrator.cli.plan_notes import blind_notes
 from orchestrator.cli.progress import Progress
 from orchestrator.redaction import safe_line
 
@@ -50,15 +60,22 @@ def stdin_is_terminal() -> bool:
 
 def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> int:
     """The whole of ``orch apply``; returns the exit code."""
-    from orchestrator.jobs_service import daemon_running
+    from orchestrator.jobs_service import command_running, daemon_running
 
     running = daemon_running(store)
     if opts.launch and running:
         fail("a daemon is running on this store and launches pending jobs itself; "
              "leave out --launch (or stop the daemon)", EXIT_NO_MATCH, as_json=opts.as_json)
+    other = None if running or opts.launch is False else command_running(store)
+    if other is not None:
+        # Not a daemon: another command's one-shot engine holds its share of the job leases until it exits.
+        fail(safe_line(f"another `orch apply --launch` or `orch down` is driving this store now (lease owner "
+                       f"{other}); run this again once it has finished, or pass --no-launch to only record the "
+                       "desired state; nothing was recorded"), EXIT_NO_MATCH, as_json=opts.as_json)
     here = (not running) if opts.launch is None else opts.launch
-    config = _config(opts.as_json) if here else _optional_config()
-    providers: dict[str, Provider] = _providers(config, opts.as_json) if here and config is not None else {}
+    config = load_config_or_fail(opts.as_json) if here else optional_config()
+    providers: dict[str, Provider] = (build_providers_or_fail(config, opts.as_json) if here and config is not None
+                                      else {})
     try:
         preview = _preview(store, loaded, config, providers, here, opts)
         launcher = "orch apply" if here else "the daemon" if running else None
@@ -66,6 +83,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
             _print_plan(preview, launcher)
         if not opts.as_json:
             _print_blind(loaded, config)
+            _print_exposed(preview, loaded, config)
         if opts.dry_run:
             _finish_dry_run(preview, launcher, opts)
             return 0
@@ -77,15 +95,15 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         if not opts.as_json:
             _print_changes(result)
             if running:
-                _out("a daemon is running: it launches and tears down from here")
+                out("a daemon is running: it launches and tears down from here")
         code, outcome = (_launch(store, config, providers, opts) if here and config is not None
                          else (0, None))
         if opts.as_json:
-            _out(dumps(_json(preview, launcher, result, outcome), indent=2))
+            out(dumps(_json(preview, launcher, result, outcome), indent=2))
         return code
     finally:
         for p in providers.values():
-            _close(p)
+            close_provider(p)
 
 
 def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | None,
@@ -111,7 +129,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
 
 def _confirm(preview: ApplyPreview, here: bool, opts: ApplyOptions) -> None:
     n = len(preview.will_launch)
-    what = f"{n} job(s) at {_money(preview.price_hr)}/h"
+    what = f"{n} job(s) at {money(preview.price_hr)}/h"
     if opts.as_json or not stdin_is_terminal():
         fix = "pass --yes to launch, or --dry-run to only see the plan"
         if here:
@@ -120,7 +138,7 @@ def _confirm(preview: ApplyPreview, here: bool, opts: ApplyOptions) -> None:
              f"{'--json never asks' if opts.as_json else 'no terminal to ask on'}; {fix}; nothing was recorded",
              EXIT_BAD_INPUT, as_json=opts.as_json)
     total = preview.estimated_total_usd
-    estimate = f", estimated {_money(total)} in all" if total is not None else ""
+    estimate = f", estimated {money(total)} in all" if total is not None else ""
     if not typer.confirm(f"Launch {what}{estimate}?", default=False):
         fail("nothing recorded, nothing launched", EXIT_NO_MATCH)
 
@@ -146,7 +164,7 @@ def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> A
     except BadInputError as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
     except Exception as exc:
-        _internal("apply", exc, opts.as_json)
+        fail_internal("apply", exc, opts.as_json)
 
 
 # -- printing -------------------------------------------------------------------------------------------
@@ -155,31 +173,45 @@ def _print_changes(result: ApplyResult, prefix: str = "") -> None:
     for change, names in (("created", result.created), ("updated", result.updated),
                           ("unchanged", result.unchanged), ("pruned", result.pruned)):
         for name in names:
-            _out(f"{prefix}{change:<10}{name}")
-    _out(f"{prefix}{len(result.created)} created, {len(result.updated)} updated, {len(result.unchanged)} unchanged, "
+            out(f"{prefix}{change:<10}{name}")
+    out(f"{prefix}{len(result.created)} created, {len(result.updated)} updated, {len(result.unchanged)} unchanged, "
          f"{len(result.pruned)} pruned")
 
 
 def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
     if not preview.launches:
-        _out("plan: no job waits for a machine: nothing to launch")
+        out("plan: no job waits for a machine: nothing to launch")
         return
     total = preview.estimated_total_usd
     n = len(preview.will_launch)
     who = f" by {launcher}" if launcher else " (by `orch apply` or a daemon, later)"
-    _out(f"plan: {n} job(s) to launch{who}, {_money(preview.price_hr)}/h"
-         + (f", estimated {_money(total)} in all" if total is not None and n else ""))
+    out(f"plan: {n} job(s) to launch{who}, {money(preview.price_hr)}/h"
+         + (f", estimated {money(total)} in all" if total is not None and n else ""))
     for launch in preview.launches:
-        _out(_plan_line(launch))
+        out(_plan_line(launch))
+
+
+def _print_exposed(preview: ApplyPreview, loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
+    """Per job about to launch, what its node would hold beyond its scoped, expiring store credential."""
+    import textwrap
+
+    from orchestrator.runtime.preflight import exposure_for
+
+    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
+    for launch in preview.launches:
+        if launch.planned is None or launch.job not in manifests:
+            continue
+        for what in exposure_for(manifests[launch.job], launch.planned.offer.provider, config):
+            out(textwrap.fill(f"exposed on the node: {launch.job}: {what}", PLAN_WIDTH, subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False))
 
 
 def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
     import textwrap
 
-    from orchestrator.cli.jobs import PLAN_WIDTH, blind_notes
 
     for name, note in sorted(blind_notes(loaded, config).items()):
-        _out(textwrap.fill(f"note: {name}: {note}", PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
+        out(textwrap.fill(f"note: {name}: {note}", PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
                            break_on_hyphens=False))
 
 
@@ -196,16 +228,16 @@ def _plan_line(launch: PlannedLaunch) -> str:
     if launch.boot_problem:
         return f"{line}\n    not launched, it waits: {launch.boot_problem}"
     hours = f" for {launch.estimated_hours:g} h" if launch.estimated_hours else ""
-    total = f", ~{_money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
-    return f"{line}\n    {_money(p.total_price_hr)}/h{total}"
+    total = f", ~{money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
+    return f"{line}\n    {money(p.total_price_hr)}/h{total}"
 
 
 def _finish_dry_run(preview: ApplyPreview, launcher: str | None, opts: ApplyOptions) -> None:
     if opts.as_json:
-        _out(dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
+        out(dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
         return
     _print_changes(preview.changes, prefix="would be ")
-    _out("dry run: nothing recorded, nothing launched")
+    out("dry run: nothing recorded, nothing launched")
 
 
 def _json(preview: ApplyPreview, launcher: str | None, result: ApplyResult | None,
@@ -232,7 +264,7 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
 
     if not providers:
         message = "no providers are configured (see `orch providers`): nothing launched; the desired state is recorded"
-        (sys.stderr.write if opts.as_json else _out)(message + ("\n" if opts.as_json else ""))
+        (sys.stderr.write if opts.as_json else out)(message + ("\n" if opts.as_json else ""))
         return EXIT_NO_MATCH, None
     launched: list[Launch] = []
     try:
@@ -241,8 +273,8 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             def on_launch(launch: Launch) -> None:
                 launched.append(launch)
                 if not opts.as_json:
-                    _out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
-                         f"{launch.region}, {launch.market}) {_money(launch.price_hr)}/h")
+                    out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
+                         f"{launch.region}, {launch.market}) {money(launch.price_hr)}/h")
 
             outcome = launch_pending(engine, max_ticks=opts.max_ticks, on_launch=on_launch,
                                      on_tick=lambda n: progress.update(f"round {n}: {len(launched)} launched"))
@@ -251,10 +283,10 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
     except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
         fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
     except Exception as exc:
-        _internal("launch", exc, opts.as_json)
+        fail_internal("launch", exc, opts.as_json)
     if not opts.as_json:
         for name, why in sorted(outcome.waiting.items()):
-            _out(safe_line(f"waiting   {name}: {why}"))
+            out(safe_line(f"waiting   {name}: {why}"))
     for err in outcome.errors[:10]:
         warn(str(err))
     if outcome.failed:      # the tick's errors were said above, as warnings (as before): not a verdict
@@ -264,5 +296,5 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
         # Waiting (no offer now, a busy host, a budget) is what the engine does, not an error: exit 0.
         why = "; ".join(f"{name}: {reason}" for name, reason in sorted(outcome.waiting.items()))
         waits = "waits" if len(outcome.waiting) == 1 else "wait"
-        _out(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}"))
+        out(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}"))
     return 0, outcome

@@ -1,4 +1,4 @@
-"""``orch plan / apply / status / down / events``: jobs from manifests to machines and back.
+"""``orch plan / apply / status``: jobs from manifests to machines (``down`` and ``events``: down.py, events.py).
 
 The logic lives in orchestrator.jobs_service; this module parses flags, prints, and maps failures to
 exit codes (0 ok, 1 operation failed / nothing matched, 2 bad input). Heavy imports stay inside the
@@ -8,30 +8,37 @@ commands so ``orch --help`` stays fast.
 from __future__ import annotations
 
 import sys
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, fail_manifests, warn
+from orchestrator.cli.common import (
+    PLAN_WIDTH,
+    JsonOpt,
+    build_providers_or_fail,
+    close_provider,
+    load_config_or_fail,
+    money,
+    open_store_or_fail,
+    optional_config,
+    out,
+)
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, fail_manifests
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
-from orchestrator.cli.progress import Progress
+from orchestrator.cli.plan_notes import blind_notes, exposure_notes, reach_note
 
 if TYPE_CHECKING:
     from orchestrator.config import OrchConfig
-    from orchestrator.jobs_service import DownOutcome, InstanceView, JobPlan, StatusReport
+    from orchestrator.jobs_service import JobPlan, StatusReport
     from orchestrator.manifest import LoadedManifest
     from orchestrator.offer_sources import OfferSources
     from orchestrator.planner import PlannedOffer
-    from orchestrator.store import Store
     from providers.base import Provider
 
 PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or directories (*.yaml, *.yml).",
                                                 show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (fields: docs/cli.md).")]
 
 
 # -- shared plumbing -----------------------------------------------------------------------------------
@@ -57,51 +64,6 @@ def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False
     return loaded
 
 
-def _config(as_json: bool = False) -> OrchConfig:
-    from orchestrator.config import ConfigError, load_config
-
-    try:
-        return load_config()
-    except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
-
-
-def _providers(config: OrchConfig, as_json: bool = False) -> dict[str, Provider]:
-    from orchestrator.config import ConfigError
-    from orchestrator.wiring import build_providers
-
-    try:
-        return build_providers(config)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
-
-
-def _store(as_json: bool = False) -> Store:
-    from orchestrator.store import StoreError, open_store
-
-    try:
-        return open_store()
-    except StoreError as exc:
-        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
-
-
-def _internal(what: str, exc: BaseException, as_json: bool = False) -> NoReturn:
-    text = str(exc).strip().splitlines()
-    fail(f"{what} failed: {type(exc).__name__}: {text[0] if text else ''}", EXIT_NO_MATCH, as_json=as_json)
-
-
-def _out(line: str = "") -> None:
-    """One line to stdout, its control characters escaped: job names are checked, but event messages and
-    cloud answers (errors, states) are text from elsewhere and must not drive the terminal."""
-    from orchestrator.redaction import terminal_safe
-
-    sys.stdout.write(terminal_safe(line) + "\n")
-
-
-def _money(usd: float) -> str:
-    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
-
-
 # -- plan ----------------------------------------------------------------------------------------------
 
 @app.command("plan")
@@ -125,7 +87,7 @@ def plan_cmd(
     if configured and all_providers:
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
     loaded = _load(paths)
-    config = _config() if live or configured else _optional_config()
+    config = load_config_or_fail() if live or configured else optional_config()
     launchable = launchable_providers(config)
     only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
     if only is None and not all_providers and not as_json:
@@ -134,7 +96,7 @@ def plan_cmd(
         sys.stderr.write(textwrap.fill("note: no provider is configured, so `orch apply` launches nothing; planned "
                                        "on every provider's offers (`orch providers` says how to configure one)",
                                        PLAN_WIDTH, subsequent_indent="  ") + "\n")
-    providers = _providers(config) if live and config is not None else {}
+    providers = build_providers_or_fail(config) if live and config is not None else {}
     try:
         from orchestrator.runtime.preflight import boot_check_for
 
@@ -144,60 +106,26 @@ def plan_cmd(
         fail(str(exc), EXIT_BAD_INPUT)
     finally:
         for p in providers.values():
-            _close(p)
+            close_provider(p)
     blind = blind_notes(loaded, config)
-    reach = {jp.name: _reach(jp, config) for jp in plans}
+    reach = {jp.name: reach_note(jp, config) for jp in plans}
+    exposed = exposure_notes(loaded, plans, config)
     if as_json:
-        _out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name]} for p in plans], indent=2))
+        out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name],
+                     "exposed": exposed.get(p.name, [])} for p in plans], indent=2))
     else:
         for i, jp in enumerate(plans):
             if i:
-                _out()
+                out()
             _print_plan(jp)
             if jp.name in blind:
                 _say(f"note: {blind[jp.name]}", "  ", "        ")
             if reach[jp.name]:
                 _say(f"note: {reach[jp.name]}", "  ", "        ")
+            for what in exposed.get(jp.name, []):
+                _say(f"exposed on the node: {what}", "  ", "        ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
-
-
-def _reach(jp: JobPlan, config: OrchConfig | None) -> str | None:
-    """How to log in to the chosen offer's nodes (orchestrator/reach.py), None when nothing is chosen."""
-    from orchestrator.reach import reach_hint
-
-    chosen = jp.plan.chosen
-    if chosen is None:
-        return None
-    provider = chosen.offer.provider
-    return reach_hint(provider, config.provider_settings(provider) if config is not None else None)
-
-
-def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
-    """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
-    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
-    from orchestrator.config import ConfigError
-    from orchestrator.runtime.node_state import blind_note
-    from orchestrator.service import ServiceSettings, load_service_settings
-
-    try:
-        settings = load_service_settings(config) if config is not None else ServiceSettings()
-    except ConfigError:
-        settings = ServiceSettings()      # the daemon's own start reports a bad daemon: section
-    notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
-                                          ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
-    return {name: note for name, note in notes.items() if note is not None}
-
-
-def _optional_config() -> OrchConfig | None:
-    """orch's config where it can be read; else None, noted on stderr (planning from the catalog still works)."""
-    from orchestrator.config import ConfigError, load_config
-
-    try:
-        return load_config()
-    except ConfigError as exc:
-        sys.stderr.write(f"note: {exc}; your own machines are not planned\n")
-        return None
 
 
 def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
@@ -212,22 +140,12 @@ def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], li
         fail(str(exc), EXIT_BAD_INPUT)
 
 
-def _close(provider: Provider) -> None:
-    close = getattr(provider, "close", None)
-    if callable(close):
-        close()
-
-
-#: ``orch plan``'s text fits a terminal of this many columns: lines wrap at spaces, never inside a number.
-PLAN_WIDTH = 80
-
-
 def _say(text: str, indent: str = "  ", more: str = "           ") -> None:
     import textwrap
 
     for line in textwrap.wrap(text, PLAN_WIDTH, initial_indent=indent, subsequent_indent=more,
                               break_long_words=False, break_on_hyphens=False):
-        _out(line)
+        out(line)
 
 
 def _print_plan(jp: JobPlan) -> None:
@@ -240,7 +158,7 @@ def _print_plan(jp: JobPlan) -> None:
         _say(f"code     commit {jp.code.commit[:12]}{dirty}, path {jp.code.path}: {jp.code.files} files, "
              f"{jp.code.bytes} bytes")
     if jp.plan.chosen is None:
-        _out("  no eligible offer")
+        out("  no eligible offer")
     notes: list[str] = []          # said once, however many offers they apply to
     for n, p in enumerate(jp.options):
         _print_offer("chosen" if n == 0 else f"alt {n}", p)
@@ -251,7 +169,7 @@ def _print_plan(jp: JobPlan) -> None:
         _say(f"note: {note}", "  ", "        ")
     rest = len(jp.plan.eligible) - len(jp.options)
     if rest > 0:
-        _out(f"  ... {rest} more eligible offer(s)")
+        out(f"  ... {rest} more eligible offer(s)")
     counts = jp.plan.exclusion_counts()
     if counts:
         by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value))
@@ -269,10 +187,10 @@ def _print_offer(label: str, p: PlannedOffer) -> None:
     """One offer on one line where it fits 80 columns (the place and price line wrap under it otherwise)."""
     o = p.offer
     place = o.region + (f"/{o.zone}" if o.zone else "")
-    total = f"  total {_money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
+    total = f"  total {money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
     nodes = f" x{p.nodes} nodes" if p.nodes > 1 else ""
     _say(f"{label:<7}{o.provider} {o.instance_type} {place} {o.market.value} {o.gpu_count}x{o.gpu}{nodes} "
-         f"{_money(p.total_price_hr)}/h{total} [{o.source}]", "  ", "         ")
+         f"{money(p.total_price_hr)}/h{total} [{o.source}]", "  ", "         ")
 
 
 # -- apply ---------------------------------------------------------------------------------------------
@@ -299,7 +217,7 @@ def apply_cmd(
     from orchestrator.cli.apply_flow import ApplyOptions, run_apply
 
     loaded = _load(paths, as_json, allow_dirty=dirty)
-    store = _store(as_json)
+    store = open_store_or_fail(as_json)
     try:
         code = run_apply(store, loaded, ApplyOptions(prune, launch, max_ticks, yes, dry_run, as_json))
     finally:
@@ -324,7 +242,7 @@ def status_cmd(
     problem = check_interval(interval)
     if problem:
         fail(problem, EXIT_BAD_INPUT, as_json=as_json)
-    store = _store(as_json)
+    store = open_store_or_fail(as_json)
 
     def render() -> str:
         try:
@@ -339,168 +257,17 @@ def status_cmd(
         if watching:
             watch(render, interval, terminal=False if as_json else None)
         else:
-            _out(render())
+            out(render())
     finally:
         store.close()
 
 
 def _print_status(report: StatusReport) -> None:
     for line in _status_lines(report):
-        _out(line)
+        out(line)
 
 
 def _status_lines(report: StatusReport) -> list[str]:
     from orchestrator.cli.status_table import status_lines
 
     return status_lines(report)
-
-
-# -- down ----------------------------------------------------------------------------------------------
-
-@app.command("down")
-def down_cmd(
-    jobs: Annotated[list[str] | None, typer.Argument(help="Jobs to tear down.", show_default=False)] = None,
-    everything: Annotated[bool, typer.Option("--all", help="Every job.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the clouds to confirm.")]
-    = 300.0,
-    poll: Annotated[float, typer.Option("--poll", help="Seconds between checks while waiting.")] = 1.0,
-    as_json: JsonOpt = False,
-) -> None:
-    """Terminate jobs' machines and wait until each provider confirms them gone (exit 0 only then)."""
-    from orchestrator.jobs_service import JobsError, live_machines, mark_down
-
-    names = list(jobs or [])
-    if everything and names:
-        fail("give job names or --all, not both", EXIT_BAD_INPUT, as_json=as_json)
-    if not everything and not names:
-        fail("name the jobs to tear down, or pass --all", EXIT_BAD_INPUT, as_json=as_json)
-    check_number("--timeout", timeout, low=0, above=True, high=7 * 86400, as_json=as_json)
-    check_number("--poll", poll, low=MIN_POLL_S, high=3600, as_json=as_json)
-    what = "every job" if everything else ", ".join(names)
-    if not yes:
-        if as_json or not sys.stdin.isatty():
-            fail(f"refusing to tear down {what} without confirmation: "
-                 f"{'--json never asks' if as_json else 'no terminal to ask on'}; pass --yes",
-                 EXIT_BAD_INPUT, as_json=as_json)
-        if not typer.confirm(f"Tear down {what} and terminate its machines?", default=False):
-            fail("nothing done", EXIT_NO_MATCH)
-    store = _store(as_json)
-    try:
-        try:
-            targets = mark_down(store, names, everything=everything)
-        except JobsError as exc:
-            fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
-        before = live_machines(store, targets) if targets else []
-        if not targets:
-            _down_result([], before, None, as_json)
-            return
-        if not as_json:
-            _out(f"marked for teardown: {', '.join(targets)} ({len(before)} machine(s))")
-        outcome = _wait_down(store, targets, before, timeout, poll, as_json)
-    finally:
-        store.close()
-    for err in outcome.errors[:10]:
-        warn(str(err))
-    _down_result(targets, before, outcome, as_json)
-    if not outcome.confirmed:
-        sys.stderr.write(f"error: {len(outcome.remaining)} machine(s) not confirmed gone after {timeout:g}s:\n")
-        for i in outcome.remaining:
-            sys.stderr.write(f"  {i.provider} {i.instance_id or '?'} (launch {i.launch_id}, {i.state}) job {i.job}\n")
-        raise SystemExit(EXIT_NO_MATCH)
-
-
-def _wait_down(store: Store, targets: list[str], before: list[InstanceView], timeout: float, poll: float,
-               as_json: bool) -> DownOutcome:
-    """Tick (or let the running daemon work) until the providers confirm every machine gone; progress on stderr."""
-    from orchestrator.config import ConfigError
-    from orchestrator.jobs_service import build_engine, daemon_running, wait_down
-    from orchestrator.store.leases import DaemonAlreadyRunningError
-    from providers.catalog import load_catalog
-
-    providers: dict[str, Provider] = {}
-    try:
-        engine = None
-        if not daemon_running(store):
-            config = _config(as_json)
-            providers = _providers(config, as_json)
-            engine = build_engine(store, config, providers, load_catalog().offers, launches_allowed=False,
-                                  use_live_offers=False)
-        elif not as_json:
-            _out("a daemon is running: waiting for it to terminate the machines")
-        with Progress(f"terminating {len(before)} machine(s)") as progress:
-            return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
-                             on_tick=lambda left: progress.update(machines_left(left)))
-    except DaemonAlreadyRunningError as exc:
-        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
-    except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
-        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
-    finally:
-        for p in providers.values():
-            _close(p)
-
-
-def machines_left(left: Sequence[InstanceView]) -> str:
-    """``3 machine(s) left: aws 2, gcp 1`` (``none left`` once the providers confirm them all gone)."""
-    if not left:
-        return "none left"
-    counts = Counter(i.provider for i in left)
-    return f"{len(left)} machine(s) left: " + ", ".join(f"{p} {n}" for p, n in sorted(counts.items()))
-
-
-def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOutcome | None, as_json: bool) -> None:
-    if as_json:
-        remaining = outcome.remaining if outcome else []
-        _out(dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
-                         "remaining": [i.to_json() for i in remaining],
-                         "errors": list(outcome.errors) if outcome else []}, indent=2))
-    elif not targets:
-        _out("no jobs to tear down")
-    elif outcome is not None and outcome.confirmed:
-        _out(f"down: {', '.join(targets)}; {len(before)} machine(s) terminated, confirmed by the providers")
-
-
-# -- events --------------------------------------------------------------------------------------------
-
-@app.command("events")
-def events_cmd(
-    job: Annotated[str | None, typer.Argument(help="Only this job's events.", show_default=False)] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events (Ctrl-C stops).")]
-    = False,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON lines, one event each.")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many past events.")] = None,
-    max_wait: Annotated[float | None, typer.Option("--max-wait", help="With -f: stop after this many seconds "
-                                                   "without a new event.")] = None,
-    poll: Annotated[float, typer.Option("--poll", help="With -f: seconds between polls.")] = 1.0,
-) -> None:
-    """The event log: what orch did and saw, oldest first (a repeated condition once, with its count)."""
-    from orchestrator.jobs_service import EventView, JobsError, events
-    from orchestrator.jobs_service import follow as follow_events
-
-    if limit is not None and limit < 1:
-        fail("--limit must be 1 or more", EXIT_BAD_INPUT)
-    check_number("--poll", poll, low=MIN_POLL_S, high=3600)
-    check_number("--max-wait", max_wait, low=0, high=365 * 86400)
-
-    def emit(e: EventView) -> None:
-        _out(dumps(e.to_json()) if as_json else e.line())
-        sys.stdout.flush()
-
-    store = _store()
-    try:
-        past = events(store, job)
-        if limit is not None:
-            past = past[-limit:]
-        for e in past:
-            emit(e)
-        if follow:
-            after = past[-1].id if past else None
-            try:
-                for e in follow_events(store, job, after_id=after, poll_s=poll, max_wait_s=max_wait):
-                    emit(e)
-            except KeyboardInterrupt:
-                pass
-    except JobsError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
-    finally:
-        store.close()

@@ -52,6 +52,7 @@ def logs_cmd(
     except StoreError as exc:
         fail(str(exc), EXIT_NO_MATCH)
     try:
+        _say_failure(store, job)
         source = log_source(store, job, node, settings.state_store)
         read = _reader(source, config, settings)
         first = read(0)
@@ -75,6 +76,19 @@ def logs_cmd(
         fail(f"cannot read the logs of {job!r}: {exc}", EXIT_NO_MATCH)
     finally:
         store.close()
+
+
+def _say_failure(store: object, job: str) -> None:
+    """A failed (or waiting) job's typed cause, the first line of its node's words and the fix, on stderr
+    before its output (which stays stdout's alone)."""
+    from orchestrator.jobs_service import job_failure
+
+    failure = job_failure(store, job)      # type: ignore[arg-type]
+    if failure is not None:
+        from orchestrator.redaction import safe_line
+
+        said = safe_line(f"orch: job {job}: cause {failure.headline()}")
+        sys.stderr.write(f"{said}\norch: fix: {failure.cause.fix}\n")
 
 
 def _write(data: bytes) -> None:

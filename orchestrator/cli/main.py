@@ -121,6 +121,8 @@ COMMAND_MODULES = (
     "daemon",
     "console",
     "jobs",
+    "down",
+    "events",
     "logs",
     "budgets",
     "simulate",

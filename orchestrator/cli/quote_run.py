@@ -58,48 +58,18 @@ class QuoteArgs:
 def run_quote(a: QuoteArgs) -> None:
     """Price every matching offer (or, with no GPU, list the GPUs) and print it; exit 1 when nothing matches,
     2 on bad input."""
-    from orchestrator.quote import (
-        QuoteInputError,
-        SortKey,
-        check_region_glob,
-        parse_gpu_specs,
-        relaxations,
-    )
+    from orchestrator.quote import SortKey, relaxations
     from orchestrator.quote import quote as quote_offers
     from providers.base import GpuRequest, Market
     from providers.catalog import load_catalog
     from providers.gpus import Interconnect
-    from providers.registry import UnknownProviderError, canonical_provider
 
-    try:
-        gpus, spec_count = parse_gpu_specs(a.gpu)
-        if a.count is not None and spec_count is not None and a.count != spec_count:
-            raise QuoteInputError(f"--count {a.count} contradicts --gpu ...:{spec_count}; give the count once")
-        machine_gpus = a.count if a.count is not None else spec_count
-        if machine_gpus is not None and machine_gpus < 1:
-            raise QuoteInputError(f"--count must be 1 or more, got {machine_gpus} (GPUs in one machine, e.g. "
-                                  "--count 4)")
-        if a.nodes < 1:
-            raise QuoteInputError(f"--nodes must be 1 or more, got {a.nodes}")
-        check_number("--max-price", a.max_price, low=0)
-        check_number("--min-vram", a.min_vram, low=0)
-        if a.limit is not None and a.limit < 1:
-            raise QuoteInputError(f"--limit must be 1 or more, got {a.limit}")
-        if a.history and not gpus:
-            raise QuoteInputError("--history needs --gpu (e.g. orch quote --history --gpu H100)")
-        providers = tuple(dict.fromkeys(canonical_provider(p) for p in a.provider))
-        regions = tuple(check_region_glob(r) for r in a.region)
-    except (QuoteInputError, UnknownProviderError) as exc:
-        fail(str(exc), EXIT_BAD_INPUT)
-
+    gpus, machine_gpus, providers, regions = _checked(a)
     if a.history:
         _print_history(gpus, machine_gpus, a.as_json)
         return
-    markets = frozenset(Market)
-    if a.spot and not a.on_demand:
-        markets = frozenset({Market.SPOT})
-    elif a.on_demand and not a.spot:
-        markets = frozenset({Market.ON_DEMAND})
+    # --spot or --on-demand alone: that market; both or neither: every market.
+    markets = frozenset(Market) if a.spot == a.on_demand else frozenset({Market.SPOT if a.spot else Market.ON_DEMAND})
     req = GpuRequest(
         gpus=gpus, count=machine_gpus or 1, nodes=a.nodes, markets=markets, providers=providers, regions=regions,
         max_price_hr=a.max_price, min_vram_gb=a.min_vram,
@@ -137,6 +107,34 @@ def run_quote(a: QuoteArgs) -> None:
     title = f"{req.count}×{'/'.join(gpus)}" + (f" on {a.nodes} nodes" if a.nodes > 1 else "") + \
         f" · {', '.join(sorted(m.value for m in markets))}"
     print_quote_table(rows, catalog, a.nodes, wide=a.wide, all_regions=a.all_regions, title=title)
+
+
+def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...], tuple[str, ...]]:
+    """The GPUs, GPUs per machine (None: any count), providers and regions asked for; exit 2 on bad input."""
+    from orchestrator.quote import QuoteInputError, check_region_glob, parse_gpu_specs
+    from providers.registry import UnknownProviderError, canonical_provider
+
+    try:
+        gpus, spec_count = parse_gpu_specs(a.gpu)
+        if a.count is not None and spec_count is not None and a.count != spec_count:
+            raise QuoteInputError(f"--count {a.count} contradicts --gpu ...:{spec_count}; give the count once")
+        machine_gpus = a.count if a.count is not None else spec_count
+        if machine_gpus is not None and machine_gpus < 1:
+            raise QuoteInputError(f"--count must be 1 or more, got {machine_gpus} (GPUs in one machine, e.g. "
+                                  "--count 4)")
+        if a.nodes < 1:
+            raise QuoteInputError(f"--nodes must be 1 or more, got {a.nodes}")
+        check_number("--max-price", a.max_price, low=0)
+        check_number("--min-vram", a.min_vram, low=0)
+        if a.limit is not None and a.limit < 1:
+            raise QuoteInputError(f"--limit must be 1 or more, got {a.limit}")
+        if a.history and not gpus:
+            raise QuoteInputError("--history needs --gpu (e.g. orch quote --history --gpu H100)")
+        providers = tuple(dict.fromkeys(canonical_provider(p) for p in a.provider))
+        regions = tuple(check_region_glob(r) for r in a.region)
+    except (QuoteInputError, UnknownProviderError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    return gpus, machine_gpus, providers, regions
 
 
 def _print_gpus(offers: list[Offer], req: GpuRequest, any_count: bool, catalog: CatalogSnapshot,

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from orchestrator.policy.traces import ZoneSet
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|s|d)?\s*$", re.IGNORECASE)
-_UNIT_H = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600, "d": 24.0}
 
 
 class DurationError(ValueError):
@@ -40,16 +39,22 @@ MAX_HOURS = 10 * 365 * 24.0
 
 
 def parse_duration_h(flag: str, text: str) -> float:
-    """'48h', '12m', '0.2h', '720s', '2d' -> hours, at most ten years. A bare number is refused: everywhere else
-    orch reads one as seconds, and here it used to mean hours, so a unit must say which."""
+    """'48h', '12m', '0.2h', '720s', '2d' -> hours, at most ten years, read by orch's one duration parser
+    (orchestrator/manifest/durations.py). A bare number is refused: everywhere else orch reads one as seconds,
+    and here it used to mean hours, so a unit must say which."""
+    from orchestrator.manifest.durations import HintedValueError, parse_duration
+
     m = _DURATION.fullmatch(text)
-    if not m:
-        raise DurationError(f"{flag}: {shown(text)} is not a duration (examples: 48h, 12m, 0.2h, 720s)")
-    if m.group(2) is None:
+    if m and m.group(2) is None:
         raise DurationError(f"{flag}: {shown(text)} needs a unit ({m.group(1)}s, {m.group(1)}m, {m.group(1)}h or "
                             f"{m.group(1)}d)")
-    hours = float(m.group(1)) * _UNIT_H[m.group(2).lower()]
-    if not math.isfinite(hours) or hours > MAX_HOURS:
+    try:
+        hours = parse_duration(text).total_seconds() / 3600
+    except HintedValueError as exc:
+        if "ten years" in exc.message:
+            raise DurationError(f"{flag}: {shown(text)} is longer than ten years") from None
+        raise DurationError(f"{flag}: {shown(text)} is not a duration (examples: 48h, 12m, 0.2h, 720s)") from None
+    if hours > MAX_HOURS:
         raise DurationError(f"{flag}: {shown(text)} is longer than ten years")
     return hours
 
@@ -94,6 +99,9 @@ def simulate(
     notice: Annotated[bool, typer.Option("--notice", help="Tell policies one tick ahead of a preemption.")]
     = False,
     no_optimum: Annotated[bool, typer.Option("--no-optimum", help="Skip the offline optimum.")] = False,
+    optimum_cache: Annotated[bool, typer.Option("--optimum-cache/--no-optimum-cache", help="Keep the optimum's "
+                             "values on disk by the traces' contents ($ORCH_CACHE_DIR/optimum, else "
+                             "~/.cache/orch/optimum) and reuse them.")] = True,
     workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: one per CPU).")] = None,
     per_trace: Annotated[bool, typer.Option("--per-trace", help="Also one row per trace and policy.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Summary and per-trace results as JSON.")] = False,
@@ -134,8 +142,10 @@ def simulate(
     except (DurationError, ProblemError, UnknownPolicyError, PolicyFileError, TraceError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
 
+    from orchestrator.policy.optimum_cache import default_dir
+
     cases = evaluate(spec, sets, names, starts, notice=notice, with_optimum=not no_optimum, workers=workers,
-                     policy_files=files)
+                     policy_files=files, optimum_cache=str(default_dir()) if optimum_cache else None)
     if as_json:
         sys.stdout.write(dumps(_to_json(spec, names, cases), indent=2) + "\n")
     else:

@@ -1,11 +1,15 @@
 """``orch status`` as text that fits 80 columns: one line per job (where it runs, $/h burning now at the
-charged price, spent) with its last event beneath, then one line per live machine with its QUOTED $/h (the
+charged price, spent) with its last event beneath (and, for a failed or waiting job, its typed failure: the
+cause, the first line of the node's words, and the fix), then one line per live machine with its QUOTED $/h (the
 offer it was launched on) beside the ACTUAL $/h its cloud reports ("-" where the cloud reports none).
 Instance types, launch ids and every other field are in ``orch status --json``."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
+
+from orchestrator.redaction import safe_line
 
 if TYPE_CHECKING:
     from orchestrator.jobs_service import InstanceView, JobView, StatusReport
@@ -46,6 +50,11 @@ def _job_lines(j: JobView) -> list[str]:
              f"{money(j.spent_usd):>12}{j.relaunches:>4}".rstrip()]
     if j.last_event:
         lines.append(_fit(f"  {j.last_event.kind}: {j.last_event.message}", WIDTH).rstrip())
+    if j.failure is not None:
+        # The typed cause and the node's first line, then the fix: wrapped, never cut.
+        lines += textwrap.wrap(safe_line(f"cause {j.failure.headline()}"), WIDTH, initial_indent="  ",
+                               subsequent_indent="    ", max_lines=3, placeholder=" ...")
+        lines += textwrap.wrap(f"fix: {j.failure.cause.fix}", WIDTH, initial_indent="  ", subsequent_indent="    ")
     return lines
 
 

@@ -1,8 +1,12 @@
-"""Serving the console: the standard library's WSGI server, one thread per request, started in a thread.
+"""Serving the console: waitress (a production WSGI server), its own loop in one thread and a small pool of
+worker threads.
 
 ``start_console`` is what ``orch daemon --console`` and ``orch console`` call; it binds at once (a busy port
 or a foreign address fails there, as ``ConsoleConfigError``) and serves until ``stop()``. Requests are logged
-as method, path (never the query string) and status; never headers, cookies or form bodies.
+as method, path (never the query string) and status; never headers, cookies or form bodies. Bounds: a
+connection idle for ``CHANNEL_TIMEOUT_S`` is closed, request headers are capped at ``MAX_HEADER_BYTES`` and
+bodies at ``MAX_BODY_BYTES`` (the app refuses a form over its own, smaller limit), and at most
+``MAX_CONNECTIONS`` are open at once.
 """
 
 from __future__ import annotations
@@ -14,10 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import quote
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from orchestrator.budgets import Budget
 from orchestrator.clock import utcnow
@@ -29,15 +31,13 @@ from orchestrator.store.db import Store
 log = logging.getLogger("orch.console")
 
 
-#: A request's "logged" mark, put in the handler's environ. wsgiref hands the app a COPY of that environ, so
-#: the mark is a shared mutable object, not a flag set on the copy (which the handler never saw: each request
-#: was logged twice).
-_LOGGED = "orch.logged"
-
-
-@dataclass(slots=True)
-class _LogMark:
-    logged: bool = False
+#: Seconds a connection may sit idle (a stalled client, a browser's preconnect) before it is closed.
+CHANNEL_TIMEOUT_S = 30
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 1024 * 1024
+MAX_CONNECTIONS = 100
+#: Worker threads answering requests (the loop thread only moves bytes).
+THREADS = 4
 
 
 def _log_request(method: str, path: str, code: int | str) -> None:
@@ -50,9 +50,6 @@ def _logged(app: Callable[[dict[str, Any], Any], Iterable[bytes]]) -> Callable[[
     that has its answer finds the line written (``orch daemon`` stopping right after logs nothing before it)."""
     def logged(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         def start(status: str, headers: Any, exc_info: Any = None) -> Any:
-            mark = environ.get(_LOGGED)
-            if isinstance(mark, _LogMark):
-                mark.logged = True
             # PATH_INFO is decoded: quoted again, so a line break sent as %0A cannot split a text log line.
             path = quote(str(environ.get("PATH_INFO", "")), safe="/:@!$&'()*+,;=-._~")
             _log_request(str(environ.get("REQUEST_METHOD", "")), path, status.split(" ", 1)[0])
@@ -63,55 +60,18 @@ def _logged(app: Callable[[dict[str, Any], Any], Iterable[bytes]]) -> Callable[[
     return logged
 
 
-class _Handler(WSGIRequestHandler):
-    #: Seconds a client may stall a read or write before its connection is dropped (its thread freed).
-    timeout = 30
-    _mark: _LogMark | None = None
-
-    def get_environ(self) -> dict[str, Any]:
-        environ = super().get_environ()
-        self._mark = environ[_LOGGED] = _LogMark()
-        return environ
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        if self._mark is not None and self._mark.logged:
-            return      # the app's answer: logged before it was sent (``_logged``)
-        method, _, rest = (self.requestline or "").partition(" ")   # refused before the app (a bad request)
-        _log_request(method, rest.split(" ", 1)[0], code)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # wsgiref's own messages (bad request lines) may quote what the client sent: keep them out of logs.
-        log.debug("console: http server message")
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    # Daemon threads, not joined on stop: a browser's idle preconnect (a socket that never sends a request)
-    # must not hold ``orch daemon``'s shutdown; an answered request's line is already logged (``_logged``).
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind looks the host's name up (socket.getfqdn): slow or hanging without DNS.
-        import socketserver
-
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = int(port)
-        self.setup_environ()
-
-
 @dataclass
 class RunningConsole:
     """A console serving in a background thread."""
 
-    server: _Server
+    server: Any             # waitress's server (its listening socket and channels live in ``server._map``)
     thread: threading.Thread
     settings: ConsoleSettings
+    stopping: threading.Event
 
     @property
     def port(self) -> int:
-        return int(self.server.server_port)
+        return int(self.server.effective_port)
 
     @property
     def url(self) -> str:
@@ -119,9 +79,23 @@ class RunningConsole:
         return f"http://{host}:{self.port}/"
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        """Stop accepting, close every connection (a stalled one too) and the worker threads; returns once the
+        loop thread has ended (or after 10 s)."""
+        self.stopping.set()
+        self.server.pull_trigger()          # wakes the loop from its poll at once
         self.thread.join(timeout=10)
+
+
+def _serve(server: Any, stopping: threading.Event) -> None:
+    """waitress's loop, in steps, so that ``stop`` ends it between two; everything is closed in this thread."""
+    from waitress import wasyncore
+
+    try:
+        while not stopping.is_set():
+            wasyncore.loop(timeout=0.25, map=server._map, count=1)
+    finally:
+        wasyncore.close_all(server._map)
+        server.task_dispatcher.shutdown(timeout=1)
 
 
 def make_app(store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow,
@@ -134,19 +108,32 @@ def start_console(store: Store, settings: ConsoleSettings, *, clock: Callable[[]
     """Bind ``settings.host:port`` (port 0: any free one) and serve in a daemon thread until ``stop()``."""
     if not settings.loopback and settings.token is None:
         raise ConsoleConfigError(f"the console needs a token to listen on {settings.host}")
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    server_class = type("_ConsoleServer", (_Server,), {"address_family": family})
+    from waitress import create_server
+
+    app = _logged(make_app(store, settings, clock=clock, budgets=budgets))
     try:
-        server = server_class((settings.host, settings.port), _Handler)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+        # Bound here, one address (waitress would listen on every address a name such as localhost resolves
+        # to): a busy port or a foreign address fails now, with the address the user gave.
+        sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((settings.host, settings.port))
+        except OSError:
+            sock.close()
+            raise
+        server = create_server(app, map={}, sockets=[sock], threads=THREADS,
+                               channel_timeout=CHANNEL_TIMEOUT_S, cleanup_interval=CHANNEL_TIMEOUT_S,
+                               max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=MAX_BODY_BYTES,
+                               connection_limit=MAX_CONNECTIONS, ident="", expose_tracebacks=False,
+                               clear_untrusted_proxy_headers=True)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
         raise ConsoleConfigError(f"cannot serve the console on {settings.host}:{settings.port}: {reason} "
                                  "(the address must be this machine's and the port free)") from None
-    server.set_app(_logged(make_app(store, settings, clock=clock, budgets=budgets)))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="orch-console",
-                              daemon=True)
+    stopping = threading.Event()
+    thread = threading.Thread(target=_serve, args=(server, stopping), name="orch-console", daemon=True)
     thread.start()
-    running = RunningConsole(server, thread, settings)
+    running = RunningConsole(server, thread, settings, stopping)
     log.info("console at %s", running.url, extra={"fields": {"url": running.url,
                                                               "token": "required" if settings.token else "none"}})
     return running

@@ -67,14 +67,18 @@ def render(template: str, chrome: Chrome, *, status: int = 200, **context: objec
 # -- fleet ---------------------------------------------------------------------------------------------
 
 def fleet_page(store: Store, chrome: Chrome) -> Page:
+    from orchestrator.jobs_service import failures_by_job
+
     with store.transaction() as tx:
         fleet = q.fleet(tx, now=chrome.now)
+        failures = failures_by_job(tx, [(j.id, j.status.value) for j in fleet.jobs])
     start = chrome.now - timedelta(hours=1)
 
     def spark(node: q.FleetNode) -> Any:
         return charts.sparkline(node.util, start, chrome.now) if node.util else None
 
-    return render("fleet.html", chrome, tab="fleet", fleet=fleet, spark=spark, refresh_s=FLEET_REFRESH_S)
+    return render("fleet.html", chrome, tab="fleet", fleet=fleet, spark=spark, refresh_s=FLEET_REFRESH_S,
+                  failures=failures)
 
 
 # -- spend ---------------------------------------------------------------------------------------------
@@ -199,14 +203,17 @@ class Done(Enum):
 
 def job_page(store: Store, chrome: Chrome, name: str, *, done: str | None = None, error: str | None = None,
              status: int = 200) -> Page:
+    from orchestrator.jobs_service import failures_by_job
+
     with store.transaction() as tx:
         detail = q.job_detail(tx, name)
+        failure = failures_by_job(tx, [(detail.id, detail.status.value)]).get(detail.id) if detail else None
     if detail is None:
         return not_found(chrome, f"no job named {name!r}")
     timeline = build_timeline(detail, chrome.now)
     flash = Done.parse(done)
     return render("job.html", chrome, status=status, tab="fleet", job=detail, timeline=charts.timeline_svg(timeline),
-                  marks=timeline.marks, flash=flash.value[1] if flash else None, error=error,
+                  marks=timeline.marks, flash=flash.value[1] if flash else None, error=error, failure=failure,
                   events_link="/events?" + urlencode({"job": detail.name}))
 
 

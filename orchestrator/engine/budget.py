@@ -13,7 +13,7 @@ budget_ledger``, ``review_budgets``). With no budgets configured nothing here re
 * The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break the $/h ceiling or the
   monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
   ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). The check and the launch's
-  reservation (its PLANNED attempt, whose $/h the ledger counts until the attempt ends) are one transaction
+  reservation (its PLANNED attempts, every node's, whose $/h the ledger counts until each ends) are one transaction
   under the store's launch lock, so the ceiling holds across several daemons on one PostgreSQL store. A job
   refused by the same limits again is not written again (one event per change of the limits refusing it).
 """
@@ -25,14 +25,11 @@ from datetime import datetime
 from orchestrator.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refusal, check_launch
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
-from providers.base import Market, Offer
-
-#: The event a budget's refusal writes (orchestrator.budget_watch.REFUSED_EVENT; ``orch status`` shows it).
-REFUSED_EVENT = "budget-refused"
-CAP_STOP_EVENT = "budget-cap-stop"
+from providers.base import Market, Offer, new_launch_id
 
 #: The budgets and limits that refused a job last (a refusal is written again only when these change).
 _Refused = frozenset[tuple[str, BudgetLimit]]
@@ -55,19 +52,24 @@ class LaunchGate:
         self._now = now
         self._refused = refused         # the BudgetStep's memory: which limits last refused each job
 
-    def plan(self, job: JobRecord, offer: Offer, price_hr: float, launch_id: str,
-             checkpoint: str | None) -> AttemptRecord | BudgetVerdict:
-        """The PLANNED attempt for ``offer`` (``price_hr``: all its nodes), or the verdict refusing it."""
+    def plan(self, job: JobRecord, offer: Offer, price_hr: float,
+             checkpoint: str | None) -> list[AttemptRecord] | BudgetVerdict:
+        """The PLANNED attempts for ``offer``, one per node (node 0 first; ``price_hr``: all its nodes), or the
+        verdict refusing them. With budgets, the whole gang's $/h is checked and reserved in one step."""
         budgets = self._deps.config.budgets
         store = self._deps.store
+        launch_ids = [new_launch_id(self._deps.config.store_id) for _ in range(job.spec.plan.nodes)]
         if not budgets or price_hr <= 0:
-            return store.plan_attempt(job.id, offer, launch_id, checkpoint, self._now)
+            head = store.plan_attempt(job.id, offer, launch_ids[0], checkpoint, self._now)
+            return [head, *(store.plan_attempt(job.id, offer, lid, checkpoint, self._now, node_rank=rank,
+                                               generation=head.generation)
+                            for rank, lid in enumerate(launch_ids[1:], start=1))]
 
         def admit(ledger: BudgetLedger) -> BudgetVerdict:
             return check_launch(budgets, ledger, project=job.manifest.project, price_hr=price_hr,
                                 hours=job.spec.plan.estimated_hours, owner=self._deps.config.owner)
 
-        planned = store.plan_attempt_within(job.id, offer, launch_id, checkpoint, self._now, admit)
+        planned = store.plan_attempt_within(job.id, offer, launch_ids, checkpoint, self._now, admit)
         if isinstance(planned, BudgetVerdict):
             return planned
         self._refused.pop(job.id, None)
@@ -79,8 +81,8 @@ class LaunchGate:
         if self._refused.get(job.id) == limits:
             return
         self._refused[job.id] = limits
-        self._deps.store.event(REFUSED_EVENT, f"launch refused ({what}): {verdict.reason()}", self._now, job_id=job.id,
-                               data=refusal_data(verdict.refusals))
+        self._deps.store.event(EventKind.BUDGET_REFUSED, f"launch refused ({what}): {verdict.reason()}", self._now,
+                               job_id=job.id, data=refusal_data(verdict.refusals))
 
 
 class BudgetStep:
@@ -111,8 +113,8 @@ def _stop_spot(deps: EngineDeps, facts: TickFacts, log: TickLog, jobs: frozenset
             continue
         why = f"budget {capped} at its monthly cap: spot machine ended after a {deps.config.notice_drain} drain"
         end_attempt(deps, a, AttemptState.PREEMPTED, EndCause.BUDGET_CAP, why, facts.now, log, drain_until=drain)
-        deps.store.event(CAP_STOP_EVENT, f"{a.offer.provider} {a.instance_id}: {why}", facts.now, job_id=a.job_id,
-                         data={"budgets": capped, "drain_until": drain.isoformat()})
+        deps.store.event(EventKind.BUDGET_CAP_STOP, f"{a.offer.provider} {a.instance_id}: {why}", facts.now,
+                         job_id=a.job_id, data={"budgets": capped, "drain_until": drain.isoformat()})
         stopped.add(a.job_id)
     for job_id in stopped:
         deps.store.set_job_status(job_id, JobStatus.PENDING, facts.now)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from orchestrator.budgets import Budget
 from orchestrator.engine.hooks import (
@@ -20,9 +21,43 @@ from orchestrator.engine.hooks import (
     StartupRenderer,
 )
 from orchestrator.engine.ports import EngineStore
-from orchestrator.observability import DaemonMetrics
 from orchestrator.recovery import DefaultRecoveryPolicy, RecoveryPolicy
 from providers.base import Offer, Provider
+
+
+class _Metric(Protocol):
+    """A Prometheus metric as the engine uses one (``labels(...)`` gives a child to ``inc``/``set``/``observe``)."""
+
+    def labels(self, *values: str) -> Any: ...
+    def clear(self) -> None: ...
+
+
+class _Gauge(Protocol):
+    def set(self, value: float) -> None: ...
+
+
+class _Histogram(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
+class EngineMetrics(Protocol):
+    """The metrics the engine's steps write. ``orchestrator.observability.DaemonMetrics`` is one; the engine
+    never imports it, so it imports without prometheus_client (tests/test_engine_imports.py)."""
+
+    @property
+    def jobs(self) -> _Metric: ...
+    @property
+    def instances(self) -> _Metric: ...
+    @property
+    def burn_usd_per_hour(self) -> _Gauge: ...
+    @property
+    def preemptions(self) -> _Metric: ...
+    @property
+    def relaunch_latency(self) -> _Histogram: ...
+    @property
+    def idle_shutdowns(self) -> _Metric: ...
+    @property
+    def orphans_terminated(self) -> _Metric: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,4 +114,4 @@ class EngineDeps:
     config: EngineConfig
     clock: Callable[[], datetime]
     hooks: EngineHooks = field(default_factory=EngineHooks)
-    metrics: DaemonMetrics | None = None
+    metrics: EngineMetrics | None = None

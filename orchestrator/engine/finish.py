@@ -1,13 +1,16 @@
 """The finish step: a job whose process exited. Exit 0 succeeds (a gang once every node exited 0);
 non-zero fails the job and ends the rest of its gang. A job its agent stopped after a preemption notice
-(non-zero exit with a notice) is a preemption, not a failure: the recovery step takes it."""
+(non-zero exit with a notice) is a preemption, not a failure: the recovery step takes it. A failure is typed
+(orchestrator/engine/failure.py): one ``node-failed`` event carries its cause, the node's words and the fix."""
 
 from __future__ import annotations
 
 from orchestrator.engine import gang
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.failure import of_exit
 from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 
@@ -21,8 +24,13 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
             continue
         job, ok = seen.job, agent.exit_code == 0
         reason = f"job exited {agent.exit_code}"
-        if not ok and agent.last_words:
-            reason += f": {agent.last_words}"
+        if not ok:
+            failure = of_exit(agent.exit_code, agent.last_words)
+            reason = f"{failure.cause.value}: {reason}" + (f": {agent.last_words}" if agent.last_words else "")
+            deps.store.event(EventKind.NODE_FAILED, f"node {attempt.node_rank} {failure.headline()} (exit "
+                             f"{agent.exit_code}); fix: {failure.cause.fix}", facts.now, job_id=job.id,
+                             data={**failure.to_data(), "exit_code": agent.exit_code,
+                                   "launch_id": attempt.launch_id})
         end_attempt(deps, attempt, AttemptState.SUCCEEDED if ok else AttemptState.FAILED,
                     EndCause.SUCCEEDED if ok else EndCause.FAILED, reason, facts.now, log)
         if not ok:

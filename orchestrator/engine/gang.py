@@ -11,6 +11,7 @@ from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import request_termination
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
@@ -25,13 +26,12 @@ def site_offers(first: Offer, eligible: Sequence[Offer]) -> list[Offer]:
     return [first, *same]
 
 
-def launch(deps: EngineDeps, job: JobRecord, first: AttemptRecord, eligible: Sequence[Offer], now: datetime,
-           log: TickLog) -> bool:
-    """Launch node 0 (``first``, already PLANNED) and nodes 1..N-1 of its generation. A rank the cloud
-    refuses tries the next same-site offer; if none takes it the gang is ended."""
-    planned = [first, *(deps.store.plan_attempt(job.id, first.offer, _new_id(deps), first.checkpoint_restored,
-                                                now, node_rank=r, generation=first.generation)
-                        for r in range(1, job.spec.plan.nodes))]
+def launch(deps: EngineDeps, job: JobRecord, planned: Sequence[AttemptRecord], eligible: Sequence[Offer],
+           now: datetime, log: TickLog) -> bool:
+    """Launch a gang whose nodes are all PLANNED already (``planned``: node 0 first, one generation; the launch
+    gate wrote them together, so the whole gang's $/h was reserved before any cloud call). A rank the cloud
+    refuses tries the next same-site offer; if none takes it the gang is ended (every rank's reservation with it)."""
+    first = planned[0]
     if not request_launch(deps, job, first, now, log):
         abort(deps, job, first, "node 0 could not launch", now, log)
         return False
@@ -94,7 +94,7 @@ def abort(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, reason: str,
             log.ended.add(fresh.id)
             deps.store.set_attempt_state(fresh.id, AttemptState.TERMINATED, now, reason=f"gang: {reason}",
                                          cause=EndCause.GANG)
-    deps.store.event("gang-aborted", f"multi-node launch abandoned: {reason}", now, job_id=job.id)
+    deps.store.event(EventKind.GANG_ABORTED, f"multi-node launch abandoned: {reason}", now, job_id=job.id)
 
 
 def complete(deps: EngineDeps, job: JobRecord, live: Sequence[AttemptRecord], now: datetime,

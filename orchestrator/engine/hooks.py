@@ -18,7 +18,7 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from providers.base import Instance
 
 __all__ = ["AgentReport", "Bootstrapper", "Monitor", "NoBootstrap", "NoMonitor", "NoStartupScript", "Notice",
-           "StartupRenderer", "StartupScriptError"]
+           "StartupRenderer", "StartupScriptError", "ask_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,9 @@ class AgentReport:
 
     gpu_util_pct: tuple[float, ...] = ()
     notice: Notice | None = None             # the newest preemption notice the agent heard
+    #: Notices that asked the job to checkpoint now and end nothing (an AWS rebalance recommendation, a GCE
+    #: maintenance event): the engine records each once as an event, the attempt goes on.
+    advisories: tuple[Notice, ...] = ()
     checkpoints: tuple[tuple[str, int | None], ...] = ()   # committed (uri, step), oldest first
     exit_code: int | None = None             # the job process ended with this code
     pending_uploads: int = 0                 # checkpoints complete on the machine, not yet in the store
@@ -71,8 +74,19 @@ class Bootstrapper(Protocol):
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         """Start the job on a running machine: True once started (idempotent: a second call finds it
         running), False while the machine cannot be reached yet (the next tick tries again). The attempt
-        is BOOTSTRAPPING meanwhile; a rank > 0 of a gang carries node 0's ``master_addr``/``master_key``."""
+        is BOOTSTRAPPING meanwhile; a rank > 0 of a gang carries node 0's ``master_addr``/``master_key``.
+
+        A bootstrapper may also have ``ask_checkpoint(job, attempt, instance, reason) -> bool``: ask the node
+        to checkpoint now, then stop (see ``ask_checkpoint`` below); one without it never asks."""
         ...
+
+
+def ask_checkpoint(bootstrapper: object, job: JobRecord, attempt: AttemptRecord, instance: Instance,
+                   reason: str) -> bool:
+    """Ask the node to checkpoint now and stop after it (as an interrupting notice would), over the channel
+    orch starts it by; True when asked. A bootstrapper without ``ask_checkpoint`` cannot ask (False)."""
+    ask = getattr(bootstrapper, "ask_checkpoint", None)
+    return bool(ask(job, attempt, instance, reason)) if ask is not None else False
 
 
 class StartupScriptError(ValueError):

@@ -2,9 +2,12 @@
 
 After the spend step, so this tick's money counts: a job holding machines whose spend (the store's total plus
 this tick's charges) has reached its budget is stopped: one ``budget-stop`` event (an alert), its machines
-ended (``EndCause.BUDGET_STOP``), the job STOPPED, so nothing launches it again. A machine whose agent reports
-complete checkpoints not yet uploaded is left ``notice_drain`` to upload them (the sync records what it commits
-meanwhile; the sweep ends it after), as after a preemption notice; every other machine ends at once.
+ended (``EndCause.BUDGET_STOP``), the job STOPPED, so nothing launches it again. Checkpoint first when it can: a
+running machine of a job with a checkpoint store whose agent orch can reach (``Bootstrapper.ask_checkpoint``:
+the report store's ``checkpoint-now.json``, which the agent takes as an interrupting notice: checkpoint now,
+stop the job once it is complete, upload it) is left ``notice_drain`` to do so, as is a machine whose agent
+reports complete checkpoints not yet uploaded (the sync records what it commits meanwhile; the sweep ends it
+after), as after a preemption notice; every other machine ends at once.
 
 The launch step's refusal of a job whose budget an offer would break is written once per budget value (this
 step's memory), not on every tick the job waits.
@@ -19,6 +22,7 @@ from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
+from orchestrator.engine.hooks import ask_checkpoint
 from orchestrator.engine.ports import AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
 
@@ -57,11 +61,17 @@ def _stop(deps: EngineDeps, job: JobRecord, held: list[Observed], spent: float, 
           log: TickLog) -> None:
     now = facts.now
     why = f"budget ${job.spec.budget_usd:.2f} reached (${spent:.2f} spent): stopped"
-    draining = [o for o in held if o.agent is not None and o.agent.pending_uploads > 0 and o.machine_running]
+    asked = [o for o in held if _asked_to_checkpoint(deps, job, o, why)]
+    draining = [o for o in held if o in asked or (o.agent is not None and o.agent.pending_uploads > 0
+                                                   and o.machine_running)]
     drain = now + deps.config.notice_drain if draining else None
-    deps.store.event(EventKind.BUDGET_STOP, why + (f", {len(draining)} machine(s) upload their checkpoints until "
-                     f"{drain.isoformat(timespec='seconds')}" if drain else ""), now, job_id=job.id,
-                     data={"budget_usd": job.spec.budget_usd, "spent_usd": round(spent, 4)})
+    told = ""
+    if drain is not None:
+        told = (f", {len(asked)} machine(s) asked to checkpoint first" if asked else "") + (
+            f", {len(draining)} machine(s) upload their checkpoints until {drain.isoformat(timespec='seconds')}")
+    deps.store.event(EventKind.BUDGET_STOP, why + told, now, job_id=job.id,
+                     data={"budget_usd": job.spec.budget_usd, "spent_usd": round(spent, 4),
+                           "checkpoint_asked": len(asked)})
     for o in held:
         end_attempt(deps, o.attempt, AttemptState.TERMINATED, EndCause.BUDGET_STOP, why, now, log,
                     drain_until=drain if o in draining else None)
@@ -69,3 +79,11 @@ def _stop(deps: EngineDeps, job: JobRecord, held: list[Observed], spent: float, 
         gang.end_others(deps, job, held[0].attempt, f"gang: {why}", now, log)
     deps.store.set_job_status(job.id, JobStatus.STOPPED, now)
     log.report.terminated += len(held)
+
+
+def _asked_to_checkpoint(deps: EngineDeps, job: JobRecord, seen: Observed, why: str) -> bool:
+    """Whether the node was asked to checkpoint now, then stop (the channel an interrupting notice drives on
+    the node): only a running machine of a job with a checkpoint store, whose agent orch can reach."""
+    if job.manifest.checkpoint is None or not seen.machine_running or seen.instance is None:
+        return False
+    return ask_checkpoint(deps.hooks.bootstrapper, job, seen.attempt, seen.instance, why)

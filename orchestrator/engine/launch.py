@@ -27,7 +27,7 @@ from orchestrator.engine.tick import TickLog
 from orchestrator.offer_sources import offer_sources
 from orchestrator.planner import PlannedOffer, plan
 from orchestrator.spend import would_break_budget
-from providers.base import Capability, Market, new_launch_id
+from providers.base import Capability, Market
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +115,14 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
         if would_break_budget(job.spent_usd, candidate.total_price_hr, hours, job.spec.budget_usd):
             refused.append(f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
             continue
-        attempt = gate.plan(job, offer, candidate.total_price_hr, new_launch_id(deps.config.store_id), checkpoint)
-        if isinstance(attempt, BudgetVerdict):
-            gate.refused(job, attempt, f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
+        planned = gate.plan(job, offer, candidate.total_price_hr, checkpoint)
+        if isinstance(planned, BudgetVerdict):
+            gate.refused(job, planned, f"{offer.provider}/{offer.instance_type} ${candidate.total_price_hr:.2f}/h")
             break
+        attempt = planned[0]
         deps.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
         relaunch = False  # counted once per recovery, not per offer tried
-        if (gang.launch(deps, job, attempt, eligible, now, log) if job.spec.plan.nodes > 1
+        if (gang.launch(deps, job, planned, eligible, now, log) if job.spec.plan.nodes > 1
                 else request_launch(deps, job, attempt, now, log)):
             if own is not None:
                 own.launched(job.id)
@@ -131,7 +132,7 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
                          f"({', '.join(refused[:3])})", now, job_id=job.id)
     deps.store.set_job_status(job.id, JobStatus.PENDING, now)
     if not candidates:
-        deps.store.event("no-offer", "no eligible offer for the job's constraints", now, job_id=job.id)
+        deps.store.event(EventKind.NO_OFFER, "no eligible offer for the job's constraints", now, job_id=job.id)
     return None
 
 
@@ -142,7 +143,7 @@ def _candidates(deps: EngineDeps, job: JobRecord, now: datetime, exclude: frozen
     usable = tuple(p for p in (job.spec.plan.providers_allow or deps.providers) if p in deps.providers)
     if not usable:
         deps.store.set_job_status(job.id, JobStatus.PENDING, now)
-        deps.store.event("no-offer", "none of the job's allowed providers is configured", now, job_id=job.id)
+        deps.store.event(EventKind.NO_OFFER, "none of the job's allowed providers is configured", now, job_id=job.id)
         return None
     req = replace(job.spec.plan, exclude_zones=job.spec.plan.exclude_zones | exclude,
                   markets=markets or job.spec.plan.markets, providers_allow=usable)

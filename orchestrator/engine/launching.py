@@ -15,6 +15,7 @@ from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import clean_up_launch
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.failure import of_provider_error
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
 from orchestrator.engine.tick import TickLog
@@ -36,18 +37,24 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
     try:
         inst = provider.launch(spec)
     except MOVE_ON_ERRORS as exc:
-        deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=type(exc).__name__,
+        failure = of_provider_error(exc)
+        deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now,
+                                     reason=(failure.headline() if failure else str(exc))[:300],
                                      cause=EndCause.LAUNCH_REFUSED)
-        deps.store.event("launch-refused", f"{provider.name} {attempt.offer.instance_type} "
-                         f"{attempt.offer.region}: {exc}; trying the next offer", now, job_id=job.id)
+        deps.store.event(EventKind.LAUNCH_REFUSED, f"{provider.name} {attempt.offer.instance_type} "
+                         f"{attempt.offer.region}: {exc}; trying the next offer", now, job_id=job.id,
+                         data=failure.to_data() if failure else None)
         log.ended.add(attempt.id)
         return False
     except ProviderError as exc:
         # Ambiguous failure: the cloud may have created it anyway. Leave nothing behind.
         clean_up_launch(deps, provider, attempt.launch_id, log)
-        deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=str(exc)[:300],
+        failure = of_provider_error(exc)
+        deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now,
+                                     reason=(failure.headline() if failure else str(exc))[:300],
                                      cause=EndCause.LAUNCH_FAILED)
-        deps.store.event("launch-failed", f"{provider.name}: {exc}", now, job_id=job.id)
+        deps.store.event(EventKind.LAUNCH_FAILED, f"{provider.name}: {exc}", now, job_id=job.id,
+                         data=failure.to_data() if failure else None)
         log.report.errors.append(f"launch {attempt.launch_id}: {exc}")
         log.ended.add(attempt.id)
         return False
@@ -88,7 +95,7 @@ def _startup_script(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, no
     except StartupScriptError as exc:
         deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now, reason=f"boot script: {exc}"[:300],
                                      cause=EndCause.LAUNCH_REFUSED)
-        deps.store.event("startup-script", f"not launched on {attempt.offer.provider} "
+        deps.store.event(EventKind.STARTUP_SCRIPT, f"not launched on {attempt.offer.provider} "
                          f"{attempt.offer.instance_type} (launch {attempt.launch_id}): {exc}", now, job_id=job.id)
         log.report.errors.append(f"startup script {attempt.launch_id}: {exc}")
         log.ended.add(attempt.id)

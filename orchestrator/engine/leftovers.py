@@ -15,6 +15,7 @@ from collections.abc import Set
 from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.tick import TickLog
 from providers.base import CloudResource, Provider
@@ -64,7 +65,7 @@ class NetworkSweep:
         except ProviderError as exc:
             log.report.errors.append(f"{name}: delete {res.kind.value} {res.name}: {exc}")
             return False
-        deps.store.event("leftover-deleted", f"{name} {res.kind.value} {res.name} (orch's, unused for "
+        deps.store.event(EventKind.LEFTOVER_DELETED, f"{name} {res.kind.value} {res.name} (orch's, unused for "
                          f"{deps.config.orphan_grace}) deleted", now,
                          data={"provider": name, "kind": res.kind.value, "resource_id": res.resource_id})
         return True

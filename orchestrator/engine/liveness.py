@@ -9,7 +9,10 @@ Three deadlines (``EngineConfig.deadlines``, a job's manifest may set its own), 
   machine running (a dead SSH host, a hung node, an agent killed). ``EndCause.SILENT``.
 * ``unreachable_grace``: the cloud itself lists the machine UNREACHABLE (Vast ``unknown``/``offline``, Lambda
   ``unhealthy``, GCE ``REPAIRING``, Azure ``unknown``: it may come back) and has for this long.
-  ``EndCause.UNREACHABLE``.
+  ``EndCause.UNREACHABLE``. A holding attempt whose machine the cloud lists STOPPED counts the same way:
+  orch's own stops (idle) write TERMINATE_REQUESTED with their cause before the cloud call, so a machine
+  stopped under a holding attempt was stopped outside orch (by hand, by the cloud); past the same grace the
+  node is lost (``EndCause.LOST``, a ``stopped-outside`` event) and recovered, never left holding forever.
 
 Liveness only where a channel exists: a machine whose job has nowhere to report (no checkpoint store, no
 ``daemon.state_store``, no SSH key: ``Monitor.listens`` says so) gets no boot or heartbeat deadline, as with the
@@ -48,7 +51,9 @@ from orchestrator.engine.tick import TickLog
 from providers.base import InstanceState
 
 _EVENTS = {EndCause.BOOT_TIMEOUT: EventKind.BOOT_TIMEOUT, EndCause.SILENT: EventKind.NODE_SILENT,
-           EndCause.UNREACHABLE: EventKind.NODE_UNREACHABLE}
+           EndCause.UNREACHABLE: EventKind.NODE_UNREACHABLE, EndCause.LOST: EventKind.STOPPED_OUTSIDE}
+#: Listed states under which a node cannot run its job: counted from ``unreachable_since`` against the grace.
+_OFF = frozenset({InstanceState.UNREACHABLE, InstanceState.STOPPED})
 
 
 def deadlines_for(deps: EngineDeps, job: JobRecord) -> Deadlines:
@@ -95,12 +100,16 @@ class LivenessStep:
         limits = deadlines_for(deps, seen.job)
         listening = deps.hooks.monitor.listens(seen.job, a, inst)
         heard, mark, beat = self._hear(seen, now, limits) if listening else (a.heard_at, a.heard_at, a.heard_beat)
-        since = (a.unreachable_since or now) if inst.state is InstanceState.UNREACHABLE else None
+        since = (a.unreachable_since or now) if inst.state in _OFF else None
         if (mark, since, beat) != (a.heard_at, a.unreachable_since, a.heard_beat):
             deps.store.note_liveness(a.id, heard_at=mark, unreachable_since=since, heard_beat=beat)
-        if since is not None and now - since >= limits.unreachable_grace:
+        past = since is not None and now - since >= limits.unreachable_grace
+        if past and inst.state is InstanceState.STOPPED:
+            return Verdict(EndCause.LOST, f"{inst.provider} lists it stopped since {_at(since)} with no stop of "
+                           f"orch's (grace {_span(limits.unreachable_grace)})")
+        if past:
             return Verdict(EndCause.UNREACHABLE, f"{inst.provider} lists it {inst.raw_state or 'unreachable'} "
-                           f"since {since.isoformat(timespec='seconds')} (grace {_span(limits.unreachable_grace)})")
+                           f"since {_at(since)} (grace {_span(limits.unreachable_grace)})")
         if not listening:
             return None
         if heard is None:
@@ -158,6 +167,10 @@ def _with_ended(facts: TickFacts, ended: dict[int, AttemptRecord]) -> TickFacts:
     jobs = {a.job_id for a in ended.values()}
     still = {o.attempt.job_id for o in observed if o.attempt.state.is_live}
     return replace(facts, observed=observed, held_jobs=frozenset((facts.held_jobs - jobs) | (still & jobs)))
+
+
+def _at(t: datetime | None) -> str:
+    return t.isoformat(timespec="seconds") if t is not None else "now"
 
 
 def _span(d: timedelta) -> str:

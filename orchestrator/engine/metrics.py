@@ -7,7 +7,7 @@ from collections import Counter
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.facts import TickFacts
-from orchestrator.store.gpu_util import GpuUtilSample
+from orchestrator.engine.values import GpuUtilSample
 from providers.base import InstanceState
 
 

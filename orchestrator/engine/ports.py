@@ -3,7 +3,7 @@
 The engine is written against ``EngineStore`` so that its crash-safety rule is visible in one place: every
 cloud-changing step writes the store BEFORE (``AttemptState.LAUNCH_REQUESTED`` with the launch id,
 ``TERMINATE_REQUESTED``) and AFTER (``LAUNCHED`` with the instance id, an end state with its ``EndCause``).
-``orchestrator.engine.sqlstore`` implements it on the SQL store; the state and cause enums are the store's.
+``orchestrator.store.sqlstore`` implements it on the SQL store; the state and cause enums are the engine's (``states``).
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.recovery import SpotRun
-from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Instance, Offer
 
 if TYPE_CHECKING:
     from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
+    from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
     from orchestrator.manifest.schema import Manifest
-    from orchestrator.store.gpu_util import GpuUtilSample
-    from orchestrator.store.requests import RelaunchRequest
 
 __all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "FleetSpotRun", "JobRecord", "JobStatus"]
 
@@ -123,12 +123,14 @@ class EngineStore(Protocol):
         """Write a PLANNED attempt. ``generation`` None starts a new one (latest + 1); a multi-node job's
         other ranks pass the generation of its node 0."""
         ...
-    def plan_attempt_within(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None, now: datetime,
-                            admit: Callable[[BudgetLedger], BudgetVerdict]) -> AttemptRecord | BudgetVerdict:
-        """``plan_attempt`` (node 0, a new generation) only if ``admit`` admits it, atomically across daemons:
-        the ledger ``admit`` is asked with counts every attempt planned before (its $/h reserved until it
-        ends), and no other engine checks between the check and this attempt's write. Returns the refusing
-        verdict instead when it refuses."""
+    def plan_attempt_within(self, job_id: int, offer: Offer, launch_ids: Sequence[str], checkpoint: str | None,
+                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict],
+                            ) -> list[AttemptRecord] | BudgetVerdict:
+        """``plan_attempt`` for a whole gang (node 0 of a new generation, then ranks 1.. of it, one per launch
+        id) only if ``admit`` admits it, atomically across daemons: the ledger ``admit`` is asked with counts
+        every attempt planned before (its $/h reserved until it ends), and no other engine checks between the
+        check and these attempts' write, so the gang's whole $/h is reserved at once. Returns the attempts,
+        node 0 first, or the refusing verdict."""
         ...
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None,
@@ -149,8 +151,10 @@ class EngineStore(Protocol):
                       heard_beat: datetime | None = None) -> None:
         """Store the liveness marks of a live attempt as given (None clears ``unreachable_since``)."""
         ...
-    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
-              data: dict[str, object] | None = None) -> None: ...
+    def event(self, kind: EventKind, message: str, now: datetime, *, job_id: int | None = None,
+              data: dict[str, object] | None = None) -> None:
+        """Record one event; ``kind`` must be an ``EventKind`` member (a string that is not one is refused)."""
+        ...
     def use_catalog(self, offers: Sequence[Offer]) -> None:
         """The engine's catalog was refreshed: rebuild attempts' offers from these rows from now on."""
         ...

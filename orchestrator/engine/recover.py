@@ -50,12 +50,15 @@ def status_after(causes: set[EndCause]) -> JobStatus:
 class RecoveryStep:
     def __init__(self) -> None:
         self.facts = RecoveryFacts()
+        #: (attempt id, the agent's notice key) of the advisories already recorded: one event each.
+        self._advised: set[tuple[int, str]] = set()
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[LaunchOrder]:
         orders: list[LaunchOrder | None] = []
         decided: set[int] = set()
         self.facts.begin_tick()
         for seen in facts.observed:
+            self._record_advisories(deps, seen, facts.now)
             job = facts.jobs.get(seen.attempt.job_id)
             if job is None or job.id in decided:
                 continue
@@ -70,6 +73,22 @@ class RecoveryStep:
                 orders.append(self._review(deps, facts, job, log))
         return [o for o in orders if o is not None]
 
+    def _record_advisories(self, deps: EngineDeps, seen: Observed, now: datetime) -> None:
+        """An advisory notice (the agent already asked the job for a checkpoint) is shown as an event, once per
+        notice per attempt; it never ends the attempt (only ``AgentReport.notice`` does, in ``_after_notice``)."""
+        if seen.agent is None:
+            return
+        attempt = seen.attempt
+        for advisory in seen.agent.advisories:
+            if (attempt.id, advisory.key) in self._advised:
+                continue
+            self._advised.add((attempt.id, advisory.key))
+            deps.store.event(EventKind.ADVISORY_NOTICE,
+                             f"{attempt.offer.provider} {attempt.instance_id or attempt.launch_id}: "
+                             f"{advisory.describe()}; the job was asked to checkpoint now, the machine keeps "
+                             "running", now, job_id=attempt.job_id,
+                             data={"attempt_id": attempt.id, "kind": advisory.kind, "key": advisory.key})
+
     # --- a machine taken or going -------------------------------------------------------------------
     def _after_loss(self, deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime,
                     log: TickLog) -> LaunchOrder | None:
@@ -78,7 +97,7 @@ class RecoveryStep:
             # An on-demand machine vanished: the job simply needs a machine again (not a spot preemption).
             gang.end_others(deps, job, attempt, f"gang: node {attempt.node_rank} lost", now, log)
             deps.store.set_job_status(job.id, JobStatus.PENDING, now)
-            deps.store.event("instance-lost", f"{attempt.offer.provider} instance {attempt.instance_id} "
+            deps.store.event(EventKind.INSTANCE_LOST, f"{attempt.offer.provider} instance {attempt.instance_id} "
                              "disappeared; relaunching", now, job_id=job.id)
             return None
         what = "preempted" if attempt.end_cause is EndCause.PREEMPTED else "lost"
@@ -111,7 +130,7 @@ class RecoveryStep:
         decision = deps.hooks.recovery.decide(self.facts.context(deps, job, now, running=attempt, noticed=True))
         if decision.action is not RecoveryAction.END:
             return False
-        deps.store.event("notice-end", decision.reason, now, job_id=job.id)
+        deps.store.event(EventKind.NOTICE_END, decision.reason, now, job_id=job.id)
         return True
 
     def _after_preemption(self, deps: EngineDeps, job: JobRecord, now: datetime,
@@ -130,7 +149,7 @@ class RecoveryStep:
             return None
         if decision.action is RecoveryAction.WAIT:
             # No machine for now: the job stays RECOVERING and the policy is asked again every tick.
-            deps.store.event("waiting", decision.reason, now, job_id=job.id)
+            deps.store.event(EventKind.WAITING, decision.reason, now, job_id=job.id)
             return None
         # A node ended past a liveness deadline keeps its place out too (the policy knows only preemptions).
         exclude = decision.exclude_places | cooled_places(deps.store.attempts_for_job(job.id), now, job.spec.cooldown)
@@ -159,7 +178,7 @@ class RecoveryStep:
         last = max((a.generation for a in attempts), default=0)
         status = status_after({a.end_cause for a in attempts if a.generation == last and a.end_cause})
         deps.store.set_job_status(job.id, status, now)
-        deps.store.event("no-machine", f"{job.status.value} job has no machine left: {status.value}", now,
+        deps.store.event(EventKind.NO_MACHINE, f"{job.status.value} job has no machine left: {status.value}", now,
                          job_id=job.id)
         return status
 
@@ -190,7 +209,7 @@ class RecoveryStep:
         end_attempt(deps, attempt, AttemptState.TERMINATED, EndCause.DEADLINE_MOVE, f"deadline: {decision.reason}",
                     now, log)
         deps.store.set_job_status(job.id, JobStatus.RECOVERING, now)
-        deps.store.event("deadline-move", decision.reason, now, job_id=job.id)
+        deps.store.event(EventKind.DEADLINE_MOVE, decision.reason, now, job_id=job.id)
         return LaunchOrder(job.id, decision.markets, decision.exclude_places)
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.launch import LaunchOrder
 from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
-from orchestrator.store.requests import RelaunchRequest
+from orchestrator.engine.values import RelaunchRequest
 
 
 def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[LaunchOrder]:
@@ -37,8 +38,9 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[LaunchOrder]:
 def _honour(deps: EngineDeps, facts: TickFacts, log: TickLog, request: RelaunchRequest) -> LaunchOrder | None:
     job = facts.jobs.get(request.job_id)
     if job is None or not job.desired_active:
-        deps.store.event("relaunch-dropped", f"job {request.job_name}: relaunch request dropped (no longer active)",
-                         facts.now, job_id=request.job_id, data={"request_id": request.id})
+        deps.store.event(EventKind.RELAUNCH_DROPPED,
+                         f"job {request.job_name}: relaunch request dropped (no longer active)", facts.now,
+                         job_id=request.job_id, data={"request_id": request.id})
         return None
     ended = [a for a in deps.store.live_attempts() if a.job_id == job.id and a.id not in log.ended
              and a.state is not AttemptState.TERMINATE_REQUESTED]
@@ -46,7 +48,7 @@ def _honour(deps: EngineDeps, facts: TickFacts, log: TickLog, request: RelaunchR
         end_attempt(deps, attempt, AttemptState.TERMINATED, EndCause.RELAUNCH_REQUESTED,
                     f"relaunch requested by the {request.requested_by}", facts.now, log)
     deps.store.set_job_status(job.id, JobStatus.PENDING, facts.now)
-    deps.store.event("relaunch-now", f"job {job.name}: relaunching now as the {request.requested_by} asked "
+    deps.store.event(EventKind.RELAUNCH_NOW, f"job {job.name}: relaunching now as the {request.requested_by} asked "
                      f"({len(ended)} machine(s) ended)", facts.now, job_id=job.id,
                      data={"request_id": request.id, "ended": [a.launch_id for a in ended]})
     return LaunchOrder(job.id, relaunch=True)

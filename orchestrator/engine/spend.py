@@ -19,8 +19,8 @@ from datetime import datetime
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
 from orchestrator.engine.ports import AttemptRecord, EngineStore
+from orchestrator.engine.values import split_at_midnights
 from orchestrator.spend import accrued_usd, charged_price_hr, reported_price_hr
-from orchestrator.store.spend_ledger import split_at_midnights
 from providers.base import InstanceState
 
 #: Instance states the spend step charges for (UNREACHABLE: not gone, and still billed).

@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobStatus
 from orchestrator.engine.tick import TickLog
@@ -104,7 +105,7 @@ def _announce(deps: EngineDeps, seen: Observed, up: int, facts: TickFacts) -> No
     if up >= nodes:
         deps.store.set_job_status(job.id, JobStatus.RUNNING, facts.now)
         where = f"{inst.provider} {inst.instance_id}" if nodes == 1 else f"{nodes} nodes on {inst.provider}"
-        deps.store.event("started", f"job running on {where}", facts.now, job_id=job.id)
+        deps.store.event(EventKind.STARTED, f"job running on {where}", facts.now, job_id=job.id)
     else:
-        deps.store.event("node-started", f"node {seen.attempt.node_rank} of {nodes} running on "
+        deps.store.event(EventKind.NODE_STARTED, f"node {seen.attempt.node_rank} of {nodes} running on "
                          f"{inst.provider} {inst.instance_id}", facts.now, job_id=job.id)

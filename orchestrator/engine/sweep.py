@@ -19,6 +19,7 @@ from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import terminate
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.leftovers import NetworkSweep
 from orchestrator.engine.ports import AttemptRecord, EndCause
@@ -71,7 +72,7 @@ class SweepStep:
         if now - first < deps.config.orphan_grace:
             return
         terminate(deps.providers[name], inst.instance_id, log)
-        deps.store.event("orphan-terminated", f"{name} {inst.instance_id} (launch {inst.launch_id}) is "
+        deps.store.event(EventKind.ORPHAN_TERMINATED, f"{name} {inst.instance_id} (launch {inst.launch_id}) is "
                          "tagged as orch's but unknown to the store", now)
         log.report.orphans_terminated += 1
         if deps.metrics:

@@ -102,8 +102,8 @@ def _mirror(deps: EngineDeps, attempt: AttemptRecord, inst: Instance | None, now
         if inst is None or gone:
             return attempt      # the cloud never saw it: the launch step asks again with the same launch id
         store.set_attempt_state(attempt.id, AttemptState.LAUNCHED, now, instance=inst)
-        store.event("adopted", f"adopted {inst.provider} {inst.instance_id} for launch {attempt.launch_id}", now,
-                    job_id=attempt.job_id)
+        store.event(EventKind.ADOPTED, f"adopted {inst.provider} {inst.instance_id} for launch {attempt.launch_id}",
+                    now, job_id=attempt.job_id)
         report.adopted += 1
         return replace(attempt, state=AttemptState.LAUNCHED, instance_id=inst.instance_id)
     if attempt.state not in HOLDING_STATES:

@@ -1,4 +1,9 @@
-"""Durations ("30s", "15m", "2h", "1d", "1h30m") and prices ("$2.50", "2.5", "2.5/h") as manifests write them."""
+"""Durations ("30s", "15m", "2h", "1d", "1h30m") and prices ("$2.50", "2.5", "2.5/h") as manifests write them.
+
+``parse_duration`` is orch's one duration parser: manifests, the config file (``daemon.*_s``,
+``catalog.refresh_every``), ``ORCH_*`` variables and CLI flags all read durations through it. A number is
+seconds; text needs a unit suffix, except where the value can only be text (an environment variable, a
+flag): ``setting_duration`` reads ASCII digits there as seconds first."""
 
 from __future__ import annotations
 
@@ -11,6 +16,9 @@ from orchestrator.redaction import shown
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?[smhdw])+$")
 _PART_RE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+#: A number of seconds as written in ASCII: float() alone also takes other scripts' digits ("١٢٠"),
+#: underscores ("1_200") and "nan"/"inf", none of which a setting should mean.
+_SECONDS_RE = re.compile(r"[+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _PRICE_RE = re.compile(r"^\$?\s*(\d+(?:\.\d+)?|\.\d+)\s*(?:/\s*(?:h|hr|hour))?$")
 
 DURATION_PATTERN = r"^(\d+(\.\d+)?[smhdw])+$"
@@ -53,6 +61,13 @@ def parse_duration(value: object) -> timedelta:
     if seconds > 10 * 365 * 86400:
         raise HintedValueError("a duration longer than ten years is surely a typo", DURATION_HINT)
     return timedelta(seconds=seconds)
+
+
+def setting_duration(value: object) -> timedelta:
+    """A setting's duration: ``parse_duration``, with text of ASCII digits (an env var's ``120``) as seconds."""
+    if isinstance(value, str) and _SECONDS_RE.fullmatch(value.strip()):
+        return parse_duration(float(value.strip()))
+    return parse_duration(value)
 
 
 def format_duration(value: timedelta) -> str:

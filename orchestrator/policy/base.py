@@ -18,6 +18,9 @@ class SpotPolicy(Protocol):
       a capacity error, a deadline check). It may return SPOT(z) only for a zone with ``obs.available[z]``.
       Returning the action of the instance the job is on keeps that instance; anything else replaces it.
     - A policy must never look at anything but what it is given: no trace, no clock.
+    - Optional: a class attribute ``needs_history = False`` says the policy never reads ``obs.history`` or
+      ``obs.any_zone``; the simulator then shows it ``()`` and None and saves keeping them. It is read from the
+      policy's own class only (a subclass is shown the history unless it says the same).
     """
 
     name: str

@@ -50,9 +50,11 @@ class CaseResult:
 
 
 def run_case(spec: ProblemSpec, zones: ZoneSet, policies: Sequence[str], starts: Sequence[int],
-             notice: bool = False, with_optimum: bool = True, policy_files: Sequence[str] = ()) -> CaseResult:
+             notice: bool = False, with_optimum: bool = True, policy_files: Sequence[str] = (),
+             optimum_cache: str | None = None) -> CaseResult:
     """Every policy on one zone set from each start. ``policy_files`` are loaded first (in this process: a
-    worker process loads them again, so a user's policy runs in every worker)."""
+    worker process loads them again, so a user's policy runs in every worker). ``optimum_cache``: a directory
+    where the optimum's values are kept by the traces' contents (optimum_cache.py); None: always solved."""
     for path in policy_files:
         load_policy_file(Path(path))
     runs = tuple(
@@ -61,23 +63,38 @@ def run_case(spec: ProblemSpec, zones: ZoneSet, policies: Sequence[str], starts:
     )
     opt: tuple[float | None, ...] | None = None
     if with_optimum:
-        from orchestrator.policy.optimum import optimum
-
-        opt = tuple(r.normalized_cost for r in optimum(spec, zones, starts))
+        opt = _optimum_values(spec, zones, starts, optimum_cache)
     return CaseResult(zones.name, len(zones.zones), tuple(starts), runs, opt)
 
 
+def _optimum_values(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int],
+                    cache: str | None) -> tuple[float | None, ...]:
+    from orchestrator.policy import optimum_cache
+    from orchestrator.policy.optimum import DEFAULT_MAX_LEVELS, optimum
+
+    entry = optimum_cache.key(spec, zones, starts, DEFAULT_MAX_LEVELS) if cache is not None else ""
+    if cache is not None:
+        kept = optimum_cache.load(Path(cache), entry, len(starts))
+        if kept is not None:
+            return tuple(kept)
+    values = tuple(r.normalized_cost for r in optimum(spec, zones, starts, DEFAULT_MAX_LEVELS))
+    if cache is not None:
+        optimum_cache.store(Path(cache), entry, values)
+    return values
+
+
 def _run_case_args(args: tuple[ProblemSpec, ZoneSet, tuple[str, ...], tuple[int, ...], bool, bool,
-                                tuple[str, ...]]) -> CaseResult:
+                                tuple[str, ...], str | None]) -> CaseResult:
     return run_case(*args)
 
 
 def evaluate(spec: ProblemSpec, sets: Sequence[ZoneSet], policies: Sequence[str], n_starts: int,
              notice: bool = False, with_optimum: bool = True, workers: int | None = None,
-             policy_files: Sequence[str] = ()) -> list[CaseResult]:
-    """Every policy (and the optimum) on every zone set from ``n_starts`` start times; in set order."""
+             policy_files: Sequence[str] = (), optimum_cache: str | None = None) -> list[CaseResult]:
+    """Every policy (and the optimum) on every zone set from ``n_starts`` start times; in set order.
+    ``optimum_cache``: see ``run_case``."""
     jobs = [(spec, zs, tuple(policies), tuple(start_ticks(zs, spec, n_starts)), notice, with_optimum,
-             tuple(policy_files)) for zs in sets]
+             tuple(policy_files), optimum_cache) for zs in sets]
     workers = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
     if workers <= 1 or len(jobs) <= 1:
         return [_run_case_args(j) for j in jobs]

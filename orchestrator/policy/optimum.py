@@ -24,6 +24,8 @@ from orchestrator.policy.simulator import window_ticks
 from orchestrator.policy.traces import ZoneSet
 
 _EPS = 1e-9
+#: The DP's waste grid: at most this many steps over the slack (``waste_grid``).
+DEFAULT_MAX_LEVELS = 1500
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +61,7 @@ def waste_grid(spec: ProblemSpec, gap_h: float, max_levels: int) -> tuple[int, f
     return m_max, gap_h / m_max
 
 
-def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels: int = 1500,
+def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels: int = DEFAULT_MAX_LEVELS,
             ) -> list[OptimumResult]:
     """The offline optimum for a job starting at each of ``starts`` (all solved at once, vectorized)."""
     import numpy as np

@@ -1,4 +1,4 @@
-"""orch's policy (v2): a forecast of each zone from its past, under Uniform Progress's safety net.
+"""orch's policy (v3): a forecast of each zone from its past, under Uniform Progress's safety net.
 
 Uniform Progress (UP) spends the slack evenly: it buys on-demand whenever the job is behind the straight line
 C t / D, even early in a window whose spot will later be plentiful, and finishes hours before the deadline
@@ -25,21 +25,22 @@ And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, 
 when its predicted lifetime (this tick and the expected residual of its current available run, from its run
 lengths) beats d / (1 - k); from on-demand only beyond 2d / (1 - k), on the lower of that lifetime over all
 runs kept and over the zone's last ``recent_check`` runs, and never when on-demand finishes the job for less
-than spot could (r + o <= k (d + r)). In a zone set a preempted job hops to another zone, so the second
-on-demand overhead comes only when the whole set loses spot: when the set's spot run S (any-zone history)
-pays for its hops, S (1 - k - d / L) > d with L a zone's mean available run, leaving on-demand asks only that
-the zone's session beat d / (1 - k). A new spot instance goes to the zone with the largest expected saving
-(1 - k_z) (min(L_z, r) - d) - k_z d, L_z its predicted lifetime: the most stable zone, weighed by price (on a
-tie, the longest-lived).
+than spot could (r + o <= k (d + r)). Leaving on-demand for a run after which the job comes back to
+on-demand (one zone, or a set whose spot does not pay for its hops) also needs the odds: the zone's current
+run must last the break-even 2d / (1 - k) more with probability at least one half by its ended runs
+(``od_odds``). Run lengths are long-tailed: a flappy zone's mean residual is carried by its few long runs, and
+leaving on-demand for each young run pays two overheads for every short one (the mean says go, the median
+says stay; at d = 0.5 h the two overheads are an hour).
+In a zone set a preempted job hops to another zone, so the second on-demand overhead comes only when the whole
+set loses spot: when the set's spot run S (any-zone history) pays for its hops, S (1 - k - d / L) > d with L a
+zone's mean available run, leaving on-demand asks only that the zone's session beat d / (1 - k). A new spot
+instance goes to the zone with the largest expected saving (1 - k_z) (min(L_z, r) - d) - k_z d, L_z its
+predicted lifetime: the most stable zone, weighed by price (on a tie, the longest-lived).
 In a zone set, from idle with slack to spare (X < -``SPARE_BREAK_EVENS`` d / (1 - k), at or ahead of UP's
 line), a launch must also be likely to pay its overhead: a zone whose current run, by its ended runs, lasts
 the next d / (1 - k) with probability below one half is passed over for the zone most likely to (or, with
 none, the job waits): run lengths are long-tailed, so a zone's mean residual says little about whether this
 run is one of its many short ones, and each short one is an overhead lost.
-With far more slack than that (X < -``AGED_SPARE_BREAK_EVENS`` d / (1 - k)), such a launch also waits for a
-zone whose current run has lasted ``AGED_RUN_OVERHEADS`` x d: most of the launches the offline optimum does
-not make are into runs that end within the hour, where the optimum waits (its slack to spare is worth
-nothing), and a run that has lasted two overheads is less often one of them.
 Early in the window (its first ``EARLY_WINDOW``), an outage is not covered while the shortfall X still fits
 in the slack left beyond the Safety Net's two overheads (X < time left - work left - 2d): the forecast knows
 least about this window then and the slack is the largest, so waiting costs nothing yet, and the window's
@@ -64,11 +65,6 @@ SPARE_BREAK_EVENS = 4.0
 #: The opening share of the window in which an outage is not covered while the shortfall fits in the slack
 #: (``early_wait``; a constant of the method, not fitted per trace: 0.1-0.3 measured alike, docs/policy.md).
 EARLY_WINDOW = 0.2
-#: Far more slack than the job needs, in break-evens d / (1 - k) of shortfall below zero: then a zone set's
-#: launches from idle wait for a run that has lasted ``AGED_RUN_OVERHEADS`` overheads (``aged_gate``; constants
-#: of the method, not fitted per trace; docs/policy.md, sixth round).
-AGED_SPARE_BREAK_EVENS = 20.0
-AGED_RUN_OVERHEADS = 2.0
 
 
 class OrchPolicy:
@@ -81,9 +77,9 @@ class OrchPolicy:
     ``recent_check`` runs. ``odds_filter``: the zone set's filter on a launch's odds of paying its overhead
     (module docstring). ``slack_cost``: overheads of slack a launch costs, in the
     break-evens, while the slack is short. ``early_wait``: no outage covered in the window's first
-    ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring). ``aged_gate``: with far
-    more slack than the job needs, a zone set's launch from idle only into a run that has lasted
-    ``AGED_RUN_OVERHEADS`` overheads (module docstring).
+    ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring). ``od_odds``: leaving on-demand
+    for a spot run that ends in on-demand again only when the run lasts the break-even with odds of at least
+    one half (module docstring).
     """
 
     name = "orch"
@@ -91,8 +87,8 @@ class OrchPolicy:
     def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
                  slack_cost: float = 0.0, recent_check: int | None = 10,
                  set_lifetime: bool = True, tie_life: bool = True, odds_filter: bool = True,
-                 early_wait: bool = True, aged_gate: bool = True) -> None:
-        self.aged_gate = aged_gate
+                 early_wait: bool = True, od_odds: bool = True) -> None:
+        self.od_odds = od_odds
         self.early_wait = early_wait
         self.odds_filter = odds_filter
         self.tie_life = tie_life
@@ -248,31 +244,22 @@ class OrchPolicy:
     def _likely_zone(self, obs: Observation, z: int, x: float, break_even: float) -> Action:
         """From idle in a zone set, ahead of UP's line: ``z`` (the zone choice's pick) unless the slack is
         to spare (X < -SPARE_BREAK_EVENS x ``break_even``) and z's current run lasts ``break_even`` more with
-        probability below 1/2; then the zone most likely to (lifetime beyond ``break_even``), or WAIT. With
-        far more to spare (X < -AGED_SPARE_BREAK_EVENS x ``break_even``, ``aged_gate``), z is first replaced
-        by the longest-lived zone whose run has lasted AGED_RUN_OVERHEADS overheads, or whose run's age is not
-        known (none: WAIT)."""
+        probability below 1/2; then the zone most likely to (lifetime beyond ``break_even``), or WAIT."""
         def odds(zone: int) -> float:
             stats = obs.history[zone]
             return survival(self._tables, stats, stats.streak_h, break_even)
 
         if x >= -SPARE_BREAK_EVENS * break_even:
             return spot(z)
-        if self.aged_gate and x < -AGED_SPARE_BREAK_EVENS * break_even:
-            # Far more slack than needed: waiting costs nothing, a launch into a run that dies young an overhead.
-            # A run of unknown age (the daemon's place with nothing seen since its last outage: streak 0) is
-            # not held back: there is no sign that it is young.
-            young = AGED_RUN_OVERHEADS * obs.spec.overhead_h - _EPS
-            aged = [c for c in obs.launchable()
-                    if not 0 < obs.history[c].streak_h < young and self.lifetime(obs, c) > break_even]
-            if not aged:
-                return WAIT
-            if z not in aged:
-                z = max(aged, key=lambda c: self.lifetime(obs, c))
         if odds(z) >= 0.5:
             return spot(z)
         likely = [c for c in obs.launchable() if odds(c) >= 0.5 and self.lifetime(obs, c) > break_even]
         return spot(max(likely, key=odds)) if likely else WAIT
+
+    def _pays_odds(self, obs: Observation, z: int, hours: float) -> bool:
+        """Whether zone z's current run lasts ``hours`` more with probability at least one half."""
+        stats = obs.history[z]
+        return survival(self._tables, stats, stats.streak_h, hours) >= 0.5
 
     def _from_on_demand(self, obs: Observation, k_min: float, tight: float) -> Action:
         d, r = obs.spec.overhead_h, obs.remaining_h
@@ -282,8 +269,9 @@ class OrchPolicy:
         # Leaving on-demand pays this spot session's overhead (worth it beyond d/(1-k) of the zone's spot) and,
         # when spot ends, one more on-demand overhead: in a zone set only when the set's spot ends, since a
         # preempted job hops to another zone (each hop is a session of its own, weighed as from idle).
-        if self.set_lifetime and len(obs.history) > 1 and self.set_spot_pays(obs, k_min):
-            z = self.best_zone(obs, d / max(1 - k_min, _EPS) + tight, cautious=True)
-        else:
-            z = self.best_zone(obs, 2 * d / max(1 - k_min, _EPS) + 2 * tight, cautious=True)
+        hops = self.set_lifetime and len(obs.history) > 1 and self.set_spot_pays(obs, k_min)
+        need = (1 if hops else 2) * (d / max(1 - k_min, _EPS) + tight)
+        z = self.best_zone(obs, need, cautious=True)
+        if z is not None and self.od_odds and not hops and not self._pays_odds(obs, z, need):
+            return ON_DEMAND
         return spot(z) if z is not None else ON_DEMAND

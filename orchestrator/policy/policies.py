@@ -73,6 +73,7 @@ class OnDemandPolicy:
     """On-demand from the first tick to the end: the cost every other policy is normalized by."""
 
     name = "on-demand"
+    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
@@ -86,6 +87,7 @@ class GreedyPolicy:
     which is then kept to the end (paper §3.4)."""
 
     name = "greedy"
+    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
@@ -111,6 +113,7 @@ class UniformProgressPolicy:
     """
 
     name = "uniform-progress"
+    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None

@@ -125,10 +125,17 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     horizon = window_ticks(spec, gap)
     prepared = _prepared(zones)
     price_rows = [z.prices for z in zones.zones]
+    # Without price series every tick's prices are the same tuple: built once (the replay's inner loop).
+    no_series = all(row is None for row in price_rows)
+    flat = (spec.spot_price,) * n_zones
     k = spec.spot_price
     d = spec.overhead_h
     work = spec.work_h
-    history, any_zone = prepared.history_before(start_tick)
+    # A policy that declares ``needs_history = False`` (the reference policies: they read only this tick) is
+    # shown no history (``()`` and None), which spares the replay a ZoneStats update per zone and tick. Only the
+    # policy's own class counts: a subclass (a user's, built on UP) may read the history its base did not.
+    keeps_history = vars(type(policy)).get("needs_history", True)
+    history, any_zone = prepared.history_before(start_tick) if keeps_history else ((), None)
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)
@@ -159,11 +166,12 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
             preempted = True
             preemptions += 1
             mode, zone, ovh_left = Mode.IDLE, None, 0.0
-        for z in range(n_zones):
-            history[z].observe(now[z], gap)
-        any_zone.observe(any(now), gap)
+        if keeps_history:
+            for z in range(n_zones):
+                history[z].observe(now[z], gap)
+            any_zone.observe(any(now), gap)  # type: ignore[union-attr]
         past_end = idx >= total_ticks
-        prices = (k,) * n_zones if past_end else tuple(k if row is None else row[idx] for row in price_rows)
+        prices = flat if past_end or no_series else tuple(k if row is None else row[idx] for row in price_rows)
         obs = Observation(
             tick=t, elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done, mode=mode, zone=zone,
             overhead_left_h=ovh_left, available=now, spot_prices=prices,

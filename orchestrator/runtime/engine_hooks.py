@@ -325,7 +325,9 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
         exit_code = status.job.exit_code if status.job.exit_code is not None else COULD_NOT_START
     elif status.job.state is JobState.FAILED:
         exit_code = COULD_NOT_START
-    return AgentReport(gpu_util_pct=util, notice=notice,
+    advisories = tuple(Notice(n.cloud, n.kind.value, n.key, datetime.fromtimestamp(n.seen_at, UTC))
+                       for n in status.advisories)
+    return AgentReport(gpu_util_pct=util, notice=notice, advisories=advisories,
                        checkpoints=tuple((c.uri, c.step) for c in commits), exit_code=exit_code,
                        pending_uploads=status.pending_uploads, drained=status.drained,
                        heartbeat_at=datetime.fromtimestamp(status.heartbeat, UTC))

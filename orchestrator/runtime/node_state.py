@@ -8,6 +8,10 @@ its predecessor's status and the logs of every machine a job ran on stay apart::
     <job state>/<launch id>/logs/00000000    the job's output, in chunks of ``LOG_CHUNK_BYTES``
     <job state>/<launch id>/start.json       written by orch: "start the job now" (a node booted by its
                                               user data waits for it, so orch still decides when a job starts)
+    <job state>/<launch id>/checkpoint-now.json   written by orch: "checkpoint now, then stop" (a job's budget
+                                              spent); the agent takes it as an interrupting notice (kind
+                                              ``orch-stop``): it asks the job to checkpoint, stops it once a
+                                              new checkpoint is complete, and uploads it
 
 ``<job state>`` is ``<checkpoint store>/_orch`` for a job with a checkpoint store, else
 ``<state_store>/<job name>`` (the daemon-wide ``daemon.state_store``), else there is none (the job is
@@ -21,12 +25,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
 
-__all__ = ["LOGS_DIR", "LOG_CHUNK_BYTES", "START_OBJECT", "STATE_DIR", "STATUS_OBJECT", "job_state_uri",
-           "launch_state_uri"]
+__all__ = ["CHECKPOINT_NOW_OBJECT", "LOGS_DIR", "LOG_CHUNK_BYTES", "START_OBJECT", "STATE_DIR", "STATUS_OBJECT",
+           "job_state_uri", "launch_state_uri"]
 
 STATE_DIR = "_orch"
 STATUS_OBJECT = "status.json"
 START_OBJECT = "start.json"
+CHECKPOINT_NOW_OBJECT = "checkpoint-now.json"
 LOGS_DIR = "logs"
 LOG_CHUNK_BYTES = 1 << 20
 

@@ -71,8 +71,12 @@ def parse_store(uri: str, endpoint: str = "") -> StoreTarget:
         bucket, key = _split(uri)
         if not bucket:
             raise UnsupportedStoreError(f"{uri!r}: s3:// needs a bucket")
+        # no_check_bucket: a node's credential is scoped to its job's prefix and may not create (or even look
+        # up) the bucket; rclone otherwise tries to create it before the first upload (rclone s3 docs,
+        # --s3-no-check-bucket: "needed if the user you are using does not have bucket creation permissions").
         env = [(f"RCLONE_CONFIG_{S3_REMOTE.upper()}_TYPE", "s3"),
-               (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_ENV_AUTH", "true")]
+               (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_ENV_AUTH", "true"),
+               (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_NO_CHECK_BUCKET", "true")]
         if endpoint:
             env += [(f"RCLONE_CONFIG_{S3_REMOTE.upper()}_PROVIDER", "Other"),
                     (f"RCLONE_CONFIG_{S3_REMOTE.upper()}_ENDPOINT", endpoint),
@@ -186,6 +190,25 @@ class StoreClient:
             os.replace(tmp, loc)
             return
         self._run("rcat", loc, data=data)
+
+    def delete(self, name: str) -> None:
+        """Remove the object ``name``; an absent one is not an error."""
+        loc = self.target.child(name)
+        if self.target.kind is StoreKind.LOCAL:
+            import os
+
+            try:
+                os.remove(loc)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreAccessError(f"{loc}: {exc}") from None
+            return
+        try:
+            self._run("deletefile", loc)
+        except StoreAccessError as exc:
+            if exc.exit_code not in RCLONE_NOT_FOUND:
+                raise
 
     def list(self, prefix: str = "") -> list[str]:
         """Names of the objects directly under ``prefix`` (files only), sorted; [] when there is none."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
     from providers.base import Offer
 
-__all__ = ["BootCheck", "boot_check_for", "boot_problem"]
+__all__ = ["BootCheck", "boot_check_for", "boot_problem", "exposure_for"]
 
 #: (manifest, offer) -> why a machine of that offer could not start the job, or None.
 BootCheck = Callable[["Manifest", "Offer"], "str | None"]
@@ -40,8 +40,12 @@ def boot_problem(manifest: Manifest, offer: Offer, *, environ: Mapping[str, str]
     now = datetime.now(UTC)
     job = JobRecord(id=0, name=manifest.name, manifest=manifest, spec=jobspec_from_manifest(manifest, now),
                     status=JobStatus.PENDING, desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
+    from orchestrator.runtime.startup import credentials_from_env
+
+    # Dry: the plan calls no token service; the credential's values have a real one's size (the limit check).
     renderer = ManifestStartupRenderer(environ=environ, identities=identities, state_store=state_store,
-                                       ssh_key=ssh_key)
+                                       ssh_key=ssh_key, credentials=credentials_from_env(environ, identities,
+                                                                                         dry_run=True))
     for rank in sorted({0, manifest.resources.nodes - 1}):
         attempt = AttemptRecord(0, 0, _PREFLIGHT_LAUNCH_ID, AttemptState.PLANNED, offer, node_rank=rank)
         try:
@@ -49,6 +53,33 @@ def boot_problem(manifest: Manifest, offer: Offer, *, environ: Mapping[str, str]
         except StartupScriptError as exc:
             return f"a machine on {offer.provider} could not start it: {exc}"
     return None
+
+
+def exposure_for(manifest: Manifest, provider: str, config: OrchConfig | None,
+                 environ: Mapping[str, str] | None = None) -> list[str]:
+    """What a ``provider`` node of ``manifest``'s job would be handed unscoped (the daemon's own store values,
+    secrets with no store to pass them through), and where; [] when it holds only its job's scoped, expiring
+    credential. No token service is called."""
+    from orchestrator.engine.jobspec import jobspec_from_manifest
+    from orchestrator.engine.ports import JobRecord
+    from orchestrator.runtime.startup import ManifestStartupRenderer
+    from orchestrator.runtime.store_credentials import identities_from_config
+    from orchestrator.store.models import JobStatus
+
+    env = os.environ if environ is None else environ
+    state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
+    identities: frozenset[str] = frozenset()
+    if config is not None:
+        from orchestrator.service import load_service_settings
+
+        settings = load_service_settings(config)
+        state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)
+        identities = identities_from_config(config)
+    now = datetime.now(UTC)
+    job = JobRecord(id=0, name=manifest.name, manifest=manifest, spec=jobspec_from_manifest(manifest, now),
+                    status=JobStatus.PENDING, desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
+    return ManifestStartupRenderer(environ=env, identities=identities, state_store=state_store,
+                                   ssh_key=ssh_key).exposure(job, provider)
 
 
 def boot_check_for(config: OrchConfig | None, environ: Mapping[str, str] | None = None) -> BootCheck:

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
+from orchestrator.engine.failure import SETUP_FAILED_EXIT
 from orchestrator.runtime import fabric_env
 from orchestrator.runtime.objectstore import StoreKind, StoreTarget, parse_store
 from orchestrator.runtime.render_input import Launcher, NotifyVia, RenderInput, RenderInputError, ResumeVia
@@ -89,6 +90,9 @@ def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
     user = {k for k, _ in ri.env}
     return sorted((k, v) for k, v in env if k not in user)
 
+
+#: pipefail where the shell has it (bash, busybox, dash >= 0.5.12); POSIX sh before 2024 does not.
+_PIPEFAIL = "if (set -o pipefail) 2>/dev/null; then set -o pipefail; fi"
 
 #: Stands for node 0's address in a launcher line when it comes from orch's start.json (``master_from_start``).
 _GIVEN_MASTER = "@ORCH_MASTER_ADDR@"
@@ -196,7 +200,7 @@ def _restore(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
         "ORCH_RESUME_PATH=''",
         f"orch_latest=\"$( ({cat} 2>/dev/null || true) | tr -d '[:space:]')\"",
         # Only a well-formed name: LATEST is data from the store, never a path to follow.
-        '[[ "$orch_latest" =~ ^step-[0-9]+$ ]] || orch_latest=""',
+        'case "$orch_latest" in step-*[!0-9]*|step-) orch_latest="" ;; step-*) ;; *) orch_latest="" ;; esac',
         'if [ -n "$orch_latest" ]; then',
         f"  {fetch}",
         f'  if [ ! -f "$ORCH_CHECKPOINT_DIR/$orch_latest/{CHECKPOINT_MARKER}" ]; then',
@@ -232,15 +236,24 @@ def _launcher_argv(ri: RenderInput) -> list[str]:
 
 
 def _launch_lines(ri: RenderInput) -> list[str]:
-    """The job's command: run on the host, or inside the container as ``bash -c``."""
-    lines: list[str] = list(ri.setup)
+    """The job's command: run on the host, or inside the container as ``sh -c``."""
+    lines: list[str] = []
+    if ri.setup:
+        # A failed setup line exits with its own code, so orch can tell a setup failure from the command's. POSIX
+        # sh has no ERR trap: under `set -e` a failing line exits the shell, and this EXIT trap (dropped once setup
+        # is done) turns that exit into SETUP_FAILED_EXIT. Setup lines may open multi-line constructs, so they
+        # are not wrapped one by one.
+        lines += ["trap 'rc=$?; if [ \"$rc\" != 0 ]; then echo \"orch: setup failed (exit $rc)\" >&2; "
+                  f"exit {SETUP_FAILED_EXIT}; fi' EXIT", *ri.setup, "trap - EXIT"]
     resume_arg = ri.checkpoint is not None and ri.checkpoint.resume_via is ResumeVia.ARG
     if resume_arg:
         assert ri.checkpoint is not None
-        lines += ["orch_resume_args=()",
-                  'if [ -n "${ORCH_RESUME_PATH:-}" ]; then orch_resume_args=('
-                  f'{_Q(ri.checkpoint.resume_name)} "$ORCH_RESUME_PATH"); fi']
-    tail = ' "${orch_resume_args[@]}"' if resume_arg else ""
+        # POSIX sh has no arrays: the resume arguments are the script's positional parameters ("$@" is exempt
+        # from set -u when empty).
+        lines += ["set --",
+                  'if [ -n "${ORCH_RESUME_PATH:-}" ]; then set -- '
+                  f'{_Q(ri.checkpoint.resume_name)} "$ORCH_RESUME_PATH"; fi']
+    tail = ' "$@"' if resume_arg else ""
     if ri.launcher is Launcher.COMMAND:
         # Verbatim shell, not exec'd: a command may be a pipeline or a list ("a && b").
         lines.append(f"{ri.command}{tail}")
@@ -273,7 +286,7 @@ def _docker_lines(ri: RenderInput, inner: list[str], passed_env: list[str]) -> l
             f"--shm-size={_Q(ri.shm_size)}", "--network host", *fabric_env.docker_args(_fabric(ri)),
             *(f"-v {m}" for m in mounts),
             '-w "$ORCH_WORK_DIR"', *(f"-e {name}" for name in passed_env), _Q(ri.image),
-            "bash -c " + _Q("\n".join(["set -euo pipefail", *inner]))]
+            "sh -c " + _Q("\n".join(["set -eu", _PIPEFAIL, *inner]))]
     return [" \\\n  ".join(argv)]
 
 
@@ -288,7 +301,7 @@ def render_script(ri: RenderInput) -> str:
     secrets += [f"export {name}" for name in ri.secrets]
     notify: list[str] = []
     if c is not None and c.notify_via is NotifyVia.SIGNAL:
-        # The agent signals the whole process group; launchers (bash, torchrun) must not die of it.
+        # The agent signals the whole process group; launchers (sh, torchrun) must not die of it.
         # An ignored signal stays ignored across exec, and the training script installs its own handler.
         notify.append(f"trap '' {c.notify_signal.removeprefix('SIG')}")
     if c is not None and c.notify_via is NotifyVia.FILE:
@@ -316,6 +329,7 @@ def render_script(ri: RenderInput) -> str:
         nodes=ri.nodes,
         launcher=ri.launcher.value,
         where=f"docker image {ri.image}" if ri.image else "on the host",
+        pipefail=_PIPEFAIL,
         exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env)) + _given_master(ri)),
         secrets=_section("secrets (by name; values come from the launch environment)", secrets),
         nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else "")
@@ -349,13 +363,13 @@ def render_agent_config(ri: RenderInput) -> str:
         target = parse_store(ri.report.uri, ri.report.endpoint)
         report = {"kind": target.kind.value, "path": target.path, "uri": target.uri, "env": dict(target.env),
                   "interval_s": ri.report.interval_s, "log_chunk_bytes": ri.report.log_chunk_bytes,
-                  "wait_for_start": ri.report.wait_for_start}
+                  "wait_for_start": ri.report.wait_for_start, "secrets": ri.report.secrets_from_store}
     config = {
         "version": 1,
         "job_name": ri.job_name,
         "node_rank": ri.node_rank,
         "nodes": ri.nodes,
-        "command": ["bash", STARTUP_SCRIPT_NAME],
+        "command": ["sh", STARTUP_SCRIPT_NAME],
         "job_log": JOB_LOG_NAME,
         "status_path": a.status_path,
         "sample_interval_s": a.sample_interval_s,

@@ -126,6 +126,9 @@ class ReportSpec:
     log_chunk_bytes: int = 1 << 20
     #: Booted by its user data: the agent starts the job once orch puts ``start.json`` (node_state.START_OBJECT).
     wait_for_start: bool = False
+    #: The job's secrets come from ``secrets.json`` in the report prefix, put by orch before the go
+    #: (orchestrator/runtime/node_credentials.py), not from the boot payload.
+    secrets_from_store: bool = False
 
     def __post_init__(self) -> None:
         if not self.uri:

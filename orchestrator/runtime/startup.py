@@ -5,8 +5,11 @@ args, onstart): it installs the agent and starts it, and the agent starts the jo
 store (orchestrator/runtime/boot.py), so no machine needs inbound access. The script carries the launch id
 (``ORCH_LAUNCH_ID``), the node rank and, for a gang's rank > 0, node 0's address when the engine knows it.
 
-Secret values (the manifest's ``secrets``, by name) and store credentials the machine has no identity for
-(orchestrator/runtime/store_credentials.py) are read from ``environ`` at launch. SSH-provider hosts get no
+Store credentials the machine has no identity for are minted at launch, scoped to the job's prefix and short-lived
+(orchestrator/runtime/node_credentials.py), never the daemon's own keys where a scoped form exists. Secret values
+(the manifest's ``secrets``, by name, read from ``environ``) go through the job's store (``secrets.json``, put by
+the StoreBootstrapper before the go), not in the boot script; only a job with no store to report to carries them
+in its boot script (``exposure`` says so, and ``orch plan`` prints it). SSH-provider hosts get no
 script: the SSH bootstrapper starts their jobs (as it does a cloud job with no store to report to when orch has an
 SSH key: ``orchestrator.runtime.store_monitor.starts_by_boot``).
 """
@@ -22,11 +25,12 @@ from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.boot import render_boot
 from orchestrator.runtime.from_manifest import render_input_for
+from orchestrator.runtime.node_credentials import NodeCredential, NodeCredentials, Scope, scope_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
-from orchestrator.runtime.node_state import launch_state_uri
+from orchestrator.runtime.node_state import job_state_uri, launch_state_uri
 from orchestrator.runtime.objectstore import UnsupportedStoreError
 from orchestrator.runtime.render_input import RenderInput, RenderInputError
-from orchestrator.runtime.store_credentials import MissingStoreCredentials, store_env
+from orchestrator.runtime.store_credentials import MissingStoreCredentials
 from orchestrator.runtime.store_monitor import starts_by_boot
 from providers.fabric import attached_fabric
 
@@ -77,15 +81,40 @@ def payload_size(provider: str, script: str) -> int:
     return raw
 
 
+def credentials_from_env(environ: Mapping[str, str], identities: frozenset[str], *, dry_run: bool = False,
+                         s3_endpoint: str = "") -> NodeCredentials:
+    """The minter with the token services' endpoints from the environment (``ORCH_STS_ENDPOINT``,
+    ``ORCH_GCS_STS_ENDPOINT``, ``ORCH_AZ_BLOB_ENDPOINT``; unset: the clouds' own), ``ORCH_NODE_CREDENTIAL_TTL_S``."""
+    extra: dict[str, str] = {}
+    if environ.get("ORCH_GCS_STS_ENDPOINT"):
+        extra["gcs_sts_endpoint"] = environ["ORCH_GCS_STS_ENDPOINT"]
+    if environ.get("ORCH_AZ_BLOB_ENDPOINT"):
+        extra["az_blob_endpoint"] = environ["ORCH_AZ_BLOB_ENDPOINT"]
+    ttl = int(environ.get("ORCH_NODE_CREDENTIAL_TTL_S") or 0)
+    return NodeCredentials(environ, identities, dry_run=dry_run, s3_endpoint=s3_endpoint,
+                           sts_endpoint=environ.get("ORCH_STS_ENDPOINT", ""), **extra,  # type: ignore[arg-type]
+                           **({"ttl_s": ttl} if ttl > 0 else {}))
+
+
+def job_scope(job: JobRecord, state_store: str) -> Scope:
+    """What a node of ``job`` may reach in its stores (node_credentials.scope_for)."""
+    m = job.manifest
+    return scope_for(m.checkpoint.store if m.checkpoint else None, job_state_uri(m, state_store),
+                     [d.source for d in m.data])
+
+
 class ManifestStartupRenderer:
+    """``credentials``: the minter of the nodes' scoped store credentials (default: from ``environ``)."""
+
     def __init__(self, node_settings: Mapping[str, NodeSettings] | None = None, *,
                  environ: Mapping[str, str] | None = None, identities: frozenset[str] = frozenset(),
-                 state_store: str = "", ssh_key: bool = False) -> None:
+                 state_store: str = "", ssh_key: bool = False, credentials: NodeCredentials | None = None) -> None:
         self.node_settings = dict(node_settings or {})
         self.ssh_key = ssh_key
         self.environ = environ if environ is not None else os.environ
         self.identities = identities
         self.state_store = state_store
+        self.credentials = credentials
 
     def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
         """The boot script for ``attempt`` ('' where SSH starts the job). Raises StartupScriptError when it cannot
@@ -112,20 +141,59 @@ class ManifestStartupRenderer:
             ri = render_input_for(job.manifest, facts)
             if ri.report is not None:
                 # The node boots by itself but starts the job when orch says (the start step's StoreBootstrapper),
-                # and a gang's rank > 0 learns node 0's address from that go (node 0 may not exist yet).
-                ri = replace(ri, report=replace(ri.report, wait_for_start=True),
+                # and a gang's rank > 0 learns node 0's address from that go (node 0 may not exist yet); its
+                # secrets come with the go, through the store.
+                ri = replace(ri, report=replace(ri.report, wait_for_start=True, secrets_from_store=bool(ri.secrets)),
                              master_from_start=ri.node_rank > 0 and attempt.master_addr is None)
-            script = render_boot(ri, self._values(ri, provider), attempt.launch_id)
+            cred = self.node_credential(job, attempt, node.store_endpoint)
+            script = render_boot(ri, self._values(ri, cred), attempt.launch_id)
         except (RenderInputError, UnsupportedStoreError, MissingStoreCredentials) as exc:
             raise StartupScriptError(str(exc)) from None
         return script
 
-    def _values(self, ri: RenderInput, provider: str) -> dict[str, str]:
+    def minter(self, s3_endpoint: str = "") -> NodeCredentials:
+        return self.credentials or credentials_from_env(self.environ, self.identities, s3_endpoint=s3_endpoint)
+
+    def node_credential(self, job: JobRecord, attempt: AttemptRecord, s3_endpoint: str = "") -> NodeCredential:
+        """The launch's scoped store credential (MissingStoreCredentials: the daemon has nothing to cut it from;
+        a token service's refusal is a StartupScriptError: nothing is launched without it)."""
+        try:
+            return self.minter(s3_endpoint).mint(job_scope(job, self.state_store), attempt.offer.provider,
+                                                 attempt.launch_id)
+        except MissingStoreCredentials:
+            raise
+        except Exception as exc:
+            raise StartupScriptError(f"no scoped store credential for the node: {type(exc).__name__}: "
+                                     f"{str(exc)[:200]}") from None
+
+    def exposure(self, job: JobRecord, provider: str) -> list[str]:
+        """What a ``provider`` node of ``job`` is handed unscoped, and where ([] when nothing): for ``orch plan``.
+        Minted dry (no token service is called)."""
+        names = ", ".join(sorted(job.manifest.secrets))
+        over_ssh = (f"secrets {names}: over SSH into a 0600 file on the machine, loaded into the agent's "
+                    "environment and deleted") if names else ""
+        if provider == "ssh":
+            return [over_ssh] if over_ssh else []    # orch hands an SSH host no store credential: its own config
+        node = node_settings_for(self.node_settings, provider)
+        minter = credentials_from_env(self.environ, self.identities, dry_run=True, s3_endpoint=node.store_endpoint)
+        try:
+            out = list(minter.mint(job_scope(job, self.state_store), provider, "plan").exposed)
+        except MissingStoreCredentials:
+            out = []
+        has_store = job_state_uri(job.manifest, self.state_store) is not None
+        if names and not has_store:
+            out.append(over_ssh if self.ssh_key else
+                       f"secrets {names}: values in the node's boot payload (no store to pass them through)")
+        return out
+
+    def _values(self, ri: RenderInput, cred: NodeCredential) -> dict[str, str]:
         missing = [n for n in ri.secrets if n not in self.environ]
         if missing:
             raise StartupScriptError(f"secrets not set in the daemon's environment: {', '.join(missing)}")
-        uris = [ri.checkpoint.store_uri] if ri.checkpoint else []
-        uris += [ri.report.uri] if ri.report else []
-        uris += [d.source for d in ri.data if not d.is_url]
-        return {**store_env(uris, provider, self.identities, self.environ),
-                **{n: self.environ[n] for n in ri.secrets}}
+        values = dict(cred.env)
+        if cred.expires_at is not None:
+            values["ORCH_CREDENTIALS_EXPIRE_AT"] = str(int(cred.expires_at))
+        if ri.report is None or not ri.report.secrets_from_store:
+            # No store to pass them through: the boot payload carries them (``exposure`` says so).
+            values.update({n: self.environ[n] for n in ri.secrets})
+        return values

@@ -80,6 +80,7 @@ class NoticeKind(StrEnum):
     TERMINATE = "terminate"                        # Azure Scheduled Event Terminate
     REBALANCE = "rebalance-recommendation"         # AWS events/recommendations/rebalance
     MAINTENANCE = "maintenance-event"              # GCE instance/maintenance-event other than NONE
+    ORCH_STOP = "orch-stop"                        # orch's checkpoint-now.json: checkpoint, then stop (a budget)
     UNKNOWN = "unknown"                            # a kind this orch does not know (a newer agent): ends it
 
     @classmethod

@@ -1,12 +1,13 @@
-"""How a node gets credentials for its stores (checkpoints, reports, data): the cloud's identity where the
-machine has one for that store, else environment variables handed over in its boot script.
+"""Which credential a node needs for each of its stores: the cloud's identity where the machine has one for that
+store, else one cut from the daemon's own values of the store's variables.
 
 Identity: an AWS node launched with ``providers.aws.instance_profile`` reads s3:// through it; a GCP node with
 ``providers.gcp.service_account`` reads gs://; an Azure node with ``providers.azure.managed_identity`` reads
 az://. Any other pairing (a GCP node writing to S3, a RunPod node anywhere, a cloud configured without an
-identity) gets the daemon's own values of the store's variables (``ENV_NAMES``), read from the daemon's
-environment by name at launch, written into the boot script's 0600 ``secrets.env`` (which the agent's start
-loads and deletes) and nowhere else: not in logs, events or the database. docs/runtime.md has the table.
+identity) needs the daemon's values of the store's variables (``ENV_NAMES``, read from the daemon's environment
+by name at launch: ``store_env``), from which orchestrator/runtime/node_credentials.py mints the node's scoped,
+short-lived credential; only where no scoped form exists do the values themselves reach the node (and
+``orch plan`` says so). Never in logs, events or the database. docs/runtime.md has the table.
 """
 
 from __future__ import annotations

@@ -18,13 +18,23 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.codepack import CodePackError, pack_bytes, pack_file_name
-from orchestrator.runtime.engine_hooks import report_from_status
+from orchestrator.runtime.engine_hooks import LAST_WORDS_CHARS, LAST_WORDS_LINES, report_from_status
+from orchestrator.runtime.node_credentials import SECRETS_OBJECT
 from orchestrator.runtime.node_facts import NodeSettings, node_settings_for
-from orchestrator.runtime.node_state import START_OBJECT, STATUS_OBJECT, job_state_uri, launch_state_uri
+from orchestrator.runtime.node_renewal import CredentialRenewer, put_secrets
+from orchestrator.runtime.node_state import (
+    CHECKPOINT_NOW_OBJECT,
+    LOGS_DIR,
+    START_OBJECT,
+    STATUS_OBJECT,
+    job_state_uri,
+    launch_state_uri,
+)
 from orchestrator.runtime.objectstore import StoreAccessError, StoreClient, UnsupportedStoreError, parse_store
 from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
 from providers.base import Instance
@@ -49,10 +59,12 @@ class StoreReader:
     stores); ``state_store``: the daemon-wide store of jobs without a checkpoint store."""
 
     def __init__(self, node_settings: Mapping[str, NodeSettings] | None = None, *, state_store: str = "",
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None, renewer: CredentialRenewer | None = None) -> None:
         self.node_settings = dict(node_settings or {})
         self.state_store = state_store
         self.environ = dict(environ if environ is not None else os.environ)
+        #: Renews the nodes' short-lived store credentials through the store (None: nothing to renew).
+        self.renewer = renewer
 
     def has_store(self, job: JobRecord, attempt: AttemptRecord) -> bool:
         return launch_state_uri(job.manifest, attempt.launch_id, self.state_store) is not None
@@ -105,7 +117,28 @@ class StoreMonitor(Monitor):
 
     def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
         status = self.reader.status(job, attempt)
-        return None if status is None else report_from_status(status, self.wall_clock(), self.stale_s)
+        if status is None:
+            return None
+        if self.reader.renewer is not None and (client := self.reader.client(job, attempt)) is not None:
+            self.reader.renewer.renew(job, attempt, client)    # a live node's credential, before it expires
+        report = report_from_status(status, self.wall_clock(), self.stale_s)
+        if report.exit_code not in (None, 0):
+            report = replace(report, last_words=self._last_words(job, attempt, status))
+        return report
+
+    def _last_words(self, job: JobRecord, attempt: AttemptRecord, status: AgentStatus) -> str:
+        """On a failed exit, the node's own words, as the SSH monitor gives them: the agent's last errors and
+        the last lines of the job's shipped output (its last chunk), as one bounded line."""
+        lines = list(status.errors[-2:])
+        client = self.reader.client(job, attempt)
+        try:
+            chunks = sorted(n for n in client.list(LOGS_DIR) if n.isdigit()) if client is not None else []
+            tail = (client.get(f"{LOGS_DIR}/{chunks[-1]}") or b"") if client is not None and chunks else b""
+        except StoreAccessError:
+            tail = b""
+        lines += [ln.strip() for ln in tail.decode("utf-8", "replace").splitlines() if ln.strip()][-LAST_WORDS_LINES:]
+        text = " | ".join(lines)
+        return text if len(text) <= LAST_WORDS_CHARS else "..." + text[-LAST_WORDS_CHARS:]
 
     def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         """A job with a checkpoint store or the daemon's ``state_store`` reports there."""
@@ -127,10 +160,19 @@ class StoreBootstrapper(Bootstrapper):
         status = self.reader.status(job, attempt)
         if status is None:
             return False                 # not booted yet (or not readable now): the next tick asks again
-        if status.job.state is not JobState.PENDING:
-            return True
         client = self.reader.client(job, attempt)
+        if status.job.state is not JobState.PENDING:
+            if client is not None and job.manifest.secrets:
+                try:
+                    client.delete(SECRETS_OBJECT)   # read by the agent at its start: no copy stays in the store
+                except StoreAccessError as exc:
+                    log.info("secrets of launch %s not removed yet: %s", attempt.launch_id, exc)
+            return True
         if client is None or not self._ship_code(job, attempt):
+            return False
+        if self.reader.renewer is not None and not self.reader.renewer.renew(job, attempt, client):
+            return False
+        if not self._secrets(job, attempt, client):
             return False
         go = {"launch_id": attempt.launch_id, "at": self.wall_clock(), "master_addr": attempt.master_addr}
         try:
@@ -139,6 +181,23 @@ class StoreBootstrapper(Bootstrapper):
             log.info("start of launch %s not written: %s", attempt.launch_id, exc)
         return False
 
+    def ask_checkpoint(self, job: JobRecord, attempt: AttemptRecord, instance: Instance, reason: str) -> bool:
+        """Put ``checkpoint-now.json`` in the launch's report prefix (the agent polls it with the cloud's
+        notices): True once written."""
+        client = self.reader.client(job, attempt)
+        if client is None:
+            return False
+        ask = {"launch_id": attempt.launch_id, "at": self.wall_clock(), "reason": reason}
+        try:
+            client.put(CHECKPOINT_NOW_OBJECT, json.dumps(ask, sort_keys=True).encode() + b"\n")
+        except StoreAccessError as exc:
+            log.info("checkpoint-now of launch %s not written: %s", attempt.launch_id, exc)
+            return False
+        return True
+
+    def _secrets(self, job: JobRecord, attempt: AttemptRecord, client: StoreClient) -> bool:
+        """The job's secrets beside the go, under the job's scoped prefix (not in the boot payload)."""
+        return put_secrets(job, attempt, client, self.reader.environ)
 
     def _ship_code(self, job: JobRecord, attempt: AttemptRecord) -> bool:
         """Put the job's pinned code pack in its store, once (content-addressed: a pack already there is the
@@ -199,3 +258,9 @@ class RoutingBootstrapper(Bootstrapper):
         if stage is None or starts_by_boot(instance.provider, self.reader.has_store(job, attempt), self.ssh_key):
             return False
         return bool(stage(job, attempt, instance))
+
+    def ask_checkpoint(self, job: JobRecord, attempt: AttemptRecord, instance: Instance, reason: str) -> bool:
+        """Over the store where the agent reports there (an SSH-started node is not asked: False)."""
+        if self.reader.has_store(job, attempt) and starts_by_boot(instance.provider, True, self.ssh_key):
+            return self.store.ask_checkpoint(job, attempt, instance, reason)
+        return False

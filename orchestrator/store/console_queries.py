@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.engine.values import RelaunchRequest
 from orchestrator.reach import reach_line
 from orchestrator.store.gpu_util import util_since
 from orchestrator.store.models import (
@@ -29,7 +30,7 @@ from orchestrator.store.models import (
     JobStatus,
     Spend,
 )
-from orchestrator.store.requests import RelaunchRequest, open_relaunch_request
+from orchestrator.store.requests import open_relaunch_request
 from orchestrator.store.spend_series import UNKNOWN_PROVIDER
 
 _BURNING = frozenset({"pending", "running", "stopping"})

@@ -18,20 +18,11 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
+from orchestrator.engine.values import GpuUtilSample
 from orchestrator.store.models import GpuUtilMinute
 
 #: How long per-minute rows are kept. The console shows the last hour; a day leaves room for a longer view.
 DEFAULT_RETENTION = timedelta(hours=24)
-
-
-@dataclass(frozen=True, slots=True)
-class GpuUtilSample:
-    """One reading of every GPU of an attempt's machine (percent, 0-100), at ``at`` (aware UTC)."""
-
-    attempt_id: int
-    job_id: int
-    at: datetime
-    gpu_util_pct: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -283,6 +283,15 @@ def last_event(tx: Session, job_id: int) -> Event | None:
     return tx.exec(select(Event).where(Event.job_id == job_id).order_by(col(Event.id).desc()).limit(1)).first()
 
 
+def last_failures(tx: Session, job_ids: Sequence[int], kinds: Sequence[str]) -> dict[int, Event]:
+    """Per job, its newest event of ``kinds`` (the failure events, whose data carries a typed cause)."""
+    if not job_ids:
+        return {}
+    newest = (select(func.max(Event.id)).where(col(Event.job_id).in_(list(job_ids)), col(Event.kind).in_(list(kinds)))
+              .group_by(col(Event.job_id)))
+    return {e.job_id: e for e in tx.exec(select(Event).where(col(Event.id).in_(newest))) if e.job_id is not None}
+
+
 def last_event_id(tx: Session) -> int:
     return int(tx.exec(select(func.coalesce(func.max(Event.id), 0))).one())
 
@@ -303,9 +312,9 @@ def live_attempts_of(tx: Session, job_ids: Sequence[int]) -> list[Attempt]:
                                               col(Attempt.state).in_(_LIVE))))
 
 
-def unexpired_lease(tx: Session, now: datetime) -> bool:
-    """Whether some daemon's registration (and so its job leases) holds until after ``now``."""
-    return tx.exec(select(DaemonRow.owner).where(col(DaemonRow.expires_at) > now).limit(1)).first() is not None
+def unexpired_lease_owners(tx: Session, now: datetime) -> list[str]:
+    """The owners of every registration (daemon or command) that holds until after ``now``."""
+    return list(tx.exec(select(DaemonRow.owner).where(col(DaemonRow.expires_at) > now).order_by(col(DaemonRow.owner))))
 
 
 def instance_attempt(tx: Session, provider: str, instance_id: str) -> tuple[int, str] | None:

@@ -23,11 +23,11 @@ from sqlalchemy import bindparam, case, func, literal, or_, update
 from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
+from orchestrator.engine.events import REPEATING_EVENTS, EventKind
 from orchestrator.redaction import safe_line
 from orchestrator.store.models import (
     ATTEMPT_TRANSITIONS,
     GONE_INSTANCE_STATE_VALUES,
-    REPEATING_EVENTS,
     Attempt,
     AttemptState,
     CheckpointRow,
@@ -59,7 +59,7 @@ class AppliedJob:
     """A job as ``orch apply`` records it: the validated manifest, its content hash and its source file.
 
     The store keeps the manifest's canonical JSON (``Manifest.to_json()``); readers parse it back once per
-    hash (``orchestrator.engine.sqlstore``)."""
+    hash (``orchestrator.store.sqlstore``)."""
 
     manifest: Manifest
     manifest_hash: str
@@ -129,7 +129,7 @@ def upsert_job(tx: Session, spec: AppliedJob, *, now: datetime | None = None) ->
                   source_path=spec.source_path, applied_at=now, created_at=now, updated_at=now)
         tx.add(job)
         tx.flush()
-        _event(tx, "job.created", f"job {spec.name} created", job.id, {"hash": spec.manifest_hash}, now)
+        _event(tx, EventKind.JOB_CREATED, f"job {spec.name} created", job.id, {"hash": spec.manifest_hash}, now)
         return job, Change.CREATED
     revived = job.desired_state != DesiredState.ACTIVE.value
     if job.manifest_hash == spec.manifest_hash and not revived:
@@ -150,7 +150,7 @@ def upsert_job(tx: Session, spec: AppliedJob, *, now: datetime | None = None) ->
         job.relaunch_count = 0
     tx.add(job)
     tx.flush()
-    _event(tx, "job.updated", f"job {spec.name} updated", job.id,
+    _event(tx, EventKind.JOB_UPDATED, f"job {spec.name} updated", job.id,
            {"hash": spec.manifest_hash, "previous_hash": previous, "revived": revived}, now)
     return job, Change.UPDATED
 
@@ -186,7 +186,7 @@ def set_desired_state(tx: Session, name: str, state: DesiredState, *, now: datet
         job.desired_state = state.value
         job.updated_at = now
         tx.add(job)
-        _event(tx, f"job.{state.value}", f"job {name} is now {state.value}", job.id, {}, now)
+        _event(tx, EventKind(f"job.{state.value}"), f"job {name} is now {state.value}", job.id, {}, now)
     return job
 
 
@@ -202,8 +202,9 @@ def set_job_status(tx: Session, job: Job | int, status: JobStatus, reason: str |
         row.status_reason = reason
         row.updated_at = now
         tx.add(row)
-        _event(tx, "job.status", f"job {row.name}: {old} -> {status.value}" + (f" ({reason})" if reason else ""),
-               row.id, {"from": old, "to": status.value, "reason": reason}, now)
+        _event(tx, EventKind.JOB_STATUS,
+               f"job {row.name}: {old} -> {status.value}" + (f" ({reason})" if reason else ""), row.id,
+               {"from": old, "to": status.value, "reason": reason}, now)
     return row
 
 
@@ -291,7 +292,7 @@ def transition_attempt(tx: Session, attempt: Attempt | int, to: AttemptState, *,
     if exit_code is not None:
         row.exit_code = exit_code
     tx.add(row)
-    _event(tx, "attempt.state", f"attempt {row.launch_id}: {current.value} -> {to.value}"
+    _event(tx, EventKind.ATTEMPT_STATE, f"attempt {row.launch_id}: {current.value} -> {to.value}"
            + (f" ({reason})" if reason else ""), row.job_id,
            {"launch_id": row.launch_id, "from": current.value, "to": to.value, "reason": reason,
             "cause": row.end_cause, "exit_code": exit_code}, now)
@@ -480,7 +481,7 @@ def record_checkpoint(tx: Session, job_id: int, uri: str, *, attempt_id: int | N
                         committed_at=committed_at or utcnow())
     tx.add(row)
     tx.flush()
-    _event(tx, "checkpoint", f"checkpoint {uri}" + (f" at step {step}" if step is not None else ""), job_id,
+    _event(tx, EventKind.CHECKPOINT, f"checkpoint {uri}" + (f" at step {step}" if step is not None else ""), job_id,
            {"uri": uri, "step": step, "attempt_id": attempt_id}, row.committed_at)
     return row
 
@@ -492,14 +493,16 @@ def latest_checkpoint(tx: Session, job_id: int) -> CheckpointRow | None:
     return tx.exec(query).first()
 
 
-def record_event(tx: Session, kind: str, message: str = "", *, job_id: int | None = None,
+def record_event(tx: Session, kind: EventKind, message: str = "", *, job_id: int | None = None,
                  data: dict[str, Any] | None = None, ts: datetime | None = None) -> Event:
-    """Record one event; ``data`` must be JSON-serialisable. Events are never deleted.
+    """Record one event; ``data`` must be JSON-serialisable. Events are never deleted. ``kind`` must be an
+    ``EventKind`` member (or its text): any other string raises ``ValueError``, so no kind is spelled twice.
 
     A repeat of a condition (kind in ``REPEATING_EVENTS``; same job, kind and message as one of the job's
     events since its last event of another kind) is not a new row: that row's ``count`` rises, its
     ``last_ts`` and ``data`` become this occurrence's. Returns the row written or updated."""
     at = ts or utcnow()
+    kind = EventKind(kind)
     if kind in REPEATING_EVENTS and job_id is not None:
         seen = _same_condition(tx, kind, safe_line(message, 4000), job_id)
         if seen is not None:
@@ -515,7 +518,7 @@ def record_event(tx: Session, kind: str, message: str = "", *, job_id: int | Non
 _REPEAT_LOOKBACK = 16
 
 
-def _same_condition(tx: Session, kind: str, message: str, job_id: int) -> Event | None:
+def _same_condition(tx: Session, kind: EventKind, message: str, job_id: int) -> Event | None:
     """The job's event this one repeats: among its latest events, back to the first of a non-repeating
     kind (a launch, a start, an end: a new episode), the one with this kind and message."""
     query = (select(Event).where(Event.job_id == job_id).order_by(col(Event.id).desc()).limit(_REPEAT_LOOKBACK))
@@ -527,11 +530,14 @@ def _same_condition(tx: Session, kind: str, message: str, job_id: int) -> Event 
     return None
 
 
-def _event(tx: Session, kind: str, message: str, job_id: int | None, data: dict[str, Any], ts: datetime) -> Event:
+def _event(tx: Session, kind: EventKind, message: str, job_id: int | None, data: dict[str, Any],
+           ts: datetime) -> Event:
     # The event log is read by `orch events`/`status` and kept forever: no credential ever goes in, whatever a
     # provider's error message carried.
-    # str(): an EventKind (a str enum) is stored as its text, whatever the driver makes of enums.
-    row = Event(ts=ts, job_id=job_id, kind=str(kind), message=safe_line(message, 4000), data=_redacted(data))
+    # EventKind(...).value: a kind that is not a member raises; the text is stored, whatever the driver makes of
+    # enums.
+    row = Event(ts=ts, job_id=job_id, kind=EventKind(kind).value, message=safe_line(message, 4000),
+                data=_redacted(data))
     tx.add(row)
     return row
 

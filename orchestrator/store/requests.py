@@ -8,28 +8,19 @@ honours (end the job's machines, launch again from the last committed checkpoint
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
+from orchestrator.engine.events import EventKind
+from orchestrator.engine.values import RelaunchRequest
 from orchestrator.store import repo
 from orchestrator.store.models import DesiredState, Job, JobRequest, RequestKind
 
 
 class RequestRefusedError(ValueError):
     """The request cannot apply to the job as it is (the message says why)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RelaunchRequest:
-    id: int
-    job_id: int
-    job_name: str
-    requested_at: datetime
-    requested_by: str
-    taken_at: datetime | None = None
 
 
 def _view(row: JobRequest, name: str) -> RelaunchRequest:
@@ -45,7 +36,7 @@ def request_stop(tx: Session, name: str, *, by: str = "console", now: datetime |
     job = repo.require_job(tx, name)
     if job.desired_state != DesiredState.DELETED.value:
         repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)
-        repo.record_event(tx, "job.stop-requested", f"job {name}: stop requested from the {by}", job_id=job.id,
+        repo.record_event(tx, EventKind.JOB_STOP_REQUESTED, f"job {name}: stop requested from the {by}", job_id=job.id,
                           data={"by": by}, ts=now)
     return job
 
@@ -68,8 +59,8 @@ def request_relaunch(tx: Session, name: str, *, by: str = "console", now: dateti
     row = JobRequest(job_id=job.id, kind=RequestKind.RELAUNCH.value, requested_at=now, requested_by=by)
     tx.add(row)
     tx.flush()
-    repo.record_event(tx, "job.relaunch-requested", f"job {name}: relaunch requested from the {by}", job_id=job.id,
-                      data={"by": by, "request_id": row.id}, ts=now)
+    repo.record_event(tx, EventKind.JOB_RELAUNCH_REQUESTED, f"job {name}: relaunch requested from the {by}",
+                      job_id=job.id, data={"by": by, "request_id": row.id}, ts=now)
     return _view(row, name)
 
 

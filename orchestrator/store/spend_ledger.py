@@ -3,8 +3,8 @@
 The engine charges each machine every tick. Writing one row per charge made the ledger grow with ticks
 (a month of 30 s ticks is ~86,000 rows per machine); here a charge extends the row of its
 ``(attempt_id, day, charged_price_hr)`` key instead (``uq_spend_attempt_day_rate``), so an attempt has one
-row per UTC day and price. A charge never straddles a midnight (``split_at_midnights``), so a row is always
-inside its day and the rollup's readers (orchestrator/store/rollup.py) stay exact per day and per month.
+row per UTC day and price. A charge never straddles a midnight (``engine.values.split_at_midnights``), so
+a row is always inside its day and the rollup's readers (orchestrator/store/rollup.py) stay exact per day and per month.
 
 A row covers ``[from_ts, to_ts)``: the first charge's start to the last charge's end. Charges of one attempt
 follow each other (each starts at the previous one's end, ``spend_mark``), so a row's interval is covered
@@ -14,7 +14,7 @@ without gaps at its one rate.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -38,17 +38,6 @@ class SpendCharge(NamedTuple):
     @property
     def day(self) -> date:
         return self.from_ts.astimezone(UTC).date()
-
-
-def split_at_midnights(since: datetime, until: datetime) -> Iterator[tuple[datetime, datetime]]:
-    """``[since, until)`` cut at each UTC midnight inside it (nothing for an empty interval)."""
-    lo = since
-    while lo < until:
-        utc = lo.astimezone(UTC)
-        midnight = datetime(utc.year, utc.month, utc.day, tzinfo=UTC) + timedelta(days=1)
-        hi = min(until, midnight)
-        yield lo, hi
-        lo = hi
 
 
 def fold(charges: Sequence[SpendCharge]) -> list[SpendCharge]:

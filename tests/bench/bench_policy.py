@@ -3,6 +3,7 @@
 
     python tests/bench/bench_policy.py TRACE_DIR [--starts 12] [--workers N] [--policy orch]
     python tests/bench/bench_policy.py --synthetic [--seed 20] [--starts 12]  # tests/bench/synthetic_traces.py
+    ... [--settings 72/0.5,60/0.5]   # a subset of the six settings (deadline/overhead, hours)
 
 TRACE_DIR is e.g. ../shared/reference/spot-traces (never committed here). C = 48 h, k = 0.3; settings
 D72/d0.2, D60/d0.2, D96/d0.2, D72/d0.05, D72/d0.5, D60/d0.5; single-zone sets (each file) and multi-zone sets (each
@@ -53,14 +54,15 @@ def row(label: str, cases: list[CaseResult], optimum: list[float], policy: str) 
     return line, ok, closed
 
 
-def run(sets: list[ZoneSet], starts: int, workers: int | None, policy: str) -> int:
+def run(sets: list[ZoneSet], starts: int, workers: int | None, policy: str,
+        settings: list[tuple[float, float]] | None = None) -> int:
     print(f"{len(sets)} zone sets ({sum(len(s.zones) == 1 for s in sets)} single-zone), {starts} starts each; "
           f"policy {policy}")
     print(f"{'setting':<22}{'sets':>5}{'UP':>8}{policy:>8}{'opt':>8}{'closed':>9}{'/UP':>8}{'set/UP':>8}"
           f"{'worst':>8}{'UPworst':>8}{'met%':>7}  bar")
     held = total = 0
     closed_rows: list[float] = []
-    for deadline, overhead in SETTINGS:
+    for deadline, overhead in settings or SETTINGS:
         spec = ProblemSpec(48.0, deadline, overhead, 0.3)
         t0 = time.perf_counter()
         plain = evaluate(spec, sets, (UP, policy), starts, workers=workers)
@@ -94,16 +96,21 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=12)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--policy", default="orch")
+    parser.add_argument("--settings", default=None, help="a subset of the settings, e.g. 72/0.5,60/0.5 "
+                        "(deadline/overhead in hours; default: all six)")
     args = parser.parse_args()
+    settings = None
+    if args.settings:
+        settings = [(float(d), float(o)) for d, o in (part.split("/") for part in args.settings.split(","))]
     if args.synthetic:
         from tests.bench.synthetic_traces import generate
 
         with tempfile.TemporaryDirectory() as tmp:
             generate(Path(tmp), seed=args.seed)
-            return run(discover([Path(tmp)]), args.starts, args.workers, args.policy)
+            return run(discover([Path(tmp)]), args.starts, args.workers, args.policy, settings)
     if args.traces is None:
         parser.error("give TRACE_DIR or --synthetic")
-    return run(discover([args.traces]), args.starts, args.workers, args.policy)
+    return run(discover([args.traces]), args.starts, args.workers, args.policy, settings)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,11 @@ from orchestrator.config import OrchConfig
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
 from orchestrator.engine.reconciler import Reconciler
-from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, SshMonitor, TransportPool
 from orchestrator.runtime.render_input import CloudKind
 from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store
+from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Capability, GpuRequest, Instance, InstanceState, LaunchSpec, Market, Offer
 from providers.catalog.query import match_offers
 from providers.errors import InsufficientCapacityError

@@ -17,8 +17,8 @@ import pytest
 
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from orchestrator.engine.reconciler import Reconciler
-from orchestrator.engine.sqlstore import SqlEngineStore
 from orchestrator.runtime.render_input import CloudKind
+from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import GpuRequest, Market
 from tests.e2e.conftest import (
     GPU,

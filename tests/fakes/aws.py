@@ -111,6 +111,7 @@ class FakeAws:
         self.requests: Counter[str] = Counter()
         self.sent: dict[str, dict[str, str]] = {}
         self.placement = PlacementGroups()
+        self.validated: Counter[str] = Counter()   # EC2 Actions checked against botocore's model
         self.refusals: list[tuple[str, Ec2Refusal]] = []   # (Action, refusal) for each request EC2 would refuse
         self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-aws", daemon=True)
@@ -149,6 +150,7 @@ class FakeAws:
             self.requests.clear()
             self.sent.clear()
             self.refusals.clear()
+            self.validated.clear()
         self.placement.reset()
         req = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
         with urllib.request.urlopen(req, timeout=10) as resp:
@@ -172,7 +174,10 @@ class FakeAws:
             with self._lock:
                 self.requests[action] += 1
                 self.sent[action] = params
-                refusal = check_request(params) if _service_of(environ) == "ec2" else None
+                refusal = None
+                if _service_of(environ) == "ec2":
+                    self.validated[action] += 1
+                    refusal = check_request(params)
                 if refusal is not None:
                     self.refusals.append((action, refusal))
                 fault = self._take_fault(action) if refusal is None else None

@@ -30,6 +30,7 @@ import re
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -108,6 +109,7 @@ class FakeArm:
 
     def __init__(self) -> None:
         self.state = State()
+        self.validated: Counter[str] = Counter()   # PUT bodies checked against the REST spec, by type
         self.refusals: list[ArmRefusal] = []   # each PUT ARM would have refused (spec shapes, customData limit)
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -143,6 +145,7 @@ class FakeArm:
         with self.lock:
             self.state = State()
             self.refusals.clear()
+            self.validated.clear()
 
     @property
     def requests(self) -> list[Recorded]:
@@ -205,6 +208,7 @@ class FakeArm:
             action = (m.group("action") or "").lower()
             opname = f"{op}.{action or method.lower()}" if m.group("name") else f"{op}.list"
             if method == "PUT" and m.group("name") and not action:
+                self.validated[rtype] += 1
                 refusal = check_body(rtype, body)   # the REST spec's shapes and limits (tests/fakes/azure_contract.py)
                 if refusal is not None:
                     self.refusals.append(refusal)

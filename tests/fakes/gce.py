@@ -131,6 +131,7 @@ class GceFake:
         self._lock = threading.RLock()
         self._state = _State()
         self._ids = itertools.count(1000)
+        self.validated = 0   # instance inserts checked against the Discovery document
         self.refusals: list[GceRefusal] = []   # each insert GCE would have refused (schema or limits)
 
     # --- switches ------------------------------------------------------------------------------------
@@ -144,6 +145,7 @@ class GceFake:
         with self._lock:
             self._state = _State()
             self.refusals.clear()
+            self.validated = 0
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -384,6 +386,7 @@ class GceFake:
                 ) -> tuple[int, dict[str, Any]]:
         if request_id and request_id in self._state.request_ids:
             return 200, self._state.operations[self._state.request_ids[request_id]]
+        self.validated += 1
         refusal = check_instance_insert(body)   # GCE's Discovery schema and limits (tests/fakes/gce_contract.py)
         if refusal is not None:
             self.refusals.append(refusal)

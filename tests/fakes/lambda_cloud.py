@@ -27,8 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.fakes.lr_base import FakeServer, Faults, Recorded, Reply, bearer_ok, serve_forever_cli
+from tests.fakes.spec_check import spec_errors
 
 API = "/api/v1"
+SPEC = "lambda-cloud-openapi-1.8.3.json"
+#: InstanceLaunchRequest.user_data: "The user data string must be plain text and cannot exceed 1MB in size."
+USER_DATA_MAX = 1_000_000
 
 # The region codes and names the spec's PublicRegionCode enum allows (a subset, with Lambda's descriptions).
 REGIONS = {
@@ -132,6 +136,8 @@ class LambdaFake:
     requests: list[Recorded] = field(default_factory=list)
     instances: dict[str, _Inst] = field(default_factory=dict)
     ssh_keys: list[dict[str, str]] = field(default_factory=list)
+    validated: int = 0                                   # launch bodies checked against the vendored spec
+    refusals: list[str] = field(default_factory=list)    # each launch the spec (or its user data limit) refused
     _last_launch: float | None = None
     _ips: itertools.count = field(default_factory=lambda: itertools.count(2))  # type: ignore[type-arg]
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -142,6 +148,8 @@ class LambdaFake:
             self.requests.clear()
             self.instances.clear()
             self.ssh_keys.clear()
+            self.validated = 0
+            self.refusals.clear()
             self.capacity = dict(DEFAULT_CAPACITY)
             self._last_launch = None
 
@@ -215,6 +223,15 @@ class LambdaFake:
         unknown = set(body) - LAUNCH_FIELDS
         if unknown:
             return self._invalid(f"Unknown fields: {', '.join(sorted(unknown))}.")
+        # The spec's InstanceLaunchRequest (types, enums, lengths, the image's id/family forms) and its 1 MB user data.
+        self.validated += 1
+        wrong = spec_errors(SPEC, "#/components/schemas/InstanceLaunchRequest", body)
+        if wrong:
+            self.refusals.append(wrong[0])
+            return self._invalid(f"Invalid request data: {wrong[0]}")
+        if len(str(body.get("user_data", "")).encode()) > USER_DATA_MAX:
+            self.refusals.append("user_data")
+            return self._invalid("The user data string must be plain text and cannot exceed 1MB in size.")
         for key in ("region_name", "instance_type_name", "ssh_key_names"):
             if key not in body:
                 return self._invalid(f"Missing field {key}.")

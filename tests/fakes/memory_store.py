@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from orchestrator.budget_watch import THRESHOLD_EVENT
 from orchestrator.budgets import (
     Budget,
     BudgetLedger,
@@ -17,13 +16,13 @@ from orchestrator.budgets import (
     month_label,
     review,
 )
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord, JobStatus
+from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.manifest.schema import Manifest
 from orchestrator.recovery import SpotRun
 from orchestrator.spend import reported_price_hr
-from orchestrator.store.gpu_util import GpuUtilSample
-from orchestrator.store.requests import RelaunchRequest
 from providers.base import Instance, Market, Offer
 from tests.support.manifests import manifest_doc
 
@@ -130,10 +129,16 @@ class MemoryStore:
         self.attempts[a.id] = a
         return a
 
-    def plan_attempt_within(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None, now: datetime,
-                            admit: Callable[[BudgetLedger], BudgetVerdict]) -> AttemptRecord | BudgetVerdict:
+    def plan_attempt_within(self, job_id: int, offer: Offer, launch_ids: Sequence[str], checkpoint: str | None,
+                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict],
+                            ) -> list[AttemptRecord] | BudgetVerdict:
         verdict = admit(self.budget_ledger(now))      # one engine in one process: nothing interleaves
-        return self.plan_attempt(job_id, offer, launch_id, checkpoint, now) if verdict.allowed else verdict
+        if not verdict.allowed:
+            return verdict
+        head = self.plan_attempt(job_id, offer, launch_ids[0], checkpoint, now)
+        return [head, *(self.plan_attempt(job_id, offer, lid, checkpoint, now, node_rank=rank,
+                                          generation=head.generation)
+                        for rank, lid in enumerate(launch_ids[1:], start=1))]
 
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None,
@@ -184,9 +189,9 @@ class MemoryStore:
         self.attempts[attempt_id] = replace(a, heard_at=heard_at, unreachable_since=unreachable_since,
                                             heard_beat=heard_beat)
 
-    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
+    def event(self, kind: EventKind, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
-        self.events.append(Event(now, kind, message, job_id, dict(data or {})))
+        self.events.append(Event(now, EventKind(kind), message, job_id, dict(data or {})))   # refuses a non-member
 
     def use_catalog(self, offers: Sequence[Offer]) -> None:
         self.catalog = tuple(offers)
@@ -213,13 +218,13 @@ class MemoryStore:
                 burn[a.job_id] = burn.get(a.job_id, 0.0) + (a.actual_price_hr or a.offer.price_hr)
         jobs = tuple(JobFacts(j.id, j.name, j.manifest.project, j.spent_usd, burn.get(j.id, 0.0))
                      for j in self.jobs.values())
-        alerted = alerted_from([e.data for e in self.events if e.kind == THRESHOLD_EVENT], month_label(now))
+        alerted = alerted_from([e.data for e in self.events if e.kind == EventKind.BUDGET_THRESHOLD], month_label(now))
         return BudgetLedger(now, jobs, alerted)
 
     def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
         result = review(budgets, self.budget_ledger(now))
         for crossing in result.crossings:
-            self.event(THRESHOLD_EVENT, crossing.message(), now, data=crossing.data())
+            self.event(EventKind.BUDGET_THRESHOLD, crossing.message(), now, data=crossing.data())
         return result
 
     def kinds(self) -> list[str]:

@@ -34,6 +34,7 @@ from typing import Any
 
 from tests.fakes.graphql_lite import GraphQLSyntaxError, UnknownFieldError, parse, prune, resolve
 from tests.fakes.lr_base import FakeServer, Faults, Recorded, Reply, bearer_ok, serve_forever_cli
+from tests.fakes.spec_check import spec_errors
 
 # RunPod's current no-capacity wording; OLD_NO_CAPACITY is the earlier one, still recognised by the adapter.
 NO_CAPACITY = ("There are no longer any instances available with the requested specifications. "
@@ -130,6 +131,9 @@ class RunPodFake:
     faults: Faults = field(default_factory=Faults)
     requests: list[Recorded] = field(default_factory=list)
     pods: dict[str, _Pod] = field(default_factory=dict)
+    no_capacity_message: str = NO_CAPACITY              # OLD_NO_CAPACITY: the wording RunPod used before
+    validated: int = 0                                   # deploy inputs checked against the derived schema
+    refusals: list[str] = field(default_factory=list)    # each deploy input the schema refused
     _ports: itertools.count = field(default_factory=lambda: itertools.count(40000, 2))  # type: ignore[type-arg]
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -138,6 +142,9 @@ class RunPodFake:
             self.faults.clear()
             self.requests.clear()
             self.pods.clear()
+            self.validated = 0
+            self.refusals.clear()
+            self.no_capacity_message = NO_CAPACITY
             self.gpu_types = default_gpu_types()
 
     def operations(self) -> list[dict[str, Any]]:
@@ -233,6 +240,13 @@ class RunPodFake:
         if unknown:
             return None, _user_error(f"Field \"{sorted(unknown)[0]}\" is not defined by type "
                                      "\"PodFindAndDeployOnDemandInput\".")
+        # Every field's type against the derived schema (tests/fakes/schemas/runpod_fields.json), as RunPod's
+        # GraphQL layer coerces input values: a wrong one is a BAD_USER_INPUT error.
+        self.validated += 1
+        wrong = spec_errors("runpod_fields.json", "#/$defs/PodFindAndDeployOnDemandInput", inp)
+        if wrong:
+            self.refusals.append(wrong[0])
+            return None, _user_error(f'Variable "$input" got invalid value; {wrong[0]}')
         cloud = inp.get("cloudType", "ALL")
         if cloud not in CLOUD_TYPES:
             return None, _user_error(f'Value "{cloud}" does not exist in "CloudTypeEnum" enum.')
@@ -250,7 +264,7 @@ class RunPodFake:
                   "ALL": "SECURE" if secure_ok else ("COMMUNITY" if community_ok else None)}[cloud]
         if self.faults.take("capacity") or placed is None or count > gpu.maxGpuCount:
             # RunPod answers this one with a message only (no extensions.code).
-            return None, {"message": NO_CAPACITY}
+            return None, {"message": self.no_capacity_message}
         pod = _Pod(_pod_id(), str(inp.get("name") or ""), gpu, count, placed, dict(inp),
                    port_base=next(self._ports))
         self.pods[pod.id] = pod

@@ -37,6 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes.spec_check import spec_errors
+
 DEFAULT_API_KEY = "vast-test-key"
 PAGE_MAX = 25
 ONSTART_LIMIT = 4048     # vast-ai/docs openapi.yaml @ e758d350, PUT /api/v0/asks/{id} requestBody onstart
@@ -127,6 +129,8 @@ class FakeState:
     # rents on-demand anyway (what a spot create without a bid does), so the adapter's check can be tested.
     bid_ignored: bool = False
     slow_s: float = 0.0
+    validated: int = 0                                         # create bodies checked against the vendored spec
+    refusals: list[str] = field(default_factory=list)          # each create the spec (or a limit) refused
     ssh_endpoint: tuple[str, int] | None = None                # where "22/tcp" points, for e2e tests
     next_id: int = 31000001
     requests: list[Recorded] = field(default_factory=list)
@@ -266,11 +270,18 @@ class VastFake:
         onstart = body.get("onstart")
         if isinstance(onstart, str) and len(onstart) > ONSTART_LIMIT:
             # The spec (PUT /api/v0/asks/{id}, onstart): "limited to 4048 characters -- gzip+base64 for longer".
+            self.state.refusals.append("onstart")
             return 400, {"success": False, "error": "invalid_args", "ask_id": ask_id,
                          "msg": f"onstart field is limited to {ONSTART_LIMIT} characters (got {len(onstart)})."}
         price = body.get("price")
         if price is not None and (not isinstance(price, int | float) or not 0.001 <= price <= 128.0):
             return 400, {"success": False, "error": "invalid_args", "msg": "Invalid price.", "ask_id": ask_id}
+        # Every other field against the vendored spec's create_request (tests/fakes/schemas/vast_fields.json).
+        self.state.validated += 1
+        wrong = spec_errors("vast_fields.json", "#/$defs/create_request", body)
+        if wrong:
+            self.state.refusals.append(wrong[0])
+            return 400, {"success": False, "error": "invalid_args", "msg": wrong[0], "ask_id": ask_id}
         if price is not None and price < offer["min_bid"]:
             msg = f"Your bid {price:.4f} is below the minimum bid {offer['min_bid']:.4f} for this ask."
             if self.state.low_bid_creates_stopped:

@@ -45,10 +45,7 @@ def test_odds_of_a_run_lasting_the_break_even() -> None:
 def test_with_slack_to_spare_a_zone_unlikely_to_pay_its_overhead_is_passed_over() -> None:
     spec = ProblemSpec(work_h=10, deadline_h=40, overhead_h=0.2, spot_price=0.3)
     zones = (stats_of(FLAPPY_WITH_A_TAIL), stats_of(STEADY))
-    # X here is also below the aged gate's -20 d/(1-k), and both runs are one tick old (below its 2d): with
-    # the gate the job would wait for an older run (tests/policy/test_orch_aged.py); off, to see this filter.
-    assert OrchPolicy().decide(idle_obs(spec, zones, done_h=0.5)) == WAIT
-    policy = OrchPolicy(aged_gate=False)
+    policy = OrchPolicy()
     policy.reset(spec, 2)
     obs = idle_obs(spec, zones, done_h=0.5)     # ahead of UP's line (0.25 h at 1 h)
     # Zone 0's mean residual at 0.1 h: (9.9 + 2w) / (10 + w), w = e^-0.05 -> lifetime 1.18 h; zone 1's
@@ -64,7 +61,7 @@ def test_with_slack_to_spare_a_zone_unlikely_to_pay_its_overhead_is_passed_over(
     assert x is not None and x < -4 * 0.2 / 0.7
     assert policy.decide(obs) == spot(1)
     # The filter off: zone 0.
-    off = OrchPolicy(odds_filter=False, aged_gate=False)
+    off = OrchPolicy(odds_filter=False)
     off.reset(spec, 2)
     assert off.decide(obs) == spot(0)
     # Zone 1 out of spot now (its run ended a tick ago): no likely zone, the job waits (ahead of the line).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.policy.model import ON_DEMAND, WAIT, ProblemError, ProblemSpec, spot
-from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy
+from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Observation, ProblemError, ProblemSpec, spot
+from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
 from orchestrator.policy.simulator import PolicyError, simulate
 from tests.policy._helpers import Scripted, zones
 
@@ -113,3 +113,27 @@ def test_problems_that_cannot_be_posed_are_refused(work: float, deadline: float,
                                                    message: str) -> None:
     with pytest.raises(ProblemError, match=message):
         ProblemSpec(work, deadline, overhead, price)
+
+
+
+def test_a_policy_that_needs_no_history_is_shown_none_and_a_subclass_is_shown_it_again() -> None:
+    seen: list[tuple[int, bool]] = []
+
+    class Watching(UniformProgressPolicy):
+        def decide(self, obs: Observation) -> Action:
+            seen.append((len(obs.history), obs.any_zone is not None))
+            return super().decide(obs)
+
+    class Blind(Watching):
+        needs_history = False
+
+    spec = ProblemSpec(work_h=1, deadline_h=3, overhead_h=0.5, spot_price=0.3)
+    zs = zones("1100110011", "0110011001", gap_s=1800)
+    up = simulate(spec, zs, UniformProgressPolicy(), 4)
+    watched = simulate(spec, zs, Watching(), 4)       # UP's flag is not inherited
+    assert seen and all(s == (2, True) for s in seen)
+    seen.clear()
+    blind = simulate(spec, zs, Blind(), 4)
+    assert seen and all(s == (0, False) for s in seen)
+    # The same decisions either way: UP never reads the history.
+    assert up.cost == watched.cost == blind.cost

@@ -170,3 +170,20 @@ def test_simulate_module_imports_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_simulate_keeps_the_optimum_in_its_cache_unless_told_not_to(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ("simulate", "--traces", str(_trace_dir(tmp_path) / "z0.json"), "--work", "10h", "--deadline", "15h",
+            "--policy", "up", "--starts", "2", "--json", "--workers", "1")
+    monkeypatch.setenv("ORCH_CACHE_DIR", str(tmp_path / "off"))
+    off = orch(*args, "--no-optimum-cache")
+    assert off.returncode == 0, off.stderr
+    assert not (tmp_path / "off").exists()
+    monkeypatch.setenv("ORCH_CACHE_DIR", str(tmp_path / "on"))
+    first, again = orch(*args), orch(*args)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    assert len(list((tmp_path / "on" / "optimum").glob("*.json"))) == 1
+    optimum_of = [next(r for r in json.loads(o.stdout)["summary"] if r["policy"] == "optimum")["mean_cost"]
+                  for o in (off, first, again)]
+    assert optimum_of[0] == optimum_of[1] == optimum_of[2]

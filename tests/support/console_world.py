@@ -1,6 +1,6 @@
 """A store filled as the engine would leave it after a few hours, for the console's tests and screenshots.
 
-Written through the store's own functions (repo, gpu_util), the way ``orchestrator.engine.sqlstore`` writes:
+Written through the store's own functions (repo, gpu_util), the way ``orchestrator.store.sqlstore`` writes:
 
 * ``llama-ft``: one node; generation 1 on AWS spot checkpoints twice and is preempted; generation 2 is the
   relaunch on GCP spot, running now, with a checkpoint since and GPU utilization samples for the last hour;
@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from orchestrator.engine.events import EventKind
+from orchestrator.engine.values import GpuUtilSample
 from orchestrator.manifest.schema import Manifest
 from orchestrator.store import repo
 from orchestrator.store.db import Store
-from orchestrator.store.gpu_util import GpuUtilSample, record_gpu_util
+from orchestrator.store.gpu_util import record_gpu_util
 from orchestrator.store.models import AttemptState, JobStatus
 from orchestrator.store.repo import AppliedJob, InstanceRecord
 
@@ -93,16 +95,16 @@ def _llama(tx: Any, now: datetime) -> tuple[int, int, datetime, datetime]:
     repo.set_job_status(tx, job, JobStatus.LAUNCHING, now=g1_start)
     _launched(tx, a1, "L-llama-1", "aws", "i-0a1b2c3d4e5f60718", g1_start)
     repo.set_job_status(tx, job, JobStatus.RUNNING, now=g1_start + 3 * M)
-    repo.record_event(tx, "started", "job running on aws i-0a1b2c3d4e5f60718", job_id=job, ts=g1_start + 3 * M)
+    repo.record_event(tx, EventKind.STARTED, "job running on aws i-0a1b2c3d4e5f60718", job_id=job, ts=g1_start + 3 * M)
     for step, at in ((1000, g1_start + 50 * M), (2000, g1_start + 100 * M)):
         repo.record_checkpoint(tx, job, f"s3://ckpt/llama-ft/step-{step}", attempt_id=a1, step=step, committed_at=at)
     _ticks(tx, job, a1, 12.3, g1_start + 3 * M, preempted_at)
     repo.transition_attempt(tx, a1, AttemptState.PREEMPTED, reason="Server.SpotInstanceTermination", now=preempted_at)
     repo.mark_instance_gone(tx, "L-llama-1", "preempted", "Server.SpotInstanceTermination", now=preempted_at)
     repo.set_job_status(tx, job, JobStatus.RECOVERING, now=preempted_at)
-    repo.record_event(tx, "preempted", "aws i-0a1b2c3d4e5f60718 preempted (Server.SpotInstanceTermination)",
+    repo.record_event(tx, EventKind.PREEMPTED, "aws i-0a1b2c3d4e5f60718 preempted (Server.SpotInstanceTermination)",
                       job_id=job, ts=preempted_at)
-    repo.record_event(tx, "recovering", "relaunching from s3://ckpt/llama-ft/step-2000 on the cheapest offer",
+    repo.record_event(tx, EventKind.RECOVERING, "relaunching from s3://ckpt/llama-ft/step-2000 on the cheapest offer",
                       job_id=job, ts=preempted_at)
     relaunch_at = preempted_at + M
     a2 = _attempt(tx, job, "L-llama-2", generation=2, provider="gcp", itype="a2-ultragpu-1g", region="us-central1",
@@ -112,7 +114,8 @@ def _llama(tx: Any, now: datetime) -> tuple[int, int, datetime, datetime]:
     repo.set_job_status(tx, job, JobStatus.LAUNCHING, now=relaunch_at)
     _launched(tx, a2, "L-llama-2", "gcp", "orch-llama-ft-7f3a", relaunch_at, boot=4 * M)
     repo.set_job_status(tx, job, JobStatus.RUNNING, now=relaunch_at + 4 * M)
-    repo.record_event(tx, "started", "job running on gcp orch-llama-ft-7f3a", job_id=job, ts=relaunch_at + 4 * M)
+    repo.record_event(tx, EventKind.STARTED, "job running on gcp orch-llama-ft-7f3a", job_id=job,
+                      ts=relaunch_at + 4 * M)
     repo.record_checkpoint(tx, job, "s3://ckpt/llama-ft/step-3000", attempt_id=a2, step=3000,
                            committed_at=relaunch_at + 70 * M)
     _ticks(tx, job, a2, 2.05, relaunch_at + 4 * M, now)

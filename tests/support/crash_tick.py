@@ -3,7 +3,8 @@
 test must set from outside a real process: the engine's clock (``--now``, moved on by ``--step-s`` after each
 tick) and the nodes' agents, read from a JSON file (``--reports``: instance id -> ``{"heartbeat": float,
 "checkpoint": [uri, step]}``, or null for an agent that cannot be read; ``"*"`` stands for every other
-instance, ``{"alive": true}`` being an agent whose heartbeat follows the engine's clock).
+instance, ``{"alive": true}`` being an agent whose heartbeat follows the engine's clock; ``"gpu": [pct, ...]``
+adds GPU utilization readings, for the idle step).
 
     python -m tests.support.crash_tick --now 2026-12-01T12:30:00+00:00 --reports agents.json \
         [--ticks N | --until-quiet] [--step-s S]
@@ -36,11 +37,12 @@ class FileMonitor(Monitor):
         found = agents.get(instance.instance_id, agents.get("*"))
         if found is None:
             return None
+        gpu = tuple(float(p) for p in found.get("gpu") or ())
         if found.get("alive"):
-            return AgentReport(heartbeat_at=self.clock())
+            return AgentReport(heartbeat_at=self.clock(), gpu_util_pct=gpu)
         ckpt = found.get("checkpoint")
         return AgentReport(heartbeat_at=datetime.fromtimestamp(float(found["heartbeat"]), UTC),
-                           checkpoints=((ckpt[0], int(ckpt[1])),) if ckpt else ())
+                           checkpoints=((ckpt[0], int(ckpt[1])),) if ckpt else (), gpu_util_pct=gpu)
 
 
 class StepClock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.engine.events import EventKind
 from orchestrator.manifest.schema import Manifest
 
 
@@ -32,5 +33,6 @@ def store_unchecked_job(tx: Any, name: str, manifest: dict[str, Any], manifest_h
               created_at=now, updated_at=now)
     tx.add(job)
     tx.flush()
-    repo.record_event(tx, "job.created", f"job {name} created", job_id=job.id, data={"hash": manifest_hash}, ts=now)
+    repo.record_event(tx, EventKind.JOB_CREATED, f"job {name} created", job_id=job.id, data={"hash": manifest_hash},
+                      ts=now)
     return job

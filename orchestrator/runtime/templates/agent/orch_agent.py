@@ -14,7 +14,10 @@ What it does every tick (see docs/runtime.md for the formats):
     (a checkpoint the stopping job writes later never moves LATEST: the replacement may already have
     restored); the status says how many of those still await upload;
   * supervises the job (its own process group), recording pid and exit code; booted by its user data
-    (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix;
+    (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix,
+    with the job's secrets from ``secrets.json`` there (``report.secrets``; held in memory only);
+  * every ``credentials_interval_s``, reads ``credentials.json`` from its report prefix (orch renews the node's
+    short-lived store credential there before it expires) and switches its stores and later rclone runs to it;
   * writes its whole state to the status file atomically (temp file + os.replace);
   * reports outbound only (no inbound port): the same status document, as one whole object, to
     ``<report store>/status.json`` every ``interval_s`` and at once on a notice, a job state change or a
@@ -51,6 +54,8 @@ DEFAULT_METADATA = {"aws": "http://169.254.169.254", "gcp": "http://metadata.goo
                     "azure": "http://169.254.169.254"}
 STEP_DIR = re.compile(r"^step-(\d+)$")
 STATUS_VERSION = 1
+#: Written by orch in the report prefix: checkpoint now, then stop (orchestrator/runtime/node_state.py).
+CHECKPOINT_NOW_OBJECT = "checkpoint-now.json"
 MAX_ERRORS = 20
 
 
@@ -516,6 +521,9 @@ class Agent:
         self.notice_interval = float(config.get("notice_interval_s", 1.0))
         self.next_sample = 0.0
         self.next_notice = 0.0
+        self.credentials_interval = float(config.get("credentials_interval_s", 300.0))
+        self.next_credentials = 0.0
+        self.next_orch_poll = 0.0
         self.notices: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.checkpoints: list[dict[str, Any]] = []
@@ -619,7 +627,8 @@ class Agent:
             current = self.poller.poll()
         except (OSError, ValueError) as exc:
             self._error("notice", exc)
-            return
+            current = []
+        current += self._orch_requests()
         seen = {n["key"] for n in self.notices}
         for notice in current:
             if notice["key"] in seen:
@@ -630,6 +639,26 @@ class Agent:
                 self.notice_baseline = set(self._complete_local())
             self.notices.append({**notice, "seen_at": self.clock()})
             self.request_checkpoint(f"{notice['cloud']} {notice['kind']}")
+
+    def _orch_requests(self) -> list[dict[str, Any]]:
+        """orch's own "checkpoint now, then stop" (``checkpoint-now.json`` in the report prefix, written when
+        the job's budget is spent): an interrupting notice of kind ``orch-stop``, so the job checkpoints, is
+        stopped once that checkpoint is complete, and the upload goes on (the drain)."""
+        if (self.reporter is None or any(n["kind"] == "orch-stop" for n in self.notices)
+                or self.clock() < self.next_orch_poll):
+            return []
+        # One look per report interval, not per notice poll: on a bucket each look is a LIST request.
+        self.next_orch_poll = self.clock() + max(self.notice_interval, float(self.reporter.interval))
+        try:
+            if not self.reporter.store.has(CHECKPOINT_NOW_OBJECT):
+                return []
+            detail = json.loads(self.reporter.store.read_object(CHECKPOINT_NOW_OBJECT) or b"{}")
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._error("notice", exc)
+            return []
+        detail = detail if isinstance(detail, dict) else {}
+        return [{"cloud": "orch", "kind": "orch-stop", "key": f"orch:checkpoint-now:{detail.get('at')}",
+                 "detail": detail}]
 
     # checkpoints
     def _scan_checkpoints(self) -> None:
@@ -725,11 +754,32 @@ class Agent:
         if now >= self.next_notice:
             self._poll_notices()
             self.next_notice = now + self.notice_interval
+        if self.reporter is not None and now >= self.next_credentials:
+            self.refresh_credentials()
+            self.next_credentials = now + self.credentials_interval
         self._poll_job()
         self._drain_after_notice()
         self._scan_checkpoints()
         self.write_status()
         self.report()
+
+    def refresh_credentials(self) -> None:
+        """Switch to the store credential orch renewed in ``credentials.json`` (if any): this process's
+        environment and every store's, so later rclone runs use it. Values are never written to disk or logged."""
+        assert self.reporter is not None
+        try:
+            doc = json.loads(self.reporter.store.read_object("credentials.json") or b"{}")
+        except (OSError, ValueError) as exc:
+            self._error("credentials", exc)
+            return
+        env = doc.get("env") if isinstance(doc, dict) else None
+        if not isinstance(env, dict) or not env:
+            return
+        fresh = {str(k): str(v) for k, v in env.items()}
+        os.environ.update(fresh)
+        for store in (self.store, self.reporter.store):
+            if store is not None:
+                store.env.update(fresh)
 
     def report(self, force: bool = False) -> None:
         """Send the status (and new job output) to the report store when something the daemon acts on
@@ -811,7 +861,18 @@ class Agent:
             self._error("start", exc)
             return {}
         addr = go.get("master_addr") if isinstance(go, dict) else None
-        return {"ORCH_MASTER_ADDR_GIVEN": str(addr)} if addr else {}
+        env = {"ORCH_MASTER_ADDR_GIVEN": str(addr)} if addr else {}
+        if (self.config.get("report") or {}).get("secrets"):
+            # The job's secrets, put by orch beside the go under this job's scoped prefix: into the job's
+            # environment only (this process's memory, never a file on the node).
+            try:
+                secrets = json.loads(self.reporter.store.read_object("secrets.json") or b"{}")
+            except (OSError, ValueError) as exc:
+                self._error("secrets", exc)
+                secrets = {}
+            if isinstance(secrets, dict):
+                env.update({str(k): str(v) for k, v in secrets.items()})
+        return env
 
     def run(self) -> int:
         """Start the job and tick until it has exited; a last tick uploads what it wrote at the end."""

@@ -16,20 +16,21 @@ from typing import TypeVar
 from sqlmodel import Session
 
 from orchestrator.clock import utcnow
-from orchestrator.engine import sqlstore_reads as reads
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.engine.specs import SpecCache
-from orchestrator.engine.sqlstore_reads import Kept, KeptReads, ReadKey
-from orchestrator.engine.sqlstore_side import SideTables, write_attempt
-from orchestrator.engine.sqlstore_spend import RowKey, SpendBuffer
-from orchestrator.engine.stored_offers import OfferBook
 from orchestrator.spend import reported_price_hr
 from orchestrator.store import queries, repo
+from orchestrator.store import sqlstore_reads as reads
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
 from orchestrator.store.models import Attempt, AttemptState, DesiredState, EndCause, Job, JobStatus
 from orchestrator.store.queries import AttemptColumns
+from orchestrator.store.specs import SpecCache
 from orchestrator.store.spend_ledger import SpendCharge
+from orchestrator.store.sqlstore_reads import Kept, KeptReads, ReadKey
+from orchestrator.store.sqlstore_side import SideTables, write_attempt
+from orchestrator.store.sqlstore_spend import RowKey, SpendBuffer
+from orchestrator.store.stored_offers import OfferBook
 from providers.base import Instance, Offer
 
 T = TypeVar("T")
@@ -101,8 +102,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
     # --- steady ticks --------------------------------------------------------------------------------
     # A steady tick (nothing changes) must cost a handful of queries, not a few per instance. Two things
     # make it so: the reads of jobs and live attempts are kept until they may be stale
-    # (orchestrator/engine/sqlstore_reads.py), and charges are buffered, folded per ledger row, and written
-    # a slice at a time (orchestrator/engine/sqlstore_spend.py says when; all of them before a read of spend).
+    # (orchestrator/store/sqlstore_reads.py), and charges are buffered, folded per ledger row, and written
+    # a slice at a time (orchestrator/store/sqlstore_spend.py says when; all of them before a read of spend).
     def _jobs(self, tx: Session, active: bool) -> list[JobRecord]:
         # Plain columns; a job's manifest is read (and parsed) only when its hash is new to this process.
         rows = [r for r in queries.job_columns(tx, active=active, lease_owner=self._leased_to) if self._mine(r.id)]
@@ -234,7 +235,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             queries.set_liveness(tx, attempt_id, heard_at, unreachable_since, heard_beat)
         self._wrote()
 
-    def event(self, kind: str, message: str, now: datetime, *, job_id: int | None = None,
+    def event(self, kind: EventKind, message: str, now: datetime, *, job_id: int | None = None,
               data: dict[str, object] | None = None) -> None:
         with self.store.transaction() as tx:
             self._fence(tx, job_id)

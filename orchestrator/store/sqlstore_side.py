@@ -13,12 +13,11 @@ from sqlmodel import Session
 from orchestrator import budget_watch
 from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
 from orchestrator.engine.ports import AttemptRecord, FleetSpotRun
+from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.recovery import SpotRun
 from orchestrator.store import gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.db import Store
-from orchestrator.store.gpu_util import GpuUtilSample
 from orchestrator.store.models import AttemptState, EndCause
-from orchestrator.store.requests import RelaunchRequest
 from providers.base import Offer
 
 
@@ -35,12 +34,14 @@ class SideTables:
         with self.store.transaction() as tx:
             return budget_watch.read_ledger(tx, now)
 
-    def plan_attempt_within(self, job_id: int, offer: Offer, launch_id: str, checkpoint: str | None, now: datetime,
-                            admit: Callable[[BudgetLedger], BudgetVerdict]) -> AttemptRecord | BudgetVerdict:
+    def plan_attempt_within(self, job_id: int, offer: Offer, launch_ids: Sequence[str], checkpoint: str | None,
+                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict],
+                            ) -> list[AttemptRecord] | BudgetVerdict:
         """Check and reserve in one transaction, under the store's launch lock: ``admit`` is asked with the
-        ledger as it stands (every daemon's reservations included), and the PLANNED attempt is written only if
-        it admits. The attempt's instance row is the reservation (the ledger's burn counts a live attempt's
-        price from then on); it dies with the attempt (an ended attempt whose machine never answered burns
+        ledger as it stands (every daemon's reservations included), and the PLANNED attempts (one per launch
+        id: node 0 of a new generation, then the gang's other ranks) are written only if it admits. Their
+        instance rows are the reservation (the ledger's burn counts a live attempt's price from then on), the
+        whole gang's at once; each dies with its attempt (an ended attempt whose machine never answered burns
         nothing)."""
         self.flush()
         with self.store.transaction() as tx:
@@ -49,9 +50,11 @@ class SideTables:
             verdict = admit(budget_watch.read_ledger(tx, now))
             if not verdict.allowed:
                 return verdict
-            row = write_attempt(tx, self.owner, job_id, offer, launch_id, checkpoint, now, 0, None)
+            rows = [write_attempt(tx, self.owner, job_id, offer, launch_ids[0], checkpoint, now, 0, None)]
+            rows += [write_attempt(tx, self.owner, job_id, offer, lid, checkpoint, now, rank, rows[0].generation)
+                     for rank, lid in enumerate(launch_ids[1:], start=1)]
         self._wrote()                               # type: ignore[attr-defined]
-        return self._record(row, offer)             # type: ignore[attr-defined,no-any-return]
+        return [self._record(row, offer) for row in rows]     # type: ignore[attr-defined]
 
     def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
         self.flush()

@@ -25,11 +25,11 @@ from datetime import date, datetime, timedelta
 
 from sqlmodel import Session
 
-from orchestrator.engine.sqlstore_reads import LIVE_ATTEMPTS, Kept, ReadKey
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.queries import ChangeToken
 from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
+from orchestrator.store.sqlstore_reads import LIVE_ATTEMPTS, Kept, ReadKey
 
 #: The longest a live attempt's charges wait in memory before they are written (see the module's docstring).
 SPEND_WRITE_EVERY = timedelta(minutes=5)

@@ -1,0 +1,89 @@
+"""What several CLI commands share: reading orch's config and providers or failing with the CLI's exit code,
+one safe line to stdout, money as the CLI prints it, and the notes on jobs orch cannot watch closely.
+
+Public so that the command modules (jobs.py, apply_flow.py, ...) import it from here, never each other's
+private helpers (that made an import cycle between cli/jobs.py and cli/apply_flow.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+
+if TYPE_CHECKING:
+    from orchestrator.config import OrchConfig
+    from orchestrator.store import Store
+    from providers.base import Provider
+
+#: ``--json`` as every job command spells it.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (fields: docs/cli.md).")]
+
+
+def load_config_or_fail(as_json: bool = False) -> OrchConfig:
+    from orchestrator.config import ConfigError, load_config
+
+    try:
+        return load_config()
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
+
+
+def build_providers_or_fail(config: OrchConfig, as_json: bool = False) -> dict[str, Provider]:
+    from orchestrator.config import ConfigError
+    from orchestrator.wiring import build_providers
+
+    try:
+        return build_providers(config)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
+
+
+def fail_internal(what: str, exc: BaseException, as_json: bool = False) -> NoReturn:
+    text = str(exc).strip().splitlines()
+    fail(f"{what} failed: {type(exc).__name__}: {text[0] if text else ''}", EXIT_NO_MATCH, as_json=as_json)
+
+
+def out(line: str = "") -> None:
+    """One line to stdout, its control characters escaped: job names are checked, but event messages and
+    cloud answers (errors, states) are text from elsewhere and must not drive the terminal."""
+    from orchestrator.redaction import terminal_safe
+
+    sys.stdout.write(terminal_safe(line) + "\n")
+
+
+def money(usd: float) -> str:
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+
+
+def optional_config() -> OrchConfig | None:
+    """orch's config where it can be read; else None, noted on stderr (planning from the catalog still works)."""
+    from orchestrator.config import ConfigError, load_config
+
+    try:
+        return load_config()
+    except ConfigError as exc:
+        sys.stderr.write(f"note: {exc}; your own machines are not planned\n")
+        return None
+
+
+def close_provider(provider: Provider) -> None:
+    close = getattr(provider, "close", None)
+    if callable(close):
+        close()
+
+
+#: ``orch plan``'s text fits a terminal of this many columns: lines wrap at spaces, never inside a number.
+PLAN_WIDTH = 80
+
+
+def open_store_or_fail(as_json: bool = False) -> Store:
+    from orchestrator.store import StoreError, open_store
+
+    try:
+        return open_store()
+    except StoreError as exc:
+        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)

@@ -1,0 +1,56 @@
+"""The per-job notes `orch plan` and `orch apply` print beside an offer: how the node would report (or that it is
+blind), how to reach it, and what it would hold beyond its job's scoped store credential."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.config import OrchConfig
+    from orchestrator.jobs_service import JobPlan
+    from orchestrator.manifest import LoadedManifest
+
+
+def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
+    """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
+    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
+    from orchestrator.config import ConfigError
+    from orchestrator.runtime.node_state import blind_note
+    from orchestrator.service import ServiceSettings, load_service_settings
+
+    try:
+        settings = load_service_settings(config) if config is not None else ServiceSettings()
+    except ConfigError:
+        settings = ServiceSettings()      # the daemon's own start reports a bad daemon: section
+    notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
+                                          ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
+    return {name: note for name, note in notes.items() if note is not None}
+
+
+def reach_note(jp: JobPlan, config: OrchConfig | None) -> str | None:
+    """How to log in to the chosen offer's nodes (orchestrator/reach.py), None when nothing is chosen."""
+    from orchestrator.reach import reach_hint
+
+    chosen = jp.plan.chosen
+    if chosen is None:
+        return None
+    provider = chosen.offer.provider
+    return reach_hint(provider, config.provider_settings(provider) if config is not None else None)
+
+
+def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: OrchConfig | None
+                   ) -> dict[str, list[str]]:
+    """Per job with a chosen offer, what its node would hold beyond its job's scoped, expiring store credential
+    (orchestrator/runtime/preflight.py ``exposure_for``); jobs that hold nothing more are left out."""
+    from orchestrator.runtime.preflight import exposure_for
+
+    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
+    out: dict[str, list[str]] = {}
+    for jp in plans:
+        chosen = jp.plan.chosen
+        if chosen is None or jp.name not in manifests:
+            continue
+        notes = exposure_for(manifests[jp.name], chosen.offer.provider, config)
+        if notes:
+            out[jp.name] = notes
+    return out
