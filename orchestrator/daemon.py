@@ -1,8 +1,10 @@
 """``orch daemon``: APScheduler jobs in a thread pool, the reconcile tick also callable once (``orch tick``).
 
-Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans) and catalog refresh (every
-``catalog.refresh_every``, default 6 h: ``orch catalog refresh`` in the daemon, after which the engine prices
-from the refreshed catalog). Reconcile ticks never overlap (max_instances=1, coalesce), and
+Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans), the wake watch (every
+``wake_interval_s``, default 1 s: reads only the agents that could make a tick due now, a spot notice or the
+commit a replacement waits for, and moves the reconcile tick to now: orchestrator/engine/wake.py) and catalog
+refresh (every ``catalog.refresh_every``, default 6 h: ``orch catalog refresh`` in the daemon, after which the
+engine prices from the refreshed catalog). Reconcile ticks never overlap (max_instances=1, coalesce), and
 every one is logged as a JSON line with what it changed. The one-daemon rule on SQLite is the store's
 (``orchestrator.store.leases.daemon_lock``); on PostgreSQL several daemons share jobs through row leases.
 """
@@ -15,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.tick import TickReport
@@ -33,6 +35,9 @@ class DaemonSettings:
     #: ``settle_heap``): what ``orch daemon``, a process of its own, does. Off for a daemon run inside another
     #: program (tests), whose heap is not the daemon's to freeze.
     settle_heap: bool = False
+    #: How often, between ticks, the agents that could make a tick due now are read (a spot notice, the commit
+    #: a replacement waits for: orchestrator/engine/wake.py); 0 turns it off.
+    wake_interval_s: float = 1.0
 
 
 def run_tick(reconciler: Reconciler, metrics: DaemonMetrics | None = None) -> TickReport:
@@ -84,6 +89,19 @@ def settle_heap() -> None:
     gc.enable()
 
 
+class Rescheduler(Protocol):
+    def modify_job(self, job_id: str, jobstore: str | None = None, **changes: Any) -> Any: ...
+
+
+def wake_if_due(reconciler: Reconciler, scheduler: Rescheduler) -> str | None:
+    """Ask the engine's wake watch; when it answers, move the reconcile tick to now (returns why)."""
+    why = reconciler.wake.due()
+    if why is not None:
+        scheduler.modify_job("reconcile", next_run_time=datetime.now())
+        log.info("reconcile tick due now", extra={"fields": {"why": why}})
+    return why
+
+
 def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettings, metrics: DaemonMetrics,
                stop: threading.Event, catalog_refresh: Callable[[], Any] | None = None) -> None:
     """Run the scheduler until ``stop`` is set. The reconciler is built once (it keeps in-memory
@@ -112,6 +130,9 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
         pause_collection()
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())
+    if settings.wake_interval_s > 0 and getattr(reconciler, "wake", None) is not None:
+        scheduler.add_job(wake_if_due, "interval", args=(reconciler, scheduler), seconds=settings.wake_interval_s,
+                          id="wake-watch")
     if catalog_refresh is not None:
         from orchestrator.catalog_schedule import catalog_due_at, refresh_catalog
 

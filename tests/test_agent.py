@@ -636,6 +636,32 @@ def test_a_noticed_job_is_stopped_once_its_notice_checkpoint_is_committed(tmp_pa
     assert status["job"]["drained_at"] == 1006.0
 
 
+def test_a_drained_agent_commits_nothing_the_stopping_job_writes_later(tmp_path: Path) -> None:
+    # The replacement may start once the drain's checkpoint is in (orchestrator/engine/facts.py): a checkpoint
+    # the job writes while it shuts down must not move LATEST past what the replacement restored.
+    clock, poller = Clock(), ScriptedPoller()
+    agent = _agent(_config(tmp_path, store=tmp_path / "store", command=_long_job(tmp_path)), clock, poller)
+    agent.start_job()
+    try:
+        poller.current = [{"cloud": "aws", "kind": "spot-interruption", "key": "aws:k1", "detail": {}}]
+        agent.tick()
+        _checkpoint(tmp_path / "ckpt", 7)
+        clock.t += 1
+        agent.tick()                                 # drained; step-7 committed
+        assert agent.latest == "step-7" and agent.job["drained"] is True
+        _checkpoint(tmp_path / "ckpt", 8)            # written on the way down (a SIGTERM handler's save)
+        clock.t += 1
+        agent.tick()
+        status = json.loads((tmp_path / "status.json").read_text())
+        assert agent.latest == "step-7" and [c["name"] for c in agent.checkpoints] == ["step-7"]
+        assert (tmp_path / "store" / "LATEST").read_text() == "step-7\n"
+        assert not (tmp_path / "store" / "step-8").exists()
+        assert status["pending_uploads"] == 0 and status["job"]["drained"] is True
+        assert parse_status((tmp_path / "status.json").read_bytes()).drained is True
+    finally:
+        agent.stop_job(9)
+
+
 def test_pending_uploads_count_complete_checkpoints_not_yet_committed(tmp_path: Path) -> None:
     remote = tmp_path / "remote"
     cfg = _config(tmp_path, store=remote)

@@ -52,6 +52,48 @@ def test_the_replacement_waits_for_the_noticed_machine_to_commit_and_stop(notice
     assert store.job(job.id).status is JobStatus.RUNNING
 
 
+def test_a_drained_agent_holds_the_replacement_for_its_upload_not_for_the_jobs_exit(noticed) -> None:  # type: ignore[no-untyped-def]
+    clock, store, _aws, _gcp, monitor, rec, boot, job, old, new = noticed
+    # The agent stopped the job after its notice checkpoint (drained); the framework still shuts down (no exit
+    # code yet) and the upload is still going: the replacement waits.
+    monitor.reports[old.instance_id] = AgentReport(notice=NOTICE, drained=True, pending_uploads=1,
+                                                   checkpoints=(("s3://b/step-5", 5),))
+    clock.advance(seconds=10)
+    rec.tick()
+    assert new.instance_id not in [iid for iid, *_ in boot.started]
+    # Committed: a drained agent commits nothing later, so the replacement starts though the job has not exited.
+    monitor.reports[old.instance_id] = AgentReport(notice=NOTICE, drained=True,
+                                                   checkpoints=(("s3://b/step-5", 5), ("s3://b/step-9", 9)))
+    clock.advance(seconds=10)
+    rec.tick()
+    assert new.instance_id in [iid for iid, *_ in boot.started]
+    assert store.last_checkpoint(job.id) == "s3://b/step-9"
+
+
+def test_the_waiting_replacement_is_staged_then_started_once_the_commit_is_in(noticed) -> None:  # type: ignore[no-untyped-def]
+    clock, _store, _aws, _gcp, monitor, rec, boot, _job, old, new = noticed
+    staged: list[str] = []
+
+    def stage(job, attempt, instance) -> bool:  # type: ignore[no-untyped-def]
+        staged.append(instance.instance_id)
+        if len(staged) == 1:
+            raise OSError("a staging bug")      # reported; the tick goes on, the next tick stages again
+        return True
+
+    boot.stage = stage
+    clock.advance(seconds=10)
+    report = rec.tick()
+    assert staged == [new.instance_id] and [e for e in report.errors if e.startswith("stage ")]
+    clock.advance(seconds=10)
+    rec.tick()
+    assert staged == [new.instance_id] * 2
+    assert new.instance_id not in [iid for iid, *_ in boot.started]     # staged, not started: A still uploads
+    monitor.reports[old.instance_id] = AgentReport(notice=NOTICE, exit_code=-15, checkpoints=(("s3://b/step-9", 9),))
+    clock.advance(seconds=10)
+    rec.tick()
+    assert new.instance_id in [iid for iid, *_ in boot.started] and len(staged) == 2
+
+
 def test_the_replacement_starts_when_the_drain_is_over(noticed) -> None:  # type: ignore[no-untyped-def]
     clock, _store, _aws, _gcp, _monitor, rec, boot, _job, _old, new = noticed
     clock.advance(seconds=60)

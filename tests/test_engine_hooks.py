@@ -237,3 +237,37 @@ def test_secret_values_come_from_the_environment_by_name(machine: RecordingTrans
     seen = (machine.root / ".orch" / "jobs" / "tiny" / "tok.sha").read_text().split()[0]
     assert seen == hashlib.sha256(b"s3cr3t").hexdigest()            # the job got the value...
     assert not [p for p in machine.root.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # ...no file did
+
+
+def test_staged_while_waiting_the_start_only_starts_the_agent(machine: RecordingTransport) -> None:
+    # A status another launch left is moved aside by the staging, so the start does not take it for its own.
+    work = machine.root / ".orch" / "jobs" / "tiny"
+    work.mkdir(parents=True)
+    (work / "status.json").write_text(json.dumps(_status(agent={"pid": 999999, "started_at": NOW,
+                                                                "heartbeat": NOW})))
+    boot, monitor = _hooks(machine)
+    attempt = _attempt(launch_id="lstaged0")
+    assert boot.stage(_job(), attempt, _instance()) is False                          # on its own thread
+    assert boot.join_stage(attempt.launch_id) is True
+    assert (work / "orch_agent.py").exists() and (work / "startup.sh").exists()
+    assert not [c for c in machine.commands if "orch_agent.py --config" in c]        # nothing started
+    assert (work / "status.json.previous").exists() and not (work / "status.json").exists()
+    staged_at = len(machine.commands)
+    assert boot.stage(_job(), attempt, _instance()) is True                           # once per launch
+    assert len(machine.commands) == staged_at
+    assert boot.start(_job(), attempt, _instance()) is True
+    after = machine.commands[staged_at:]
+    assert not [c for c in after if c.startswith("mkdir -p")]                          # no second upload
+    assert sum("orch_agent.py --config" in c for c in after) == 1
+    report = monitor.read(_job(), attempt, _instance())
+    assert report is not None and report.notice is None
+
+
+def test_staging_an_unreachable_machine_leaves_the_start_to_upload(machine: RecordingTransport) -> None:
+    boot, _ = _hooks(machine)
+    machine.down = True
+    assert boot.stage(_job(), _attempt(), _instance()) is False
+    assert boot.join_stage(_attempt().launch_id) is False
+    machine.down = False
+    assert boot.start(_job(), _attempt(), _instance()) is True
+    assert [c for c in machine.commands if c.startswith("mkdir -p")]

@@ -59,10 +59,15 @@ class Draining:
 
     @property
     def holds_successor(self) -> bool:
-        """Still uploading its notice checkpoint: a replacement of the same job waits before starting."""
+        """Still uploading its notice checkpoint: a replacement of the same job waits before starting.
+
+        It waits for the upload, not for the job's exit once the agent has drained it: a drained agent commits
+        nothing complete after the drain (AgentReport.drained), so the stopping job (a framework's shutdown
+        takes seconds) can no longer move LATEST past what the replacement restores."""
         if self.instance is None or self.instance.state.is_gone or self.agent is None:
             return False
-        return not (self.agent.exit_code is not None and self.agent.pending_uploads == 0)
+        stopped = self.agent.exit_code is not None or self.agent.drained
+        return not (stopped and self.agent.pending_uploads == 0)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ class AgentReport:
     checkpoints: tuple[tuple[str, int | None], ...] = ()   # committed (uri, step), oldest first
     exit_code: int | None = None             # the job process ended with this code
     pending_uploads: int = 0                 # checkpoints complete on the machine, not yet in the store
+    #: The agent stopped the job after its notice checkpoint; from then on it commits only the checkpoints
+    #: complete at that moment (``pending_uploads`` counts only those), whatever the stopping job writes.
+    drained: bool = False
     #: The agent's own last heartbeat (its clock), where the channel carries one. The liveness step counts
     #: the node as heard when it moves on (a report without one counts as heard whenever it is read).
     heartbeat_at: datetime | None = None

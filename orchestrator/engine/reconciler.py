@@ -45,6 +45,7 @@ from orchestrator.engine.spend import SpendStep
 from orchestrator.engine.sweep import SweepStep
 from orchestrator.engine.sync import sync
 from orchestrator.engine.tick import TickLog, TickReport
+from orchestrator.engine.wake import WakeWatch, Watched, watch_list
 from orchestrator.idle import UtilSample
 from providers.base import Offer
 
@@ -64,6 +65,8 @@ class Reconciler:
         self._idle = IdleStep()
         self._liveness = LivenessStep()
         self._sweep = SweepStep()
+        #: What may make the next tick due early (a notice, a predecessor's commit): the daemon asks it.
+        self.wake = WakeWatch(deps.hooks.monitor)
 
     @property
     def hooks(self) -> EngineHooks:
@@ -86,6 +89,13 @@ class Reconciler:
         return self._idle.samples(attempt_id)
 
     def tick(self) -> TickReport:
+        with self.wake.ticking:
+            log, watch = self._tick()
+        # A machine launched this tick is started by a later one: that one is due at once.
+        self.wake.after_tick(watch, again=bool(log.report.relaunched or log.report.launched))
+        return log.report
+
+    def _tick(self) -> tuple[TickLog, tuple[Watched, ...]]:
         log = TickLog()
         facts = sync(self.deps, self.deps.clock(), log.report)
         crashpoint("after-sync")     # what the clouds said is written; no step has acted on it yet
@@ -102,4 +112,4 @@ class Reconciler:
         self._sweep.run(self.deps, facts, log)
         launch.run(self.deps, facts, log, orders, self._budget.gate(self.deps, facts.now), self._job_budget)
         metrics.run(self.deps, facts)
-        return log.report
+        return log, watch_list(facts)

@@ -4,7 +4,9 @@ A machine the cloud lists as running gets its job started through the Bootstrapp
 leaves it to the startup script). The attempt is BOOTSTRAPPING from the first try until the bootstrapper
 says the job runs (an unreachable machine stays BOOTSTRAPPING and is tried again next tick). Two things
 hold a start back: a gang's ranks > 0 wait for node 0 (they join its rendezvous), and a replacement waits
-while a noticed machine of the same job still uploads its notice checkpoint (so it restores that one).
+while a noticed machine of the same job still uploads its notice checkpoint (so it restores that one);
+meanwhile its files are staged on its machine (``stage``, where the bootstrapper has one), so the start
+after the commit only starts its agent.
 The job is RUNNING once every node of its gang is.
 """
 
@@ -41,8 +43,10 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
                 masters[(a.job_id, a.generation)] = seen.instance
     for seen in starting:
         a = seen.attempt
-        if (not seen.machine_running
-                or not seen.job.desired_active or a.id in log.ended or _waits_for_drain(facts, a)):
+        if not seen.machine_running or not seen.job.desired_active or a.id in log.ended:
+            continue
+        if _waits_for_drain(facts, a):
+            _stage(deps, seen, log)
             continue
         key = (a.job_id, a.generation)
         if a.node_rank > 0:
@@ -63,6 +67,20 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
 def _waits_for_drain(facts: TickFacts, attempt: AttemptRecord) -> bool:
     return any(d.attempt.job_id == attempt.job_id and d.attempt.generation < attempt.generation
                and d.holds_successor for d in facts.draining)
+
+
+def _stage(deps: EngineDeps, seen: Observed, log: TickLog) -> None:
+    """While the replacement waits for the noticed machine's commit, put its files on its machine (a
+    bootstrapper with a ``stage``: over SSH), so the start after the commit only starts its agent."""
+    stage = getattr(deps.hooks.bootstrapper, "stage", None)
+    if stage is None:
+        return
+    assert seen.instance is not None
+    try:
+        stage(seen.job, seen.attempt, seen.instance)
+    except Exception as exc:  # the start will upload itself; a staging bug must not stop the tick
+        log_.exception("stage failed")
+        log.report.errors.append(f"stage {seen.attempt.launch_id}: {exc}")
 
 
 def _start(deps: EngineDeps, seen: Observed, attempt: AttemptRecord, now: datetime, log: TickLog) -> bool:

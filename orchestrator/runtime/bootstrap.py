@@ -85,6 +85,25 @@ def wait_for_ssh(transport: Transport, deadline_s: float, clock: Callable[[], fl
         sleep(interval_s)
 
 
+#: How often the node itself looks for the file ``await_file`` waits for (no round trip per look).
+AWAIT_STEP_S = 0.05
+
+
+def await_file(transport: Transport, path: str, deadline_s: float) -> bool:
+    """Wait ON THE NODE, in one exec, until ``path`` exists and is not empty (the agent's first status), at
+    most ``deadline_s``; True when it does. The job starts as soon as the agent writes it, so waiting here
+    rather than a round trip every half second is what puts a replacement's RUNNING right after its start.
+    A connection failure answers False: the caller's own reads decide."""
+    looks = max(1, int(deadline_s / AWAIT_STEP_S))
+    q = shlex.quote(path)
+    cmd = (f"i=0; while [ ! -s {q} ] && [ $i -lt {looks} ]; do sleep {AWAIT_STEP_S}; i=$((i+1)); done; "
+           f"[ -s {q} ]")
+    try:
+        return transport.exec(cmd, timeout=deadline_s + 15).exit_code == 0
+    except _NOT_READY:
+        return False
+
+
 def _secrets_env(names: tuple[str, ...], values: Mapping[str, str]) -> bytes:
     missing = [n for n in names if n not in values]
     if missing:
@@ -104,16 +123,13 @@ def start_command(work_dir: str, launch_id: str = "") -> str:
             f"> agent.log 2>&1 < /dev/null & echo $!")
 
 
-def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
-              ssh_deadline_s: float = 300.0, status_deadline_s: float = 60.0,
-              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-              code_pack: bytes | None = None) -> BootstrapResult:
-    """Upload and start. Idempotent enough to rerun: uploads overwrite, but it starts another agent,
-    so callers check the status file first when re-attaching. ``code_pack``: the pinned pack's bytes when
-    ``ri.code`` is set (orchestrator/runtime/codepack.py); copied as ``ri.code.file``, unpacked by the agent."""
+def stage(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
+          code_pack: bytes | None = None) -> str:
+    """Put everything the launch's agent needs in its work dir (returned), without starting it: what a
+    replacement does while the noticed machine before it still drains, so only the start is left once that
+    one has committed. Uploads overwrite (safe to repeat); secrets land in a 0600 file the start deletes."""
     if ri.code is not None and code_pack is None:
         raise BootstrapError(f"job {ri.job_name} ships code {ri.code.sha256[:12]} but no pack was given")
-    wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
     node = render_node(ri)
     work = ri.resolved_work_dir
     res = transport.exec(f"mkdir -p {shlex.quote(work)}", timeout=30)
@@ -127,11 +143,28 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
         transport.put(code_pack, join(ri.code.file), 0o644)
     if ri.secrets:
         transport.put(_secrets_env(ri.secrets, secret_values), join(SECRETS_ENV_NAME), 0o600)
+    return work
+
+
+def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
+              ssh_deadline_s: float = 300.0, status_deadline_s: float = 60.0,
+              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+              code_pack: bytes | None = None, staged: bool = False) -> BootstrapResult:
+    """Upload and start. Idempotent enough to rerun: uploads overwrite, but it starts another agent,
+    so callers check the status file first when re-attaching. ``code_pack``: the pinned pack's bytes when
+    ``ri.code`` is set (orchestrator/runtime/codepack.py); copied as ``ri.code.file``, unpacked by the agent.
+    ``staged``: ``stage`` already put this launch's files there (and SSH answered): only the start is left."""
+    work = ri.resolved_work_dir
+    if not staged:
+        wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
+        stage(transport, ri, secret_values, code_pack=code_pack)
+    join = lambda name: str(PurePosixPath(work) / name)  # noqa: E731
     res = transport.exec(start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", "")), timeout=30)
     if res.exit_code != 0:
         raise BootstrapError(f"starting the agent: {_text(res.stderr).strip()}")
     status_path = ri.agent.status_path if ri.agent.status_path.startswith("/") else join(ri.agent.status_path)
     end = clock() + status_deadline_s
+    await_file(transport, status_path, status_deadline_s)
     while True:
         try:
             return BootstrapResult(work, status_path, parse_status(transport.get(status_path)))

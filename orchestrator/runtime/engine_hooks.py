@@ -34,6 +34,7 @@ from typing import Protocol, runtime_checkable
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.bootstrap import bootstrap
+from orchestrator.runtime.bootstrap import stage as stage_files
 from orchestrator.runtime.codepack import pack_bytes
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
@@ -142,8 +143,70 @@ class SshBootstrapper(Bootstrapper):
         self.status_deadline_s = status_deadline_s
         self.fresh_s = fresh_s
         self.wall_clock = wall_clock
+        self._staged: set[str] = set()     # launch ids whose files ``stage`` put on their machine
+        self._staging: dict[str, threading.Thread] = {}
+        self._stage_lock = threading.Lock()
+
+    def stage(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """Put the launch's files on its machine without starting anything (the start step calls it while
+        the replacement waits for a noticed machine's commit), on a thread of its own so the tick is not
+        held up by the uploads: the later ``start`` joins it and then only starts the agent. True once
+        staged; False while staging (or unreachable: it is tried again at the next call, and ``start``
+        uploads itself when nothing was staged)."""
+        launch = attempt.launch_id
+        with self._stage_lock:
+            if launch in self._staged:
+                return True
+            running = self._staging.get(launch)
+            if running is not None and running.is_alive():
+                return False
+            thread = threading.Thread(target=self._stage_now, args=(job, attempt, instance), daemon=True,
+                                      name=f"orch-stage-{launch}")
+            self._staging[launch] = thread
+        thread.start()
+        return False
+
+    def join_stage(self, launch_id: str, timeout: float | None = None) -> bool:
+        """Wait for a staging of ``launch_id`` in progress (if any); True when its files are staged."""
+        with self._stage_lock:
+            thread = self._staging.pop(launch_id, None)
+        if thread is not None:
+            thread.join(timeout)
+        with self._stage_lock:
+            return launch_id in self._staged
+
+    def _stage_now(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> None:
+        ri = _render_input(job, attempt, instance, self.node_settings)
+        try:
+            t = self.pool.get(instance)
+            if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
+                return
+            if self._already_started(t, ri, attempt.launch_id):   # also moves another launch's status aside
+                return
+            stage_files(t, ri, self._secrets(ri), code_pack=self._pack(job, ri))
+        except TransportError as exc:
+            log.info("stage %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,
+                     instance.instance_id, exc)
+            return
+        except Exception:  # a thread of its own: logged here; the start uploads itself
+            log.exception("stage %s failed", attempt.launch_id)
+            return
+        with self._stage_lock:
+            self._staged.add(attempt.launch_id)
+
+    def _secrets(self, ri: RenderInput) -> dict[str, str]:
+        # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
+        return {name: self.environ[name] for name in ri.secrets if name in self.environ}
+
+    @staticmethod
+    def _pack(job: JobRecord, ri: RenderInput) -> bytes | None:
+        # The pack pinned at apply (the same bytes for every node and every relaunch); CodePackError if gone.
+        return pack_bytes(job.manifest.code) if ri.code is not None and job.manifest.code else None
 
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        # Staged by this process while it waited: only the agent's start is left (a restarted daemon, which
+        # remembers nothing, uploads again: uploads overwrite). Joined first: one user of the transport.
+        staged = self.join_stage(attempt.launch_id, self.status_deadline_s)
         ri = _render_input(job, attempt, instance, self.node_settings)
         try:
             t = self.pool.get(instance)
@@ -151,12 +214,10 @@ class SshBootstrapper(Bootstrapper):
                 return False
             if self._already_started(t, ri, attempt.launch_id):
                 return True
-            # Values by name, read now, handed to bootstrap (which writes a 0600 file the start deletes).
-            secrets = {name: self.environ[name] for name in ri.secrets if name in self.environ}
-            # The pack pinned at apply (the same bytes for every node and every relaunch); CodePackError if gone.
-            pack = pack_bytes(job.manifest.code) if ri.code is not None and job.manifest.code else None
-            bootstrap(t, ri, secrets, ssh_deadline_s=self.probe_timeout_s, status_deadline_s=self.status_deadline_s,
-                      code_pack=pack)
+            bootstrap(t, ri, self._secrets(ri), ssh_deadline_s=self.probe_timeout_s,
+                      status_deadline_s=self.status_deadline_s, code_pack=self._pack(job, ri), staged=staged)
+            with self._stage_lock:
+                self._staged.discard(attempt.launch_id)
         except TransportError as exc:
             # Not reachable yet, or lost mid-way: the next tick retries (and finds a started agent).
             log.info("bootstrap %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,
@@ -268,7 +329,7 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
                        for n in status.advisories)
     return AgentReport(gpu_util_pct=util, notice=notice, advisories=advisories,
                        checkpoints=tuple((c.uri, c.step) for c in commits), exit_code=exit_code,
-                       pending_uploads=status.pending_uploads,
+                       pending_uploads=status.pending_uploads, drained=status.drained,
                        heartbeat_at=datetime.fromtimestamp(status.heartbeat, UTC))
 
 

@@ -41,7 +41,9 @@ class LaunchFacts:
     fabric: Fabric | None = None              # the machine's RDMA fabric as launched (Instance.fabric)
     work_dir: str = ""
     sample_interval_s: float = 5.0
-    notice_interval_s: float = 5.0
+    #: How often the agent asks the metadata service for a notice: a notice heard a second late costs the
+    #: relaunch that second (a local request; the agent's loop turns once a second anyway).
+    notice_interval_s: float = 1.0
     #: The attempt's launch id: exported as ORCH_LAUNCH_ID, which marks whose agent runs on the machine (the
     #: SSH bootstrapper's idempotency check greps for it). Empty (``orch render``): not exported.
     launch_id: str = ""

@@ -41,7 +41,9 @@ class NodeSettings:
     store_endpoint: str = ""          # an S3-compatible endpoint for the checkpoint store (MinIO, R2, tests)
     socket_ifname: str = ""           # multi-node: the interface of the machine's private network (NCCL, gloo)
     sample_interval_s: float = 5.0
-    notice_interval_s: float = 5.0
+    #: How often the agent asks the metadata service for a notice: a notice heard a second late costs the
+    #: relaunch that second (a local request; the agent's loop turns once a second anyway).
+    notice_interval_s: float = 1.0
     report_interval_s: float = 10.0   # the agent reports to the store at least this often (its heartbeat)
 
 

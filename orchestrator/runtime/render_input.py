@@ -164,7 +164,9 @@ class AgentSettings:
 
     status_path: str = "status.json"  # relative paths are relative to the job's work dir
     sample_interval_s: float = 5.0
-    notice_interval_s: float = 5.0
+    #: How often the agent asks the metadata service for a notice: a notice heard a second late costs the
+    #: relaunch that second (a local request; the agent's loop turns once a second anyway).
+    notice_interval_s: float = 1.0
     window: int = 120
     cloud: CloudKind = CloudKind.NONE
     aws_metadata_url: str = ""

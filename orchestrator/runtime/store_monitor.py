@@ -252,6 +252,13 @@ class RoutingBootstrapper(Bootstrapper):
             return self.store.start(job, attempt, instance) if has_store else True
         return self.ssh.start(job, attempt, instance) if self.ssh is not None else False
 
+    def stage(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        """Stage over SSH where this machine starts over SSH (see SshBootstrapper.stage); else nothing to do."""
+        stage = getattr(self.ssh, "stage", None)
+        if stage is None or starts_by_boot(instance.provider, self.reader.has_store(job, attempt), self.ssh_key):
+            return False
+        return bool(stage(job, attempt, instance))
+
     def ask_checkpoint(self, job: JobRecord, attempt: AttemptRecord, instance: Instance, reason: str) -> bool:
         """Over the store where the agent reports there (an SSH-started node is not asked: False)."""
         if self.reader.has_store(job, attempt) and starts_by_boot(instance.provider, True, self.ssh_key):

@@ -476,3 +476,68 @@ def world(tmp_path: Path, s3_endpoint: str) -> Iterator[World]:
         clock = ManualClock()
         store, pool, monitor, rec = ssh_engine(stack, tmp_path, provider, catalog, nodes, clock)
         yield World(a, b, metadata, provider, store, monitor, rec, pool, clock)
+
+
+
+class NoticeTimeline:
+    """Where the time between a spot notice and the replacement running goes, for the e2e's printed breakdown
+    (seconds after the notice was served). The agents' own timestamps (their status files: both machines
+    share this clock) say when A heard the notice, finished its notice checkpoint on disk, committed it to the
+    store, and when B's agent and job started; the engine's steps (A ended, B launched, B running) are
+    sampled after each tick, so each is an upper bound within one tick. It measures; it asserts nothing."""
+
+    def __init__(self, world: World, job: JobRecord) -> None:
+        self.world, self.job = world, job
+        self.served_wall, self.served = time.time(), time.monotonic()
+        self.marks: dict[str, float] = {}
+        self.ticks = 0
+        boot = world.rec.hooks.bootstrapper
+        started = boot.start
+
+        def timed_start(job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+            # When the engine first asked B's machine to start, and when it answered started.
+            host_b = instance.instance_id == "host-b"
+            self._mark("b-start-asked", host_b)
+            ok = started(job, attempt, instance)
+            self._mark("b-start-done", host_b and ok)
+            return ok
+
+        boot.start = timed_start  # type: ignore[method-assign]
+
+    def _mark(self, name: str, hit: bool) -> None:
+        if hit and name not in self.marks:
+            self.marks[name] = time.monotonic() - self.served
+
+    def seen(self) -> bool:
+        """Record the engine's steps that hold now; always True (it rides in a ``tick_until`` condition)."""
+        self.ticks += 1
+        attempts = self.world.attempts(self.job)
+        self._mark("engine-ended-a", any(a.instance_id == "host-a" and a.state is AttemptState.PREEMPTED
+                                         for a in attempts))
+        self._mark("b-launched", any(a.instance_id == "host-b" for a in attempts))
+        self._mark("b-running", self.world.running_on(self.job, "host-b") is not None)
+        return True
+
+    def _agent_marks(self) -> dict[str, float]:
+        def status(machine: Sshd) -> dict[str, Any]:
+            try:
+                return dict(json.loads((machine.workdir / WORK / "status.json").read_text()))
+            except (OSError, ValueError):
+                return {}
+
+        a, b = status(self.world.a), status(self.world.b)
+        wall: dict[str, float | None] = {
+            "a-heard": next((n.get("seen_at") for n in a.get("notices", [])), None),
+            "a-ckpt-on-disk": (a.get("job") or {}).get("drained_at"),
+            "a-job-ended": (a.get("job") or {}).get("ended_at"),
+            "a-committed": max((c.get("committed_at") or 0 for c in a.get("checkpoints", [])), default=None),
+            "b-agent-up": (b.get("agent") or {}).get("started_at"),
+            "b-job-started": (b.get("job") or {}).get("started_at"),
+        }
+        return {k: v - self.served_wall for k, v in wall.items() if v}
+
+    def line(self) -> str:
+        """One line: every step by time since the notice, then how many ticks ran."""
+        marks = {**self._agent_marks(), **self.marks}
+        return " ".join(f"{k}={v:.2f}s" for k, v in sorted(marks.items(), key=lambda kv: kv[1])) + \
+            f" ticks={self.ticks}"

@@ -20,6 +20,7 @@ from tests.e2e.conftest import (
     STEPS,
     WORK,
     Bucket,
+    NoticeTimeline,
     World,
     add_job,
     agents_on,
@@ -99,13 +100,15 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     job = add_job(world.store, manifest, repo)
     _start_on_a(world, job, repo)
 
+    marks = NoticeTimeline(world, job)
     world.metadata.raise_aws_spot()
     noticed = time.monotonic()
     # orch ticks as the daemon does: it reads the notice, launches B at once, and starts the job on B once A's
     # agent has committed the notice checkpoint and stopped A's job. The engine's clock stands still meanwhile
     # (``world.clock``): the drain window cannot run out because this machine is loaded, so B waits for A's
     # agent, as it does on a real cloud within the window.
-    world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b", deadline_s=180.0)
+    world.tick_until(lambda: marks.seen() and world.running_on(job, "host-b"), "the replacement to run on host-b",
+                     deadline_s=180.0)
     running_b = time.monotonic() - noticed
     # Then the window ends and, like a real reclaim, the "cloud" kills A whatever it is doing.
     world.clock.advance(NOTICE_WINDOW_S)
@@ -137,9 +140,10 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     assert world.store.last_checkpoint(job.id) == f"{bucket.uri}/step-{restored}"
     assert world.store.job(job.id).relaunch_count == 1
     lost = a_steps[-1] - restored
-    print(f"\n[e2e notice] notice -> running on B: {running_b:.1f}s (engine ticking throughout; its drain "
+    print(f"\n[e2e notice] notice -> running on B: {running_b:.2f}s (engine ticking throughout; its drain "
           f"window ends after; first step on B: {stepping_b:.1f}s after the notice); restored step-{restored} (the "
           f"notice checkpoint or later); A stopped at step {a_steps[-1]}; steps lost: {lost}")
+    print(f"[e2e notice timeline] {marks.line()}")
     _finish_on_b(world, job, bucket, restored, a_steps, reference_weights)
 
 

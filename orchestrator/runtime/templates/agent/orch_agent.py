@@ -10,7 +10,9 @@ What it does every tick (see docs/runtime.md for the formats):
     multi-node: each node uploads its part and a COMPLETE.node-<rank> flag, and node 0 writes the
     checkpoint's COMPLETE and moves LATEST only once every node's flag is in the store;
   * after a notice, once a checkpoint taken since is complete on disk, stops the job and goes on
-    uploading it (drain; single node); the status says how many complete checkpoints await upload;
+    uploading it (drain; single node); from then on it commits only the checkpoints complete at the drain
+    (a checkpoint the stopping job writes later never moves LATEST: the replacement may already have
+    restored); the status says how many of those still await upload;
   * supervises the job (its own process group), recording pid and exit code; booted by its user data
     (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix,
     with the job's secrets from ``secrets.json`` there (``report.secrets``; held in memory only);
@@ -516,7 +518,7 @@ class Agent:
         self.store = store or (Store(ckpt["store"], config.get("rclone", "rclone")) if ckpt else None)
         self.status_path = config.get("status_path", "status.json")
         self.sample_interval = float(config.get("sample_interval_s", 5.0))
-        self.notice_interval = float(config.get("notice_interval_s", 5.0))
+        self.notice_interval = float(config.get("notice_interval_s", 1.0))
         self.next_sample = 0.0
         self.next_notice = 0.0
         self.credentials_interval = float(config.get("credentials_interval_s", 300.0))
@@ -532,6 +534,10 @@ class Agent:
         self.nodes = int(config.get("nodes", 1))
         self.parts: list[str] = []           # multi-node: checkpoints whose part this node has uploaded
         self.notice_baseline: set[str] | None = None   # checkpoints complete on disk when the notice came
+        #: After a drain, the only checkpoints this node may still commit (those complete at the drain): the
+        #: replacement may start once they are in, while this job still shuts down, so nothing later may
+        #: move LATEST past what the replacement restored.
+        self.sealed: set[str] | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.job: dict[str, Any] = {"state": "pending", "pid": None, "exit_code": None, "started_at": None,
                                     "ended_at": None}
@@ -660,7 +666,7 @@ class Agent:
             return
         root, marker = self.ckpt["dir"], self.ckpt.get("marker", "COMPLETE")
         committed = {c["name"] for c in self.checkpoints}
-        for name in (n for n in self._complete_local() if n not in committed):
+        for name in (n for n in self._committable() if n not in committed):
             if self.nodes > 1:
                 if not self._commit_part(root, name, marker):
                     return
@@ -803,9 +809,15 @@ class Agent:
         return sorted((n for n in names if STEP_DIR.fullmatch(n) and os.path.isfile(os.path.join(root, n, marker))),
                       key=_step_of)
 
+    def _committable(self) -> list[str]:
+        """The complete local checkpoints this node may still commit: all of them, or after a drain only
+        those complete at the drain (``sealed``)."""
+        names = self._complete_local()
+        return names if self.sealed is None else [n for n in names if n in self.sealed]
+
     def _pending_uploads(self) -> int:
         done = set(self.parts) if self.nodes > 1 and self.node_rank != 0 else {c["name"] for c in self.checkpoints}
-        return sum(1 for n in self._complete_local() if n not in done)
+        return sum(1 for n in self._committable() if n not in done)
 
     def _drain_after_notice(self) -> None:
         """After a preemption notice, as soon as a checkpoint taken since is complete on disk, stop the
@@ -817,6 +829,7 @@ class Agent:
                 or self.job.get("drained") or not self.config.get("drain_after_notice", True)):
             return
         if set(self._complete_local()) - self.notice_baseline:
+            self.sealed = set(self._complete_local())
             self.job["drained"] = True
             self.job["drained_at"] = self.clock()
             self.stop_job(signal.SIGTERM)
@@ -868,6 +881,8 @@ class Agent:
             self.wait_for_start()
             env = self.start_env()
         self.start_job(env)
+        # Said at once (before the first round samples GPUs and polls notices): orch's start waits for it.
+        self.write_status()
         while not self.job_done:
             self.tick()
             self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
