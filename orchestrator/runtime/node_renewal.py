@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.runtime.node_credentials import CREDENTIALS_OBJECT, SECRETS_OBJECT, NodeCredentials
+from orchestrator.runtime.node_credentials import CREDENTIALS_OBJECT, SECRETS_OBJECT, NodeCredentials, Scope, scope_for
+from orchestrator.runtime.node_state import job_state_uri
 from orchestrator.runtime.objectstore import StoreAccessError, StoreClient
 from orchestrator.runtime.store_credentials import MissingStoreCredentials
 
@@ -26,6 +27,13 @@ __all__ = ["CredentialRenewer", "put_secrets"]
 log = logging.getLogger("orch.runtime.credentials")
 
 _RETRY_S = 60.0     # after a failed mint or put: try again a minute later (well inside the credential's life)
+
+
+def job_scope(job: JobRecord, state_store: str) -> Scope:
+    """What a node of ``job`` may reach in its stores (node_credentials.scope_for)."""
+    m = job.manifest
+    return scope_for(m.checkpoint.store if m.checkpoint else None, job_state_uri(m, state_store),
+                     [d.source for d in m.data])
 
 
 class CredentialRenewer:
@@ -43,8 +51,6 @@ class CredentialRenewer:
     def renew(self, job: JobRecord, attempt: AttemptRecord, client: StoreClient, *, force: bool = False) -> bool:
         """Put a fresh credential in the launch's prefix when due (or ``force``). True when the node has a current
         one there (or needs none)."""
-        from orchestrator.runtime.startup import job_scope
-
         now = self.clock()
         if not force and now < self._due.get(attempt.launch_id, 0.0):
             return True

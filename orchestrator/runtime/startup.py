@@ -25,8 +25,9 @@ from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.boot import render_boot
 from orchestrator.runtime.from_manifest import render_input_for
-from orchestrator.runtime.node_credentials import NodeCredential, NodeCredentials, Scope, scope_for
+from orchestrator.runtime.node_credentials import NodeCredential, NodeCredentials
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
+from orchestrator.runtime.node_renewal import job_scope
 from orchestrator.runtime.node_state import job_state_uri, launch_state_uri
 from orchestrator.runtime.objectstore import UnsupportedStoreError
 from orchestrator.runtime.render_input import RenderInput, RenderInputError
@@ -94,13 +95,6 @@ def credentials_from_env(environ: Mapping[str, str], identities: frozenset[str],
     return NodeCredentials(environ, identities, dry_run=dry_run, s3_endpoint=s3_endpoint,
                            sts_endpoint=environ.get("ORCH_STS_ENDPOINT", ""), **extra,  # type: ignore[arg-type]
                            **({"ttl_s": ttl} if ttl > 0 else {}))
-
-
-def job_scope(job: JobRecord, state_store: str) -> Scope:
-    """What a node of ``job`` may reach in its stores (node_credentials.scope_for)."""
-    m = job.manifest
-    return scope_for(m.checkpoint.store if m.checkpoint else None, job_state_uri(m, state_store),
-                     [d.source for d in m.data])
 
 
 class ManifestStartupRenderer:
