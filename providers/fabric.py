@@ -103,7 +103,7 @@ NEEDS: dict[tuple[str, Fabric], str] = {
 def setup_missing(provider: str, instance_type: str, nodes: int, settings: Mapping[str, Any] | None) -> str | None:
     """What the provider's settings (its config section) lack for orch to attach the fabric a gang of
     ``nodes`` machines of this type is launched on, or None. The launch refuses such a gang; ``orch plan`` and
-    ``orch apply`` say so before anything is launched (orchestrator/runtime/preflight.py)."""
+    ``orch apply`` say so before anything is launched (orchestrator/app/preflight.py)."""
     fabric = attached_fabric(provider, instance_type, nodes)
     if fabric is Fabric.GPUDIRECT_TCPX:
         networks = (settings or {}).get("gpu_networks") or []

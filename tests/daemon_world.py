@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.hooks import AgentReport, Monitor
-from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Attempt, AttemptState, InstanceRow, Job

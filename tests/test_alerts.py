@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.alerts.config import AlertSettings, UrlSource, Webhook, WebhookFormat, parse_alerts
-from orchestrator.alerts.dispatch import AlertDispatcher, SinkWorker, attach_alerts, start_alerts
-from orchestrator.alerts.mapping import EVENT_KINDS, AlertMapper
 from orchestrator.alerts.model import Alert, AlertKind
 from orchestrator.alerts.redact import WebhookUrl, host_only
-from orchestrator.config import ConfigError, load_config
+from orchestrator.config.alerts import AlertSettings, UrlSource, Webhook, WebhookFormat, parse_alerts
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import load_config
+from orchestrator.daemon.alert_events import EVENT_KINDS, AlertMapper
+from orchestrator.daemon.alerts import AlertDispatcher, SinkWorker, attach_alerts, start_alerts
 from orchestrator.engine.events import EventKind
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.alerts.mapping import _DIRECT, EVENT_KINDS
 from orchestrator.alerts.model import AlertKind
+from orchestrator.daemon.alert_events import _DIRECT, EVENT_KINDS
 from orchestrator.engine.events import EventKind
 from orchestrator.store import open_store, repo
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from orchestrator.config import OrchConfig
-from orchestrator.jobs_service import build_engine, launch_pending
-from orchestrator.service import AUTO, Service
+from orchestrator.app.jobs import build_engine, launch_pending
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import AUTO, Service
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, Job
 from tests._store_db import pg_database

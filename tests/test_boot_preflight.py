@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.preflight import boot_problem
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.manifest.schema import Manifest
-from orchestrator.runtime.preflight import boot_problem
 from orchestrator.runtime.store_credentials import MissingStoreCredentials, store_env
 from providers.base import Market, Offer
 from providers.gpus import Interconnect

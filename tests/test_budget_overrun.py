@@ -10,9 +10,9 @@ from pathlib import Path
 
 from sqlmodel import select
 
-from orchestrator.alerts.mapping import AlertMapper
 from orchestrator.alerts.model import AlertKind
-from orchestrator.budgets import Budget
+from orchestrator.daemon.alert_events import AlertMapper
+from orchestrator.money.budgets import Budget
 from orchestrator.store.listen import CommittedEvent
 from orchestrator.store.models import Job
 from tests.fakes.memory_provider import MemoryProvider

@@ -1,4 +1,4 @@
-"""orchestrator.budgets: the config section, launch verdicts, thresholds and the cap (pure: no store)."""
+"""orchestrator.money.budgets: the config section, launch verdicts, thresholds and the cap (pure: no store)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.budgets import (
+from orchestrator.config.budgets import parse_budgets
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import load_config
+from orchestrator.money.budgets import (
     Budget,
     BudgetLedger,
     BudgetLimit,
@@ -21,8 +24,6 @@ from orchestrator.budgets import (
     next_month_start,
     review,
 )
-from orchestrator.budgets_config import parse_budgets
-from orchestrator.config import ConfigError, load_config
 
 MID_JULY = datetime(2025, 7, 15, 12, 0, tzinfo=UTC)
 GLOBAL = Budget("everything", monthly_usd=1000.0, max_usd_per_hour=50.0, alert_at=(0.5, 0.8, 1.0))

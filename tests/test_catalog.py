@@ -119,7 +119,7 @@ def test_committed_data_rebuilds_byte_for_byte(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not SNAPSHOT.exists(), reason="reference snapshot not beside this checkout (../shared)")
 def test_cheapest_a100_80g_x4_equals_the_reference_csv() -> None:
-    from orchestrator.quote import SortKey, quote
+    from orchestrator.offers.quote import SortKey, quote
     from providers.base import GpuRequest
 
     suspect = {("a2-ultragpu-4g", r) for r in ("us-central1", "europe-west4", "us-east4")}

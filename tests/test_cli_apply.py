@@ -239,8 +239,8 @@ def test_down_json_refusal_and_result_with_progress_per_provider(tmp_path: Path,
 
 
 def test_machines_left_counts_per_provider() -> None:
+    from orchestrator.app.jobs import InstanceView
     from orchestrator.cli.down import machines_left
-    from orchestrator.jobs_service import InstanceView
 
     def view(provider: str) -> InstanceView:
         return InstanceView("j", provider, "i", "l", "t", "r", "spot", "running", 1.0)

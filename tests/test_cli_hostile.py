@@ -78,7 +78,7 @@ def test_click_usage_errors_never_repeat_a_credential() -> None:
 
 
 def test_a_bug_is_one_redacted_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import orchestrator.quote as quote
+    import orchestrator.offers.quote as quote
 
     def broken(*_a: object, **_k: object) -> None:
         raise RuntimeError(f"unexpected reply carrying {TOKEN}")

@@ -1,4 +1,4 @@
-"""orch's config file is read once per command, as YAML 1.2 by the manifests' reader (orchestrator/config.py)."""
+"""orch's config file is read once per command, as YAML 1.2 by the manifests' reader (orchestrator/config/file.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.catalog_config import refresh_settings
-from orchestrator.config import ConfigError, load_config
-from orchestrator.service import load_service_settings
+from orchestrator.config.catalog import refresh_settings
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import load_config
+from orchestrator.daemon.assembly import load_service_settings
 
 CONFIG = """\
 owner: tester

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.budget_watch import standings
-from orchestrator.budgets import Budget, BudgetMatch
 from orchestrator.console.app import ConsoleApp
 from orchestrator.console.auth import Guard
 from orchestrator.console.budgets import BudgetPeriod, BudgetScope, configured_views
+from orchestrator.money.budgets import Budget, BudgetMatch
+from orchestrator.store.budget_watch import standings
 from orchestrator.store.db import Store, open_store
 from tests.support import console_world
 from tests.test_console_http import call

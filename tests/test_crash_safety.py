@@ -322,10 +322,10 @@ def test_killed_between_an_idle_stop_and_its_write_leaves_no_attempt_running_on_
     cloud's stop call: a new daemon over the same store finishes the stop (asks it again where needed), keeps
     the disk (never a terminate), and leaves the attempt ended, the job STOPPED."""
 
-    from orchestrator.config import OrchConfig
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.daemon.assembly import ServiceSettings, build_service
     from orchestrator.engine.hooks import AgentReport
     from orchestrator.engine.ports import JobStatus
-    from orchestrator.service import ServiceSettings, build_service
     from providers.base import InstanceState
     from tests.fakes.memory_provider import MemoryCloud, MemoryProvider
     from tests.support.manifests import manifest

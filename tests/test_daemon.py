@@ -1,4 +1,4 @@
-"""The daemon's engine in process, built by orchestrator.service, against the Vast.ai and Lambda wire fakes
+"""The daemon's engine in process, built by orchestrator.daemon.assembly, against the Vast.ai and Lambda wire fakes
 (real adapters over HTTP on 127.0.0.1), a SQLite store and an injected clock: preemption and recovery,
 Vast outbid, idle shutdown, provider faults, the notice-to-replacement latency, and /metrics."""
 
@@ -12,8 +12,8 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.service import Service, ServiceSettings
 from orchestrator.store import repo
 from orchestrator.store.models import AttemptState, JobStatus
 from tests.daemon_world import (

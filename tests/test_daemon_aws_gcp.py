@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from orchestrator.config import OrchConfig
-from orchestrator.service import Service, ServiceSettings, build_service
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.store import open_store
 from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Market

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from orchestrator.catalog_schedule import catalog_due_at, refresh_catalog
-from orchestrator.daemon import DaemonSettings, run_daemon
-from orchestrator.observability import DaemonMetrics
+from orchestrator.daemon.catalog_schedule import catalog_due_at, refresh_catalog
+from orchestrator.daemon.loop import DaemonSettings, run_daemon
+from orchestrator.daemon.observability import DaemonMetrics
 from providers.catalog import load_catalog
 from providers.catalog.fileformat import render, write_atomic
 from providers.catalog.loader import user_catalog_dir, user_catalog_file

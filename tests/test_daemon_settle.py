@@ -1,5 +1,5 @@
 """``orch daemon`` pauses garbage collection for its first tick and settles its heap once after it, whether
-the tick succeeded or not (orchestrator/daemon.py)."""
+the tick succeeded or not (orchestrator/daemon/loop.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import weakref
 
 import pytest
 
-from orchestrator import daemon
-from orchestrator.daemon import DaemonSettings, run_daemon
+from orchestrator.daemon import loop as daemon
+from orchestrator.daemon.loop import DaemonSettings, run_daemon
+from orchestrator.daemon.observability import DaemonMetrics
 from orchestrator.engine.tick import TickReport
-from orchestrator.observability import DaemonMetrics
 
 
 class _Engine:

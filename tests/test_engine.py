@@ -7,16 +7,16 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import ServiceSettings, build_service
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice, StartupRenderer
+from orchestrator.engine.idle_rule import IdlePolicy
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, EngineStore, JobRecord, JobStatus
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.recover import status_after
-from orchestrator.idle import IdlePolicy
-from orchestrator.planner import PlanRequest
-from orchestrator.recovery import RecoveryPolicy
-from orchestrator.service import ServiceSettings, build_service
+from orchestrator.engine.recovery_policy import RecoveryPolicy
+from orchestrator.offers.planner import PlanRequest
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import DesiredState, Job
 from orchestrator.store.sqlstore import SqlEngineStore
@@ -395,7 +395,7 @@ def test_status_after_prefers_recovery_then_failure() -> None:
 
 
 def test_a_swapped_catalog_is_what_the_engine_plans_from_next() -> None:
-    """The daemon's scheduled refresh swaps ``Reconciler.catalog`` (orchestrator/catalog_schedule.py)."""
+    """The daemon's scheduled refresh swaps ``Reconciler.catalog`` (orchestrator/daemon/catalog_schedule.py)."""
     clock, store = Clock(), MemoryStore()
     cheaper = replace(offer("gcp", 5.0, region="us-central1"), instance_type="gcp.8x-refreshed")
     aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", [*CATALOG, cheaper])

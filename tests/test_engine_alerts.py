@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.alerts.config import AlertSettings, UrlSource, Webhook
-from orchestrator.alerts.dispatch import AlertDispatcher
 from orchestrator.alerts.redact import WebhookUrl
-from orchestrator.config import ConfigError, OrchConfig
-from orchestrator.jobs_service import apply, load
-from orchestrator.service import Service, build_service
+from orchestrator.app.jobs import apply, load
+from orchestrator.config.alerts import AlertSettings, UrlSource, Webhook
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.alerts import AlertDispatcher
+from orchestrator.daemon.assembly import Service, build_service
 from providers.base import Interconnect, Market, Offer
 from tests._webhook_receiver import Receiver, start_receiver
 from tests.fakes.memory_provider import MemoryProvider

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from sqlmodel import col, select
 
-from orchestrator.alerts.config import AlertSettings, UrlSource, Webhook
-from orchestrator.alerts.dispatch import AlertDispatcher
 from orchestrator.alerts.redact import WebhookUrl
-from orchestrator.budgets import Budget, BudgetMatch
-from orchestrator.config import OrchConfig
-from orchestrator.jobs_service import apply, load
-from orchestrator.service import Service, build_service
+from orchestrator.app.jobs import apply, load
+from orchestrator.config.alerts import AlertSettings, UrlSource, Webhook
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.alerts import AlertDispatcher
+from orchestrator.daemon.assembly import Service, build_service
+from orchestrator.money.budgets import Budget, BudgetMatch
 from orchestrator.store.models import Attempt, EndCause, Event, Job, JobStatus
 from providers.base import Market, Offer
 from providers.gpus import Interconnect

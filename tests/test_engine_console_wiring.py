@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import col, select
 
-from orchestrator.config import OrchConfig
+from orchestrator.app.jobs import apply, load
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.jobs_service import apply, load
-from orchestrator.service import Service, build_service
 from orchestrator.store import requests
 from orchestrator.store.gpu_util import util_since
 from orchestrator.store.models import Attempt, EndCause, Event, Job, JobRequest

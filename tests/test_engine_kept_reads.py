@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from orchestrator.config import OrchConfig
-from orchestrator.jobs_service import apply, load, mark_down
-from orchestrator.service import Service, build_service
+from orchestrator.app.jobs import apply, load, mark_down
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.store import queries
 from orchestrator.store.db import open_store
 from providers.base import Market, Offer

@@ -15,10 +15,10 @@ from alembic import command
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from orchestrator.config import OrchConfig
+from orchestrator.app.jobs import apply, load
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine.values import split_at_midnights
-from orchestrator.jobs_service import apply, load
-from orchestrator.service import Service, build_service
 from orchestrator.store import rollup
 from orchestrator.store.db import alembic_config, make_engine, upgrade
 from orchestrator.store.models import Spend

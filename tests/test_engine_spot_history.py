@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engine.ports import AttemptState, EndCause, FleetSpotRun
-from orchestrator.recovery import SpotRun
+from orchestrator.engine.recovery_policy import SpotRun
 from orchestrator.store import open_store
 from providers.base import Market
 from tests._store_db import BACKENDS, database_url_for

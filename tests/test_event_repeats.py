@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from orchestrator.config import OrchConfig
+from orchestrator.app.jobs import apply, events, load
+from orchestrator.config.file import OrchConfig
 from orchestrator.console.app import ConsoleApp
 from orchestrator.console.auth import Guard
+from orchestrator.daemon.assembly import build_service
 from orchestrator.engine.events import EventKind
-from orchestrator.jobs_service import apply, events, load
-from orchestrator.service import build_service
 from orchestrator.store import repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Event

@@ -14,16 +14,16 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
+from orchestrator.app.jobs import job_failure, status
 from orchestrator.cli.main import app
 from orchestrator.cli.status_table import WIDTH, status_lines
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
 from orchestrator.console.views import Chrome, fleet_page, job_page
+from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.failure import SETUP_FAILED_EXIT, Failure, FailureCause, of_exit, of_provider_error
 from orchestrator.engine.hooks import AgentReport, NoStartupScript
-from orchestrator.jobs_service import job_failure, status
 from orchestrator.runtime.render import _launch_lines
 from orchestrator.runtime.render_input import Launcher, RenderInput
-from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import Attempt, JobStatus
 from providers.base import Market, Offer

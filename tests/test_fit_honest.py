@@ -9,7 +9,7 @@ import re
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from orchestrator.quote import resolve_gpu_names
+from orchestrator.offers.quote import resolve_gpu_names
 from providers.catalog import load_catalog
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.app.jobs import JobPlan, plan_jobs
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.fit.compat import compat_warnings, image_cuda
 from orchestrator.fit.memory import Precision
-from orchestrator.jobs_service import JobPlan, plan_jobs
 from orchestrator.manifest import ManifestError, load_manifests
-from orchestrator.offer_sources import offer_sources
+from orchestrator.offers.sources import offer_sources
 from providers.catalog import load_catalog
 from providers.gpus import gpu_by_name
 

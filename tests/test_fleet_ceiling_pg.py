@@ -16,9 +16,9 @@ from datetime import timedelta
 
 import pytest
 
-from orchestrator.budgets import Budget
-from orchestrator.config import OrchConfig
-from orchestrator.service import AUTO, Service, ServiceSettings, build_service
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import AUTO, Service, ServiceSettings, build_service
+from orchestrator.money.budgets import Budget
 from orchestrator.store import open_store
 from orchestrator.store.rollup import burn_by_job
 from tests._store_db import pg_database

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from orchestrator.service import Service, ServiceSettings
+from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import DesiredState, Job, JobStatus

@@ -5,7 +5,7 @@ against the Lambda wire fake served from this test process.
 Every daemon reads the test's fake clock from one file and ticks only when told (one ``tick`` line on its
 stdin, one JSON line back), so a round is: move the clock one step, tell the daemons to tick, read their
 answers; they tick at once, each in its own process. Nothing waits on the wall clock: a daemon is held at a
-named point of its launch (``orchestrator.crashpoints``' stop mode: it says so on stdout and SIGSTOPs
+named point of its launch (``orchestrator.engine.crashpoints``' stop mode: it says so on stdout and SIGSTOPs
 itself), and the test then SIGKILLs it (dead mid-launch) or lets the clock run past its lease before it
 SIGCONTs it (paused mid-launch). The lease period is counted on the fake clock.
 

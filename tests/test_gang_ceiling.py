@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.budgets import Budget, BudgetVerdict
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine import budget as engine_budget
-from orchestrator.service import Service, build_service
+from orchestrator.money.budgets import Budget, BudgetVerdict
 from orchestrator.store.models import JobStatus
 from orchestrator.store.rollup import burn_by_job
 from tests._store_db import BACKENDS, database_url_for

@@ -159,9 +159,9 @@ def test_plan_and_apply_say_up_front_that_an_a3_gang_needs_gpu_networks() -> Non
     """The launch would refuse it: the preflight (orch plan's warning, apply's "not launched") says why first."""
     from pathlib import Path
 
-    from orchestrator.config import OrchConfig
+    from orchestrator.app.preflight import boot_check_for
+    from orchestrator.config.file import OrchConfig
     from orchestrator.manifest.loader import parse_text
-    from orchestrator.runtime.preflight import boot_check_for
     from providers.fabric import setup_missing
 
     example = Path(__file__).parent.parent / "examples" / "torchrun-ddp.yaml"

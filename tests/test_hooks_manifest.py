@@ -56,10 +56,10 @@ def _job_and_attempt(doc: dict, provider: str = "aws"):  # type: ignore[no-untyp
 def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import time
 
-    from orchestrator.config import OrchConfig
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.daemon.assembly import build_service
     from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor
     from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper, StoreMonitor
-    from orchestrator.service import build_service
     from tests.fakes.scoped_store import ScopedStore
 
     monkeypatch.setenv("HF_TOKEN", "hf-value")

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import orchestrator.manifest.yamlread as yamlread
+import orchestrator.inputs.yamlread as yamlread
 from orchestrator.manifest import ManifestError, load_manifests
 from orchestrator.manifest.loader import MAX_ERRORS_PER_FILE
 

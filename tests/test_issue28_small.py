@@ -16,10 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from orchestrator.config import ConfigError, OrchConfig, load_config
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import OrchConfig, load_config
+from orchestrator.config.public_key import PublicKeyError
+from orchestrator.daemon.assembly import load_service_settings
 from orchestrator.engine.events import EventKind
-from orchestrator.public_key import PublicKeyError
-from orchestrator.service import load_service_settings
 from tests._webhook_receiver import Receiver, start_receiver
 from tests.test_alerts import TOKEN, alert, hook, settings, stop, worker
 
@@ -89,7 +90,7 @@ def test_prune_asks_on_a_terminal(cli_env: Path, monkeypatch: pytest.MonkeyPatch
 # -- ORCH_SSH_PUBLIC_KEY ---------------------------------------------------------------------------------
 
 def test_a_public_key_path_is_read_and_its_form_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.jobs_service import ssh_public_key
+    from orchestrator.app.jobs import ssh_public_key
 
     pub = tmp_path / "id_ed25519.pub"
     pub.write_text(KEY + "\n")
@@ -182,7 +183,7 @@ def test_a_long_regions_allow_value_is_not_echoed(cli_env: Path) -> None:
     path.write_text(MANIFEST.format(name="x", gpu="A100-80G", count=1) + f"regions: {{allow: ['{secret}']}}\n")
     code, out, err = run("plan", str(path))
     assert secret not in out + err and "correct-horse" not in out + err
-    from orchestrator.planner import _globs
+    from orchestrator.offers.planner import _globs
 
     assert _globs((secret, "us-east-1")) == "hun...(36 characters, not shown), us-east-1"   # a real region shows
     code, out, err = run("quote", "--gpu", "A100-80G", "--region", f"{secret}:{secret}")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import OrchConfig
-from orchestrator.service import Service, ServiceSettings, build_service
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Market, Offer

@@ -1,4 +1,4 @@
-"""orchestrator.jobs_service without the CLI: planning, apply, daemon detection, down and event following."""
+"""orchestrator.app.jobs without the CLI: planning, apply, daemon detection, down and event following."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import jobs_service as js
+from orchestrator.app import jobs as js
 from orchestrator.engine.events import EventKind
 from orchestrator.store import Store, repo
 from tests._store_db import BACKENDS, open_test_store
@@ -38,7 +38,7 @@ def manifests(tmp_path: Path, *names: str) -> list:
 
 
 def test_plan_restricted_to_configured_providers(tmp_path: Path) -> None:
-    from orchestrator.offer_sources import offer_sources
+    from orchestrator.offers.sources import offer_sources
     from providers.catalog import load_catalog
 
     loaded = manifests(tmp_path, "p")

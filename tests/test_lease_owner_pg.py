@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from orchestrator.service import AUTO, Service, ServiceSettings, default_lease_owner
+from orchestrator.daemon.assembly import AUTO, Service, ServiceSettings, default_lease_owner
 from orchestrator.store import open_store
 from orchestrator.store.models import Job
 from tests._store_db import pg_database

@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.hooks import AgentReport, NoMonitor
-from orchestrator.service import Service, ServiceSettings
 from orchestrator.store import repo
 from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from tests.daemon_world import (
@@ -325,8 +325,9 @@ def test_heard_at_is_written_at_most_every_quarter_timeout(world) -> None:  # ty
 
 
 def test_the_deadlines_come_from_the_config_and_its_env(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from orchestrator.config import ConfigError, load_config
-    from orchestrator.service import load_service_settings
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
+    from orchestrator.daemon.assembly import load_service_settings
 
     path = tmp_path / "config.yaml"
     path.write_text("daemon: {boot_timeout_s: 900, heartbeat_timeout_s: 120}\n")
@@ -392,8 +393,8 @@ def engine_world(request, tmp_path):  # type: ignore[no-untyped-def]
 def test_a_node_that_never_reports_is_relaunched_at_most_max_relaunches_times(world) -> None:  # type: ignore[no-untyped-def]
     """``max_relaunches: 3`` and no agent ever reports: exactly 4 launches (each ended at its boot timeout, its
     place backed off), then the job is failed with one ``relaunch-cap`` event, which alerts."""
-    from orchestrator.alerts.mapping import AlertMapper
     from orchestrator.alerts.model import AlertKind
+    from orchestrator.daemon.alert_events import AlertMapper
     from orchestrator.store.listen import CommittedEvent
 
     fakes, service, clock, _agent, _ = world

@@ -14,10 +14,10 @@ import yaml
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import ServiceSettings, build_service
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.node_state import BLIND
-from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import AttemptState
 from providers.base import Market, Offer

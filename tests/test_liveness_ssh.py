@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.hooks import NoBootstrap
 from orchestrator.runtime.engine_hooks import SshMonitor, TransportPool
-from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import AttemptState, EndCause
 from orchestrator.store.sqlstore import SqlEngineStore

@@ -15,7 +15,7 @@ import pytest
 
 from orchestrator.console.server import start_console
 from orchestrator.console.settings import console_settings
-from orchestrator.observability import JsonFormatter, RedactingFormatter
+from orchestrator.daemon.observability import JsonFormatter, RedactingFormatter
 from orchestrator.store.db import Store, open_store
 from tests.support import console_world
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.inputs.durations import format_duration, parse_duration, parse_price
 from orchestrator.manifest import Manifest, ManifestError, load_manifests, parse_text
-from orchestrator.manifest.durations import format_duration, parse_duration, parse_price
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

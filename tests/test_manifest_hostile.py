@@ -112,8 +112,8 @@ def test_a_name_with_a_trailing_newline_is_refused(extra: str, field: str, tmp_p
 
 
 def test_name_patterns_are_full_matches_below_the_loader() -> None:
-    from orchestrator.manifest.durations import HintedValueError
-    from orchestrator.quote import QuoteInputError, check_region_glob
+    from orchestrator.inputs.durations import HintedValueError
+    from orchestrator.offers.quote import QuoteInputError, check_region_glob
 
     with pytest.raises(HintedValueError):
         _secret_name("WANDB_API_KEY\n")
@@ -235,7 +235,7 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
 
 
 def test_a_device_is_refused_and_the_size_cap_is_counted_while_reading(tmp_path: Path) -> None:
-    from orchestrator.inputfiles import InputFileError, read_text_file
+    from orchestrator.inputs.files import InputFileError, read_text_file
 
     with pytest.raises(ManifestError, match="not a regular file \\(a device\\)"):
         load_manifests(["/dev/zero"])
@@ -265,7 +265,7 @@ def test_a_name_too_long_and_a_huge_tree_are_one_line_each(tmp_path: Path, monke
 def test_the_pure_python_parser_reads_what_libyaml_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml
 
-    from orchestrator.manifest.yamlread import YamlInputError, parse_yaml
+    from orchestrator.inputs.yamlread import YamlInputError, parse_yaml
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     texts = [p.read_text() for p in sorted(examples.glob("*.yaml"))]

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from orchestrator.service import Service, ServiceSettings
+from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, AttemptState, Job, JobStatus
 from tests._store_db import pg_database

@@ -16,12 +16,12 @@ from datetime import UTC, datetime, timedelta
 import boto3
 import pytest
 
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.config import EngineConfig, EngineDeps
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.leftovers import NetworkSweep
 from orchestrator.engine.tick import TickLog
-from orchestrator.service import Service, ServiceSettings, build_service
 from providers.base import TAG_OWNER, CloudResource, LaunchSpec, Market, Provider, ResourceKind, new_launch_id
 from providers.errors import ResourceInUseError, ResourceNotFoundError
 from tests.fakes.memory_provider import MemoryProvider

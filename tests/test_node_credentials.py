@@ -273,7 +273,7 @@ def test_orch_plan_says_what_a_node_would_hold_unscoped_and_where(tmp_path: Path
 
 
 def test_secrets_over_ssh_are_said_as_such_and_ssh_hosts_get_no_store_credential() -> None:
-    from orchestrator.runtime.preflight import exposure_for
+    from orchestrator.app.preflight import exposure_for
 
     no_store = Manifest.model_validate({**{k: v for k, v in JOB.items() if k != "checkpoint"},
                                         "secrets": ["HF_TOKEN"]})

@@ -104,7 +104,7 @@ def test_a_booted_node_waits_for_orch_then_runs_reports_and_ships_its_output(tmp
                    "the job's exit in the store")
     assert report.exit_code == 0
     logs = StoreClient(parse_store(f"file://{prefix}"))
-    from orchestrator.job_logs import read_log
+    from orchestrator.app.logs import read_log
 
     out = _wait(lambda: b"token=set" in read_log(logs) and read_log(logs), "the shipped output")
     assert b"hello from the job" in out and b"token=set" in out
@@ -131,7 +131,7 @@ def test_a_gang_rank_booted_before_node_0_gets_its_address_from_orchs_go(tmp_pat
     # The start step passes node 0's address with the attempt (start.py); the go carries it to the node.
     boot = StoreBootstrapper(reader)
     _wait(lambda: boot.start(job, replace(rank1, master_addr="10.9.8.7"), INSTANCE), "rank 1 to start")
-    from orchestrator.job_logs import read_log
+    from orchestrator.app.logs import read_log
 
     logs = StoreClient(parse_store(f"file://{tmp_path}/store/tiny/{rank1.launch_id}"))
     assert b"rendezvous at 10.9.8.7" in _wait(lambda: read_log(logs), "rank 1's output")
@@ -218,7 +218,7 @@ def test_orch_logs_prints_a_job_output_from_its_store(tmp_path: Path, monkeypatc
 
 
 def test_follow_yields_new_output_until_the_machine_ends() -> None:
-    from orchestrator.job_logs import follow_log
+    from orchestrator.app.logs import follow_log
 
     shipped = [b"a", b"ab", b"abc", b"abc"]
     running = iter([True, True, True, False])

@@ -7,8 +7,8 @@ from datetime import date
 
 import pytest
 
-from orchestrator.offer_sources import gather_offers
-from orchestrator.planner import Constraint, DataSource, PlanRequest, plan, without_zone
+from orchestrator.offers.planner import Constraint, DataSource, PlanRequest, plan, without_zone
+from orchestrator.offers.sources import gather_offers
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.errors import ProviderUnavailableError
 from providers.gpus import Interconnect

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.idle import IdlePolicy, UtilSample, idle_verdict
-from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext
-from orchestrator.spend import accrued_usd, would_break_budget
+from orchestrator.engine.idle_rule import IdlePolicy, UtilSample, idle_verdict
+from orchestrator.engine.recovery_policy import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext
+from orchestrator.money.spend import accrued_usd, would_break_budget
 from providers.base import Market
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

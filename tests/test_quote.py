@@ -7,8 +7,8 @@ from datetime import date
 
 import pytest
 
-from orchestrator.advice import rule_of_thumb_flags
-from orchestrator.quote import (
+from orchestrator.offers.advice import rule_of_thumb_flags
+from orchestrator.offers.quote import (
     QuoteInputError,
     SortKey,
     check_region_glob,

@@ -1,4 +1,4 @@
-"""How to reach a node (orchestrator/reach.py): `orch plan` says it per job, the console's job page per live
+"""How to reach a node (orchestrator/config/reach.py): `orch plan` says it per job, the console's job page per live
 machine, and neither claims a port is open that the settings keep closed."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.reach import reach_hint, reach_line
+from orchestrator.config.reach import reach_hint, reach_line
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "torchrun-ddp.yaml"
 

@@ -19,7 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from orchestrator.observability import JsonFormatter
+from orchestrator.daemon.observability import JsonFormatter
 from tests._jobs_clouds import FakeClouds, start_clouds
 
 PLANTED = [

@@ -1,5 +1,5 @@
 """One cloud listing per provider per tick for a fleet of daemons on PostgreSQL (orchestrator/store/listings.py,
-orchestrator/fencing.py): counted at the wire fakes, and a listing older than a launch never makes that launch
+orchestrator/daemon/fencing.py): counted at the wire fakes, and a listing older than a launch never makes that launch
 look lost."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def list_calls(fakes: Fakes) -> dict[str, int]:
 
 
 def test_four_daemons_list_each_cloud_once_per_tick(pg_url: str, fakes: Fakes) -> None:
-    from orchestrator.service import ServiceSettings
+    from orchestrator.daemon.assembly import ServiceSettings
 
     clock = Clock()
     settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
@@ -70,7 +70,7 @@ def test_four_daemons_list_each_cloud_once_per_tick(pg_url: str, fakes: Fakes) -
 
 
 def test_a_listing_older_than_a_launch_does_not_make_it_look_lost(pg_url: str, fakes: Fakes) -> None:
-    from orchestrator.service import ServiceSettings
+    from orchestrator.daemon.assembly import ServiceSettings
 
     clock = Clock()
     settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)

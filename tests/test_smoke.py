@@ -1,4 +1,4 @@
-"""``orch smoke``'s use case (orchestrator/smoke.py) on the in-memory provider, with a fake clock.
+"""``orch smoke``'s use case (orchestrator/app/smoke.py) on the in-memory provider, with a fake clock.
 
 What the e2e test (tests/e2e/test_smoke.py) cannot show cheaply: a run that never hears its agent times out and
 still tears down; a refused launch or a script that cannot be built spends nothing and leaves nothing; a machine
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.app.smoke import SmokeOptions, SmokeSeams, choose_offer, plan_targets, run_smoke
 from orchestrator.engine.hooks import AgentReport, StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.smoke import SmokeOptions, SmokeSeams, choose_offer, plan_targets, run_smoke
 from providers.base import Availability, CloudResource, Instance, Market, Offer, ResourceKind
 from providers.errors import InsufficientCapacityError, ResourceInUseError
 from providers.gpus import Interconnect
@@ -76,7 +76,7 @@ def _run(provider: MemoryProvider, agent: Agent, renderer: Renderer | None = Non
     clock = clock or Clock()
     [target] = plan_targets({provider.name: provider}, OPTS) if target_offer is None else [None]
     if target_offer is not None:
-        from orchestrator.smoke import SmokeTarget
+        from orchestrator.app.smoke import SmokeTarget
 
         target = SmokeTarget(provider.name, target_offer)
     lines: list[str] = []

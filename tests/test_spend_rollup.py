@@ -1,5 +1,5 @@
 """The spend ledger rolled up (orchestrator.store.rollup) and the budgets read against it
-(orchestrator.budget_watch), on SQLite and (with ORCH_TEST_DATABASE_URL) PostgreSQL."""
+(orchestrator.store.budget_watch), on SQLite and (with ORCH_TEST_DATABASE_URL) PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.alerts.config import AlertSettings, UrlSource, Webhook
-from orchestrator.alerts.dispatch import attach_alerts
 from orchestrator.alerts.model import Alert, AlertKind
 from orchestrator.alerts.redact import WebhookUrl
-from orchestrator.budget_watch import read_ledger, review_budgets, standings
-from orchestrator.budgets import Budget, BudgetMatch, JobFacts, ThresholdKey
+from orchestrator.config.alerts import AlertSettings, UrlSource, Webhook
+from orchestrator.daemon.alerts import attach_alerts
 from orchestrator.engine.events import EventKind
+from orchestrator.money.budgets import Budget, BudgetMatch, JobFacts, ThresholdKey
 from orchestrator.store import repo, rollup
+from orchestrator.store.budget_watch import read_ledger, review_budgets, standings
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import Attempt, InstanceRow, Job
 from tests._store_db import BACKENDS, database_url_for, open_test_store
@@ -218,7 +218,7 @@ def test_two_daemons_reviewing_at_once_alert_a_threshold_once(pg_url: str, monke
 
     from sqlalchemy import text
 
-    from orchestrator import budget_watch
+    from orchestrator.store import budget_watch
 
     store_a, store_b = open_store(pg_url), open_store(pg_url)
     try:

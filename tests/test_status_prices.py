@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import jobs_service as js
+from orchestrator.app import jobs as js
 from orchestrator.engine.events import EventKind
-from orchestrator.spend import charged_price_hr
+from orchestrator.money.spend import charged_price_hr
 from orchestrator.store import Store, repo
 from tests._store_db import BACKENDS, open_test_store
 from tests.test_jobs_service import manifests

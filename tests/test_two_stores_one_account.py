@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from orchestrator.service import Service, ServiceSettings
+from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, Event
 from providers.base import LaunchSpec, launch_store, new_launch_id

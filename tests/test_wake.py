@@ -1,6 +1,6 @@
 """Between ticks, the engine's wake watch says when a tick is due now: a spot agent heard a notice, or the
 noticed machine a replacement waits for committed its checkpoint (orchestrator/engine/wake.py); the daemon then
-moves its reconcile tick to now (orchestrator/daemon.py ``wake_if_due``). Driven by the agents' reports and the
+moves its reconcile tick to now (orchestrator/daemon/loop.py ``wake_if_due``). Driven by the agents' reports and the
 engine's fake clock: no wall-clock window."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from orchestrator.daemon import DaemonSettings, run_daemon, wake_if_due
+from orchestrator.daemon.loop import DaemonSettings, run_daemon, wake_if_due
+from orchestrator.daemon.observability import DaemonMetrics
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptState
 from orchestrator.engine.tick import TickReport
 from orchestrator.engine.wake import watch_list
-from orchestrator.observability import DaemonMetrics
 from providers.base import Market
 from tests.test_engine import live, notice, settle, spec, world  # noqa: F401
 

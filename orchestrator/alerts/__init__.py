@@ -1,6 +1,7 @@
-"""Alerts: what orch tells people, through webhooks, when something they pay for changes.
+"""Alerts as values: the kinds orch alerts on and the alert with its two wire forms (``model``), and a webhook URL that
+never shows its secret (``redact``).
 
-``model`` (the alert kinds and the alert value), ``config`` (the ``alerts:`` section), ``mapping`` (the ONE
-place store events become alerts), ``redact`` (what of a webhook URL may be shown), ``dispatch`` (a
-background worker per webhook with a bounded queue and retries: a tick never waits on a receiver).
+The config's ``alerts:`` section is read by orchestrator/config/file/alerts.py; the daemon maps the store's events to
+alerts (orchestrator/daemon/loop/alert_events.py: the ONE place) and sends them, a background worker per webhook
+(orchestrator/daemon/loop/alerts.py).
 """

@@ -34,9 +34,9 @@ from orchestrator.cli.progress import Progress
 from orchestrator.redaction import safe_line
 
 if TYPE_CHECKING:
-    from orchestrator.apply_preview import ApplyPreview, PlannedLaunch
-    from orchestrator.config import OrchConfig
-    from orchestrator.jobs_service import LaunchOutcome
+    from orchestrator.app.apply_preview import ApplyPreview, PlannedLaunch
+    from orchestrator.app.jobs import LaunchOutcome
+    from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
     from orchestrator.store import Store
     from orchestrator.store.repo import ApplyResult
@@ -60,7 +60,7 @@ def stdin_is_terminal() -> bool:
 
 def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> int:
     """The whole of ``orch apply``; returns the exit code."""
-    from orchestrator.jobs_service import command_running, daemon_running
+    from orchestrator.app.jobs import command_running, daemon_running
 
     running = daemon_running(store)
     if opts.launch and running:
@@ -108,11 +108,11 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
 
 def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | None,
              providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
-    from orchestrator.apply_preview import preview_apply
-    from orchestrator.config import ConfigError
-    from orchestrator.jobs_service import BadInputError, launchable_providers, utcnow
-    from orchestrator.offer_sources import offer_sources
-    from orchestrator.runtime.preflight import boot_check_for
+    from orchestrator.app.apply_preview import preview_apply
+    from orchestrator.app.jobs import BadInputError, launchable_providers, utcnow
+    from orchestrator.app.preflight import boot_check_for
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.offers.sources import offer_sources
     from providers.catalog import load_catalog
 
     try:
@@ -157,7 +157,7 @@ def _confirm_prune(pruned: tuple[str, ...] | list[str], opts: ApplyOptions) -> N
 
 
 def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> ApplyResult:
-    from orchestrator.jobs_service import BadInputError, apply
+    from orchestrator.app.jobs import BadInputError, apply
 
     try:
         return apply(store, loaded, prune=opts.prune)
@@ -195,7 +195,7 @@ def _print_exposed(preview: ApplyPreview, loaded: list[LoadedManifest], config: 
     """Per job about to launch, what its node would hold beyond its scoped, expiring store credential."""
     import textwrap
 
-    from orchestrator.runtime.preflight import exposure_for
+    from orchestrator.app.preflight import exposure_for
 
     manifests = {lm.manifest.name: lm.manifest for lm in loaded}
     for launch in preview.launches:
@@ -257,8 +257,8 @@ def _json(preview: ApplyPreview, launcher: str | None, result: ApplyResult | Non
 
 def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             opts: ApplyOptions) -> tuple[int, LaunchOutcome | None]:
-    from orchestrator.config import ConfigError
-    from orchestrator.jobs_service import Launch, build_engine, launch_pending
+    from orchestrator.app.jobs import Launch, build_engine, launch_pending
+    from orchestrator.config.errors import ConfigError
     from orchestrator.store.leases import DaemonAlreadyRunningError
     from providers.catalog import load_catalog
 

@@ -12,7 +12,7 @@ from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
-    from orchestrator.budgets import Standing
+    from orchestrator.money.budgets import Standing
 
 
 def _money(usd: float) -> str:
@@ -24,11 +24,12 @@ def budgets_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One object per budget (fields: docs/cli.md).")] = False,
 ) -> None:
     """Each budget: spent this month of its cap, $/h burning now of its ceiling, and whether it holds."""
-    from orchestrator.budget_watch import standings
-    from orchestrator.budgets import month_label
-    from orchestrator.config import ConfigError, load_config
-    from orchestrator.jobs_service import utcnow
+    from orchestrator.app.jobs import utcnow
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
+    from orchestrator.money.budgets import month_label
     from orchestrator.store import StoreError, open_store
+    from orchestrator.store.budget_watch import standings
 
     try:
         config = load_config()

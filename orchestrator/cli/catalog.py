@@ -63,8 +63,9 @@ def refresh_cmd(
 ) -> None:
     """Fetch current on-demand and spot prices into the user catalog (gpuhunt's published catalogs plus the
     providers' own APIs). A provider that fails keeps its previous rows; exit 1 if any failed."""
-    from orchestrator.catalog_config import refresh_settings
-    from orchestrator.config import ConfigError, load_config
+    from orchestrator.config.catalog import refresh_settings
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
     from providers.catalog.refresh import refresh
 
     names = _providers(provider)
@@ -94,7 +95,7 @@ def status_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, one object per provider.")] = False,
 ) -> None:
     """Each provider's rows: refreshed or shipped, how many, how old, and the last refresh's outcome."""
-    from orchestrator.catalog_status import catalog_status
+    from orchestrator.app.catalog_status import catalog_status
     from orchestrator.redaction import safe_line
 
     rows = catalog_status(datetime.now(UTC))

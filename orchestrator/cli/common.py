@@ -15,7 +15,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
 
 if TYPE_CHECKING:
-    from orchestrator.config import OrchConfig
+    from orchestrator.config.file import OrchConfig
     from orchestrator.store import Store
     from providers.base import Provider
 
@@ -24,7 +24,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (
 
 
 def load_config_or_fail(as_json: bool = False) -> OrchConfig:
-    from orchestrator.config import ConfigError, load_config
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
 
     try:
         return load_config()
@@ -33,8 +34,8 @@ def load_config_or_fail(as_json: bool = False) -> OrchConfig:
 
 
 def build_providers_or_fail(config: OrchConfig, as_json: bool = False) -> dict[str, Provider]:
-    from orchestrator.config import ConfigError
-    from orchestrator.wiring import build_providers
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.providers import build_providers
 
     try:
         return build_providers(config)
@@ -61,7 +62,8 @@ def money(usd: float) -> str:
 
 def optional_config() -> OrchConfig | None:
     """orch's config where it can be read; else None, noted on stderr (planning from the catalog still works)."""
-    from orchestrator.config import ConfigError, load_config
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
 
     try:
         return load_config()

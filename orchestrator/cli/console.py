@@ -26,7 +26,8 @@ def console_cmd(
     import signal
     import threading
 
-    from orchestrator.config import ConfigError, load_config
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
     from orchestrator.console.settings import ConsoleConfigError, console_settings
 
     try:

@@ -1,6 +1,6 @@
 """``orch daemon`` (reconcile forever) and ``orch tick`` (reconcile once, or until quiet).
 
-Both build the engine through ``orchestrator.service`` and, on SQLite, hold the store's one-daemon lock
+Both build the engine through ``orchestrator.daemon.assembly`` and, on SQLite, hold the store's one-daemon lock
 (a second one exits 2 with the holder's pid). On PostgreSQL several daemons run at once and share the
 jobs through row leases. Heavy imports stay inside the commands.
 """
@@ -19,9 +19,9 @@ from orchestrator.cli.main import app
 from orchestrator.redaction import safe_line, shown
 
 if TYPE_CHECKING:
-    from orchestrator.budgets import Budget
+    from orchestrator.daemon.assembly import Service
     from orchestrator.engine.tick import TickReport
-    from orchestrator.service import Service
+    from orchestrator.money.budgets import Budget
 
 
 def _report_doc(report: TickReport) -> dict[str, object]:
@@ -34,7 +34,7 @@ def _report_doc(report: TickReport) -> dict[str, object]:
 def _configure_logging(fmt: str) -> None:
     import logging
 
-    from orchestrator.observability import RedactingFormatter, configure_json_logging
+    from orchestrator.daemon.observability import RedactingFormatter, configure_json_logging
 
     if fmt == "json":
         configure_json_logging()
@@ -48,8 +48,8 @@ def _configure_logging(fmt: str) -> None:
 
 
 def _build():  # type: ignore[no-untyped-def]
-    from orchestrator.config import ConfigError
-    from orchestrator.service import build_service
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.daemon.assembly import build_service
     from orchestrator.store.db import StoreError
 
     try:
@@ -60,7 +60,8 @@ def _build():  # type: ignore[no-untyped-def]
 
 def _budgets() -> tuple[Budget, ...]:
     """The config's budgets, for the console's budgets page (the config was read once already)."""
-    from orchestrator.config import ConfigError, load_config
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
 
     try:
         return load_config().budgets
@@ -73,8 +74,9 @@ def _catalog_refresh() -> tuple[float, Callable[[], object] | None]:
     ``$ORCH_CATALOG_DIR`` pins the catalog (the loader would not read a refreshed one)."""
     import os
 
-    from orchestrator.catalog_config import refresh_settings
-    from orchestrator.config import ConfigError, load_config
+    from orchestrator.config.catalog import refresh_settings
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
     from providers.catalog.refresh import refresh
 
     try:
@@ -165,7 +167,7 @@ def daemon_cmd(
 
     from orchestrator.console.server import serving
     from orchestrator.console.settings import ConsoleConfigError, console_settings
-    from orchestrator.daemon import DaemonSettings, run_daemon
+    from orchestrator.daemon.loop import DaemonSettings, run_daemon
     from orchestrator.store.fleet import leave
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock
 

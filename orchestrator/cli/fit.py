@@ -48,7 +48,7 @@ def fit(
     from orchestrator.fit.render import fit_table
     from orchestrator.fit.request import FitInputError, FitWords, build_query, describe
     from orchestrator.fit.search import fit_all, relaxations
-    from orchestrator.quote import QuoteInputError, resolve_gpu_names
+    from orchestrator.offers.quote import QuoteInputError, resolve_gpu_names
     from providers.base import Market
     from providers.catalog import load_catalog
 

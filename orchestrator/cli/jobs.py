@@ -1,6 +1,6 @@
 """``orch plan / apply / status``: jobs from manifests to machines (``down`` and ``events``: down.py, events.py).
 
-The logic lives in orchestrator.jobs_service; this module parses flags, prints, and maps failures to
+The logic lives in orchestrator.app.jobs; this module parses flags, prints, and maps failures to
 exit codes (0 ok, 1 operation failed / nothing matched, 2 bad input). Heavy imports stay inside the
 commands so ``orch --help`` stays fast.
 """
@@ -30,11 +30,11 @@ from orchestrator.cli.main import app
 from orchestrator.cli.plan_notes import blind_notes, exposure_notes, reach_note
 
 if TYPE_CHECKING:
-    from orchestrator.config import OrchConfig
-    from orchestrator.jobs_service import JobPlan, StatusReport
+    from orchestrator.app.jobs import JobPlan, StatusReport
+    from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
-    from orchestrator.offer_sources import OfferSources
-    from orchestrator.planner import PlannedOffer
+    from orchestrator.offers.planner import PlannedOffer
+    from orchestrator.offers.sources import OfferSources
     from providers.base import Provider
 
 PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or directories (*.yaml, *.yml).",
@@ -45,7 +45,7 @@ PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or director
 
 def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False) -> list[LoadedManifest]:
     """Load, validate and pin the code (stderr says what each job ships, and any uncommitted change)."""
-    from orchestrator.jobs_service import BadInputError, load_with_packs
+    from orchestrator.app.jobs import BadInputError, load_with_packs
     from orchestrator.manifest import ManifestError
 
     try:
@@ -81,8 +81,8 @@ def plan_cmd(
     """Show, per job, the offer orch would choose, the next alternatives, cost and every warning.
 
     With a provider configured, the choice is among configured providers only: what ``orch apply`` launches
-    (jobs_service.launchable_providers decides both); cheaper offers elsewhere are hints."""
-    from orchestrator.jobs_service import BadInputError, launchable_providers, plan_jobs
+    (app.jobs.launchable_providers decides both); cheaper offers elsewhere are hints."""
+    from orchestrator.app.jobs import BadInputError, launchable_providers, plan_jobs
 
     if configured and all_providers:
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
@@ -98,7 +98,7 @@ def plan_cmd(
                                        PLAN_WIDTH, subsequent_indent="  ") + "\n")
     providers = build_providers_or_fail(config) if live and config is not None else {}
     try:
-        from orchestrator.runtime.preflight import boot_check_for
+        from orchestrator.app.preflight import boot_check_for
 
         plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
                           only_providers=only, boot_check=boot_check_for(config))
@@ -130,8 +130,8 @@ def plan_cmd(
 
 def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
     """What the engine plans from: the catalog, your own machines, and (``--live``) live offers."""
-    from orchestrator.config import ConfigError
-    from orchestrator.offer_sources import offer_sources
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.offers.sources import offer_sources
     from providers.catalog import load_catalog
 
     try:
@@ -149,7 +149,7 @@ def _say(text: str, indent: str = "  ", more: str = "           ") -> None:
 
 
 def _print_plan(jp: JobPlan) -> None:
-    from orchestrator.jobs_service import NEAR_MISSES
+    from orchestrator.app.jobs import NEAR_MISSES
 
     hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
     _say(f"{jp.name} ({jp.source}{hours})", "", "  ")
@@ -236,8 +236,8 @@ def status_cmd(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 2.0,
 ) -> None:
     """Jobs, their machines, what burns now ($/h) and what was spent."""
+    from orchestrator.app.jobs import JobsError, status
     from orchestrator.cli.watch import check_interval, watch
-    from orchestrator.jobs_service import JobsError, status
 
     problem = check_interval(interval)
     if problem:

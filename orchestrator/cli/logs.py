@@ -1,4 +1,4 @@
-"""``orch logs JOB [-f] [--node N]``: a job's output (orchestrator/job_logs.py).
+"""``orch logs JOB [-f] [--node N]``: a job's output (orchestrator/app/logs.py).
 
 From the job's store, where its agent ships it (so logs outlive the machine), else over SSH from a machine
 orch can reach. Exit 1 with a clear line when there is nothing to read. Heavy imports inside the command.
@@ -17,9 +17,9 @@ from orchestrator.cli.main import app
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from orchestrator.config import OrchConfig
-    from orchestrator.job_logs import LogSource
-    from orchestrator.service import ServiceSettings
+    from orchestrator.app.logs import LogSource
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.daemon.assembly import ServiceSettings
 
 
 @app.command("logs")
@@ -33,9 +33,10 @@ def logs_cmd(
                                                    "without new output.")] = None,
 ) -> None:
     """The job's output (stdout and stderr) on its latest machine, from its store or over SSH."""
-    from orchestrator.config import ConfigError, load_config
-    from orchestrator.job_logs import LogsError, Via, follow_log, log_source
-    from orchestrator.service import load_service_settings
+    from orchestrator.app.logs import LogsError, Via, follow_log, log_source
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
+    from orchestrator.daemon.assembly import load_service_settings
     from orchestrator.store import StoreError, open_store
 
     if node < 0:
@@ -81,7 +82,7 @@ def logs_cmd(
 def _say_failure(store: object, job: str) -> None:
     """A failed (or waiting) job's typed cause, the first line of its node's words and the fix, on stderr
     before its output (which stays stdout's alone)."""
-    from orchestrator.jobs_service import job_failure
+    from orchestrator.app.jobs import job_failure
 
     failure = job_failure(store, job)      # type: ignore[arg-type]
     if failure is not None:
@@ -97,7 +98,7 @@ def _write(data: bytes) -> None:
 
 
 def _reader(source: LogSource, config: OrchConfig, settings: ServiceSettings) -> Callable[[int], bytes]:
-    from orchestrator.job_logs import Via, read_log, store_client
+    from orchestrator.app.logs import Via, read_log, store_client
 
     if source.via is Via.STORE:
         client = store_client(source, settings.store_endpoint)
@@ -109,10 +110,10 @@ def _ssh_reader(source: LogSource, config: OrchConfig, settings: ServiceSettings
     """job.log from the machine itself, over orch's SSH transport (SSH-provider hosts, or orch's key)."""
     from pathlib import Path
 
-    from orchestrator.config import data_dir
-    from orchestrator.job_logs import LogsError
+    from orchestrator.app.logs import LogsError
+    from orchestrator.config.file import data_dir
+    from orchestrator.config.providers import build_providers
     from orchestrator.runtime.engine_hooks import TransportPool
-    from orchestrator.wiring import build_providers
     from providers.ssh.errors import TransportError
     from providers.ssh.hostkeys import HostKeyStore
 

@@ -6,17 +6,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.config import OrchConfig
-    from orchestrator.jobs_service import JobPlan
+    from orchestrator.app.jobs import JobPlan
+    from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
 
 
 def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
     """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
     why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
-    from orchestrator.config import ConfigError
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.daemon.assembly import ServiceSettings, load_service_settings
     from orchestrator.runtime.node_state import blind_note
-    from orchestrator.service import ServiceSettings, load_service_settings
 
     try:
         settings = load_service_settings(config) if config is not None else ServiceSettings()
@@ -28,8 +28,8 @@ def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict
 
 
 def reach_note(jp: JobPlan, config: OrchConfig | None) -> str | None:
-    """How to log in to the chosen offer's nodes (orchestrator/reach.py), None when nothing is chosen."""
-    from orchestrator.reach import reach_hint
+    """How to log in to the chosen offer's nodes (orchestrator/config/reach.py), None when nothing is chosen."""
+    from orchestrator.config.reach import reach_hint
 
     chosen = jp.plan.chosen
     if chosen is None:
@@ -41,8 +41,8 @@ def reach_note(jp: JobPlan, config: OrchConfig | None) -> str | None:
 def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: OrchConfig | None
                    ) -> dict[str, list[str]]:
     """Per job with a chosen offer, what its node would hold beyond its job's scoped, expiring store credential
-    (orchestrator/runtime/preflight.py ``exposure_for``); jobs that hold nothing more are left out."""
-    from orchestrator.runtime.preflight import exposure_for
+    (orchestrator/app/preflight.py ``exposure_for``); jobs that hold nothing more are left out."""
+    from orchestrator.app.preflight import exposure_for
 
     manifests = {lm.manifest.name: lm.manifest for lm in loaded}
     out: dict[str, list[str]] = {}

@@ -17,8 +17,9 @@ def providers_command(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list of {provider, status, detail}.")] = False,
 ) -> None:
     """List every provider: ready, or not configured / missing SDK / credentials, with the fix."""
-    from orchestrator.config import ConfigError, config_path, load_config
-    from orchestrator.providers_status import ProviderReadiness, provider_status
+    from orchestrator.app.providers_status import ProviderReadiness, provider_status
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import config_path, load_config
     from providers.registry import PROVIDER_NAMES
 
     try:

@@ -58,8 +58,8 @@ class QuoteArgs:
 def run_quote(a: QuoteArgs) -> None:
     """Price every matching offer (or, with no GPU, list the GPUs) and print it; exit 1 when nothing matches,
     2 on bad input."""
-    from orchestrator.quote import SortKey, relaxations
-    from orchestrator.quote import quote as quote_offers
+    from orchestrator.offers.quote import SortKey, relaxations
+    from orchestrator.offers.quote import quote as quote_offers
     from providers.base import GpuRequest, Market
     from providers.catalog import load_catalog
     from providers.gpus import Interconnect
@@ -79,7 +79,7 @@ def run_quote(a: QuoteArgs) -> None:
     # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
     if not gpus:
-        from orchestrator.quote import machine_counts, offers_any_count
+        from orchestrator.offers.quote import machine_counts, offers_any_count
 
         # Every count (unless --count): the same sources as `--gpu X --count N`, asked per count.
         counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
@@ -112,7 +112,7 @@ def run_quote(a: QuoteArgs) -> None:
 
 def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...], tuple[str, ...]]:
     """The GPUs, GPUs per machine (None: any count), providers and regions asked for; exit 2 on bad input."""
-    from orchestrator.quote import QuoteInputError, check_region_glob, parse_gpu_specs
+    from orchestrator.offers.quote import QuoteInputError, check_region_glob, parse_gpu_specs
     from providers.registry import UnknownProviderError, canonical_provider
 
     try:
@@ -141,7 +141,7 @@ def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...]
 def _print_gpus(offers: list[Offer], req: GpuRequest, any_count: bool, catalog: CatalogSnapshot,
                 as_json: bool) -> None:
     """``orch quote`` with no --gpu: the GPUs on offer, cheapest $/GPU-hour first."""
-    from orchestrator.quote import gpu_summaries
+    from orchestrator.offers.quote import gpu_summaries
 
     summaries = gpu_summaries(offers, req, any_count)
     if as_json:
@@ -184,8 +184,9 @@ def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool) -> list[Offer
     the config names such a provider). A config that cannot be read is noted and left out; with --live it is
     an error, as for every command that builds providers.
     """
-    from orchestrator.config import ConfigError, config_path, load_config
-    from orchestrator.offer_sources import offer_sources
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import config_path, load_config
+    from orchestrator.offers.sources import offer_sources
 
     if not live and not config_path().exists():
         return offer_sources(catalog).offers(req)
@@ -205,9 +206,10 @@ def _with_live_offers(req: GpuRequest, catalog: Sequence[Offer]) -> list[Offer]:
     """
     from dataclasses import replace
 
-    from orchestrator.config import ConfigError, load_config
-    from orchestrator.offer_sources import offer_sources
-    from orchestrator.wiring import build_providers
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
+    from orchestrator.config.providers import build_providers
+    from orchestrator.offers.sources import offer_sources
     from providers.errors import ProviderError
 
     try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from orchestrator.quote import GpuSummary, QuoteGroup, QuoteRow, format_age
+from orchestrator.offers.quote import GpuSummary, QuoteGroup, QuoteRow, format_age
 from providers.base import Offer, OfferOrigin
 from providers.catalog import CatalogSnapshot
 from providers.fabric import fabric_label
@@ -156,7 +156,7 @@ def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot
 
 def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes: int, *, wide: bool = False,
                       all_regions: bool = False, width: int | None = None, title: str = "") -> None:
-    from orchestrator.quote import group_rows
+    from orchestrator.offers.quote import group_rows
 
     width = output_width() if width is None else width
     groups = group_rows(rows, expand=all_regions)

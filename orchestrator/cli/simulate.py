@@ -40,9 +40,9 @@ MAX_HOURS = 10 * 365 * 24.0
 
 def parse_duration_h(flag: str, text: str) -> float:
     """'48h', '12m', '0.2h', '720s', '2d' -> hours, at most ten years, read by orch's one duration parser
-    (orchestrator/manifest/durations.py). A bare number is refused: everywhere else orch reads one as seconds,
+    (orchestrator/inputs/durations.py). A bare number is refused: everywhere else orch reads one as seconds,
     and here it used to mean hours, so a unit must say which."""
-    from orchestrator.manifest.durations import HintedValueError, parse_duration
+    from orchestrator.inputs.durations import HintedValueError, parse_duration
 
     m = _DURATION.fullmatch(text)
     if m and m.group(2) is None:

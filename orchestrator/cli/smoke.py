@@ -1,7 +1,7 @@
 """``orch smoke``: boot one machine per configured provider through orch's boot path, then leave nothing.
 
 Spends money: without ``--yes`` it prints what it would launch and the most it may cost, and exits 2. The use
-case is orchestrator/smoke.py; cloud SDKs and the store are imported inside the command only.
+case is orchestrator/app/smoke.py; cloud SDKs and the store are imported inside the command only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
-    from orchestrator.smoke import SmokeResult, SmokeTarget
+    from orchestrator.app.smoke import SmokeResult, SmokeTarget
 
 
 @app.command()
@@ -40,10 +40,11 @@ def smoke(
 ) -> None:
     """Launch the cheapest machine of each provider with orch's boot script, wait for the agent's first report
     through the store, tear it down and check nothing is left. Exit 0 only if every provider passed."""
-    from orchestrator.config import ConfigError, load_config
-    from orchestrator.service import load_service_settings
-    from orchestrator.smoke import SmokeOptions, plan_targets
-    from orchestrator.wiring import build_providers
+    from orchestrator.app.smoke import SmokeOptions, plan_targets
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
+    from orchestrator.config.providers import build_providers
+    from orchestrator.daemon.assembly import load_service_settings
 
     for flag, value, most in (("--timeout", timeout, 86400.0), ("--teardown-timeout", teardown_timeout, 86400.0),
                               ("--poll", poll, 3600.0)):
@@ -88,9 +89,9 @@ def smoke(
 
 def _run_all(targets: list[SmokeTarget], providers: dict[str, Any], settings: Any, config: Any,
              opts: Any) -> list[SmokeResult]:
+    from orchestrator.app.smoke import SmokeSeams, run_smoke
+    from orchestrator.daemon.assembly import boot_seams
     from orchestrator.redaction import safe_line
-    from orchestrator.service import boot_seams
-    from orchestrator.smoke import SmokeSeams, run_smoke
 
     def progress(line: str) -> None:
         sys.stderr.write(f"smoke: {safe_line(line)}\n")

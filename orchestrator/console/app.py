@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from orchestrator.budgets import Budget
 from orchestrator.clock import utcnow
 from orchestrator.console import views
 from orchestrator.console.auth import CSRF_FIELD, Guard, Verdict, same_origin, session_cookie_header
+from orchestrator.money.budgets import Budget
 from orchestrator.store.db import Store
 from orchestrator.store.repo import NotFoundError
 from orchestrator.store.requests import RequestRefusedError, request_relaunch, request_stop
@@ -92,7 +92,7 @@ class ConsoleApp:
         self.store = store
         self.guard = guard
         self.clock = clock
-        self.budgets = tuple(budgets)       # orch's config budgets: (orchestrator/budgets.py)
+        self.budgets = tuple(budgets)       # orch's config budgets: (orchestrator/money/budgets.py)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:

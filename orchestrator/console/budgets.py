@@ -1,7 +1,7 @@
 """Budgets as the console shows them: one typed list, whatever sets the budget.
 
 The jobs' own (``policies.budget_usd`` in the manifest, over the job's lifetime), and the budgets of orch's
-config ``budgets:`` (orchestrator/budgets.py): each one's monthly cap (spent this month) and $/h ceiling
+config ``budgets:`` (orchestrator/money/budgets.py): each one's monthly cap (spent this month) and $/h ceiling
 (burning now) as a view of its own, scope GLOBAL (every job) or PROJECT (``match: {project: ...}``):
 ``configured_views(review)`` passed as ``budget_views(..., configured=...)``.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchestrator.budgets import BudgetReview
+from orchestrator.money.budgets import BudgetReview
 from orchestrator.store.console_queries import JobBudget
 
 #: At this share of a budget the console marks it "near".

@@ -21,11 +21,11 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from orchestrator.budgets import Budget
 from orchestrator.clock import utcnow
 from orchestrator.console.app import ConsoleApp
 from orchestrator.console.auth import Guard
 from orchestrator.console.settings import ConsoleConfigError, ConsoleSettings
+from orchestrator.money.budgets import Budget
 from orchestrator.store.db import Store
 
 log = logging.getLogger("orch.console")

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from orchestrator.budgets import Budget
 from orchestrator.console import charts, formatting
 from orchestrator.console.budgets import budget_views, configured_views
 from orchestrator.console.timeline import build_timeline
+from orchestrator.money.budgets import Budget
 from orchestrator.store import console_queries as q
 from orchestrator.store.db import Store
 from orchestrator.store.spend_series import spend_series
@@ -67,7 +67,7 @@ def render(template: str, chrome: Chrome, *, status: int = 200, **context: objec
 # -- fleet ---------------------------------------------------------------------------------------------
 
 def fleet_page(store: Store, chrome: Chrome) -> Page:
-    from orchestrator.jobs_service import failures_by_job
+    from orchestrator.app.jobs import failures_by_job
 
     with store.transaction() as tx:
         fleet = q.fleet(tx, now=chrome.now)
@@ -113,8 +113,8 @@ def spend_page(store: Store, chrome: Chrome, range_key: str | None) -> Page:
 
 def budgets_page(store: Store, chrome: Chrome, budgets: Sequence[Budget] = ()) -> Page:
     """The jobs' own budgets and, first, the config's (``budgets``, against this month's ledger)."""
-    from orchestrator.budget_watch import read_ledger
-    from orchestrator.budgets import review
+    from orchestrator.money.budgets import review
+    from orchestrator.store.budget_watch import read_ledger
 
     with store.transaction() as tx:
         configured = configured_views(review(budgets, read_ledger(tx, chrome.now))) if budgets else []
@@ -203,7 +203,7 @@ class Done(Enum):
 
 def job_page(store: Store, chrome: Chrome, name: str, *, done: str | None = None, error: str | None = None,
              status: int = 200) -> Page:
-    from orchestrator.jobs_service import failures_by_job
+    from orchestrator.app.jobs import failures_by_job
 
     with store.transaction() as tx:
         detail = q.job_detail(tx, name)

@@ -1,6 +1,6 @@
 """The budget step, and the gate the launch step asks before every launch (the config's ``budgets:``).
 
-Decisions are ``orchestrator.budgets``' (pure); the facts are the store's spend rollup (``EngineStore.
+Decisions are ``orchestrator.money.budgets``' (pure); the facts are the store's spend rollup (``EngineStore.
 budget_ledger``, ``review_budgets``). With no budgets configured nothing here reads the store.
 
 * The step (after the spend step, so this tick's money counts): review every budget. A threshold crossed for
@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from orchestrator.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refusal, check_launch
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
+from orchestrator.money.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refusal, check_launch
 from providers.base import Market, Offer, new_launch_id
 
 #: The budgets and limits that refused a job last (a refusal is written again only when these change).

@@ -1,6 +1,6 @@
 """What an engine is built from: its settings, its seams, and the dependencies every step receives.
 
-``orchestrator.service.build_service`` is the one place these are assembled (the CLI, the daemon and the
+``orchestrator.daemon.assembly.build_service`` is the one place these are assembled (the CLI, the daemon and the
 tests all build the engine there).
 """
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from orchestrator.budgets import Budget
 from orchestrator.engine.hooks import (
     Bootstrapper,
     Monitor,
@@ -21,7 +20,8 @@ from orchestrator.engine.hooks import (
     StartupRenderer,
 )
 from orchestrator.engine.ports import EngineStore
-from orchestrator.recovery import DefaultRecoveryPolicy, RecoveryPolicy
+from orchestrator.engine.recovery_policy import DefaultRecoveryPolicy, RecoveryPolicy
+from orchestrator.money.budgets import Budget
 from providers.base import Offer, Provider
 
 
@@ -41,7 +41,7 @@ class _Histogram(Protocol):
 
 
 class EngineMetrics(Protocol):
-    """The metrics the engine's steps write. ``orchestrator.observability.DaemonMetrics`` is one; the engine
+    """The metrics the engine's steps write. ``orchestrator.daemon.observability.DaemonMetrics`` is one; the engine
     never imports it, so it imports without prometheus_client (tests/test_engine_imports.py)."""
 
     @property
@@ -85,7 +85,7 @@ class EngineConfig:
     #: False: the engine asks no cloud for a machine (``orch down`` tears down without launching what is
     #: pending, relaunching what was preempted, or re-asking a launch the cloud never saw).
     launches_allowed: bool = True
-    #: The config's ``budgets:`` (orchestrator/budgets.py): checked before every launch, reviewed every tick.
+    #: The config's ``budgets:`` (orchestrator/money/budgets.py): checked before every launch, reviewed every tick.
     budgets: tuple[Budget, ...] = ()
     deadlines: Deadlines = field(default_factory=Deadlines)
     #: How often the sweep lists each cloud's network resources for leftovers (engine/leftovers.py).

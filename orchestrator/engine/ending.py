@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.crashpoints import crashpoint
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import Provider

@@ -1,5 +1,5 @@
 """Every kind of store event orch writes, one member each. The engine, the store, the CLI's use cases and the
-budget watch write them; the alerts (orchestrator/alerts/mapping.py), ``orch status``/``orch events`` and the
+budget watch write them; the alerts (orchestrator/daemon/alert_events.py), ``orch status``/``orch events`` and the
 console read them back. A str enum: a kind is stored and compared as its text.
 
 tests/test_alerts_events.py checks that every event write names a member (no kind spelled as a string) and
@@ -40,12 +40,12 @@ class EventKind(StrEnum):
     RELAUNCH_DROPPED = "relaunch-dropped"
     ORPHAN_TERMINATED = "orphan-terminated"
     LEFTOVER_DELETED = "leftover-deleted"
-    # Budgets (the engine's gate, orchestrator.budget_watch).
+    # Budgets (the engine's gate, orchestrator.store.budget_watch).
     BUDGET_THRESHOLD = "budget-threshold"
     BUDGET_REFUSED = "budget-refused"
     BUDGET_CAP_STOP = "budget-cap-stop"
     BUDGET_STOP = "budget-stop"           # a job's own budget_usd reached while it ran: stopped
-    BUDGET_OVERRUN = "budget-overrun"     # a budget's burn over its $/h ceiling (orchestrator.budget_watch)
+    BUDGET_OVERRUN = "budget-overrun"     # a budget's burn over its $/h ceiling (orchestrator.store.budget_watch)
     BUDGET_OVERRUN_ENDED = "budget-overrun-ended"
     # The store's own history (orchestrator/store/repo.py, requests.py) and `orch apply`.
     APPLY = "apply"

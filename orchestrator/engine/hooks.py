@@ -3,7 +3,7 @@
 is typed (``AgentReport``, ``Notice``), never a formatted string.
 
 The defaults here do nothing: no node is read (the providers' own states still count), nothing is
-started over SSH (the startup script does the work), no startup script. ``orchestrator.service`` wires
+started over SSH (the startup script does the work), no startup script. ``orchestrator.daemon.assembly`` wires
 the real ones (``orchestrator.runtime``): the SSH bootstrapper and monitor when orch has an SSH key, and
 the manifest's rendered startup script otherwise.
 """

@@ -1,7 +1,7 @@
 """The idle step: a machine whose GPUs all stayed under the job's threshold for its whole window is
 stopped (keeping its disk, where the provider can stop) or terminated, with the rest of its gang; the job
 is STOPPED. Utilization comes from the agents' reports (the tick's facts); the verdict is
-``orchestrator.idle.idle_verdict``.
+``orchestrator.engine.idle_rule.idle_verdict``.
 
 A stop is written before the cloud call (TERMINATE_REQUESTED with ``EndCause.IDLE_STOPPED``: a
 ``idle-stop-requested`` event) and after it (TERMINATED). A process killed between finds the attempt
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from orchestrator.crashpoints import crashpoint
 from orchestrator.engine import gang
 from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.crashpoints import crashpoint
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
+from orchestrator.engine.idle_rule import IdleAction, IdleVerdict, UtilSample, idle_verdict
 from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
-from orchestrator.idle import IdleAction, IdleVerdict, UtilSample, idle_verdict
 from providers.base import Capability, InstanceState
 from providers.errors import ProviderError
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from orchestrator.idle import IdlePolicy
-from orchestrator.planner import PlanRequest
+from orchestrator.engine.idle_rule import IdlePolicy
+from orchestrator.offers.planner import PlanRequest
 from providers.base import Market
 
 if TYPE_CHECKING:
@@ -41,8 +41,8 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
     A ``model:`` block makes the plan check every offer against the memory model; without ``resources.gpu``
     the GPUs and count are chosen from ``catalog`` (default: the loaded catalog), see orchestrator.fit.planning.
     """
-    from orchestrator.idle import IdleAction
-    from orchestrator.planner import DataSource
+    from orchestrator.engine.idle_rule import IdleAction
+    from orchestrator.offers.planner import DataSource
     from providers.gpus import Interconnect
 
     r = manifest.resources

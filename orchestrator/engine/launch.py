@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from orchestrator.budgets import BudgetVerdict
 from orchestrator.engine import gang
 from orchestrator.engine.budget import LaunchGate
 from orchestrator.engine.config import EngineDeps
@@ -24,9 +23,10 @@ from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from orchestrator.engine.recovery_facts import preempted_places
 from orchestrator.engine.tick import TickLog
-from orchestrator.offer_sources import offer_sources
-from orchestrator.planner import PlannedOffer, plan
-from orchestrator.spend import would_break_budget
+from orchestrator.money.budgets import BudgetVerdict
+from orchestrator.money.spend import would_break_budget
+from orchestrator.offers.planner import PlannedOffer, plan
+from orchestrator.offers.sources import offer_sources
 from providers.base import Capability, Market
 
 

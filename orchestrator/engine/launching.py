@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.config import EngineDeps
+from orchestrator.engine.crashpoints import crashpoint
 from orchestrator.engine.ending import clean_up_launch
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.failure import of_provider_error
@@ -77,7 +77,7 @@ def gang_key(job: JobRecord, attempt: AttemptRecord) -> str:
 def launch_spec_for(job: JobRecord, attempt: AttemptRecord, *, owner: str, ssh_public_key: str,
                     script: str) -> LaunchSpec:
     """The ONE mapping from a job's attempt (and its rendered boot script) to the provider's LaunchSpec: the
-    engine's launches and ``orch smoke`` (orchestrator/smoke.py) both send what this returns."""
+    engine's launches and ``orch smoke`` (orchestrator/app/smoke.py) both send what this returns."""
     return LaunchSpec(
         launch_id=attempt.launch_id, owner=owner, job=job.name, offer=attempt.offer, ssh_public_key=ssh_public_key,
         startup_script=script, image=job.spec.image, disk_gb=job.spec.disk_gb, max_price_hr=job.spec.max_price_hr,

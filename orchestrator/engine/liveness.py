@@ -41,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from orchestrator.crashpoints import crashpoint
 from orchestrator.engine.config import Deadlines, EngineDeps
+from orchestrator.engine.crashpoints import crashpoint
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts

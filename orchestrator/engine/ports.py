@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.recovery_policy import SpotRun
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
-from orchestrator.recovery import SpotRun
 from providers.base import Instance, Offer
 
 if TYPE_CHECKING:
-    from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
     from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
     from orchestrator.manifest.schema import Manifest
+    from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
 
 __all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "FleetSpotRun", "JobRecord", "JobStatus"]
 

@@ -33,11 +33,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from orchestrator.crashpoints import crashpoint
 from orchestrator.engine import finish, launch, metrics, requests, start, teardown
 from orchestrator.engine.budget import BudgetStep
 from orchestrator.engine.config import EngineDeps, EngineHooks
+from orchestrator.engine.crashpoints import crashpoint
 from orchestrator.engine.idle import IdleStep
+from orchestrator.engine.idle_rule import UtilSample
 from orchestrator.engine.job_budget import JobBudgetStep
 from orchestrator.engine.liveness import LivenessStep
 from orchestrator.engine.recover import RecoveryStep
@@ -46,14 +47,13 @@ from orchestrator.engine.sweep import SweepStep
 from orchestrator.engine.sync import sync
 from orchestrator.engine.tick import TickLog, TickReport
 from orchestrator.engine.wake import WakeWatch, Watched, watch_list
-from orchestrator.idle import UtilSample
 from providers.base import Offer
 
 __all__ = ["Reconciler", "TickReport"]
 
 
 class Reconciler:
-    """Built by ``orchestrator.service.build_service``. Keeps, between ticks, only the steps' own memory
+    """Built by ``orchestrator.daemon.assembly.build_service``. Keeps, between ticks, only the steps' own memory
     (spend marks, utilization windows, orphans' first sightings, the recovery's spot facts)."""
 
     def __init__(self, deps: EngineDeps) -> None:
@@ -78,8 +78,8 @@ class Reconciler:
 
     @catalog.setter
     def catalog(self, offers: Sequence[Offer]) -> None:
-        """Swap the catalog the engine plans from (the daemon's scheduled refresh: orchestrator/catalog_schedule.py),
-        and the store's copy its attempts' offers are rebuilt from."""
+        """Swap the catalog the engine plans from (the daemon's scheduled refresh:
+        orchestrator/daemon/catalog_schedule.py), and the store's copy its attempts' offers are rebuilt from."""
         self.deps = replace(self.deps, catalog=tuple(offers))
         self.deps.store.use_catalog(self.deps.catalog)
         self._recovery.facts.forget_catalog()

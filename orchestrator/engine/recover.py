@@ -1,6 +1,6 @@
 """The recovery step: the ONE place that decides what happens to a job whose machine is going or gone.
 
-It reads the tick's facts and asks the job's RecoveryPolicy (orchestrator/recovery.py) in four cases:
+It reads the tick's facts and asks the job's RecoveryPolicy (orchestrator/engine/recovery_policy.py) in four cases:
 
 * the cloud took a machine (the sync already marked the attempt PREEMPTED, or FAILED/LOST on demand), or the
   liveness step ended it past a deadline (FAILED, BOOT_TIMEOUT/SILENT/UNREACHABLE: recovered as after a
@@ -26,9 +26,9 @@ from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.launch import LaunchOrder
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.recovery_facts import RecoveryFacts, cooled_places, preempted_places
+from orchestrator.engine.recovery_policy import RecoveryAction
 from orchestrator.engine.sync import record_preemption
 from orchestrator.engine.tick import TickLog
-from orchestrator.recovery import RecoveryAction
 from providers.base import Market
 
 #: The job status each end cause leads to, strongest first (a gang's nodes may end for several causes).

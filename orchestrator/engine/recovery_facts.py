@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord
-from orchestrator.offer_sources import offer_sources
-from orchestrator.planner import plan
-from orchestrator.recovery import Preemption, RecoveryContext, SpotRun
+from orchestrator.engine.recovery_policy import Preemption, RecoveryContext, SpotRun
+from orchestrator.offers.planner import plan
+from orchestrator.offers.sources import offer_sources
 from providers.base import Market
 
 #: A node ended past a liveness deadline (orchestrator/engine/liveness.py) cools its place like a preemption.

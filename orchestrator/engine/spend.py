@@ -20,7 +20,7 @@ from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
 from orchestrator.engine.ports import AttemptRecord, EngineStore
 from orchestrator.engine.values import split_at_midnights
-from orchestrator.spend import accrued_usd, charged_price_hr, reported_price_hr
+from orchestrator.money.spend import accrued_usd, charged_price_hr, reported_price_hr
 from providers.base import InstanceState
 
 #: Instance states the spend step charges for (UNREACHABLE: not gone, and still billed).

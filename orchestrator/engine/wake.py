@@ -7,7 +7,7 @@ starts the replacement that waited for it). After each tick ``WakeWatch`` keeps 
 can happen (spot machines running or starting whose agent had no notice; draining machines holding a successor), with
 their machines as the tick saw them; ``due`` reads only those agents, through the engine's own monitor, and
 says why a tick is due, or None. The daemon calls it on a short interval and runs the tick at once when it
-answers (orchestrator/daemon.py). It decides and writes nothing: the tick reads everything again.
+answers (orchestrator/daemon/loop.py). It decides and writes nothing: the tick reads everything again.
 """
 
 from __future__ import annotations

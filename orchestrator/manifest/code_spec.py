@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.manifest.durations import HintedValueError
+from orchestrator.inputs.durations import HintedValueError
 
 __all__ = ["DEFAULT_LIMIT_MB", "Code", "CodePin"]
 

@@ -17,12 +17,9 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.inputfiles import os_error_text
-from orchestrator.manifest.durations import HintedValueError
-from orchestrator.manifest.errors import ManifestError, raise_all
-from orchestrator.manifest.schema import Manifest
-from orchestrator.manifest.screen import Finding, screen
-from orchestrator.manifest.yamlread import (
+from orchestrator.inputs.durations import HintedValueError
+from orchestrator.inputs.files import os_error_text
+from orchestrator.inputs.yamlread import (
     MAX_BYTES,
     Document,
     Path_,
@@ -31,6 +28,9 @@ from orchestrator.manifest.yamlread import (
     parse_yaml,
     read_regular_file,
 )
+from orchestrator.manifest.errors import ManifestError, raise_all
+from orchestrator.manifest.schema import Manifest
+from orchestrator.manifest.screen import Finding, screen
 from orchestrator.redaction import shown
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")

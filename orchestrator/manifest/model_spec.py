@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from orchestrator.fit.memory import Method, Offload, Optimizer, Precision
-from orchestrator.manifest.durations import HintedValueError
+from orchestrator.inputs.durations import HintedValueError
 
 if TYPE_CHECKING:
     from orchestrator.fit.search import FitQuery

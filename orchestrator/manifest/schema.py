@@ -25,8 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.manifest.code_spec import Code
-from orchestrator.manifest.durations import (
+from orchestrator.inputs.durations import (
     DURATION_HINT,
     DURATION_PATTERN,
     PRICE_PATTERN,
@@ -35,6 +34,7 @@ from orchestrator.manifest.durations import (
     parse_duration,
     parse_price,
 )
+from orchestrator.manifest.code_spec import Code
 from orchestrator.manifest.model_spec import ModelSpec
 from orchestrator.redaction import shown
 
@@ -185,7 +185,7 @@ def _canonical_provider(name: str) -> str:
 
 
 def _region_glob(pattern: str) -> str:
-    from orchestrator.quote import QuoteInputError, check_region_glob
+    from orchestrator.offers.quote import QuoteInputError, check_region_glob
 
     try:
         return check_region_glob(pattern)

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from orchestrator.engine.recovery_policy import SpotRun
 from orchestrator.policy.model import ZoneStats
-from orchestrator.recovery import SpotRun
 
 
 def _hours(delta: timedelta) -> float:

@@ -1,7 +1,7 @@
 """The daemon's recovery asks a SpotPolicy: the same code ``orch simulate`` measures, fed with live facts.
 
-``SpotPolicyRecovery`` implements ``orchestrator.recovery.RecoveryPolicy``. For a job with a deadline and an
-estimate (``policies.deadline`` and ``policies.estimated_hours``) it poses the simulator's problem from what the
+``SpotPolicyRecovery`` implements ``orchestrator.engine.recovery_policy.RecoveryPolicy``. For a job with a deadline
+and an estimate (``policies.deadline`` and ``policies.estimated_hours``) it poses the simulator's problem from what the
 daemon knows and maps the policy's action onto a recovery decision:
 
 * the problem: work C = the estimate, deadline D = deadline - the job's start, overhead d = ``overhead_h`` (what
@@ -37,10 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.live_history import SharedHistory
-from orchestrator.policy.model import Mode, Observation, ProblemError, ProblemSpec, ZoneStats
-from orchestrator.recovery import (
+from orchestrator.engine.recovery_policy import (
     DefaultRecoveryPolicy,
     RecoveryAction,
     RecoveryContext,
@@ -49,6 +46,9 @@ from orchestrator.recovery import (
     cooling_places,
     give_up_reason,
 )
+from orchestrator.policy.base import SpotPolicy
+from orchestrator.policy.live_history import SharedHistory
+from orchestrator.policy.model import Mode, Observation, ProblemError, ProblemSpec, ZoneStats
 from providers.base import Market
 
 _ON_DEMAND = frozenset({Market.ON_DEMAND})

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.inputfiles import InputFileError, os_error_text, read_text_file
+from orchestrator.inputs.files import InputFileError, os_error_text, read_text_file
 from orchestrator.redaction import shown
 
 #: Bounds on what one trace may ask of the simulator. Public traces hold ~20,000 ticks 30 s to 10 min

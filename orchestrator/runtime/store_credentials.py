@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.config import OrchConfig
+    from orchestrator.config.file import OrchConfig
 
 __all__ = ["ENV_NAMES", "CredentialSource", "MissingStoreCredentials", "credential_source", "identities_from_config",
            "store_env"]

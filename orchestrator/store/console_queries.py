@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.config.reach import reach_line
 from orchestrator.engine.values import RelaunchRequest
-from orchestrator.reach import reach_line
 from orchestrator.store.gpu_util import util_since
 from orchestrator.store.models import (
     FINAL_ATTEMPT_STATES,
@@ -174,7 +174,7 @@ class AttemptView:
     ended_at: datetime | None
     reason: str | None
     checkpoint_restored: str | None
-    #: How a person logs in to the machine (orchestrator/reach.py); shown while the attempt is live.
+    #: How a person logs in to the machine (orchestrator/config/reach.py); shown while the attempt is live.
     reach: str = ""
 
 

@@ -33,7 +33,7 @@ def database_url() -> str:
     explicit = os.environ.get("ORCH_DATABASE_URL")
     if explicit:
         return explicit
-    from orchestrator.config import data_dir
+    from orchestrator.config.file import data_dir
 
     return f"sqlite:///{data_dir() / 'orch.db'}"
 

@@ -16,7 +16,7 @@
   the job is still this daemon's at the generation it claimed, and this daemon's registration (its epoch)
   is live at the caller's clock, read ``FOR SHARE`` so a reaper's DELETE waits for the write to commit
   (or the write sees the reaping and fails). Cloud-changing calls check the same just before they go out
-  (orchestrator/fencing.py). A paused or partitioned daemon therefore acts on nothing after it resumes
+  (orchestrator/daemon/fencing.py). A paused or partitioned daemon therefore acts on nothing after it resumes
   until its next tick has claimed the job again.
 
 A job needs a driver while it is not finished or still has a live attempt (a machine to watch or end).

@@ -4,7 +4,7 @@ Every event is written through a store transaction (the engine's ``store.event``
 attempt events, the CLI's). A listener names the event kinds it wants; the store collects those events as
 they are flushed and hands them over once the transaction has COMMITTED (a rolled-back event never
 reaches anyone), with the job's name and provider resolved. Listeners are called on the writer's thread
-and must return at once (orchestrator.alerts.dispatch queues and returns); one that raises is logged and
+and must return at once (orchestrator.daemon.alerts queues and returns); one that raises is logged and
 never disturbs the writer.
 """
 

@@ -128,7 +128,7 @@ def _utc(value: datetime) -> datetime:
 def burn_by_job(tx: Session) -> tuple[JobBurn, ...]:
     """$/h burning now per job: its instances in a billing state that the cloud named or a live attempt
     still asks for (a launch that failed before the cloud answered bills nothing)."""
-    from orchestrator.spend import charged_price_hr
+    from orchestrator.money.spend import charged_price_hr
 
     asking = set(tx.exec(select(Attempt.launch_id).where(
         col(Attempt.state).not_in([s.value for s in FINAL_ATTEMPT_STATES]))))

@@ -18,7 +18,7 @@ from sqlmodel import Session
 from orchestrator.clock import utcnow
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.spend import reported_price_hr
+from orchestrator.money.spend import reported_price_hr
 from orchestrator.store import queries, repo
 from orchestrator.store import sqlstore_reads as reads
 from orchestrator.store.db import Store

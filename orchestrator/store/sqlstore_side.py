@@ -10,12 +10,11 @@ from typing import Any
 
 from sqlmodel import Session
 
-from orchestrator import budget_watch
-from orchestrator.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
 from orchestrator.engine.ports import AttemptRecord, FleetSpotRun
+from orchestrator.engine.recovery_policy import SpotRun
 from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
-from orchestrator.recovery import SpotRun
-from orchestrator.store import gpu_util, queries, repo, requests, spot_history
+from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
+from orchestrator.store import budget_watch, gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.db import Store
 from orchestrator.store.models import AttemptState, EndCause
 from providers.base import Offer

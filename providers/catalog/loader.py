@@ -20,39 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from functools import cache
 from pathlib import Path
 from typing import Protocol
 
 from providers.base import Offer
-
-SHIPPED_DIR = Path(__file__).resolve().parent / "data"
-#: The refreshed providers' files in the user catalog directory: ``offers-<provider>.csv``.
-USER_FILE_PREFIX = "offers-"
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogSnapshot:
-    """Offers plus where they came from.
-
-    ``as_of`` maps provider -> (day, human note) for every provider with rows; ``approximate`` is True when
-    some provider's rows carry only an estimated day (the shipped ones). ``refreshed`` names the providers
-    priced from the user catalog; ``problems`` says which user files were unusable and skipped.
-    """
-
-    offers: tuple[Offer, ...]
-    origin: str                                  # "shipped", "refreshed" (user over shipped) or a directory
-    source: str                                  # provenance sentence
-    as_of: dict[str, tuple[date, str]]
-    approximate: bool
-    refreshed: tuple[str, ...] = ()
-    problems: tuple[str, ...] = field(default=())
-
-    def oldest(self) -> date | None:
-        dates = [d for d, _ in self.as_of.values()]
-        return min(dates) if dates else None
+from providers.catalog.snapshot import SHIPPED_DIR, USER_FILE_PREFIX, CatalogSnapshot, _user_files
 
 
 class CatalogSource(Protocol):
@@ -112,15 +87,6 @@ def user_catalog_dir() -> Path:
 
 def user_catalog_file(provider: str, directory: Path | None = None) -> Path:
     return (directory or user_catalog_dir()) / f"{USER_FILE_PREFIX}{provider}.csv"
-
-
-def _user_files(directory: Path) -> dict[str, Path]:
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return {}
-    return {n[len(USER_FILE_PREFIX):-4]: directory / n for n in names
-            if n.startswith(USER_FILE_PREFIX) and n.endswith(".csv")}
 
 
 @dataclass(frozen=True, slots=True)

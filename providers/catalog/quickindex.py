@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from providers.base import Market, Offer
-from providers.catalog.loader import SHIPPED_DIR, CatalogSnapshot, _user_files
+from providers.catalog.snapshot import SHIPPED_DIR, CatalogSnapshot, _user_files
 from providers.gpus import GPU_MODELS, Interconnect
 
 #: Bump when the stored shape, or what the loader computes from the same files, changes.

@@ -36,7 +36,7 @@ _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 def orch_data_dir() -> Path:
-    """orch's data dir (same rule as orchestrator.config.data_dir; providers must not import orchestrator)."""
+    """orch's data dir (same rule as orchestrator.config.file.data_dir; providers must not import orchestrator)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "orch"
 

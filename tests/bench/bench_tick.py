@@ -17,7 +17,7 @@ each daemon is its own process (its own connection, adapters, lease owner), meas
 ``time.process_time()`` in that process, so neither the fake's CPU nor the database server's is counted.
 On PostgreSQL the daemons share one cloud listing per tick (orchestrator/store/listings.py; each round's line
 says how many list calls reached the cloud). Each daemon pauses garbage collection for its first tick and settles its
-heap after it as ``orch daemon`` does (``orchestrator.daemon``; the settling's CPU, once, is printed, not
+heap after it as ``orch daemon`` does (``orchestrator.daemon.loop``; the settling's CPU, once, is printed, not
 counted in any tick). Not a test: it asserts nothing; it reports.
 """
 
@@ -110,9 +110,9 @@ def seed_store(url: str, n: int, now: datetime) -> None:
 def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: bool = False) -> None:
     """One daemon: joins, then ticks on each command and answers (cpu seconds, wall seconds, quiet). With
     ``profile``, its last tick's profile (the functions taking most time, cumulative) goes to stderr."""
-    from orchestrator.config import OrchConfig
-    from orchestrator.daemon import pause_collection, settle_heap
-    from orchestrator.service import ServiceSettings, build_service
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.daemon.assembly import ServiceSettings, build_service
+    from orchestrator.daemon.loop import pause_collection, settle_heap
     from providers.lambdalabs.adapter import LambdaProvider
     from tests.contract.harness_lambda import fast_settings
     from tests.daemon_world import LAMBDA_A100

@@ -237,7 +237,7 @@ def _lock_case(name: str, other: str, make: str) -> Case:
 _OWNER_SNIPPET = """
 import os, socket, subprocess, sys
 code = ("import os, socket; os.getpid = lambda: 1; socket.gethostname = lambda: 'box'; "
-        "from orchestrator.service import default_lease_owner; print(default_lease_owner())")
+        "from orchestrator.daemon.assembly import default_lease_owner; print(default_lease_owner())")
 a = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, {env}))
 b = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, {env}))
 print("OK" if a.stdout.strip() != b.stdout.strip() and a.stdout.strip() else "SAME " + a.stdout.strip()
@@ -484,7 +484,7 @@ def fuzz_cases(n: int, seed: int = 16) -> list[Case]:
     return out
 
 
-CAP = 1024 * 1024   # the manifest cap (orchestrator.manifest.yamlread.MAX_BYTES)
+CAP = 1024 * 1024   # the manifest cap (orchestrator.inputs.yamlread.MAX_BYTES)
 
 
 def _fill(unit: Callable[[int], str], head: str = BASE, tail: str = "") -> str:

@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import ServiceSettings, build_service
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, SshMonitor, TransportPool
 from orchestrator.runtime.render_input import CloudKind
-from orchestrator.service import ServiceSettings, build_service
 from orchestrator.store import open_store
 from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Capability, GpuRequest, Instance, InstanceState, LaunchSpec, Market, Offer
@@ -327,7 +327,7 @@ def move_repo_on(repo: Path) -> str:
 def add_job(store: SqlEngineStore, manifest_yaml: str, where: Path) -> JobRecord:
     """``orch apply`` of one YAML manifest: the real loader and the real apply, then the job's record.
     ``where`` is the user's repository (``code_repo``): apply pins its HEAD as the job's code."""
-    from orchestrator import jobs_service
+    from orchestrator.app import jobs as jobs_service
 
     path = where / f"{JOB}.yaml"
     path.write_text(manifest_yaml)

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobStatus
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.node_state import STATUS_OBJECT
-from orchestrator.service import Service, ServiceSettings, build_service
 from orchestrator.store import open_store
 from providers.base import Market
 from tests.e2e.booting import NodeBooter, aws_user_data, gce_user_data
@@ -144,7 +144,7 @@ def clouds(tmp_path: Path, bucket: Bucket, s3_endpoint: str, monkeypatch: pytest
 
 def _apply(clouds: Clouds, bucket: Bucket, where: Path) -> int:
     """``orch apply`` from the user's repository (``where``): the nodes get train_tiny.py from its code pack."""
-    from orchestrator import jobs_service
+    from orchestrator.app import jobs as jobs_service
 
     path = where / f"{JOB}.yaml"
     path.write_text(MANIFEST.replace("{store}", bucket.uri))

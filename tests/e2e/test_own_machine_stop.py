@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import jobs_service
+from orchestrator.app import jobs as jobs_service
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from orchestrator.store import repo as repo_
 from orchestrator.store.requests import request_relaunch

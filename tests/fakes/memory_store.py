@@ -6,7 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from orchestrator.budgets import (
+from orchestrator.engine.events import EventKind
+from orchestrator.engine.jobspec import JobSpec
+from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord, JobStatus
+from orchestrator.engine.recovery_policy import SpotRun
+from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
+from orchestrator.manifest.schema import Manifest
+from orchestrator.money.budgets import (
     Budget,
     BudgetLedger,
     BudgetReview,
@@ -16,13 +22,7 @@ from orchestrator.budgets import (
     month_label,
     review,
 )
-from orchestrator.engine.events import EventKind
-from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord, JobStatus
-from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
-from orchestrator.manifest.schema import Manifest
-from orchestrator.recovery import SpotRun
-from orchestrator.spend import reported_price_hr
+from orchestrator.money.spend import reported_price_hr
 from providers.base import Instance, Market, Offer
 from tests.support.manifests import manifest_doc
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.recovery_policy import RecoveryContext, SpotRun
 from orchestrator.policy.live_history import SharedHistory, place_history, stats_from
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for
-from orchestrator.recovery import RecoveryContext, SpotRun
 from orchestrator.store import open_store, repo
 from providers.base import Market, Offer
 from tests.fakes.memory_provider import MemoryProvider

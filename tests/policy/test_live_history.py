@@ -10,10 +10,10 @@ import pytest
 
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause
 from orchestrator.engine.recovery_facts import spot_runs
+from orchestrator.engine.recovery_policy import RecoveryAction, RecoveryContext, SpotRun
 from orchestrator.policy.live_history import place_history, stats_from
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery
-from orchestrator.recovery import RecoveryAction, RecoveryContext, SpotRun
 from providers.base import Market
 from tests.test_engine import offer
 

@@ -9,10 +9,10 @@ import pytest
 
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import JobStatus
+from orchestrator.engine.recovery_policy import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext
 from orchestrator.policy.orch_v1 import OrchV1Policy as OrchPolicy
 from orchestrator.policy.policies import UniformProgressPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for
-from orchestrator.recovery import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext
 from providers.base import Market
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
@@ -110,8 +110,9 @@ def test_the_engine_waits_then_buys_on_demand_as_the_policy_says() -> None:
 
 
 def test_the_daemon_config_names_the_policy(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from orchestrator.config import ConfigError, OrchConfig
-    from orchestrator.service import load_service_settings
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.daemon.assembly import load_service_settings
 
     config = OrchConfig(owner="tester", path=tmp_path / "none.yaml")
     monkeypatch.setenv("ORCH_RECOVERY_POLICY", "Uniform-Progress")
@@ -126,9 +127,9 @@ def test_the_daemon_config_names_the_policy(monkeypatch: pytest.MonkeyPatch, tmp
 
 def test_with_no_config_the_daemon_runs_orchs_policy_and_default_names_the_plain_rule(
         monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from orchestrator.config import OrchConfig
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.daemon.assembly import load_service_settings
     from orchestrator.policy.orch import OrchPolicy as OrchV2
-    from orchestrator.service import load_service_settings
 
     monkeypatch.delenv("ORCH_RECOVERY_POLICY", raising=False)
     config = OrchConfig(owner="tester", path=tmp_path / "none.yaml")

@@ -22,8 +22,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from orchestrator.daemon.assembly import build_service
 from orchestrator.engine.hooks import AgentReport, Monitor
-from orchestrator.service import build_service
 from orchestrator.store.leases import daemon_lock
 
 

@@ -13,7 +13,7 @@ stdin commands, one per line:
 * ``tick``: one reconcile tick; answers ``{"tick": n, "now", "owner", "held", "share", "live", ...report...,
   "lease_lost": null | why}`` (a tick the fence stopped answers with ``lease_lost`` set, one that failed
   otherwise with ``failed``; ``orch daemon`` logs either and ticks again);
-* ``arm <crashpoint> <kill|stop> <skip>``: arm ``orchestrator.crashpoints`` in this process (answers
+* ``arm <crashpoint> <kill|stop> <skip>``: arm ``orchestrator.engine.crashpoints`` in this process (answers
   ``{"armed": name}``); with ``stop`` the process announces ``{"crashpoint": name, "pid": pid}`` on stdout and
   SIGSTOPs itself there, for the test to SIGKILL or SIGCONT;
 * ``quit`` (or end of input): exit without leaving the fleet (its leases lapse, as a crashed daemon's do).
@@ -31,8 +31,8 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator import crashpoints
-from orchestrator.service import Service, build_service
+from orchestrator.daemon.assembly import Service, build_service
+from orchestrator.engine import crashpoints
 from orchestrator.store.fleet import LeaseLostError
 
 

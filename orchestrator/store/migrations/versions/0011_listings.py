@@ -2,7 +2,7 @@
 
 Several daemons on one PostgreSQL store used to list every cloud each, every tick: cloud API calls grew with the
 number of daemons. From this revision one daemon per provider per tick lists, and publishes the listing here for
-the others (orchestrator/store/listings.py, orchestrator/fencing.py).
+the others (orchestrator/store/listings.py, orchestrator/daemon/fencing.py).
 
 Revision ID: 0011_listings
 Revises: 0010_event_repeats

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from orchestrator.engine.hooks import StartupScriptError
 
 if TYPE_CHECKING:
-    from orchestrator.config import OrchConfig
+    from orchestrator.config.file import OrchConfig
     from orchestrator.manifest.schema import Manifest
     from providers.base import Offer
 
@@ -70,7 +70,7 @@ def exposure_for(manifest: Manifest, provider: str, config: OrchConfig | None,
     state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
     identities: frozenset[str] = frozenset()
     if config is not None:
-        from orchestrator.service import load_service_settings
+        from orchestrator.daemon.assembly import load_service_settings
 
         settings = load_service_settings(config)
         state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)
@@ -90,7 +90,7 @@ def boot_check_for(config: OrchConfig | None, environ: Mapping[str, str] | None 
     state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
     identities: frozenset[str] = frozenset()
     if config is not None:
-        from orchestrator.service import load_service_settings
+        from orchestrator.daemon.assembly import load_service_settings
 
         settings = load_service_settings(config)
         state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)

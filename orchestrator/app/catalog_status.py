@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from orchestrator.quote import format_age, offer_age
+from orchestrator.offers.quote import format_age, offer_age
 from providers.catalog.loader import load_catalog, user_catalog_dir
 
 STALE_AFTER = timedelta(days=1)

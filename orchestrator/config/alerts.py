@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 from orchestrator.alerts.model import AlertKind
 from orchestrator.alerts.redact import WebhookUrl
-from orchestrator.config_errors import ConfigError
-from orchestrator.config_values import Where, mapping, positive, sequence, text, whole
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.values import Where, mapping, positive, sequence, text, whole
 
 _KEYS = frozenset({"webhooks", "queue_size", "timeout_s", "attempts"})
 _WEBHOOK_KEYS = frozenset({"name", "url", "url_env", "format", "events"})

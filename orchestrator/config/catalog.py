@@ -17,8 +17,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from orchestrator.config import ConfigError, OrchConfig
-from orchestrator.manifest.durations import HintedValueError, setting_duration
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import OrchConfig
+from orchestrator.inputs.durations import HintedValueError, setting_duration
 from providers.catalog.refresh.model import LAMBDA_URL, AwsSpotSettings, RefreshSettings
 
 _KEYS = {"refresh_every", "timeout_s", "http_timeout_s", "gpuhunt_url", "azure_prices_url", "vast_url",

@@ -18,7 +18,7 @@ whose spot machines must stop). The engine and the CLI read the store and act; n
         alert_at: [0.5, 0.8, 1.0]     # fractions of monthly_usd (the default)
         stop_spot_at_cap: true        # at the cap, end running spot machines after their checkpoint
 
-(orchestrator.budgets_config reads the section.) The month is the calendar month in UTC. A launch is
+(orchestrator.config.budgets reads the section.) The month is the calendar month in UTC. A launch is
 refused when its $/h on top of what the budget's jobs burn now would exceed ``max_usd_per_hour``, or when
 the month's spend plus the launch's estimated cost until the month ends would exceed ``monthly_usd``. Free
 machines ($0/h: your own) are never refused.

@@ -1,6 +1,6 @@
 """The one error of orch's config: a bad file, section or key, its message naming the key to fix.
 
-Its own module so that the section readers (orchestrator/config_values.py, the ``alerts:`` and ``budgets:``
+Its own module so that the section readers (orchestrator/config/values.py, the ``alerts:`` and ``budgets:``
 sections) raise it without importing the config file's reader, which imports them: no import cycle.
 """
 

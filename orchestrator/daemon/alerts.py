@@ -1,7 +1,7 @@
 """Sending alerts without ever making a tick wait: one background worker per webhook.
 
 The store hands committed events to ``AlertDispatcher`` on the writer's thread (an engine tick, a CLI
-command); it maps them to alerts (orchestrator.alerts.mapping) and puts each on the queue of every webhook
+command); it maps them to alerts (orchestrator.daemon.alert_events) and puts each on the queue of every webhook
 that wants its kind, WITHOUT blocking: a full queue drops the alert and counts it (logged at the first
 drop and every 100th). Each webhook's worker thread posts its queue in order, retrying connection
 failures, timeouts, 429 and 5xx with exponential backoff (tenacity); other 4xx answers are not retried.
@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.alerts.config import AlertSettings, Webhook, WebhookFormat
-from orchestrator.alerts.mapping import EVENT_KINDS, AlertMapper
 from orchestrator.alerts.model import Alert, AlertKind
 from orchestrator.alerts.redact import WebhookUrl
+from orchestrator.config.alerts import AlertSettings, Webhook, WebhookFormat
+from orchestrator.daemon.alert_events import EVENT_KINDS, AlertMapper
 from orchestrator.store.listen import CommittedEvent
 
 if TYPE_CHECKING:

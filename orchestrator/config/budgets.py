@@ -1,7 +1,7 @@
-"""Reading the ``budgets:`` section of orch's config into ``orchestrator.budgets.Budget`` values.
+"""Reading the ``budgets:`` section of orch's config into ``orchestrator.money.budgets.Budget`` values.
 
 Every error names the key: ``config.yaml: budgets.<name>.<key>: <what>`` (``budgets[<i>]`` before a name
-is known). The section's shape is documented in orchestrator/budgets.py and docs/configuration.md.
+is known). The section's shape is documented in orchestrator/money/budgets.py and docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from orchestrator.budgets import DEFAULT_ALERT_AT, Budget, BudgetMatch
-from orchestrator.config_values import Where, flag, mapping, positive, sequence, text
+from orchestrator.config.values import Where, flag, mapping, positive, sequence, text
+from orchestrator.money.budgets import DEFAULT_ALERT_AT, Budget, BudgetMatch
 
 _BUDGET_KEYS = frozenset({"name", "match", "monthly_usd", "max_usd_per_hour", "alert_at", "stop_spot_at_cap"})
 _MATCH_KEYS = frozenset({"project", "owner"})

@@ -5,7 +5,7 @@ Two small seams, so the planner can grow (a VRAM-fit planner, a deadline-aware s
 * ``Ranking``: turns an eligible offer into a comparable expected cost. Today ``ExpectedCostRanking``
   is $/h x estimated hours (x nodes); a later one can price preemption risk or deadline slack.
 * where offers come from (the catalog, your own machines, live provider APIs) is
-  orchestrator.offer_sources: the one set of sources every caller plans from.
+  orchestrator.offers.sources: the one set of sources every caller plans from.
 
 Offers are gathered broadly (GPU, count, market, allowed providers, places not cooling down); every other
 constraint of the manifest is checked here, so that an offer it excludes says which constraint did
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
+from orchestrator.offers.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.catalog.query import region_matches
 from providers.fabric import fabric_note, fabric_shortfall

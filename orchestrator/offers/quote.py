@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 
-from orchestrator.advice import rule_of_thumb_flags
+from orchestrator.offers.advice import rule_of_thumb_flags
 from providers.base import GpuRequest, Market, Offer
 from providers.catalog.query import match_offers, offer_matches
 from providers.gpus import GPU_MODELS, Interconnect, gpu_by_name, resolve_gpu, suggest_gpus

@@ -6,7 +6,7 @@ catalog, a clock, a scripted monitor, an in-memory store). Providers come from
 ``build_providers(load_config())``, the store from ``open_store()`` (``$ORCH_DATABASE_URL`` or the SQLite
 file), the catalog from the shipped snapshot. On PostgreSQL the engine store joins the fleet as
 ``<hostname>-<pid>-<random>`` and takes its share of the jobs (orchestrator/store/fleet.py), and the engine's
-providers are fenced (orchestrator/fencing.py); on SQLite there is no lease owner (one daemon, guarded by
+providers are fenced (orchestrator/daemon/fencing.py); on SQLite there is no lease owner (one daemon, guarded by
 ``orchestrator.store.leases.daemon_lock``).
 
 The seams: every cloud machine boots with a script that installs orch's agent and starts the job
@@ -46,15 +46,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config import ConfigError, OrchConfig, load_config
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import OrchConfig, load_config
 
 if TYPE_CHECKING:
+    from orchestrator.daemon.observability import DaemonMetrics
     from orchestrator.engine.config import EngineHooks
     from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer
     from orchestrator.engine.ports import EngineStore
     from orchestrator.engine.reconciler import Reconciler
-    from orchestrator.observability import DaemonMetrics
-    from orchestrator.recovery import RecoveryPolicy
+    from orchestrator.engine.recovery_policy import RecoveryPolicy
     from orchestrator.runtime.node_facts import NodeSettings
     from orchestrator.runtime.node_renewal import CredentialRenewer
     from orchestrator.store.db import Store
@@ -102,8 +103,8 @@ def _daemon_section(config: OrchConfig) -> dict[str, Any]:
 
 def load_service_settings(config: OrchConfig) -> ServiceSettings:
     """The ``daemon:`` section of the config, each key overridden by its env var when set
-    (orchestrator/config_daemon.py)."""
-    from orchestrator.config_daemon import read_daemon_section
+    (orchestrator/config/daemon.py)."""
+    from orchestrator.config.daemon import read_daemon_section
 
     d = read_daemon_section(_daemon_section(config), config.path)
     base = ServiceSettings()
@@ -127,7 +128,7 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
 def _public_key(value: object) -> str:
     """``daemon.ssh_public_key``: the key itself or the path of a .pub file, checked (never a path sent as
     the key)."""
-    from orchestrator.public_key import PublicKeyError, public_key
+    from orchestrator.config.public_key import PublicKeyError, public_key
 
     try:
         return public_key(str(value or ""), source="daemon.ssh_public_key (ORCH_SSH_PUBLIC_KEY)")
@@ -207,7 +208,7 @@ class Seams:
 def _attach_alerts(store: Store, config: OrchConfig, *, close_on_error: bool) -> None:
     """Committed events of ``store`` become webhook alerts (the config's ``alerts:``); sent from background
     workers, so no tick waits on a receiver. ``store.close()`` gives queued alerts a last bounded try."""
-    from orchestrator.alerts.dispatch import attach_alerts
+    from orchestrator.daemon.alerts import attach_alerts
 
     try:
         attach_alerts(store, config.alerts)
@@ -241,10 +242,10 @@ def build_service(
     what the boot script, the store monitor and the SSH hooks need to know about machines (metadata URLs,
     store endpoint, agent intervals; tests); default: ``daemon.store_endpoint`` for every provider."""
     from orchestrator.clock import utcnow
+    from orchestrator.config.providers import build_providers
+    from orchestrator.daemon.observability import DaemonMetrics
     from orchestrator.engine.config import Deadlines, EngineConfig, EngineDeps
     from orchestrator.engine.reconciler import Reconciler
-    from orchestrator.observability import DaemonMetrics
-    from orchestrator.wiring import build_providers
 
     config = config or load_config()
     settings = settings or load_service_settings(config)
@@ -269,7 +270,7 @@ def build_service(
     hooks = _hooks(settings, built, Seams(monitor, bootstrapper, recovery, startup, node_settings), config)
     fleet = getattr(engine_store, "fleet", None)
     if opened is not None and fleet is not None:
-        from orchestrator.fencing import fenced
+        from orchestrator.daemon.fencing import fenced
 
         engine_providers = fenced(built, opened, fleet)    # several daemons: cloud calls pass the fence
     else:
@@ -301,7 +302,7 @@ def _sql_store(config: OrchConfig, settings: ServiceSettings, store: Store | Non
 def _hooks(settings: ServiceSettings, providers: Mapping[str, Provider], given: Seams,
            config: OrchConfig) -> EngineHooks:
     from orchestrator.engine.config import EngineHooks
-    from orchestrator.recovery import DefaultRecoveryPolicy
+    from orchestrator.engine.recovery_policy import DefaultRecoveryPolicy
 
     monitor, bootstrapper, startup = _node_seams(settings, providers, given, config)
     recovery = given.recovery
@@ -336,7 +337,7 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
     if ssh_key or "ssh" in providers:
         from pathlib import Path
 
-        from orchestrator.config import data_dir
+        from orchestrator.config.file import data_dir
         from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
         from providers.ssh.hostkeys import HostKeyStore
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from orchestrator.daemon.observability import DaemonMetrics
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.tick import TickReport
-from orchestrator.observability import DaemonMetrics
 
 log = logging.getLogger("orch.daemon")
 
@@ -134,7 +134,7 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
         scheduler.add_job(wake_if_due, "interval", args=(reconciler, scheduler), seconds=settings.wake_interval_s,
                           id="wake-watch")
     if catalog_refresh is not None:
-        from orchestrator.catalog_schedule import catalog_due_at, refresh_catalog
+        from orchestrator.daemon.catalog_schedule import catalog_due_at, refresh_catalog
 
         scheduler.add_job(refresh_catalog, "interval", args=(catalog_refresh, reconciler),
                           seconds=settings.refresh_interval_s, id="catalog-refresh",

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from orchestrator.inputfiles import InputFileError, read_text_file
-from orchestrator.manifest.yaml12 import CORE_TAG, YamlFloat, YamlInputError, YamlInt, scalar
+from orchestrator.inputs.files import InputFileError, read_text_file
+from orchestrator.inputs.yaml12 import CORE_TAG, YamlFloat, YamlInputError, YamlInt, scalar
 
 MAX_BYTES = 1024 * 1024          # a manifest is a few kB; 1 MiB leaves room and keeps any file quick
 MAX_DOCUMENTS = 1000
@@ -55,7 +55,7 @@ class Document:
 # -- reading files -------------------------------------------------------------------------------------
 
 def read_regular_file(path: Path, limit: int, what: str = "manifest") -> str:
-    """The UTF-8 text of ``path``, a regular file of at most ``limit`` bytes (see orchestrator.inputfiles);
+    """The UTF-8 text of ``path``, a regular file of at most ``limit`` bytes (see orchestrator.inputs.files);
     YamlInputError otherwise."""
     try:
         return read_text_file(path, limit, what)

@@ -24,18 +24,18 @@ BOOT_WARNING = "boot: "
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-    from orchestrator.config import OrchConfig
+    from orchestrator.app.preflight import BootCheck
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.daemon.assembly import Service
     from orchestrator.engine.failure import Failure
     from orchestrator.engine.reconciler import Reconciler
     from orchestrator.engine.tick import TickReport
     from orchestrator.manifest import LoadedManifest
     from orchestrator.manifest.code_spec import CodePin
     from orchestrator.manifest.schema import Manifest
-    from orchestrator.offer_sources import OfferSources
-    from orchestrator.planner import Plan, PlannedOffer, PlanRequest
+    from orchestrator.offers.planner import Plan, PlannedOffer, PlanRequest
+    from orchestrator.offers.sources import OfferSources
     from orchestrator.runtime.codepack import Pack
-    from orchestrator.runtime.preflight import BootCheck
-    from orchestrator.service import Service
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow, Job
     from orchestrator.store.repo import ApplyResult
@@ -120,11 +120,11 @@ def plan_jobs(loaded: Sequence[LoadedManifest], sources: OfferSources, *, altern
               boot_check: BootCheck | None = None) -> list[JobPlan]:
     """Rank every offer for each manifest, the way the engine will when it launches.
 
-    ``sources``: orchestrator.offer_sources.offer_sources(...), as the engine builds it.
+    ``sources``: orchestrator.offers.sources.offer_sources(...), as the engine builds it.
     ``only_providers`` (the configured ones, for ``--configured``) keeps offers of those providers only:
     what ``orch apply --launch`` can actually get."""
     from orchestrator.engine.jobspec import jobspec_from_manifest
-    from orchestrator.planner import plan
+    from orchestrator.offers.planner import plan
 
     if alternatives < 0:
         raise BadInputError(f"--alternatives must be 0 or more, got {alternatives}")
@@ -155,7 +155,7 @@ def launchable_providers(config: OrchConfig | None) -> tuple[str, ...]:
 def _unconfigured_hints(req: PlanRequest, everywhere: Sequence[Offer], chosen_plan: Plan,
                         configured: Sequence[str]) -> tuple[str, ...]:
     """Per provider not configured, its cheapest eligible offer where it beats the chosen one (at most 3)."""
-    from orchestrator.planner import plan
+    from orchestrator.offers.planner import plan
 
     others = plan(req, [o for o in everywhere if o.provider not in configured]).eligible
     chosen = chosen_plan.chosen
@@ -318,7 +318,7 @@ def ssh_public_key(environ: Mapping[str, str] | None = None) -> str:
     (the key itself, or the path of a .pub file), else the user's usual ~/.ssh/*.pub; "" when none."""
     import os
 
-    from orchestrator.public_key import is_public_key, public_key
+    from orchestrator.config.public_key import is_public_key, public_key
 
     env = os.environ if environ is None else environ
     value = env.get(SSH_KEY_ENV, "").strip()
@@ -359,9 +359,9 @@ def build_engine(store: Store, config: OrchConfig, providers: Mapping[str, Provi
     (``orch down`` must not launch what is pending while it tears something else down)."""
     from dataclasses import replace
 
-    from orchestrator.config import ConfigError
-    from orchestrator.public_key import PublicKeyError
-    from orchestrator.service import AUTO, build_service, default_lease_owner, load_service_settings
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.public_key import PublicKeyError
+    from orchestrator.daemon.assembly import AUTO, build_service, default_lease_owner, load_service_settings
     from orchestrator.store.leases import daemon_lock, lock_path
 
     base = load_service_settings(config)
@@ -498,7 +498,7 @@ class InstanceView:
 
     @property
     def charged_price_hr(self) -> float:
-        from orchestrator.spend import charged_price_hr
+        from orchestrator.money.spend import charged_price_hr
 
         return charged_price_hr(self.actual_price_hr, self.price_hr)
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-    from orchestrator.budgets import Budget, BudgetLedger
-    from orchestrator.jobs_service import JobPlan
+    from orchestrator.app.jobs import JobPlan
+    from orchestrator.app.preflight import BootCheck
     from orchestrator.manifest import LoadedManifest
-    from orchestrator.offer_sources import OfferSources
-    from orchestrator.planner import PlannedOffer
-    from orchestrator.runtime.preflight import BootCheck
+    from orchestrator.money.budgets import Budget, BudgetLedger
+    from orchestrator.offers.planner import PlannedOffer
+    from orchestrator.offers.sources import OfferSources
     from orchestrator.store import Store
     from orchestrator.store.repo import ApplyResult
 
@@ -88,10 +88,10 @@ class _Rollback(Exception):
 def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: OfferSources, *, prune: bool = False,
                   only_providers: Sequence[str] | None = None, budgets: Sequence[Budget] = (),
                   owner: str | None = None, now: datetime, boot_check: BootCheck | None = None) -> ApplyPreview:
-    """What ``jobs_service.apply(store, loaded, prune=prune)`` would record, and what the engine would then
+    """What ``app.jobs.apply(store, loaded, prune=prune)`` would record, and what the engine would then
     launch from ``sources`` (``only_providers``: the configured ones; ``owner``: the orch owner whose engine
     launches, for budgets matching owners). Writes nothing."""
-    from orchestrator.jobs_service import BadInputError, plan_jobs
+    from orchestrator.app.jobs import BadInputError, plan_jobs
     from orchestrator.store import repo
 
     try:
@@ -115,7 +115,7 @@ def _with_boot(launches: Sequence[PlannedLaunch], plans: Sequence[JobPlan]) -> l
     """Each launch with the boot problem its plan found (the engine would not launch it)."""
     from dataclasses import replace
 
-    from orchestrator.jobs_service import BOOT_WARNING
+    from orchestrator.app.jobs import BOOT_WARNING
 
     problems = {jp.name: next((w.removeprefix(BOOT_WARNING) for w in jp.warnings if w.startswith(BOOT_WARNING)),
                               None) for jp in plans}
@@ -166,9 +166,9 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
     took (one job per host), and an offer its own ``budget_usd`` refuses (``spent``: what each job has spent so
     far, per name: a relaunch's budget has that much less left); the config's budgets then judge it
     (each allowed launch counts for the next). A job refused or left without an offer waits."""
-    from orchestrator.budget_watch import read_ledger
-    from orchestrator.budgets import check_launch
-    from orchestrator.spend import would_break_budget
+    from orchestrator.money.budgets import check_launch
+    from orchestrator.money.spend import would_break_budget
+    from orchestrator.store.budget_watch import read_ledger
 
     ledger: BudgetLedger | None = None
     if budgets:

@@ -1,6 +1,6 @@
 """Budgets against the store: the ledger of one instant, and the review that records threshold alerts.
 
-``read_ledger`` gathers the facts ``orchestrator.budgets`` decides on (this month's spend per job from the
+``read_ledger`` gathers the facts ``orchestrator.money.budgets`` decides on (this month's spend per job from the
 spend rollup, $/h burning now, thresholds already alerted); ``review_budgets`` reviews them and writes a
 ``budget-threshold`` event for each threshold crossed for the first time this month, in the same
 transaction, so a threshold is alerted once per month even across daemon restarts (the alert itself is
@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from orchestrator.budgets import (
+from orchestrator.engine.events import EventKind
+from orchestrator.money.budgets import (
     Budget,
     BudgetLedger,
     BudgetReview,
@@ -26,7 +27,6 @@ from orchestrator.budgets import (
     month_start,
     review,
 )
-from orchestrator.engine.events import EventKind
 
 if TYPE_CHECKING:
     from sqlmodel import Session

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchestrator.config import OrchConfig
+from orchestrator.config.file import OrchConfig
 
 
 class ProviderReadiness(StrEnum):

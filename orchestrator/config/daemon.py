@@ -1,7 +1,7 @@
 """The ``daemon:`` section of orch's config as a pydantic model, each key overridden by its ``ORCH_*`` variable
 (pydantic-settings: ``daemon.boot_timeout_s`` by ``ORCH_BOOT_TIMEOUT_S``; an empty variable counts as unset).
 
-Durations go through orch's one duration parser (``orchestrator.manifest.durations.setting_duration``): a number
+Durations go through orch's one duration parser (``orchestrator.inputs.durations.setting_duration``): a number
 of seconds or a number with a unit (``90``, ``20m``, ``1h30m``). Every error names the key and its variable.
 """
 
@@ -13,8 +13,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from orchestrator.config import ConfigError
-from orchestrator.manifest.durations import setting_duration
+from orchestrator.config.errors import ConfigError
+from orchestrator.inputs.durations import setting_duration
 
 
 def _duration(value: object) -> timedelta | None:

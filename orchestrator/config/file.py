@@ -9,8 +9,8 @@ env vars). A provider section holds endpoints, regions, project and such.
       aws: {regions: [us-east-1, us-west-2]}
       gcp: {project: my-proj, zones: [us-central1-a]}
       ssh: {hosts: [{name: box1, address: 10.0.0.5, user: ubuntu, gpu: RTX4090-24G, gpu_count: 2}]}
-    budgets: [...]              # monthly $ caps and $/h ceilings (orchestrator/budgets.py)
-    alerts: {webhooks: [...]}   # where alerts go (orchestrator/alerts/config.py)
+    budgets: [...]              # monthly $ caps and $/h ceilings (orchestrator/money/budgets.py)
+    alerts: {webhooks: [...]}   # where alerts go (orchestrator/config/alerts.py)
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config_errors import ConfigError
+from orchestrator.config.errors import ConfigError
 
 if TYPE_CHECKING:
-    from orchestrator.alerts.config import AlertSettings
-    from orchestrator.budgets import Budget
+    from orchestrator.config.alerts import AlertSettings
+    from orchestrator.money.budgets import Budget
 
 
 def config_path() -> Path:
@@ -67,7 +67,7 @@ class OrchConfig:
     path: Path | None = None
     budgets: tuple[Budget, ...] = ()
     alerts: AlertSettings | None = None      # None: no ``alerts:`` section
-    #: The ``daemon:`` and ``catalog:`` sections as read (typed by orchestrator.service, catalog_config).
+    #: The ``daemon:`` and ``catalog:`` sections as read (typed by orchestrator.daemon.assembly, catalog_config).
     sections: dict[str, Any] = field(default_factory=dict)
 
     def enabled_providers(self) -> list[str]:
@@ -88,7 +88,7 @@ def load_config(path: Path | None = None) -> OrchConfig:
 
     The file is read once per process while it is unchanged (the same path, inode, size and mtime): the
     daemon's, the service's and the catalog refresh's settings all come from that one reading. It is read
-    as YAML 1.2 by the manifests' reader (orchestrator/manifest/yamlread.py: a regular file within a size
+    as YAML 1.2 by the manifests' reader (orchestrator/inputs/yamlread.py: a regular file within a size
     cap, errors with their line), so YAML 1.1's ``yes``/``no``/``on``/``off`` and octals are refused with a
     hint instead of read as booleans or numbers."""
     path = path or config_path()
@@ -113,8 +113,8 @@ _READ: dict[str, tuple[tuple[object, ...], OrchConfig]] = {}
 
 def _read(path: Path) -> dict[str, Any]:
     """The file's one YAML 1.2 document as a mapping (empty: ``{}``); ConfigError with the line otherwise."""
-    from orchestrator.manifest.yaml12 import YamlInputError
-    from orchestrator.manifest.yamlread import parse_yaml, read_regular_file
+    from orchestrator.inputs.yaml12 import YamlInputError
+    from orchestrator.inputs.yamlread import parse_yaml, read_regular_file
 
     try:
         # A regular file within a cap, read so (ORCH_CONFIG=/dev/zero or a FIFO must not hang or eat memory).
@@ -157,7 +157,7 @@ def _parse(path: Path, raw: dict[str, Any]) -> OrchConfig:
                       sections={k: v for k, v in raw.items() if k in _READ_LATER})
 
 
-#: Sections read by their own modules from the one reading (service.py: ``daemon``; catalog_config.py).
+#: Sections read by their own modules from the one reading (config/daemon.py: ``daemon``; config/catalog.py).
 _READ_LATER = frozenset({"daemon", "catalog"})
 
 
@@ -166,11 +166,11 @@ def _budgets_and_alerts(raw: dict[str, Any], path: Path) -> tuple[tuple[Budget, 
     budgets: tuple[Budget, ...] = ()
     alerts: AlertSettings | None = None
     if raw.get("budgets") is not None:
-        from orchestrator.budgets_config import parse_budgets
+        from orchestrator.config.budgets import parse_budgets
 
         budgets = parse_budgets(raw["budgets"], str(path))
     if raw.get("alerts") is not None:
-        from orchestrator.alerts.config import parse_alerts
+        from orchestrator.config.alerts import parse_alerts
 
         alerts = parse_alerts(raw["alerts"], str(path))
     return budgets, alerts

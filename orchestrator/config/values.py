@@ -11,7 +11,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.config_errors import ConfigError
+from orchestrator.config.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.config import ConfigError, OrchConfig
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import OrchConfig
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

@@ -29,7 +29,7 @@ from providers.catalog.query import match_offers
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from orchestrator.config import OrchConfig
+    from orchestrator.config.file import OrchConfig
     from providers.base import Provider
 
 __all__ = ["ConfiguredMachines", "OfferSource", "OfferSources", "gather_offers", "offer_sources"]
@@ -113,7 +113,7 @@ def _configured_machines(config: OrchConfig, skip: set[str]) -> list[OfferSource
         return []   # no pydantic import: `orch quote` without own machines stays as fast as before
     from pydantic import ValidationError
 
-    from orchestrator.wiring import settings_error
+    from orchestrator.config.providers import settings_error
     from providers.registry import load_settings
 
     found: list[OfferSource] = []

@@ -15,7 +15,7 @@ job's next ``launched``
 ``node-unreachable``        ``node-unreachable`` (listed unreachable past the grace: ended)
 ``relaunch-cap``            ``relaunch-cap`` (lost again after ``max_relaunches``: the job failed)
 ``budget-stop``             ``budget-stop`` (the job's own ``budget_usd`` spent: stopped)
-``budget-threshold``        ``budget-threshold`` (orchestrator.budget_watch writes it once per
+``budget-threshold``        ``budget-threshold`` (orchestrator.store.budget_watch writes it once per
                             threshold per month)
 ``budget-overrun``          ``budget-threshold`` (a budget's burn went over its $/h ceiling; once
                             per overrun, across daemons)

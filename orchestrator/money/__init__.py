@@ -1,0 +1,1 @@
+"""Budgets and spend arithmetic: pure values and decisions, no I/O."""
