@@ -2,6 +2,8 @@
 gate writes every node's PLANNED attempt in the one locked step that checks the ledger, so when that step
 commits (before any cloud call) the store already counts nodes x per-node $/h, and another daemon's check
 sees it. Before, only node 0 was reserved in the step; the other ranks were planned after the lock was gone.
+A rank's retry on another offer of the site, and a rank planned again beside node 0, go through the same step
+(before, both were planned at their offer's price outside it, and launched over the ceiling).
 
 On SQLite and (where ORCH_TEST_DATABASE_URL is set) PostgreSQL; a fake clock, the in-memory cloud."""
 
@@ -20,6 +22,7 @@ from orchestrator.engine import budget as engine_budget
 from orchestrator.money.budgets import Budget, BudgetVerdict
 from orchestrator.store.models import JobStatus
 from orchestrator.store.rollup import burn_by_job
+from providers.errors import InsufficientCapacityError
 from tests._store_db import BACKENDS, database_url_for
 from tests.fakes.memory_provider import MemoryProvider
 from tests.test_engine import ReportingMonitor
@@ -108,5 +111,56 @@ def test_a_gangs_reservation_refuses_another_launch_and_dies_with_its_attempts(u
             deps.store.set_attempt_state(a.id, engine_budget.AttemptState.TERMINATED, clock.now, reason="x")
         assert _burn(svc) == 0.0
         assert not isinstance(gate.plan(single, PER_NODE, 1.0, None), BudgetVerdict)
+    finally:
+        svc.close()
+
+
+DEARER = replace(PER_NODE, instance_type="p4de.24xlarge", zone="use1-az2", price_hr=2.0)   # the same site
+
+
+def test_a_ranks_retry_on_a_dearer_offer_is_checked_and_refused_never_launched(url: str, tmp_path: Path) -> None:
+    """2 nodes at $1/h fit a $2.50/h ceiling; when the cloud refuses rank 1 and its retry would go to the site's
+    $2/h offer, node 0 ($1) + the retry ($2) = $3/h: the retry is checked in the locked step and refused, the
+    gang ends, the job waits with one event. Every tick the cloud refuses rank 1 again; one event in all."""
+    clock, aws = Clock(), MemoryProvider("aws", [PER_NODE, DEARER])
+    svc = build_service(config=OrchConfig(owner="tester", budgets=(Budget("fleet", max_usd_per_hour=2.50),)),
+                        store_url=url, providers={"aws": aws}, catalog=[PER_NODE, DEARER], lease_owner=None,
+                        clock=clock, monitor=ReportingMonitor())
+    full = InsufficientCapacityError("az1 full", provider="aws")
+    try:
+        submit(svc, tmp_path, clock, ("gang", GANG))
+        for _ in range(3):
+            aws.fail("launch", None, full)          # node 0 launches; rank 1 at $1/h is refused
+            svc.reconciler.tick()
+            assert aws.live() == []                 # node 0 ended with the gang
+            assert job_status(svc, "gang") == JobStatus.PENDING.value
+            clock.now += timedelta(minutes=1)
+        assert all(i.price_hr == 1.0 for i in aws.cloud.instances.values()), "the dearer retry never launched"
+        [refused] = events(svc, "budget-refused")
+        assert refused.data["refusals"][0]["current_usd"] == 1.0 and refused.data["refusals"][0]["adding_usd"] == 2.0
+        assert len(events(svc, "gang-aborted")) == 3
+    finally:
+        svc.close()
+
+
+def test_a_rank_planned_again_beside_node_0_after_a_crash_is_checked_too(url: str, tmp_path: Path) -> None:
+    """A previous process planned node 0 alone ($1/h) and died; completing the gang beside it would make $2/h
+    under a $1.50/h ceiling: rank 1 is refused in the locked step, the gang ends, the job waits, one event."""
+    clock, aws = Clock(), MemoryProvider("aws", [PER_NODE])
+    svc = build(url, clock, aws, 1.50)
+    try:
+        submit(svc, tmp_path, clock, ("gang", GANG))
+        store = svc.reconciler.deps.store
+        [job] = store.active_jobs()
+        head = store.plan_attempt(job.id, PER_NODE, "labcdefabcdef", None, clock.now)
+        store.set_attempt_state(head.id, engine_budget.AttemptState.LAUNCH_REQUESTED, clock.now)
+        store.set_job_status(job.id, JobStatus.LAUNCHING, clock.now)
+        for _ in range(3):
+            svc.reconciler.tick()
+            assert aws.live() == [] and job_status(svc, "gang") == JobStatus.PENDING.value
+            clock.now += timedelta(minutes=1)
+        assert len(aws.cloud.instances) == 1, "node 0 was asked for again; rank 1 never"
+        [refused] = events(svc, "budget-refused")
+        assert refused.data["refusals"][0]["current_usd"] == 1.0 and refused.data["refusals"][0]["adding_usd"] == 1.0
     finally:
         svc.close()

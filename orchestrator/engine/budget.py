@@ -14,8 +14,10 @@ budget_ledger``, ``review_budgets``). With no budgets configured nothing here re
   monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
   ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). The check and the launch's
   reservation (its PLANNED attempts, every node's, whose $/h the ledger counts until each ends) are one transaction
-  under the store's launch lock, so the ceiling holds across several daemons on one PostgreSQL store. A job
-  refused by the same limits again is not written again (one event per change of the limits refusing it).
+  under the store's launch lock, so the ceiling holds across several daemons on one PostgreSQL store. A gang's
+  rank retried on another offer of its site, or planned again beside node 0, is checked and reserved the same way
+  (``plan_rank``). A job refused by the same limits again is not written again (one event per change of the
+  limits refusing it, until the job launches).
 """
 
 from __future__ import annotations
@@ -69,11 +71,33 @@ class LaunchGate:
             return check_launch(budgets, ledger, project=job.manifest.project, price_hr=price_hr,
                                 hours=job.spec.plan.estimated_hours, owner=self._deps.config.owner)
 
-        planned = store.plan_attempt_within(job.id, offer, launch_ids, checkpoint, self._now, admit)
-        if isinstance(planned, BudgetVerdict):
-            return planned
-        self._refused.pop(job.id, None)
-        return planned
+        return store.plan_attempt_within(job.id, offer, launch_ids, checkpoint, self._now, admit)
+
+    def plan_rank(self, job: JobRecord, offer: Offer, checkpoint: str | None, *, node_rank: int,
+                  generation: int) -> AttemptRecord | BudgetVerdict:
+        """One rank of a planned gang, on ``offer`` (a retry on another offer of the site, or a rank planned
+        again beside node 0): checked and reserved at that offer's per-node $/h in the same locked step as
+        ``plan``, against a ledger that counts the gang's live ranks (a refused rank's attempt has ended, so
+        its reservation is gone). Returns the PLANNED attempt or the verdict refusing it."""
+        budgets = self._deps.config.budgets
+        store = self._deps.store
+        launch_id = new_launch_id(self._deps.config.store_id)
+        if not budgets or offer.price_hr <= 0:
+            return store.plan_attempt(job.id, offer, launch_id, checkpoint, self._now, node_rank=node_rank,
+                                      generation=generation)
+
+        def admit(ledger: BudgetLedger) -> BudgetVerdict:
+            return check_launch(budgets, ledger, project=job.manifest.project, price_hr=offer.price_hr,
+                                hours=job.spec.plan.estimated_hours, owner=self._deps.config.owner)
+
+        planned = store.plan_attempt_within(job.id, offer, [launch_id], checkpoint, self._now, admit,
+                                            node_rank=node_rank, generation=generation)
+        return planned if isinstance(planned, BudgetVerdict) else planned[0]
+
+    def launched(self, job_id: int) -> None:
+        """The job got its machines: a later refusal is a change, written again. (Not on a plan admitted:
+        a gang admitted whose rank's retry is refused every tick would then write one event per tick.)"""
+        self._refused.pop(job_id, None)
 
     def refused(self, job: JobRecord, verdict: BudgetVerdict, what: str) -> None:
         """Write the refusal (once per job per change of the limits that refuse it)."""

@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from orchestrator.engine.budget import LaunchGate
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import request_termination
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
 from orchestrator.engine.tick import TickLog
-from providers.base import Offer, new_launch_id
+from orchestrator.money.budgets import BudgetVerdict
+from providers.base import Offer
 
 
 def site_offers(first: Offer, eligible: Sequence[Offer]) -> list[Offer]:
@@ -27,31 +29,44 @@ def site_offers(first: Offer, eligible: Sequence[Offer]) -> list[Offer]:
 
 
 def launch(deps: EngineDeps, job: JobRecord, planned: Sequence[AttemptRecord], eligible: Sequence[Offer],
-           now: datetime, log: TickLog) -> bool:
+           now: datetime, log: TickLog, gate: LaunchGate) -> bool | BudgetVerdict:
     """Launch a gang whose nodes are all PLANNED already (``planned``: node 0 first, one generation; the launch
     gate wrote them together, so the whole gang's $/h was reserved before any cloud call). A rank the cloud
-    refuses tries the next same-site offer; if none takes it the gang is ended (every rank's reservation with it)."""
+    refuses tries the next same-site offer, each checked and reserved by ``gate`` first; if none takes it the
+    gang is ended (every rank's reservation with it): False, or the budget's verdict when a budget refused a
+    retry (written as a ``budget-refused`` event; the job waits, as for a gang refused whole)."""
     first = planned[0]
     if not request_launch(deps, job, first, now, log):
         abort(deps, job, first, "node 0 could not launch", now, log)
         return False
     for attempt in planned[1:]:
-        if not _launch_rank(deps, job, attempt, site_offers(first.offer, eligible), now, log):
+        taken = _launch_rank(deps, job, attempt, site_offers(first.offer, eligible), now, log, gate)
+        if taken is True:
+            continue
+        if isinstance(taken, BudgetVerdict):
+            abort(deps, job, first, f"node {attempt.node_rank}'s retry was refused by a budget", now, log)
+        else:
             abort(deps, job, first, f"node {attempt.node_rank} found no capacity beside node 0", now, log)
-            return False
+        return taken
     return True
 
 
 def _launch_rank(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, offers: Sequence[Offer],
-                 now: datetime, log: TickLog) -> bool:
-    """Launch one rank of a gang: its planned offer, then each other offer of the site."""
+                 now: datetime, log: TickLog, gate: LaunchGate) -> bool | BudgetVerdict:
+    """Launch one rank of a gang: its planned offer, then each other offer of the site (cheapest first), each
+    reserved in the gate's locked step after the refused attempt ended (and its reservation with it). A budget
+    refusing one offer refuses the dearer ones too: the verdict is returned (and written) at once."""
     if request_launch(deps, job, attempt, now, log):
         return True
     for offer in offers:
         if offer == attempt.offer:
             continue
-        retry = deps.store.plan_attempt(job.id, offer, _new_id(deps), attempt.checkpoint_restored, now,
-                                        node_rank=attempt.node_rank, generation=attempt.generation)
+        retry = gate.plan_rank(job, offer, attempt.checkpoint_restored, node_rank=attempt.node_rank,
+                               generation=attempt.generation)
+        if isinstance(retry, BudgetVerdict):
+            gate.refused(job, retry, f"node {attempt.node_rank} on {offer.provider}/{offer.instance_type} "
+                                     f"${offer.price_hr:.2f}/h")
+            return retry
         if request_launch(deps, job, retry, now, log):
             return True
     return False
@@ -98,9 +113,10 @@ def abort(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, reason: str,
 
 
 def complete(deps: EngineDeps, job: JobRecord, live: Sequence[AttemptRecord], now: datetime,
-             log: TickLog) -> None:
-    """After a crash between planning a gang's ranks: plan the missing ranks beside node 0, or end the
-    gang when a rank was refused for good (the job then plans a new gang)."""
+             log: TickLog, gate: LaunchGate) -> None:
+    """After a crash between planning a gang's ranks: plan the missing ranks beside node 0 (each checked and
+    reserved by ``gate``), or end the gang when a rank was refused for good or by a budget (the job then
+    plans a new gang)."""
     generation = max(a.generation for a in live)
     gang = [a for a in live if a.generation == generation]
     if len(gang) >= job.spec.plan.nodes:
@@ -114,14 +130,14 @@ def complete(deps: EngineDeps, job: JobRecord, live: Sequence[AttemptRecord], no
     for rank in range(job.spec.plan.nodes):
         if rank in have:
             continue
-        attempt = deps.store.plan_attempt(job.id, head.offer, _new_id(deps), head.checkpoint_restored, now,
-                                          node_rank=rank, generation=generation)
-        if not request_launch(deps, job, attempt, now, log):
+        attempt = gate.plan_rank(job, head.offer, head.checkpoint_restored, node_rank=rank, generation=generation)
+        if isinstance(attempt, BudgetVerdict):
+            gate.refused(job, attempt, f"node {rank} on {head.offer.provider}/{head.offer.instance_type} "
+                                       f"${head.offer.price_hr:.2f}/h")
+            abort(deps, job, head, f"node {rank} was refused by a budget", now, log)
+        elif request_launch(deps, job, attempt, now, log):
+            continue
+        else:
             abort(deps, job, head, f"node {rank} could not launch", now, log)
-            deps.store.set_job_status(job.id, JobStatus.PENDING, now)
-            return
-
-
-def _new_id(deps: EngineDeps) -> str:
-    """A launch id carrying this store's identity (the sweep never ends another store's machines)."""
-    return new_launch_id(deps.config.store_id)
+        deps.store.set_job_status(job.id, JobStatus.PENDING, now)
+        return

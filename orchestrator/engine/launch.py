@@ -56,7 +56,7 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[Launc
         live = live_by_job.get(job.id)
         if live:
             if job.spec.plan.nodes > 1 and job.status in (JobStatus.LAUNCHING, JobStatus.RECOVERING):
-                gang.complete(deps, job, live, facts.now, log)
+                gang.complete(deps, job, live, facts.now, log, gate)
             continue
         order = by_job.get(job.id)
         if order is not None:
@@ -122,8 +122,12 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
         attempt = planned[0]
         deps.store.set_job_status(job.id, JobStatus.LAUNCHING, now, relaunched=relaunch)
         relaunch = False  # counted once per recovery, not per offer tried
-        if (gang.launch(deps, job, planned, eligible, now, log) if job.spec.plan.nodes > 1
-                else request_launch(deps, job, attempt, now, log)):
+        launched = (gang.launch(deps, job, planned, eligible, now, log, gate) if job.spec.plan.nodes > 1
+                    else request_launch(deps, job, attempt, now, log))
+        if isinstance(launched, BudgetVerdict):
+            break            # a budget refused a rank's retry (the event is written): the job waits
+        if launched:
+            gate.launched(job.id)
             if own is not None:
                 own.launched(job.id)
             return attempt

@@ -124,13 +124,14 @@ class EngineStore(Protocol):
         other ranks pass the generation of its node 0."""
         ...
     def plan_attempt_within(self, job_id: int, offer: Offer, launch_ids: Sequence[str], checkpoint: str | None,
-                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict],
-                            ) -> list[AttemptRecord] | BudgetVerdict:
+                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict], *, node_rank: int = 0,
+                            generation: int | None = None) -> list[AttemptRecord] | BudgetVerdict:
         """``plan_attempt`` for a whole gang (node 0 of a new generation, then ranks 1.. of it, one per launch
         id) only if ``admit`` admits it, atomically across daemons: the ledger ``admit`` is asked with counts
         every attempt planned before (its $/h reserved until it ends), and no other engine checks between the
         check and these attempts' write, so the gang's whole $/h is reserved at once. Returns the attempts,
-        node 0 first, or the refusing verdict."""
+        node 0 first, or the refusing verdict. ``node_rank``/``generation`` given: the attempts are ranks
+        ``node_rank``.. of that generation (a gang's rank retried or planned again beside its node 0)."""
         ...
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None,

@@ -34,14 +34,14 @@ class SideTables:
             return budget_watch.read_ledger(tx, now)
 
     def plan_attempt_within(self, job_id: int, offer: Offer, launch_ids: Sequence[str], checkpoint: str | None,
-                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict],
-                            ) -> list[AttemptRecord] | BudgetVerdict:
+                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict], *, node_rank: int = 0,
+                            generation: int | None = None) -> list[AttemptRecord] | BudgetVerdict:
         """Check and reserve in one transaction, under the store's launch lock: ``admit`` is asked with the
         ledger as it stands (every daemon's reservations included), and the PLANNED attempts (one per launch
-        id: node 0 of a new generation, then the gang's other ranks) are written only if it admits. Their
-        instance rows are the reservation (the ledger's burn counts a live attempt's price from then on), the
-        whole gang's at once; each dies with its attempt (an ended attempt whose machine never answered burns
-        nothing)."""
+        id: node 0 of a new generation, then the gang's other ranks; or ranks ``node_rank``.. of ``generation``)
+        are written only if it admits. Their instance rows are the reservation (the ledger's burn counts a live
+        attempt's price from then on), the whole gang's at once; each dies with its attempt (an ended attempt
+        whose machine never answered burns nothing)."""
         self.flush()
         with self.store.transaction() as tx:
             self._fence(tx, job_id)                 # type: ignore[attr-defined]
@@ -49,9 +49,10 @@ class SideTables:
             verdict = admit(budget_watch.read_ledger(tx, now))
             if not verdict.allowed:
                 return verdict
-            rows = [write_attempt(tx, self.owner, job_id, offer, launch_ids[0], checkpoint, now, 0, None)]
+            rows = [write_attempt(tx, self.owner, job_id, offer, launch_ids[0], checkpoint, now, node_rank,
+                                  generation)]
             rows += [write_attempt(tx, self.owner, job_id, offer, lid, checkpoint, now, rank, rows[0].generation)
-                     for rank, lid in enumerate(launch_ids[1:], start=1)]
+                     for rank, lid in enumerate(launch_ids[1:], start=node_rank + 1)]
         self._wrote()                               # type: ignore[attr-defined]
         return [self._record(row, offer) for row in rows]     # type: ignore[attr-defined]
 

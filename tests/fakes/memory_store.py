@@ -130,15 +130,16 @@ class MemoryStore:
         return a
 
     def plan_attempt_within(self, job_id: int, offer: Offer, launch_ids: Sequence[str], checkpoint: str | None,
-                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict],
-                            ) -> list[AttemptRecord] | BudgetVerdict:
+                            now: datetime, admit: Callable[[BudgetLedger], BudgetVerdict], *, node_rank: int = 0,
+                            generation: int | None = None) -> list[AttemptRecord] | BudgetVerdict:
         verdict = admit(self.budget_ledger(now))      # one engine in one process: nothing interleaves
         if not verdict.allowed:
             return verdict
-        head = self.plan_attempt(job_id, offer, launch_ids[0], checkpoint, now)
+        head = self.plan_attempt(job_id, offer, launch_ids[0], checkpoint, now, node_rank=node_rank,
+                                 generation=generation)
         return [head, *(self.plan_attempt(job_id, offer, lid, checkpoint, now, node_rank=rank,
                                           generation=head.generation)
-                        for rank, lid in enumerate(launch_ids[1:], start=1))]
+                        for rank, lid in enumerate(launch_ids[1:], start=node_rank + 1))]
 
     def set_attempt_state(self, attempt_id: int, state: AttemptState, now: datetime, *,
                           instance: Instance | None = None, reason: str | None = None,
