@@ -9,7 +9,7 @@ the time held; the offer chosen; and the CLI's refusals. The clock only moves wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
@@ -212,4 +212,56 @@ def test_the_table_fits_80_columns_and_names_each_leftover(capsys: Any) -> None:
     assert out[1].split()[-2:] == ["2", "FAILED"] and out[2].split()[-2:] == ["0", "ok"]
     assert "5s" in out[2].split()                     # one poll of 5 s before the agent's first report
     assert any("left: instance mem-" in line for line in out[3:])
+    assert all(len(line) <= 80 for line in out), [len(line) for line in out]
+
+
+@pytest.mark.parametrize("cloud, machine", [("aws", "m5.large"), ("gcp", "e2-standard-2"),
+                                            ("azure", "Standard_D2s_v5")])
+def test_a_provider_with_cpu_machines_gets_its_small_cpu_type_where_its_cheapest_offer_is(cloud: str,
+                                                                                        machine: str) -> None:
+    from orchestrator.app.smoke import CPU_TYPES
+
+    place = offer(0.36, provider=cloud)
+    [target] = plan_targets({cloud: MemoryProvider(cloud, [offer(0.50, provider=cloud), place])}, OPTS)
+    chosen = target.offer
+    assert chosen is not None and target.kind == "cpu" and target.note == ""
+    assert (chosen.instance_type, chosen.gpu_count, chosen.gpu) == (machine, 0, "")
+    assert (chosen.region, chosen.zone, chosen.market) == (place.region, place.zone, Market.ON_DEMAND)
+    assert chosen.price_hr == CPU_TYPES[cloud].price_hr and CPU_TYPES[cloud].source in chosen.price_source
+    assert target.max_cost_usd == pytest.approx(chosen.price_hr * (60 + 30) / 3600, abs=1e-4)
+
+
+@pytest.mark.parametrize("cloud", ["vastai", "lambda", "runpod"])
+def test_a_provider_without_cpu_machines_keeps_its_cheapest_gpu_offer_and_says_why(cloud: str) -> None:
+    cheapest = offer(0.36, provider=cloud)
+    [target] = plan_targets({cloud: MemoryProvider(cloud, [offer(0.50, provider=cloud), cheapest])}, OPTS)
+    assert target.offer == cheapest and target.kind == "gpu" and target.note.startswith("GPU: ")
+
+
+def test_a_cpu_machine_boots_a_job_with_no_gpu_and_tears_down() -> None:
+    from orchestrator.app.smoke import cpu_offer, smoke_job
+
+    cpu = cpu_offer("gcp", offer(provider="gcp"))
+    assert cpu is not None
+    job = smoke_job(cpu, datetime.now(UTC))
+    assert job.manifest.resources.gpu == [] and job.spec.plan.gpus == ()
+    provider = MemoryProvider("gcp", [offer(provider="gcp")])
+    result, lines = _run(provider, Agent(after=0), target_offer=cpu)
+    assert result.ok and result.kind == "cpu" and result.offer == cpu
+    assert any("e2-standard-2 (CPU)" in line for line in lines)
+
+
+def test_the_plan_shows_machine_kind_and_max_cost_in_80_columns(capsys: Any) -> None:
+    from orchestrator.cli.smoke import _print_plan
+
+    targets = plan_targets({"aws": MemoryProvider("aws", [offer(provider="aws")]),
+                            "vastai": MemoryProvider("vastai", [offer(provider="vastai")]),
+                            "ssh": MemoryProvider("ssh", [])}, OPTS)
+    _print_plan(targets, as_json=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["PROVIDER", "MACHINE", "KIND", "MARKET", "$/H", "MAX", "COST"]
+    assert out[1].split()[:2] == ["aws", "m5.large"] and out[1].split()[3] == "CPU"
+    assert out[2].split()[:2] == ["vastai", "a10.1x"] and out[2].split()[3] == "GPU"
+    assert any("vastai: GPU: Vast.ai rents GPU machines only" in line for line in out)
+    assert any("aws: $/h from orch smoke's table" in line for line in out)
     assert all(len(line) <= 80 for line in out), [len(line) for line in out]

@@ -1,11 +1,14 @@
 """``orch smoke``: one real machine per provider through orch's own boot path, its first report, and nothing left.
 
-Per provider: choose the cheapest on-demand offer the provider lists (``Provider.offers``; any market where it
-lists no on-demand one), render the boot script with the engine's own renderer and build the launch with the
-engine's own ``launch_spec_for`` (so a change to either is what smoke sends), launch, wait until the engine's
-own store monitor reads the agent's first report, then terminate, wait until the cloud says the machine is
-gone, delete what this launch created besides it (per-launch resources, and shared ones that did not exist
-before and nothing uses), and list again: whatever of this launch is still there is a leftover.
+Per provider: a small CPU machine where the provider has one (``CPU_TYPES``: AWS, GCP, Azure), placed where the
+provider's cheapest listed offer is (a region orch is configured for) and priced from that table; else the cheapest
+on-demand offer the provider lists (``Provider.offers``; any market where it lists no on-demand one): Vast.ai and
+Lambda rent only GPU machines, and orch's RunPod adapter launches GPU pods only.
+Render the boot script with the engine's own renderer and build the launch with the engine's own
+``launch_spec_for`` (so a change to either is what smoke sends; a CPU machine is launched with no GPU), launch,
+wait until the engine's own store monitor reads the agent's first report, then terminate, wait until the cloud
+says the machine is gone, delete what this launch created besides it (per-launch resources, and shared ones that
+did not exist before and nothing uses), and list again: whatever of this launch is still there is a leftover.
 
 Teardown runs whatever happened before it (a refused launch, a timeout, Ctrl-C): an ambiguous launch failure
 is looked up by its launch id, as the engine does. The cost is the offer's $/h over the time held (launch call
@@ -19,20 +22,50 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from orchestrator.engine.hooks import Monitor, StartupRenderer, StartupScriptError
 from orchestrator.engine.launching import launch_spec_for
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from providers.base import Availability, CloudResource, GpuRequest, Market, Offer, Provider, new_launch_id
 from providers.errors import ProviderError, ResourceInUseError, ResourceNotFoundError
+from providers.gpus import Interconnect
 
-__all__ = ["SKIPPED", "SmokeOptions", "SmokeResult", "SmokeSeams", "SmokeTarget", "choose_offer", "plan_targets",
-           "run_smoke", "smoke_job"]
+__all__ = ["CPU_PRICES_AS_OF", "CPU_TYPES", "NO_CPU", "SKIPPED", "CpuType", "SmokeOptions", "SmokeResult",
+           "SmokeSeams", "SmokeTarget", "choose_offer", "cpu_offer", "plan_targets", "run_smoke", "smoke_job"]
 
 #: Providers whose machines boot no script of orch's (the user's own hosts, started over SSH).
 SKIPPED = {"ssh": "your own machines: orch starts them over SSH, there is nothing to launch or pay"}
 JOB_NAME = "orch-smoke"
+
+
+@dataclass(frozen=True, slots=True)
+class CpuType:
+    """A small CPU machine type and its on-demand Linux list price per hour in ``priced_in``."""
+
+    instance_type: str
+    vcpus: float
+    memory_gb: float
+    price_hr: float
+    priced_in: str
+    source: str
+
+
+#: The machine smoke boots where a provider rents CPU machines: 2 vCPUs, enough for the boot and the agent,
+#: none burstable (a T-class machine in "unlimited" mode bills CPU credits on top of its price). Prices are
+#: the providers' published on-demand Linux list prices in ``priced_in`` (other regions differ by some per
+#: cent), as of ``CPU_PRICES_AS_OF``; the catalog holds GPU machines only, so it cannot price these.
+CPU_TYPES: dict[str, CpuType] = {
+    "aws": CpuType("m5.large", 2, 8, 0.096, "us-east-1", "https://aws.amazon.com/ec2/pricing/on-demand/"),
+    "gcp": CpuType("e2-standard-2", 2, 8, 0.067006, "us-central1",
+                   "https://cloud.google.com/compute/vm-instance-pricing"),
+    "azure": CpuType("Standard_D2s_v5", 2, 8, 0.096, "eastus",
+                     "https://azure.microsoft.com/pricing/details/virtual-machines/linux/"),
+}
+CPU_PRICES_AS_OF = date(2024, 6, 1)
+#: Why a provider gets a GPU machine: it has no CPU machine orch can launch.
+NO_CPU = {"vastai": "Vast.ai rents GPU machines only", "lambda": "Lambda rents GPU machines only",
+          "runpod": "orch's RunPod adapter launches GPU pods only"}
 #: While waiting, a progress line at least this often (a real machine takes minutes to boot).
 PROGRESS_EVERY_S = 30.0
 
@@ -67,6 +100,12 @@ class SmokeTarget:
     max_cost_usd: float = 0.0
     problem: str = ""
     skipped: bool = False
+    note: str = ""      # why a GPU machine (the provider has no CPU one)
+
+    @property
+    def kind(self) -> str:
+        """``cpu`` or ``gpu``: what the machine is (``-`` when there is none)."""
+        return "-" if self.offer is None else "gpu" if self.offer.gpu_count else "cpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +127,10 @@ class SmokeResult:
         return self.skipped or (not self.error and self.first_report_s is not None and not self.leftovers)
 
     @property
+    def kind(self) -> str:
+        return "-" if self.offer is None else "gpu" if self.offer.gpu_count else "cpu"
+
+    @property
     def result(self) -> str:
         return "skipped" if self.skipped else "ok" if self.ok else "FAILED"
 
@@ -100,9 +143,23 @@ def choose_offer(offers: Iterable[Offer]) -> Offer | None:
     return min(pool, key=lambda o: (o.price_hr, o.gpu_count, o.instance_type, o.region, o.zone or ""), default=None)
 
 
+def cpu_offer(provider: str, place: Offer) -> Offer | None:
+    """``CPU_TYPES[provider]`` as an on-demand offer with no GPUs, in ``place``'s region and zone (a place the
+    provider is configured for); None where the provider has no CPU type."""
+    cpu = CPU_TYPES.get(provider)
+    if cpu is None:
+        return None
+    return Offer(provider=provider, instance_type=cpu.instance_type, region=place.region, zone=place.zone, gpu="",
+                 gpu_count=0, vram_gb=0.0, vcpus=cpu.vcpus, memory_gb=cpu.memory_gb, interconnect=Interconnect.PCIE,
+                 market=Market.ON_DEMAND, price_hr=cpu.price_hr, price_as_of=CPU_PRICES_AS_OF,
+                 price_as_of_approximate=place.region != cpu.priced_in,
+                 price_source=f"orch smoke's table: {cpu.source} ({cpu.priced_in})")
+
+
 def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[SmokeTarget]:
-    """Per provider, the machine smoke would launch and the most it may cost (the offer's $/h over both
-    timeouts). Asks each provider for its offers (a read: nothing is launched)."""
+    """Per provider, the machine smoke would launch (a CPU one where ``CPU_TYPES`` has one, in the place of the
+    provider's cheapest listed offer) and the most it may cost (its $/h over both timeouts). Asks each provider
+    for its offers (a read: nothing is launched)."""
     targets = []
     for name, provider in providers.items():
         if name in SKIPPED:
@@ -115,22 +172,29 @@ def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[
             continue
         if offer is None:
             targets.append(SmokeTarget(name, None, problem="the provider lists no offer"))
-        else:
-            targets.append(SmokeTarget(name, offer, round(offer.price_hr * opts.max_hours, 4)))
+            continue
+        cpu = cpu_offer(name, offer)
+        note = "" if cpu else f"GPU: {NO_CPU.get(name, 'no CPU machine type known to orch smoke')}"
+        offer = cpu or offer
+        targets.append(SmokeTarget(name, offer, round(offer.price_hr * opts.max_hours, 4), note=note))
     return targets
 
 
 def smoke_job(offer: Offer, now: datetime) -> JobRecord:
     """The job smoke boots: one command on exactly ``offer``'s GPUs, no checkpoint (its agent reports to the
-    daemon's state store), through the same manifest validation as any job."""
+    daemon's state store), through the same manifest validation as any job. A CPU offer's job asks for no
+    GPU: a user's manifest must name one, so it is validated naming one and then has it removed (nothing
+    plans this job; the renderer reads the GPUs per node from the offer)."""
     from orchestrator.engine.jobspec import jobspec_from_manifest
     from orchestrator.manifest import parse_text
 
     market = "spot" if offer.market is Market.SPOT else "on-demand"
     text = (f"apiVersion: orch/v1\nkind: Job\nname: {JOB_NAME}\n"
-            f"resources: {{gpu: [{offer.gpu}], count: {offer.gpu_count}}}\nmarket: {market}\n"
+            f"resources: {{gpu: [{offer.gpu or 'T4'}], count: {max(offer.gpu_count, 1)}}}\nmarket: {market}\n"
             "run: {launcher: command, command: 'echo orch smoke'}\n")
     [(manifest, _)] = parse_text(text, "<orch smoke>")
+    if not offer.gpu_count:
+        manifest = manifest.model_copy(update={"resources": manifest.resources.model_copy(update={"gpu": []})})
     return JobRecord(id=0, name=JOB_NAME, manifest=manifest, spec=jobspec_from_manifest(manifest, now, [offer]),
                      status=JobStatus.LAUNCHING, desired_active=True, relaunch_count=0, spent_usd=0.0,
                      created_at=now)
@@ -171,7 +235,7 @@ def run_smoke(target: SmokeTarget, provider: Provider, seams: SmokeSeams, opts: 
         left, gone_at = _tear_down(run) if run.launched_at is not None else ((), None)
     held = (gone_at or clock()) - run.launched_at if run.launched_at is not None else 0.0
     return SmokeResult(run.name, offer, run.launch_id, run.instance_id, first, held,
-                       round(offer.price_hr * held / 3600, 4), left, error, launched=run.launched_at is not None)
+                       round(offer.price_hr * held / 3600, 6), left, error, launched=run.launched_at is not None)
 
 
 def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
@@ -182,7 +246,8 @@ def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
         raise StartupScriptError("orch renders no boot script for this job here (no state store to report to?)")
     spec = launch_spec_for(job, attempt, owner=run.opts.owner, ssh_public_key=run.opts.ssh_public_key, script=script)
     run.before = frozenset(r.key for r in run.provider.list_network_resources(run.opts.owner))
-    run.progress(f"{run.name}: launching {offer.instance_type} in {offer.zone or offer.region} "
+    kind = f"{offer.gpu_count}x {offer.gpu}" if offer.gpu_count else "CPU"
+    run.progress(f"{run.name}: launching {offer.instance_type} ({kind}) in {offer.zone or offer.region} "
                  f"({offer.market.value}, ${offer.price_hr:.3f}/h), launch {run.launch_id}, boot script "
                  f"{len(script.encode())} B")
     run.launched_at = run.clock()

@@ -36,6 +36,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 OWNER = "tester"
 CLOUDS = ("aws", "gcp", "azure", "runpod", "vastai", "lambda")
+#: The small CPU machine smoke boots where the provider rents one (orchestrator/app/smoke.py CPU_TYPES); the
+#: others (GPU-only clouds, and RunPod's GPU-pod adapter) get their cheapest GPU offer.
+CPU = {"aws": "m5.large", "gcp": "e2-standard-2", "azure": "Standard_D2s_v5"}
 
 
 @dataclass
@@ -194,6 +197,11 @@ def test_smoke_without_yes_launches_nothing_and_names_the_cost(world: World) -> 
     by = {t["provider"]: t for t in plan["targets"]}
     assert set(by) == set(CLOUDS)
     assert all(by[c]["instance_type"] and by[c]["max_cost_usd"] > 0 for c in CLOUDS)
+    assert {c: (by[c]["instance_type"], by[c]["kind"], by[c]["gpus"]) for c in CPU} == {
+        c: (t, "cpu", 0) for c, t in CPU.items()}
+    for cloud in set(CLOUDS) - set(CPU):
+        t = by[cloud]
+        assert t["kind"] == "gpu" and t["gpus"] >= 1 and t["note"].startswith("GPU: "), t
     assert plan["max_cost_usd"] == pytest.approx(sum(t["max_cost_usd"] for t in plan["targets"]))
     assert {c: [i for i in p.list_instances(OWNER)] for c, p in world.providers.items()} == {c: [] for c in CLOUDS}
 
@@ -210,6 +218,11 @@ def test_smoke_yes_boots_every_fake_cloud_hears_its_agent_and_leaves_nothing(wor
         assert r["first_report_s"] is not None and r["first_report_s"] > 0, (cloud, r)
         assert r["leftovers"] == [] and r["result"] == "ok", (cloud, r)
         assert 0 < r["cost_usd"] < r["price_hr"], (cloud, r)
+        assert (r["instance_type"], r["kind"]) == ((CPU[cloud], "cpu") if cloud in CPU else (r["instance_type"], "gpu"))
+    # The GCE machine went out with no GPU: no accelerators and no request to install the NVIDIA driver.
+    [insert] = [q.body for q in world.fakes.gce.fake.requests if q.method == "POST" and q.path.endswith("/instances")]
+    assert insert["machineType"].endswith("/machineTypes/e2-standard-2") and not insert.get("guestAccelerators")
+    assert "install-nvidia-driver" not in {i["key"] for i in insert["metadata"]["items"]}
     assert done.exit_code == 0, done.output
     # The report was the agent's own: a status object in the store under each launch id, written by a node
     # this test booted from what the cloud was given.
