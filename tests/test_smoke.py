@@ -176,11 +176,53 @@ def test_choose_offer_prefers_on_demand_and_skips_what_is_out_of_capacity() -> N
     assert choose_offer([]) is None
 
 
-def test_plan_names_the_most_it_may_cost_and_skips_ssh_hosts() -> None:
-    targets = plan_targets({"mem": MemoryProvider("mem", [offer(0.36)]), "ssh": MemoryProvider("ssh", [])}, OPTS)
+def test_plan_names_the_most_it_may_cost_and_takes_an_own_host_as_it_is() -> None:
+    host = offer(0.5, provider="ssh", itype="own-1")
+    targets = plan_targets({"mem": MemoryProvider("mem", [offer(0.36)]), "ssh": MemoryProvider("ssh", [host])}, OPTS)
     by = {t.provider: t for t in targets}
     assert by["mem"].max_cost_usd == pytest.approx(0.36 * (60 + 30) / 3600, abs=1e-4)
-    assert by["ssh"].skipped and by["ssh"].offer is None
+    assert by["ssh"].offer == host and by["ssh"].note.startswith("your own machine: nothing launched")
+    [none] = plan_targets({"ssh": MemoryProvider("ssh", [])}, OPTS)
+    assert none.offer is None and none.problem == "the provider lists no offer"
+
+
+@dataclass
+class Starter:
+    """The engine's bootstrapper for an own machine: unreachable ``misses`` times, then started."""
+
+    misses: int
+    calls: int = 0
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        self.calls += 1
+        return self.calls > self.misses
+
+
+@dataclass
+class HeardOnlyOnceStarted:
+    starter: Starter
+    reads: int = 0
+
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        self.reads += 1
+        assert self.starter.calls > self.starter.misses, "read before the agent was started"
+        return AgentReport()
+
+
+def test_an_own_machine_is_started_over_ssh_then_heard_then_stopped() -> None:
+    host = offer(0.5, provider="ssh", itype="own-1")
+    provider, clock, starter = MemoryProvider("ssh", [host]), Clock(), Starter(misses=2)
+    renderer = Renderer(error="an own machine boots no script: never rendered")
+    [target] = plan_targets({"ssh": provider}, OPTS)
+    lines: list[str] = []
+    result = run_smoke(target, provider, SmokeSeams(renderer, HeardOnlyOnceStarted(starter), starter), OPTS,
+                       progress=lines.append, clock=clock, wait=clock.wait)
+    assert result.ok and result.leftovers == () and starter.calls == 3
+    assert [i for i in provider.list_instances(OWNER) if not i.state.is_gone] == []
+    assert "reserving own-1" in lines[0] and "starting the agent over SSH" in lines[0]
+    no_starter = run_smoke(target, MemoryProvider("ssh", [host]), SmokeSeams(renderer, Agent(after=0)), OPTS,
+                           clock=clock, wait=clock.wait)
+    assert not no_starter.ok and "no bootstrapper" in no_starter.error and not no_starter.launched
 
 
 def test_cli_refuses_without_a_store_and_for_an_unknown_provider(tmp_path: Any, monkeypatch: Any) -> None:

@@ -3,7 +3,10 @@
 Per provider: a small CPU machine where the provider has one (``CPU_TYPES``: AWS, GCP, Azure), placed where the
 provider's cheapest listed offer is (a region orch is configured for) and priced from that table; else the cheapest
 on-demand offer the provider lists (``Provider.offers``; any market where it lists no on-demand one): Vast.ai and
-Lambda rent only GPU machines, and orch's RunPod adapter launches GPU pods only.
+Lambda rent only GPU machines, and orch's RunPod adapter launches GPU pods only. The SSH provider's hosts are
+the user's own: the first one is reserved (the provider's launch: nothing is bought) and the job started on it
+over SSH by the engine's bootstrapper, its agent's first report read by the engine's monitor, and the provider's
+terminate ends the launch's processes and frees the host.
 Render the boot script with the engine's own renderer and build the launch with the engine's own
 ``launch_spec_for`` (so a change to either is what smoke sends; a CPU machine is launched with no GPU), launch,
 wait until the engine's own store monitor reads the agent's first report, then terminate, wait until the cloud
@@ -13,8 +16,8 @@ did not exist before and nothing uses), and list again: whatever of this launch 
 Teardown runs whatever happened before it (a refused launch, a timeout, Ctrl-C): an ambiguous launch failure
 is looked up by its launch id, as the engine does. The cost is the offer's $/h over the time held (launch call
 to the cloud saying the machine is gone): a list-price figure, not the bill (minimum charges, disks and traffic
-are the provider's). Machines of the SSH provider are the user's own and are started over SSH, not by a boot
-script: they are skipped. Cloud SDKs and the store are imported by the caller (the CLI), never at import here.
+are the provider's; an own machine's is the price set for it in the config). Cloud SDKs and the store are
+imported by the caller (the CLI), never at import here.
 """
 
 from __future__ import annotations
@@ -24,18 +27,20 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 
-from orchestrator.engine.hooks import Monitor, StartupRenderer, StartupScriptError
+from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer, StartupScriptError
 from orchestrator.engine.launching import launch_spec_for
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from providers.base import Availability, CloudResource, GpuRequest, Market, Offer, Provider, new_launch_id
 from providers.errors import ProviderError, ResourceInUseError, ResourceNotFoundError
 from providers.gpus import Interconnect
 
-__all__ = ["CPU_PRICES_AS_OF", "CPU_TYPES", "NO_CPU", "SKIPPED", "CpuType", "SmokeOptions", "SmokeResult",
+__all__ = ["CPU_PRICES_AS_OF", "CPU_TYPES", "NO_CPU", "OVER_SSH", "CpuType", "SmokeOptions", "SmokeResult",
            "SmokeSeams", "SmokeTarget", "choose_offer", "cpu_offer", "plan_targets", "run_smoke", "smoke_job"]
 
-#: Providers whose machines boot no script of orch's (the user's own hosts, started over SSH).
-SKIPPED = {"ssh": "your own machines: orch starts them over SSH, there is nothing to launch or pay"}
+#: Providers whose machines boot no script of orch's: the user's own hosts, reserved (nothing is launched) and
+#: started over SSH by the engine's bootstrapper, and stopped by the provider's terminate (the launch's processes
+#: ended, the host freed).
+OVER_SSH = {"ssh": "your own machine: nothing launched, orch starts the agent over SSH and stops it after"}
 JOB_NAME = "orch-smoke"
 
 
@@ -89,6 +94,8 @@ class SmokeSeams:
 
     startup: StartupRenderer
     monitor: Monitor
+    #: Starts the job where no boot script does (``OVER_SSH``); None: such a provider cannot be smoked.
+    bootstrapper: Bootstrapper | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +106,6 @@ class SmokeTarget:
     offer: Offer | None
     max_cost_usd: float = 0.0
     problem: str = ""
-    skipped: bool = False
     note: str = ""      # why a GPU machine (the provider has no CPU one)
 
     @property
@@ -119,12 +125,11 @@ class SmokeResult:
     cost_usd: float = 0.0
     leftovers: tuple[str, ...] = ()
     error: str = ""
-    skipped: bool = False
     launched: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.skipped or (not self.error and self.first_report_s is not None and not self.leftovers)
+        return not self.error and self.first_report_s is not None and not self.leftovers
 
     @property
     def kind(self) -> str:
@@ -132,7 +137,7 @@ class SmokeResult:
 
     @property
     def result(self) -> str:
-        return "skipped" if self.skipped else "ok" if self.ok else "FAILED"
+        return "ok" if self.ok else "FAILED"
 
 
 def choose_offer(offers: Iterable[Offer]) -> Offer | None:
@@ -162,9 +167,6 @@ def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[
     for its offers (a read: nothing is launched)."""
     targets = []
     for name, provider in providers.items():
-        if name in SKIPPED:
-            targets.append(SmokeTarget(name, None, problem=SKIPPED[name], skipped=True))
-            continue
         try:
             offer = choose_offer(provider.offers(GpuRequest()))
         except ProviderError as exc:
@@ -174,7 +176,8 @@ def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[
             targets.append(SmokeTarget(name, None, problem="the provider lists no offer"))
             continue
         cpu = cpu_offer(name, offer)
-        note = "" if cpu else f"GPU: {NO_CPU.get(name, 'no CPU machine type known to orch smoke')}"
+        why_gpu = NO_CPU.get(name, "no CPU machine type known to orch smoke")
+        note = OVER_SSH.get(name) or ("" if cpu else f"GPU: {why_gpu}")
         offer = cpu or offer
         targets.append(SmokeTarget(name, offer, round(offer.price_hr * opts.max_hours, 4), note=note))
     return targets
@@ -222,8 +225,7 @@ def run_smoke(target: SmokeTarget, provider: Provider, seams: SmokeSeams, opts: 
     """Launch ``target.offer`` on ``provider``, wait for the agent's first report, tear down, count leftovers.
     Never raises a ProviderError: every failure is in the result (teardown still ran)."""
     if target.offer is None:
-        return SmokeResult(target.provider, None, error="" if target.skipped else target.problem,
-                           skipped=target.skipped)
+        return SmokeResult(target.provider, None, error=target.problem)
     offer, run = target.offer, _Run(target.provider, provider, opts, progress, clock, wait)
     first: float | None = None
     error = ""
@@ -241,25 +243,32 @@ def run_smoke(target: SmokeTarget, provider: Provider, seams: SmokeSeams, opts: 
 def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
     job = smoke_job(offer, datetime.now(UTC))
     attempt = AttemptRecord(id=0, job_id=0, launch_id=run.launch_id, state=AttemptState.PLANNED, offer=offer)
-    script = seams.startup.render(job, attempt)
-    if not script:
+    over_ssh = run.name in OVER_SSH
+    if over_ssh and seams.bootstrapper is None:
+        raise ValueError("no bootstrapper to start the job over SSH")
+    script = "" if over_ssh else seams.startup.render(job, attempt)
+    if not script and not over_ssh:
         raise StartupScriptError("orch renders no boot script for this job here (no state store to report to?)")
     spec = launch_spec_for(job, attempt, owner=run.opts.owner, ssh_public_key=run.opts.ssh_public_key, script=script)
     run.before = frozenset(r.key for r in run.provider.list_network_resources(run.opts.owner))
     kind = f"{offer.gpu_count}x {offer.gpu}" if offer.gpu_count else "CPU"
-    run.progress(f"{run.name}: launching {offer.instance_type} ({kind}) in {offer.zone or offer.region} "
-                 f"({offer.market.value}, ${offer.price_hr:.3f}/h), launch {run.launch_id}, boot script "
-                 f"{len(script.encode())} B")
+    how = "starting the agent over SSH" if over_ssh else f"boot script {len(script.encode())} B"
+    run.progress(f"{run.name}: {'reserving' if over_ssh else 'launching'} {offer.instance_type} ({kind}) in "
+                 f"{offer.zone or offer.region} ({offer.market.value}, ${offer.price_hr:.3f}/h), launch "
+                 f"{run.launch_id}, {how}")
     run.launched_at = run.clock()
     inst = run.provider.launch(spec)
     run.instance_id = inst.instance_id
     attempt = replace(attempt, state=AttemptState.LAUNCHED, instance_id=inst.instance_id)
     deadline, said, said_at = run.launched_at + run.opts.timeout_s, "", run.launched_at
+    started = not over_ssh      # a boot script starts the job by itself
     while True:
         now = run.provider.get(inst.instance_id)
         if now is None or now.state.is_gone:
             raise ProviderError(f"the machine is {now.state.value if now else 'gone'} before its agent reported")
-        if seams.monitor.read(job, attempt, now) is not None:
+        if not started and seams.bootstrapper is not None:
+            started = seams.bootstrapper.start(job, attempt, now)    # False: not reachable yet, asked again
+        if started and seams.monitor.read(job, attempt, now) is not None:
             took = run.clock() - run.launched_at
             run.progress(f"{run.name}: first report from the agent after {took:.1f}s")
             return took

@@ -100,8 +100,8 @@ def _run_all(targets: list[SmokeTarget], providers: dict[str, Any], settings: An
 
     results = []
     for target in targets:
-        monitor, _, startup = boot_seams(settings, {target.provider: providers[target.provider]}, config)
-        results.append(run_smoke(target, providers[target.provider], SmokeSeams(startup, monitor), opts,
+        monitor, bootstrapper, startup = boot_seams(settings, {target.provider: providers[target.provider]}, config)
+        results.append(run_smoke(target, providers[target.provider], SmokeSeams(startup, monitor, bootstrapper), opts,
                                  progress=progress))
     return results
 
@@ -121,12 +121,12 @@ def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
              "price_hr": t.offer.price_hr if t.offer else None,
              "price_source": (t.offer.price_source or t.offer.source) if t.offer else None,
              "max_cost_usd": t.max_cost_usd, "note": t.note or None,
-             "problem": t.problem or None, "skipped": t.skipped} for t in targets]}, indent=2) + "\n")
+             "problem": t.problem or None} for t in targets]}, indent=2) + "\n")
     else:
         out, notes = [f"{'PROVIDER':<9} {'MACHINE':<26} {'KIND':<4} {'MARKET':<9} {'$/H':>8} {'MAX COST':>9}"], []
         for t in targets:
             if t.offer is None:
-                out.append(f"{t.provider:<9} {('skipped: ' if t.skipped else 'cannot: ') + t.problem}"[:79])
+                out.append(f"{t.provider:<9} {'cannot: ' + t.problem}"[:79])
                 continue
             out.append(f"{t.provider:<9} {_machine(t.offer):<26} {t.kind.upper():<4} {t.offer.market.value:<9} "
                        f"{t.offer.price_hr:>8.3f} {t.max_cost_usd:>9.2f}")
