@@ -9,7 +9,7 @@ the time held; the offer chosen; and the CLI's refusals. The clock only moves wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
@@ -176,11 +176,53 @@ def test_choose_offer_prefers_on_demand_and_skips_what_is_out_of_capacity() -> N
     assert choose_offer([]) is None
 
 
-def test_plan_names_the_most_it_may_cost_and_skips_ssh_hosts() -> None:
-    targets = plan_targets({"mem": MemoryProvider("mem", [offer(0.36)]), "ssh": MemoryProvider("ssh", [])}, OPTS)
+def test_plan_names_the_most_it_may_cost_and_takes_an_own_host_as_it_is() -> None:
+    host = offer(0.5, provider="ssh", itype="own-1")
+    targets = plan_targets({"mem": MemoryProvider("mem", [offer(0.36)]), "ssh": MemoryProvider("ssh", [host])}, OPTS)
     by = {t.provider: t for t in targets}
     assert by["mem"].max_cost_usd == pytest.approx(0.36 * (60 + 30) / 3600, abs=1e-4)
-    assert by["ssh"].skipped and by["ssh"].offer is None
+    assert by["ssh"].offer == host and by["ssh"].note.startswith("your own machine: nothing launched")
+    [none] = plan_targets({"ssh": MemoryProvider("ssh", [])}, OPTS)
+    assert none.offer is None and none.problem == "the provider lists no offer"
+
+
+@dataclass
+class Starter:
+    """The engine's bootstrapper for an own machine: unreachable ``misses`` times, then started."""
+
+    misses: int
+    calls: int = 0
+
+    def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
+        self.calls += 1
+        return self.calls > self.misses
+
+
+@dataclass
+class HeardOnlyOnceStarted:
+    starter: Starter
+    reads: int = 0
+
+    def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
+        self.reads += 1
+        assert self.starter.calls > self.starter.misses, "read before the agent was started"
+        return AgentReport()
+
+
+def test_an_own_machine_is_started_over_ssh_then_heard_then_stopped() -> None:
+    host = offer(0.5, provider="ssh", itype="own-1")
+    provider, clock, starter = MemoryProvider("ssh", [host]), Clock(), Starter(misses=2)
+    renderer = Renderer(error="an own machine boots no script: never rendered")
+    [target] = plan_targets({"ssh": provider}, OPTS)
+    lines: list[str] = []
+    result = run_smoke(target, provider, SmokeSeams(renderer, HeardOnlyOnceStarted(starter), starter), OPTS,
+                       progress=lines.append, clock=clock, wait=clock.wait)
+    assert result.ok and result.leftovers == () and starter.calls == 3
+    assert [i for i in provider.list_instances(OWNER) if not i.state.is_gone] == []
+    assert "reserving own-1" in lines[0] and "starting the agent over SSH" in lines[0]
+    no_starter = run_smoke(target, MemoryProvider("ssh", [host]), SmokeSeams(renderer, Agent(after=0)), OPTS,
+                           clock=clock, wait=clock.wait)
+    assert not no_starter.ok and "no bootstrapper" in no_starter.error and not no_starter.launched
 
 
 def test_cli_refuses_without_a_store_and_for_an_unknown_provider(tmp_path: Any, monkeypatch: Any) -> None:
@@ -212,4 +254,56 @@ def test_the_table_fits_80_columns_and_names_each_leftover(capsys: Any) -> None:
     assert out[1].split()[-2:] == ["2", "FAILED"] and out[2].split()[-2:] == ["0", "ok"]
     assert "5s" in out[2].split()                     # one poll of 5 s before the agent's first report
     assert any("left: instance mem-" in line for line in out[3:])
+    assert all(len(line) <= 80 for line in out), [len(line) for line in out]
+
+
+@pytest.mark.parametrize("cloud, machine", [("aws", "m5.large"), ("gcp", "e2-standard-2"),
+                                            ("azure", "Standard_D2s_v5")])
+def test_a_provider_with_cpu_machines_gets_its_small_cpu_type_where_its_cheapest_offer_is(cloud: str,
+                                                                                        machine: str) -> None:
+    from orchestrator.app.smoke import CPU_TYPES
+
+    place = offer(0.36, provider=cloud)
+    [target] = plan_targets({cloud: MemoryProvider(cloud, [offer(0.50, provider=cloud), place])}, OPTS)
+    chosen = target.offer
+    assert chosen is not None and target.kind == "cpu" and target.note == ""
+    assert (chosen.instance_type, chosen.gpu_count, chosen.gpu) == (machine, 0, "")
+    assert (chosen.region, chosen.zone, chosen.market) == (place.region, place.zone, Market.ON_DEMAND)
+    assert chosen.price_hr == CPU_TYPES[cloud].price_hr and CPU_TYPES[cloud].source in chosen.price_source
+    assert target.max_cost_usd == pytest.approx(chosen.price_hr * (60 + 30) / 3600, abs=1e-4)
+
+
+@pytest.mark.parametrize("cloud", ["vastai", "lambda", "runpod"])
+def test_a_provider_without_cpu_machines_keeps_its_cheapest_gpu_offer_and_says_why(cloud: str) -> None:
+    cheapest = offer(0.36, provider=cloud)
+    [target] = plan_targets({cloud: MemoryProvider(cloud, [offer(0.50, provider=cloud), cheapest])}, OPTS)
+    assert target.offer == cheapest and target.kind == "gpu" and target.note.startswith("GPU: ")
+
+
+def test_a_cpu_machine_boots_a_job_with_no_gpu_and_tears_down() -> None:
+    from orchestrator.app.smoke import cpu_offer, smoke_job
+
+    cpu = cpu_offer("gcp", offer(provider="gcp"))
+    assert cpu is not None
+    job = smoke_job(cpu, datetime.now(UTC))
+    assert job.manifest.resources.gpu == [] and job.spec.plan.gpus == ()
+    provider = MemoryProvider("gcp", [offer(provider="gcp")])
+    result, lines = _run(provider, Agent(after=0), target_offer=cpu)
+    assert result.ok and result.kind == "cpu" and result.offer == cpu
+    assert any("e2-standard-2 (CPU)" in line for line in lines)
+
+
+def test_the_plan_shows_machine_kind_and_max_cost_in_80_columns(capsys: Any) -> None:
+    from orchestrator.cli.smoke import _print_plan
+
+    targets = plan_targets({"aws": MemoryProvider("aws", [offer(provider="aws")]),
+                            "vastai": MemoryProvider("vastai", [offer(provider="vastai")]),
+                            "ssh": MemoryProvider("ssh", [])}, OPTS)
+    _print_plan(targets, as_json=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["PROVIDER", "MACHINE", "KIND", "MARKET", "$/H", "MAX", "COST"]
+    assert out[1].split()[:2] == ["aws", "m5.large"] and out[1].split()[3] == "CPU"
+    assert out[2].split()[:2] == ["vastai", "a10.1x"] and out[2].split()[3] == "GPU"
+    assert any("vastai: GPU: Vast.ai rents GPU machines only" in line for line in out)
+    assert any("aws: $/h from orch smoke's table" in line for line in out)
     assert all(len(line) <= 80 for line in out), [len(line) for line in out]

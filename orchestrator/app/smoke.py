@@ -1,17 +1,23 @@
 """``orch smoke``: one real machine per provider through orch's own boot path, its first report, and nothing left.
 
-Per provider: choose the cheapest on-demand offer the provider lists (``Provider.offers``; any market where it
-lists no on-demand one), render the boot script with the engine's own renderer and build the launch with the
-engine's own ``launch_spec_for`` (so a change to either is what smoke sends), launch, wait until the engine's
-own store monitor reads the agent's first report, then terminate, wait until the cloud says the machine is
-gone, delete what this launch created besides it (per-launch resources, and shared ones that did not exist
-before and nothing uses), and list again: whatever of this launch is still there is a leftover.
+Per provider: a small CPU machine where the provider has one (``CPU_TYPES``: AWS, GCP, Azure), placed where the
+provider's cheapest listed offer is (a region orch is configured for) and priced from that table; else the cheapest
+on-demand offer the provider lists (``Provider.offers``; any market where it lists no on-demand one): Vast.ai and
+Lambda rent only GPU machines, and orch's RunPod adapter launches GPU pods only. The SSH provider's hosts are
+the user's own: the first one is reserved (the provider's launch: nothing is bought) and the job started on it
+over SSH by the engine's bootstrapper, its agent's first report read by the engine's monitor, and the provider's
+terminate ends the launch's processes and frees the host.
+Render the boot script with the engine's own renderer and build the launch with the engine's own
+``launch_spec_for`` (so a change to either is what smoke sends; a CPU machine is launched with no GPU), launch,
+wait until the engine's own store monitor reads the agent's first report, then terminate, wait until the cloud
+says the machine is gone, delete what this launch created besides it (per-launch resources, and shared ones that
+did not exist before and nothing uses), and list again: whatever of this launch is still there is a leftover.
 
 Teardown runs whatever happened before it (a refused launch, a timeout, Ctrl-C): an ambiguous launch failure
 is looked up by its launch id, as the engine does. The cost is the offer's $/h over the time held (launch call
 to the cloud saying the machine is gone): a list-price figure, not the bill (minimum charges, disks and traffic
-are the provider's). Machines of the SSH provider are the user's own and are started over SSH, not by a boot
-script: they are skipped. Cloud SDKs and the store are imported by the caller (the CLI), never at import here.
+are the provider's; an own machine's is the price set for it in the config). Cloud SDKs and the store are
+imported by the caller (the CLI), never at import here.
 """
 
 from __future__ import annotations
@@ -19,20 +25,52 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
-from orchestrator.engine.hooks import Monitor, StartupRenderer, StartupScriptError
+from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer, StartupScriptError
 from orchestrator.engine.launching import launch_spec_for
 from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
 from providers.base import Availability, CloudResource, GpuRequest, Market, Offer, Provider, new_launch_id
 from providers.errors import ProviderError, ResourceInUseError, ResourceNotFoundError
+from providers.gpus import Interconnect
 
-__all__ = ["SKIPPED", "SmokeOptions", "SmokeResult", "SmokeSeams", "SmokeTarget", "choose_offer", "plan_targets",
-           "run_smoke", "smoke_job"]
+__all__ = ["CPU_PRICES_AS_OF", "CPU_TYPES", "NO_CPU", "OVER_SSH", "CpuType", "SmokeOptions", "SmokeResult",
+           "SmokeSeams", "SmokeTarget", "choose_offer", "cpu_offer", "plan_targets", "run_smoke", "smoke_job"]
 
-#: Providers whose machines boot no script of orch's (the user's own hosts, started over SSH).
-SKIPPED = {"ssh": "your own machines: orch starts them over SSH, there is nothing to launch or pay"}
+#: Providers whose machines boot no script of orch's: the user's own hosts, reserved (nothing is launched) and
+#: started over SSH by the engine's bootstrapper, and stopped by the provider's terminate (the launch's processes
+#: ended, the host freed).
+OVER_SSH = {"ssh": "your own machine: nothing launched, orch starts the agent over SSH and stops it after"}
 JOB_NAME = "orch-smoke"
+
+
+@dataclass(frozen=True, slots=True)
+class CpuType:
+    """A small CPU machine type and its on-demand Linux list price per hour in ``priced_in``."""
+
+    instance_type: str
+    vcpus: float
+    memory_gb: float
+    price_hr: float
+    priced_in: str
+    source: str
+
+
+#: The machine smoke boots where a provider rents CPU machines: 2 vCPUs, enough for the boot and the agent,
+#: none burstable (a T-class machine in "unlimited" mode bills CPU credits on top of its price). Prices are
+#: the providers' published on-demand Linux list prices in ``priced_in`` (other regions differ by some per
+#: cent), as of ``CPU_PRICES_AS_OF``; the catalog holds GPU machines only, so it cannot price these.
+CPU_TYPES: dict[str, CpuType] = {
+    "aws": CpuType("m5.large", 2, 8, 0.096, "us-east-1", "https://aws.amazon.com/ec2/pricing/on-demand/"),
+    "gcp": CpuType("e2-standard-2", 2, 8, 0.067006, "us-central1",
+                   "https://cloud.google.com/compute/vm-instance-pricing"),
+    "azure": CpuType("Standard_D2s_v5", 2, 8, 0.096, "eastus",
+                     "https://azure.microsoft.com/pricing/details/virtual-machines/linux/"),
+}
+CPU_PRICES_AS_OF = date(2024, 6, 1)
+#: Why a provider gets a GPU machine: it has no CPU machine orch can launch.
+NO_CPU = {"vastai": "Vast.ai rents GPU machines only", "lambda": "Lambda rents GPU machines only",
+          "runpod": "orch's RunPod adapter launches GPU pods only"}
 #: While waiting, a progress line at least this often (a real machine takes minutes to boot).
 PROGRESS_EVERY_S = 30.0
 
@@ -56,6 +94,8 @@ class SmokeSeams:
 
     startup: StartupRenderer
     monitor: Monitor
+    #: Starts the job where no boot script does (``OVER_SSH``); None: such a provider cannot be smoked.
+    bootstrapper: Bootstrapper | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +106,12 @@ class SmokeTarget:
     offer: Offer | None
     max_cost_usd: float = 0.0
     problem: str = ""
-    skipped: bool = False
+    note: str = ""      # why a GPU machine (the provider has no CPU one)
+
+    @property
+    def kind(self) -> str:
+        """``cpu`` or ``gpu``: what the machine is (``-`` when there is none)."""
+        return "-" if self.offer is None else "gpu" if self.offer.gpu_count else "cpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,16 +125,19 @@ class SmokeResult:
     cost_usd: float = 0.0
     leftovers: tuple[str, ...] = ()
     error: str = ""
-    skipped: bool = False
     launched: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.skipped or (not self.error and self.first_report_s is not None and not self.leftovers)
+        return not self.error and self.first_report_s is not None and not self.leftovers
+
+    @property
+    def kind(self) -> str:
+        return "-" if self.offer is None else "gpu" if self.offer.gpu_count else "cpu"
 
     @property
     def result(self) -> str:
-        return "skipped" if self.skipped else "ok" if self.ok else "FAILED"
+        return "ok" if self.ok else "FAILED"
 
 
 def choose_offer(offers: Iterable[Offer]) -> Offer | None:
@@ -100,14 +148,25 @@ def choose_offer(offers: Iterable[Offer]) -> Offer | None:
     return min(pool, key=lambda o: (o.price_hr, o.gpu_count, o.instance_type, o.region, o.zone or ""), default=None)
 
 
+def cpu_offer(provider: str, place: Offer) -> Offer | None:
+    """``CPU_TYPES[provider]`` as an on-demand offer with no GPUs, in ``place``'s region and zone (a place the
+    provider is configured for); None where the provider has no CPU type."""
+    cpu = CPU_TYPES.get(provider)
+    if cpu is None:
+        return None
+    return Offer(provider=provider, instance_type=cpu.instance_type, region=place.region, zone=place.zone, gpu="",
+                 gpu_count=0, vram_gb=0.0, vcpus=cpu.vcpus, memory_gb=cpu.memory_gb, interconnect=Interconnect.PCIE,
+                 market=Market.ON_DEMAND, price_hr=cpu.price_hr, price_as_of=CPU_PRICES_AS_OF,
+                 price_as_of_approximate=place.region != cpu.priced_in,
+                 price_source=f"orch smoke's table: {cpu.source} ({cpu.priced_in})")
+
+
 def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[SmokeTarget]:
-    """Per provider, the machine smoke would launch and the most it may cost (the offer's $/h over both
-    timeouts). Asks each provider for its offers (a read: nothing is launched)."""
+    """Per provider, the machine smoke would launch (a CPU one where ``CPU_TYPES`` has one, in the place of the
+    provider's cheapest listed offer) and the most it may cost (its $/h over both timeouts). Asks each provider
+    for its offers (a read: nothing is launched)."""
     targets = []
     for name, provider in providers.items():
-        if name in SKIPPED:
-            targets.append(SmokeTarget(name, None, problem=SKIPPED[name], skipped=True))
-            continue
         try:
             offer = choose_offer(provider.offers(GpuRequest()))
         except ProviderError as exc:
@@ -115,22 +174,30 @@ def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[
             continue
         if offer is None:
             targets.append(SmokeTarget(name, None, problem="the provider lists no offer"))
-        else:
-            targets.append(SmokeTarget(name, offer, round(offer.price_hr * opts.max_hours, 4)))
+            continue
+        cpu = cpu_offer(name, offer)
+        why_gpu = NO_CPU.get(name, "no CPU machine type known to orch smoke")
+        note = OVER_SSH.get(name) or ("" if cpu else f"GPU: {why_gpu}")
+        offer = cpu or offer
+        targets.append(SmokeTarget(name, offer, round(offer.price_hr * opts.max_hours, 4), note=note))
     return targets
 
 
 def smoke_job(offer: Offer, now: datetime) -> JobRecord:
     """The job smoke boots: one command on exactly ``offer``'s GPUs, no checkpoint (its agent reports to the
-    daemon's state store), through the same manifest validation as any job."""
+    daemon's state store), through the same manifest validation as any job. A CPU offer's job asks for no
+    GPU: a user's manifest must name one, so it is validated naming one and then has it removed (nothing
+    plans this job; the renderer reads the GPUs per node from the offer)."""
     from orchestrator.engine.jobspec import jobspec_from_manifest
     from orchestrator.manifest import parse_text
 
     market = "spot" if offer.market is Market.SPOT else "on-demand"
     text = (f"apiVersion: orch/v1\nkind: Job\nname: {JOB_NAME}\n"
-            f"resources: {{gpu: [{offer.gpu}], count: {offer.gpu_count}}}\nmarket: {market}\n"
+            f"resources: {{gpu: [{offer.gpu or 'T4'}], count: {max(offer.gpu_count, 1)}}}\nmarket: {market}\n"
             "run: {launcher: command, command: 'echo orch smoke'}\n")
     [(manifest, _)] = parse_text(text, "<orch smoke>")
+    if not offer.gpu_count:
+        manifest = manifest.model_copy(update={"resources": manifest.resources.model_copy(update={"gpu": []})})
     return JobRecord(id=0, name=JOB_NAME, manifest=manifest, spec=jobspec_from_manifest(manifest, now, [offer]),
                      status=JobStatus.LAUNCHING, desired_active=True, relaunch_count=0, spent_usd=0.0,
                      created_at=now)
@@ -158,8 +225,7 @@ def run_smoke(target: SmokeTarget, provider: Provider, seams: SmokeSeams, opts: 
     """Launch ``target.offer`` on ``provider``, wait for the agent's first report, tear down, count leftovers.
     Never raises a ProviderError: every failure is in the result (teardown still ran)."""
     if target.offer is None:
-        return SmokeResult(target.provider, None, error="" if target.skipped else target.problem,
-                           skipped=target.skipped)
+        return SmokeResult(target.provider, None, error=target.problem)
     offer, run = target.offer, _Run(target.provider, provider, opts, progress, clock, wait)
     first: float | None = None
     error = ""
@@ -171,30 +237,38 @@ def run_smoke(target: SmokeTarget, provider: Provider, seams: SmokeSeams, opts: 
         left, gone_at = _tear_down(run) if run.launched_at is not None else ((), None)
     held = (gone_at or clock()) - run.launched_at if run.launched_at is not None else 0.0
     return SmokeResult(run.name, offer, run.launch_id, run.instance_id, first, held,
-                       round(offer.price_hr * held / 3600, 4), left, error, launched=run.launched_at is not None)
+                       round(offer.price_hr * held / 3600, 6), left, error, launched=run.launched_at is not None)
 
 
 def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
     job = smoke_job(offer, datetime.now(UTC))
     attempt = AttemptRecord(id=0, job_id=0, launch_id=run.launch_id, state=AttemptState.PLANNED, offer=offer)
-    script = seams.startup.render(job, attempt)
-    if not script:
+    over_ssh = run.name in OVER_SSH
+    if over_ssh and seams.bootstrapper is None:
+        raise ValueError("no bootstrapper to start the job over SSH")
+    script = "" if over_ssh else seams.startup.render(job, attempt)
+    if not script and not over_ssh:
         raise StartupScriptError("orch renders no boot script for this job here (no state store to report to?)")
     spec = launch_spec_for(job, attempt, owner=run.opts.owner, ssh_public_key=run.opts.ssh_public_key, script=script)
     run.before = frozenset(r.key for r in run.provider.list_network_resources(run.opts.owner))
-    run.progress(f"{run.name}: launching {offer.instance_type} in {offer.zone or offer.region} "
-                 f"({offer.market.value}, ${offer.price_hr:.3f}/h), launch {run.launch_id}, boot script "
-                 f"{len(script.encode())} B")
+    kind = f"{offer.gpu_count}x {offer.gpu}" if offer.gpu_count else "CPU"
+    how = "starting the agent over SSH" if over_ssh else f"boot script {len(script.encode())} B"
+    run.progress(f"{run.name}: {'reserving' if over_ssh else 'launching'} {offer.instance_type} ({kind}) in "
+                 f"{offer.zone or offer.region} ({offer.market.value}, ${offer.price_hr:.3f}/h), launch "
+                 f"{run.launch_id}, {how}")
     run.launched_at = run.clock()
     inst = run.provider.launch(spec)
     run.instance_id = inst.instance_id
     attempt = replace(attempt, state=AttemptState.LAUNCHED, instance_id=inst.instance_id)
     deadline, said, said_at = run.launched_at + run.opts.timeout_s, "", run.launched_at
+    started = not over_ssh      # a boot script starts the job by itself
     while True:
         now = run.provider.get(inst.instance_id)
         if now is None or now.state.is_gone:
             raise ProviderError(f"the machine is {now.state.value if now else 'gone'} before its agent reported")
-        if seams.monitor.read(job, attempt, now) is not None:
+        if not started and seams.bootstrapper is not None:
+            started = seams.bootstrapper.start(job, attempt, now)    # False: not reachable yet, asked again
+        if started and seams.monitor.read(job, attempt, now) is not None:
             took = run.clock() - run.launched_at
             run.progress(f"{run.name}: first report from the agent after {took:.1f}s")
             return took

@@ -38,7 +38,8 @@ def smoke(
     = 5.0,
     as_json: Annotated[bool, typer.Option("--json", help="The plan or the results as JSON.")] = False,
 ) -> None:
-    """Launch the cheapest machine of each provider with orch's boot script, wait for the agent's first report
+    """Launch a small machine of each provider (CPU where it has one, else its cheapest GPU offer) with orch's
+    boot script, wait for the agent's first report
     through the store, tear it down and check nothing is left. Exit 0 only if every provider passed."""
     from orchestrator.app.smoke import SmokeOptions, plan_targets
     from orchestrator.config.errors import ConfigError
@@ -99,8 +100,8 @@ def _run_all(targets: list[SmokeTarget], providers: dict[str, Any], settings: An
 
     results = []
     for target in targets:
-        monitor, _, startup = boot_seams(settings, {target.provider: providers[target.provider]}, config)
-        results.append(run_smoke(target, providers[target.provider], SmokeSeams(startup, monitor), opts,
+        monitor, bootstrapper, startup = boot_seams(settings, {target.provider: providers[target.provider]}, config)
+        results.append(run_smoke(target, providers[target.provider], SmokeSeams(startup, monitor, bootstrapper), opts,
                                  progress=progress))
     return results
 
@@ -116,18 +117,27 @@ def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
             {"provider": t.provider, "instance_type": t.offer.instance_type if t.offer else None,
              "region": t.offer.region if t.offer else None, "zone": t.offer.zone if t.offer else None,
              "market": t.offer.market.value if t.offer else None,
-             "price_hr": t.offer.price_hr if t.offer else None, "max_cost_usd": t.max_cost_usd,
-             "problem": t.problem or None, "skipped": t.skipped} for t in targets]}, indent=2) + "\n")
+             "kind": t.kind if t.offer else None, "gpus": t.offer.gpu_count if t.offer else None,
+             "price_hr": t.offer.price_hr if t.offer else None,
+             "price_source": (t.offer.price_source or t.offer.source) if t.offer else None,
+             "max_cost_usd": t.max_cost_usd, "note": t.note or None,
+             "problem": t.problem or None} for t in targets]}, indent=2) + "\n")
     else:
-        out = [f"{'PROVIDER':<9} {'MACHINE':<26} {'MARKET':<9} {'$/H':>8} {'MAX COST':>9}"]
+        out, notes = [f"{'PROVIDER':<9} {'MACHINE':<26} {'KIND':<4} {'MARKET':<9} {'$/H':>8} {'MAX COST':>9}"], []
         for t in targets:
             if t.offer is None:
-                out.append(f"{t.provider:<9} {('skipped: ' if t.skipped else 'cannot: ') + t.problem}"[:79])
+                out.append(f"{t.provider:<9} {'cannot: ' + t.problem}"[:79])
                 continue
-            out.append(f"{t.provider:<9} {_machine(t.offer):<26} {t.offer.market.value:<9} "
+            out.append(f"{t.provider:<9} {_machine(t.offer):<26} {t.kind.upper():<4} {t.offer.market.value:<9} "
                        f"{t.offer.price_hr:>8.3f} {t.max_cost_usd:>9.2f}")
-        out.append(f"would launch {sum(1 for t in targets if t.offer)} machine(s), at most ${total:.2f} in all; "
-                   "nothing launched: run again with --yes")
+            if t.note:
+                notes.append(f"{t.provider}: {t.note}")
+            elif t.kind == "cpu":
+                notes.append(f"{t.provider}: $/h from {t.offer.price_source}, as of {t.offer.price_as_of}")
+        out += [w for line in notes for w in textwrap.wrap(line, 78, initial_indent="  ", subsequent_indent="    ",
+                                                           break_on_hyphens=False)]   # keeps a URL whole
+        out += textwrap.wrap(f"would launch {sum(1 for t in targets if t.offer)} machine(s), at most ${total:.2f} in "
+                             "all; nothing launched: run again with --yes", 79)
         sys.stdout.write("\n".join(out) + "\n")
 
 
@@ -135,6 +145,7 @@ def _print_results(results: list[SmokeResult], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(dumps({"ok": all(r.ok for r in results), "results": [
             {"provider": r.provider, "result": r.result, "instance_type": r.offer.instance_type if r.offer else None,
+             "kind": r.kind if r.offer else None,
              "region": r.offer.region if r.offer else None, "price_hr": r.offer.price_hr if r.offer else None,
              "launch_id": r.launch_id or None, "instance_id": r.instance_id or None, "launched": r.launched,
              "first_report_s": None if r.first_report_s is None else round(r.first_report_s, 2),

@@ -387,7 +387,8 @@ class GcpProvider(Provider):
         machine, accelerator, count = machine_shape(spec.offer.instance_type)
         labels = {LABEL_LAUNCH_ID: label_value(spec.launch_id), LABEL_OWNER: label_value(spec.owner),
                   LABEL_JOB: label_value(spec.job)}
-        items = [compute_v1.Items(key="install-nvidia-driver", value="True")]
+        # The DL VM image installs the NVIDIA driver at first boot when asked; a machine with no GPU has none to drive.
+        items = [compute_v1.Items(key="install-nvidia-driver", value="True")] if spec.offer.gpu_count else []
         if spec.startup_script:
             items.append(compute_v1.Items(key="startup-script", value=spec.startup_script))
         if spec.ssh_public_key:

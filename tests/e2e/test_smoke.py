@@ -9,8 +9,9 @@ and the agent reports to the state store (moto S3). So "first report" is the age
 the engine's store monitor. Terminated instances have their processes killed, as a machine going away would.
 
 The booter runs in a thread that syncs with the clouds while the CLI runs in this process; it is a poller of
-the clouds' state, no timer decides anything (the CLI's --timeout only bounds a hung run). SSH hosts are skipped by
-``orch smoke`` (the user's own machines, started over SSH, nothing to launch or pay), asserted below.
+the clouds' state, no timer decides anything (the CLI's --timeout only bounds a hung run). The SSH provider's host
+is a real sshd (tests/support/sshd.py), the user's own machine: smoke reserves it, starts the agent over SSH with
+the engine's bootstrapper, hears it through the engine's monitor, and the provider's stop leaves no process.
 """
 
 from __future__ import annotations
@@ -30,12 +31,16 @@ import pytest
 
 from providers.base import Instance, Provider
 from tests.e2e.booting import NodeBooter, aws_user_data, gce_user_data
-from tests.e2e.conftest import require_tools
+from tests.e2e.conftest import host_settings, machine_processes, require_tools, ssh_settings
+from tests.support.sshd import FakeGpu, Sshd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 OWNER = "tester"
 CLOUDS = ("aws", "gcp", "azure", "runpod", "vastai", "lambda")
+#: The small CPU machine smoke boots where the provider rents one (orchestrator/app/smoke.py CPU_TYPES); the
+#: others (GPU-only clouds, and RunPod's GPU-pod adapter) get their cheapest GPU offer.
+CPU = {"aws": "m5.large", "gcp": "e2-standard-2", "azure": "Standard_D2s_v5"}
 
 
 @dataclass
@@ -47,6 +52,7 @@ class World:
     bucket: str
     fakes: Any            # tests._jobs_clouds.FakeClouds
     aws: Any              # tests.fakes.aws.FakeAws
+    machine: Sshd         # the user's own machine of the SSH provider
 
 
 def _azure_user_data(arm: Any) -> Callable[[Instance], str]:
@@ -125,7 +131,9 @@ def world(tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> 
         stack.callback(fakes.close)
         aws = FakeAws()
         stack.callback(aws.close)
-        sections = fakes.sections() | {"aws": {
+        machine = stack.enter_context(Sshd(tmp_path / "own-machine", gpus=(FakeGpu(0, utilization=5),)))
+        own = ssh_settings((host_settings("own-1", machine, 0.5, "home", gpus=1),), machine, tmp_path)
+        sections = fakes.sections() | {"ssh": own.model_dump(mode="json", exclude_none=True)} | {"aws": {
             "regions": ["us-east-1"], "endpoint_url": aws.endpoint_url, "ami_owners": ["099720109477"],
             "ami_name_pattern": "ubuntu/images/hvm-ssd/ubuntu-*-amd64-server-*", "retry_deadline_s": 5.0}}
         s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id="testing",
@@ -143,6 +151,7 @@ def world(tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv("ORCH_CONFIG", str(config))
         monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'unused.db'}")
         providers = fakes.providers() | {"aws": create_provider("aws", sections["aws"])}
+        own_provider = create_provider("ssh", sections["ssh"])
         for p in providers.values():
             stack.callback(getattr(p, "close", lambda: None))
         readers = {"aws": aws_user_data(aws.endpoint_url, "us-east-1"), "gcp": gce_user_data(fakes.gce.fake),
@@ -150,7 +159,8 @@ def world(tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> 
                    "vastai": _vast_user_data(fakes.vast), "lambda": _lambda_user_data(fakes.lambda_fake)}
         booter = NodeBooter(tmp_path / "nodes", providers, OWNER, readers)
         stack.callback(booter.close)
-        yield World(config, booter, providers, s3, bucket, fakes, aws)
+        stack.callback(getattr(own_provider, "close", lambda: None))
+        yield World(config, booter, providers | {"ssh": own_provider}, s3, bucket, fakes, aws, machine)
 
 
 @contextlib.contextmanager
@@ -192,10 +202,18 @@ def test_smoke_without_yes_launches_nothing_and_names_the_cost(world: World) -> 
     plan = json.loads(shown.stdout)
     assert plan["launched"] is False
     by = {t["provider"]: t for t in plan["targets"]}
-    assert set(by) == set(CLOUDS)
+    assert set(by) == {*CLOUDS, "ssh"}
+    assert (by["ssh"]["instance_type"], by["ssh"]["kind"]) == ("own-1", "gpu")
+    assert by["ssh"]["note"].startswith("your own machine: nothing launched"), by["ssh"]
     assert all(by[c]["instance_type"] and by[c]["max_cost_usd"] > 0 for c in CLOUDS)
+    assert {c: (by[c]["instance_type"], by[c]["kind"], by[c]["gpus"]) for c in CPU} == {
+        c: (t, "cpu", 0) for c, t in CPU.items()}
+    for cloud in set(CLOUDS) - set(CPU):
+        t = by[cloud]
+        assert t["kind"] == "gpu" and t["gpus"] >= 1 and t["note"].startswith("GPU: "), t
     assert plan["max_cost_usd"] == pytest.approx(sum(t["max_cost_usd"] for t in plan["targets"]))
-    assert {c: [i for i in p.list_instances(OWNER)] for c, p in world.providers.items()} == {c: [] for c in CLOUDS}
+    listed = {c: [i for i in p.list_instances(OWNER)] for c, p in world.providers.items()}
+    assert listed == {c: [] for c in (*CLOUDS, "ssh")}
 
 
 def test_smoke_yes_boots_every_fake_cloud_hears_its_agent_and_leaves_nothing(world: World) -> None:
@@ -203,13 +221,20 @@ def test_smoke_yes_boots_every_fake_cloud_hears_its_agent_and_leaves_nothing(wor
         done = _cli("--yes", "--json", "--poll", "0.1", "--timeout", "60", "--teardown-timeout", "60")
     print(done.stderr)
     results = {r["provider"]: r for r in json.loads(done.stdout)["results"]}
-    assert set(results) == set(CLOUDS), done.output
-    for cloud in CLOUDS:
+    assert set(results) == {*CLOUDS, "ssh"}, done.output
+    for cloud in (*CLOUDS, "ssh"):
         r = results[cloud]
         assert r["launched"] and r["error"] is None, (cloud, r)
         assert r["first_report_s"] is not None and r["first_report_s"] > 0, (cloud, r)
         assert r["leftovers"] == [] and r["result"] == "ok", (cloud, r)
         assert 0 < r["cost_usd"] < r["price_hr"], (cloud, r)
+        assert (r["instance_type"], r["kind"]) == ((CPU[cloud], "cpu") if cloud in CPU else (r["instance_type"], "gpu"))
+    # The own machine: reserved, the agent started over SSH and heard, then every process of the launch ended.
+    assert results["ssh"]["instance_id"] == "own-1" and machine_processes(world.machine) == []
+    # The GCE machine went out with no GPU: no accelerators and no request to install the NVIDIA driver.
+    [insert] = [q.body for q in world.fakes.gce.fake.requests if q.method == "POST" and q.path.endswith("/instances")]
+    assert insert["machineType"].endswith("/machineTypes/e2-standard-2") and not insert.get("guestAccelerators")
+    assert "install-nvidia-driver" not in {i["key"] for i in insert["metadata"]["items"]}
     assert done.exit_code == 0, done.output
     # The report was the agent's own: a status object in the store under each launch id, written by a node
     # this test booted from what the cloud was given.
@@ -229,5 +254,5 @@ def test_smoke_yes_boots_every_fake_cloud_hears_its_agent_and_leaves_nothing(wor
     with world.fakes.arm.lock:
         assert not world.fakes.arm.state.nics and not world.fakes.arm.state.pips and not world.fakes.arm.state.disks
     lines = [f"{c}: first report {results[c]['first_report_s']:.1f}s, held {results[c]['held_s']:.1f}s"
-             for c in CLOUDS]
+             for c in (*CLOUDS, "ssh")]
     print("\n[orch smoke on the fakes] " + "; ".join(lines))
