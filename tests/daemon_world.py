@@ -13,9 +13,10 @@ from typing import Any
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.hooks import AgentReport, Monitor
+from orchestrator.engine.states import AttemptState
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
-from orchestrator.store.models import Attempt, AttemptState, InstanceRow, Job
+from orchestrator.store.models import Attempt, InstanceRow, Job
 from providers.base import Availability, Instance, Interconnect, LaunchSpec, Market, Offer, new_launch_id
 from providers.lambdalabs.adapter import LambdaProvider
 from providers.vastai.adapter import VastProvider

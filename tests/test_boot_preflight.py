@@ -63,8 +63,8 @@ def test_the_renderer_raises_the_startup_script_error_the_engine_acts_on() -> No
 
     from orchestrator.engine.jobspec import jobspec_from_manifest
     from orchestrator.engine.ports import AttemptRecord, JobRecord
+    from orchestrator.engine.states import AttemptState, JobStatus
     from orchestrator.runtime.startup import ManifestStartupRenderer
-    from orchestrator.store.models import AttemptState, JobStatus
 
     m, now = _manifest("az://acct/container/ckpt"), datetime.now(UTC)
     job = JobRecord(id=1, name=m.name, manifest=m, spec=jobspec_from_manifest(m, now), status=JobStatus.LAUNCHING,

@@ -19,9 +19,9 @@ import yaml
 
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.startup import PAYLOAD_LIMITS, ManifestStartupRenderer, credentials_from_env, payload_size
-from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import LaunchSpec, Market, Offer
 from providers.gpus import Interconnect
 from providers.vastai.adapter import ONSTART_MAX, onstart_for

@@ -20,9 +20,9 @@ import pytest
 
 from orchestrator.console.server import RunningConsole, start_console
 from orchestrator.console.settings import console_settings
+from orchestrator.engine.states import DesiredState
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
-from orchestrator.store.models import DesiredState
 from tests.support import console_world
 
 CHROMIUM = Path("/usr/bin/chromium")

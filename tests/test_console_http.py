@@ -27,9 +27,9 @@ from orchestrator.console.settings import (
     parse_bind,
 )
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import DesiredState
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
-from orchestrator.store.models import DesiredState
 from orchestrator.store.requests import take_relaunch_requests
 from tests.support import console_world
 from tests.support.manifests import store_unchecked_job

@@ -12,13 +12,14 @@ import pytest
 from sqlmodel import select
 
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import DesiredState, JobStatus
 from orchestrator.engine.values import GpuUtilSample
 from orchestrator.store import console_queries as q
 from orchestrator.store import repo
 from orchestrator.store import spend_series as sp
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.gpu_util import record_gpu_util, util_since
-from orchestrator.store.models import DesiredState, Event, GpuUtilMinute, JobStatus
+from orchestrator.store.models import Event, GpuUtilMinute
 from orchestrator.store.repo import InstanceRecord
 from orchestrator.store.requests import (
     RequestRefusedError,

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engine.states import AttemptState, DesiredState, EndCause
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
-from orchestrator.store.models import AttemptState, DesiredState, EndCause
 from tests.daemon_world import CATALOG, OWNER, T0, Fakes, add_job, check_invariants, running_fakes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -325,7 +325,7 @@ def test_killed_between_an_idle_stop_and_its_write_leaves_no_attempt_running_on_
     from orchestrator.config.file import OrchConfig
     from orchestrator.daemon.assembly import ServiceSettings, build_service
     from orchestrator.engine.hooks import AgentReport
-    from orchestrator.engine.ports import JobStatus
+    from orchestrator.engine.states import JobStatus
     from providers.base import InstanceState
     from tests.fakes.memory_provider import MemoryCloud, MemoryProvider
     from tests.support.manifests import manifest

@@ -14,8 +14,8 @@ import pytest
 
 from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.engine.hooks import AgentReport
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import repo
-from orchestrator.store.models import AttemptState, JobStatus
 from tests.daemon_world import (
     OWNER,
     PUBLIC_KEY,

@@ -13,8 +13,8 @@ import pytest
 
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import open_store
-from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Market
 from tests.daemon_world import OWNER, Clock, add_job
 

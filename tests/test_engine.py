@@ -12,13 +12,14 @@ from orchestrator.daemon.assembly import ServiceSettings, build_service
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice, StartupRenderer
 from orchestrator.engine.idle_rule import IdlePolicy
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, EngineStore, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, EngineStore, JobRecord
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.recover import status_after
 from orchestrator.engine.recovery_policy import RecoveryPolicy
+from orchestrator.engine.states import AttemptState, DesiredState, EndCause, JobStatus
 from orchestrator.offers.planner import PlanRequest
 from orchestrator.store import open_store, repo
-from orchestrator.store.models import DesiredState, Job
+from orchestrator.store.models import Job
 from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Instance, InstanceState, Market, Offer, Provider
 from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError

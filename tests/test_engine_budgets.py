@@ -23,8 +23,9 @@ from orchestrator.config.alerts import AlertSettings, UrlSource, Webhook
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.alerts import AlertDispatcher
 from orchestrator.daemon.assembly import Service, build_service
+from orchestrator.engine.states import EndCause, JobStatus
 from orchestrator.money.budgets import Budget, BudgetMatch
-from orchestrator.store.models import Attempt, EndCause, Event, Job, JobStatus
+from orchestrator.store.models import Attempt, Event, Job
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for

@@ -15,9 +15,10 @@ from orchestrator.app.jobs import apply, load
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine.hooks import AgentReport
+from orchestrator.engine.states import EndCause
 from orchestrator.store import requests
 from orchestrator.store.gpu_util import util_since
-from orchestrator.store.models import Attempt, EndCause, Event, Job, JobRequest
+from orchestrator.store.models import Attempt, Event, Job, JobRequest
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from tests.test_engine import live, notice, settle, spec, world  # noqa: F401
 
 NOTICE = notice()

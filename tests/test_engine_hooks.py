@@ -18,7 +18,8 @@ import pytest
 
 from orchestrator.engine.hooks import Notice
 from orchestrator.engine.jobspec import jobspec_from_manifest
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.bootstrap import BootstrapError
 from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool, report_from_status

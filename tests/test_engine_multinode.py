@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobStatus
+from orchestrator.engine.ports import AttemptRecord
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from providers.base import Capability, LaunchSpec, Market
 from providers.errors import InsufficientCapacityError
 from tests.fakes.memory_provider import MemoryProvider

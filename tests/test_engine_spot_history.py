@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine.ports import AttemptState, EndCause, FleetSpotRun
+from orchestrator.engine.ports import FleetSpotRun
 from orchestrator.engine.recovery_policy import SpotRun
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.store import open_store
 from providers.base import Market
 from tests._store_db import BACKENDS, database_url_for

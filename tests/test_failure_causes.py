@@ -22,10 +22,11 @@ from orchestrator.console.views import Chrome, fleet_page, job_page
 from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.failure import SETUP_FAILED_EXIT, Failure, FailureCause, of_exit, of_provider_error
 from orchestrator.engine.hooks import AgentReport, NoStartupScript
+from orchestrator.engine.states import JobStatus
 from orchestrator.runtime.render import _launch_lines
 from orchestrator.runtime.render_input import Launcher, RenderInput
 from orchestrator.store import open_store, repo
-from orchestrator.store.models import Attempt, JobStatus
+from orchestrator.store.models import Attempt
 from providers.base import Market, Offer
 from providers.errors import (
     AuthError,

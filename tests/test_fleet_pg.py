@@ -19,9 +19,10 @@ import pytest
 from sqlmodel import select
 
 from orchestrator.daemon.assembly import Service, ServiceSettings
+from orchestrator.engine.states import DesiredState, JobStatus
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
-from orchestrator.store.models import DesiredState, Job, JobStatus
+from orchestrator.store.models import Job
 from tests._store_db import pg_database
 from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
 from tests.fakes.lr_base import Reply

@@ -32,10 +32,11 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
+from orchestrator.engine.states import JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
-from orchestrator.store.models import Attempt, Job, JobStatus
+from orchestrator.store.models import Attempt, Job
 from providers.base import parse_instance_name
 from tests._store_db import pg_database
 from tests.daemon_world import T0, Fakes, check_invariants, manifest_doc, running_fakes

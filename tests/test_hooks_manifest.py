@@ -8,12 +8,12 @@ import pytest
 
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts
 from orchestrator.runtime.render import render_script
 from orchestrator.runtime.render_input import CloudKind, ResumeVia
-from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Market, Offer
 from providers.fabric import Fabric
 from providers.gpus import Interconnect

@@ -12,8 +12,8 @@ import pytest
 
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.store import open_store, repo
-from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider

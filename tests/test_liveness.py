@@ -22,8 +22,8 @@ import pytest
 from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.hooks import AgentReport, NoMonitor
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.store import repo
-from orchestrator.store.models import AttemptState, EndCause, JobStatus
 from tests.daemon_world import (
     PUBLIC_KEY,
     Clock,

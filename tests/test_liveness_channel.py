@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 from orchestrator.cli.main import app
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import ServiceSettings, build_service
+from orchestrator.engine.states import AttemptState
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.node_state import BLIND
 from orchestrator.store import open_store, repo
-from orchestrator.store.models import AttemptState
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider

@@ -265,7 +265,8 @@ def test_a_name_too_long_and_a_huge_tree_are_one_line_each(tmp_path: Path, monke
 def test_the_pure_python_parser_reads_what_libyaml_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml
 
-    from orchestrator.inputs.yamlread import YamlInputError, parse_yaml
+    from orchestrator.inputs.yaml12 import YamlInputError
+    from orchestrator.inputs.yamlread import parse_yaml
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     texts = [p.read_text() for p in sorted(examples.glob("*.yaml"))]

@@ -121,7 +121,8 @@ def test_0005_carries_the_causes_the_engine_acts_on_over_from_reason_text(engine
 
     from sqlalchemy import text
 
-    from orchestrator.store.models import Attempt, EndCause
+    from orchestrator.engine.states import EndCause
+    from orchestrator.store.models import Attempt
 
     with engine.begin() as conn:
         command.upgrade(alembic_config(conn), "0004")

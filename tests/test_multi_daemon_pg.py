@@ -13,8 +13,9 @@ import pytest
 from sqlmodel import select
 
 from orchestrator.daemon.assembly import Service, ServiceSettings
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import open_store
-from orchestrator.store.models import Attempt, AttemptState, Job, JobStatus
+from orchestrator.store.models import Attempt, Job
 from tests._store_db import pg_database
 from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
 

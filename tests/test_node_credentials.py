@@ -19,12 +19,12 @@ from botocore.exceptions import ClientError
 
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.node_credentials import CREDENTIALS_OBJECT, NodeCredentials, Scope, scope_for
 from orchestrator.runtime.node_renewal import CredentialRenewer
 from orchestrator.runtime.objectstore import StoreClient, parse_store
 from orchestrator.runtime.store_credentials import MissingStoreCredentials
-from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests.fakes.scoped_store import ScopedStore

@@ -20,11 +20,11 @@ from botocore.exceptions import ClientError
 
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.boot import boot_env, boot_files
 from orchestrator.runtime.node_credentials import NodeCredentials
 from orchestrator.runtime.startup import ManifestStartupRenderer
-from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Market
 from tests.contract.harness import ProviderHarness
 from tests.fakes.scoped_store import ScopedStore

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.boot import boot_env, boot_files
 from orchestrator.runtime.from_manifest import render_input_for
@@ -25,7 +26,6 @@ from orchestrator.runtime.objectstore import StoreClient, parse_store
 from orchestrator.runtime.startup import ManifestStartupRenderer, payload_size
 from orchestrator.runtime.store_credentials import CredentialSource, credential_source, store_env
 from orchestrator.runtime.store_monitor import StoreBootstrapper, StoreMonitor, StoreReader
-from orchestrator.store.models import AttemptState, JobStatus
 from providers.base import Instance, InstanceState, Market, Offer
 from providers.gpus import Interconnect
 

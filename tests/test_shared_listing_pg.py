@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
+from orchestrator.engine.states import AttemptState
 from orchestrator.store import open_store
 from orchestrator.store.listings import ListingCache, instance_from_json, instance_to_json, published, shared_listing
-from orchestrator.store.models import AttemptState
 from providers.base import Instance, InstanceState, Market
 from providers.fabric import Fabric
 from tests._store_db import pg_database

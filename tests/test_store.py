@@ -10,10 +10,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import AttemptState, DesiredState, JobStatus
 from orchestrator.manifest import load_manifests
 from orchestrator.store import repo
 from orchestrator.store.db import Store, StoreError, current_revision, database_url, head_revision, open_store
-from orchestrator.store.models import AttemptState, DesiredState, Job, JobStatus
+from orchestrator.store.models import Job
 from orchestrator.store.repo import AppliedJob, Change, InstanceRecord, InvalidTransitionError
 from tests._store_db import BACKENDS, open_test_store
 from tests.support.manifests import manifest

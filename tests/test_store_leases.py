@@ -113,7 +113,7 @@ def test_the_fence_refuses_after_a_takeover(store: Store) -> None:
 
 
 def test_finished_jobs_need_no_driver(store: Store) -> None:
-    from orchestrator.store.models import JobStatus
+    from orchestrator.engine.states import JobStatus
 
     _seed(store, "done", "todo")
     with store.transaction() as tx:

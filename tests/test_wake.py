@@ -13,7 +13,7 @@ from orchestrator.daemon.loop import DaemonSettings, run_daemon, wake_if_due
 from orchestrator.daemon.observability import DaemonMetrics
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.ports import AttemptState
+from orchestrator.engine.states import AttemptState
 from orchestrator.engine.tick import TickReport
 from orchestrator.engine.wake import watch_list
 from providers.base import Market

@@ -133,9 +133,10 @@ def _awaiting_launch(tx: Session, loaded: Sequence[LoadedManifest]) -> tuple[lis
     from pydantic import ValidationError
     from sqlmodel import col, select
 
+    from orchestrator.engine.states import FINAL_ATTEMPT_STATES, DesiredState, JobStatus
     from orchestrator.manifest import LoadedManifest, Manifest
     from orchestrator.store import repo
-    from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, DesiredState, JobStatus
+    from orchestrator.store.models import Attempt
 
     final = [s.value for s in FINAL_ATTEMPT_STATES]
     live = set(tx.exec(select(Attempt.job_id).where(col(Attempt.state).not_in(final))))

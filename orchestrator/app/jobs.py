@@ -407,9 +407,9 @@ def launch_pending(engine: Engine, *, max_ticks: int = 8, on_launch: Callable[[L
                    on_tick: Callable[[int], None] | None = None) -> LaunchOutcome:
     """Tick until the clouds and the store agree (or ``max_ticks``), holding the SQLite daemon lock so a
     daemon cannot start meanwhile. Reports every machine that appeared, and what still waits, and why."""
+    from orchestrator.engine.states import DesiredState, JobStatus
     from orchestrator.store import repo
     from orchestrator.store.fleet import LeaseLostError
-    from orchestrator.store.models import DesiredState, JobStatus
     from providers.errors import ProviderError
 
     outcome = LaunchOutcome()
@@ -629,8 +629,8 @@ def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = Fal
     """Mark jobs for teardown (desired state DELETED) in one transaction; return their names.
 
     Raises JobsError when a named job does not exist or nothing matches."""
+    from orchestrator.engine.states import DesiredState
     from orchestrator.store import repo
-    from orchestrator.store.models import DesiredState
 
     now = now or utcnow()
     with store.transaction() as tx:

@@ -50,9 +50,9 @@ class LogSource:
 
 def log_source(store: Store, job_name: str, node_rank: int = 0, state_store: str = "") -> LogSource:
     """The latest attempt of ``job_name``'s node ``node_rank``, and where its output can be read."""
+    from orchestrator.engine.states import AttemptState
     from orchestrator.manifest.schema import Manifest
     from orchestrator.store import repo
-    from orchestrator.store.models import AttemptState
 
     with store.transaction() as tx:
         job = repo.get_job(tx, job_name)

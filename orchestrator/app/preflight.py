@@ -34,8 +34,8 @@ def boot_problem(manifest: Manifest, offer: Offer, *, environ: Mapping[str, str]
     """Why a machine of ``offer`` could not start ``manifest``'s job (every node of it), or None when it can."""
     from orchestrator.engine.jobspec import jobspec_from_manifest
     from orchestrator.engine.ports import AttemptRecord, JobRecord
+    from orchestrator.engine.states import AttemptState, JobStatus
     from orchestrator.runtime.startup import ManifestStartupRenderer
-    from orchestrator.store.models import AttemptState, JobStatus
 
     now = datetime.now(UTC)
     job = JobRecord(id=0, name=manifest.name, manifest=manifest, spec=jobspec_from_manifest(manifest, now),
@@ -62,9 +62,9 @@ def exposure_for(manifest: Manifest, provider: str, config: OrchConfig | None,
     credential. No token service is called."""
     from orchestrator.engine.jobspec import jobspec_from_manifest
     from orchestrator.engine.ports import JobRecord
+    from orchestrator.engine.states import JobStatus
     from orchestrator.runtime.startup import ManifestStartupRenderer
     from orchestrator.runtime.store_credentials import identities_from_config
-    from orchestrator.store.models import JobStatus
 
     env = os.environ if environ is None else environ
     state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))

@@ -29,7 +29,8 @@ from datetime import UTC, date, datetime
 
 from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer, StartupScriptError
 from orchestrator.engine.launching import launch_spec_for
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from providers.base import Availability, CloudResource, GpuRequest, Market, Offer, Provider, new_launch_id
 from providers.errors import ProviderError, ResourceInUseError, ResourceNotFoundError
 from providers.gpus import Interconnect

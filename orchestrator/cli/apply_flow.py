@@ -109,8 +109,9 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
 def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | None,
              providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
     from orchestrator.app.apply_preview import preview_apply
-    from orchestrator.app.jobs import BadInputError, launchable_providers, utcnow
+    from orchestrator.app.jobs import BadInputError, launchable_providers
     from orchestrator.app.preflight import boot_check_for
+    from orchestrator.clock import utcnow
     from orchestrator.config.errors import ConfigError
     from orchestrator.offers.sources import offer_sources
     from providers.catalog import load_catalog
@@ -119,10 +120,9 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
         # What the engine will plan from: this command launches with live offers (build_engine's default).
         sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
         return preview_apply(store, loaded, sources, prune=opts.prune,
-                             only_providers=launchable_providers(config),
+                             only_providers=launchable_providers(config), boot_check=boot_check_for(config),
                              budgets=config.budgets if config is not None else (),
-                             owner=config.owner if config is not None else None, now=utcnow(),
-                             boot_check=boot_check_for(config))
+                             owner=config.owner if config is not None else None, now=utcnow())
     except (BadInputError, ConfigError) as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=opts.as_json)
 

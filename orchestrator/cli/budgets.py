@@ -24,7 +24,7 @@ def budgets_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One object per budget (fields: docs/cli.md).")] = False,
 ) -> None:
     """Each budget: spent this month of its cap, $/h burning now of its ceiling, and whether it holds."""
-    from orchestrator.app.jobs import utcnow
+    from orchestrator.clock import utcnow
     from orchestrator.config.errors import ConfigError
     from orchestrator.config.file import load_config
     from orchestrator.money.budgets import month_label

@@ -15,48 +15,81 @@ would use (``providers.lambda.api_key``, ``$LAMBDA_API_KEY`` or ``~/.lambda_clou
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from orchestrator.config.errors import ConfigError
 from orchestrator.config.file import OrchConfig
 from orchestrator.inputs.durations import HintedValueError, setting_duration
 from providers.catalog.refresh.model import LAMBDA_URL, AwsSpotSettings, RefreshSettings
 
-_KEYS = {"refresh_every", "timeout_s", "http_timeout_s", "gpuhunt_url", "azure_prices_url", "vast_url",
-         "runpod_url", "lambda_url"}
 
-
-def parse_duration(text: object, where: str) -> timedelta:
+def _every(value: object) -> timedelta:
     """``6h``, ``30m``, ``90s``, ``1d`` or a number of seconds (orch's one duration parser); at least a minute."""
     try:
-        every = setting_duration(text)
+        every = setting_duration(value)
     except HintedValueError as exc:
-        raise ConfigError(f"{where}: not a duration: {text!r} ({exc.message}; e.g. 6h, 30m, 1d)") from None
+        raise ValueError(f"not a duration: {value!r} ({exc.message}; e.g. 6h, 30m, 1d)") from None
     if every < timedelta(minutes=1):
-        raise ConfigError(f"{where}: {text!r} is under a minute")
+        raise ValueError(f"{value!r} is under a minute")
     return every
 
 
-def _section(config: OrchConfig) -> dict[str, Any]:
+def _positive(value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"not a number: {value!r}") from None
+    if not number > 0:
+        raise ValueError("must be > 0")
+    return number
+
+
+def _url(value: object) -> str | None:
+    return str(value) if value else None          # empty or null: the source's default
+
+
+Every = Annotated[timedelta, BeforeValidator(_every)]
+Positive = Annotated[float | None, BeforeValidator(_positive)]   # an explicit null is refused too
+Url = Annotated[str | None, BeforeValidator(_url)]
+
+
+class CatalogSection(BaseModel):
+    """The ``catalog:`` mapping as written; a ``None`` URL or timeout: the refresh's own default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    refresh_every: Every = timedelta(hours=6)
+    timeout_s: Positive = None
+    http_timeout_s: Positive = None
+    gpuhunt_url: Url = None
+    azure_prices_url: Url = None
+    vast_url: Url = None
+    runpod_url: Url = None
+    lambda_url: Url = None
+
+
+KEYS = tuple(CatalogSection.model_fields)
+
+
+def read_catalog_section(config: OrchConfig) -> CatalogSection:
+    """The file's ``catalog:`` section (absent: every default); a ConfigError ``<path>: catalog.<key>: <what>``."""
     section = config.sections.get("catalog")
     if section is None:
-        return {}
+        return CatalogSection()
     if not isinstance(section, dict):
         raise ConfigError(f"{config.path}: catalog: must be a mapping")
-    unknown = sorted(set(section) - _KEYS)
+    unknown = sorted(set(section) - set(KEYS))
     if unknown:
-        raise ConfigError(f"{config.path}: catalog.{unknown[0]}: unknown key (known: {', '.join(sorted(_KEYS))})")
-    return dict(section)
-
-
-def _positive(section: dict[str, Any], key: str, default: float, where: str) -> float:
+        raise ConfigError(f"{config.path}: catalog.{unknown[0]}: unknown key (known: {', '.join(sorted(KEYS))})")
     try:
-        value = float(section.get(key, default))
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: catalog.{key}: not a number: {section[key]!r}") from None
-    if not value > 0:
-        raise ConfigError(f"{where}: catalog.{key}: must be > 0")
-    return value
+        return CatalogSection(**section)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "?"
+        what = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        raise ConfigError(f"{config.path}: catalog.{key}: {what}") from None
 
 
 def _aws_spot(config: OrchConfig) -> AwsSpotSettings | None:
@@ -87,21 +120,18 @@ def _lambda(config: OrchConfig) -> tuple[str | None, str | None]:
 
 def refresh_settings(config: OrchConfig) -> RefreshSettings:
     """The refresh's settings from the config; raises ConfigError naming the bad key."""
-    section = _section(config)
-    where = str(config.path)
-    every = parse_duration(section["refresh_every"], f"{where}: catalog.refresh_every") \
-        if "refresh_every" in section else timedelta(hours=6)
+    section = read_catalog_section(config)
     key, lambda_base = _lambda(config)
     base = RefreshSettings()
     return RefreshSettings(
-        gpuhunt_url=section.get("gpuhunt_url") or None,
-        azure_prices_url=str(section.get("azure_prices_url") or base.azure_prices_url),
-        vast_url=str(section.get("vast_url") or base.vast_url),
-        runpod_url=str(section.get("runpod_url") or base.runpod_url),
-        lambda_url=str(section.get("lambda_url") or lambda_base or LAMBDA_URL),
+        gpuhunt_url=section.gpuhunt_url,
+        azure_prices_url=section.azure_prices_url or base.azure_prices_url,
+        vast_url=section.vast_url or base.vast_url,
+        runpod_url=section.runpod_url or base.runpod_url,
+        lambda_url=section.lambda_url or lambda_base or LAMBDA_URL,
         lambda_api_key=key,
         aws_spot=_aws_spot(config),
-        http_timeout_s=_positive(section, "http_timeout_s", base.http_timeout_s, where),
-        provider_timeout_s=_positive(section, "timeout_s", base.provider_timeout_s, where),
-        every=every,
+        http_timeout_s=section.http_timeout_s or base.http_timeout_s,
+        provider_timeout_s=section.timeout_s or base.provider_timeout_s,
+        every=section.refresh_every,
     )

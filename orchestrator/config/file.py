@@ -67,7 +67,7 @@ class OrchConfig:
     path: Path | None = None
     budgets: tuple[Budget, ...] = ()
     alerts: AlertSettings | None = None      # None: no ``alerts:`` section
-    #: The ``daemon:`` and ``catalog:`` sections as read (typed by orchestrator.daemon.assembly, catalog_config).
+    #: The ``daemon:`` and ``catalog:`` sections as read (typed by config/daemon.py and config/catalog.py).
     sections: dict[str, Any] = field(default_factory=dict)
 
     def enabled_providers(self) -> list[str]:

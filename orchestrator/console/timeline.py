@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from orchestrator.engine.states import AttemptState
 from orchestrator.store.console_queries import AttemptView, JobDetail
-from orchestrator.store.models import AttemptState
 
 
 class SpanKind(StrEnum):

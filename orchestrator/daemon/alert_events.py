@@ -30,8 +30,8 @@ import threading
 
 from orchestrator.alerts.model import Alert, AlertKind
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import JobStatus
 from orchestrator.store.listen import CommittedEvent
-from orchestrator.store.models import JobStatus
 
 _DIRECT = {
     EventKind.PREEMPTED: AlertKind.PREEMPTED,

@@ -27,11 +27,11 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from orchestrator.engine.states import AttemptState
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember
 from orchestrator.store.listings import ListingCache, shared_listing
-from orchestrator.store.models import AttemptState
 from providers.base import Instance, LaunchSpec, Provider
 
 #: How old a published listing may be and still serve this tick: under the daemon's tick (15 s by default), so

@@ -28,7 +28,8 @@ from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from orchestrator.money.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refusal, check_launch
 from providers.base import Market, Offer, new_launch_id

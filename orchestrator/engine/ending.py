@@ -6,7 +6,8 @@ from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.crashpoints import crashpoint
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause
+from orchestrator.engine.ports import AttemptRecord
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import Provider
 from providers.errors import InstanceNotFoundError, ProviderError

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, EndCause
 from providers.base import Instance, InstanceState
 
 #: Attempt states in which the machine is the job's (from the accepted launch until it is being ended).

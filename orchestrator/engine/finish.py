@@ -11,7 +11,7 @@ from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.failure import of_exit
-from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 
 

@@ -14,7 +14,8 @@ from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import request_termination
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.launching import request_launch
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from orchestrator.money.budgets import BudgetVerdict
 from providers.base import Offer

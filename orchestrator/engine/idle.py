@@ -20,7 +20,7 @@ from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.idle_rule import IdleAction, IdleVerdict, UtilSample, idle_verdict
-from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from providers.base import Capability, InstanceState
 from providers.errors import ProviderError

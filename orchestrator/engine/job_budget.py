@@ -23,7 +23,8 @@ from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.hooks import ask_checkpoint
-from orchestrator.engine.ports import AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.ports import JobRecord
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 
 

@@ -20,8 +20,9 @@ from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.job_budget import JobBudgetStep
 from orchestrator.engine.launching import request_launch
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.recovery_facts import preempted_places
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.engine.tick import TickLog
 from orchestrator.money.budgets import BudgetVerdict
 from orchestrator.money.spend import would_break_budget

@@ -17,7 +17,8 @@ from orchestrator.engine.ending import clean_up_launch
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.failure import of_provider_error
 from orchestrator.engine.hooks import StartupScriptError
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import LaunchSpec
 from providers.errors import MOVE_ON_ERRORS, ProviderError

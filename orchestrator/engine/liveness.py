@@ -46,7 +46,8 @@ from orchestrator.engine.crashpoints import crashpoint
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import InstanceState
 

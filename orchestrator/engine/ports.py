@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
     from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
 
-__all__ = ["AttemptRecord", "AttemptState", "EndCause", "EngineStore", "FleetSpotRun", "JobRecord", "JobStatus"]
+__all__ = ["AttemptRecord", "EngineStore", "FleetSpotRun", "JobRecord"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from orchestrator.engine.tick import TickLog, TickReport
 from orchestrator.engine.wake import WakeWatch, Watched, watch_list
 from providers.base import Offer
 
-__all__ = ["Reconciler", "TickReport"]
+__all__ = ["Reconciler"]
 
 
 class Reconciler:

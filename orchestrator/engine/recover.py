@@ -24,9 +24,10 @@ from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.launch import LaunchOrder
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.recovery_facts import RecoveryFacts, cooled_places, preempted_places
 from orchestrator.engine.recovery_policy import RecoveryAction
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.sync import record_preemption
 from orchestrator.engine.tick import TickLog
 from providers.base import Market

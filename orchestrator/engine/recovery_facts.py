@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from orchestrator.engine.config import EngineDeps
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord
+from orchestrator.engine.ports import AttemptRecord, FleetSpotRun, JobRecord
 from orchestrator.engine.recovery_policy import Preemption, RecoveryContext, SpotRun
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.offers.planner import plan
 from orchestrator.offers.sources import offer_sources
 from providers.base import Market

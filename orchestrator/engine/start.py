@@ -19,7 +19,8 @@ from datetime import datetime
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobStatus
+from orchestrator.engine.ports import AttemptRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.engine.tick import TickLog
 from providers.base import Instance
 

@@ -22,7 +22,8 @@ from orchestrator.engine.ending import terminate
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.leftovers import NetworkSweep
-from orchestrator.engine.ports import AttemptRecord, EndCause
+from orchestrator.engine.ports import AttemptRecord
+from orchestrator.engine.states import EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import Instance, InstanceState
 

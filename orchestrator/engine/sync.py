@@ -24,7 +24,8 @@ from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import HOLDING_STATES, Draining, Observed, TickFacts
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.tick import TickReport
 from providers.base import Instance, InstanceState, Market
 from providers.errors import ProviderError

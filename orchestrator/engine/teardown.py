@@ -7,7 +7,7 @@ from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import request_termination, terminate
 from orchestrator.engine.facts import TickFacts
 from orchestrator.engine.idle import finish_stop
-from orchestrator.engine.ports import AttemptState, EndCause, JobStatus
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from orchestrator.engine.facts import Draining, TickFacts
 from orchestrator.engine.hooks import AgentReport, Monitor
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState
 from providers.base import Instance, Market
 
 _HOLDING = (AttemptState.LAUNCHED, AttemptState.BOOTSTRAPPING, AttemptState.RUNNING)

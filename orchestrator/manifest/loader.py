@@ -19,15 +19,8 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.inputs.durations import HintedValueError
 from orchestrator.inputs.files import os_error_text
-from orchestrator.inputs.yamlread import (
-    MAX_BYTES,
-    Document,
-    Path_,
-    Pos,
-    YamlInputError,
-    parse_yaml,
-    read_regular_file,
-)
+from orchestrator.inputs.yaml12 import YamlInputError
+from orchestrator.inputs.yamlread import MAX_BYTES, Document, Path_, Pos, parse_yaml, read_regular_file
 from orchestrator.manifest.errors import ManifestError, raise_all
 from orchestrator.manifest.schema import Manifest
 from orchestrator.manifest.screen import Finding, screen

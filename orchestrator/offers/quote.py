@@ -14,7 +14,7 @@ from enum import StrEnum
 from orchestrator.offers.advice import rule_of_thumb_flags
 from providers.base import GpuRequest, Market, Offer
 from providers.catalog.query import match_offers, offer_matches
-from providers.gpus import GPU_MODELS, Interconnect, gpu_by_name, resolve_gpu, suggest_gpus
+from providers.gpus import GPU_MODELS, gpu_by_name, resolve_gpu, suggest_gpus
 
 
 class SortKey(StrEnum):
@@ -362,7 +362,7 @@ def relaxations(offers: Sequence[Offer], req: GpuRequest) -> list[str]:
     return hints
 
 
-__all__ = ["GpuSummary", "Interconnect", "QuoteGroup", "QuoteInputError", "QuoteRow", "SortKey",
+__all__ = ["GpuSummary", "QuoteGroup", "QuoteInputError", "QuoteRow", "SortKey",
            "check_region_glob", "format_age", "gpu_summaries", "group_rows", "machine_counts", "offer_age",
            "offers_any_count", "parse_gpu_specs", "quote",
            "relaxations", "resolve_gpu_name", "resolve_gpu_names"]

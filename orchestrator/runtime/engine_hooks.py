@@ -45,7 +45,7 @@ from providers.ssh.errors import TransportError
 from providers.ssh.hostkeys import HostKeyStore, HostTrust
 from providers.ssh.transport import SshTransport, Transport
 
-__all__ = ["NodeSettings", "SshBootstrapper", "SshMonitor", "TransportPool", "report_from_status"]
+__all__ = ["SshBootstrapper", "SshMonitor", "TransportPool", "report_from_status"]
 
 log = logging.getLogger("orch.runtime.hooks")
 

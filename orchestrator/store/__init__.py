@@ -5,27 +5,14 @@ Importing this package imports SQLAlchemy: the CLI imports it inside commands on
 """
 
 from orchestrator.store.db import Store, StoreError, database_url, open_store
-from orchestrator.store.models import (
-    Attempt,
-    AttemptState,
-    CheckpointRow,
-    DesiredState,
-    Event,
-    InstanceRow,
-    Job,
-    JobStatus,
-    Spend,
-)
+from orchestrator.store.models import Attempt, CheckpointRow, Event, InstanceRow, Job, Spend
 
 __all__ = [
     "Attempt",
-    "AttemptState",
     "CheckpointRow",
-    "DesiredState",
     "Event",
     "InstanceRow",
     "Job",
-    "JobStatus",
     "Spend",
     "Store",
     "StoreError",

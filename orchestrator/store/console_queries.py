@@ -15,21 +15,10 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from orchestrator.config.reach import reach_line
+from orchestrator.engine.states import FINAL_ATTEMPT_STATES, AttemptState, DesiredState, JobStatus
 from orchestrator.engine.values import RelaunchRequest
 from orchestrator.store.gpu_util import util_since
-from orchestrator.store.models import (
-    FINAL_ATTEMPT_STATES,
-    GONE_INSTANCE_STATE_VALUES,
-    Attempt,
-    AttemptState,
-    CheckpointRow,
-    DesiredState,
-    Event,
-    InstanceRow,
-    Job,
-    JobStatus,
-    Spend,
-)
+from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, Attempt, CheckpointRow, Event, InstanceRow, Job, Spend
 from orchestrator.store.requests import open_relaunch_request
 from orchestrator.store.spend_series import UNKNOWN_PROVIDER
 

@@ -36,8 +36,9 @@ from sqlalchemy import delete, exists, func, or_, update
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
+from orchestrator.engine.states import FINAL_ATTEMPT_STATES, AttemptState, JobStatus
 from orchestrator.store.db import Store
-from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, AttemptState, DaemonRow, Job, JobStatus
+from orchestrator.store.models import Attempt, DaemonRow, Job
 
 _FINAL_JOB = [s.value for s in JobStatus if s.is_final]
 _LIVE_ATTEMPT = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]

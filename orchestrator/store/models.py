@@ -13,14 +13,10 @@ import sqlalchemy as sa
 from sqlmodel import JSON, Column, Field, SQLModel
 
 from orchestrator.clock import utcnow
-from orchestrator.engine.states import (  # noqa: F401  (the store's tables hold these; callers import them here)
-    ATTEMPT_TRANSITIONS,
-    FINAL_ATTEMPT_STATES,
+from orchestrator.engine.states import (
     AttemptState,
     DesiredState,
-    EndCause,
     JobStatus,
-    RequestKind,
 )
 from orchestrator.store.types import UTCDateTime
 from providers.base import GONE_INSTANCE_STATES

@@ -13,14 +13,12 @@ from typing import Any, NamedTuple
 from sqlalchemy import ARRAY, Text, any_, cast, func, literal, update
 from sqlmodel import Session, col, select
 
+from orchestrator.engine.states import FINAL_ATTEMPT_STATES, AttemptState, DesiredState
 from orchestrator.store.models import (
-    FINAL_ATTEMPT_STATES,
     GONE_INSTANCE_STATE_VALUES,
     Attempt,
-    AttemptState,
     CheckpointRow,
     DaemonRow,
-    DesiredState,
     Event,
     InstanceRow,
     Job,

@@ -24,21 +24,9 @@ from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
 from orchestrator.engine.events import REPEATING_EVENTS, EventKind
+from orchestrator.engine.states import ATTEMPT_TRANSITIONS, AttemptState, DesiredState, EndCause, JobStatus
 from orchestrator.redaction import safe_line
-from orchestrator.store.models import (
-    ATTEMPT_TRANSITIONS,
-    GONE_INSTANCE_STATE_VALUES,
-    Attempt,
-    AttemptState,
-    CheckpointRow,
-    DesiredState,
-    EndCause,
-    Event,
-    InstanceRow,
-    Job,
-    JobStatus,
-    Spend,
-)
+from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, Attempt, CheckpointRow, Event, InstanceRow, Job, Spend
 
 if TYPE_CHECKING:
     from orchestrator.manifest import Manifest
@@ -262,7 +250,7 @@ def latest_generation(tx: Session, job_id: int) -> int | None:
 def transition_attempt(tx: Session, attempt: Attempt | int, to: AttemptState, *, reason: str | None = None,
                        cause: EndCause | None = None, drain_until: datetime | None = None,
                        exit_code: int | None = None, now: datetime | None = None) -> Attempt:
-    """Move an attempt along its state machine (models.ATTEMPT_TRANSITIONS); same state is a no-op.
+    """Move an attempt along its state machine (engine.states.ATTEMPT_TRANSITIONS); same state is a no-op.
 
     Sets ``started_at`` on reaching running and ``ended_at`` on reaching an end state. ``cause`` and
     ``drain_until``, when given, are kept (a later step that gives none leaves them as they are).

@@ -14,9 +14,10 @@ from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import DesiredState, RequestKind
 from orchestrator.engine.values import RelaunchRequest
 from orchestrator.store import repo
-from orchestrator.store.models import DesiredState, Job, JobRequest, RequestKind
+from orchestrator.store.models import Job, JobRequest
 
 
 class RequestRefusedError(ValueError):

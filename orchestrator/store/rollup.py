@@ -17,7 +17,8 @@ from datetime import UTC, date, datetime, timedelta
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from orchestrator.store.models import FINAL_ATTEMPT_STATES, Attempt, Event, InstanceRow, Job, Spend
+from orchestrator.engine.states import FINAL_ATTEMPT_STATES
+from orchestrator.store.models import Attempt, Event, InstanceRow, Job, Spend
 
 #: Instance states that bill (a stopped machine keeps only its disk; gone ones nothing; an unreachable one is
 #: still the cloud's and still billed).

@@ -18,12 +18,13 @@ from sqlmodel import Session
 from orchestrator.clock import utcnow
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, DesiredState, EndCause, JobStatus
 from orchestrator.money.spend import reported_price_hr
 from orchestrator.store import queries, repo
 from orchestrator.store import sqlstore_reads as reads
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
-from orchestrator.store.models import Attempt, AttemptState, DesiredState, EndCause, Job, JobStatus
+from orchestrator.store.models import Attempt, Job
 from orchestrator.store.queries import AttemptColumns
 from orchestrator.store.specs import SpecCache
 from orchestrator.store.spend_ledger import SpendCharge

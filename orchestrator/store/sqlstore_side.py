@@ -12,11 +12,11 @@ from sqlmodel import Session
 
 from orchestrator.engine.ports import AttemptRecord, FleetSpotRun
 from orchestrator.engine.recovery_policy import SpotRun
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
 from orchestrator.store import budget_watch, gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.db import Store
-from orchestrator.store.models import AttemptState, EndCause
 from providers.base import Offer
 
 

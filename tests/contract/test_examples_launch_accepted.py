@@ -30,11 +30,11 @@ import yaml
 
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.launching import launch_spec_for
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.boot import boot_env
 from orchestrator.runtime.startup import ManifestStartupRenderer
-from orchestrator.store.models import JobStatus
 from providers.base import Capability, Market, Offer, new_launch_id
 from tests.contract.harness import ProviderHarness
 from tests.test_boot_sizes import DRY, ENVIRON

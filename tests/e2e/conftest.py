@@ -29,9 +29,11 @@ import pytest
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import ServiceSettings, build_service
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.reconciler import Reconciler
-from orchestrator.runtime.engine_hooks import NodeSettings, SshBootstrapper, SshMonitor, TransportPool
+from orchestrator.engine.states import AttemptState
+from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
+from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.render_input import CloudKind
 from orchestrator.store import open_store
 from orchestrator.store.sqlstore import SqlEngineStore

@@ -25,7 +25,8 @@ import pytest
 
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobStatus
+from orchestrator.engine.ports import AttemptRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.node_state import STATUS_OBJECT
 from orchestrator.store import open_store

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.reconciler import Reconciler
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.runtime.render_input import CloudKind
 from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import GpuRequest, Market

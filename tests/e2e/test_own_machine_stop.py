@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.app import jobs as jobs_service
-from orchestrator.engine.ports import AttemptRecord, AttemptState, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import repo as repo_
 from orchestrator.store.requests import request_relaunch
 from tests.e2e.booting import processes_marked

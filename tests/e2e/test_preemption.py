@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engine.ports import AttemptState, JobRecord, JobStatus
+from orchestrator.engine.ports import JobRecord
+from orchestrator.engine.states import AttemptState, JobStatus
 from tests.e2e.conftest import (
     NOTICE_WINDOW_S,
     SCRIPT,

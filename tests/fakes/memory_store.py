@@ -8,8 +8,9 @@ from datetime import datetime
 
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.jobspec import JobSpec
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, FleetSpotRun, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, FleetSpotRun, JobRecord
 from orchestrator.engine.recovery_policy import SpotRun
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.manifest.schema import Manifest
 from orchestrator.money.budgets import (

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause, JobRecord, JobStatus
+from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.recovery_policy import RecoveryContext, SpotRun
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.policy.live_history import SharedHistory, place_history, stats_from
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for

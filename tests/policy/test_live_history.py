@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from orchestrator.engine.ports import AttemptRecord, AttemptState, EndCause
+from orchestrator.engine.ports import AttemptRecord
 from orchestrator.engine.recovery_facts import spot_runs
 from orchestrator.engine.recovery_policy import RecoveryAction, RecoveryContext, SpotRun
+from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.policy.live_history import place_history, stats_from
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.ports import JobStatus
 from orchestrator.engine.recovery_policy import DefaultRecoveryPolicy, Preemption, RecoveryAction, RecoveryContext
+from orchestrator.engine.states import JobStatus
 from orchestrator.policy.orch_v1 import OrchV1Policy as OrchPolicy
 from orchestrator.policy.policies import UniformProgressPolicy
 from orchestrator.policy.recovery import SpotPolicyRecovery, recovery_for

@@ -16,12 +16,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.engine.values import GpuUtilSample
 from orchestrator.manifest.schema import Manifest
 from orchestrator.store import repo
 from orchestrator.store.db import Store
 from orchestrator.store.gpu_util import record_gpu_util
-from orchestrator.store.models import AttemptState, JobStatus
 from orchestrator.store.repo import AppliedJob, InstanceRecord
 
 
