@@ -55,6 +55,24 @@ def boot_problem(manifest: Manifest, offer: Offer, *, environ: Mapping[str, str]
     return None
 
 
+def _daemon_view(config: OrchConfig | None, environ: Mapping[str, str] | None
+                 ) -> tuple[Mapping[str, str], str, bool, frozenset[str]]:
+    """What the daemon would launch with: its environment, state store, whether it holds an SSH key, and the
+    machine identities the config names (the config's daemon: section over ``ORCH_*`` when there is one)."""
+    from orchestrator.runtime.store_credentials import identities_from_config
+
+    env = os.environ if environ is None else environ
+    state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
+    identities: frozenset[str] = frozenset()
+    if config is not None:
+        from orchestrator.daemon.assembly import load_service_settings
+
+        settings = load_service_settings(config)
+        state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)
+        identities = identities_from_config(config)
+    return env, state_store, ssh_key, identities
+
+
 def exposure_for(manifest: Manifest, provider: str, config: OrchConfig | None,
                  environ: Mapping[str, str] | None = None) -> list[str]:
     """What a ``provider`` node of ``manifest``'s job would be handed unscoped (the daemon's own store values,
@@ -64,17 +82,7 @@ def exposure_for(manifest: Manifest, provider: str, config: OrchConfig | None,
     from orchestrator.engine.ports import JobRecord
     from orchestrator.engine.states import JobStatus
     from orchestrator.runtime.startup import ManifestStartupRenderer
-    from orchestrator.runtime.store_credentials import identities_from_config
-
-    env = os.environ if environ is None else environ
-    state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
-    identities: frozenset[str] = frozenset()
-    if config is not None:
-        from orchestrator.daemon.assembly import load_service_settings
-
-        settings = load_service_settings(config)
-        state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)
-        identities = identities_from_config(config)
+    env, state_store, ssh_key, identities = _daemon_view(config, environ)
     now = datetime.now(UTC)
     job = JobRecord(id=0, name=manifest.name, manifest=manifest, spec=jobspec_from_manifest(manifest, now),
                     status=JobStatus.PENDING, desired_active=True, relaunch_count=0, spent_usd=0.0, created_at=now)
@@ -84,17 +92,7 @@ def exposure_for(manifest: Manifest, provider: str, config: OrchConfig | None,
 
 def boot_check_for(config: OrchConfig | None, environ: Mapping[str, str] | None = None) -> BootCheck:
     """The check with the daemon's settings from ``config`` (state store, machine identities, SSH key)."""
-    from orchestrator.runtime.store_credentials import identities_from_config
-
-    env = os.environ if environ is None else environ
-    state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
-    identities: frozenset[str] = frozenset()
-    if config is not None:
-        from orchestrator.daemon.assembly import load_service_settings
-
-        settings = load_service_settings(config)
-        state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)
-        identities = identities_from_config(config)
+    env, state_store, ssh_key, identities = _daemon_view(config, environ)
 
     def check(manifest: Manifest, offer: Offer) -> str | None:
         from providers.fabric import setup_missing
