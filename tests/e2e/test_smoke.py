@@ -36,7 +36,9 @@ from tests.support.sshd import FakeGpu, Sshd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-OWNER = "tester"
+# An owner of its own: moto keeps one EC2 world per process, so machines other tests of this xdist worker left
+# there (owner "tester", job "contract-job") must not count as smoke's leftovers.
+OWNER = f"smoke{uuid.uuid4().hex[:8]}"
 CLOUDS = ("aws", "gcp", "azure", "runpod", "vastai", "lambda")
 #: The small CPU machine smoke boots where the provider rents one (orchestrator/app/smoke.py CPU_TYPES); the
 #: others (GPU-only clouds, and RunPod's GPU-pod adapter) get their cheapest GPU offer.
