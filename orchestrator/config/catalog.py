@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from orchestrator.config.errors import ConfigError
+from orchestrator.config.errors import ConfigError, first_problem, refuse_unknown_keys
 from orchestrator.config.file import OrchConfig
 from orchestrator.inputs.durations import HintedValueError, setting_duration
 from providers.catalog.refresh.model import LAMBDA_URL, AwsSpotSettings, RefreshSettings
@@ -80,15 +80,11 @@ def read_catalog_section(config: OrchConfig) -> CatalogSection:
         return CatalogSection()
     if not isinstance(section, dict):
         raise ConfigError(f"{config.path}: catalog: must be a mapping")
-    unknown = sorted(set(section) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"{config.path}: catalog.{unknown[0]}: unknown key (known: {', '.join(sorted(KEYS))})")
+    refuse_unknown_keys(section, KEYS, f"{config.path}: catalog")
     try:
         return CatalogSection(**section)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = str(first["loc"][0]) if first["loc"] else "?"
-        what = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        key, what, _ = first_problem(exc)
         raise ConfigError(f"{config.path}: catalog.{key}: {what}") from None
 
 

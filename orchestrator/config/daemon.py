@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from orchestrator.config.errors import ConfigError
+from orchestrator.config.errors import ConfigError, first_problem, refuse_unknown_keys
 from orchestrator.inputs.durations import setting_duration
 
 
@@ -62,18 +62,14 @@ def env_name(key: str) -> str:
 def read_daemon_section(section: dict[str, Any], path: object) -> DaemonSection:
     """``section`` (the file's ``daemon:`` mapping, ``{}`` when absent) with the environment over it; a
     ConfigError naming ``daemon.<key> (ORCH_<KEY>)`` for a bad value, ``<path>: daemon.<key>`` for an unknown key."""
-    unknown = sorted(set(section) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"{path}: daemon.{unknown[0]}: unknown key (known: {', '.join(sorted(KEYS))})")
+    refuse_unknown_keys(section, KEYS, f"{path}: daemon")
     try:
         return DaemonSection(**section)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = str(first["loc"][0]) if first["loc"] else "?"
-        what = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        key, what, given = first_problem(exc)
         if key.endswith("_s"):          # the durations
             what = f"not a number of seconds or a duration ({what})"
-        raise ConfigError(f"daemon.{key} ({env_name(key)}): {what}: {_shown(first.get('input'))}") from None
+        raise ConfigError(f"daemon.{key} ({env_name(key)}): {what}: {_shown(given)}") from None
 
 
 def _shown(value: object) -> str:
