@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.policy.base import SpotPolicy
+from orchestrator.policy.mdp import MdpPolicy
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.orch_v1 import OrchV1Policy
 from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
@@ -28,6 +29,7 @@ _FACTORIES: dict[str, Callable[[], SpotPolicy]] = {
     "uniform-progress": UniformProgressPolicy,
     "orch-v1": OrchV1Policy,
     "orch": OrchPolicy,
+    "orch-mdp": MdpPolicy,
 }
 #: Policies loaded from files in this process, by name.
 _FROM_FILES: dict[str, Callable[[], SpotPolicy]] = {}

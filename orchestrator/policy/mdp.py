@@ -1,0 +1,227 @@
+"""orch-mdp: a finite-horizon MDP over a learned availability model, under Uniform Progress's Safety Net.
+
+The model (``mdp_model.py``): "some zone of the set has spot" as a semi-Markov chain over (available?, age
+bucket), its hazards learned from the run lengths seen so far. The MDP (``solve``) steps ``step_h`` at a time
+over (time left, slack = time left - work left, instance, availability state) and applies the simulator's
+cost rules: a new instance bills ``d`` and makes no progress in it (slack falls by d), spot costs k per hour,
+on-demand 1, waiting costs nothing and spends a step of slack, a spot instance whose set loses spot is gone
+(the job is idle), and the job is done when the work left reaches 0. In a zone set a preempted zone while the
+set keeps spot costs a hop: one more overhead, with probability per step from the zone's and the set's mean
+available runs. The Safety Net's states are the net's only choice (on-demand once the slack holds no more than
+two overheads and a tick), so the plan agrees with the override the policy keeps on top of it.
+
+The solution is a table of the best action for every grid state from the job's time left down to 0; the
+policy reads it every tick (the nearest time step, the slack rounded down) and solves again only when the
+set's history has changed (a run ended) and ``RESOLVE_H`` hours of the job have passed since the last solve.
+A spot instance live past its overhead is kept (Exploitation, as UP and orch do); a new one goes to the
+launchable zone with the largest expected saving, as orch's zone choice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchestrator.policy.mdp_model import UP_PRIOR_H, AvailabilityChain, chain, mean_up, residual_life
+from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
+from orchestrator.policy.policies import UniformProgressPolicy, paper_safety_net
+
+_EPS = 1e-9
+#: The MDP's time step (hours) when the overhead fits in one; a larger overhead is cut into whole steps.
+STEP_H = 0.25
+#: Hours of the job between two solves (each after a run of the set ended since the last).
+RESOLVE_H = 6.0
+#: The cost of a state that misses the deadline (in on-demand hours; far above any job's cost).
+_BIG = 1e6
+#: The action codes of the table.
+A_WAIT, A_OD, A_SPOT = 0, 1, 2
+
+
+def step_for(overhead_h: float) -> float:
+    """The grid step: ``STEP_H``, or the overhead cut into the fewest whole steps no longer than it."""
+    if overhead_h <= STEP_H:
+        return STEP_H
+    return overhead_h / math.ceil(overhead_h / STEP_H - _EPS)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A solved MDP: ``acts[t, a, m, j]`` the best action with t steps left, availability state a, instance m
+    (0 idle, 1 + i on-demand with i overhead steps still to pay after this one; the solver's spot states
+    2 + n_ov + i are not kept: a live spot instance is kept) and slack j steps."""
+
+    acts: np.ndarray
+    step_h: float
+    n_ov: int
+    chain: AvailabilityChain
+
+    def mode_index(self, mode: Mode, overhead_left_h: float) -> int:
+        """The table's instance index: idle (also a spot instance decided afresh) or on-demand."""
+        if mode is not Mode.ON_DEMAND:
+            return 0
+        i = 0
+        if self.n_ov and overhead_left_h > _EPS:
+            i = min(self.n_ov, max(0, math.ceil(overhead_left_h / self.step_h - _EPS) - 1))
+        return 1 + i
+
+    def action(self, time_left_h: float, slack_h: float, state: int, mode: int) -> int:
+        t = min(max(round(time_left_h / self.step_h), 0), self.acts.shape[0] - 1)
+        j = min(max(math.floor(slack_h / self.step_h + 1e-6), 0), self.acts.shape[3] - 1)
+        return int(self.acts[t, state, mode, j])
+
+
+def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price: float, time_left_h: float,
+          slack_h: float, gap_h: float, hop: float = 0.0) -> Plan:
+    """Backward induction from 0 to ``time_left_h`` over slack 0..``slack_h`` (the slack never grows).
+
+    ``hop``: the probability per step that a spot instance's zone is lost while the set keeps spot (one more
+    overhead). Costs are in on-demand hours; each step bills its whole length (a job finishing part-way
+    through its last step is billed the step: the grid's rounding)."""
+    d, k = overhead_h, spot_price
+    n_ov = 0 if d <= step_h + _EPS else round(d / step_h) - 1
+    frac = d / step_h if n_ov == 0 else 1.0       # a launch's slack spent, in steps (fractional: one step)
+    od0, sp0 = 1, 2 + n_ov
+    n_modes = 2 * (n_ov + 1) + 1
+    up = model.up
+    n_a = len(up)
+    t_max = max(math.ceil(time_left_h / step_h - _EPS), 1)
+    n_j = max(math.floor(slack_h / step_h + _EPS) + 2, 2)
+    jj = np.arange(n_j)
+    net_idle = jj * step_h <= 2 * d + gap_h + _EPS       # Safety Net: idle / on-demand -> on-demand
+    net_spot = jj * step_h <= d + gap_h + _EPS           # ... on spot: keep it only if its overhead is paid
+    acts = np.zeros((t_max + 1, n_a, sp0, n_j), dtype=np.int8)
+    value = np.zeros((n_a, n_modes, n_j))
+    spot_modes = slice(sp0, n_modes)
+    down = ~up
+
+    def back(x: np.ndarray) -> np.ndarray:      # the value one step of slack lower
+        out = np.full_like(x, _BIG)
+        out[..., 1:] = x[..., :-1]
+        return out
+
+    def launched(x: np.ndarray) -> np.ndarray:  # the value after a launch's first step
+        return back(x) if frac >= 1.0 - _EPS else frac * back(x) + (1 - frac) * x
+
+    for t in range(1, t_max + 1):
+        eff = value.copy()
+        eff[down, spot_modes] = value[down, 0][:, None, :]   # a spot instance losing spot is gone
+        exp_v = (model.trans @ eff.reshape(n_a, -1)).reshape(n_a, n_modes, n_j)
+        wait = back(exp_v[:, 0])
+        od_launch = step_h + launched(exp_v[:, od0 + n_ov] if n_ov else exp_v[:, od0])
+        sp_launch = k * step_h + launched(exp_v[:, sp0 + n_ov] if n_ov else exp_v[:, sp0])
+        sp_launch[down] = _BIG
+        c_wait = np.repeat(wait[:, None, :], n_modes, axis=1)
+        c_od = np.repeat(od_launch[:, None, :], n_modes, axis=1)
+        c_sp = np.repeat(sp_launch[:, None, :], n_modes, axis=1)
+        c_od[:, od0] = step_h + exp_v[:, od0]
+        c_sp[:, sp0] = (1 - hop) * (k * step_h + exp_v[:, sp0]) + hop * sp_launch
+        for i in range(1, n_ov + 1):
+            c_od[:, od0 + i] = step_h + back(exp_v[:, od0 + i - 1])
+            c_sp[:, sp0 + i] = k * step_h + back(exp_v[:, sp0 + i - 1])
+        c_sp[down, sp0:] = _BIG
+        # The Safety Net's states: the net's choice only.
+        c_wait[:, :sp0, net_idle] = _BIG
+        c_sp[:, :sp0, net_idle] = _BIG
+        c_wait[:, sp0:, net_spot] = _BIG
+        c_od[:, sp0, net_spot] = _BIG
+        c_sp[:, sp0 + 1:, net_spot] = _BIG
+        low = np.minimum(c_wait, c_od)
+        value = np.minimum(low, c_sp)
+        # Only idle and on-demand states are ever looked up (a live spot instance is kept).
+        act = (c_od[:, :sp0] < c_wait[:, :sp0]).astype(np.int8)
+        act[c_sp[:, :sp0] < low[:, :sp0]] = A_SPOT
+        act[..., t:] = A_WAIT
+        acts[t] = act
+        value[..., t:] = 0.0                             # no work left: done
+    return Plan(acts, step_h, n_ov, model)
+
+
+class MdpPolicy:
+    """See the module docstring. Per-job state: the current plan and when it was solved."""
+
+    name = "orch-mdp"
+
+    def __init__(self) -> None:
+        self._plan: Plan | None = None
+        self._solved_at = -math.inf
+        self._solved_runs = -1
+        self._fallback = UniformProgressPolicy()
+
+    def reset(self, spec: ProblemSpec, zones: int) -> None:
+        self._plan = None
+        self._solved_at = -math.inf
+        self._solved_runs = -1
+
+    def _set_stats(self, obs: Observation) -> ZoneStats | None:
+        if obs.any_zone is not None:
+            return obs.any_zone
+        return obs.history[0] if len(obs.history) == 1 else None
+
+    def _hop(self, obs: Observation, stats: ZoneStats, step_h: float) -> float:
+        """Per step, the odds that a spot instance's zone ends while the set keeps spot (zone sets only)."""
+        if len(obs.history) < 2:
+            return 0.0
+        zone_up = sum(mean_up(h) for h in obs.history) / len(obs.history)
+        rate = max(0.0, 1.0 / zone_up - 1.0 / mean_up(stats))
+        return 1.0 - math.exp(-rate * step_h)
+
+    def plan(self, obs: Observation, stats: ZoneStats) -> Plan:
+        """The current plan, solved again when the set's history changed and ``RESOLVE_H`` hours passed."""
+        changed = stats.runs_recorded != self._solved_runs
+        if self._plan is None or (changed and obs.elapsed_h - self._solved_at >= RESOLVE_H - _EPS):
+            spec = obs.spec
+            step = step_for(spec.overhead_h)
+            k = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
+            self._plan = solve(chain(stats, step), step, spec.overhead_h, k, obs.time_left_h, obs.slack_h,
+                               obs.gap_h, self._hop(obs, stats, step))
+            self._solved_at, self._solved_runs = obs.elapsed_h, stats.runs_recorded
+        return self._plan
+
+    def best_zone(self, obs: Observation, zones: list[int]) -> int:
+        """The zone with the largest expected saving (1 - k)(min(life, r) - d) - k d; the longest-lived on a
+        tie. life: this tick and the expected rest of the zone's current run."""
+        d, r = obs.spec.overhead_h, obs.remaining_h
+        best, best_key = zones[0], (-math.inf, -math.inf)
+        for z in zones:
+            stats = obs.history[z] if obs.history else None
+            life = math.inf if stats is None else \
+                obs.gap_h + residual_life(stats.up_runs, stats.streak_h if stats.available else 0.0, UP_PRIOR_H)
+            k = obs.spot_prices[z]
+            key = (round((1 - k) * (min(life, r) - d) - k * d, 9), life)
+            if key > best_key:
+                best, best_key = z, key
+        return best
+
+    def decide(self, obs: Observation) -> Action:
+        if obs.remaining_h <= 0:
+            return WAIT
+        forced = paper_safety_net(obs)
+        if forced is not None:
+            return forced
+        mode = obs.mode
+        if mode is Mode.SPOT:
+            assert obs.zone is not None
+            stuck = (obs.notice and obs.notice[obs.zone]
+                     and obs.overhead_left_h >= min(obs.gap_h, obs.time_left_h) - _EPS)
+            if not stuck:
+                return spot(obs.zone)       # Exploitation: a live spot instance is kept
+            mode = Mode.IDLE                # it could make no progress before it goes: decide afresh
+        stats = self._set_stats(obs)
+        if stats is None:
+            return self._fallback.decide(obs)
+        plan = self.plan(obs, stats)
+        zones = obs.launchable()
+        if zones:
+            age = max(stats.streak_h - obs.gap_h, 0.0) if stats.available else 0.0
+            state = plan.chain.state(True, age)
+        else:
+            age = max(stats.streak_h - obs.gap_h, 0.0) if not stats.available else 0.0
+            state = plan.chain.state(False, age)
+        act = plan.action(obs.time_left_h, obs.slack_h, state, plan.mode_index(mode, obs.overhead_left_h))
+        if act == A_SPOT and zones:
+            return spot(self.best_zone(obs, zones))
+        if act == A_OD:
+            return ON_DEMAND
+        return WAIT
