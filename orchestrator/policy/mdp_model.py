@@ -1,16 +1,15 @@
 """A semi-Markov model of spot availability, learned from the run lengths seen so far (orch-mdp's model).
 
-Availability alternates available runs and outages. Each kind's run length is modelled by a piecewise-constant
-hazard over age buckets (``age_edges``: one step wide up to ``LINEAR_STEPS`` steps, then doubling, the last
-open): the hazard of bucket b is (runs that ended in it) / (hours runs spent in it), the maximum-likelihood
-estimate of a piecewise-exponential law, over the ended runs kept (``ZoneStats.up_runs`` / ``down_runs``),
-the run in progress as a censored one (its hours count, no end) and a prior: an exponential run of
-``UP_PRIOR_H`` / ``DOWN_PRIOR_H`` worth ``PRIOR_RUNS`` run (it adds its expected ends and hours to each
-bucket, so a bucket no run reached has the prior's hazard). Long-tailed runs give falling hazards: an outage
-that has lasted is expected to last, a run that has lasted is expected to survive.
+Availability alternates available runs and outages. Each kind's run length is modelled over age buckets
+(``age_edges``: one step wide up to ``LINEAR_STEPS`` steps, then doubling, the last open) by the odds of ending
+within the next step (``end_odds``): discrete-time in the one-step buckets, from a hazard rate in the wider
+ones, over the ended runs kept (``ZoneStats.up_runs`` / ``down_runs``), the run in progress as a censored one
+and a prior: an exponential run of ``UP_PRIOR_H`` / ``DOWN_PRIOR_H`` worth ``PRIOR_RUNS`` run (a bucket no run
+reached has the prior's odds). Long-tailed runs give falling hazards: an outage that has lasted is expected to
+last, a run that has lasted is expected to survive.
 
-The chain over (state, age bucket) steps ``step_h`` at a time: a run in bucket b ends with probability
-1 - exp(-hazard_b x step) (then the other kind starts, at age 0), else it moves to the next bucket with
+The chain over (state, age bucket) steps ``step_h`` at a time: a run in bucket b ends with its odds (then
+the other kind starts, at age 0), else it moves to the next bucket with
 probability step / width_b (exact for the one-step buckets) or stays. The constants are the method's, the
 same for every trace.
 """
@@ -46,21 +45,33 @@ def bucket_of(age_h: float, edges: np.ndarray) -> int:
     return int(min(np.searchsorted(edges, age_h + 1e-9, side="right") - 1, len(edges) - 2))
 
 
-def hazards(runs: list[float], censored_h: float | None, prior_h: float, edges: np.ndarray) -> np.ndarray:
-    """Per-hour hazard in each age bucket: (ends + the prior's) / (hours + the prior's); ``censored_h`` is a
-    run in progress of that age (None: none)."""
+def end_odds(runs: list[float], censored_h: float | None, prior_h: float, edges: np.ndarray,
+             step_h: float) -> np.ndarray:
+    """Per age bucket, the probability that a run in it ends within the next step; ``censored_h`` is a run in
+    progress of that age (None: none), counted where it is known to have lasted.
+
+    A one-step bucket: (runs that ended in it + the prior's) / (runs that reached it + the prior's), the
+    discrete-time (Kaplan-Meier) estimate, exact for runs that last whole steps. A wider bucket: the hazard
+    rate (ends + the prior's) / (hours spent in it + the prior's), 1 - exp(-rate x step) per step.
+    """
     lo, hi = edges[:-1], edges[1:]
     lengths = np.asarray(runs, dtype=np.float64)
     # A run of exactly an edge's length ends in the bucket below it (it did not outlive that age).
     ends = np.bincount(np.clip(np.searchsorted(hi, lengths - 1e-9, side="left"), 0, len(lo) - 1),
                        minlength=len(lo)).astype(np.float64)
-    spans = np.concatenate([lengths, [censored_h]]) if censored_h is not None else lengths
-    hours = np.clip(spans[:, None] - lo[None, :], 0.0, hi - lo).sum(axis=0) if len(spans) else np.zeros(len(lo))
+    reached = (lengths[:, None] > lo[None, :] + 1e-9).sum(axis=0).astype(np.float64)
+    spans = lengths
+    if censored_h is not None:
+        reached += censored_h >= hi - 1e-9
+        spans = np.append(lengths, censored_h)
+    hours = np.clip(spans[:, None] - lo[None, :], 0.0, hi - lo).sum(axis=0)
     reach = np.exp(-lo / prior_h)
-    leave = np.where(np.isfinite(hi), np.exp(-np.where(np.isfinite(hi), hi, 0.0) / prior_h), 0.0)
+    leave = np.exp(-np.where(np.isfinite(hi), hi, np.inf) / prior_h)
     prior_ends = PRIOR_RUNS * (reach - leave)
-    prior_hours = PRIOR_RUNS * prior_h * (reach - leave)
-    return (ends + prior_ends) / np.maximum(hours + prior_hours, 1e-12)
+    one_step = (hi - lo) <= step_h + 1e-9
+    discrete = (ends + prior_ends) / (reached + PRIOR_RUNS * reach)
+    rate = (ends + prior_ends) / np.maximum(hours + PRIOR_RUNS * prior_h * (reach - leave), 1e-12)
+    return np.where(one_step, discrete, 1.0 - np.exp(-rate * step_h))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +81,8 @@ class AvailabilityChain:
     up: np.ndarray          # (A,) bool: the first half available buckets, then outage buckets
     trans: np.ndarray       # (A, A) float64, rows sum to 1
     edges: np.ndarray       # the age buckets' edges (both kinds)
-    up_hazard: np.ndarray   # per-hour hazards, for tests and the re-solve check
-    down_hazard: np.ndarray
+    up_end: np.ndarray      # per bucket, the odds of ending within a step
+    down_end: np.ndarray
 
     def state(self, available: bool, age_h: float) -> int:
         b = bucket_of(age_h, self.edges)
@@ -83,14 +94,14 @@ def chain(stats: ZoneStats, step_h: float) -> AvailabilityChain:
     edges = age_edges(step_h)
     n = len(edges) - 1
     age = max(stats.streak_h, 0.0)
-    h_up = hazards(stats.up_runs, age if stats.available and stats.seen_h > 0 else None, UP_PRIOR_H, edges)
-    h_dn = hazards(stats.down_runs, age if not stats.available and stats.seen_h > 0 else None, DOWN_PRIOR_H,
-                   edges)
+    h_up = end_odds(stats.up_runs, age if stats.available and stats.seen_h > 0 else None, UP_PRIOR_H, edges,
+                    step_h)
+    h_dn = end_odds(stats.down_runs, age if not stats.available and stats.seen_h > 0 else None, DOWN_PRIOR_H,
+                    edges, step_h)
     widths = edges[1:] - edges[:-1]
     advance = np.where(np.isfinite(widths), step_h / np.where(np.isfinite(widths), widths, 1.0), 0.0)
     trans = np.zeros((2 * n, 2 * n))
-    for half, hz in ((0, h_up), (1, h_dn)):
-        end = 1.0 - np.exp(-hz * step_h)
+    for half, end in ((0, h_up), (1, h_dn)):
         for b in range(n):
             a = half * n + b
             other = (1 - half) * n
