@@ -33,6 +33,11 @@ _EPS = 1e-9
 STEP_H = 0.25
 #: Hours of the job between two solves (each after a run of the set ended since the last).
 RESOLVE_H = 6.0
+#: What an hour of waiting while spot is available is charged in the MDP (on-demand hours): the plan would
+#: otherwise wait for hours, with slack to spare, for a run old enough to be a long one; the slack it burns is
+#: worth nothing only if the future is as the model says. A hedge against the model's error, the same for
+#: every trace (0.03 and 0.3 measured close to it, docs/policy.md).
+WAIT_TAX = 0.1
 #: The cost of a state that misses the deadline (in on-demand hours; far above any job's cost).
 _BIG = 1e6
 #: The action codes of the table.
@@ -73,7 +78,7 @@ class Plan:
 
 
 def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price: float, time_left_h: float,
-          slack_h: float, gap_h: float, hop: float = 0.0) -> Plan:
+          slack_h: float, gap_h: float, hop: float = 0.0, wait_tax: tuple[float, float] = (0.0, 0.0)) -> Plan:
     """Backward induction from 0 to ``time_left_h`` over slack 0..``slack_h`` (the slack never grows).
 
     ``hop``: the probability per step that a spot instance's zone is lost while the set keeps spot (one more
@@ -108,7 +113,7 @@ def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price
         eff = value.copy()
         eff[down, spot_modes] = value[down, 0][:, None, :]   # a spot instance losing spot is gone
         exp_v = (model.trans @ eff.reshape(n_a, -1)).reshape(n_a, n_modes, n_j)
-        wait = back(exp_v[:, 0])
+        wait = back(exp_v[:, 0]) + np.where(up, wait_tax[0], wait_tax[1])[:, None] * step_h
         od_launch = step_h + launched(exp_v[:, od0 + n_ov] if n_ov else exp_v[:, od0])
         sp_launch = k * step_h + launched(exp_v[:, sp0 + n_ov] if n_ov else exp_v[:, sp0])
         sp_launch[down] = _BIG
@@ -143,7 +148,8 @@ class MdpPolicy:
 
     name = "orch-mdp"
 
-    def __init__(self) -> None:
+    def __init__(self, wait_tax: tuple[float, float] = (WAIT_TAX, 0.0)) -> None:
+        self.wait_tax = wait_tax
         self._plan: Plan | None = None
         self._solved_at = -math.inf
         self._solved_runs = -1
@@ -175,7 +181,7 @@ class MdpPolicy:
             step = step_for(spec.overhead_h)
             k = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
             self._plan = solve(chain(stats, step), step, spec.overhead_h, k, obs.time_left_h, obs.slack_h,
-                               obs.gap_h, self._hop(obs, stats, step))
+                               obs.gap_h, self._hop(obs, stats, step), self.wait_tax)
             self._solved_at, self._solved_runs = obs.elapsed_h, stats.runs_recorded
         return self._plan
 
