@@ -77,8 +77,17 @@ class Plan:
         return int(self.acts[t, state, mode, j])
 
 
-def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price: float, time_left_h: float,
-          slack_h: float, gap_h: float, hop: float = 0.0, wait_tax: tuple[float, float] = (0.0, 0.0)) -> Plan:
+def solve(
+    model: AvailabilityChain,
+    step_h: float,
+    overhead_h: float,
+    spot_price: float,
+    time_left_h: float,
+    slack_h: float,
+    gap_h: float,
+    hop: float = 0.0,
+    wait_tax: tuple[float, float] = (0.0, 0.0),
+) -> Plan:
     """Backward induction from 0 to ``time_left_h`` over slack 0..``slack_h`` (the slack never grows).
 
     ``hop``: the probability per step that a spot instance's zone is lost while the set keeps spot (one more
@@ -86,7 +95,7 @@ def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price
     through its last step is billed the step: the grid's rounding)."""
     d, k = overhead_h, spot_price
     n_ov = 0 if d <= step_h + _EPS else round(d / step_h) - 1
-    frac = d / step_h if n_ov == 0 else 1.0       # a launch's slack spent, in steps (fractional: one step)
+    frac = d / step_h if n_ov == 0 else 1.0  # a launch's slack spent, in steps (fractional: one step)
     od0, sp0 = 1, 2 + n_ov
     n_modes = 2 * (n_ov + 1) + 1
     up = model.up
@@ -94,14 +103,14 @@ def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price
     t_max = max(math.ceil(time_left_h / step_h - _EPS), 1)
     n_j = max(math.floor(slack_h / step_h + _EPS) + 2, 2)
     jj = np.arange(n_j)
-    net_idle = jj * step_h <= 2 * d + gap_h + _EPS       # Safety Net: idle / on-demand -> on-demand
-    net_spot = jj * step_h <= d + gap_h + _EPS           # ... on spot: keep it only if its overhead is paid
+    net_idle = jj * step_h <= 2 * d + gap_h + _EPS  # Safety Net: idle / on-demand -> on-demand
+    net_spot = jj * step_h <= d + gap_h + _EPS  # ... on spot: keep it only if its overhead is paid
     acts = np.zeros((t_max + 1, n_a, sp0, n_j), dtype=np.int8)
     value = np.zeros((n_a, n_modes, n_j))
     spot_modes = slice(sp0, n_modes)
     down = ~up
 
-    def back(x: np.ndarray) -> np.ndarray:      # the value one step of slack lower
+    def back(x: np.ndarray) -> np.ndarray:  # the value one step of slack lower
         out = np.full_like(x, _BIG)
         out[..., 1:] = x[..., :-1]
         return out
@@ -111,7 +120,7 @@ def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price
 
     for t in range(1, t_max + 1):
         eff = value.copy()
-        eff[down, spot_modes] = value[down, 0][:, None, :]   # a spot instance losing spot is gone
+        eff[down, spot_modes] = value[down, 0][:, None, :]  # a spot instance losing spot is gone
         exp_v = (model.trans @ eff.reshape(n_a, -1)).reshape(n_a, n_modes, n_j)
         wait = back(exp_v[:, 0]) + np.where(up, wait_tax[0], wait_tax[1])[:, None] * step_h
         od_launch = step_h + launched(exp_v[:, od0 + n_ov] if n_ov else exp_v[:, od0])
@@ -131,7 +140,7 @@ def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price
         c_sp[:, :sp0, net_idle] = _BIG
         c_wait[:, sp0:, net_spot] = _BIG
         c_od[:, sp0, net_spot] = _BIG
-        c_sp[:, sp0 + 1:, net_spot] = _BIG
+        c_sp[:, sp0 + 1 :, net_spot] = _BIG
         low = np.minimum(c_wait, c_od)
         value = np.minimum(low, c_sp)
         # Only idle and on-demand states are ever looked up (a live spot instance is kept).
@@ -139,7 +148,7 @@ def solve(model: AvailabilityChain, step_h: float, overhead_h: float, spot_price
         act[c_sp[:, :sp0] < low[:, :sp0]] = A_SPOT
         act[..., t:] = A_WAIT
         acts[t] = act
-        value[..., t:] = 0.0                             # no work left: done
+        value[..., t:] = 0.0  # no work left: done
     return Plan(acts, step_h, n_ov, model)
 
 
@@ -180,8 +189,17 @@ class MdpPolicy:
             spec = obs.spec
             step = step_for(spec.overhead_h)
             k = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
-            self._plan = solve(chain(stats, step), step, spec.overhead_h, k, obs.time_left_h, obs.slack_h,
-                               obs.gap_h, self._hop(obs, stats, step), self.wait_tax)
+            self._plan = solve(
+                chain(stats, step),
+                step,
+                spec.overhead_h,
+                k,
+                obs.time_left_h,
+                obs.slack_h,
+                obs.gap_h,
+                self._hop(obs, stats, step),
+                self.wait_tax,
+            )
             self._solved_at, self._solved_runs = obs.elapsed_h, stats.runs_recorded
         return self._plan
 
@@ -192,8 +210,11 @@ class MdpPolicy:
         best, best_key = zones[0], (-math.inf, -math.inf)
         for z in zones:
             stats = obs.history[z] if obs.history else None
-            life = math.inf if stats is None else \
-                obs.gap_h + residual_life(stats.up_runs, stats.streak_h if stats.available else 0.0, UP_PRIOR_H)
+            life = (
+                math.inf
+                if stats is None
+                else obs.gap_h + residual_life(stats.up_runs, stats.streak_h if stats.available else 0.0, UP_PRIOR_H)
+            )
             k = obs.spot_prices[z]
             key = (round((1 - k) * (min(life, r) - d) - k * d, 9), life)
             if key > best_key:
@@ -209,11 +230,12 @@ class MdpPolicy:
         mode = obs.mode
         if mode is Mode.SPOT:
             assert obs.zone is not None
-            stuck = (obs.notice and obs.notice[obs.zone]
-                     and obs.overhead_left_h >= min(obs.gap_h, obs.time_left_h) - _EPS)
+            stuck = (
+                obs.notice and obs.notice[obs.zone] and obs.overhead_left_h >= min(obs.gap_h, obs.time_left_h) - _EPS
+            )
             if not stuck:
-                return spot(obs.zone)       # Exploitation: a live spot instance is kept
-            mode = Mode.IDLE                # it could make no progress before it goes: decide afresh
+                return spot(obs.zone)  # Exploitation: a live spot instance is kept
+            mode = Mode.IDLE  # it could make no progress before it goes: decide afresh
         stats = self._set_stats(obs)
         if stats is None:
             return self._fallback.decide(obs)

@@ -45,8 +45,9 @@ def bucket_of(age_h: float, edges: np.ndarray) -> int:
     return int(min(np.searchsorted(edges, age_h + 1e-9, side="right") - 1, len(edges) - 2))
 
 
-def end_odds(runs: list[float], censored_h: float | None, prior_h: float, edges: np.ndarray,
-             step_h: float) -> np.ndarray:
+def end_odds(
+    runs: list[float], censored_h: float | None, prior_h: float, edges: np.ndarray, step_h: float
+) -> np.ndarray:
     """Per age bucket, the probability that a run in it ends within the next step; ``censored_h`` is a run in
     progress of that age (None: none), counted where it is known to have lasted.
 
@@ -57,8 +58,9 @@ def end_odds(runs: list[float], censored_h: float | None, prior_h: float, edges:
     lo, hi = edges[:-1], edges[1:]
     lengths = np.asarray(runs, dtype=np.float64)
     # A run of exactly an edge's length ends in the bucket below it (it did not outlive that age).
-    ends = np.bincount(np.clip(np.searchsorted(hi, lengths - 1e-9, side="left"), 0, len(lo) - 1),
-                       minlength=len(lo)).astype(np.float64)
+    ends = np.bincount(
+        np.clip(np.searchsorted(hi, lengths - 1e-9, side="left"), 0, len(lo) - 1), minlength=len(lo)
+    ).astype(np.float64)
     reached = (lengths[:, None] > lo[None, :] + 1e-9).sum(axis=0).astype(np.float64)
     spans = lengths
     if censored_h is not None:
@@ -78,10 +80,10 @@ def end_odds(runs: list[float], censored_h: float | None, prior_h: float, edges:
 class AvailabilityChain:
     """The chain over (available?, age bucket): ``up[a]`` whether state a is available, ``trans[a, a']``."""
 
-    up: np.ndarray          # (A,) bool: the first half available buckets, then outage buckets
-    trans: np.ndarray       # (A, A) float64, rows sum to 1
-    edges: np.ndarray       # the age buckets' edges (both kinds)
-    up_end: np.ndarray      # per bucket, the odds of ending within a step
+    up: np.ndarray  # (A,) bool: the first half available buckets, then outage buckets
+    trans: np.ndarray  # (A, A) float64, rows sum to 1
+    edges: np.ndarray  # the age buckets' edges (both kinds)
+    up_end: np.ndarray  # per bucket, the odds of ending within a step
     down_end: np.ndarray
 
     def state(self, available: bool, age_h: float) -> int:
@@ -94,10 +96,10 @@ def chain(stats: ZoneStats, step_h: float) -> AvailabilityChain:
     edges = age_edges(step_h)
     n = len(edges) - 1
     age = max(stats.streak_h, 0.0)
-    h_up = end_odds(stats.up_runs, age if stats.available and stats.seen_h > 0 else None, UP_PRIOR_H, edges,
-                    step_h)
-    h_dn = end_odds(stats.down_runs, age if not stats.available and stats.seen_h > 0 else None, DOWN_PRIOR_H,
-                    edges, step_h)
+    h_up = end_odds(stats.up_runs, age if stats.available and stats.seen_h > 0 else None, UP_PRIOR_H, edges, step_h)
+    h_dn = end_odds(
+        stats.down_runs, age if not stats.available and stats.seen_h > 0 else None, DOWN_PRIOR_H, edges, step_h
+    )
     widths = edges[1:] - edges[:-1]
     advance = np.where(np.isfinite(widths), step_h / np.where(np.isfinite(widths), widths, 1.0), 0.0)
     trans = np.zeros((2 * n, 2 * n))

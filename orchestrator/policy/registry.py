@@ -15,10 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.mdp import MdpPolicy
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.orch_v1 import OrchV1Policy
 from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
+
+
+def _mdp_policy() -> SpotPolicy:
+    """orch-mdp, imported on first use: it needs numpy, which nothing else of the CLI's start should pay for."""
+    from orchestrator.policy.mdp import MdpPolicy
+
+    return MdpPolicy()
+
 
 #: The entry-point group a package registers its policies in.
 ENTRY_POINT_GROUP = "orch.policies"
@@ -29,7 +36,7 @@ _FACTORIES: dict[str, Callable[[], SpotPolicy]] = {
     "uniform-progress": UniformProgressPolicy,
     "orch-v1": OrchV1Policy,
     "orch": OrchPolicy,
-    "orch-mdp": MdpPolicy,
+    "orch-mdp": _mdp_policy,
 }
 #: Policies loaded from files in this process, by name.
 _FROM_FILES: dict[str, Callable[[], SpotPolicy]] = {}
@@ -48,10 +55,16 @@ class PolicyFileError(ValueError):
 
 def _check(policy: object, where: str) -> SpotPolicy:
     name = getattr(policy, "name", None)
-    if not isinstance(name, str) or not name or not callable(getattr(policy, "reset", None)) \
-            or not callable(getattr(policy, "decide", None)):
-        raise PolicyFileError(f"{where}: POLICY() must return an object with a non-empty str `name`, "
-                              "`reset(spec, zones)` and `decide(obs)`")
+    if (
+        not isinstance(name, str)
+        or not name
+        or not callable(getattr(policy, "reset", None))
+        or not callable(getattr(policy, "decide", None))
+    ):
+        raise PolicyFileError(
+            f"{where}: POLICY() must return an object with a non-empty str `name`, "
+            "`reset(spec, zones)` and `decide(obs)`"
+        )
     return policy  # type: ignore[return-value]
 
 
@@ -103,6 +116,8 @@ def make_policy(name: str) -> SpotPolicy:
     key = {"up": "uniform-progress", "od": "on-demand"}.get(name.lower(), name.lower())
     factory = _FACTORIES.get(key) or _FROM_FILES.get(key) or _entry_point(key)
     if factory is None:
-        raise UnknownPolicyError(f"unknown policy {name!r}; choose from {', '.join(_FACTORIES)} (or a "
-                                 f"--policy-file, or a package's {ENTRY_POINT_GROUP} entry point)")
+        raise UnknownPolicyError(
+            f"unknown policy {name!r}; choose from {', '.join(_FACTORIES)} (or a "
+            f"--policy-file, or a package's {ENTRY_POINT_GROUP} entry point)"
+        )
     return factory()

@@ -30,11 +30,19 @@ def stats_of(pattern: str, gap_h: float) -> ZoneStats:
     return stats
 
 
-def run(pattern_before: str, job: str, work_h: float, deadline_h: float, overhead_h: float, gap_s: float,
-        policy: object | None = None) -> SimResult:
+def run(
+    pattern_before: str,
+    job: str,
+    work_h: float,
+    deadline_h: float,
+    overhead_h: float,
+    gap_s: float,
+    policy: object | None = None,
+) -> SimResult:
     spec = ProblemSpec(work_h=work_h, deadline_h=deadline_h, overhead_h=overhead_h, spot_price=0.3)
-    return simulate(spec, zones(pattern_before + job, gap_s=gap_s), policy or MdpPolicy(), len(pattern_before),
-                    keep_log=True)
+    return simulate(
+        spec, zones(pattern_before + job, gap_s=gap_s), policy or MdpPolicy(), len(pattern_before), keep_log=True
+    )
 
 
 def test_end_odds_by_hand() -> None:
@@ -130,8 +138,9 @@ def test_registered_as_orch_mdp() -> None:
     gap_s=st.sampled_from([600.0, 1800.0]),
 )
 def test_every_deadline_is_met(trace: list[bool], work: int, slack: int, overhead: float, gap_s: float) -> None:
-    spec = ProblemSpec(work_h=float(work), deadline_h=float(work + slack) + overhead, overhead_h=overhead,
-                       spot_price=0.3)
+    spec = ProblemSpec(
+        work_h=float(work), deadline_h=float(work + slack) + overhead, overhead_h=overhead, spot_price=0.3
+    )
     row = "".join("1" if b else "0" for b in trace)
     zs = zones(row, row[::-1], gap_s=gap_s)
     for start in (0, len(trace) // 2):
