@@ -144,7 +144,14 @@ def run(argv: Sequence[str] | None = None) -> None:
     from orchestrator.cli.quote_run import run_quote
 
     try:
-        run_quote(parsed)
+        try:
+            run_quote(parsed)
+        finally:
+            sys.stdout.flush()   # here, not at exit: a reader that went away is seen while it can be handled
+    except BrokenPipeError:
+        from orchestrator.cli.errors import stdout_closed
+
+        stdout_closed()
     except (SystemExit, KeyboardInterrupt):
         raise
     except Exception as exc:

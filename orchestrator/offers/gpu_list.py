@@ -29,10 +29,16 @@ class GpuSummary:
     counts: tuple[int, ...] = field(default=())
 
     def to_json(self) -> dict[str, object]:
-        return {"gpu": self.gpu, "vram_gb": self.vram_gb,
-                "cheapest_price_per_gpu_hr": round(self.cheapest_per_gpu_hr, 6),
-                "cheapest_market": self.cheapest.market.value, "cheapest_provider": self.cheapest.provider,
-                "providers": list(self.providers), "offers": self.offers, "gpu_counts": list(self.counts)}
+        return {
+            "gpu": self.gpu,
+            "vram_gb": self.vram_gb,
+            "cheapest_price_per_gpu_hr": round(self.cheapest_per_gpu_hr, 6),
+            "cheapest_market": self.cheapest.market.value,
+            "cheapest_provider": self.cheapest.provider,
+            "providers": list(self.providers),
+            "offers": self.offers,
+            "gpu_counts": list(self.counts),
+        }
 
 
 #: GPU counts asked of sources that know no fixed list (your own machines, live APIs) besides the catalog's.
@@ -44,8 +50,9 @@ def machine_counts(catalog: Iterable[Offer]) -> tuple[int, ...]:
     return tuple(sorted({o.gpu_count for o in catalog} | set(_USUAL_COUNTS)))
 
 
-def offers_any_count(fetch: Callable[[GpuRequest], Sequence[Offer]], req: GpuRequest,
-                     counts: Iterable[int]) -> list[Offer]:
+def offers_any_count(
+    fetch: Callable[[GpuRequest], Sequence[Offer]], req: GpuRequest, counts: Iterable[int]
+) -> list[Offer]:
     """The offers ``--gpu X --count N`` would see, for every count: ``fetch`` (the offer sources of one request)
     asked once per count, so the GPU list and the per-GPU quote read the same offer set."""
     found: dict[tuple[object, ...], Offer] = {}
@@ -58,7 +65,7 @@ def offers_any_count(fetch: Callable[[GpuRequest], Sequence[Offer]], req: GpuReq
 def gpu_summaries(offers: Iterable[Offer], req: GpuRequest, any_count: bool) -> list[GpuSummary]:
     """Per GPU with a matching offer (every GPU count when ``any_count``), cheapest $/GPU-hour first."""
     by_gpu: dict[str, list[Offer]] = {}
-    probes: dict[int, GpuRequest] = {}   # one request per count, not one per offer (the whole catalog's worth)
+    probes: dict[int, GpuRequest] = {}  # one request per count, not one per offer (the whole catalog's worth)
     for o in offers:
         probe = req
         if any_count:
@@ -70,8 +77,16 @@ def gpu_summaries(offers: Iterable[Offer], req: GpuRequest, any_count: bool) -> 
     out = []
     for gpu, found in by_gpu.items():
         best = min(found, key=lambda o: (o.price_per_gpu_hr, o.price_hr))
-        out.append(GpuSummary(gpu, gpu_by_name(gpu).vram_gb, best.price_per_gpu_hr, best,
-                              tuple(sorted({o.provider for o in found})), len(found),
-                              tuple(sorted({o.gpu_count for o in found}))))
+        out.append(
+            GpuSummary(
+                gpu,
+                gpu_by_name(gpu).vram_gb,
+                best.price_per_gpu_hr,
+                best,
+                tuple(sorted({o.provider for o in found})),
+                len(found),
+                tuple(sorted({o.gpu_count for o in found})),
+            )
+        )
     out.sort(key=lambda g: (g.cheapest_per_gpu_hr, g.gpu))
     return out

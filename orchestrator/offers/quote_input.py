@@ -31,8 +31,9 @@ def check_region_glob(pattern: str) -> str:
             f"malformed region glob {brief(pattern)!r} (use letters, digits, '-', '*', '?', [..]; e.g. 'us-*')"
         )
     if len(pattern) > _MAX_GLOB:
-        raise QuoteInputError(f"region glob {brief(pattern)!r} is longer than any region ({_MAX_GLOB} characters "
-                              "at most; e.g. 'us-*')")
+        raise QuoteInputError(
+            f"region glob {brief(pattern)!r} is longer than any region ({_MAX_GLOB} characters at most; e.g. 'us-*')"
+        )
     depth = 0
     for ch in pattern:
         depth += {"[": 1, "]": -1}.get(ch, 0)
@@ -86,9 +87,9 @@ def parse_gpu_specs(values: Sequence[str]) -> tuple[tuple[str, ...], int | None]
                 continue
             name, sep, count_text = part.rpartition(":")
             count_text = count_text.strip()
-            if sep and count_text.isascii() and count_text.isdigit():   # H100:8; "a100:80gb" stays a name
+            if sep and count_text.isascii() and count_text.isdigit():  # H100:8; "a100:80gb" stays a name
                 shown = part if len(part) <= 40 else part[:37] + "..."
-                if len(count_text) > 6:                     # int() of 4,300+ digits raises; none is a GPU count
+                if len(count_text) > 6:  # int() of 4,300+ digits raises; none is a GPU count
                     raise QuoteInputError(f"--gpu {shown!r}: the count after ':' is too large (e.g. H100:8)")
                 if int(count_text) < 1:
                     raise QuoteInputError(f"--gpu {shown!r}: the count after ':' must be 1 or more (e.g. H100:8)")
@@ -99,8 +100,9 @@ def parse_gpu_specs(values: Sequence[str]) -> tuple[tuple[str, ...], int | None]
             if canonical not in out:
                 out.append(canonical)
     if len(counts) > 1:
-        raise QuoteInputError(f"--gpu gives different counts ({', '.join(map(str, sorted(counts)))}): one machine "
-                              "shape per quote")
+        raise QuoteInputError(
+            f"--gpu gives different counts ({', '.join(map(str, sorted(counts)))}): one machine shape per quote"
+        )
     return tuple(out), (counts.pop() if counts else None)
 
 

@@ -50,11 +50,13 @@ class DirectoryCatalog:
             as_of = {p: (date.fromisoformat(v["date"]), v["note"]) for p, v in meta["as_of"].items()}
         except (OSError, ValueError, KeyError, TypeError, CatalogFileError) as exc:
             where = "" if self.directory == SHIPPED_DIR else "$ORCH_CATALOG_DIR "
-            raise CatalogError(f"catalog at {where}{self.directory} is unusable: {exc}"
-                               + (" (it must hold offers.csv and catalog.json; unset it to use orch's own catalog)"
-                                  if where else "")) from exc
-        return CatalogSnapshot(tuple(newest_per_key(offers)), self.origin, meta["source"], as_of,
-                               bool(meta.get("approximate")))
+            raise CatalogError(
+                f"catalog at {where}{self.directory} is unusable: {exc}"
+                + (" (it must hold offers.csv and catalog.json; unset it to use orch's own catalog)" if where else "")
+            ) from exc
+        return CatalogSnapshot(
+            tuple(newest_per_key(offers)), self.origin, meta["source"], as_of, bool(meta.get("approximate"))
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +83,9 @@ class LayeredCatalog:
             refreshed.append(provider)
             fresh.extend(rows)
         if not refreshed:
-            return CatalogSnapshot(base.offers, base.origin, base.source, base.as_of, base.approximate,
-                                   problems=tuple(problems))
+            return CatalogSnapshot(
+                base.offers, base.origin, base.source, base.as_of, base.approximate, problems=tuple(problems)
+            )
         kept = [o for o in base.offers if o.provider not in refreshed]
         offers = newest_per_key(fresh + kept)
         as_of = {p: v for p, v in base.as_of.items() if p not in refreshed}
@@ -91,5 +94,12 @@ class LayeredCatalog:
             if days:
                 as_of[provider] = (min(days), f"refreshed catalog ({self.user_dir})")
         source = f"refreshed catalog for {', '.join(refreshed)}; shipped list prices for the rest"
-        return CatalogSnapshot(tuple(offers), "refreshed", source, as_of,
-                               any(o.price_as_of_approximate for o in offers), tuple(refreshed), tuple(problems))
+        return CatalogSnapshot(
+            tuple(offers),
+            "refreshed",
+            source,
+            as_of,
+            any(o.price_as_of_approximate for o in offers),
+            tuple(refreshed),
+            tuple(problems),
+        )
