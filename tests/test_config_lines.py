@@ -57,6 +57,7 @@ CASES = [
         "providers.aws.regoins: ",
     ),
     ("providers", "providers:\n  aws: {}\n  azur: {}\n", 4, "providers.azur: "),
+    ("providers", "providers:\n  lambdalabs:\n    api_key: k\n    regoins: [x]\n", 5, "providers.lambda.regoins: "),
     ("owner", "", 1, "owner: "),
 ]
 

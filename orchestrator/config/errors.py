@@ -49,6 +49,12 @@ class ConfigLines:
         line = self.line(at)
         return f"{self.file}:{line}: {field_}" if line is not None else f"{self.file}: {field_}"
 
+    def renamed(self, old: KeyPath, new: KeyPath) -> ConfigLines:
+        """These lines with what is written under ``old`` also found under ``new`` (a section read by another
+        name than the file's)."""
+        more = {(*new, *at[len(old) :]): line for at, line in self.lines.items() if at[: len(old)] == old}
+        return ConfigLines(self.file, MappingProxyType({**self.lines, **more}))
+
     def error(self, at: KeyPath, what: str, shown: KeyPath | None = None) -> ConfigError:
         return ConfigError(f"{self.where(at, shown)}: {what}")
 

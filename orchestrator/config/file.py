@@ -166,6 +166,8 @@ def _parse(path: Path, raw: dict[str, Any], lines: ConfigLines) -> OrchConfig:
         if section is not None and not isinstance(section, dict):
             raise lines.error(("providers", str(name)), "must be a mapping")
         sections[canonical] = dict(section or {})
+        if canonical != name:  # ``lambdalabs:`` written, ``providers.lambda`` read: its errors at its lines
+            lines = lines.renamed(("providers", name), ("providers", canonical))
     budgets, alerts = _budgets_and_alerts(raw, lines)
     return OrchConfig(
         owner=owner,
