@@ -16,6 +16,7 @@ import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import PurePosixPath
 from typing import Protocol
 
@@ -36,7 +37,8 @@ from providers.ssh.errors import TransportError
 # them like the OSError of a local transport: not ready yet, try again until the deadline.
 _NOT_READY: tuple[type[BaseException], ...] = (OSError, EOFError, ConnectionError, TransportError)
 
-__all__ = ["BootstrapError", "BootstrapResult", "ExecResultLike", "Transport", "bootstrap", "wait_for_ssh"]
+__all__ = ["GO_FILE_NAME", "BootstrapError", "BootstrapResult", "ExecResultLike", "Go", "Transport", "bootstrap",
+           "give_go", "prestart", "wait_for_ssh"]
 
 
 class ExecResultLike(Protocol):
@@ -111,16 +113,78 @@ def _secrets_env(names: tuple[str, ...], values: Mapping[str, str]) -> bytes:
     return "".join(f"export {n}={shlex.quote(values[n])}\n" for n in names).encode()
 
 
-def start_command(work_dir: str, launch_id: str = "") -> str:
+#: The file whose creation starts the job of an agent started ahead of its go (``--await-go``), in its work
+#: dir; ``<GO_FILE_NAME>.wait`` holds that agent's pid while it waits.
+GO_FILE_NAME = "start.go"
+#: How often the go's waiter on the node looks whether the agent took the go.
+GO_STEP_S = 0.02
+
+
+def start_command(work_dir: str, launch_id: str = "", *, await_go: bool = False) -> str:
     """The shell line that starts the agent detached (exposed for tests and `orch render`). ``launch_id`` goes
     into the agent's environment (``ORCH_LAUNCH_ID``), as startup.sh puts it into the job's: ending the launch
-    finds every process of it by that mark (providers/ssh/cleanup.py)."""
+    finds every process of it by that mark (providers/ssh/cleanup.py). ``await_go``: the agent starts the job
+    only once ``GO_FILE_NAME`` exists (``give_go``); its pid is written to ``<GO_FILE_NAME>.wait`` at once, so
+    a go never finds "no agent" while its Python still starts."""
     w = shlex.quote(work_dir)
     mark = f"ORCH_LAUNCH_ID={shlex.quote(launch_id)} " if launch_id else ""
+    go = f" --await-go {GO_FILE_NAME}" if await_go else ""
+    record = f"; echo $! > {GO_FILE_NAME}.wait" if await_go else ""
     return (f"cd {w} && if [ -f {SECRETS_ENV_NAME} ]; then set -a; . ./{SECRETS_ENV_NAME}; set +a; "
             f"rm -f {SECRETS_ENV_NAME}; fi && {mark}setsid nohup python3 {AGENT_SCRIPT_NAME} "
-            f"--config {AGENT_CONFIG_NAME} "
-            f"> agent.log 2>&1 < /dev/null & echo $!")
+            f"--config {AGENT_CONFIG_NAME}{go} "
+            f"> agent.log 2>&1 < /dev/null & echo $!{record}")
+
+
+def prestart(transport: Transport, ri: RenderInput, deadline_s: float) -> bool:
+    """Start the staged launch's agent ahead of its go (``--await-go``): it starts Python, unpacks the code
+    and reports itself (job pending, ``awaits_go``) while the predecessor still drains, so the go has only the
+    job's own start left. True once its first status is on the node (within ``deadline_s``)."""
+    work = ri.resolved_work_dir
+    res = transport.exec(f"rm -f {shlex.quote(str(PurePosixPath(work) / GO_FILE_NAME))} && "
+                         + start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", ""), await_go=True), timeout=30)
+    if res.exit_code != 0:
+        raise BootstrapError(f"starting the agent ahead of its go: {_text(res.stderr).strip()}")
+    return await_file(transport, _status_path(ri), deadline_s)
+
+
+class Go(Enum):
+    """What ``give_go`` found: the agent took the go (its job started), no agent waits for one (start one),
+    or the waiting agent has not taken it within the deadline (ask again later)."""
+
+    TAKEN = "taken"
+    NO_AGENT = "no-agent"
+    NOT_YET = "not-yet"
+
+
+def give_go(transport: Transport, ri: RenderInput, deadline_s: float) -> tuple[Go, AgentStatus | None]:
+    """Start the job of the agent ``prestart`` left waiting: in ONE exec, check the agent named in
+    ``<GO_FILE_NAME>.wait`` is alive, create the go file, wait on the node until the agent has removed it
+    (which it does once the job started and its status says so) and print that status. A go not taken is
+    taken back (removed), so an agent that comes to look later does not start a job nobody waits for."""
+    w = shlex.quote(ri.resolved_work_dir)
+    looks = max(1, int(deadline_s / GO_STEP_S))
+    go, wait = GO_FILE_NAME, f"{GO_FILE_NAME}.wait"
+    cmd = (f"cd {w} || exit 3; pid=$(cat {wait} 2>/dev/null) || exit 3; "
+           f"kill -0 \"$pid\" 2>/dev/null || {{ rm -f {wait}; exit 3; }}; : > {go}; i=0; "
+           f"while [ -e {go} ] && [ $i -lt {looks} ] && kill -0 \"$pid\" 2>/dev/null; do "
+           f"sleep {GO_STEP_S}; i=$((i+1)); done; "
+           f"if [ -e {go} ]; then rm -f {go}; kill -0 \"$pid\" 2>/dev/null && exit 4; rm -f {wait}; exit 3; fi; "
+           f"cat {shlex.quote(ri.agent.status_path)}")      # relative to the work dir, where this runs
+    res = transport.exec(cmd, timeout=deadline_s + 15)
+    if res.exit_code == 3:
+        return Go.NO_AGENT, None
+    if res.exit_code != 0:
+        return Go.NOT_YET, None
+    try:
+        return Go.TAKEN, parse_status(res.stdout)
+    except StatusFormatError:
+        return Go.TAKEN, None
+
+
+def _status_path(ri: RenderInput) -> str:
+    sp = ri.agent.status_path
+    return sp if sp.startswith("/") else str(PurePosixPath(ri.resolved_work_dir) / sp)
 
 
 def stage(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
