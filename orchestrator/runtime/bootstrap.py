@@ -12,7 +12,10 @@ so does a local one in tests.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shlex
+import tarfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,7 +54,7 @@ class ExecResultLike(Protocol):
 
 
 class Transport(Protocol):
-    def exec(self, cmd: str, timeout: float) -> ExecResultLike: ...
+    def exec(self, cmd: str, timeout: float, *, stdin: bytes | None = None) -> ExecResultLike: ...
     def put(self, data_or_path: bytes | str, remote_path: str, mode: int) -> None: ...
     def get(self, remote_path: str) -> bytes: ...
 
@@ -130,10 +133,12 @@ def start_command(work_dir: str, launch_id: str = "", *, await_go: bool = False)
     mark = f"ORCH_LAUNCH_ID={shlex.quote(launch_id)} " if launch_id else ""
     go = f" --await-go {GO_FILE_NAME}" if await_go else ""
     record = f"; echo $! > {GO_FILE_NAME}.wait" if await_go else ""
+    # Only the agent is put in the background (braces, not the whole list): $! is its pid, and the shell
+    # stays in the work dir for whatever a caller runs after this line.
     return (f"cd {w} && if [ -f {SECRETS_ENV_NAME} ]; then set -a; . ./{SECRETS_ENV_NAME}; set +a; "
-            f"rm -f {SECRETS_ENV_NAME}; fi && {mark}setsid nohup python3 {AGENT_SCRIPT_NAME} "
+            f"rm -f {SECRETS_ENV_NAME}; fi && {{ {mark}setsid nohup python3 {AGENT_SCRIPT_NAME} "
             f"--config {AGENT_CONFIG_NAME}{go} "
-            f"> agent.log 2>&1 < /dev/null & echo $!{record}")
+            f"> agent.log 2>&1 < /dev/null & echo $!{record}; }}")
 
 
 def prestart(transport: Transport, ri: RenderInput, deadline_s: float) -> bool:
@@ -141,11 +146,10 @@ def prestart(transport: Transport, ri: RenderInput, deadline_s: float) -> bool:
     and reports itself (job pending, ``awaits_go``) while the predecessor still drains, so the go has only the
     job's own start left. True once its first status is on the node (within ``deadline_s``)."""
     work = ri.resolved_work_dir
-    res = transport.exec(f"rm -f {shlex.quote(str(PurePosixPath(work) / GO_FILE_NAME))} && "
-                         + start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", ""), await_go=True), timeout=30)
-    if res.exit_code != 0:
-        raise BootstrapError(f"starting the agent ahead of its go: {_text(res.stderr).strip()}")
-    return await_file(transport, _status_path(ri), deadline_s)
+    line = start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", ""), await_go=True)
+    res = transport.exec(f"rm -f {shlex.quote(str(PurePosixPath(work) / GO_FILE_NAME))} && {{ {line}; }} >/dev/null"
+                         f" && {_await_here(ri.agent.status_path, deadline_s)}", timeout=deadline_s + 30)
+    return res.exit_code == 0
 
 
 class Go(Enum):
@@ -182,6 +186,31 @@ def give_go(transport: Transport, ri: RenderInput, deadline_s: float) -> tuple[G
         return Go.TAKEN, None
 
 
+#: The exit code of a start exec whose agent could not even be started (the shell's own failure).
+_START_FAILED = 97
+
+
+def _await_here(path: str, deadline_s: float) -> str:
+    """Shell: wait (on the node, in the exec it is part of) until ``path`` is a non-empty file, at most
+    ``deadline_s``; then print it, or fail."""
+    q = shlex.quote(path)
+    looks = max(1, int(deadline_s / AWAIT_STEP_S))
+    return (f"i=0; while [ ! -s {q} ] && [ $i -lt {looks} ]; do sleep {AWAIT_STEP_S}; i=$((i+1)); done; "
+            f"[ -s {q} ] && cat {q}")
+
+
+def _bundle(files: list[tuple[str, bytes, int]]) -> bytes:
+    """The files (name, content, mode) as one uncompressed tar: one exec puts them all on the node."""
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data, mode in files:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, now
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 def _status_path(ri: RenderInput) -> str:
     sp = ri.agent.status_path
     return sp if sp.startswith("/") else str(PurePosixPath(ri.resolved_work_dir) / sp)
@@ -196,39 +225,48 @@ def stage(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str
         raise BootstrapError(f"job {ri.job_name} ships code {ri.code.sha256[:12]} but no pack was given")
     node = render_node(ri)
     work = ri.resolved_work_dir
-    res = transport.exec(f"mkdir -p {shlex.quote(work)}", timeout=30)
-    if res.exit_code != 0:
-        raise BootstrapError(f"mkdir {work}: {_text(res.stderr).strip()}")
-    join = lambda name: str(PurePosixPath(work) / name)  # noqa: E731
-    transport.put(agent_source(), join(AGENT_SCRIPT_NAME), 0o755)
-    transport.put(node.script.encode(), join(STARTUP_SCRIPT_NAME), 0o755)
-    transport.put(node.agent_config.encode(), join(AGENT_CONFIG_NAME), 0o644)
+    files = [(AGENT_SCRIPT_NAME, agent_source(), 0o755), (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755),
+             (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644)]
     if ri.code is not None and code_pack is not None:
-        transport.put(code_pack, join(ri.code.file), 0o644)
+        files.append((ri.code.file, code_pack, 0o644))
     if ri.secrets:
-        transport.put(_secrets_env(ri.secrets, secret_values), join(SECRETS_ENV_NAME), 0o600)
+        files.append((SECRETS_ENV_NAME, _secrets_env(ri.secrets, secret_values), 0o600))
+    # One exec, the files as a tar on its stdin (a put per file costs SFTP round trips each: most of a
+    # start's time). umask 077: every file is created owner-only (the secrets never readable by others, not
+    # for a moment) and given its own mode (-p) once written.
+    q = shlex.quote(work)
+    res = transport.exec(f"umask 077 && mkdir -p {q} && tar -x -p -f - -C {q}", timeout=120, stdin=_bundle(files))
+    if res.exit_code != 0:
+        raise BootstrapError(f"putting the launch's files in {work}: {_text(res.stderr).strip()}")
     return work
 
 
 def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
               ssh_deadline_s: float = 300.0, status_deadline_s: float = 60.0,
               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-              code_pack: bytes | None = None, staged: bool = False) -> BootstrapResult:
+              code_pack: bytes | None = None, staged: bool = False, reachable: bool = False) -> BootstrapResult:
     """Upload and start. Idempotent enough to rerun: uploads overwrite, but it starts another agent,
     so callers check the status file first when re-attaching. ``code_pack``: the pinned pack's bytes when
     ``ri.code`` is set (orchestrator/runtime/codepack.py); copied as ``ri.code.file``, unpacked by the agent.
-    ``staged``: ``stage`` already put this launch's files there (and SSH answered): only the start is left."""
+    ``staged``: ``stage`` already put this launch's files there (and SSH answered): only the start is left.
+    ``reachable``: the caller has just run a command there: no wait for SSH first."""
     work = ri.resolved_work_dir
     if not staged:
-        wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
+        if not reachable:
+            wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
         stage(transport, ri, secret_values, code_pack=code_pack)
-    join = lambda name: str(PurePosixPath(work) / name)  # noqa: E731
-    res = transport.exec(start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", "")), timeout=30)
-    if res.exit_code != 0:
+    status_path = _status_path(ri)
+    # The start and the wait for the agent's first status (written as it starts the job) in one exec.
+    line = start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", ""))
+    res = transport.exec(f"{{ {line}; }} >/dev/null || exit {_START_FAILED}; "
+                         f"{_await_here(ri.agent.status_path, status_deadline_s)}", timeout=status_deadline_s + 30)
+    if res.exit_code == _START_FAILED:
         raise BootstrapError(f"starting the agent: {_text(res.stderr).strip()}")
-    status_path = ri.agent.status_path if ri.agent.status_path.startswith("/") else join(ri.agent.status_path)
-    end = clock() + status_deadline_s
-    await_file(transport, status_path, status_deadline_s)
+    if res.exit_code == 0:
+        with contextlib.suppress(StatusFormatError):
+            return BootstrapResult(work, status_path, parse_status(res.stdout))
+    # No (whole) status within the wait: one more read from here, then the deadline's error.
+    end = clock()
     while True:
         try:
             return BootstrapResult(work, status_path, parse_status(transport.get(status_path)))

@@ -129,6 +129,10 @@ class TransportPool:
             t.close()
 
 
+def _text(v: str | bytes) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
 def _read_status(t: Transport, path: str) -> AgentStatus | None:
     try:
         return parse_status(t.get(path))
@@ -187,9 +191,7 @@ class SshBootstrapper(Bootstrapper):
         ri = _render_input(job, attempt, instance, self.node_settings)
         try:
             t = self.pool.get(instance)
-            if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
-                return
-            found = self._found(t, ri, attempt.launch_id)   # also moves another launch's status aside
+            found = self._found(t, ri, attempt.launch_id)   # the probe; also moves another launch's status aside
             if found is _Found.STARTED:
                 return
             if found is _Found.NONE:
@@ -226,16 +228,14 @@ class SshBootstrapper(Bootstrapper):
             t = self.pool.get(instance)
             if staged and (went := self._go(t, ri, attempt.launch_id)) is not None:
                 return went
-            if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
-                return False
-            found = self._found(t, ri, attempt.launch_id)
+            found = self._found(t, ri, attempt.launch_id)       # the probe too
             if found is _Found.STARTED:
                 return True
             if found is _Found.AWAITING and (went := self._go(t, ri, attempt.launch_id)) is not None:
                 return went
             # Uploads again (a pre-started agent consumed the secrets file): uploads overwrite.
             bootstrap(t, ri, self._secrets(ri), ssh_deadline_s=self.probe_timeout_s,
-                      status_deadline_s=self.status_deadline_s, code_pack=self._pack(job, ri))
+                      status_deadline_s=self.status_deadline_s, code_pack=self._pack(job, ri), reachable=True)
             with self._stage_lock:
                 self._staged.discard(attempt.launch_id)
         except TransportError as exc:
@@ -265,9 +265,19 @@ class SshBootstrapper(Bootstrapper):
         work = ri.resolved_work_dir
         status_path = _status_path(ri)
         mark = shlex.quote(f"ORCH_LAUNCH_ID={launch_id}")
-        ours = t.exec(f"grep -qsF {mark} {shlex.quote(str(PurePosixPath(work) / 'startup.sh'))}",
-                      timeout=self.probe_timeout_s).exit_code == 0
-        status = _read_status(t, status_path)
+        # One exec (also the probe: it raises TransportError when the machine does not answer): whether the
+        # launch's startup.sh is there, then the status file as it is.
+        res = t.exec(f"if grep -qsF {mark} {shlex.quote(str(PurePosixPath(work) / 'startup.sh'))}; then echo ours; "
+                     f"else echo other; fi; cat {shlex.quote(status_path)} 2>/dev/null; true",
+                     timeout=self.probe_timeout_s)
+        if res.exit_code != 0:
+            raise TransportError(f"the machine's shell answered {res.exit_code}: {_text(res.stderr)[-200:]}")
+        head, _, body = _text(res.stdout).partition("\n")
+        ours = head.strip() == "ours"
+        try:
+            status: AgentStatus | None = parse_status(body) if body.strip() else None
+        except StatusFormatError:
+            status = None
         if not ours:
             if status is not None:
                 q = shlex.quote(status_path)
