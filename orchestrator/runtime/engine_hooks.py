@@ -166,6 +166,8 @@ class SshBootstrapper(Bootstrapper):
         staging (or unreachable: it is tried again at the next call, and ``start`` does it all itself when
         nothing was staged)."""
         launch = attempt.launch_id
+        if attempt.node_rank != 0:
+            return False    # rendered with node 0's address, known only at its start: the start does it all
         with self._stage_lock:
             if launch in self._staged:
                 return True
