@@ -46,8 +46,6 @@ import tarfile
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -135,6 +133,11 @@ class GpuSampler:
 # --- preemption notices --------------------------------------------------------------------------
 
 def _http(method: str, url: str, headers: dict[str, str], timeout: float) -> tuple[int, str]:
+    # Imported here, not at the top: urllib.request (http.client, email) is a good part of the agent's own start,
+    # which a start waits for, and an agent on a machine without notices never needs it.
+    import urllib.error
+    import urllib.request
+
     req = urllib.request.Request(url, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
