@@ -255,7 +255,8 @@ def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(ma
     # Its agent is up ahead of the go: it reports itself waiting, its job has not started.
     [started] = [c for c in machine.commands if "orch_agent.py --config" in c]
     assert "--await-go start.go" in started
-    waiting = parse_status((work / "status.json").read_bytes())
+    # Started without a wait for its Python: its first status comes when it comes (the go waits on the node).
+    waiting = _poll(lambda: parse_status(p.read_bytes()) if (p := work / "status.json").exists() else None, 20.0)
     assert waiting.awaits_go and waiting.job.state is JobState.PENDING and waiting.launch_id == "lstaged0"
     assert not (work / "job.log").exists()
     staged_at = len(machine.commands)
@@ -296,7 +297,7 @@ def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: Recordi
     boot.stage(job, attempt, _instance())
     assert boot.join_stage(attempt.launch_id) is True
     work = machine.root / ".orch" / "jobs" / "tiny"
-    pid = parse_status((work / "status.json").read_bytes()).agent_pid
+    pid = _poll(lambda: parse_status(p.read_bytes()).agent_pid if (p := work / "status.json").exists() else None, 20)
     os.killpg(pid, signal.SIGKILL)
     _poll(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 10)
     assert boot.start(job, attempt, _instance()) is True                   # a fresh agent, files uploaded again

@@ -41,7 +41,7 @@ from providers.ssh.errors import TransportError
 _NOT_READY: tuple[type[BaseException], ...] = (OSError, EOFError, ConnectionError, TransportError)
 
 __all__ = ["GO_FILE_NAME", "BootstrapError", "BootstrapResult", "ExecResultLike", "Go", "Transport", "bootstrap",
-           "give_go", "prestart", "wait_for_ssh"]
+           "give_go", "prestart_line", "wait_for_ssh"]
 
 
 class ExecResultLike(Protocol):
@@ -141,15 +141,14 @@ def start_command(work_dir: str, launch_id: str = "", *, await_go: bool = False)
             f"> agent.log 2>&1 < /dev/null & echo $!{record}; }}")
 
 
-def prestart(transport: Transport, ri: RenderInput, deadline_s: float) -> bool:
-    """Start the staged launch's agent ahead of its go (``--await-go``): it starts Python, unpacks the code
-    and reports itself (job pending, ``awaits_go``) while the predecessor still drains, so the go has only the
-    job's own start left. True once its first status is on the node (within ``deadline_s``)."""
+def prestart_line(ri: RenderInput) -> str:
+    """Shell: start the staged launch's agent ahead of its go (``--await-go``), from the work dir's parent
+    directory as any exec starts: it starts Python, unpacks the code and reports itself (job pending,
+    ``awaits_go``) while the predecessor still drains, so the go has only the job's own start left. It does not
+    wait for the agent: ``give_go`` waits on the node for the agent to take the go."""
     work = ri.resolved_work_dir
     line = start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", ""), await_go=True)
-    res = transport.exec(f"rm -f {shlex.quote(str(PurePosixPath(work) / GO_FILE_NAME))} && {{ {line}; }} >/dev/null"
-                         f" && {_await_here(ri.agent.status_path, deadline_s)}", timeout=deadline_s + 30)
-    return res.exit_code == 0
+    return f"rm -f {shlex.quote(str(PurePosixPath(work) / GO_FILE_NAME))} && {{ {line}; }} >/dev/null"
 
 
 class Go(Enum):
@@ -188,6 +187,8 @@ def give_go(transport: Transport, ri: RenderInput, deadline_s: float) -> tuple[G
 
 #: The exit code of a start exec whose agent could not even be started (the shell's own failure).
 _START_FAILED = 97
+#: The exit code of an exec whose files could not be put (unpacked) in the work dir.
+_PUT_FAILED = 96
 
 
 def _await_here(path: str, deadline_s: float) -> str:
@@ -217,28 +218,43 @@ def _status_path(ri: RenderInput) -> str:
 
 
 def stage(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
-          code_pack: bytes | None = None) -> str:
+          code_pack: bytes | None = None, prestart: bool = False) -> str:
     """Put everything the launch's agent needs in its work dir (returned), without starting it: what a
     replacement does while the noticed machine before it still drains, so only the start is left once that
-    one has committed. Uploads overwrite (safe to repeat); secrets land in a 0600 file the start deletes."""
+    one has committed. Uploads overwrite (safe to repeat); secrets land in a 0600 file the start deletes.
+    ``prestart``: in the same exec, start the agent ahead of its go (``prestart_line``)."""
+    work = ri.resolved_work_dir
+    files = _files(ri, secret_values, code_pack)
+    # One exec, the files as a tar on its stdin (a put per file costs SFTP round trips each: most of a
+    # start's time); see _put_files for the modes.
+    res = transport.exec(_put_files(work) + (f" && {prestart_line(ri)}" if prestart else ""), timeout=120,
+                         stdin=_bundle(files))
+    if res.exit_code != 0:
+        raise BootstrapError(f"putting the launch's files in {work}: {_text(res.stderr).strip()}")
+    return work
+
+
+def _files(ri: RenderInput, secret_values: Mapping[str, str], code_pack: bytes | None) -> list[tuple[str, bytes, int]]:
+    """The launch's files (name, content, mode): the agent, the startup script, the agent's config, the code
+    pack when the job ships code, the secrets env file when it has secrets."""
     if ri.code is not None and code_pack is None:
         raise BootstrapError(f"job {ri.job_name} ships code {ri.code.sha256[:12]} but no pack was given")
     node = render_node(ri)
-    work = ri.resolved_work_dir
     files = [(AGENT_SCRIPT_NAME, agent_source(), 0o755), (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755),
              (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644)]
     if ri.code is not None and code_pack is not None:
         files.append((ri.code.file, code_pack, 0o644))
     if ri.secrets:
         files.append((SECRETS_ENV_NAME, _secrets_env(ri.secrets, secret_values), 0o600))
-    # One exec, the files as a tar on its stdin (a put per file costs SFTP round trips each: most of a
-    # start's time). umask 077: every file is created owner-only (the secrets never readable by others, not
-    # for a moment) and given its own mode (-p) once written.
+    return files
+
+
+def _put_files(work: str) -> str:
+    """Shell: unpack the tar on stdin into ``work``, every file created owner-only (umask 077: a secrets file
+    is never readable by others, not for a moment) and given its own mode (-p) once written. The umask is set
+    in a subshell of its own: an agent (and its job) started after it in the same exec keep the session's."""
     q = shlex.quote(work)
-    res = transport.exec(f"umask 077 && mkdir -p {q} && tar -x -p -f - -C {q}", timeout=120, stdin=_bundle(files))
-    if res.exit_code != 0:
-        raise BootstrapError(f"putting the launch's files in {work}: {_text(res.stderr).strip()}")
-    return work
+    return f"(umask 077 && mkdir -p {q} && tar -x -p -f - -C {q})"
 
 
 def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str], *,
@@ -251,15 +267,21 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
     ``staged``: ``stage`` already put this launch's files there (and SSH answered): only the start is left.
     ``reachable``: the caller has just run a command there: no wait for SSH first."""
     work = ri.resolved_work_dir
+    files: bytes | None = None
     if not staged:
         if not reachable:
             wait_for_ssh(transport, ssh_deadline_s, clock, sleep)
-        stage(transport, ri, secret_values, code_pack=code_pack)
+        files = _bundle(_files(ri, secret_values, code_pack))
     status_path = _status_path(ri)
-    # The start and the wait for the agent's first status (written as it starts the job) in one exec.
+    # The files (when not staged), the start and the wait for the agent's first status (written as it starts
+    # the job): one exec, one round trip.
     line = start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", ""))
-    res = transport.exec(f"{{ {line}; }} >/dev/null || exit {_START_FAILED}; "
-                         f"{_await_here(ri.agent.status_path, status_deadline_s)}", timeout=status_deadline_s + 30)
+    put = f"{_put_files(work)} || exit {_PUT_FAILED}; " if files is not None else ""
+    res = transport.exec(f"{put}{{ {line}; }} >/dev/null || exit {_START_FAILED}; "
+                         f"{_await_here(ri.agent.status_path, status_deadline_s)}", timeout=status_deadline_s + 120,
+                         stdin=files)
+    if res.exit_code == _PUT_FAILED:
+        raise BootstrapError(f"putting the launch's files in {work}: {_text(res.stderr).strip()}")
     if res.exit_code == _START_FAILED:
         raise BootstrapError(f"starting the agent: {_text(res.stderr).strip()}")
     if res.exit_code == 0:

@@ -34,7 +34,7 @@ from typing import Protocol, runtime_checkable
 
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.runtime.bootstrap import Go, bootstrap, give_go, prestart
+from orchestrator.runtime.bootstrap import GO_FILE_NAME, Go, bootstrap, give_go
 from orchestrator.runtime.bootstrap import stage as stage_files
 from orchestrator.runtime.codepack import pack_bytes
 from orchestrator.runtime.from_manifest import render_input_for
@@ -197,10 +197,9 @@ class SshBootstrapper(Bootstrapper):
             if found is _Found.STARTED:
                 return
             if found is _Found.NONE:
-                stage_files(t, ri, self._secrets(ri), code_pack=self._pack(job, ri))
-                # The agent's own first status is the confirmation; a slow one is still found by the go
-                # (its pid is recorded at once), so the launch counts as staged either way.
-                prestart(t, ri, self.status_deadline_s)
+                # The files and the agent's start ahead of its go, in one exec; the go waits on the node for
+                # the agent to take it (its pid is recorded at once), so nothing here waits for its Python.
+                stage_files(t, ri, self._secrets(ri), code_pack=self._pack(job, ri), prestart=True)
         except TransportError as exc:
             log.info("stage %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,
                      instance.instance_id, exc)
@@ -269,12 +268,14 @@ class SshBootstrapper(Bootstrapper):
         mark = shlex.quote(f"ORCH_LAUNCH_ID={launch_id}")
         # One exec (also the probe: it raises TransportError when the machine does not answer): whether the
         # launch's startup.sh is there, then the status file as it is.
+        wait = shlex.quote(str(PurePosixPath(work) / f"{GO_FILE_NAME}.wait"))
         res = t.exec(f"if grep -qsF {mark} {shlex.quote(str(PurePosixPath(work) / 'startup.sh'))}; then echo ours; "
-                     f"else echo other; fi; cat {shlex.quote(status_path)} 2>/dev/null; true",
+                     f"else echo other; fi; if [ -f {wait} ] && kill -0 \"$(cat {wait})\" 2>/dev/null; then "
+                     f"echo waiting; else echo none; fi; cat {shlex.quote(status_path)} 2>/dev/null; true",
                      timeout=self.probe_timeout_s)
         if res.exit_code != 0:
             raise TransportError(f"the machine's shell answered {res.exit_code}: {_text(res.stderr)[-200:]}")
-        head, _, body = _text(res.stdout).partition("\n")
+        head, waiting, body = ([*_text(res.stdout).split("\n", 2), "", ""])[:3]
         ours = head.strip() == "ours"
         try:
             status: AgentStatus | None = parse_status(body) if body.strip() else None
@@ -285,6 +286,8 @@ class SshBootstrapper(Bootstrapper):
                 q = shlex.quote(status_path)
                 t.exec(f"mv -f {q} {q}.previous", timeout=self.probe_timeout_s)
             return _Found.NONE
+        if waiting.strip() == "waiting" and (status is None or status.job.state is JobState.PENDING):
+            return _Found.AWAITING      # started ahead of its go, maybe still starting its Python
         if status is None:
             return _Found.NONE
         if status.job.state is JobState.PENDING and status.awaits_go:
