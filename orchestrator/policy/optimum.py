@@ -76,7 +76,8 @@ def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels
     exact = abs(ovh * q - spec.overhead_h) < 1e-9
     c, d_line = spec.work_h, spec.deadline_h
 
-    # avail[b, z, t] and price[b, z, t] for each start's window (no spot past the end of the traces).
+    # avail[t, b, z] and price[t, b, z] for each start's window (no spot past the end of the traces), laid out
+    # tick-major so that each tick's slice is contiguous.
     n = zones.ticks
     avail_full = np.zeros((n_z, n + horizon), dtype=bool)
     price_full = np.full((n_z, n + horizon), spec.spot_price, dtype=np.float64)
@@ -85,9 +86,13 @@ def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels
         if tr.prices is not None:
             price_full[z, :n] = tr.prices
     idx = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(horizon)[None, :]
-    avail = avail_full[:, idx].transpose(1, 0, 2)          # (B, Z, T)
-    price = price_full[:, idx].transpose(1, 0, 2) * gap     # cost of one spot tick
+    down = np.ascontiguousarray(~avail_full[:, idx].transpose(2, 1, 0))      # (T, B, Z): no spot
+    price = np.ascontiguousarray(price_full[:, idx].transpose(2, 1, 0)) * gap   # cost of one spot tick
+    rate = price / gap                                                          # spot's price per hour
 
+    # The states, updated in place tick by tick (inside the loop only the finishing tail allocates). Every
+    # value is the same sum of the same terms, in the same order, as in the plain form
+    # "new = where(available, min(old, start), inf) + price": only the buffers differ, not one bit of a result.
     inf = np.inf
     levels = w_max + 1
     idle = np.full((b_n, levels), inf)
@@ -95,32 +100,44 @@ def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels
     od = np.full((b_n, levels), inf)
     sp = np.full((b_n, n_z, levels), inf)
     best = np.full(b_n, inf)
-
-    def shifted(x: np.ndarray, s: int) -> np.ndarray:
-        out = np.full_like(x, inf)
-        if s < levels:
-            out[..., s:] = x[..., : levels - s]
-        return out
+    any_state = np.empty((b_n, levels))
+    sp_min = np.empty((b_n, levels))
+    start = np.full((b_n, levels), inf)       # its first ``ovh`` levels stay inf: a launch adds ovh steps
+    start_to = start[:, ovh:] if ovh < levels else None
+    from_any = levels - ovh
+    idle_to = idle[:, m:] if m < levels else None
+    idle_from = levels - m
+    steps = np.arange(levels) * q
 
     for t in range(horizon):
-        any_state = np.minimum(np.minimum(idle, od), sp.min(axis=1))
-        start = shifted(any_state, ovh)                     # a new instance pays one overhead of waste
-        new_idle = shifted(any_state, m)                    # an idle tick wastes one gap
-        od_base = np.minimum(od, start)
-        sp_base = np.where(avail[:, :, t, None], np.minimum(sp, start[:, None, :]), inf)
+        np.minimum(idle, od, out=any_state)
+        np.min(sp, axis=1, out=sp_min)
+        np.minimum(any_state, sp_min, out=any_state)
+        if start_to is not None:
+            start_to[...] = any_state[:, :from_any]             # a new instance pays one overhead of waste
+        # An idle tick wastes one gap (m steps): idle's first m levels are inf from here on.
+        if idle_to is not None:
+            idle_to[...] = any_state[:, :idle_from]
+            idle[:, :m] = inf
+        else:
+            idle.fill(inf)
+        np.minimum(od, start, out=od)
+        np.minimum(sp, start[:, None, :], out=sp)
+        gone = down[t]
+        if gone.any():
+            sp[gone] = inf
         # States that reach the work C during this tick finish at C + w*q; only that part of the tick is billed.
         w_done = math.floor(((t + 1) * gap - c) / q + _EPS)
         if w_done >= 0:
             hi = min(w_done, w_max) + 1
-            used = np.clip(c + np.arange(hi) * q - t * gap, 0.0, gap)        # billed part of this tick
-            fin_od = (od_base[:, :hi] + used[None, :]).min(axis=1)
-            fin_sp = (sp_base[:, :, :hi] + (price[:, :, t, None] / gap) * used[None, None, :]).min(axis=(1, 2))
-            best = np.minimum(best, np.minimum(fin_od, fin_sp))
-            od_base[:, :hi] = inf
-            sp_base[:, :, :hi] = inf
-        od = od_base + gap
-        sp = sp_base + price[:, :, t, None]
-        idle = new_idle
+            used = np.clip(c + steps[:hi] - t * gap, 0.0, gap)           # billed part of this tick
+            fin_od = (od[:, :hi] + used[None, :]).min(axis=1)
+            fin_sp = (sp[:, :, :hi] + rate[t, :, :, None] * used[None, None, :]).min(axis=(1, 2))
+            np.minimum(best, np.minimum(fin_od, fin_sp), out=best)
+            od[:, :hi] = inf
+            sp[:, :, :hi] = inf
+        od += gap
+        sp += price[t, :, :, None]
         if (t + 1) * gap >= d_line - _EPS:
             break
     del d_line

@@ -74,6 +74,7 @@ class OnDemandPolicy:
 
     name = "on-demand"
     needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    keeps_on_demand = True   # the simulator need not ask on on-demand (base.py)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
@@ -88,6 +89,10 @@ class GreedyPolicy:
 
     name = "greedy"
     needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    # On spot with its overhead paid the Safety Net keeps it and so does Exploitation; greedy on on-demand
+    # stays (settled, then its own rule): the simulator need not ask then (base.py).
+    keeps_paid_spot = True
+    keeps_on_demand = True
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
@@ -114,6 +119,9 @@ class UniformProgressPolicy:
 
     name = "uniform-progress"
     needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    # On spot with its overhead paid the Safety Net keeps it and so does Exploitation (``settled``): the
+    # simulator need not ask then (base.py). On on-demand it may leave (the hysteresis), so it is asked.
+    keeps_paid_spot = True
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None

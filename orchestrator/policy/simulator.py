@@ -7,11 +7,12 @@ finish part-way through a tick, and then only the part used is billed (per-secon
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields, replace
 from itertools import groupby
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.model import Action, Mode, Observation, ProblemSpec, ZoneStats
+from orchestrator.policy.model import WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats
 from orchestrator.policy.traces import ZoneSet
 
 _EPS = 1e-9
@@ -106,6 +107,47 @@ def _prepared(zones: ZoneSet) -> _Prepared:
     return found
 
 
+#: The Observation fields the replay passes, in the order it passes them (any other field takes its default).
+_OBSERVATION_ARGS = ("tick", "elapsed_h", "gap_h", "spec", "work_done_h", "mode", "zone", "overhead_left_h",
+                     "available", "spot_prices", "notice", "preempted", "history", "any_zone", "spent")
+
+
+def _observation_builder() -> Callable[..., Observation]:
+    """``Observation(*args)`` for ``_OBSERVATION_ARGS``, built without the frozen dataclass's ``__init__``.
+
+    The replay builds one Observation per tick, millions per ``orch simulate``, and a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__`` by name (3-4 us for these 15 fields): this
+    sets each slot through its descriptor, as that ``__init__`` does in effect (the object is equal to
+    ``Observation(**dict(zip(_OBSERVATION_ARGS, args)))``; tests/policy/test_simulator.py checks it), in half
+    the time. A name that is not a field fails here, at import; a field added to Observation gets its default.
+    """
+    own = {f.name: f for f in fields(Observation)}
+    unknown = set(_OBSERVATION_ARGS) - set(own)
+    if unknown:
+        raise TypeError(f"simulator: Observation has no field {sorted(unknown)}")
+    scope: dict[str, object] = {"new": object.__new__, "cls": Observation}
+    lines = [f"def build({', '.join(_OBSERVATION_ARGS)}):", "    obs = new(cls)"]
+    for name, f in own.items():
+        scope[f"set_{name}"] = getattr(Observation, name).__set__
+        if name in _OBSERVATION_ARGS:
+            value = name
+        elif f.default is not MISSING:
+            scope[f"default_{name}"] = f.default
+            value = f"default_{name}"
+        elif f.default_factory is not MISSING:
+            scope[f"factory_{name}"] = f.default_factory
+            value = f"factory_{name}()"
+        else:
+            raise TypeError(f"simulator: Observation's field {name} has no default and is not passed")
+        lines.append(f"    set_{name}(obs, {value})")
+    lines.append("    return obs")
+    exec("\n".join(lines), scope)   # code built above from the dataclass's own field names
+    return scope["build"]  # type: ignore[return-value]
+
+
+_OBSERVATION = _observation_builder()
+
+
 def window_ticks(spec: ProblemSpec, gap_h: float) -> int:
     """Ticks from a job's start to its deadline (the last one may be cut by the deadline)."""
     return math.ceil(spec.deadline_h / gap_h - _EPS)
@@ -118,6 +160,8 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     Ticks past the end of the traces have no spot anywhere. With ``notice``, the policy is told one tick
     ahead which zones will lose spot (as a cloud's preemption notice would). The policy's per-zone history
     starts with the ``HISTORY_H`` hours of the trace before ``start_tick`` (never anything after ``now``).
+    A policy that declares ``keeps_paid_spot`` or ``keeps_on_demand`` (base.py) is not asked at the ticks
+    where it has promised its answer: the replay takes that answer, and is otherwise the same.
     """
     gap = zones.gap_h
     n_zones = len(zones.zones)
@@ -131,16 +175,22 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     k = spec.spot_price
     d = spec.overhead_h
     work = spec.work_h
-    # A policy that declares ``needs_history = False`` (the reference policies: they read only this tick) is
-    # shown no history (``()`` and None), which spares the replay a ZoneStats update per zone and tick. Only the
-    # policy's own class counts: a subclass (a user's, built on UP) may read the history its base did not.
-    keeps_history = vars(type(policy)).get("needs_history", True)
+    deadline = spec.deadline_h
+    # Optional declarations, read from the policy's own class only: a subclass (a user's, built on UP) may
+    # read the history its base did not, or answer differently where its base promised an answer.
+    declared = vars(type(policy))
+    # ``needs_history = False`` (the reference policies: they read only this tick): shown no history (``()``
+    # and None), which spares the replay a ZoneStats update per zone and tick.
+    keeps_history = declared.get("needs_history", True)
+    keeps_paid_spot = declared.get("keeps_paid_spot", False)
+    keeps_on_demand = declared.get("keeps_on_demand", False)
     history, any_zone = prepared.history_before(start_tick) if keeps_history else ((), None)
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)
     mode = Mode.IDLE
     zone: int | None = None
+    action: Action = WAIT
     ovh_left = 0.0
     done = 0.0
     cost = 0.0
@@ -149,50 +199,56 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     finish: float | None = None
     log: list[TickRecord] | None = [] if keep_log else None
 
-    columns = prepared.columns
-    none_up = (False,) * n_zones
-
-    def avail_at(i: int) -> tuple[bool, ...]:
-        return none_up if i >= total_ticks else columns[i]
-
-    nxt = avail_at(start_tick)
+    # The window's availability, tick by tick, and one tick more (the notice looks ahead); none past the end.
+    window = prepared.columns[start_tick:start_tick + horizon + 1]
+    if len(window) < horizon + 1:
+        window += ((False,) * n_zones,) * (horizon + 1 - len(window))
+    new_observation = _OBSERVATION
+    decide = policy.decide
     for t in range(horizon):
         idx = start_tick + t
-        now = nxt
-        nxt = avail_at(idx + 1)
+        now = window[t]
         elapsed = t * gap
         preempted = False
         if mode is Mode.SPOT and not now[zone]:  # type: ignore[index]
             preempted = True
             preemptions += 1
             mode, zone, ovh_left = Mode.IDLE, None, 0.0
+            action = WAIT
         if keeps_history:
             for z in range(n_zones):
                 history[z].observe(now[z], gap)
             any_zone.observe(any(now), gap)  # type: ignore[union-attr]
         past_end = idx >= total_ticks
-        prices = flat if past_end or no_series else tuple(k if row is None else row[idx] for row in price_rows)
-        obs = Observation(
-            tick=t, elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done, mode=mode, zone=zone,
-            overhead_left_h=ovh_left, available=now, spot_prices=prices,
-            notice=tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
-            preempted=preempted, history=history, any_zone=any_zone, spent=cost,
-        )
-        action: Action = policy.decide(obs)
-        if action.mode is Mode.SPOT and (action.zone is None or not 0 <= action.zone < n_zones
-                                         or not now[action.zone]):
-            raise PolicyError(f"{policy.name}: tick {t}: asked for {action} but spot there is not available")
-        if action.mode is Mode.IDLE:
-            mode, zone, ovh_left = Mode.IDLE, None, 0.0
-        elif action.mode is not mode or action.zone != zone:
+        if (mode is Mode.SPOT and keeps_paid_spot and ovh_left == 0.0) \
+                or (mode is Mode.ON_DEMAND and keeps_on_demand):
+            # The policy's promised answer: the instance it is on (``action`` is still the one that chose it).
+            price = 1.0 if mode is Mode.ON_DEMAND else (
+                k if past_end or no_series or price_rows[zone] is None else price_rows[zone][idx])  # type: ignore
+        else:
+            prices = flat if past_end or no_series else tuple(k if row is None else row[idx] for row in price_rows)
+            nxt = window[t + 1]
+            obs = new_observation(
+                t, elapsed, gap, spec, done, mode, zone, ovh_left, now, prices,
+                tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
+                preempted, history, any_zone, cost,
+            )
+            action = decide(obs)
+            if action.mode is Mode.SPOT and (action.zone is None or not 0 <= action.zone < n_zones
+                                             or not now[action.zone]):
+                raise PolicyError(f"{policy.name}: tick {t}: asked for {action} but spot there is not available")
+            if action.mode is Mode.IDLE:
+                mode, zone, ovh_left = Mode.IDLE, None, 0.0
+            elif action.mode is not mode or action.zone != zone:
+                if mode is not Mode.IDLE:
+                    switches += 1
+                launches += 1
+                mode, zone, ovh_left = action.mode, action.zone, d
             if mode is not Mode.IDLE:
-                switches += 1
-            launches += 1
-            mode, zone, ovh_left = action.mode, action.zone, d
+                price = 1.0 if mode is Mode.ON_DEMAND else prices[zone]  # type: ignore[index]
         if mode is not Mode.IDLE:
-            price = 1.0 if mode is Mode.ON_DEMAND else prices[zone]  # type: ignore[index]
             # A deadline part-way through the tick cuts it: what lies past the deadline is never run.
-            span = min(gap, spec.deadline_h - elapsed)
+            span = min(gap, deadline - elapsed)
             paid_ovh = min(span, ovh_left)
             productive = span - paid_ovh
             left = work - done
