@@ -45,11 +45,14 @@ def paper_safety_net(obs: Observation) -> Action | None:
     a running on-demand instance never grows). On spot with no room for one more overhead: keep the spot
     instance if its overhead is paid (a preemption still leaves one changeover), else on-demand now.
     """
-    gap, d, c = obs.gap_h, obs.spec.overhead_h, obs.remaining_h
-    left = whole_ticks(obs.time_left_h, gap)
-    if obs.mode is not Mode.SPOT and ticks_needed(c + 2 * d, gap) >= left:
+    # whole_ticks and ticks_needed, and Observation's remaining_h and time_left_h, written out: every policy
+    # runs this at every tick it is asked (the same arithmetic, without four calls).
+    spec, gap = obs.spec, obs.gap_h
+    d, c = spec.overhead_h, max(spec.work_h - obs.work_done_h, 0.0)
+    left = math.floor((spec.deadline_h - obs.elapsed_h) / gap + _EPS)
+    if obs.mode is not Mode.SPOT and math.ceil((c + 2 * d) / gap - _EPS) >= left:
         return ON_DEMAND
-    if ticks_needed(c + d, gap) >= left:
+    if math.ceil((c + d) / gap - _EPS) >= left:
         if obs.mode is Mode.SPOT and obs.overhead_left_h < 1e-3 / 3600:
             return spot(obs.zone)  # type: ignore[arg-type]
         return ON_DEMAND
