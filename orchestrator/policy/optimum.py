@@ -52,8 +52,12 @@ def waste_grid(spec: ProblemSpec, gap_h: float, max_levels: int) -> tuple[int, f
     Otherwise q is as fine as ``max_levels`` steps over the slack allow; among the finest quarter of those, one
     that holds the overhead exactly when there is one."""
     gap_s, ovh_s = gap_h * 3600.0, spec.overhead_h * 3600.0
-    if min(gap_s, ovh_s) >= 0 and abs(gap_s - round(gap_s)) < 1e-6 and abs(ovh_s - round(ovh_s)) < 1e-6 \
-            and round(gap_s) > 0:
+    if (
+        min(gap_s, ovh_s) >= 0
+        and abs(gap_s - round(gap_s)) < 1e-6
+        and abs(ovh_s - round(ovh_s)) < 1e-6
+        and round(gap_s) > 0
+    ):
         step_s = math.gcd(round(gap_s), round(ovh_s))
         if (spec.deadline_h - spec.work_h) * 3600.0 / step_s <= max_levels:
             return round(gap_s) // step_s, gap_h * step_s / round(gap_s)
@@ -65,8 +69,12 @@ def waste_grid(spec: ProblemSpec, gap_h: float, max_levels: int) -> tuple[int, f
     return m_max, gap_h / m_max
 
 
-def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels: int = DEFAULT_MAX_LEVELS,
-            ) -> list[OptimumResult]:
+def optimum(
+    spec: ProblemSpec,
+    zones: ZoneSet,
+    starts: Sequence[int],
+    max_levels: int = DEFAULT_MAX_LEVELS,
+) -> list[OptimumResult]:
     """The offline optimum for a job starting at each of ``starts`` (all solved at once, vectorized)."""
     import numpy as np
 
@@ -90,7 +98,7 @@ def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels
     idx = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(horizon)[None, :]
     # Per tick, start and market (0: on-demand, 1 + z: spot in zone z), tick-major so each tick's slice is
     # contiguous: no market (spot not available), a tick's cost (on-demand: one gap), the price per hour.
-    spot_down = ~avail_full[:, idx].transpose(2, 1, 0)                         # (T, B, Z)
+    spot_down = ~avail_full[:, idx].transpose(2, 1, 0)  # (T, B, Z)
     spot_cost = price_full[:, idx].transpose(2, 1, 0) * gap
     down = np.zeros((horizon, len(starts), n_z + 1), dtype=bool)
     down[:, :, 1:] = spot_down
@@ -101,8 +109,9 @@ def optimum(spec: ProblemSpec, zones: ZoneSet, starts: Sequence[int], max_levels
     best = _cheapest(_Grid(w_max + 1, m, ovh, q), spec, gap, horizon, down, cost, rate)
     norm = spec.on_demand_cost
     return [
-        OptimumResult(int(s), None if not np.isfinite(v) else float(v),
-                      None if not np.isfinite(v) else float(v) / norm, q, exact)
+        OptimumResult(
+            int(s), None if not np.isfinite(v) else float(v), None if not np.isfinite(v) else float(v) / norm, q, exact
+        )
         for s, v in zip(starts, best, strict=True)
     ]
 
@@ -117,8 +126,9 @@ class _Grid:
     q: float
 
 
-def _cheapest(grid: _Grid, spec: ProblemSpec, gap: float, horizon: int, down: np.ndarray, cost: np.ndarray,
-              rate: np.ndarray) -> np.ndarray:
+def _cheapest(
+    grid: _Grid, spec: ProblemSpec, gap: float, horizon: int, down: np.ndarray, cost: np.ndarray, rate: np.ndarray
+) -> np.ndarray:
     """Per start, the cheapest cost of finishing (inf: none meets the deadline). Per tick t, start b and market
     k (0: on-demand, 1 + z: spot in zone z): ``down[t, b, k]``, not available; ``cost``, a tick's cost;
     ``rate``, the price per hour (cost / gap; on-demand's is 1).
@@ -156,19 +166,19 @@ def _cheapest(grid: _Grid, spec: ProblemSpec, gap: float, horizon: int, down: np
     # Levels below these are inf: idle's, and every market's.
     lb_idle, lb = 0, levels
     for t in range(horizon):
-        any_state = buf[:, off:off + levels]      # idle now; "any" once the markets are folded in
+        any_state = buf[:, off : off + levels]  # idle now; "any" once the markets are folded in
         if lb < levels:
             alive = any_state[:, lb:]
-            if markets <= 3:   # a few elementwise minimums cost less than numpy's reduction over an axis
+            if markets <= 3:  # a few elementwise minimums cost less than numpy's reduction over an axis
                 for k in range(markets):
                     np.minimum(alive, state[:, k, lb:], out=alive)
             else:
                 np.min(state[:, :, lb:], axis=1, out=cheapest_market[:, lb:])
                 np.minimum(alive, cheapest_market[:, lb:], out=alive)
         lb_any = min(lb_idle, lb)
-        lo = lb_any + ovh                          # a new instance pays one overhead of waste
+        lo = lb_any + ovh  # a new instance pays one overhead of waste
         if lo < levels:
-            launch = any_state[:, lb_any:levels - ovh]
+            launch = any_state[:, lb_any : levels - ovh]
             np.minimum(state[:, :, lo:], launch[:, None, :], out=state[:, :, lo:])
             lb = min(lb, lo)
         if any_down[t] and lb < levels:
@@ -178,7 +188,7 @@ def _cheapest(grid: _Grid, spec: ProblemSpec, gap: float, horizon: int, down: np
         if w_done >= 0:
             hi = min(w_done, levels - 1) + 1
             if lb < hi:
-                used = np.clip(c + steps[lb:hi] - t * gap, 0.0, gap)     # billed part of this tick
+                used = np.clip(c + steps[lb:hi] - t * gap, 0.0, gap)  # billed part of this tick
                 np.minimum(best, (state[:, :, lb:hi] + rate[t, :, :, None] * used).min(axis=(1, 2)), out=best)
                 state[:, :, lb:hi] = inf
                 lb = hi
@@ -187,13 +197,13 @@ def _cheapest(grid: _Grid, spec: ProblemSpec, gap: float, horizon: int, down: np
         # An idle tick wastes one gap: idle next is "any" shifted up m levels, i.e. the view m places lower.
         lb_idle = lb_any + m
         off -= m
-        if off < 0:   # out of room: start the buffer again with idle's next view at its top
+        if off < 0:  # out of room: start the buffer again with idle's next view at its top
             moved = np.full((b_n, levels), inf)
             if m < levels:
-                moved[:, m:] = any_state[:, :levels - m]
+                moved[:, m:] = any_state[:, : levels - m]
             buf.fill(inf)
             off = room
-            buf[:, off:off + levels] = moved
+            buf[:, off : off + levels] = moved
         if (t + 1) * gap >= d_line - _EPS:
             break
     return best

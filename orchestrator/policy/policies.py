@@ -76,8 +76,8 @@ class OnDemandPolicy:
     """On-demand from the first tick to the end: the cost every other policy is normalized by."""
 
     name = "on-demand"
-    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
-    keeps_on_demand = True   # the simulator need not ask on on-demand (base.py)
+    needs_history = False  # reads only this tick: the simulator skips the history (simulator.py)
+    keeps_on_demand = True  # the simulator need not ask on on-demand (base.py)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
@@ -91,7 +91,7 @@ class GreedyPolicy:
     which is then kept to the end (paper §3.4)."""
 
     name = "greedy"
-    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    needs_history = False  # reads only this tick: the simulator skips the history (simulator.py)
     # On spot with its overhead paid the Safety Net keeps it and so does Exploitation; greedy on on-demand
     # stays (settled, then its own rule): the simulator need not ask then (base.py).
     keeps_paid_spot = True
@@ -121,7 +121,7 @@ class UniformProgressPolicy:
     """
 
     name = "uniform-progress"
-    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    needs_history = False  # reads only this tick: the simulator skips the history (simulator.py)
     # On spot with its overhead paid the Safety Net keeps it and so does Exploitation (``settled``): the
     # simulator need not ask then (base.py). On on-demand it may leave (the hysteresis), so it is asked.
     keeps_paid_spot = True

@@ -7,12 +7,12 @@ finish part-way through a tick, and then only the part used is billed (per-secon
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.model import WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats
+from orchestrator.policy.model import WAIT, Action, Mode, ProblemSpec, ZoneStats
+from orchestrator.policy.observation import new_observation
 from orchestrator.policy.traces import ZoneSet
 
 _EPS = 1e-9
@@ -107,54 +107,19 @@ def _prepared(zones: ZoneSet) -> _Prepared:
     return found
 
 
-#: The Observation fields the replay passes, in the order it passes them (any other field takes its default).
-_OBSERVATION_ARGS = ("tick", "elapsed_h", "gap_h", "spec", "work_done_h", "mode", "zone", "overhead_left_h",
-                     "available", "spot_prices", "notice", "preempted", "history", "any_zone", "spent")
-
-
-def _observation_builder() -> Callable[..., Observation]:
-    """``Observation(*args)`` for ``_OBSERVATION_ARGS``, built without the frozen dataclass's ``__init__``.
-
-    The replay builds one Observation per tick, millions per ``orch simulate``, and a frozen dataclass's
-    ``__init__`` sets each field through ``object.__setattr__`` by name (3-4 us for these 15 fields): this
-    sets each slot through its descriptor, as that ``__init__`` does in effect (the object is equal to
-    ``Observation(**dict(zip(_OBSERVATION_ARGS, args)))``; tests/policy/test_simulator.py checks it), in half
-    the time. A name that is not a field fails here, at import; a field added to Observation gets its default.
-    """
-    own = {f.name: f for f in fields(Observation)}
-    unknown = set(_OBSERVATION_ARGS) - set(own)
-    if unknown:
-        raise TypeError(f"simulator: Observation has no field {sorted(unknown)}")
-    scope: dict[str, object] = {"new": object.__new__, "cls": Observation}
-    lines = [f"def build({', '.join(_OBSERVATION_ARGS)}):", "    obs = new(cls)"]
-    for name, f in own.items():
-        scope[f"set_{name}"] = getattr(Observation, name).__set__
-        if name in _OBSERVATION_ARGS:
-            value = name
-        elif f.default is not MISSING:
-            scope[f"default_{name}"] = f.default
-            value = f"default_{name}"
-        elif f.default_factory is not MISSING:
-            scope[f"factory_{name}"] = f.default_factory
-            value = f"factory_{name}()"
-        else:
-            raise TypeError(f"simulator: Observation's field {name} has no default and is not passed")
-        lines.append(f"    set_{name}(obs, {value})")
-    lines.append("    return obs")
-    exec("\n".join(lines), scope)   # code built above from the dataclass's own field names
-    return scope["build"]  # type: ignore[return-value]
-
-
-_OBSERVATION = _observation_builder()
-
-
 def window_ticks(spec: ProblemSpec, gap_h: float) -> int:
     """Ticks from a job's start to its deadline (the last one may be cut by the deadline)."""
     return math.ceil(spec.deadline_h / gap_h - _EPS)
 
 
-def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: int = 0,
-             notice: bool = False, keep_log: bool = False) -> SimResult:
+def simulate(
+    spec: ProblemSpec,
+    zones: ZoneSet,
+    policy: SpotPolicy,
+    start_tick: int = 0,
+    notice: bool = False,
+    keep_log: bool = False,
+) -> SimResult:
     """Run ``policy`` for one job starting at tick ``start_tick`` of ``zones``.
 
     Ticks past the end of the traces have no spot anywhere. With ``notice``, the policy is told one tick
@@ -200,10 +165,9 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     log: list[TickRecord] | None = [] if keep_log else None
 
     # The window's availability, tick by tick, and one tick more (the notice looks ahead); none past the end.
-    window = prepared.columns[start_tick:start_tick + horizon + 1]
+    window = prepared.columns[start_tick : start_tick + horizon + 1]
     if len(window) < horizon + 1:
         window += ((False,) * n_zones,) * (horizon + 1 - len(window))
-    new_observation = _OBSERVATION
     decide = policy.decide
     for t in range(horizon):
         idx = start_tick + t
@@ -220,22 +184,37 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
                 history[z].observe(now[z], gap)
             any_zone.observe(any(now), gap)  # type: ignore[union-attr]
         past_end = idx >= total_ticks
-        if (mode is Mode.SPOT and keeps_paid_spot and ovh_left == 0.0) \
-                or (mode is Mode.ON_DEMAND and keeps_on_demand):
+        if (mode is Mode.SPOT and keeps_paid_spot and ovh_left == 0.0) or (mode is Mode.ON_DEMAND and keeps_on_demand):
             # The policy's promised answer: the instance it is on (``action`` is still the one that chose it).
-            price = 1.0 if mode is Mode.ON_DEMAND else (
-                k if past_end or no_series or price_rows[zone] is None else price_rows[zone][idx])  # type: ignore
+            price = (
+                1.0
+                if mode is Mode.ON_DEMAND
+                else (k if past_end or no_series or price_rows[zone] is None else price_rows[zone][idx])
+            )  # type: ignore
         else:
             prices = flat if past_end or no_series else tuple(k if row is None else row[idx] for row in price_rows)
             nxt = window[t + 1]
             obs = new_observation(
-                t, elapsed, gap, spec, done, mode, zone, ovh_left, now, prices,
+                t,
+                elapsed,
+                gap,
+                spec,
+                done,
+                mode,
+                zone,
+                ovh_left,
+                now,
+                prices,
                 tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
-                preempted, history, any_zone, cost,
+                preempted,
+                history,
+                any_zone,
+                cost,
             )
             action = decide(obs)
-            if action.mode is Mode.SPOT and (action.zone is None or not 0 <= action.zone < n_zones
-                                             or not now[action.zone]):
+            if action.mode is Mode.SPOT and (
+                action.zone is None or not 0 <= action.zone < n_zones or not now[action.zone]
+            ):
                 raise PolicyError(f"{policy.name}: tick {t}: asked for {action} but spot there is not available")
             if action.mode is Mode.IDLE:
                 mode, zone, ovh_left = Mode.IDLE, None, 0.0
@@ -275,8 +254,17 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
             log.append(TickRecord(t, now, str(action), done, cost))
     met = finish is not None and finish <= spec.deadline_h + _EPS
     return SimResult(
-        policy=policy.name, zone_set=zones.name, start_tick=start_tick, cost=cost,
-        normalized_cost=cost / spec.on_demand_cost, met=met, finish_h=finish, preemptions=preemptions,
-        switches=switches, launches=launches, spot_h=spot_h, on_demand_h=od_h,
+        policy=policy.name,
+        zone_set=zones.name,
+        start_tick=start_tick,
+        cost=cost,
+        normalized_cost=cost / spec.on_demand_cost,
+        met=met,
+        finish_h=finish,
+        preemptions=preemptions,
+        switches=switches,
+        launches=launches,
+        spot_h=spot_h,
+        on_demand_h=od_h,
         log=tuple(log) if log is not None else None,
     )

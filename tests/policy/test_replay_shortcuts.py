@@ -12,13 +12,19 @@ import pytest
 
 from orchestrator.policy.evaluate import start_ticks
 from orchestrator.policy.model import ON_DEMAND, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
+from orchestrator.policy.observation import OBSERVATION_ARGS, new_observation
 from orchestrator.policy.optimum import DEFAULT_MAX_LEVELS, optimum, waste_grid
 from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
-from orchestrator.policy.simulator import _OBSERVATION, _OBSERVATION_ARGS, simulate, window_ticks
+from orchestrator.policy.simulator import simulate, window_ticks
 from orchestrator.policy.traces import Trace, ZoneSet
 
-SPECS = [ProblemSpec(10, 15, 0.5, 0.3), ProblemSpec(10, 12, 0.2, 0.3), ProblemSpec(6, 12, 0.75, 0.5),
-         ProblemSpec(8, 11, 0.0, 0.3), ProblemSpec(5, 9, 0.35, 0.2)]
+SPECS = [
+    ProblemSpec(10, 15, 0.5, 0.3),
+    ProblemSpec(10, 12, 0.2, 0.3),
+    ProblemSpec(6, 12, 0.75, 0.5),
+    ProblemSpec(8, 11, 0.0, 0.3),
+    ProblemSpec(5, 9, 0.35, 0.2),
+]
 
 
 def random_set(rng: random.Random, n_zones: int, ticks: int, gap_s: float, priced: bool) -> ZoneSet:
@@ -37,16 +43,38 @@ def random_set(rng: random.Random, n_zones: int, ticks: int, gap_s: float, price
 
 def cases(seed: int, count: int) -> list[tuple[ProblemSpec, ZoneSet]]:
     rng = random.Random(seed)
-    return [(rng.choice(SPECS), random_set(rng, rng.randint(1, 3), rng.randint(20, 90), rng.choice([1800.0, 1200.0,
-             2520.0]), rng.random() < 0.3)) for _ in range(count)]
+    return [
+        (
+            rng.choice(SPECS),
+            random_set(
+                rng, rng.randint(1, 3), rng.randint(20, 90), rng.choice([1800.0, 1200.0, 2520.0]), rng.random() < 0.3
+            ),
+        )
+        for _ in range(count)
+    ]
 
 
 def test_the_observation_builder_makes_the_dataclass_s_own_value() -> None:
     stats = ZoneStats()
-    args = (3, 1.5, 0.5, SPECS[0], 0.75, Mode.SPOT, 1, 0.25, (True, False), (0.3, 0.4), (False, True), True,
-            (stats, stats), stats, 2.5)
-    built = _OBSERVATION(*args)
-    plain = Observation(**dict(zip(_OBSERVATION_ARGS, args, strict=True)))
+    args = (
+        3,
+        1.5,
+        0.5,
+        SPECS[0],
+        0.75,
+        Mode.SPOT,
+        1,
+        0.25,
+        (True, False),
+        (0.3, 0.4),
+        (False, True),
+        True,
+        (stats, stats),
+        stats,
+        2.5,
+    )
+    built = new_observation(*args)
+    plain = Observation(**dict(zip(OBSERVATION_ARGS, args, strict=True)))
     assert type(built) is Observation and built == plain
     assert all(getattr(built, f.name) is getattr(plain, f.name) for f in fields(Observation))
     with pytest.raises(AttributeError):
@@ -62,8 +90,12 @@ def test_the_reference_policies_keep_what_they_promise(policy: type) -> None:
     class Asked(policy):  # type: ignore[misc, valid-type]
         def decide(self, obs: Observation) -> Action:
             action = super().decide(obs)
-            if promised.get("keeps_paid_spot") and obs.mode is Mode.SPOT and obs.overhead_left_h == 0.0 \
-                    and action != spot(obs.zone):  # type: ignore[arg-type]
+            if (
+                promised.get("keeps_paid_spot")
+                and obs.mode is Mode.SPOT
+                and obs.overhead_left_h == 0.0
+                and action != spot(obs.zone)
+            ):  # type: ignore[arg-type]
                 broken.append(f"{obs}: {action}")
             if promised.get("keeps_on_demand") and obs.mode is Mode.ON_DEMAND and action != ON_DEMAND:
                 broken.append(f"{obs}: {action}")
@@ -81,7 +113,7 @@ def test_the_reference_policies_keep_what_they_promise(policy: type) -> None:
 @pytest.mark.parametrize("policy", [OnDemandPolicy, GreedyPolicy, UniformProgressPolicy])
 def test_a_replay_that_takes_the_promised_answers_equals_one_that_asks(policy: type) -> None:
     class Asked(policy):  # type: ignore[misc, valid-type]
-        pass   # the promises are read from the policy's own class: this one is asked at every tick
+        pass  # the promises are read from the policy's own class: this one is asked at every tick
 
     assert vars(policy).get("keeps_paid_spot") or vars(policy).get("keeps_on_demand")
     compared = 0
