@@ -185,7 +185,7 @@ def test_gcp_maintenance_event_is_polled_as_an_advisory() -> None:
     {"cloud": "gcp", "kind": "maintenance-event", "key": "gcp:maintenance:MIGRATE", "detail": {}},
 ])
 def test_an_advisory_asks_for_a_checkpoint_and_never_drains_or_ends(tmp_path: Path, advisory: dict) -> None:
-    from orchestrator.runtime.engine_hooks import report_from_status
+    from orchestrator.runtime.ssh_monitor import report_from_status
     from orchestrator.runtime.status import NoticeKind
 
     clock, poller = Clock(), ScriptedPoller()

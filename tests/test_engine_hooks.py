@@ -1,5 +1,6 @@
-"""orchestrator.runtime.engine_hooks without sshd: status -> AgentReport, per-attempt render input, and the
-bootstrapper's reachability and idempotency over a local transport (tests/e2e drives them over real SSH)."""
+"""orchestrator.runtime.engine_hooks and ssh_monitor without sshd: status -> AgentReport, per-attempt render
+input, and the bootstrapper's reachability and idempotency over a local transport (tests/e2e drives them over
+real SSH)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,17 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.bootstrap import BootstrapError
-from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool, report_from_status
+from orchestrator.runtime.engine_hooks import SshBootstrapper
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts
 from orchestrator.runtime.render_input import CloudKind
+from orchestrator.runtime.ssh_monitor import SshMonitor, report_from_status
 from orchestrator.runtime.status import JobState, parse_status
+from orchestrator.runtime.transport_pool import TransportPool
 from providers.base import Instance, InstanceState, Market, Offer
 from providers.gpus import Interconnect
 from providers.ssh.errors import TransportUnreachableError
+from providers.ssh.hostkeys import HostKeyStore
 from providers.ssh.transport import ExecResult, LocalTransport
 from tests.support.manifests import manifest
 
@@ -145,6 +149,18 @@ def test_render_input_takes_the_cloud_from_the_provider_and_node_overrides() -> 
     assert (own.agent.cloud, own.agent.aws_metadata_url, own.master_port) == (CloudKind.AWS, "http://127.0.0.1:9",
                                                                               4000)
     assert render_input_for(job.manifest, launch_facts(job, _attempt())).agent.cloud is CloudKind.NONE
+
+
+def test_the_monitor_listens_where_a_channel_exists(tmp_path: Path) -> None:
+    """Liveness deadlines apply only where orch can hear a node (engine/liveness.py): an own machine always, a
+    cloud machine only with orch's key and a host-key store. (``listens`` once sat below the class, as a
+    function nested in ``_last_words``: every cloud machine was "heard", keyless ones included.)"""
+    own = SshMonitor(TransportPool({"ssh": OwnMachines(RecordingTransport(tmp_path / "m"))}))  # type: ignore[dict-item]
+    assert own.listens(_job(), _attempt(), _instance())
+    keyless = SshMonitor(TransportPool({}))
+    assert not keyless.listens(_job(), _attempt("aws"), _instance("aws", "i-1"))
+    keyed = SshMonitor(TransportPool({}, key_path=tmp_path / "id", host_keys=HostKeyStore(tmp_path / "known")))
+    assert keyed.listens(_job(), _attempt("aws"), _instance("aws", "i-1"))
 
 
 # --- the bootstrapper over a local transport ---------------------------------------------------------
