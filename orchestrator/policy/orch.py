@@ -20,9 +20,10 @@ outages seen so far (the two weeks before the job and the job itself; only the p
   on-demand when that is no more than X (tau has reached the threshold that covers just the shortfall), and
   only when behind UP's line (ahead of it, it waits as UP does). Long-tailed outages make this "wait out the
   short ones, cover the long ones early". An outage being covered is covered to its end;
-* an on-demand session pays its overhead d at on-demand's price before it makes progress, so an outage is
-  covered only when its expected residual (by the ended outages) is at least the restart break-even d / (1 - k)
-  (``cover_pays``): one about to end would leave a session that is mostly overhead.
+* an on-demand session pays its overhead d at on-demand's price before it makes progress, so on a single zone
+  an outage is covered only when its expected residual (by the ended outages) is at least the restart
+  break-even d / (1 - k) (``cover_pays``): one about to end would leave a session that is mostly overhead.
+  Zone sets cover as before: there the rule cost a public run dearly (docs/policy.md, v3.1).
 
 And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, a zone's spot is taken only
 when its predicted lifetime (this tick and the expected residual of its current available run, from its run
@@ -82,8 +83,8 @@ class OrchPolicy:
     break-evens, while the slack is short. ``early_wait``: no outage covered in the window's first
     ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring). ``od_odds``: leaving on-demand
     for a spot run that ends in on-demand again only when the run lasts the break-even with odds of at least
-    one half (module docstring). ``cover_pays``: an outage is covered only when it is expected to last the
-    restart break-even d / (1 - k) more (module docstring).
+    one half (module docstring). ``cover_pays``: on a single zone, an outage is covered only when it is
+    expected to last the restart break-even d / (1 - k) more (module docstring).
     """
 
     name = "orch"
@@ -179,7 +180,7 @@ class OrchPolicy:
             return False
         d = obs.spec.overhead_h
         age = stats.streak_h if not stats.available else 0.0
-        if self.cover_pays and not self.session_pays(obs, stats, age):
+        if self.cover_pays and len(obs.history) == 1 and not self.session_pays(obs, stats, age):
             return False
         if not self.cover_longest:
             return True
