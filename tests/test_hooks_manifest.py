@@ -58,7 +58,8 @@ def test_build_service_boots_cloud_jobs_and_keeps_ssh_as_the_second_channel(tmp_
 
     from orchestrator.config.file import OrchConfig
     from orchestrator.daemon.assembly import build_service
-    from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor
+    from orchestrator.runtime.engine_hooks import SshBootstrapper
+    from orchestrator.runtime.ssh_monitor import SshMonitor
     from orchestrator.runtime.store_monitor import CombinedMonitor, RoutingBootstrapper, StoreMonitor
     from tests.fakes.scoped_store import ScopedStore
 

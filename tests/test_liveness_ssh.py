@@ -22,7 +22,8 @@ from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.hooks import NoBootstrap
 from orchestrator.engine.states import AttemptState, EndCause
-from orchestrator.runtime.engine_hooks import SshMonitor, TransportPool
+from orchestrator.runtime.ssh_monitor import SshMonitor
+from orchestrator.runtime.transport_pool import TransportPool
 from orchestrator.store import open_store, repo
 from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import GpuRequest

@@ -113,7 +113,7 @@ def _ssh_reader(source: LogSource, config: OrchConfig, settings: ServiceSettings
     from orchestrator.app.logs import LogsError
     from orchestrator.config.file import data_dir
     from orchestrator.config.providers import build_providers
-    from orchestrator.runtime.engine_hooks import TransportPool
+    from orchestrator.runtime.transport_pool import TransportPool
     from providers.ssh.errors import TransportError
     from providers.ssh.hostkeys import HostKeyStore
 

@@ -23,23 +23,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.errors import ConfigError, ConfigLines
+from orchestrator.config.paths import config_path, data_dir  # noqa: F401 - re-exported: callers import both from here
 
 if TYPE_CHECKING:
     from orchestrator.config.alerts import AlertSettings
     from orchestrator.money.budgets import Budget
-
-
-def config_path() -> Path:
-    explicit = os.environ.get("ORCH_CONFIG")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "orch" / "config.yaml"
-
-
-def data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "orch"
 
 
 def _default_owner() -> str:

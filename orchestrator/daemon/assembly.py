@@ -338,7 +338,9 @@ def _node_seams(settings: ServiceSettings, providers: Mapping[str, Provider], gi
         from pathlib import Path
 
         from orchestrator.config.file import data_dir
-        from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
+        from orchestrator.runtime.engine_hooks import SshBootstrapper
+        from orchestrator.runtime.ssh_monitor import SshMonitor
+        from orchestrator.runtime.transport_pool import TransportPool
         from providers.ssh.hostkeys import HostKeyStore
 
         key = Path(settings.ssh_private_key).expanduser() if ssh_key else None

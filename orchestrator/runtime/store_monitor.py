@@ -23,7 +23,6 @@ from dataclasses import replace
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.codepack import CodePackError, pack_bytes, pack_file_name
-from orchestrator.runtime.engine_hooks import LAST_WORDS_CHARS, LAST_WORDS_LINES, report_from_status
 from orchestrator.runtime.node_credentials import SECRETS_OBJECT
 from orchestrator.runtime.node_facts import NodeSettings, node_settings_for
 from orchestrator.runtime.node_renewal import CredentialRenewer, put_secrets
@@ -36,6 +35,7 @@ from orchestrator.runtime.node_state import (
     launch_state_uri,
 )
 from orchestrator.runtime.objectstore import StoreAccessError, StoreClient, UnsupportedStoreError, parse_store
+from orchestrator.runtime.ssh_monitor import LAST_WORDS_CHARS, LAST_WORDS_LINES, report_from_status
 from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
 from providers.base import Instance
 

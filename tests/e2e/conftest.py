@@ -32,9 +32,11 @@ from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.reconciler import Reconciler
 from orchestrator.engine.states import AttemptState
-from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, TransportPool
+from orchestrator.runtime.engine_hooks import SshBootstrapper
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.render_input import CloudKind
+from orchestrator.runtime.ssh_monitor import SshMonitor
+from orchestrator.runtime.transport_pool import TransportPool
 from orchestrator.store import open_store
 from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Capability, GpuRequest, Instance, InstanceState, LaunchSpec, Market, Offer
