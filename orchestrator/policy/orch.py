@@ -19,7 +19,11 @@ outages seen so far (the two weeks before the job and the job itself; only the p
   (n = time left / mean cycle) would be covered beyond age tau for n x E[(L - tau - d)^+] hours: orch goes
   on-demand when that is no more than X (tau has reached the threshold that covers just the shortfall), and
   only when behind UP's line (ahead of it, it waits as UP does). Long-tailed outages make this "wait out the
-  short ones, cover the long ones early". An outage being covered is covered to its end.
+  short ones, cover the long ones early". An outage being covered is covered to its end;
+* an on-demand session pays its overhead d at on-demand's price before it makes progress, so on a single zone
+  an outage is covered only when its expected residual (by the ended outages) is at least the restart
+  break-even d / (1 - k) (``cover_pays``): one about to end would leave a session that is mostly overhead.
+  Zone sets cover as before: there the rule cost a public run dearly (docs/policy.md, v3.1).
 
 And the restart overhead's break-evens (Can't Be Late, section 5.4): from idle, a zone's spot is taken only
 when its predicted lifetime (this tick and the expected residual of its current available run, from its run
@@ -79,15 +83,28 @@ class OrchPolicy:
     break-evens, while the slack is short. ``early_wait``: no outage covered in the window's first
     ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring). ``od_odds``: leaving on-demand
     for a spot run that ends in on-demand again only when the run lasts the break-even with odds of at least
-    one half (module docstring).
+    one half (module docstring). ``cover_pays``: on a single zone, an outage is covered only when it is
+    expected to last the restart break-even d / (1 - k) more (module docstring).
     """
 
     name = "orch"
 
-    def __init__(self, *, cover_longest: bool = True, lifetime_filter: bool = True, stable_zone: bool = True,
-                 slack_cost: float = 0.0, recent_check: int | None = 10,
-                 set_lifetime: bool = True, tie_life: bool = True, odds_filter: bool = True,
-                 early_wait: bool = True, od_odds: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        cover_longest: bool = True,
+        lifetime_filter: bool = True,
+        stable_zone: bool = True,
+        slack_cost: float = 0.0,
+        recent_check: int | None = 10,
+        set_lifetime: bool = True,
+        tie_life: bool = True,
+        odds_filter: bool = True,
+        early_wait: bool = True,
+        od_odds: bool = True,
+        cover_pays: bool = True,
+    ) -> None:
+        self.cover_pays = cover_pays
         self.od_odds = od_odds
         self.early_wait = early_wait
         self.odds_filter = odds_filter
@@ -161,13 +178,22 @@ class OrchPolicy:
             return False
         if self.early_wait and self.waits_early(obs, shortfall):
             return False
-        if not self.cover_longest:
-            return True
         d = obs.spec.overhead_h
         age = stats.streak_h if not stats.available else 0.0
+        if self.cover_pays and len(obs.history) == 1 and not self.session_pays(obs, stats, age):
+            return False
+        if not self.cover_longest:
+            return True
         cycle = mean_run(self._tables, stats, True) + mean_run(self._tables, stats, False)
         outages = max(obs.time_left_h, 0.0) / cycle
         return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
+
+    def session_pays(self, obs: Observation, stats: ZoneStats, age: float) -> bool:
+        """Whether this outage (of ``age``) is expected to last the restart break-even d / (1 - k) more: an
+        on-demand session started in it pays its overhead d at on-demand's price before it makes progress, and
+        spot coming back sooner leaves it mostly overhead (module docstring, ``cover_pays``)."""
+        k = min(obs.spot_prices) if obs.spot_prices else obs.spec.spot_price
+        return residual(self._tables, stats, False, age) >= obs.spec.overhead_h / max(1 - k, _EPS)
 
     def waits_early(self, obs: Observation, shortfall: float) -> bool:
         """In the window's first ``EARLY_WINDOW``, whether the shortfall still fits in the slack left beyond
@@ -220,10 +246,11 @@ class OrchPolicy:
             return forced
         if obs.mode is Mode.SPOT:
             assert obs.zone is not None
-            stuck = (obs.notice and obs.notice[obs.zone]
-                     and obs.overhead_left_h >= min(obs.gap_h, obs.time_left_h) - _EPS)
+            stuck = (
+                obs.notice and obs.notice[obs.zone] and obs.overhead_left_h >= min(obs.gap_h, obs.time_left_h) - _EPS
+            )
             if not stuck:
-                return spot(obs.zone)       # Exploitation: a live spot instance is kept
+                return spot(obs.zone)  # Exploitation: a live spot instance is kept
         k_min = min(obs.spot_prices) if obs.spot_prices else spec.spot_price
         x = self.shortfall(obs)
         # A launch also spends d of slack; when the slack is short (X > 0), that is worth on-demand hours.
@@ -236,7 +263,7 @@ class OrchPolicy:
             if self.odds_filter and x is not None and not behind and len(obs.history) > 1:
                 return self._likely_zone(obs, z, x, d / max(1 - k_min, _EPS))
             return spot(z)
-        if x is None:   # no history at all: Uniform Progress's line
+        if x is None:  # no history at all: Uniform Progress's line
             return ON_DEMAND if behind else WAIT
         # Ahead of UP's line orch waits, as UP does; behind it, on-demand only for an outage worth covering.
         return ON_DEMAND if behind and self.covers_now(obs, x) else WAIT
@@ -245,6 +272,7 @@ class OrchPolicy:
         """From idle in a zone set, ahead of UP's line: ``z`` (the zone choice's pick) unless the slack is
         to spare (X < -SPARE_BREAK_EVENS x ``break_even``) and z's current run lasts ``break_even`` more with
         probability below 1/2; then the zone most likely to (lifetime beyond ``break_even``), or WAIT."""
+
         def odds(zone: int) -> float:
             stats = obs.history[zone]
             return survival(self._tables, stats, stats.streak_h, break_even)

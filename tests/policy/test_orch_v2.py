@@ -52,8 +52,8 @@ def test_forecasts_by_hand() -> None:
     # Up runs 1, 1, 4 h; down runs 1, 3 h (gap 1 h); priors: up 2 h, down 1 h, each worth one run.
     stats = stats_of("1" + "0" + "1" + "000" + "1111" + "0", 1.0)
     t = RunTables()
-    assert mean_run(t, stats, True) == pytest.approx((1 + 1 + 4 + 2) / 4)          # 2.0
-    assert mean_run(t, stats, False) == pytest.approx((1 + 3 + 1) / 3)             # 5/3
+    assert mean_run(t, stats, True) == pytest.approx((1 + 1 + 4 + 2) / 4)  # 2.0
+    assert mean_run(t, stats, False) == pytest.approx((1 + 3 + 1) / 3)  # 5/3
     # E[X - 2 | X >= 2] over the up runs: only the 4 h run, 2 h left; the prior run survives 2 h with weight
     # e^(-2/2) and has 2 h left too (memoryless): (2 + 2 e^-1) / (1 + e^-1) = 2.
     assert residual(t, stats, True, 2.0) == pytest.approx(2.0)
@@ -81,17 +81,35 @@ def test_no_spot_from_idle_when_its_lifetime_is_below_d_over_1_minus_k() -> None
     assert actions(up)[:5] == ["spot[0]", "on-demand", "on-demand", "on-demand", "spot[0]"]
     assert up.cost == pytest.approx(3.75) and up.finish_h == pytest.approx(7.0)
     # orch never launches into the flapping zone: t0 waits (on its line), t1-t3 wait too (the early wait: the
-    # window's first 0.2 x 9 = 1.8 h, the shortfall fits in the slack), from t4 (2.0 h) on-demand to the end:
-    # 0.5 overhead + 2 h of work = 2.5, finished at 4.5 h.
-    assert "spot[0]" not in actions(mine) and actions(mine)[:5] == ["idle"] * 4 + ["on-demand"]
-    assert mine.cost == pytest.approx(2.5) and mine.finish_h == pytest.approx(4.5) and mine.met
+    # window's first 0.2 x 9 = 1.8 h, the shortfall fits in the slack), and no outage of one tick is covered
+    # (cover_pays: its residual at 0.5 h, (e^-0.5 x 1 h) / (100 + e^-0.5) = 0.006 h, is below 0.714 h); at t12
+    # (6 h) the Safety Net (2 h of work + 2d in 3 h left) buys on-demand to the end: 0.5 overhead + 2 h of
+    # work = 2.5, finished at 8.5 h. Without cover_pays the same 2.5 from t4 (2.0 h), finished at 4.5 h.
+    assert "spot[0]" not in actions(mine) and actions(mine) == ["idle"] * 12 + ["on-demand"] * 5
+    assert mine.cost == pytest.approx(2.5) and mine.finish_h == pytest.approx(8.5) and mine.met
+    spec_zs = (spec, zones(hist + "10" * 6 + "1" * 20, gap_s=1800))
+    off = simulate(*spec_zs, OrchPolicy(cover_pays=False), len(hist), keep_log=True)
+    assert actions(off)[:5] == ["idle"] * 4 + ["on-demand"] and "spot[0]" not in actions(off)
+    assert off.cost == pytest.approx(2.5) and off.finish_h == pytest.approx(4.5)
 
 
-def observation(stats: ZoneStats, spec: ProblemSpec, *, mode: Mode, elapsed: float, done: float,
-                gap: float) -> Observation:
-    return Observation(tick=int(elapsed / gap), elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done,
-                       mode=mode, zone=None, overhead_left_h=0.0, available=(stats.available,),
-                       spot_prices=(spec.spot_price,), history=(stats,), any_zone=stats)
+def observation(
+    stats: ZoneStats, spec: ProblemSpec, *, mode: Mode, elapsed: float, done: float, gap: float
+) -> Observation:
+    return Observation(
+        tick=int(elapsed / gap),
+        elapsed_h=elapsed,
+        gap_h=gap,
+        spec=spec,
+        work_done_h=done,
+        mode=mode,
+        zone=None,
+        overhead_left_h=0.0,
+        available=(stats.available,),
+        spot_prices=(spec.spot_price,),
+        history=(stats,),
+        any_zone=stats,
+    )
 
 
 def test_leaving_on_demand_needs_a_longer_lifetime_than_leaving_idle() -> None:
@@ -112,27 +130,25 @@ def test_leaving_on_demand_needs_a_longer_lifetime_than_leaving_idle() -> None:
     rho = ((40 * 0.5 + 2 * w) / 41) / ((30 + 2) / 41 + (80 + 1) / 41)
     x = policy.shortfall(idle)
     assert x is not None and x == pytest.approx(23 - rho * 30)
-    assert policy.decide(idle) == spot(0)                     # 0.78 > 0.5: from idle, take it
+    assert policy.decide(idle) == spot(0)  # 0.78 > 0.5: from idle, take it
     od = observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=7.0, gap=gap)
-    assert policy.decide(od) == ON_DEMAND                     # 0.78 < 1.0: on on-demand, stay
+    assert policy.decide(od) == ON_DEMAND  # 0.78 < 1.0: on on-demand, stay
     # slack_cost: with the slack short (X > 0) a launch's d of slack may be counted too (thresholds + d,
     # + 2d: 0.75 h and 1.5 h); measured dearer on average (docs/policy.md), off by default.
     careful = OrchPolicy(slack_cost=1.0)
     careful.reset(spec, 1)
-    assert careful.decide(idle) == spot(0)                    # 0.78 > 0.75
+    assert careful.decide(idle) == spot(0)  # 0.78 > 0.75
 
 
 def test_on_demand_is_kept_when_it_finishes_for_less_than_spot_could() -> None:
     # 0.2 h of work left on on-demand, d 0.25, k 0.5: on-demand 0.2 <= spot's least 0.5 x (0.25 + 0.2) = 0.225.
     gap = 0.25
-    stats = stats_of("1" * 400, gap)   # spot for 100 h without a break: a long lifetime
+    stats = stats_of("1" * 400, gap)  # spot for 100 h without a break: a long lifetime
     spec = ProblemSpec(work_h=30, deadline_h=40, overhead_h=0.25, spot_price=0.5)
     policy = OrchPolicy()
     policy.reset(spec, 1)
-    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=30.0, done=29.8, gap=gap)) \
-        == ON_DEMAND
-    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=30.0, done=29.0, gap=gap)) \
-        == spot(0)
+    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=30.0, done=29.8, gap=gap)) == ON_DEMAND
+    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=30.0, done=29.0, gap=gap)) == spot(0)
 
 
 # --- the slack: wait outages out when the forecast says spot will do the work ----------------------------
@@ -148,8 +164,7 @@ def test_plenty_of_slack_waits_an_outage_out_where_uniform_progress_buys_on_dema
     assert up.cost == pytest.approx(3.75) and up.finish_h == pytest.approx(6.5)
     # orch: 3.5 h of work, 11 h left, the forecast gives ~9.9 h of spot: X < 0, wait the outage out;
     # t5 spot: 0.5 + 0.5, t6-t7 1.0 each, t8 the last 1.0 -> done at 9.0 h. Cost (0.5 + 0.5 + 3.5) x 0.3 = 1.5.
-    assert actions(mine) == ["spot[0]", "idle", "idle", "idle", "idle", "spot[0]", "spot[0]", "spot[0]",
-                             "spot[0]"]
+    assert actions(mine) == ["spot[0]", "idle", "idle", "idle", "idle", "spot[0]", "spot[0]", "spot[0]", "spot[0]"]
     assert mine.cost == pytest.approx(1.5) and mine.finish_h == pytest.approx(9.0)
 
 
@@ -196,9 +211,20 @@ def test_the_zone_choice_weighs_the_price_against_the_lifetime() -> None:
     spec = ProblemSpec(work_h=10, deadline_h=40, overhead_h=0.5, spot_price=0.3)
     policy = OrchPolicy()
     policy.reset(spec, 2)
-    obs = Observation(tick=0, elapsed_h=0.0, gap_h=1.0, spec=spec, work_done_h=0.0, mode=Mode.IDLE, zone=None,
-                      overhead_left_h=0.0, available=(True, True), spot_prices=(0.1, 0.3), history=(z0, z1),
-                      any_zone=z1)
+    obs = Observation(
+        tick=0,
+        elapsed_h=0.0,
+        gap_h=1.0,
+        spec=spec,
+        work_done_h=0.0,
+        mode=Mode.IDLE,
+        zone=None,
+        overhead_left_h=0.0,
+        available=(True, True),
+        spot_prices=(0.1, 0.3),
+        history=(z0, z1),
+        any_zone=z1,
+    )
     assert policy.lifetime(obs, 0) == pytest.approx(2.0, abs=0.05)
     assert policy.decide(obs) == spot(1)
 
@@ -224,8 +250,12 @@ def zone_sets(draw: st.DrawFn) -> tuple[ProblemSpec, ZoneSet, int, bool]:
     work = draw(st.floats(1.0, 12.0))
     slack = draw(st.floats(0.05, 1.5))
     overhead = draw(st.floats(0.02, 1.0)) * min(3 * gap_h, work * slack / 2)
-    spec = ProblemSpec(work_h=work, deadline_h=work * (1 + slack) + overhead, overhead_h=overhead,
-                       spot_price=draw(st.floats(0.05, 0.9)))
+    spec = ProblemSpec(
+        work_h=work,
+        deadline_h=work * (1 + slack) + overhead,
+        overhead_h=overhead,
+        spot_price=draw(st.floats(0.05, 0.9)),
+    )
     ticks = math.ceil(spec.deadline_h / gap_h) + draw(st.integers(0, 200))
     traces = []
     for z in range(n_zones):
@@ -270,8 +300,7 @@ def test_a_zone_flapping_lately_is_not_left_on_demand_for() -> None:
     assert policy.lifetime(idle, 0, cautious=True) == pytest.approx(0.25 + 2 * w / (10 + w))
     assert (policy.shortfall(idle) or 0.0) < 0
     assert policy.decide(idle) == spot(0)
-    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=5.0, gap=gap)) \
-        == ON_DEMAND
+    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=5.0, gap=gap)) == ON_DEMAND
 
 
 def test_an_outage_being_covered_is_covered_to_its_end() -> None:
@@ -285,8 +314,7 @@ def test_an_outage_being_covered_is_covered_to_its_end() -> None:
     idle = observation(stats, spec, mode=Mode.IDLE, elapsed=10.0, done=6.0, gap=1.0)
     assert (policy.shortfall(idle) or 0.0) < 0
     assert policy.decide(idle) == WAIT
-    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=6.0, gap=1.0)) \
-        == ON_DEMAND
+    assert policy.decide(observation(stats, spec, mode=Mode.ON_DEMAND, elapsed=10.0, done=6.0, gap=1.0)) == ON_DEMAND
 
 
 def test_observe_run_is_observe_repeated_exactly() -> None:
@@ -299,4 +327,4 @@ def test_observe_run_is_observe_repeated_exactly() -> None:
             j += 1
         bulk.observe_run(pattern[i] == "1", j - i, 195 / 3600)
         i = j
-    assert bulk == one   # every field, floats bit for bit
+    assert bulk == one  # every field, floats bit for bit

@@ -25,8 +25,12 @@ from tests.policy._helpers import zones
 
 def constants() -> dict[str, object]:
     """Every constant orch decides by: the module constants of orch.py and forecast.py."""
-    return {f"{m.__name__}.{k}": v for m in (orch, forecast) for k, v in vars(m).items()
-            if k.isupper() and isinstance(v, (int, float))}
+    return {
+        f"{m.__name__}.{k}": v
+        for m in (orch, forecast)
+        for k, v in vars(m).items()
+        if k.isupper() and isinstance(v, (int, float))
+    }
 
 
 def fingerprint(policy: OrchPolicy) -> tuple[tuple[str, object], ...]:
@@ -36,7 +40,8 @@ def fingerprint(policy: OrchPolicy) -> tuple[tuple[str, object], ...]:
 
 
 def test_the_bench_runs_orch_with_the_same_constants_on_public_shaped_and_synthetic_traces(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The bench's two kinds of runs (a trace directory; the synthetic generator), each on its own traces:
     # every orch the bench builds must carry the defaults, whatever it replays.
     seen: list[tuple[tuple[str, object], ...]] = []
@@ -48,9 +53,13 @@ def test_the_bench_runs_orch_with_the_same_constants_on_public_shaped_and_synthe
 
     monkeypatch.setattr(OrchPolicy, "reset", recording)
     monkeypatch.setattr(bench_policy, "SETTINGS", [(60.0, 0.5)])
-    public_like = ZoneSet("public-like", (
-        Trace("a", 600.0, tuple((i // 7) % 3 != 0 for i in range(800))),
-        Trace("b", 600.0, tuple((i // 5) % 4 != 1 for i in range(800)))))
+    public_like = ZoneSet(
+        "public-like",
+        (
+            Trace("a", 600.0, tuple((i // 7) % 3 != 0 for i in range(800))),
+            Trace("b", 600.0, tuple((i // 5) % 4 != 1 for i in range(800))),
+        ),
+    )
     bench_policy.run([public_like, ZoneSet("a", public_like.zones[:1])], 2, 1, "orch")
     public_runs = len(seen)
     generate(tmp_path, seed=7, days=3.0)
@@ -62,8 +71,17 @@ def test_the_bench_runs_orch_with_the_same_constants_on_public_shaped_and_synthe
 def test_every_rule_has_a_switch_and_orch_runs_with_each_off() -> None:
     # Each rule measured in docs/policy.md is a keyword of OrchPolicy whose default is orch.
     params = inspect.signature(OrchPolicy).parameters
-    rules = ["cover_longest", "lifetime_filter", "stable_zone", "set_lifetime", "tie_life", "odds_filter",
-             "early_wait", "od_odds"]
+    rules = [
+        "cover_longest",
+        "lifetime_filter",
+        "stable_zone",
+        "set_lifetime",
+        "tie_life",
+        "odds_filter",
+        "early_wait",
+        "od_odds",
+        "cover_pays",
+    ]
     assert all(params[r].default is True for r in rules)
     spec = ProblemSpec(work_h=2, deadline_h=6, overhead_h=0.5, spot_price=0.3)
     zs = zones("1100" * 30 + "1010011100111", "0110" * 30 + "0111100011110", gap_s=1800)
@@ -80,8 +98,7 @@ def long_tailed(draw: st.DrawFn) -> tuple[ProblemSpec, ZoneSet, int, bool]:
     work = draw(st.floats(1.0, 8.0))
     overhead = draw(st.floats(0.05, 1.0))
     slack = draw(st.floats(2 * overhead + gap_h, work + 4 * overhead))
-    spec = ProblemSpec(work_h=work, deadline_h=work + slack, overhead_h=overhead,
-                       spot_price=draw(st.floats(0.1, 0.7)))
+    spec = ProblemSpec(work_h=work, deadline_h=work + slack, overhead_h=overhead, spot_price=draw(st.floats(0.1, 0.7)))
     history = math.ceil(24 / gap_h)
     ticks = history + math.ceil(spec.deadline_h / gap_h) + 1
     traces = []
@@ -100,8 +117,7 @@ def long_tailed(draw: st.DrawFn) -> tuple[ProblemSpec, ZoneSet, int, bool]:
 
 
 @seed(33)
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(long_tailed())
 def test_orch_meets_every_deadline_on_long_tailed_zones(case: tuple[ProblemSpec, ZoneSet, int, bool]) -> None:
     spec, zs, start, notice = case
