@@ -174,15 +174,14 @@ class Service:
     lease_owner: str | None
 
     def close(self) -> None:
-        from orchestrator.store.fleet import LeaseLostError
-
         flush = getattr(self.engine_store, "flush", None)
-        try:
-            self.reconciler.settle_spend()  # the machines' time up to the last tick (the engine's meters)
-            if callable(flush):
+        if callable(flush):
+            from orchestrator.store.fleet import LeaseLostError
+
+            try:
                 flush()                 # buffered spend rows
-        except LeaseLostError:
-            pass                        # accrued under a lapsed lease: the job's holder charges it again
+            except LeaseLostError:
+                pass                    # accrued under a lapsed lease: the job's holder charges it again
         for provider in self.providers.values():
             close = getattr(provider, "close", None)
             if callable(close):

@@ -68,6 +68,7 @@ class Reconciler:
         self._sweep = SweepStep()
         self._seen = SyncMemo()
         self._metrics = MetricsStep()
+        deps.store.settle_before_reads(self.settle_spend)
         #: What may make the next tick due early (a notice, a predecessor's commit): the daemon asks it.
         self.wake = WakeWatch(deps.hooks.monitor)
 
@@ -88,7 +89,7 @@ class Reconciler:
         self._recovery.facts.forget_catalog()
 
     def settle_spend(self) -> None:
-        """Charge the machines' time up to the last tick into the store's buffer (the service closing)."""
+        """Charge the machines' time up to the last tick into the store (before it reads or writes spend)."""
         self._spend.settle(self.deps.store)
 
     def utilization(self, attempt_id: int) -> tuple[UtilSample, ...]:

@@ -55,6 +55,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         self._pending: dict[RowKey, SpendCharge] = {}
         self._due: set[int] = set()
         self._touched: set[RowKey] = set()
+        self._settle: Callable[[], None] | None = None
         self._latest: dict[int, RowKey] = {}
         #: Attempts' spend marks (up to when their spend is stored), read ahead in chunks (a restart asks for
         #: every live attempt's) and kept while this store holds the attempt's job (only the holder accrues).

@@ -60,6 +60,8 @@ class SpendBuffer:
     _spent: dict[int, float]
     _moved: set[int]
     _reads: dict[ReadKey, Kept]
+    #: The engine's settling of its spend meters (``EngineStore.settle_before_reads``), None: none.
+    _settle: Callable[[], None] | None
     wrote_aside: Callable[[ChangeToken | None, ChangeToken | None], None]     # KeptReads'
 
     def _fence(self, tx: Session, job_id: int | None) -> None:
@@ -68,8 +70,14 @@ class SpendBuffer:
     def _mine(self, job_id: int) -> bool:
         raise NotImplementedError
 
+    def settle_before_reads(self, settle: Callable[[], None]) -> None:
+        self._settle = settle
+
     def flush(self) -> None:
-        """Write every buffered row (one transaction; each extends its attempt's row for the day and rate)."""
+        """Write every buffered row (one transaction; each extends its attempt's row for the day and rate), the
+        engine's unsettled charges first."""
+        if self._settle is not None:
+            self._settle()
         self._write(list(self._pending))
 
     def flush_due(self) -> None:
