@@ -15,7 +15,9 @@ A steady tick (nothing changes) must not read and rebuild 10k jobs and attempts 
 * the catalog the attempts' offers are rebuilt from changes (``use_catalog``).
 
 A kept read of jobs carries each job's spend total as of the read; ``keep_unchanged_reads`` brings the
-totals up to date (``_spent``, which charges keep current), as reading them again would.
+totals that moved up to date (``_spent``, which charges keep current; ``_moved``, which jobs they moved), as
+reading them again would: the other records stay the very objects they were (the engine's sync compares them
+by identity: orchestrator/engine/sync.py).
 Mixed into ``SqlEngineStore``.
 """
 

@@ -3,13 +3,16 @@ rate), and written in one transaction (an upsert per row, orchestrator/store/spe
 
 What is written when:
 
-* ``flush()``: every buffered row. Before any read of spend from the store (budgets, a job's total) and when
-  the service closes, so what this process reads is exact to the tick.
+* ``flush()``: the engine's unsettled meters (``settle_before_reads``), then every buffered row. Before any
+  read of spend from the store (budgets, a job's total) and when the service closes, so what this process
+  reads is exact to the tick.
 * ``flush_due(now)``, at the start of every tick: only the rows that are due. A live attempt's row is due once
   per ``SPEND_WRITE_EVERY``, at a phase of its own (so at 10k machines a tick writes a slice of the rows, not
-  all of them: the upsert of every row every tick was ~0.4 s of CPU). A row is due at once when its attempt
-  ended (nobody charges an ended attempt again) or when the attempt charges a new day or rate (the older row
-  is complete).
+  all of them: the upsert of every row every tick was ~0.4 s of CPU); the engine's spend meters charge a
+  steady machine at that same phase (``orchestrator.engine.spend.spend_phase``), so its charge crosses the
+  phase as it arrives. A row is due at once when its attempt ended (nobody charges an ended attempt again)
+  or when the attempt charges a new day or rate (the older row is complete). Only rows charged since the
+  last call are looked at.
 
 The store's ledger therefore lags a live attempt by at most ``SPEND_WRITE_EVERY`` (other processes, the
 console, see it so); this process's own reads flush first. A process killed before a write loses no money:
