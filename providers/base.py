@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
 from providers.gpus import Interconnect
+from providers.offer import Availability, GpuRequest, Market, Offer, OfferOrigin
 
-if TYPE_CHECKING:  # `orch quote` imports this module; the fabric table is not needed to price offers
+if TYPE_CHECKING:
     from providers.fabric import Fabric
 
 __all__ = [
@@ -55,19 +56,6 @@ LABEL_JOB = "orch-job"
 _LABEL_SAFE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
-class Market(StrEnum):
-    ON_DEMAND = "on-demand"
-    SPOT = "spot"
-
-
-class Availability(StrEnum):
-    """What an offer's source says about capacity now. The catalog knows nothing: UNKNOWN."""
-
-    UNKNOWN = "unknown"
-    AVAILABLE = "available"
-    NOT_AVAILABLE = "not-available"
-
-
 class Capability(StrEnum):
     SPOT = "spot"                           # can launch an interruptible/spot instance
     STOP = "stop"                           # can stop (not terminate) and keep the disk
@@ -77,15 +65,6 @@ class Capability(StrEnum):
     LIVE_OFFERS = "live-offers"              # offers() returns live prices/capacity without launching
     HOST_KEYS = "host-keys"                  # the API exposes the instance's SSH host keys
     CONFIG_OFFERS = "config-offers"          # offers() lists configured machines from settings alone: no cloud call
-
-
-class OfferOrigin(StrEnum):
-    """Where an offer's price comes from (``Offer.source``)."""
-
-    CATALOG = "catalog"     # the shipped or refreshed catalog
-    LIVE = "live"           # a provider's pricing API, just now
-    OWN = "own"             # a machine you own, from orch's config, at the price you set there
-    STORE = "store"         # rebuilt from orch's store (an attempt whose offer left the catalog)
 
 
 class InstanceState(StrEnum):
@@ -113,78 +92,6 @@ class InstanceState(StrEnum):
 
 #: The one definition of "gone": the machine no longer runs (the store's queries use these values too).
 GONE_INSTANCE_STATES: frozenset[InstanceState] = frozenset({InstanceState.TERMINATED, InstanceState.PREEMPTED})
-
-
-@dataclass(frozen=True, slots=True)
-class GpuRequest:
-    """What a caller wants: ``count`` GPUs in ONE machine, ``nodes`` such machines.
-
-    Empty tuples mean "any". ``max_price_hr`` is for the whole request (all nodes).
-    """
-
-    gpus: tuple[str, ...] = ()                  # canonical GPU names (providers.gpus)
-    count: int = 1
-    nodes: int = 1
-    markets: frozenset[Market] = frozenset({Market.ON_DEMAND, Market.SPOT})
-    providers: tuple[str, ...] = ()
-    regions: tuple[str, ...] = ()               # fnmatch globs, matched against region and zone
-    max_price_hr: float | None = None
-    min_vram_gb: float | None = None
-    interconnect: Interconnect | None = None
-    exclude_zones: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    """One machine type at one place and market, with its price per instance-hour.
-
-    ``price_as_of`` is the date the price was captured; ``price_as_of_approximate`` is True when that
-    date is an estimate (the shipped catalog's source has no capture dates). ``captured_at`` is the exact
-    capture time (UTC) where it is known (a refreshed catalog row, a live price), else None.
-    ``vcpus`` / ``memory_gb`` are None where the source does not say (the shipped Vast.ai rows).
-    ``price_source`` names where a catalog row's price came from (``gpuhunt aws 20261202-88``).
-    """
-
-    provider: str
-    instance_type: str
-    region: str
-    zone: str | None
-    gpu: str
-    gpu_count: int
-    vram_gb: float
-    vcpus: float | None
-    memory_gb: float | None
-    interconnect: Interconnect
-    market: Market
-    price_hr: float
-    price_as_of: date
-    price_as_of_approximate: bool = False
-    source: str = OfferOrigin.CATALOG           # an OfferOrigin value
-    availability: Availability = Availability.UNKNOWN
-    offer_id: str | None = None                 # a provider's own handle (a Vast ask id, a RunPod gpu type)
-    captured_at: datetime | None = None
-    price_source: str = ""
-    #: The most local disk a launch on this offer can have, where the machine's disk is fixed (a Vast ask's
-    #: disk_space, a Lambda type's local storage, your own machine's); None: no known limit (the clouds that
-    #: create the boot disk at LaunchSpec.disk_gb, or a limit nobody told orch).
-    max_disk_gb: float | None = None
-
-    @property
-    def price_per_gpu_hr(self) -> float:
-        return self.price_hr / self.gpu_count
-
-    @property
-    def vcpus_per_gpu(self) -> float | None:
-        return None if self.vcpus is None else self.vcpus / self.gpu_count
-
-    @property
-    def memory_gb_per_gpu(self) -> float | None:
-        return None if self.memory_gb is None else self.memory_gb / self.gpu_count
-
-    @property
-    def key(self) -> tuple[str, str, str, str | None, Market]:
-        """Identity of an offer regardless of its price: used to merge live prices onto the catalog."""
-        return (self.provider, self.instance_type, self.region, self.zone, self.market)
 
 
 @dataclass(frozen=True, slots=True)

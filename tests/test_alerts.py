@@ -16,7 +16,7 @@ import pytest
 from orchestrator.alerts.model import Alert, AlertKind
 from orchestrator.alerts.redact import WebhookUrl, host_only
 from orchestrator.config.alerts import AlertSettings, UrlSource, Webhook, WebhookFormat, parse_alerts
-from orchestrator.config.errors import ConfigError
+from orchestrator.config.errors import ConfigError, ConfigLines
 from orchestrator.config.file import load_config
 from orchestrator.daemon.alert_events import EVENT_KINDS, AlertMapper
 from orchestrator.daemon.alerts import AlertDispatcher, SinkWorker, attach_alerts, start_alerts
@@ -44,8 +44,12 @@ def settings(*hooks: Webhook, queue_size: int = 100, attempts: int = 4, timeout_
     return AlertSettings(tuple(hooks), queue_size=queue_size, timeout_s=timeout_s, attempts=attempts)
 
 
-def hook(url: str, fmt: WebhookFormat = WebhookFormat.JSON, name: str = "test",
-         kinds: frozenset[AlertKind] = frozenset(AlertKind)) -> Webhook:
+def hook(
+    url: str,
+    fmt: WebhookFormat = WebhookFormat.JSON,
+    name: str = "test",
+    kinds: frozenset[AlertKind] = frozenset(AlertKind),
+) -> Webhook:
     return Webhook(name, UrlSource(url=WebhookUrl(url)), fmt, kinds)
 
 
@@ -64,39 +68,59 @@ def stop(w: SinkWorker) -> None:
 
 # -- config ---------------------------------------------------------------------------------------------
 
+
 def test_parse_alerts_reads_webhooks(monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed = parse_alerts({"webhooks": [
-        {"name": "ops", "url": f"https://hooks.slack.com/services/T0/B0/{TOKEN}", "format": "slack",
-         "events": ["preempted", "budget-threshold"]},
-        {"url_env": "ORCH_TEST_HOOK"},
-    ], "queue_size": 5, "timeout_s": 2, "attempts": 3}, "config.yaml")
+    parsed = parse_alerts(
+        {
+            "webhooks": [
+                {
+                    "name": "ops",
+                    "url": f"https://hooks.slack.com/services/T0/B0/{TOKEN}",
+                    "format": "slack",
+                    "events": ["preempted", "budget-threshold"],
+                },
+                {"url_env": "ORCH_TEST_HOOK"},
+            ],
+            "queue_size": 5,
+            "timeout_s": 2,
+            "attempts": 3,
+        },
+        ConfigLines("config.yaml"),
+    )
     ops, env = parsed.webhooks
     assert ops.format is WebhookFormat.SLACK and ops.kinds == {AlertKind.PREEMPTED, AlertKind.BUDGET_THRESHOLD}
     assert env.name == "$ORCH_TEST_HOOK" and env.format is WebhookFormat.JSON and env.kinds == set(AlertKind)
     assert (parsed.queue_size, parsed.timeout_s, parsed.attempts) == (5, 2.0, 3)
-    assert TOKEN not in repr(parsed)     # a WebhookUrl prints its host only
+    assert TOKEN not in repr(parsed)  # a WebhookUrl prints its host only
     with pytest.raises(ConfigError, match=r"alerts\.webhooks\[1\]: url_env: \$ORCH_TEST_HOOK is not set"):
         env.source.resolve(env.where)
     monkeypatch.setenv("ORCH_TEST_HOOK", f"https://example.com/hook?token={TOKEN}")
     assert env.source.resolve(env.where).reveal().endswith(TOKEN)
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ({"webhooks": [{"name": "a"}]}, "alerts.webhooks[0]: give url or url_env"),
-    ({"webhooks": [{"url": "https://x", "url_env": "Y"}]}, "alerts.webhooks[0]: give url or url_env"),
-    ({"webhooks": [{"name": "a", "url": "https://x", "format": "teams"}]},
-     "alerts.webhooks.a.format: 'teams': choose slack or json"),
-    ({"webhooks": [{"name": "a", "url": "https://x", "events": ["coffee"]}]},
-     "alerts.webhooks.a.events[0]: 'coffee': not an alert"),
-    ({"webhooks": [{"url": f"ftp://u:{TOKEN}@x/"}]}, "alerts.webhooks[0].url: not an http(s) URL"),
-    ({"webhooks": [{"url": "https://x", "retry": 1}]}, "alerts.webhooks[0].retry: unknown key"),
-    ({"queue_size": 0}, "alerts.queue_size: must be a whole number >= 1"),
-    ({"timeout_s": "soon"}, "alerts.timeout_s: must be a number"),
-    ({"sinks": []}, "alerts.sinks: unknown key"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"webhooks": [{"name": "a"}]}, "alerts.webhooks.a: give url or url_env"),
+        ({"webhooks": [{"url": "https://x", "url_env": "Y"}]}, "alerts.webhooks[0]: give url or url_env"),
+        (
+            {"webhooks": [{"name": "a", "url": "https://x", "format": "teams"}]},
+            "alerts.webhooks.a.format: 'teams': choose slack or json",
+        ),
+        (
+            {"webhooks": [{"name": "a", "url": "https://x", "events": ["coffee"]}]},
+            "alerts.webhooks.a.events[0]: 'coffee': not an alert",
+        ),
+        ({"webhooks": [{"url": f"ftp://u:{TOKEN}@x/"}]}, "alerts.webhooks[0].url: not an http(s) URL"),
+        ({"webhooks": [{"url": "https://x", "retry": 1}]}, "alerts.webhooks[0].retry: unknown key"),
+        ({"queue_size": 0}, "alerts.queue_size: must be a whole number >= 1"),
+        ({"timeout_s": "soon"}, "alerts.timeout_s: must be a number"),
+        ({"sinks": []}, "alerts.sinks: unknown key"),
+    ],
+)
 def test_parse_alerts_names_the_bad_key_and_never_echoes_a_url(raw: object, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        parse_alerts(raw, "config.yaml")
+        parse_alerts(raw, ConfigLines("config.yaml"))
     assert message in str(err.value) and TOKEN not in str(err.value), str(err.value)
 
 
@@ -111,11 +135,15 @@ def test_load_config_reads_the_alerts_section(tmp_path: Path) -> None:
 
 # -- secrets in URLs ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("url", [
-    f"https://hooks.slack.com/services/T0/B0/{TOKEN}",
-    f"https://example.com/hook?token={TOKEN}",
-    f"https://user:{TOKEN}@example.com/hook",
-])
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"https://hooks.slack.com/services/T0/B0/{TOKEN}",
+        f"https://example.com/hook?token={TOKEN}",
+        f"https://user:{TOKEN}@example.com/hook",
+    ],
+)
 def test_a_webhook_url_shows_its_host_only(url: str) -> None:
     shown = WebhookUrl(url)
     assert TOKEN not in str(shown) + repr(shown) + shown.host_only
@@ -125,20 +153,40 @@ def test_a_webhook_url_shows_its_host_only(url: str) -> None:
 
 # -- mapping --------------------------------------------------------------------------------------------
 
+
 def committed(kind: str, job_id: int | None = 1, data: dict[str, object] | None = None) -> CommittedEvent:
     return CommittedEvent(1, T0, kind, job_id, "train" if job_id else None, "gcp", f"{kind} happened", data or {})
 
 
 def test_events_map_to_alerts_in_one_place() -> None:
     m = AlertMapper()
-    kinds = {k: (a.kind if (a := m.alert_for(committed(k))) else None)
-             for k in ("preempted", "idle-shutdown", "boot-timeout", "node-silent", "node-unreachable",
-                       "relaunch-cap", "budget-stop", "budget-threshold", "apply", "checkpoint")}
-    assert kinds == {"preempted": AlertKind.PREEMPTED, "idle-shutdown": AlertKind.IDLE_STOPPED,
-                     "boot-timeout": AlertKind.BOOT_FAILED, "node-silent": AlertKind.NODE_SILENT,
-                     "node-unreachable": AlertKind.NODE_UNREACHABLE, "relaunch-cap": AlertKind.RELAUNCH_CAP,
-                     "budget-stop": AlertKind.BUDGET_STOP, "budget-threshold": AlertKind.BUDGET_THRESHOLD,
-                     "apply": None, "checkpoint": None}
+    kinds = {
+        k: (a.kind if (a := m.alert_for(committed(k))) else None)
+        for k in (
+            "preempted",
+            "idle-shutdown",
+            "boot-timeout",
+            "node-silent",
+            "node-unreachable",
+            "relaunch-cap",
+            "budget-stop",
+            "budget-threshold",
+            "apply",
+            "checkpoint",
+        )
+    }
+    assert kinds == {
+        "preempted": AlertKind.PREEMPTED,
+        "idle-shutdown": AlertKind.IDLE_STOPPED,
+        "boot-timeout": AlertKind.BOOT_FAILED,
+        "node-silent": AlertKind.NODE_SILENT,
+        "node-unreachable": AlertKind.NODE_UNREACHABLE,
+        "relaunch-cap": AlertKind.RELAUNCH_CAP,
+        "budget-stop": AlertKind.BUDGET_STOP,
+        "budget-threshold": AlertKind.BUDGET_THRESHOLD,
+        "apply": None,
+        "checkpoint": None,
+    }
     done = m.alert_for(committed("job.status", data={"from": "running", "to": "succeeded"}))
     failed = m.alert_for(committed("job.status", data={"from": "running", "to": "failed"}))
     assert done is not None and done.kind is AlertKind.JOB_FINISHED and done.job == "train"
@@ -150,23 +198,26 @@ def test_events_map_to_alerts_in_one_place() -> None:
 
 def test_a_relaunch_alerts_once_on_the_launch_after_a_recovery() -> None:
     m = AlertMapper()
-    assert m.alert_for(committed("launched")) is None            # a first launch is no relaunch
+    assert m.alert_for(committed("launched")) is None  # a first launch is no relaunch
     assert m.alert_for(committed("recovering")) is None
     assert m.alert_for(committed("launched", job_id=2)) is None  # another job's launch
     relaunched = m.alert_for(committed("launched"))
     assert relaunched is not None and relaunched.kind is AlertKind.RELAUNCHED and relaunched.provider == "gcp"
-    assert m.alert_for(committed("launched")) is None            # node 1 of the same gang: no second alert
+    assert m.alert_for(committed("launched")) is None  # node 1 of the same gang: no second alert
 
 
 # -- delivery -------------------------------------------------------------------------------------------
 
-def test_slack_and_json_bodies_reach_the_receiver_at_the_full_url(receiver: Receiver,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+
+def test_slack_and_json_bodies_reach_the_receiver_at_the_full_url(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     s = settings()
     slack = hook(f"{receiver.base}/services/T0/B0/{TOKEN}", WebhookFormat.SLACK, "slack")
-    generic = hook(f"{receiver.base}/hook?token={TOKEN}", WebhookFormat.JSON, "generic",
-                   kinds=frozenset({AlertKind.JOB_FAILED}))
+    generic = hook(
+        f"{receiver.base}/hook?token={TOKEN}", WebhookFormat.JSON, "generic", kinds=frozenset({AlertKind.JOB_FAILED})
+    )
     dispatcher = start_alerts(settings(slack, generic, queue_size=s.queue_size))
     assert dispatcher is not None
     try:
@@ -180,10 +231,12 @@ def test_slack_and_json_bodies_reach_the_receiver_at_the_full_url(receiver: Rece
         by_path.setdefault(got.path, []).append(got.body)
     assert by_path[f"/services/T0/B0/{TOKEN}"] == [
         {"text": "orch preempted train on aws: aws i-123 preempted (Server.SpotInstanceTermination)"},
-        {"text": "orch job-failed train on aws: aws i-123 preempted (Server.SpotInstanceTermination)"}]
-    assert by_path[f"/hook?token={TOKEN}"] == [{"kind": "job-failed", "job": "train", "provider": "aws",
-                                                "message": alert().message, "time": T0.isoformat()}]
-    assert TOKEN not in caplog.text     # httpx logs each request's URL: the webhook's is cut to its host
+        {"text": "orch job-failed train on aws: aws i-123 preempted (Server.SpotInstanceTermination)"},
+    ]
+    assert by_path[f"/hook?token={TOKEN}"] == [
+        {"kind": "job-failed", "job": "train", "provider": "aws", "message": alert().message, "time": T0.isoformat()}
+    ]
+    assert TOKEN not in caplog.text  # httpx logs each request's URL: the webhook's is cut to its host
 
 
 def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_the_alert(receiver: Receiver) -> None:
@@ -199,7 +252,8 @@ def test_a_failing_receiver_is_retried_with_backoff_until_it_takes_the_alert(rec
 
 
 def test_a_refusing_receiver_is_not_retried_and_the_failure_is_logged_without_the_secret(
-        receiver: Receiver, caplog: pytest.LogCaptureFixture) -> None:
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING, logger="orch.alerts")
     receiver.status = 404
     w = worker(hook(f"{receiver.base}/services/{TOKEN}"), settings(attempts=5))
@@ -218,14 +272,13 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_receiver_that_is_down_delays_nothing_and_fails_after_its_attempts(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_a_receiver_that_is_down_delays_nothing_and_fails_after_its_attempts(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="orch.alerts")
     url = f"http://127.0.0.1:{_closed_port()}/services/{TOKEN}"
     w = worker(hook(url), settings(attempts=3))
     try:
         for _ in range(5):
-            assert w.offer(alert())          # returns at once: nothing waits for the dead receiver
+            assert w.offer(alert())  # returns at once: nothing waits for the dead receiver
         assert w.wait_until(lambda s: s.failed == 5, 60)
     finally:
         stop(w)
@@ -233,15 +286,16 @@ def test_a_receiver_that_is_down_delays_nothing_and_fails_after_its_attempts(
 
 
 def test_a_hanging_receiver_blocks_no_caller_and_a_full_queue_drops_and_counts(
-        receiver: Receiver, caplog: pytest.LogCaptureFixture) -> None:
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING, logger="orch.alerts")
     receiver.hang = threading.Event()
     receiver.hang.set()
     w = worker(hook(f"{receiver.base}/h"), settings(queue_size=2, timeout_s=60))
     try:
         assert w.offer(alert(job="first"))
-        assert receiver.hanging.wait(30)          # the worker is stuck in the first POST
-        accepted = [w.offer(alert(job=f"job-{i}")) for i in range(10)]   # none of these may block
+        assert receiver.hanging.wait(30)  # the worker is stuck in the first POST
+        accepted = [w.offer(alert(job=f"job-{i}")) for i in range(10)]  # none of these may block
         assert accepted == [True, True] + [False] * 8
         assert w.stats().dropped == 8 and w.stats().queued == 2
         assert "queue full (2), 1 alert(s) dropped so far" in caplog.text
@@ -260,12 +314,13 @@ def test_closing_gives_up_on_a_hanging_receiver_at_its_deadline(receiver: Receiv
     assert dispatcher is not None
     dispatcher.submit(alert())
     assert receiver.hanging.wait(30)
-    dispatcher.close(within_s=0.1)       # returns at its deadline, though the POST still hangs
+    dispatcher.close(within_s=0.1)  # returns at its deadline, though the POST still hangs
     assert dispatcher.workers[0]._thread.is_alive()
     receiver.release.set()
 
 
 # -- the store's listener -----------------------------------------------------------------------------------
+
 
 @pytest.fixture()
 def store(tmp_path: Path) -> Iterator[Store]:
@@ -285,9 +340,20 @@ def add_job(store: Store, name: str, project: str | None = None, provider: str |
         tx.add(job)
         tx.flush()
         if provider:
-            tx.add(InstanceRow(provider=provider, launch_id=f"l-{name}", owner="t", job_id=job.id,
-                               instance_id=f"i-{name}", state="running", price_hr=2.0, market="spot",
-                               created_at=T0, updated_at=T0))
+            tx.add(
+                InstanceRow(
+                    provider=provider,
+                    launch_id=f"l-{name}",
+                    owner="t",
+                    job_id=job.id,
+                    instance_id=f"i-{name}",
+                    state="running",
+                    price_hr=2.0,
+                    market="spot",
+                    created_at=T0,
+                    updated_at=T0,
+                )
+            )
         assert job.id is not None
         return job.id
 
@@ -313,7 +379,7 @@ def test_listeners_hear_committed_events_of_their_kinds_with_job_and_provider(st
     with store.transaction() as tx:
         repo.record_event(tx, EventKind.PREEMPTED, "vastai 1 outbid", job_id=job, ts=T0)
         repo.record_event(tx, EventKind.CHECKPOINT, "not wanted", job_id=job, ts=T0)
-        assert rec.got == []                     # nothing before the commit
+        assert rec.got == []  # nothing before the commit
     with pytest.raises(RuntimeError), store.transaction() as tx:
         repo.record_event(tx, EventKind.PREEMPTED, "rolled back", job_id=job, ts=T0)
         raise RuntimeError("boom")
@@ -321,7 +387,8 @@ def test_listeners_hear_committed_events_of_their_kinds_with_job_and_provider(st
         repo.set_job_status(tx, job, repo.JobStatus.FAILED, now=T0)
     assert [(e.kind, e.job, e.provider, e.message) for e in rec.got] == [
         ("preempted", "train", "vastai", "vastai 1 outbid"),
-        ("job.status", "train", "vastai", "job train: pending -> failed")]
+        ("job.status", "train", "vastai", "job train: pending -> failed"),
+    ]
     assert rec.got[1].data["to"] == "failed"
     store.close()
     assert rec.closed
@@ -340,21 +407,23 @@ def test_a_broken_listener_never_fails_the_writer(store: Store) -> None:
 
 
 def test_engine_events_become_alerts_and_a_hanging_receiver_never_holds_the_writer(
-        store: Store, receiver: Receiver) -> None:
+    store: Store, receiver: Receiver
+) -> None:
     job = add_job(store, "train", provider="gcp")
     receiver.hang = threading.Event()
     receiver.hang.set()
     config = settings(hook(f"{receiver.base}/h"), queue_size=10, timeout_s=60)
     dispatcher = attach_alerts(store, config)
-    assert isinstance(dispatcher, AlertDispatcher) and attach_alerts(store, config) is dispatcher   # once per store
+    assert isinstance(dispatcher, AlertDispatcher) and attach_alerts(store, config) is dispatcher  # once per store
     with store.transaction() as tx:
         repo.record_event(tx, EventKind.PREEMPTED, "gcp vm-1 preempted", job_id=job, ts=T0)
     assert receiver.hanging.wait(30)
-    for n in range(3):                    # the writer goes on while the receiver holds the first alert
+    for n in range(3):  # the writer goes on while the receiver holds the first alert
         with store.transaction() as tx:
             repo.record_event(tx, EventKind.RECOVERING, "relaunching", job_id=job, ts=T0)
             repo.record_event(tx, EventKind.LAUNCHED, f"gcp vm-{n + 2}", job_id=job, ts=T0)
     receiver.release.set()
     assert receiver.wait_for(lambda r: len(r.received) == 4)
     assert [(r.body["kind"], r.body["job"], r.body["provider"]) for r in receiver.received] == [
-        ("preempted", "train", "gcp")] + [("relaunched", "train", "gcp")] * 3
+        ("preempted", "train", "gcp")
+    ] + [("relaunched", "train", "gcp")] * 3

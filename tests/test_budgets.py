@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.budgets import parse_budgets
-from orchestrator.config.errors import ConfigError
+from orchestrator.config.errors import ConfigError, ConfigLines
 from orchestrator.config.file import load_config
 from orchestrator.money.budgets import (
     Budget,
@@ -27,8 +27,14 @@ from orchestrator.money.budgets import (
 
 MID_JULY = datetime(2025, 7, 15, 12, 0, tzinfo=UTC)
 GLOBAL = Budget("everything", monthly_usd=1000.0, max_usd_per_hour=50.0, alert_at=(0.5, 0.8, 1.0))
-NLP = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=200.0, max_usd_per_hour=10.0, alert_at=(0.5, 1.0),
-             stop_spot_at_cap=True)
+NLP = Budget(
+    "nlp",
+    BudgetMatch(frozenset({"nlp"})),
+    monthly_usd=200.0,
+    max_usd_per_hour=10.0,
+    alert_at=(0.5, 1.0),
+    stop_spot_at_cap=True,
+)
 
 
 def ledger(*jobs: JobFacts, alerted: frozenset[ThresholdKey] = frozenset(), now: datetime = MID_JULY) -> BudgetLedger:
@@ -37,52 +43,73 @@ def ledger(*jobs: JobFacts, alerted: frozenset[ThresholdKey] = frozenset(), now:
 
 # -- the config section -----------------------------------------------------------------------------------
 
+
 def test_parse_budgets_reads_every_field_with_defaults() -> None:
-    budgets = parse_budgets([
-        {"name": "everything", "monthly_usd": "$5,000", "max_usd_per_hour": 60},
-        {"name": "nlp", "match": {"project": ["nlp", "speech"]}, "monthly_usd": 2000, "alert_at": [1.0, 0.25],
-         "stop_spot_at_cap": True},
-        {"name": "burst", "max_usd_per_hour": 5.5},
-    ], "config.yaml")
+    budgets = parse_budgets(
+        [
+            {"name": "everything", "monthly_usd": "$5,000", "max_usd_per_hour": 60},
+            {
+                "name": "nlp",
+                "match": {"project": ["nlp", "speech"]},
+                "monthly_usd": 2000,
+                "alert_at": [1.0, 0.25],
+                "stop_spot_at_cap": True,
+            },
+            {"name": "burst", "max_usd_per_hour": 5.5},
+        ],
+        ConfigLines("config.yaml"),
+    )
     everything, nlp, burst = budgets
     assert everything == Budget("everything", BudgetMatch(), 5000.0, 60.0, (0.5, 0.8, 1.0), False)
     assert nlp.match.projects == {"nlp", "speech"} and nlp.alert_at == (0.25, 1.0) and nlp.stop_spot_at_cap
     assert nlp.max_usd_per_hour is None
-    assert burst.monthly_usd is None and burst.alert_at == ()     # no monthly cap: nothing to alert on
-    assert parse_budgets(None, "config.yaml") == ()
+    assert burst.monthly_usd is None and burst.alert_at == ()  # no monthly cap: nothing to alert on
+    assert parse_budgets(None, ConfigLines("config.yaml")) == ()
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ({"name": "a"}, "budgets.a: give monthly_usd, max_usd_per_hour or both"),
-    ({"name": "a", "monthly_usd": 0}, "budgets.a.monthly_usd: must be a finite number > 0"),
-    ({"name": "a", "monthly_usd": "lots"}, "budgets.a.monthly_usd: must be a number, got 'lots'"),
-    ({"name": "a", "monthly_usd": float("inf")}, "budgets.a.monthly_usd: must be a finite number > 0"),
-    ({"name": "a", "max_usd_per_hour": True}, "budgets.a.max_usd_per_hour: must be a number"),
-    ({"name": "a", "monthly_usd": 10, "alert_at": [0.5, 1.5]}, "budgets.a.alert_at[1]: 1.5 is a fraction"),
-    ({"name": "a", "max_usd_per_hour": 1, "alert_at": [0.5]}, "budgets.a.alert_at: needs monthly_usd"),
-    ({"name": "a", "max_usd_per_hour": 1, "stop_spot_at_cap": True}, "budgets.a.stop_spot_at_cap: needs monthly_usd"),
-    ({"name": "a", "monthly_usd": 1, "stop_spot_at_cap": "yes"}, "budgets.a.stop_spot_at_cap: must be true or false"),
-    ({"name": "a", "monthly_usd": 1, "match": {"team": "x"}}, "budgets.a.match.team: unknown key (known: owner, "),
-    ({"name": "a", "monthly_usd": 1, "match": {"owner": "Alice"}}, "budgets.a.match.owner: 'Alice' is not an orch"),
-    ({"name": "a", "monthly_usd": 1, "match": {"owner": []}}, "budgets.a.match.owner: an empty list"),
-    ({"name": "a", "monthly_usd": 1, "match": {"project": "NLP"}}, "budgets.a.match.project: 'NLP' is not a project"),
-    ({"name": "a", "monthly_usd": 1, "match": {"project": []}}, "budgets.a.match.project: an empty list"),
-    ({"name": "a", "monthly_usd": 1, "cap": 3}, "budgets[0].cap: unknown key"),
-    ({"monthly_usd": 1}, "budgets[0]: needs a name"),
-    ({"name": "a b", "monthly_usd": 1}, "budgets[0].name: 'a b'"),
-    ("team-a", "budgets[0]: must be a mapping, got str"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"name": "a"}, "budgets.a: give monthly_usd, max_usd_per_hour or both"),
+        ({"name": "a", "monthly_usd": 0}, "budgets.a.monthly_usd: must be a finite number > 0"),
+        ({"name": "a", "monthly_usd": "lots"}, "budgets.a.monthly_usd: must be a number, got 'lots'"),
+        ({"name": "a", "monthly_usd": float("inf")}, "budgets.a.monthly_usd: must be a finite number > 0"),
+        ({"name": "a", "max_usd_per_hour": True}, "budgets.a.max_usd_per_hour: must be a number"),
+        ({"name": "a", "monthly_usd": 10, "alert_at": [0.5, 1.5]}, "budgets.a.alert_at[1]: 1.5 is a fraction"),
+        ({"name": "a", "max_usd_per_hour": 1, "alert_at": [0.5]}, "budgets.a.alert_at: needs monthly_usd"),
+        (
+            {"name": "a", "max_usd_per_hour": 1, "stop_spot_at_cap": True},
+            "budgets.a.stop_spot_at_cap: needs monthly_usd",
+        ),
+        (
+            {"name": "a", "monthly_usd": 1, "stop_spot_at_cap": "yes"},
+            "budgets.a.stop_spot_at_cap: must be true or false",
+        ),
+        ({"name": "a", "monthly_usd": 1, "match": {"team": "x"}}, "budgets.a.match.team: unknown key (known: owner, "),
+        ({"name": "a", "monthly_usd": 1, "match": {"owner": "Alice"}}, "budgets.a.match.owner: 'Alice' is not an orch"),
+        ({"name": "a", "monthly_usd": 1, "match": {"owner": []}}, "budgets.a.match.owner: an empty list"),
+        (
+            {"name": "a", "monthly_usd": 1, "match": {"project": "NLP"}},
+            "budgets.a.match.project: 'NLP' is not a project",
+        ),
+        ({"name": "a", "monthly_usd": 1, "match": {"project": []}}, "budgets.a.match.project: an empty list"),
+        ({"name": "a", "monthly_usd": 1, "cap": 3}, "budgets.a.cap: unknown key"),
+        ({"monthly_usd": 1}, "budgets[0]: needs a name"),
+        ({"name": "a b", "monthly_usd": 1}, "budgets[0].name: 'a b'"),
+        ("team-a", "budgets[0]: must be a mapping, got str"),
+    ],
+)
 def test_parse_budgets_names_the_bad_key(raw: object, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        parse_budgets([raw], "config.yaml")
+        parse_budgets([raw], ConfigLines("config.yaml"))
     assert str(err.value).startswith("config.yaml: ") and message in str(err.value), str(err.value)
 
 
 def test_duplicate_names_and_a_non_list_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"budgets\.a: two budgets have this name"):
-        parse_budgets([{"name": "a", "monthly_usd": 1}, {"name": "a", "monthly_usd": 2}], "c.yaml")
+        parse_budgets([{"name": "a", "monthly_usd": 1}, {"name": "a", "monthly_usd": 2}], ConfigLines("c.yaml"))
     with pytest.raises(ConfigError, match="budgets: must be a list, got dict"):
-        parse_budgets({"a": {"monthly_usd": 1}}, "c.yaml")
+        parse_budgets({"a": {"monthly_usd": 1}}, ConfigLines("c.yaml"))
 
 
 def test_load_config_carries_budgets_and_reports_errors_with_the_file(tmp_path: Path) -> None:
@@ -90,11 +117,12 @@ def test_load_config_carries_budgets_and_reports_errors_with_the_file(tmp_path: 
     path.write_text("owner: tester\nbudgets:\n  - {name: all, monthly_usd: 100}\n")
     assert load_config(path).budgets == (Budget("all", monthly_usd=100.0, alert_at=(0.5, 0.8, 1.0)),)
     path.write_text("owner: tester\nbudgets:\n  - {name: all, monthly_usd: -1}\n")
-    with pytest.raises(ConfigError, match=rf"^{path}: budgets\.all\.monthly_usd: "):
+    with pytest.raises(ConfigError, match=rf"^{path}:3: budgets\.all\.monthly_usd: "):
         load_config(path)
 
 
 # -- months -------------------------------------------------------------------------------------------------
+
 
 def test_months_are_calendar_months_in_utc() -> None:
     assert month_start(MID_JULY) == datetime(2025, 7, 1, tzinfo=UTC)
@@ -104,6 +132,7 @@ def test_months_are_calendar_months_in_utc() -> None:
 
 
 # -- launches -----------------------------------------------------------------------------------------------
+
 
 def test_a_launch_within_every_budget_is_allowed() -> None:
     facts = ledger(JobFacts(1, "a", "nlp", month_usd=50, burn_hr=4))
@@ -121,8 +150,9 @@ def test_a_launch_over_the_hourly_ceiling_is_refused_with_the_numbers() -> None:
     # exactly at the ceiling is within it
     assert check_launch([NLP], facts, project="nlp", price_hr=4.0, hours=1).allowed
     # the global ceiling counts every job's burn: 36 + 15 > 50
-    assert [r.budget for r in check_launch([GLOBAL, NLP], facts, project=None, price_hr=15, hours=1).refusals] \
-        == ["everything"]
+    assert [r.budget for r in check_launch([GLOBAL, NLP], facts, project=None, price_hr=15, hours=1).refusals] == [
+        "everything"
+    ]
 
 
 def test_a_launch_that_would_cross_the_monthly_cap_is_refused() -> None:
@@ -130,16 +160,17 @@ def test_a_launch_that_would_cross_the_monthly_cap_is_refused() -> None:
     verdict = check_launch([NLP], facts, project="nlp", price_hr=3.0, hours=10)
     [refusal] = verdict.refusals
     assert refusal.limit is BudgetLimit.MONTHLY and refusal.adding_usd == pytest.approx(30.0)
-    assert "$180.00 spent this month + ~$30.00 for this launch would exceed its monthly cap of $200.00" \
-        in verdict.reason()
-    assert check_launch([NLP], facts, project="nlp", price_hr=2.0, hours=10).allowed    # 180 + 20 = 200
+    assert (
+        "$180.00 spent this month + ~$30.00 for this launch would exceed its monthly cap of $200.00" in verdict.reason()
+    )
+    assert check_launch([NLP], facts, project="nlp", price_hr=2.0, hours=10).allowed  # 180 + 20 = 200
 
 
 def test_the_monthly_estimate_stops_at_the_end_of_the_month() -> None:
-    late = datetime(2025, 7, 31, 22, tzinfo=UTC)     # 2 h left in July
+    late = datetime(2025, 7, 31, 22, tzinfo=UTC)  # 2 h left in July
     facts = ledger(JobFacts(1, "a", "nlp", month_usd=150.0), now=late)
     monthly = Budget("m", monthly_usd=200.0)
-    assert check_launch([monthly], facts, project="nlp", price_hr=20.0, hours=100).allowed      # ~$40 in July
+    assert check_launch([monthly], facts, project="nlp", price_hr=20.0, hours=100).allowed  # ~$40 in July
     [refusal] = check_launch([monthly], facts, project="nlp", price_hr=30.0, hours=100).refusals
     assert refusal.adding_usd == pytest.approx(60.0)
 
@@ -148,7 +179,7 @@ def test_at_the_cap_nothing_paid_launches_but_free_machines_do() -> None:
     facts = ledger(JobFacts(1, "a", "nlp", month_usd=200.0))
     assert not check_launch([NLP], facts, project="nlp", price_hr=0.01, hours=0.001).allowed
     assert check_launch([NLP], facts, project="nlp", price_hr=0.0, hours=10).allowed
-    assert check_launch([NLP], facts, project="vision", price_hr=5.0, hours=10).allowed   # not NLP's job
+    assert check_launch([NLP], facts, project="vision", price_hr=5.0, hours=10).allowed  # not NLP's job
 
 
 def test_hours_default_to_one_and_several_launches_add_up() -> None:
@@ -164,16 +195,23 @@ def test_a_job_is_counted_by_every_budget_that_covers_it() -> None:
     facts = ledger(JobFacts(1, "a", "nlp", month_usd=990.0))
     verdict = check_launch([GLOBAL, NLP], facts, project="nlp", price_hr=11.0, hours=1)
     assert {(r.budget, r.limit) for r in verdict.refusals} == {
-        ("everything", BudgetLimit.MONTHLY), ("nlp", BudgetLimit.MONTHLY), ("nlp", BudgetLimit.HOURLY)}
+        ("everything", BudgetLimit.MONTHLY),
+        ("nlp", BudgetLimit.MONTHLY),
+        ("nlp", BudgetLimit.HOURLY),
+    }
 
 
 # -- thresholds and the cap ---------------------------------------------------------------------------------
 
+
 def test_review_reports_each_threshold_once_per_month() -> None:
     facts = ledger(JobFacts(1, "a", "nlp", month_usd=120.0), JobFacts(2, "b", None, month_usd=700.0))
     first = review([GLOBAL, NLP], facts)
-    assert [(c.budget, c.threshold) for c in first.crossings] == [("everything", 0.5), ("everything", 0.8),
-                                                                  ("nlp", 0.5)]
+    assert [(c.budget, c.threshold) for c in first.crossings] == [
+        ("everything", 0.5),
+        ("everything", 0.8),
+        ("nlp", 0.5),
+    ]
     crossing = first.crossings[-1]
     assert crossing.message() == "budget nlp: $120.00 of $200.00 spent in 2025-07 (60%), past its 50% alert"
     alerted = alerted_from([c.data() for c in first.crossings], "2025-07")
@@ -206,12 +244,15 @@ def test_standings_say_how_close_each_budget_is() -> None:
 
 # -- the manifest's project: ------------------------------------------------------------------------------
 
+
 def test_a_manifest_names_its_project_and_a_bad_one_is_reported_where_it_is(tmp_path: Path) -> None:
     from orchestrator.manifest import ManifestError, load_manifests
 
     path = tmp_path / "job.yaml"
-    body = "apiVersion: orch/v1\nkind: Job\nname: train\nproject: {project}\nresources: {{gpu: A100-80G}}\n" \
-           "run: {{launcher: command, command: nvidia-smi}}\n"
+    body = (
+        "apiVersion: orch/v1\nkind: Job\nname: train\nproject: {project}\nresources: {{gpu: A100-80G}}\n"
+        "run: {{launcher: command, command: nvidia-smi}}\n"
+    )
     path.write_text(body.format(project="nlp"))
     [loaded] = load_manifests([path])
     assert loaded.manifest.project == "nlp" and loaded.manifest.to_json()["project"] == "nlp"
@@ -222,10 +263,13 @@ def test_a_manifest_names_its_project_and_a_bad_one_is_reported_where_it_is(tmp_
 
 
 def test_an_owner_budget_counts_the_jobs_that_owners_engine_launches() -> None:
-    [alice] = parse_budgets([{"name": "alice", "match": {"owner": "alice"}, "max_usd_per_hour": 10}], "c.yaml")
+    [alice] = parse_budgets(
+        [{"name": "alice", "match": {"owner": "alice"}, "max_usd_per_hour": 10}], ConfigLines("c.yaml")
+    )
     assert alice.match == BudgetMatch(owners=frozenset({"alice"})) and alice.match.describe() == "owner alice"
-    facts = ledger(JobFacts(1, "a", None, burn_hr=6.0, owner="alice"), JobFacts(2, "b", None, burn_hr=30.0,
-                                                                               owner="bob"))
+    facts = ledger(
+        JobFacts(1, "a", None, burn_hr=6.0, owner="alice"), JobFacts(2, "b", None, burn_hr=30.0, owner="bob")
+    )
     assert facts.burn(alice) == 6.0
     [refusal] = check_launch([alice], facts, project=None, price_hr=5.0, hours=1, owner="alice").refusals
     assert (refusal.budget, refusal.limit, refusal.current_usd) == ("alice", BudgetLimit.HOURLY, 6.0)

@@ -13,14 +13,8 @@ import pytest
 
 from providers.base import Market
 from providers.catalog.fileformat import render, write_atomic
-from providers.catalog.loader import (
-    SHIPPED_DIR,
-    CatalogError,
-    DirectoryCatalog,
-    load_catalog,
-    newest_per_key,
-    user_catalog_file,
-)
+from providers.catalog.layers import DirectoryCatalog, newest_per_key
+from providers.catalog.loader import SHIPPED_DIR, CatalogError, load_catalog, user_catalog_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT.parent / "shared" / "reference" / "gpu_offers_snapshot.csv"

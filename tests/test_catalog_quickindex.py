@@ -51,7 +51,7 @@ def test_every_indexed_query_equals_the_full_read_on_the_shipped_catalog(monkeyp
 
 def test_several_gpus_are_not_indexed_and_read_in_full() -> None:
     assert loader.rebuild_index()
-    assert quickindex.lookup(frozenset({"H100-80G", "A100-80G"}), user_catalog_dir()) == (None, False)
+    assert quickindex.lookup(frozenset({"H100-80G", "A100-80G"}), user_catalog_dir()) == quickindex.Lookup(None, False)
     assert load_catalog(("A100-80G", "H100-80G")) == _load_sources(frozenset({"A100-80G", "H100-80G"}))
 
 
@@ -72,21 +72,21 @@ def test_a_changed_user_file_makes_the_index_stale_and_the_answer_is_the_new_fil
     assert old is not None and "lambda" in old.refreshed and any(o.provider == "lambda" for o in old.offers)
     _refreshed("lambda", 3.0)                                      # new prices, the same shape
     stale = quickindex.lookup(frozenset({"H100-80G"}), user_catalog_dir())
-    assert stale == (None, True)
+    assert stale == quickindex.Lookup(None, True)
     assert load_catalog(("H100-80G",)) == _load_sources(frozenset({"H100-80G"}))   # answered in full
     assert quickindex.lookup(frozenset({"H100-80G"}), user_catalog_dir()).rebuild  # (only the quote builds)
     fresh = load_catalog(("H100-80G",), build_index=True)          # answered in full, and the index rebuilt
     assert fresh == _load_sources(frozenset({"H100-80G"})) != old
-    assert quickindex.lookup(frozenset({"H100-80G"}), user_catalog_dir()) == (fresh, False)
+    assert quickindex.lookup(frozenset({"H100-80G"}), user_catalog_dir()) == quickindex.Lookup(fresh, False)
 
 
 def test_a_user_file_added_or_removed_makes_the_index_stale() -> None:
     assert loader.rebuild_index()
     _refreshed("runpod", 1.5)
-    assert quickindex.lookup(None, user_catalog_dir()) == (None, True)
+    assert quickindex.lookup(None, user_catalog_dir()) == quickindex.Lookup(None, True)
     assert loader.rebuild_index()
     user_catalog_file("runpod").unlink()
-    assert quickindex.lookup(None, user_catalog_dir()) == (None, True)
+    assert quickindex.lookup(None, user_catalog_dir()) == quickindex.Lookup(None, True)
     assert load_catalog() == _load_sources(None)
 
 

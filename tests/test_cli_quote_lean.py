@@ -6,6 +6,7 @@ parses the common forms itself) and the Typer application alone. stdout, stderr 
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -70,14 +71,37 @@ def test_the_lean_quote_prints_what_the_full_command_line_prints(args: list[str]
     assert "Traceback" not in lean.stderr
 
 
-def test_the_lean_quote_imports_no_command_line_framework(env: dict[str, str]) -> None:
+#: What the lean quote must not load (tests/bench/bench_quote.py: each costs its start): SDKs, the database, the
+#: config reader's dependencies; the stdlib it was made to do without (typing; inspect and copy, which dataclasses
+#: imports and entry.py defers; shutil and textwrap without a terminal); orch's modules a quote from the prebuilt
+#: catalog index does not need.
+NOT_ON_THE_QUOTE_PATH = (
+    *FRAMEWORK, "pydantic", "boto3", "botocore", "google", "azure", "sqlalchemy", "yaml", "paramiko",
+    "typing", "inspect", "ast", "dis", "tokenize", "copy", "shutil", "textwrap", "hashlib", "csv", "tempfile",
+    "providers.base", "providers.registry", "providers.errors", "providers.fabric", "providers.catalog.layers",
+    "providers.catalog.fileformat", "orchestrator.config.file", "orchestrator.store",
+)
+
+
+def test_the_lean_quote_imports_only_what_it_uses(env: dict[str, str]) -> None:
+    env = {k: v for k, v in env.items() if k != "COLUMNS"}     # output to a pipe, as the benchmark's
+    loaded = ("import sys\n"
+              f"names = {NOT_ON_THE_QUOTE_PATH!r}\n"
+              # A deferred module (entry._DeferredModule) sits in sys.modules until first used: not loaded.
+              "print(sorted(n for n in names if any(m == n or m.startswith(n + '.') for m, mod in sys.modules.items()\n"
+              "                                    if type(mod).__name__ != '_DeferredModule')))\n")
+    baseline = run(loaded, env=env)          # what the interpreter alone loads here (a sitecustomize, say)
+    assert baseline.returncode == 0, baseline.stderr
     code = ("import sys, atexit; sys.argv[0] = 'orch'\n"
-            f"atexit.register(lambda: print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(FRAMEWORK)!r})))\n"
+            f"atexit.register(lambda: exec({loaded!r}))\n"
             "from orchestrator.cli.entry import run; run()")
-    for args in (["quote", "--gpu", "A100-80G", "--count", "4"], ["quote", "--json"]):
+    assert run(code, "quote", env=env).returncode == 0       # the first quote builds the catalog index
+    for args in (["quote", "--gpu", "A100-80G", "--count", "4"], ["quote", "--gpu", "A100-80G", "--count", "4",
+                 "--json"], ["quote"], ["quote", "--json"]):
         out = run(code, *args, env=env)
         assert out.returncode == 0, out.stderr
-        assert out.stdout.rstrip().splitlines()[-1] == "[]"
+        extra = set(ast.literal_eval(out.stdout.rstrip().splitlines()[-1])) - set(ast.literal_eval(baseline.stdout))
+        assert sorted(extra) == [], args
 
 
 def test_other_commands_and_unusual_forms_go_to_the_full_command_line() -> None:

@@ -124,7 +124,7 @@ def test_the_gpu_list_agrees_with_each_gpu_quote_on_the_shipped_catalog() -> Non
     from typer.testing import CliRunner
 
     from orchestrator.cli.main import app
-    from orchestrator.offers.quote import machine_counts
+    from orchestrator.offers.gpu_list import machine_counts
     from providers.catalog import load_catalog
 
     runner = CliRunner()

@@ -58,14 +58,28 @@ class Reply:
     body: str
 
 
-def call(app: ConsoleApp, method: str, path: str, *, headers: dict[str, str] | None = None,
-         form: dict[str, str] | None = None, host: str = HOST) -> Reply:
+def call(
+    app: ConsoleApp,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    form: dict[str, str] | None = None,
+    host: str = HOST,
+) -> Reply:
     """One request through the WSGI app, as wsgiref would hand it over."""
     path, _, query = path.partition("?")
     body = urlencode(form or {}).encode()
-    environ = {"REQUEST_METHOD": method, "PATH_INFO": unquote(path).encode().decode("latin-1"), "QUERY_STRING": query,
-               "HTTP_HOST": host, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)),
-               "CONTENT_TYPE": "application/x-www-form-urlencoded", "wsgi.url_scheme": "http"}
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": unquote(path).encode().decode("latin-1"),
+        "QUERY_STRING": query,
+        "HTTP_HOST": host,
+        "wsgi.input": io.BytesIO(body),
+        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/x-www-form-urlencoded",
+        "wsgi.url_scheme": "http",
+    }
     for name, value in (headers or {}).items():
         environ["HTTP_" + name.upper().replace("-", "_")] = value
     seen: dict[str, object] = {}
@@ -75,8 +89,12 @@ def call(app: ConsoleApp, method: str, path: str, *, headers: dict[str, str] | N
 
     out = b"".join(app(environ, start_response))
     hdrs: list[tuple[str, str]] = seen["headers"]  # type: ignore[assignment]
-    return Reply(int(str(seen["status"]).split()[0]), {k.lower(): v for k, v in hdrs},
-                 [v for k, v in hdrs if k.lower() == "set-cookie"], out.decode())
+    return Reply(
+        int(str(seen["status"]).split()[0]),
+        {k.lower(): v for k, v in hdrs},
+        [v for k, v in hdrs if k.lower() == "set-cookie"],
+        out.decode(),
+    )
 
 
 def csrf_of(page: str) -> str:
@@ -87,9 +105,20 @@ def csrf_of(page: str) -> str:
 
 # -- where it listens ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True),
-                                                ("localhost", True), ("0.0.0.0", False), ("::", False),
-                                                ("192.168.1.5", False), ("console.example.com", False)])
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("console.example.com", False),
+    ],
+)
 def test_loopback_addresses(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
@@ -114,6 +143,7 @@ def test_bind_addresses_parse_and_off_loopback_needs_a_long_token() -> None:
 
 # -- loopback without a token --------------------------------------------------------------------------
 
+
 def test_pages_render_with_their_content(store: Store) -> None:
     app = ConsoleApp(store, Guard(None), clock=lambda: NOW)
     fleet = call(app, "GET", "/")
@@ -125,7 +155,7 @@ def test_pages_render_with_their_content(store: Store) -> None:
     assert "Per provider" in spend.body and ">lambda<" in spend.body
     budgets = call(app, "GET", "/budgets")
     assert budgets.status == 200 and "job lifetime" in budgets.body and "$60.00" in budgets.body
-    assert "lvl-near" in budgets.body       # eval-sweep: $4.23 of $5.00
+    assert "lvl-near" in budgets.body  # eval-sweep: $4.23 of $5.00
     job = call(app, "GET", "/jobs/llama-ft")
     assert job.status == 200 and "tl-relaunch" in job.body and "tl-preemption" in job.body
     assert job.body.count("tl-checkpoint") >= 3
@@ -139,15 +169,21 @@ def test_event_filters_and_paging(store: Store) -> None:
     app = ConsoleApp(store, Guard(None), clock=lambda: NOW)
     page = call(app, "GET", "/events?job=llama-ft&kind=preempted")
     assert page.status == 200 and "1 matching" in page.body and "Server.SpotInstanceTermination" in page.body
-    with store.transaction() as tx:   # more than one page (50 a page)
+    with store.transaction() as tx:  # more than one page (50 a page)
         for i in range(60):
             repo.record_event(tx, EventKind.APPLY, f"padding {i}", ts=NOW - timedelta(days=2, minutes=i))
     first = call(app, "GET", "/events")
     assert "page 1 of" in first.body and 'rel="next"' in first.body
     last = call(app, "GET", "/events?page=999")
     assert 'rel="next"' not in last.body and 'rel="prev"' in last.body
-    window = call(app, "GET", "/events?since=" + (NOW - timedelta(hours=2, minutes=59)).strftime("%Y-%m-%d %H:%M")
-                  + "&until=" + (NOW - timedelta(hours=2, minutes=50)).strftime("%Y-%m-%d %H:%M"))
+    window = call(
+        app,
+        "GET",
+        "/events?since="
+        + (NOW - timedelta(hours=2, minutes=59)).strftime("%Y-%m-%d %H:%M")
+        + "&until="
+        + (NOW - timedelta(hours=2, minutes=50)).strftime("%Y-%m-%d %H:%M"),
+    )
     assert "job running on gcp orch-llama-ft-7f3a" in window.body and "p4de" not in window.body
     bad = call(app, "GET", "/events?since=yesterday")
     assert bad.status == 200 and "since: not a date and time" in bad.body
@@ -179,7 +215,7 @@ def test_stop_needs_the_consoles_own_origin_and_csrf_token(store: Store) -> None
     refused = [
         call(app, "POST", "/jobs/llama-ft/stop", form={}, headers={"Origin": ORIGIN}),
         call(app, "POST", "/jobs/llama-ft/stop", form={"csrf": "0" * 64}, headers={"Origin": ORIGIN}),
-        call(app, "POST", "/jobs/llama-ft/stop", form={"csrf": token}),                          # no origin
+        call(app, "POST", "/jobs/llama-ft/stop", form={"csrf": token}),  # no origin
         call(app, "POST", "/jobs/llama-ft/stop", form={"csrf": token}, headers={"Origin": "http://evil.example"}),
         call(app, "POST", "/jobs/llama-ft/stop", form={"csrf": token}, headers={"Origin": "null"}),
     ]
@@ -214,6 +250,7 @@ def test_relaunch_request_reaches_the_engines_queue(store: Store) -> None:
 
 # -- with a token --------------------------------------------------------------------------------------
 
+
 def test_a_token_is_needed_for_every_page_and_checked_exactly(store: Store, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="orch")
     app = ConsoleApp(store, Guard(TOKEN), clock=lambda: NOW)
@@ -231,12 +268,14 @@ def test_a_token_is_needed_for_every_page_and_checked_exactly(store: Store, capl
     assert stopped.status == 303
 
 
-def test_the_login_form_sets_an_httponly_strict_cookie_that_is_not_the_token(store: Store,
-                                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_the_login_form_sets_an_httponly_strict_cookie_that_is_not_the_token(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG, logger="orch")
     app = ConsoleApp(store, Guard(TOKEN), clock=lambda: NOW)
-    wrong = call(app, "POST", "/login", form={"token": "not-the-token-at-all", "next": "/budgets"},
-                 headers={"Origin": ORIGIN})
+    wrong = call(
+        app, "POST", "/login", form={"token": "not-the-token-at-all", "next": "/budgets"}, headers={"Origin": ORIGIN}
+    )
     assert wrong.status == 403 and not wrong.cookies
     cross = call(app, "POST", "/login", form={"token": TOKEN}, headers={"Origin": "http://evil.example"})
     assert cross.status == 403 and not cross.cookies
@@ -267,14 +306,23 @@ def test_the_login_form_sets_an_httponly_strict_cookie_that_is_not_the_token(sto
 def test_pages_escape_names_and_messages(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'orch.db'}")
     try:
-        evil = "<img src=x onerror=alert(1)>"      # the store takes any name; manifests would not
+        evil = "<img src=x onerror=alert(1)>"  # the store takes any name; manifests would not
         with store.transaction() as tx:
             job = store_unchecked_job(tx, evil, {"name": evil, "policies": {"budget_usd": 3}}, "h", now=NOW)
             assert job.id is not None
             a = repo.create_attempt(tx, job.id, "L1", generation=1, now=NOW)
-            repo.record_instance(tx, repo.InstanceRecord(provider='"><svg onload=alert(2)>', launch_id="L1",
-                                                         owner="t", job_id=job.id, instance_id="i-1",
-                                                         state="running"), now=NOW)
+            repo.record_instance(
+                tx,
+                repo.InstanceRecord(
+                    provider='"><svg onload=alert(2)>',
+                    launch_id="L1",
+                    owner="t",
+                    job_id=job.id,
+                    instance_id="i-1",
+                    state="running",
+                ),
+                now=NOW,
+            )
             repo.record_spend(tx, job.id, NOW - timedelta(hours=1), NOW, 1.0, attempt_id=a.id)
             repo.record_event(tx, EventKind.APPLY, "<script>alert(3)</script>", job_id=job.id, ts=NOW)
         app = ConsoleApp(store, Guard(None), clock=lambda: NOW)
@@ -287,19 +335,23 @@ def test_pages_escape_names_and_messages(tmp_path: Path) -> None:
         assert "&lt;script&gt;alert(3)&lt;/script&gt;" in pages["/events"].body
         assert "&lt;img src=x onerror=alert(1)&gt;" in pages["/"].body and quoted in pages["/"].body
         assert 'data-series="&lt;img src=x onerror=alert(1)&gt;"' in pages["/spend?range=24h"].body
-        assert "&#34;&gt;&lt;svg onload=alert(2)&gt;" in pages[quoted].body or \
-            "&quot;&gt;&lt;svg onload=alert(2)&gt;" in pages[quoted].body
+        assert (
+            "&#34;&gt;&lt;svg onload=alert(2)&gt;" in pages[quoted].body
+            or "&quot;&gt;&lt;svg onload=alert(2)&gt;" in pages[quoted].body
+        )
     finally:
         store.close()
 
 
 # -- a real server off loopback ------------------------------------------------------------------------
 
-def test_a_server_on_every_interface_refuses_requests_without_the_token(store: Store,
-                                                                       caplog: pytest.LogCaptureFixture) -> None:
+
+def test_a_server_on_every_interface_refuses_requests_without_the_token(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG, logger="orch")
     with pytest.raises(ConsoleConfigError):
-        start_console(store, ConsoleSettings("0.0.0.0", 0, None))   # settings made by hand: still refused
+        start_console(store, ConsoleSettings("0.0.0.0", 0, None))  # settings made by hand: still refused
     console = start_console(store, console_settings("0.0.0.0:0", TOKEN))
     try:
         base = f"http://127.0.0.1:{console.port}"
@@ -311,18 +363,18 @@ def test_a_server_on_every_interface_refuses_requests_without_the_token(store: S
             ok = client.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
             assert ok.status_code == 200 and "llama-ft" in ok.text
             login = client.post("/login", data={"token": TOKEN, "next": "/"}, headers={"Origin": base})
-            assert login.status_code == 303 and client.get("/").status_code == 200   # the cookie now
+            assert login.status_code == 303 and client.get("/").status_code == 200  # the cookie now
         with store.transaction() as tx:
             job = repo.get_job(tx, "llama-ft")
             assert job is not None and job.desired_state == DesiredState.ACTIVE.value
     finally:
         console.stop()
     assert TOKEN not in caplog.text
-    assert "GET / 401" in caplog.text     # requests are logged: method, path, status
+    assert "GET / 401" in caplog.text  # requests are logged: method, path, status
 
 
 def test_a_request_is_logged_before_its_answer_is_sent(caplog: pytest.LogCaptureFixture) -> None:
-    from orchestrator.console.server import _logged
+    from orchestrator.console.requestlog import logged as _logged
 
     caplog.set_level(logging.INFO, logger="orch")
     seen_at_start: list[list[str]] = []
@@ -337,7 +389,7 @@ def test_a_request_is_logged_before_its_answer_is_sent(caplog: pytest.LogCapture
 
     body = _logged(app)({"REQUEST_METHOD": "GET", "PATH_INFO": "/jobs/a\nb"}, server_start)
     assert list(body) == [b"ok"]
-    assert seen_at_start == [["GET /jobs/a%0Ab 200"]]      # logged first, and a decoded line break quoted
+    assert seen_at_start == [["GET /jobs/a%0Ab 200"]]  # logged first, and a decoded line break quoted
 
 
 def test_a_stalled_client_does_not_hold_the_consoles_stop(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -346,7 +398,7 @@ def test_a_stalled_client_does_not_hold_the_consoles_stop(store: Store, monkeypa
 
     from orchestrator.console import server
 
-    monkeypatch.setattr(server, "CHANNEL_TIMEOUT_S", 600)     # the stalled connection outlives the bound below
+    monkeypatch.setattr(server, "CHANNEL_TIMEOUT_S", 600)  # the stalled connection outlives the bound below
     console = start_console(store, console_settings("127.0.0.1:0", None))
     with httpx.Client(base_url=f"http://127.0.0.1:{console.port}", timeout=30) as client:
         assert client.get("/jobs/llama-ft").status_code == 200
@@ -355,7 +407,7 @@ def test_a_stalled_client_does_not_hold_the_consoles_stop(store: Store, monkeypa
         stalled.sendall(b"GET /")
         stopper = threading.Thread(target=console.stop)
         stopper.start()
-        stopper.join(60)        # only a stop that does not wait for the stalled handler returns by then
+        stopper.join(60)  # only a stop that does not wait for the stalled handler returns by then
         stopped = not stopper.is_alive()
     stopper.join()
     assert stopped

@@ -65,3 +65,11 @@ def test_unknown_gpu_suggests_the_closest() -> None:
     assert "did you mean" in str(err.value)
     with pytest.raises(UnknownGpuError):
         resolve_gpu("banana")
+
+
+def test_the_alias_index_maps_every_canonical_name_to_its_own_model() -> None:
+    """resolve_gpu answers a canonical name without building the alias index (orch quote's fast path): that
+    shortcut is right only while no earlier model's alias normalises to the same key as a canonical name."""
+    from providers.gpus import _index, _norm
+
+    assert [m.name for m in GPU_MODELS if _index()[_norm(m.name)] is not m] == []

@@ -136,9 +136,9 @@ def test_a_bad_ssh_section_is_a_note_for_quote_and_an_error_for_live(tmp_path: P
     env = {"ORCH_CONFIG": str(bad), "XDG_DATA_HOME": str(tmp_path / "data")}
     out = orch_subprocess(env, "quote", "--gpu", "A100-80G", "--count", "8", "--json")
     assert out.returncode == 0 and json.loads(out.stdout)
-    assert "providers.ssh.hosts.0.gpu" in out.stderr and "own machines are not listed" in out.stderr
+    assert f"{bad}:5: providers.ssh.hosts[0].gpu: unknown GPU" in out.stderr and "own machines are not listed" in out.stderr
     out = orch_subprocess(env, "quote", "--gpu", "A100-80G", "--count", "8", "--live")
-    assert out.returncode == 2 and "providers.ssh.hosts.0.gpu" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and f"{bad}:5: providers.ssh.hosts[0].gpu" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_the_apply_preview_gives_a_host_one_job_and_asks_each_jobs_budget(

@@ -9,12 +9,18 @@ number, a stray argument) goes to the full command line unchanged, which parses 
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
+import types
 from collections.abc import Sequence
 
-from orchestrator.cli.quote_run import InterconnectOpt, QuoteArgs, SortOpt
+TYPE_CHECKING = False  # not typing's: typing costs `orch quote` ~3 ms to import
+
+if TYPE_CHECKING:
+    from orchestrator.cli.quote_run import QuoteArgs
+
 
 #: Flags that take a value: (the QuoteArgs field, how the value is read; "text+" may repeat).
 _VALUED: dict[str, tuple[str, str]] = {
@@ -41,6 +47,8 @@ _FLOAT = re.compile(r"[0-9]{1,12}(\.[0-9]{1,12})?")
 
 def lean_quote_args(argv: Sequence[str]) -> QuoteArgs | None:
     """The quote's flags (the words after ``quote``) when they are all plain forms, else None."""
+    from orchestrator.cli.quote_run import InterconnectOpt, QuoteArgs, SortOpt
+
     values: dict[str, object] = {}
     lists: dict[str, list[str]] = {}
     i = 0
@@ -86,11 +94,55 @@ def lean_quote_args(argv: Sequence[str]) -> QuoteArgs | None:
     return QuoteArgs(**values, **{k: tuple(v) for k, v in lists.items()})  # type: ignore[arg-type]
 
 
+class _DeferredModule(types.ModuleType):
+    """A module whose code runs when a name it does not have yet is first read (``importlib.util.LazyLoader``
+    loads on any attribute, ``__spec__`` included, which Python 3.11's import statement reads: so ``import
+    inspect`` in dataclasses would load it at once). The module object stays the same one, loaded in place."""
+
+    def __getattr__(self, name: str) -> object:
+        spec = self.__spec__
+        self.__class__ = types.ModuleType
+        try:
+            spec.loader.exec_module(self)  # type: ignore[union-attr]
+        except BaseException:
+            sys.modules.pop(spec.name, None)
+            raise
+        return getattr(self, name)
+
+
+def _defer_unused_imports() -> None:
+    """Load ``inspect`` and ``copy`` on their first use rather than at import.
+
+    ``dataclasses`` imports both at its top, but uses ``inspect`` only to write a docstring for a class that has
+    none and ``copy`` only in ``asdict``/``astuple``; importing them (``inspect`` brings ``ast``, ``dis`` and
+    ``tokenize``) was the largest single cost of a quote's imports (tests/bench/bench_quote.py). Every dataclass a
+    quote defines has a docstring, so a quote loads neither; any other use loads them in full, as usual. Only for
+    ``orch quote``: every other command imports Typer, which uses ``inspect`` at once anyway."""
+    import importlib.util
+
+    for name in ("inspect", "copy"):
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        module.__class__ = _DeferredModule
+        sys.modules[name] = module
+
+
 def run(argv: Sequence[str] | None = None) -> None:
     """The console script's entry point (see the module docstring)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["quote"]:
+        # A quote lives a few dozen milliseconds and makes few reference cycles (the classes and functions its
+        # imports define, alive until exit anyway): the cycle collector's passes over them are work for nothing,
+        # ~5 % of its CPU time (tests/bench/bench_quote.py). Reference counting frees everything else as usual.
+        gc.disable()
+        _defer_unused_imports()
     parsed = lean_quote_args(args[1:]) if args[:1] == ["quote"] else None
     if parsed is None:
+        gc.enable()
         from orchestrator.cli.main import run as full
 
         full()
@@ -98,7 +150,14 @@ def run(argv: Sequence[str] | None = None) -> None:
     from orchestrator.cli.quote_run import run_quote
 
     try:
-        run_quote(parsed)
+        try:
+            run_quote(parsed)
+        finally:
+            sys.stdout.flush()   # here, not at exit: a reader that went away is seen while it can be handled
+    except BrokenPipeError:
+        from orchestrator.cli.errors import stdout_closed
+
+        stdout_closed()
     except (SystemExit, KeyboardInterrupt):
         raise
     except Exception as exc:

@@ -1,6 +1,7 @@
 """How the CLI fails: one clear line on stderr and an exit code, never a traceback, never a secret.
 
-Exit codes: 0 ok; 1 nothing matched / operation failed; 2 bad input (usage, manifest, flags). Every
+Exit codes: 0 ok; 1 nothing matched / operation failed; 2 bad input (usage, manifest, flags); 141 the reader of
+stdout went away (``orch quote | head``), silently, as a Unix tool killed by SIGPIPE. Every
 message goes through ``orchestrator.redaction.safe_line``: a value that looks like a credential is
 replaced by what kind of thing it is. With ``--json`` a command also writes ``{"error": ...}`` on stdout,
 so a script always reads valid JSON there; the exit code is the same either way.
@@ -9,15 +10,21 @@ so a script always reads valid JSON there; the exit code is the same either way.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+
+TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
 
 if TYPE_CHECKING:
+    from typing import NoReturn
+
     from orchestrator.manifest import ManifestError
 
 EXIT_NO_MATCH = 1
 EXIT_BAD_INPUT = 2
+#: What a shell reports for a process SIGPIPE killed (128 + 13): ``yes | head`` gives it to ``yes``.
+EXIT_STDOUT_CLOSED = 141
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT, *, as_json: bool = False) -> NoReturn:
@@ -40,6 +47,24 @@ def fail_manifests(errors: Sequence[ManifestError], *, as_json: bool = False) ->
             "errors": [{"path": str(e.path), "line": e.line, "column": e.col, "field": e.field or None,
                         "message": e.message, "hint": e.hint} for e in errors]}) + "\n")
     raise SystemExit(EXIT_BAD_INPUT)
+
+
+def stdout_closed() -> NoReturn:
+    """Exit quietly (141) because the reader of stdout went away (``orch quote | head -3``): not a bug in orch.
+
+    Called on a BrokenPipeError. stdout's descriptor is pointed at /dev/null first, so that what is still
+    buffered goes there when Python flushes at exit, instead of failing again with "Exception ignored ...
+    BrokenPipeError" (the recipe of Python's ``signal`` docs, "Note on SIGPIPE"). SIGPIPE itself stays ignored:
+    a daemon or console must not die when a peer closes a socket."""
+    try:
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+    except (OSError, ValueError):   # no stdout descriptor (replaced by a test's buffer): nothing buffered to lose
+        pass
+    raise SystemExit(EXIT_STDOUT_CLOSED)
 
 
 def warn(message: str) -> None:

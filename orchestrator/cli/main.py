@@ -23,15 +23,40 @@ class OrchGroup(TyperGroup):
     click prints a bad option value back ("Invalid value for '--count': 'AKIA...'"): here every such
     message goes through ``orchestrator.redaction`` first. An exception no command handled is a bug in
     orch: it is reported as one line on stderr (exit 1) instead of a traceback; ``ORCH_DEBUG=1`` shows
-    the traceback.
+    the traceback. A reader of stdout that went away (``orch status | head``) is not one: exit 141, silently
+    (``errors.stdout_closed``), whether it shows while parsing (help), running, or flushing at the end.
     """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        # Before click sees it: click would exit 1 for a closed stdout, where a Unix tool exits 141.
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            from orchestrator.cli.errors import stdout_closed
+
+            stdout_closed()
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            from orchestrator.cli.errors import stdout_closed
+
+            stdout_closed()
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            try:
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            finally:
+                sys.stdout.flush()   # here, not at exit: a reader that went away is seen while it can be handled
+        except BrokenPipeError:
+            from orchestrator.cli.errors import stdout_closed
+
+            stdout_closed()
         except click.ClickException as exc:
             _show_click_error(exc, self)
             sys.exit(exc.exit_code)

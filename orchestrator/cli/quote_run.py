@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
 from orchestrator.cli.jsonout import dumps
+
+TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
 
 if TYPE_CHECKING:
     from providers.base import GpuRequest, Offer, Provider
@@ -58,11 +59,9 @@ class QuoteArgs:
 def run_quote(a: QuoteArgs) -> None:
     """Price every matching offer (or, with no GPU, list the GPUs) and print it; exit 1 when nothing matches,
     2 on bad input."""
-    from orchestrator.offers.quote import SortKey, relaxations
-    from orchestrator.offers.quote import quote as quote_offers
-    from providers.base import GpuRequest, Market
     from providers.catalog import load_catalog
     from providers.gpus import Interconnect
+    from providers.offer import GpuRequest, Market
 
     gpus, machine_gpus, providers, regions = _checked(a)
     if a.history:
@@ -79,13 +78,16 @@ def run_quote(a: QuoteArgs) -> None:
     # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
     if not gpus:
-        from orchestrator.offers.quote import machine_counts, offers_any_count
+        from orchestrator.offers.gpu_list import machine_counts, offers_any_count
 
         # Every count (unless --count): the same sources as `--gpu X --count N`, asked per count.
         counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
         offers = offers_any_count(lambda r: _offers(r, catalog.offers, a.live), req, counts)
         _print_gpus(offers, req, machine_gpus is None, catalog, a.as_json)
         return
+    from orchestrator.offers.quote import SortKey, relaxations
+    from orchestrator.offers.quote import quote as quote_offers
+
     offers = _offers(req, catalog.offers, a.live)
     rows = quote_offers(offers, req, SortKey(a.sort.value), a.limit, datetime.now(UTC))
 
@@ -112,8 +114,7 @@ def run_quote(a: QuoteArgs) -> None:
 
 def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...], tuple[str, ...]]:
     """The GPUs, GPUs per machine (None: any count), providers and regions asked for; exit 2 on bad input."""
-    from orchestrator.offers.quote import QuoteInputError, check_region_glob, parse_gpu_specs
-    from providers.registry import UnknownProviderError, canonical_provider
+    from orchestrator.offers.quote_input import QuoteInputError, check_region_glob, parse_gpu_specs
 
     try:
         gpus, spec_count = parse_gpu_specs(a.gpu)
@@ -131,17 +132,30 @@ def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...]
             raise QuoteInputError(f"--limit must be 1 or more, got {a.limit}")
         if a.history and not gpus:
             raise QuoteInputError("--history needs --gpu (e.g. orch quote --history --gpu H100)")
-        providers = tuple(dict.fromkeys(canonical_provider(p) for p in a.provider))
+        providers = _canonical_providers(a.provider)
         regions = tuple(check_region_glob(r) for r in a.region)
-    except (QuoteInputError, UnknownProviderError) as exc:
+    except QuoteInputError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     return gpus, machine_gpus, providers, regions
+
+
+def _canonical_providers(names: tuple[str, ...]) -> tuple[str, ...]:
+    """orch's names for ``--provider`` values, once each; exit 2 on an unknown one. The registry is imported only
+    when a provider is named (most quotes name none)."""
+    if not names:
+        return ()
+    from providers.registry import UnknownProviderError, canonical_provider
+
+    try:
+        return tuple(dict.fromkeys(canonical_provider(p) for p in names))
+    except UnknownProviderError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
 
 
 def _print_gpus(offers: list[Offer], req: GpuRequest, any_count: bool, catalog: CatalogSnapshot,
                 as_json: bool) -> None:
     """``orch quote`` with no --gpu: the GPUs on offer, cheapest $/GPU-hour first."""
-    from orchestrator.offers.quote import gpu_summaries
+    from orchestrator.offers.gpu_list import gpu_summaries
 
     summaries = gpu_summaries(offers, req, any_count)
     if as_json:
@@ -184,12 +198,14 @@ def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool) -> list[Offer
     the config names such a provider). A config that cannot be read is noted and left out; with --live it is
     an error, as for every command that builds providers.
     """
-    from orchestrator.config.errors import ConfigError
-    from orchestrator.config.file import config_path, load_config
+    from orchestrator.config.paths import config_path
     from orchestrator.offers.sources import offer_sources
 
     if not live and not config_path().exists():
         return offer_sources(catalog).offers(req)
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
+
     if not live:
         try:
             return offer_sources(catalog, config=load_config()).offers(req)

@@ -9,18 +9,21 @@ then is the instance type dropped. ``--wide`` shows every column, uncut. Output 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-from orchestrator.offers.quote import GpuSummary, QuoteGroup, QuoteRow, format_age
-from providers.base import Offer, OfferOrigin
 from providers.catalog import CatalogSnapshot
-from providers.fabric import fabric_label
+from providers.offer import Offer, OfferOrigin
+
+TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from orchestrator.offers.gpu_list import GpuSummary
+    from orchestrator.offers.quote import QuoteGroup, QuoteRow
 
 STALE_AFTER = timedelta(days=1)
 GAP = "  "
@@ -28,6 +31,8 @@ GAP = "  "
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """One column of a table: its header, how a line's item reads in it, how it aligns and shrinks."""
+
     header: str
     cell: Callable[[Any], str]           # one table line's item (a QuoteGroup, a GpuSummary) -> its text
     right: bool = False
@@ -40,6 +45,8 @@ def output_width() -> int | None:
     if env.isdigit() and int(env) > 0:
         return int(env)
     if sys.stdout.isatty():
+        import shutil  # only for a terminal: a quote into a pipe or a file does without it
+
         return shutil.get_terminal_size().columns
     return None
 
@@ -67,6 +74,8 @@ def _columns(nodes: int, wide: bool) -> list[Column]:
         Column("AGE", lambda g: g.oldest.age_text, right=True),
     ]
     if wide:
+        from providers.fabric import fabric_label
+
         def o(g: QuoteGroup) -> Offer:
             return g.first.offer
 
@@ -120,7 +129,11 @@ def render_table(columns: list[Column], widths: list[int], rows: list[list[str]]
 
 
 def _wrap(text: str, width: int | None) -> list[str]:
-    return textwrap.wrap(text, width=width, break_on_hyphens=False) if width else [text]
+    if not width:
+        return [text]
+    import textwrap  # only with a width: a quote into a pipe or a file wraps nothing
+
+    return textwrap.wrap(text, width=width, break_on_hyphens=False)
 
 
 def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot, flagged: bool) -> list[str]:
@@ -207,6 +220,7 @@ def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *,
 
 def print_history(trends: Sequence[object], gpu: str, *, width: int | None = None) -> None:
     """``orch quote --history --gpu X``: per provider and market, the cheapest $/GPU-hour over the refreshes."""
+    from orchestrator.offers.quote import format_age
     from providers.catalog.history import Trend
 
     width = output_width() if width is None else width

@@ -20,15 +20,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated, Any
 from urllib.parse import urlsplit
+
+from pydantic import BeforeValidator, ConfigDict, model_validator
 
 from orchestrator.alerts.model import AlertKind
 from orchestrator.alerts.redact import WebhookUrl
-from orchestrator.config.errors import ConfigError
-from orchestrator.config.values import Where, mapping, positive, sequence, text, whole
-
-_KEYS = frozenset({"webhooks", "queue_size", "timeout_s", "attempts"})
-_WEBHOOK_KEYS = frozenset({"name", "url", "url_env", "format", "events"})
+from orchestrator.config.errors import ConfigError, ConfigLines, KeyPath
+from orchestrator.config.values import Section, listed, named, positive, read_section, refusal, text, whole
 
 
 class WebhookFormat(StrEnum):
@@ -49,7 +49,8 @@ class UrlSource:
         value = os.environ.get(self.env or "", "").strip()
         if not value:
             raise ConfigError(f"{where}: url_env: ${self.env} is not set (it holds the webhook's URL)")
-        _check_url(value, where)
+        if not _is_http_url(value):
+            raise ConfigError(f"{where}: url_env: {_NOT_A_URL}")
         return WebhookUrl(value)
 
 
@@ -59,7 +60,7 @@ class Webhook:
     source: UrlSource
     format: WebhookFormat = WebhookFormat.JSON
     kinds: frozenset[AlertKind] = frozenset(AlertKind)
-    where: str = "alerts.webhooks"      # for errors raised when the URL is resolved
+    where: str = "alerts.webhooks"  # ``<file>:<line>: alerts.webhooks.<name>``, for errors raised at resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,73 +71,107 @@ class AlertSettings:
     attempts: int = 5
 
 
-def parse_alerts(raw: object, path: str) -> AlertSettings:
-    """The ``alerts:`` section (absent/None: no webhooks); ConfigError names the bad key."""
-    if raw is None:
-        return AlertSettings()
-    where = Where(path, "alerts")
-    section = mapping(raw, where, _KEYS)
-    base = AlertSettings()
-    hooks: list[Webhook] = []
-    for i, item in enumerate(sequence(section.get("webhooks") or [], where.child("webhooks"))):
-        hook = _webhook(item, where.child("webhooks").child(i))
-        if any(h.name == hook.name for h in hooks):
-            raise where.child("webhooks").child(hook.name).error("two webhooks have this name")
-        hooks.append(hook)
-    return AlertSettings(
-        webhooks=tuple(hooks),
-        queue_size=whole(section["queue_size"], where.child("queue_size")) if "queue_size" in section
-        else base.queue_size,
-        timeout_s=positive(section["timeout_s"], where.child("timeout_s")) if "timeout_s" in section
-        else base.timeout_s,
-        attempts=whole(section["attempts"], where.child("attempts")) if "attempts" in section else base.attempts,
-    )
+_NOT_A_URL = "not an http(s) URL with a host (the value is not shown: it may hold a token)"
 
 
-def _webhook(item: object, at: Where) -> Webhook:
-    section = mapping(item, at, _WEBHOOK_KEYS)
-    if ("url" in section) == ("url_env" in section):
-        raise at.error("give url or url_env (one of them)")
-    if "url" in section:
-        url = text(section["url"], at.child("url"))
-        _check_url(url, f"{at.path}: {at.key}.url")
-        source = UrlSource(url=WebhookUrl(url))
-        default_name = source.url.host_only if source.url else "webhook"
-    else:
-        env = text(section["url_env"], at.child("url_env"))
-        source = UrlSource(env=env)
-        default_name = f"${env}"
-    name = text(section["name"], at.child("name")) if "name" in section else default_name
-    where = Where(at.path, f"alerts.webhooks.{name}") if "name" in section else at
-    fmt = text(section.get("format", "json"), where.child("format")).lower()
+def _url(value: object) -> WebhookUrl:
+    """http(s) with a host; the message never repeats the URL (it may hold a token)."""
+    url = text(value)
+    if not _is_http_url(url):
+        raise ValueError(_NOT_A_URL)
+    return WebhookUrl(url)
+
+
+def _format(value: object) -> WebhookFormat:
+    fmt = text(value).lower()
     try:
-        format_ = WebhookFormat(fmt)
+        return WebhookFormat(fmt)
     except ValueError:
-        raise where.child("format").error(f"{fmt!r}: choose slack or json") from None
-    kinds = _kinds(section["events"], where.child("events")) if "events" in section else frozenset(AlertKind)
-    return Webhook(name, source, format_, kinds, f"{where.path}: {where.key}")
+        raise ValueError(f"{fmt!r}: choose slack or json") from None
 
 
-def _kinds(raw: object, where: Where) -> frozenset[AlertKind]:
+def _kinds(value: object) -> frozenset[AlertKind]:
     kinds: set[AlertKind] = set()
-    for i, value in enumerate(sequence(raw, where)):
-        name = text(value, where.child(i))
+    for i, item in enumerate(listed(value)):
+        try:
+            name = text(item)
+        except ValueError as exc:
+            raise refusal(str(exc), i) from None
         try:
             kinds.add(AlertKind(name))
         except ValueError:
-            raise where.child(i).error(f"{name!r}: not an alert (choose from "
-                                       f"{', '.join(k.value for k in AlertKind)})") from None
+            raise refusal(f"{name!r}: not an alert (choose from {', '.join(k.value for k in AlertKind)})", i) from None
     if not kinds:
-        raise where.error("an empty list sends nothing; leave events out for every kind")
+        raise ValueError("an empty list sends nothing; leave events out for every kind")
     return frozenset(kinds)
 
 
-def _check_url(url: str, where: str) -> None:
-    """http(s) with a host; the message never repeats the URL (it may hold a token)."""
+Text = Annotated[str | None, BeforeValidator(text)]
+
+
+class WebhookSection(Section):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)  # WebhookUrl
+
+    name: Text = None
+    url: Annotated[WebhookUrl | None, BeforeValidator(_url)] = None
+    url_env: Text = None
+    format: Annotated[WebhookFormat, BeforeValidator(_format)] = WebhookFormat.JSON
+    events: Annotated[frozenset[AlertKind], BeforeValidator(_kinds)] = frozenset(AlertKind)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("url" in data) == ("url_env" in data):
+            raise refusal("give url or url_env (one of them)")
+        return data
+
+    def default_name(self) -> str:
+        return self.url.host_only if self.url is not None else f"${self.url_env}"
+
+
+class AlertsSection(Section):
+    webhooks: Annotated[tuple[WebhookSection, ...], BeforeValidator(lambda v: listed(v or []))] = ()
+    queue_size: Annotated[int, BeforeValidator(whole)] = 1000
+    timeout_s: Annotated[float, BeforeValidator(positive)] = 10.0
+    attempts: Annotated[int, BeforeValidator(whole)] = 5
+
+    @model_validator(mode="after")
+    def _distinct(self) -> AlertsSection:
+        seen: set[str] = set()
+        for i, hook in enumerate(self.webhooks):
+            name = hook.name or hook.default_name()
+            if name in seen:
+                raise refusal("two webhooks have this name", "webhooks", i)
+            seen.add(name)
+        return self
+
+
+def parse_alerts(raw: object, lines: ConfigLines) -> AlertSettings:
+    """The ``alerts:`` section (absent/None: no webhooks); a ConfigError names the line and the key."""
+    if raw is None:
+        return AlertSettings()
+    items = raw.get("webhooks") if isinstance(raw, dict) else None
+
+    def shown(at: KeyPath) -> KeyPath:
+        return named(at, 2, items, lambda name: bool(name))
+
+    section = read_section(AlertsSection, raw, lines, ("alerts",), shown)
+    hooks = tuple(
+        Webhook(
+            h.name or h.default_name(),
+            UrlSource(h.url, h.url_env),
+            h.format,
+            h.events,
+            lines.where(("alerts", "webhooks", i), shown(("alerts", "webhooks", i))),
+        )
+        for i, h in enumerate(section.webhooks)
+    )
+    return AlertSettings(hooks, section.queue_size, section.timeout_s, section.attempts)
+
+
+def _is_http_url(url: str) -> bool:
     try:
         parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
     except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(f"{where}: not an http(s) URL with a host (the value is not shown: it may hold a token)")
+        return False

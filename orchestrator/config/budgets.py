@@ -1,96 +1,134 @@
-"""Reading the ``budgets:`` section of orch's config into ``orchestrator.money.budgets.Budget`` values.
+"""The ``budgets:`` section of orch's config: pydantic models read into ``orchestrator.money.budgets.Budget`` values.
 
-Every error names the key: ``config.yaml: budgets.<name>.<key>: <what>`` (``budgets[<i>]`` before a name
-is known). The section's shape is documented in orchestrator/money/budgets.py and docs/configuration.md.
+Every error names the line and the key: ``config.yaml:4: budgets.<name>.<key>: <what>`` (``budgets[<i>]`` before
+a name is known). The section's shape is documented in orchestrator/money/budgets.py and docs/configuration.md.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from typing import Annotated, Any
 
-from orchestrator.config.values import Where, flag, mapping, positive, sequence, text
+from pydantic import BeforeValidator, RootModel, model_validator
+
+from orchestrator.config.errors import ConfigLines, KeyPath
+from orchestrator.config.values import Section, flag, listed, named, positive, read_section, refusal, text
 from orchestrator.money.budgets import DEFAULT_ALERT_AT, Budget, BudgetMatch
 
-_BUDGET_KEYS = frozenset({"name", "match", "monthly_usd", "max_usd_per_hour", "alert_at", "stop_spot_at_cap"})
-_MATCH_KEYS = frozenset({"project", "owner"})
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-PROJECT_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"     # the manifest's project: (a DNS label, like names)
+PROJECT_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # the manifest's project: (a DNS label, like names)
 _PROJECT = re.compile(PROJECT_PATTERN)
-_OWNER = re.compile(r"^[a-z][a-z0-9-]{0,30}$")                 # providers.base.validate_owner's rule
+_OWNER = re.compile(r"^[a-z][a-z0-9-]{0,30}$")  # providers.base.validate_owner's rule
 
 
-def parse_budgets(raw: object, path: str) -> tuple[Budget, ...]:
-    """The ``budgets:`` section (a list, or absent/None) as Budgets; ConfigError names the bad key."""
-    if raw is None:
-        return ()
-    where = Where(path, "budgets")
-    budgets: list[Budget] = []
-    for i, item in enumerate(sequence(raw, where)):
-        budget = _parse_budget(item, where.child(i))
-        if any(b.name == budget.name for b in budgets):
-            raise where.child(budget.name).error("two budgets have this name")
-        budgets.append(budget)
-    return tuple(budgets)
-
-
-def _parse_budget(item: object, at: Where) -> Budget:
-    section = mapping(item, at, _BUDGET_KEYS)
-    if "name" not in section:
-        raise at.error("needs a name")
-    name = text(section["name"], at.child("name"))
+def _name(value: object) -> str:
+    name = text(value)
     if not _NAME.match(name):
-        raise at.child("name").error(f"{name!r}: letters, digits, '-', '_' or '.' (at most 63)")
-    where = Where(at.path, f"budgets.{name}")
-    monthly = positive(section["monthly_usd"], where.child("monthly_usd")) if "monthly_usd" in section else None
-    hourly = (positive(section["max_usd_per_hour"], where.child("max_usd_per_hour"))
-              if "max_usd_per_hour" in section else None)
-    if monthly is None and hourly is None:
-        raise where.error("give monthly_usd, max_usd_per_hour or both")
-    stop_spot = flag(section["stop_spot_at_cap"], where.child("stop_spot_at_cap")) \
-        if "stop_spot_at_cap" in section else False
-    if monthly is None and (stop_spot or "alert_at" in section):
-        key = "alert_at" if "alert_at" in section else "stop_spot_at_cap"
-        raise where.child(key).error("needs monthly_usd (it is about the monthly cap)")
-    alert_at = _alert_at(section["alert_at"], where.child("alert_at")) if "alert_at" in section \
-        else (DEFAULT_ALERT_AT if monthly is not None else ())
-    match = _match(section.get("match"), where.child("match"))
-    return Budget(name, match, monthly, hourly, alert_at, stop_spot)
+        raise ValueError(f"{name!r}: letters, digits, '-', '_' or '.' (at most 63)")
+    return name
 
 
-def _alert_at(raw: object, where: Where) -> tuple[float, ...]:
+def _names(pattern: re.Pattern[str], what: str) -> BeforeValidator:
+    """``match.<key>``: one name or a list of them (absent: no condition)."""
+
+    def check(value: object) -> frozenset[str]:
+        items = value if isinstance(value, list) else [value]
+        names: set[str] = set()
+        for i, item in enumerate(items):
+            at = (i,) if isinstance(value, list) else ()
+            try:
+                name = text(item)
+            except ValueError as exc:
+                raise refusal(str(exc), *at) from None
+            if not pattern.match(name):
+                raise refusal(f"{name!r} is not {what}", *at)
+            names.add(name)
+        if not names:
+            raise ValueError("an empty list matches no job; leave match out for every job")
+        return frozenset(names)
+
+    return BeforeValidator(check)
+
+
+def _alert_at(value: object) -> tuple[float, ...]:
     fractions: set[float] = set()
-    for i, value in enumerate(sequence(raw, where)):
-        fraction = positive(value, where.child(i))
+    for i, item in enumerate(listed(value)):
+        try:
+            fraction = positive(item)
+        except ValueError as exc:
+            raise refusal(str(exc), i) from None
         if fraction > 1:
-            raise where.child(i).error(f"{value!r} is a fraction of monthly_usd: more than 0, at most 1")
+            raise refusal(f"{item!r} is a fraction of monthly_usd: more than 0, at most 1", i)
         fractions.add(round(fraction, 4))
     return tuple(sorted(fractions))
 
 
-def _match(raw: object, where: Where) -> BudgetMatch:
+Money = Annotated[float | None, BeforeValidator(positive)]
+Projects = Annotated[frozenset[str], _names(_PROJECT, "a project name (lower-case letters, digits, '-')")]
+Owners = Annotated[
+    frozenset[str],
+    _names(_OWNER, "an orch owner (lower-case letters, digits, '-', starting with a letter, at most 31)"),
+]
+
+
+class MatchSection(Section):
+    project: Projects = frozenset()
+    owner: Owners = frozenset()
+
+
+class BudgetSection(Section):
+    """One budget as written; the fields in the order they are checked."""
+
+    name: Annotated[str, BeforeValidator(_name)]
+    monthly_usd: Money = None
+    max_usd_per_hour: Money = None
+    stop_spot_at_cap: Annotated[bool, BeforeValidator(flag)] = False
+    alert_at: Annotated[tuple[float, ...] | None, BeforeValidator(_alert_at)] = None
+    match: MatchSection | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _has_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "name" not in data:
+            raise refusal("needs a name")
+        return data
+
+    @model_validator(mode="after")
+    def _caps(self) -> BudgetSection:
+        if self.monthly_usd is None and self.max_usd_per_hour is None:
+            raise refusal("give monthly_usd, max_usd_per_hour or both")
+        if self.monthly_usd is None and (self.stop_spot_at_cap or self.alert_at is not None):
+            raise refusal(
+                "needs monthly_usd (it is about the monthly cap)",
+                "alert_at" if self.alert_at is not None else "stop_spot_at_cap",
+            )
+        return self
+
+    def budget(self) -> Budget:
+        alert_at = self.alert_at if self.alert_at is not None else (DEFAULT_ALERT_AT if self.monthly_usd else ())
+        match = BudgetMatch(self.match.project, self.match.owner) if self.match else BudgetMatch()
+        return Budget(self.name, match, self.monthly_usd, self.max_usd_per_hour, alert_at, self.stop_spot_at_cap)
+
+
+class BudgetsSection(RootModel[Annotated[list[BudgetSection], BeforeValidator(listed)]]):
+    """The ``budgets:`` list; two budgets may not share a name."""
+
+    @model_validator(mode="after")
+    def _distinct(self) -> BudgetsSection:
+        seen: set[str] = set()
+        for i, budget in enumerate(self.root):
+            if budget.name in seen:
+                raise refusal("two budgets have this name", i)
+            seen.add(budget.name)
+        return self
+
+
+def parse_budgets(raw: object, lines: ConfigLines) -> tuple[Budget, ...]:
+    """The ``budgets:`` section (a list, or absent/None) as Budgets; a ConfigError names the line and the key."""
     if raw is None:
-        return BudgetMatch()
-    section = mapping(raw, where, _MATCH_KEYS)
-    return BudgetMatch(_names(section, "project", where, _PROJECT, "a project name (lower-case letters, digits, '-')"),
-                       _names(section, "owner", where, _OWNER, "an orch owner (lower-case letters, digits, '-', "
-                              "starting with a letter, at most 31)"))
+        return ()
 
+    def shown(at: KeyPath) -> KeyPath:
+        return named(at, 1, raw, lambda name: bool(_NAME.match(name)))
 
-def _names(section: Mapping[str, object], key: str, where: Where, pattern: re.Pattern[str],
-           what: str) -> frozenset[str]:
-    """``match.<key>``: one name or a list of them (absent: no condition)."""
-    if key not in section:
-        return frozenset()
-    value = section[key]
-    items = value if isinstance(value, list) else [value]
-    names: set[str] = set()
-    for i, item in enumerate(items):
-        at = where.child(key) if not isinstance(value, list) else where.child(key).child(i)
-        name = text(item, at)
-        if not pattern.match(name):
-            raise at.error(f"{name!r} is not {what}")
-        names.add(name)
-    if not names:
-        raise where.child(key).error("an empty list matches no job; leave match out for every job")
-    return frozenset(names)
+    return tuple(b.budget() for b in read_section(BudgetsSection, raw, lines, ("budgets",), shown).root)

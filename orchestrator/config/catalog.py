@@ -17,10 +17,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BeforeValidator, ValidationError
 
-from orchestrator.config.errors import ConfigError, first_problem, refuse_unknown_keys
 from orchestrator.config.file import OrchConfig
+from orchestrator.config.providers import settings_error
+from orchestrator.config.values import Section, read_section
 from orchestrator.inputs.durations import HintedValueError, setting_duration
 from providers.catalog.refresh.model import LAMBDA_URL, AwsSpotSettings, RefreshSettings
 
@@ -47,18 +48,16 @@ def _positive(value: object) -> float:
 
 
 def _url(value: object) -> str | None:
-    return str(value) if value else None          # empty or null: the source's default
+    return str(value) if value else None  # empty or null: the source's default
 
 
 Every = Annotated[timedelta, BeforeValidator(_every)]
-Positive = Annotated[float | None, BeforeValidator(_positive)]   # an explicit null is refused too
+Positive = Annotated[float | None, BeforeValidator(_positive)]  # an explicit null is refused too
 Url = Annotated[str | None, BeforeValidator(_url)]
 
 
-class CatalogSection(BaseModel):
+class CatalogSection(Section):
     """The ``catalog:`` mapping as written; a ``None`` URL or timeout: the refresh's own default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     refresh_every: Every = timedelta(hours=6)
     timeout_s: Positive = None
@@ -70,22 +69,13 @@ class CatalogSection(BaseModel):
     lambda_url: Url = None
 
 
-KEYS = tuple(CatalogSection.model_fields)
-
-
 def read_catalog_section(config: OrchConfig) -> CatalogSection:
-    """The file's ``catalog:`` section (absent: every default); a ConfigError ``<path>: catalog.<key>: <what>``."""
+    """The file's ``catalog:`` section (absent: every default); a ConfigError
+    ``<path>:<line>: catalog.<key>: <what>``."""
     section = config.sections.get("catalog")
     if section is None:
         return CatalogSection()
-    if not isinstance(section, dict):
-        raise ConfigError(f"{config.path}: catalog: must be a mapping")
-    refuse_unknown_keys(section, KEYS, f"{config.path}: catalog")
-    try:
-        return CatalogSection(**section)
-    except ValidationError as exc:
-        key, what, _ = first_problem(exc)
-        raise ConfigError(f"{config.path}: catalog.{key}: {what}") from None
+    return read_section(CatalogSection, section, config.source(), ("catalog",))
 
 
 def _aws_spot(config: OrchConfig) -> AwsSpotSettings | None:
@@ -95,8 +85,8 @@ def _aws_spot(config: OrchConfig) -> AwsSpotSettings | None:
 
     try:
         aws = Settings(**config.provider_settings("aws"))
-    except ValueError as exc:
-        raise ConfigError(f"{config.path}: providers.aws: {exc}") from None
+    except ValidationError as exc:
+        raise settings_error(config, "aws", exc) from None
     return AwsSpotSettings(tuple(aws.regions), aws.endpoint_url, aws.profile)
 
 
@@ -109,8 +99,8 @@ def _lambda(config: OrchConfig) -> tuple[str | None, str | None]:
         return (key.get_secret_value() if key else None), None
     try:
         settings = Settings(**config.provider_settings("lambda"))
-    except ValueError as exc:
-        raise ConfigError(f"{config.path}: providers.lambda: {exc}") from None
+    except ValidationError as exc:
+        raise settings_error(config, "lambda", exc) from None
     return (settings.api_key.get_secret_value() if settings.api_key else None), settings.base_url
 
 

@@ -7,13 +7,14 @@ of seconds or a number with a unit (``90``, ``20m``, ``1h30m``). Every error nam
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from orchestrator.config.errors import ConfigError, first_problem, refuse_unknown_keys
+from orchestrator.config.errors import ConfigError, ConfigLines, first_problem, refuse_unknown_keys
 from orchestrator.inputs.durations import setting_duration
 
 
@@ -44,12 +45,15 @@ class DaemonSection(BaseSettings):
     unreachable_grace_s: Duration = None
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return env_settings, init_settings          # an ORCH_* variable wins over the file; no .env, no secrets dir
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return env_settings, init_settings  # an ORCH_* variable wins over the file; no .env, no secrets dir
 
 
 KEYS = tuple(DaemonSection.model_fields)
@@ -59,17 +63,22 @@ def env_name(key: str) -> str:
     return "ORCH_" + key.upper()
 
 
-def read_daemon_section(section: dict[str, Any], path: object) -> DaemonSection:
+def read_daemon_section(section: dict[str, Any], lines: ConfigLines) -> DaemonSection:
     """``section`` (the file's ``daemon:`` mapping, ``{}`` when absent) with the environment over it; a
-    ConfigError naming ``daemon.<key> (ORCH_<KEY>)`` for a bad value, ``<path>: daemon.<key>`` for an unknown key."""
-    refuse_unknown_keys(section, KEYS, f"{path}: daemon")
+    ConfigError naming ``daemon.<key> (ORCH_<KEY>)`` for a bad value (after ``<path>:<line>:`` when the value is
+    the file's), ``<path>:<line>: daemon.<key>`` for an unknown key."""
+    refuse_unknown_keys(section, KEYS, lines, ("daemon",))
     try:
         return DaemonSection(**section)
     except ValidationError as exc:
-        key, what, given = first_problem(exc)
-        if key.endswith("_s"):          # the durations
+        at, what, given = first_problem(exc)
+        key = str(at[0]) if at else "?"
+        if key.endswith("_s"):  # the durations
             what = f"not a number of seconds or a duration ({what})"
-        raise ConfigError(f"daemon.{key} ({env_name(key)}): {what}: {_shown(given)}") from None
+        problem = f"daemon.{key} ({env_name(key)}): {what}: {_shown(given)}"
+        if key in section and not os.environ.get(env_name(key)):  # the file's value, not the variable's
+            problem = f"{lines.where(('daemon', key), ())}{problem}"
+        raise ConfigError(problem) from None
 
 
 def _shown(value: object) -> str:

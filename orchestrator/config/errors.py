@@ -1,34 +1,86 @@
-"""The one error of orch's config: a bad file, section or key, its message naming the key to fix.
+"""The one error of orch's config: a bad file, section or key, its message naming the line and the key to fix.
 
-Its own module so that the section readers (orchestrator/config/values.py, the ``alerts:`` and ``budgets:``
-sections) raise it without importing the config file's reader, which imports them: no import cycle.
+Its own module so that the section readers (orchestrator/config/values.py, the ``alerts:``, ``budgets:``,
+``catalog:`` and ``daemon:`` sections) raise it without importing the config file's reader, which imports them:
+no import cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+#: A place in the config file: its keys and list indexes from the top (``("budgets", 0, "monthly_usd")``).
+KeyPath = tuple[str | int, ...]
+
 
 class ConfigError(ValueError):
-    """``<config file>: <section>.<key>: <what is wrong>``, or a file orch cannot read."""
+    """``<config file>:<line>: <section>.<key>: <what is wrong> (<hint>)``, or a file orch cannot read."""
 
 
-def refuse_unknown_keys(section: Mapping[str, object], known: Iterable[str], where: str) -> None:
-    """ConfigError ``<where>.<first unknown key>: unknown key (known: …)`` when ``section`` names a key not in
-    ``known`` (``where``: the file's path and the section, e.g. ``orch.yaml: catalog``)."""
+@dataclass(frozen=True, slots=True)
+class ConfigLines:
+    """The config file and the line each of its keys (else its value) is written on, as the YAML 1.2 reader
+    found them; ``file`` None: a config that came from no file (defaults, tests)."""
+
+    file: Path | str | None = None
+    lines: Mapping[KeyPath, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    def line(self, at: KeyPath) -> int | None:
+        """The line of ``at``, or of its nearest written ancestor (a value that came through an alias or a
+        merge key has no place of its own)."""
+        for n in range(len(at), 0, -1):
+            if at[:n] in self.lines:
+                return self.lines[at[:n]]
+        return None
+
+    def where(self, at: KeyPath, shown: KeyPath | None = None) -> str:
+        """``<file>:<line>: <key path>`` (``<file>: …`` without a line, the key path alone without a file);
+        ``shown``: the key path as the message names it (a budget by its name rather than its index)."""
+        field_ = dotted(shown if shown is not None else at)
+        if self.file is None:
+            return field_
+        line = self.line(at)
+        return f"{self.file}:{line}: {field_}" if line is not None else f"{self.file}: {field_}"
+
+    def renamed(self, old: KeyPath, new: KeyPath) -> ConfigLines:
+        """These lines with what is written under ``old`` also found under ``new`` (a section read by another
+        name than the file's)."""
+        more = {(*new, *at[len(old) :]): line for at, line in self.lines.items() if at[: len(old)] == old}
+        return ConfigLines(self.file, MappingProxyType({**self.lines, **more}))
+
+    def error(self, at: KeyPath, what: str, shown: KeyPath | None = None) -> ConfigError:
+        return ConfigError(f"{self.where(at, shown)}: {what}")
+
+
+def dotted(at: KeyPath) -> str:
+    """``budgets[0].match.owner``: keys joined by dots, list indexes in brackets."""
+    text = ""
+    for part in at:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def refuse_unknown_keys(section: Mapping[str, object], known: Iterable[str], lines: ConfigLines, at: KeyPath) -> None:
+    """ConfigError ``<file>:<line>: <at>.<first unknown key>: unknown key (known: …)`` when ``section`` (the
+    mapping at ``at``) names a key not in ``known``."""
     names = sorted(known)
-    unknown = sorted(set(section) - set(names))
+    unknown = sorted(str(k) for k in set(section) - set(names))
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(names)})")
+        raise lines.error((*at, unknown[0]), f"unknown key (known: {', '.join(names)})")
 
 
-def first_problem(exc: ValidationError) -> tuple[str, str, object]:
-    """A section model's first validation error as (its key, what is wrong, the value given): the one a
-    ConfigError names (pydantic's own "Value error, " prefix dropped)."""
+def first_problem(exc: ValidationError) -> tuple[KeyPath, str, object]:
+    """A section model's first validation error as (where, what is wrong, the value given): the one a
+    ConfigError names (pydantic's own "Value error, " prefix dropped). A refusal of a model's own
+    validators names the key it is about in its context (``at``, see orchestrator/config/values.py)."""
     first = exc.errors()[0]
-    key = str(first["loc"][0]) if first["loc"] else "?"
-    return key, str(first.get("msg", "invalid")).removeprefix("Value error, "), first.get("input")
+    at: KeyPath = tuple(p for p in first["loc"] if isinstance(p, str | int))
+    at += tuple((first.get("ctx") or {}).get("at", ()))
+    return at, str(first.get("msg", "invalid")).removeprefix("Value error, "), first.get("input")

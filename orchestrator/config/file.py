@@ -19,26 +19,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config.errors import ConfigError
+from orchestrator.config.errors import ConfigError, ConfigLines
+from orchestrator.config.paths import config_path, data_dir  # noqa: F401 - re-exported: callers import both from here
 
 if TYPE_CHECKING:
     from orchestrator.config.alerts import AlertSettings
     from orchestrator.money.budgets import Budget
-
-
-def config_path() -> Path:
-    explicit = os.environ.get("ORCH_CONFIG")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "orch" / "config.yaml"
-
-
-def data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "orch"
 
 
 def _default_owner() -> str:
@@ -66,16 +55,25 @@ class OrchConfig:
     provider_sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: Path | None = None
     budgets: tuple[Budget, ...] = ()
-    alerts: AlertSettings | None = None      # None: no ``alerts:`` section
+    alerts: AlertSettings | None = None  # None: no ``alerts:`` section
     #: The ``daemon:`` and ``catalog:`` sections as read (typed by config/daemon.py and config/catalog.py).
     sections: dict[str, Any] = field(default_factory=dict)
+    #: Where each key is written, for errors found when a section is read later (None: from no file).
+    lines: ConfigLines | None = None
+
+    def source(self) -> ConfigLines:
+        """The file and its lines, for a ConfigError ``<file>:<line>: <section>.<key>: …``."""
+        return self.lines if self.lines is not None else ConfigLines(self.path)
 
     def enabled_providers(self) -> list[str]:
         """Providers named in the config and not ``enabled: false``, in orch's registry order."""
         from providers.registry import PROVIDER_NAMES
 
-        return [n for n in PROVIDER_NAMES
-                if n in self.provider_sections and self.provider_sections[n].get("enabled", True) is not False]
+        return [
+            n
+            for n in PROVIDER_NAMES
+            if n in self.provider_sections and self.provider_sections[n].get("enabled", True) is not False
+        ]
 
     def provider_settings(self, name: str) -> dict[str, Any]:
         section = dict(self.provider_sections.get(name) or {})
@@ -102,7 +100,7 @@ def load_config(path: Path | None = None) -> OrchConfig:
     cached = _READ.get(str(path))
     if cached is not None and cached[0] == key:
         return cached[1]
-    config = _parse(path, _read(path))
+    config = _parse(path, *_read(path))
     _READ[str(path)] = (key, config)
     return config
 
@@ -111,8 +109,9 @@ def load_config(path: Path | None = None) -> OrchConfig:
 _READ: dict[str, tuple[tuple[object, ...], OrchConfig]] = {}
 
 
-def _read(path: Path) -> dict[str, Any]:
-    """The file's one YAML 1.2 document as a mapping (empty: ``{}``); ConfigError with the line otherwise."""
+def _read(path: Path) -> tuple[dict[str, Any], ConfigLines]:
+    """The file's one YAML 1.2 document as a mapping (empty: ``{}``) and the line of each key and value;
+    ConfigError with the line otherwise."""
     from orchestrator.inputs.yaml12 import YamlInputError
     from orchestrator.inputs.yamlread import parse_yaml, read_regular_file
 
@@ -122,19 +121,22 @@ def _read(path: Path) -> dict[str, Any]:
     except YamlInputError as exc:
         where = f"{path}:{exc.line}" if exc.line else str(path)
         where += f":{exc.col}" if exc.line and exc.col else ""
-        raise ConfigError(f"{where}: cannot read config: {exc.message}"
-                          + (f" ({exc.hint})" if exc.hint else "")) from None
+        raise ConfigError(
+            f"{where}: cannot read config: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+        ) from None
     if len(docs) > 1:
         raise ConfigError(f"{path}:{docs[1].start.line}: the config is one YAML document (found {len(docs)})")
     raw = docs[0].data if docs else None
     if raw is None:
-        return {}
+        return {}, ConfigLines(path)
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the config must be a mapping")
-    return raw
+        raise ConfigError(f"{path}:{docs[0].start.line}: the config must be a mapping")
+    lines = {at: pos.line for at, pos in docs[0].values.items()}
+    lines.update({at: pos.line for at, pos in docs[0].keys.items()})  # a key's line over its block value's
+    return raw, ConfigLines(path, MappingProxyType(lines))
 
 
-def _parse(path: Path, raw: dict[str, Any]) -> OrchConfig:
+def _parse(path: Path, raw: dict[str, Any], lines: ConfigLines) -> OrchConfig:
     from providers.base import validate_owner
     from providers.registry import UnknownProviderError, canonical_provider
 
@@ -142,35 +144,44 @@ def _parse(path: Path, raw: dict[str, Any]) -> OrchConfig:
     try:
         validate_owner(owner)
     except ValueError as exc:
-        raise ConfigError(f"{path}: owner: {exc}") from exc
+        raise lines.error(("owner",), str(exc)) from exc
     sections: dict[str, dict[str, Any]] = {}
     for name, section in (raw.get("providers") or {}).items():
         try:
             canonical = canonical_provider(str(name))
         except UnknownProviderError as exc:
-            raise ConfigError(f"{path}: providers.{name}: {exc}") from exc
+            raise lines.error(("providers", str(name)), str(exc)) from exc
         if section is not None and not isinstance(section, dict):
-            raise ConfigError(f"{path}: providers.{name}: must be a mapping")
+            raise lines.error(("providers", str(name)), "must be a mapping")
         sections[canonical] = dict(section or {})
-    budgets, alerts = _budgets_and_alerts(raw, path)
-    return OrchConfig(owner=owner, provider_sections=sections, path=path, budgets=budgets, alerts=alerts,
-                      sections={k: v for k, v in raw.items() if k in _READ_LATER})
+        if canonical != name:  # ``lambdalabs:`` written, ``providers.lambda`` read: its errors at its lines
+            lines = lines.renamed(("providers", name), ("providers", canonical))
+    budgets, alerts = _budgets_and_alerts(raw, lines)
+    return OrchConfig(
+        owner=owner,
+        provider_sections=sections,
+        path=path,
+        budgets=budgets,
+        alerts=alerts,
+        sections={k: v for k, v in raw.items() if k in _READ_LATER},
+        lines=lines,
+    )
 
 
 #: Sections read by their own modules from the one reading (config/daemon.py: ``daemon``; config/catalog.py).
 _READ_LATER = frozenset({"daemon", "catalog"})
 
 
-def _budgets_and_alerts(raw: dict[str, Any], path: Path) -> tuple[tuple[Budget, ...], AlertSettings | None]:
+def _budgets_and_alerts(raw: dict[str, Any], lines: ConfigLines) -> tuple[tuple[Budget, ...], AlertSettings | None]:
     """The typed ``budgets:`` and ``alerts:`` sections (imported only when the file has them)."""
     budgets: tuple[Budget, ...] = ()
     alerts: AlertSettings | None = None
     if raw.get("budgets") is not None:
         from orchestrator.config.budgets import parse_budgets
 
-        budgets = parse_budgets(raw["budgets"], str(path))
+        budgets = parse_budgets(raw["budgets"], lines)
     if raw.get("alerts") is not None:
         from orchestrator.config.alerts import parse_alerts
 
-        alerts = parse_alerts(raw["alerts"], str(path))
+        alerts = parse_alerts(raw["alerts"], lines)
     return budgets, alerts

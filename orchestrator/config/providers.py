@@ -34,7 +34,8 @@ def build_providers(config: OrchConfig, only: set[str] | None = None) -> dict[st
 
 
 def settings_error(config: OrchConfig, name: str, exc: ValidationError) -> ConfigError:
-    """A provider section's first validation error as one line: file, field path, what is wrong."""
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    return ConfigError(f"{config.path}: providers.{name}.{where}: {first['msg']}")
+    """A provider section's first validation error as one line: file, line, field path, what is wrong."""
+    from orchestrator.config.errors import first_problem
+
+    at, what, _ = first_problem(exc)
+    return config.source().error(("providers", name, *at), what)

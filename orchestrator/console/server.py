@@ -3,7 +3,8 @@ worker threads.
 
 ``start_console`` is what ``orch daemon --console`` and ``orch console`` call; it binds at once (a busy port
 or a foreign address fails there, as ``ConsoleConfigError``) and serves until ``stop()``. Requests are logged
-as method, path (never the query string) and status; never headers, cookies or form bodies. Bounds: a
+as method, path (never the query string) and status, those waitress refuses before the app too; never headers,
+cookies or form bodies (orchestrator/console/requestlog.py). Bounds: a
 connection idle for ``CHANNEL_TIMEOUT_S`` is closed, request headers are capped at ``MAX_HEADER_BYTES`` and
 bodies at ``MAX_BODY_BYTES`` (the app refuses a form over its own, smaller limit), and at most
 ``MAX_CONNECTIONS`` are open at once.
@@ -14,12 +15,11 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from orchestrator.clock import utcnow
 from orchestrator.console.app import ConsoleApp
@@ -40,31 +40,11 @@ MAX_CONNECTIONS = 100
 THREADS = 4
 
 
-def _log_request(method: str, path: str, code: int | str) -> None:
-    method, path = method[:10], path.split("?", 1)[0][:200]
-    log.info("%s %s %s", method, path, code, extra={"fields": {"method": method, "path": path, "status": str(code)}})
-
-
-def _logged(app: Callable[[dict[str, Any], Any], Iterable[bytes]]) -> Callable[[dict[str, Any], Any], Iterable[bytes]]:
-    """``app`` with each request logged when its status is set, before any byte of the answer is sent: a client
-    that has its answer finds the line written (``orch daemon`` stopping right after logs nothing before it)."""
-    def logged(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-        def start(status: str, headers: Any, exc_info: Any = None) -> Any:
-            # PATH_INFO is decoded: quoted again, so a line break sent as %0A cannot split a text log line.
-            path = quote(str(environ.get("PATH_INFO", "")), safe="/:@!$&'()*+,;=-._~")
-            _log_request(str(environ.get("REQUEST_METHOD", "")), path, status.split(" ", 1)[0])
-            return start_response(status, headers, exc_info)
-
-        return app(environ, start)
-
-    return logged
-
-
 @dataclass
 class RunningConsole:
     """A console serving in a background thread."""
 
-    server: Any             # waitress's server (its listening socket and channels live in ``server._map``)
+    server: Any  # waitress's server (its listening socket and channels live in ``server._map``)
     thread: threading.Thread
     settings: ConsoleSettings
     stopping: threading.Event
@@ -82,7 +62,7 @@ class RunningConsole:
         """Stop accepting, close every connection (a stalled one too) and the worker threads; returns once the
         loop thread has ended (or after 10 s)."""
         self.stopping.set()
-        self.server.pull_trigger()          # wakes the loop from its poll at once
+        self.server.pull_trigger()  # wakes the loop from its poll at once
         self.thread.join(timeout=10)
 
 
@@ -98,19 +78,23 @@ def _serve(server: Any, stopping: threading.Event) -> None:
         server.task_dispatcher.shutdown(timeout=1)
 
 
-def make_app(store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow,
-             budgets: Sequence[Budget] = ()) -> ConsoleApp:
+def make_app(
+    store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow, budgets: Sequence[Budget] = ()
+) -> ConsoleApp:
     return ConsoleApp(store, Guard(settings.token), clock=clock, budgets=budgets)
 
 
-def start_console(store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow,
-                  budgets: Sequence[Budget] = ()) -> RunningConsole:
+def start_console(
+    store: Store, settings: ConsoleSettings, *, clock: Callable[[], datetime] = utcnow, budgets: Sequence[Budget] = ()
+) -> RunningConsole:
     """Bind ``settings.host:port`` (port 0: any free one) and serve in a daemon thread until ``stop()``."""
     if not settings.loopback and settings.token is None:
         raise ConsoleConfigError(f"the console needs a token to listen on {settings.host}")
     from waitress import create_server
 
-    app = _logged(make_app(store, settings, clock=clock, budgets=budgets))
+    from orchestrator.console.requestlog import log_refusals, logged
+
+    app = logged(make_app(store, settings, clock=clock, budgets=budgets))
     try:
         # Bound here, one address (waitress would listen on every address a name such as localhost resolves
         # to): a busy port or a foreign address fails now, with the address the user gave.
@@ -121,27 +105,43 @@ def start_console(store: Store, settings: ConsoleSettings, *, clock: Callable[[]
         except OSError:
             sock.close()
             raise
-        server = create_server(app, map={}, sockets=[sock], threads=THREADS,
-                               channel_timeout=CHANNEL_TIMEOUT_S, cleanup_interval=CHANNEL_TIMEOUT_S,
-                               max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=MAX_BODY_BYTES,
-                               connection_limit=MAX_CONNECTIONS, ident="", expose_tracebacks=False,
-                               clear_untrusted_proxy_headers=True)
+        server = create_server(
+            app,
+            map={},
+            sockets=[sock],
+            threads=THREADS,
+            channel_timeout=CHANNEL_TIMEOUT_S,
+            cleanup_interval=CHANNEL_TIMEOUT_S,
+            max_request_header_size=MAX_HEADER_BYTES,
+            max_request_body_size=MAX_BODY_BYTES,
+            connection_limit=MAX_CONNECTIONS,
+            ident="",
+            expose_tracebacks=False,
+            clear_untrusted_proxy_headers=True,
+        )
+        log_refusals(server)  # before the loop starts: every connection gets the logging channel
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise ConsoleConfigError(f"cannot serve the console on {settings.host}:{settings.port}: {reason} "
-                                 "(the address must be this machine's and the port free)") from None
+        raise ConsoleConfigError(
+            f"cannot serve the console on {settings.host}:{settings.port}: {reason} "
+            "(the address must be this machine's and the port free)"
+        ) from None
     stopping = threading.Event()
     thread = threading.Thread(target=_serve, args=(server, stopping), name="orch-console", daemon=True)
     thread.start()
     running = RunningConsole(server, thread, settings, stopping)
-    log.info("console at %s", running.url, extra={"fields": {"url": running.url,
-                                                              "token": "required" if settings.token else "none"}})
+    log.info(
+        "console at %s",
+        running.url,
+        extra={"fields": {"url": running.url, "token": "required" if settings.token else "none"}},
+    )
     return running
 
 
 @contextmanager
-def serving(store: Store, settings: ConsoleSettings | None, *,
-            budgets: Sequence[Budget] = ()) -> Iterator[RunningConsole | None]:
+def serving(
+    store: Store, settings: ConsoleSettings | None, *, budgets: Sequence[Budget] = ()
+) -> Iterator[RunningConsole | None]:
     """The console served for the length of the block (nothing when ``settings`` is None)."""
     if settings is None:
         yield None

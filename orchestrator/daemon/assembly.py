@@ -97,7 +97,7 @@ def _daemon_section(config: OrchConfig) -> dict[str, Any]:
     if section is None:
         return {}
     if not isinstance(section, dict):
-        raise ConfigError(f"{config.path}: daemon: must be a mapping")
+        raise config.source().error(("daemon",), "must be a mapping")
     return dict(section)
 
 
@@ -106,7 +106,7 @@ def load_service_settings(config: OrchConfig) -> ServiceSettings:
     (orchestrator/config/daemon.py)."""
     from orchestrator.config.daemon import read_daemon_section
 
-    d = read_daemon_section(_daemon_section(config), config.path)
+    d = read_daemon_section(_daemon_section(config), config.source())
     base = ServiceSettings()
     return ServiceSettings(
         orphan_grace=d.orphan_grace_s if d.orphan_grace_s is not None else base.orphan_grace,

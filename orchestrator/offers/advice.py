@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from providers.base import Offer
+from providers.offer import Offer
 
 #: The seed's rule of thumb: a training GPU wants at least 2-4 vCPU and 8-16 GB of RAM to keep it fed.
 #: These are minimums: an offer is flagged below the low end; more is never flagged (it costs, it does not starve).

@@ -1,119 +1,32 @@
-"""Quoting: turn the user's words into a GpuRequest, match the catalog, explain an empty answer.
+"""Quoting: match the catalog to a GpuRequest, price and group the rows, explain an empty answer (the user's
+words are checked in ``quote_input.py``, re-exported here).
 
 No SDK, no database: this module must stay cheap to import (``orch quote`` runs it every time).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 
 from orchestrator.offers.advice import rule_of_thumb_flags
-from providers.base import GpuRequest, Market, Offer
-from providers.catalog.query import match_offers, offer_matches
-from providers.gpus import GPU_MODELS, gpu_by_name, resolve_gpu, suggest_gpus
+from orchestrator.offers.quote_input import (
+    QuoteInputError,
+    check_region_glob,
+    parse_gpu_specs,
+    resolve_gpu_name,
+    resolve_gpu_names,
+)
+from providers.catalog.query import match_offers
+from providers.gpus import GPU_MODELS, gpu_by_name
+from providers.offer import GpuRequest, Market, Offer
 
 
 class SortKey(StrEnum):
     PRICE = "price"
     PRICE_PER_GPU = "price-per-gpu"
-
-
-class QuoteInputError(ValueError):
-    """Bad user input; the message names the bad value and the closest valid choices."""
-
-
-_GLOB_RE = re.compile(r"^[A-Za-z0-9*?\[\]!._-]+$")
-
-
-def check_region_glob(pattern: str) -> str:
-    from orchestrator.redaction import brief
-
-    # The value is shown briefly only: what is pasted where a region belongs may be a credential.
-    if not pattern or not _GLOB_RE.fullmatch(pattern) or pattern.count("[") != pattern.count("]"):
-        raise QuoteInputError(
-            f"malformed region glob {brief(pattern)!r} (use letters, digits, '-', '*', '?', [..]; e.g. 'us-*')"
-        )
-    if len(pattern) > _MAX_GLOB:
-        raise QuoteInputError(f"region glob {brief(pattern)!r} is longer than any region ({_MAX_GLOB} characters "
-                              "at most; e.g. 'us-*')")
-    depth = 0
-    for ch in pattern:
-        depth += {"[": 1, "]": -1}.get(ch, 0)
-        if depth not in (0, 1):
-            raise QuoteInputError(f"malformed region glob {brief(pattern)!r} (unbalanced brackets)")
-    return pattern
-
-
-#: A region glob longer than this is not one (the longest region or zone name is 25 characters).
-_MAX_GLOB = 64
-
-
-def _short_name_matches(name: str) -> list[str]:
-    """Canonical GPUs one of whose spellings contains ``name`` (``4090`` -> RTX4090-24G), registry order."""
-    from providers.gpus import _index, _norm
-
-    key = _norm(name)
-    if not key:
-        return []
-    return list(dict.fromkeys(m.name for spelling, m in _index().items() if key in spelling))
-
-
-def resolve_gpu_name(name: str) -> str:
-    """The canonical name for a name, alias, or unambiguous short name (``4090``, ``a6000``); an ambiguous
-    or unknown one raises QuoteInputError with the candidates ("did you mean ...")."""
-    try:
-        return resolve_gpu(name).name
-    except ValueError:
-        pass
-    found = _short_name_matches(name)
-    if len(found) == 1:
-        return found[0]
-    choices = found or suggest_gpus(name)
-    if not choices:
-        raise QuoteInputError(f"unknown GPU {name!r} (`orch quote` with no --gpu lists them)")
-    listed = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else choices[0]
-    what = "ambiguous" if len(found) > 1 else "unknown"
-    raise QuoteInputError(f"{what} GPU {name!r} (did you mean {listed}?)")
-
-
-def parse_gpu_specs(values: Sequence[str]) -> tuple[tuple[str, ...], int | None]:
-    """(canonical GPUs, count or None) from ``--gpu`` values: names, aliases and short names, comma-separated
-    alternatives, each optionally ``NAME:COUNT`` (dstack's form, ``H100:8``; a non-numeric tail such as
-    ``a100:80gb`` is part of the name). All counts given must agree."""
-    out: list[str] = []
-    counts: set[int] = set()
-    for raw in values:
-        for part in raw.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            name, sep, count_text = part.rpartition(":")
-            count_text = count_text.strip()
-            if sep and count_text.isascii() and count_text.isdigit():   # H100:8; "a100:80gb" stays a name
-                shown = part if len(part) <= 40 else part[:37] + "..."
-                if len(count_text) > 6:                     # int() of 4,300+ digits raises; none is a GPU count
-                    raise QuoteInputError(f"--gpu {shown!r}: the count after ':' is too large (e.g. H100:8)")
-                if int(count_text) < 1:
-                    raise QuoteInputError(f"--gpu {shown!r}: the count after ':' must be 1 or more (e.g. H100:8)")
-                counts.add(int(count_text))
-            else:
-                name = part
-            canonical = resolve_gpu_name(name.strip())
-            if canonical not in out:
-                out.append(canonical)
-    if len(counts) > 1:
-        raise QuoteInputError(f"--gpu gives different counts ({', '.join(map(str, sorted(counts)))}): one machine "
-                              "shape per quote")
-    return tuple(out), (counts.pop() if counts else None)
-
-
-def resolve_gpu_names(names: Sequence[str]) -> tuple[str, ...]:
-    """Canonical names for each name, alias or short name; commas separate alternatives inside one value."""
-    return parse_gpu_specs(names)[0]
 
 
 def offer_age(offer: Offer, now: datetime) -> timedelta:
@@ -255,66 +168,6 @@ def group_rows(rows: Sequence[QuoteRow], expand: bool = False) -> list[QuoteGrou
     return [QuoteGroup(tuple(g)) for g in groups.values()]
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSummary:
-    """One line of the GPU list: a GPU, its cheapest $/GPU-hour across the matching offers, who sells it."""
-
-    gpu: str
-    vram_gb: int
-    cheapest_per_gpu_hr: float
-    cheapest: Offer
-    providers: tuple[str, ...]
-    offers: int
-    counts: tuple[int, ...] = field(default=())
-
-    def to_json(self) -> dict[str, object]:
-        return {"gpu": self.gpu, "vram_gb": self.vram_gb,
-                "cheapest_price_per_gpu_hr": round(self.cheapest_per_gpu_hr, 6),
-                "cheapest_market": self.cheapest.market.value, "cheapest_provider": self.cheapest.provider,
-                "providers": list(self.providers), "offers": self.offers, "gpu_counts": list(self.counts)}
-
-
-#: GPU counts asked of sources that know no fixed list (your own machines, live APIs) besides the catalog's.
-_USUAL_COUNTS = (1, 2, 4, 8, 16)
-
-
-def machine_counts(catalog: Iterable[Offer]) -> tuple[int, ...]:
-    """Every GPUs-per-machine count an offer may have: the catalog's, and the usual ones."""
-    return tuple(sorted({o.gpu_count for o in catalog} | set(_USUAL_COUNTS)))
-
-
-def offers_any_count(fetch: Callable[[GpuRequest], Sequence[Offer]], req: GpuRequest,
-                     counts: Iterable[int]) -> list[Offer]:
-    """The offers ``--gpu X --count N`` would see, for every count: ``fetch`` (the offer sources of one request)
-    asked once per count, so the GPU list and the per-GPU quote read the same offer set."""
-    from dataclasses import replace
-
-    found: dict[tuple[object, ...], Offer] = {}
-    for count in counts:
-        for o in fetch(replace(req, count=count)):
-            found.setdefault(o.key, o)
-    return list(found.values())
-
-
-def gpu_summaries(offers: Iterable[Offer], req: GpuRequest, any_count: bool) -> list[GpuSummary]:
-    """Per GPU with a matching offer (every GPU count when ``any_count``), cheapest $/GPU-hour first."""
-    from dataclasses import replace
-
-    by_gpu: dict[str, list[Offer]] = {}
-    for o in offers:
-        probe = replace(req, count=o.gpu_count) if any_count else req
-        if offer_matches(o, probe):
-            by_gpu.setdefault(o.gpu, []).append(o)
-    out = []
-    for gpu, found in by_gpu.items():
-        best = min(found, key=lambda o: (o.price_per_gpu_hr, o.price_hr))
-        out.append(GpuSummary(gpu, gpu_by_name(gpu).vram_gb, best.price_per_gpu_hr, best,
-                              tuple(sorted({o.provider for o in found})), len(found),
-                              tuple(sorted({o.gpu_count for o in found}))))
-    out.sort(key=lambda g: (g.cheapest_per_gpu_hr, g.gpu))
-    return out
-
-
 def relaxations(offers: Sequence[Offer], req: GpuRequest) -> list[str]:
     """The nearest changes to ``req`` that would match something, most specific first."""
     hints: list[str] = []
@@ -362,7 +215,5 @@ def relaxations(offers: Sequence[Offer], req: GpuRequest) -> list[str]:
     return hints
 
 
-__all__ = ["GpuSummary", "QuoteGroup", "QuoteInputError", "QuoteRow", "SortKey",
-           "check_region_glob", "format_age", "gpu_summaries", "group_rows", "machine_counts", "offer_age",
-           "offers_any_count", "parse_gpu_specs", "quote",
-           "relaxations", "resolve_gpu_name", "resolve_gpu_names"]
+__all__ = ["QuoteGroup", "QuoteInputError", "QuoteRow", "SortKey", "check_region_glob", "format_age", "group_rows",
+           "offer_age", "parse_gpu_specs", "quote", "relaxations", "resolve_gpu_name", "resolve_gpu_names"]

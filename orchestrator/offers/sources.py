@@ -21,22 +21,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
-from providers.base import Capability, GpuRequest, Offer
 from providers.catalog.query import match_offers
+from providers.offer import GpuRequest, Offer
+
+TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from pydantic import BaseModel
 
     from orchestrator.config.file import OrchConfig
     from providers.base import Provider
 
-__all__ = ["ConfiguredMachines", "OfferSource", "OfferSources", "gather_offers", "offer_sources"]
+    class OfferSource(Protocol):
+        """Anything that lists offers for a request: a built provider, your configured machines."""
+
+        def offers(self, req: GpuRequest) -> list[Offer]: ...
 
 
-class OfferSource(Protocol):
-    def offers(self, req: GpuRequest) -> list[Offer]: ...
+__all__ = ["ConfiguredMachines", "OfferSources", "gather_offers", "offer_sources"]
 
 
 def gather_offers(req: GpuRequest, catalog: Iterable[Offer], sources: Sequence[OfferSource] = ()) -> list[Offer]:
@@ -44,9 +49,11 @@ def gather_offers(req: GpuRequest, catalog: Iterable[Offer], sources: Sequence[O
 
     A source that fails with a ProviderError is skipped: planning must not break because one API is down.
     """
+    merged: dict[tuple[object, ...], Offer] = {o.key: o for o in match_offers(catalog, req)}
+    if not sources:   # most quotes: the catalog alone
+        return list(merged.values())
     from providers.errors import ProviderError
 
-    merged: dict[tuple[object, ...], Offer] = {o.key: o for o in match_offers(catalog, req)}
     for source in sources:
         try:
             found = source.offers(req)
@@ -98,10 +105,15 @@ def offer_sources(catalog: Sequence[Offer], *, providers: Mapping[str, Provider]
     machines through the registry hook (a bad section raises ConfigError, as building it would).
     """
     built = dict(providers or {})
-    own: list[OfferSource] = [p for p in built.values() if Capability.CONFIG_OFFERS in p.capabilities]
+    own: list[OfferSource] = []
+    live_sources: tuple[OfferSource, ...] = ()
+    if built:   # `orch quote` builds none: the provider protocol's module is not imported for it
+        from providers.base import Capability
+
+        own += [p for p in built.values() if Capability.CONFIG_OFFERS in p.capabilities]
+        live_sources = tuple(p for p in built.values() if live and Capability.LIVE_OFFERS in p.capabilities)
     if config is not None:
         own += _configured_machines(config, skip=set(built))
-    live_sources = tuple(p for p in built.values() if live and Capability.LIVE_OFFERS in p.capabilities)
     return OfferSources(catalog, tuple(own), live_sources)
 
 

@@ -21,6 +21,11 @@ class SpotPolicy(Protocol):
     - Optional: a class attribute ``needs_history = False`` says the policy never reads ``obs.history`` or
       ``obs.any_zone``; the simulator then shows it ``()`` and None and saves keeping them. It is read from the
       policy's own class only (a subclass is shown the history unless it says the same).
+    - Optional promises, read the same way (own class only), that let the simulator skip asking: a class
+      attribute ``keeps_paid_spot = True`` says that on a spot instance whose overhead is paid
+      (``overhead_left_h == 0``) and that was not preempted, ``decide`` returns that instance, whatever else
+      the observation says; ``keeps_on_demand = True``, that on on-demand with work left it returns ON_DEMAND.
+      Only a policy whose ``decide`` keeps no state across ticks may promise either: it is not called then.
     """
 
     name: str

@@ -45,11 +45,14 @@ def paper_safety_net(obs: Observation) -> Action | None:
     a running on-demand instance never grows). On spot with no room for one more overhead: keep the spot
     instance if its overhead is paid (a preemption still leaves one changeover), else on-demand now.
     """
-    gap, d, c = obs.gap_h, obs.spec.overhead_h, obs.remaining_h
-    left = whole_ticks(obs.time_left_h, gap)
-    if obs.mode is not Mode.SPOT and ticks_needed(c + 2 * d, gap) >= left:
+    # whole_ticks and ticks_needed, and Observation's remaining_h and time_left_h, written out: every policy
+    # runs this at every tick it is asked (the same arithmetic, without four calls).
+    spec, gap = obs.spec, obs.gap_h
+    d, c = spec.overhead_h, max(spec.work_h - obs.work_done_h, 0.0)
+    left = math.floor((spec.deadline_h - obs.elapsed_h) / gap + _EPS)
+    if obs.mode is not Mode.SPOT and math.ceil((c + 2 * d) / gap - _EPS) >= left:
         return ON_DEMAND
-    if ticks_needed(c + d, gap) >= left:
+    if math.ceil((c + d) / gap - _EPS) >= left:
         if obs.mode is Mode.SPOT and obs.overhead_left_h < 1e-3 / 3600:
             return spot(obs.zone)  # type: ignore[arg-type]
         return ON_DEMAND
@@ -73,7 +76,8 @@ class OnDemandPolicy:
     """On-demand from the first tick to the end: the cost every other policy is normalized by."""
 
     name = "on-demand"
-    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    needs_history = False  # reads only this tick: the simulator skips the history (simulator.py)
+    keeps_on_demand = True  # the simulator need not ask on on-demand (base.py)
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
@@ -87,7 +91,11 @@ class GreedyPolicy:
     which is then kept to the end (paper §3.4)."""
 
     name = "greedy"
-    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    needs_history = False  # reads only this tick: the simulator skips the history (simulator.py)
+    # On spot with its overhead paid the Safety Net keeps it and so does Exploitation; greedy on on-demand
+    # stays (settled, then its own rule): the simulator need not ask then (base.py).
+    keeps_paid_spot = True
+    keeps_on_demand = True
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None
@@ -113,7 +121,10 @@ class UniformProgressPolicy:
     """
 
     name = "uniform-progress"
-    needs_history = False   # reads only this tick: the simulator skips the history (simulator.py)
+    needs_history = False  # reads only this tick: the simulator skips the history (simulator.py)
+    # On spot with its overhead paid the Safety Net keeps it and so does Exploitation (``settled``): the
+    # simulator need not ask then (base.py). On on-demand it may leave (the hysteresis), so it is asked.
+    keeps_paid_spot = True
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         return None

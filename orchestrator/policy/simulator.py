@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.model import Action, Mode, Observation, ProblemSpec, ZoneStats
+from orchestrator.policy.model import WAIT, Action, Mode, ProblemSpec, ZoneStats
+from orchestrator.policy.observation import new_observation
 from orchestrator.policy.traces import ZoneSet
 
 _EPS = 1e-9
@@ -111,13 +112,21 @@ def window_ticks(spec: ProblemSpec, gap_h: float) -> int:
     return math.ceil(spec.deadline_h / gap_h - _EPS)
 
 
-def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: int = 0,
-             notice: bool = False, keep_log: bool = False) -> SimResult:
+def simulate(
+    spec: ProblemSpec,
+    zones: ZoneSet,
+    policy: SpotPolicy,
+    start_tick: int = 0,
+    notice: bool = False,
+    keep_log: bool = False,
+) -> SimResult:
     """Run ``policy`` for one job starting at tick ``start_tick`` of ``zones``.
 
     Ticks past the end of the traces have no spot anywhere. With ``notice``, the policy is told one tick
     ahead which zones will lose spot (as a cloud's preemption notice would). The policy's per-zone history
     starts with the ``HISTORY_H`` hours of the trace before ``start_tick`` (never anything after ``now``).
+    A policy that declares ``keeps_paid_spot`` or ``keeps_on_demand`` (base.py) is not asked at the ticks
+    where it has promised its answer: the replay takes that answer, and is otherwise the same.
     """
     gap = zones.gap_h
     n_zones = len(zones.zones)
@@ -131,16 +140,22 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     k = spec.spot_price
     d = spec.overhead_h
     work = spec.work_h
-    # A policy that declares ``needs_history = False`` (the reference policies: they read only this tick) is
-    # shown no history (``()`` and None), which spares the replay a ZoneStats update per zone and tick. Only the
-    # policy's own class counts: a subclass (a user's, built on UP) may read the history its base did not.
-    keeps_history = vars(type(policy)).get("needs_history", True)
+    deadline = spec.deadline_h
+    # Optional declarations, read from the policy's own class only: a subclass (a user's, built on UP) may
+    # read the history its base did not, or answer differently where its base promised an answer.
+    declared = vars(type(policy))
+    # ``needs_history = False`` (the reference policies: they read only this tick): shown no history (``()``
+    # and None), which spares the replay a ZoneStats update per zone and tick.
+    keeps_history = declared.get("needs_history", True)
+    keeps_paid_spot = declared.get("keeps_paid_spot", False)
+    keeps_on_demand = declared.get("keeps_on_demand", False)
     history, any_zone = prepared.history_before(start_tick) if keeps_history else ((), None)
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)
     mode = Mode.IDLE
     zone: int | None = None
+    action: Action = WAIT
     ovh_left = 0.0
     done = 0.0
     cost = 0.0
@@ -149,50 +164,70 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
     finish: float | None = None
     log: list[TickRecord] | None = [] if keep_log else None
 
-    columns = prepared.columns
-    none_up = (False,) * n_zones
-
-    def avail_at(i: int) -> tuple[bool, ...]:
-        return none_up if i >= total_ticks else columns[i]
-
-    nxt = avail_at(start_tick)
+    # The window's availability, tick by tick, and one tick more (the notice looks ahead); none past the end.
+    window = prepared.columns[start_tick : start_tick + horizon + 1]
+    if len(window) < horizon + 1:
+        window += ((False,) * n_zones,) * (horizon + 1 - len(window))
+    decide = policy.decide
     for t in range(horizon):
         idx = start_tick + t
-        now = nxt
-        nxt = avail_at(idx + 1)
+        now = window[t]
         elapsed = t * gap
         preempted = False
         if mode is Mode.SPOT and not now[zone]:  # type: ignore[index]
             preempted = True
             preemptions += 1
             mode, zone, ovh_left = Mode.IDLE, None, 0.0
+            action = WAIT
         if keeps_history:
             for z in range(n_zones):
                 history[z].observe(now[z], gap)
             any_zone.observe(any(now), gap)  # type: ignore[union-attr]
         past_end = idx >= total_ticks
-        prices = flat if past_end or no_series else tuple(k if row is None else row[idx] for row in price_rows)
-        obs = Observation(
-            tick=t, elapsed_h=elapsed, gap_h=gap, spec=spec, work_done_h=done, mode=mode, zone=zone,
-            overhead_left_h=ovh_left, available=now, spot_prices=prices,
-            notice=tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
-            preempted=preempted, history=history, any_zone=any_zone, spent=cost,
-        )
-        action: Action = policy.decide(obs)
-        if action.mode is Mode.SPOT and (action.zone is None or not 0 <= action.zone < n_zones
-                                         or not now[action.zone]):
-            raise PolicyError(f"{policy.name}: tick {t}: asked for {action} but spot there is not available")
-        if action.mode is Mode.IDLE:
-            mode, zone, ovh_left = Mode.IDLE, None, 0.0
-        elif action.mode is not mode or action.zone != zone:
+        if (mode is Mode.SPOT and keeps_paid_spot and ovh_left == 0.0) or (mode is Mode.ON_DEMAND and keeps_on_demand):
+            # The policy's promised answer: the instance it is on (``action`` is still the one that chose it).
+            price = (
+                1.0
+                if mode is Mode.ON_DEMAND
+                else (k if past_end or no_series or price_rows[zone] is None else price_rows[zone][idx])
+            )  # type: ignore
+        else:
+            prices = flat if past_end or no_series else tuple(k if row is None else row[idx] for row in price_rows)
+            nxt = window[t + 1]
+            obs = new_observation(
+                t,
+                elapsed,
+                gap,
+                spec,
+                done,
+                mode,
+                zone,
+                ovh_left,
+                now,
+                prices,
+                tuple(now[z] and not nxt[z] for z in range(n_zones)) if notice else no_notice,
+                preempted,
+                history,
+                any_zone,
+                cost,
+            )
+            action = decide(obs)
+            if action.mode is Mode.SPOT and (
+                action.zone is None or not 0 <= action.zone < n_zones or not now[action.zone]
+            ):
+                raise PolicyError(f"{policy.name}: tick {t}: asked for {action} but spot there is not available")
+            if action.mode is Mode.IDLE:
+                mode, zone, ovh_left = Mode.IDLE, None, 0.0
+            elif action.mode is not mode or action.zone != zone:
+                if mode is not Mode.IDLE:
+                    switches += 1
+                launches += 1
+                mode, zone, ovh_left = action.mode, action.zone, d
             if mode is not Mode.IDLE:
-                switches += 1
-            launches += 1
-            mode, zone, ovh_left = action.mode, action.zone, d
+                price = 1.0 if mode is Mode.ON_DEMAND else prices[zone]  # type: ignore[index]
         if mode is not Mode.IDLE:
-            price = 1.0 if mode is Mode.ON_DEMAND else prices[zone]  # type: ignore[index]
             # A deadline part-way through the tick cuts it: what lies past the deadline is never run.
-            span = min(gap, spec.deadline_h - elapsed)
+            span = min(gap, deadline - elapsed)
             paid_ovh = min(span, ovh_left)
             productive = span - paid_ovh
             left = work - done
@@ -219,8 +254,17 @@ def simulate(spec: ProblemSpec, zones: ZoneSet, policy: SpotPolicy, start_tick: 
             log.append(TickRecord(t, now, str(action), done, cost))
     met = finish is not None and finish <= spec.deadline_h + _EPS
     return SimResult(
-        policy=policy.name, zone_set=zones.name, start_tick=start_tick, cost=cost,
-        normalized_cost=cost / spec.on_demand_cost, met=met, finish_h=finish, preemptions=preemptions,
-        switches=switches, launches=launches, spot_h=spot_h, on_demand_h=od_h,
+        policy=policy.name,
+        zone_set=zones.name,
+        start_tick=start_tick,
+        cost=cost,
+        normalized_cost=cost / spec.on_demand_cost,
+        met=met,
+        finish_h=finish,
+        preemptions=preemptions,
+        switches=switches,
+        launches=launches,
+        spot_h=spot_h,
+        on_demand_h=od_h,
         log=tuple(log) if log is not None else None,
     )

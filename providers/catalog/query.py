@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
-from providers.base import GpuRequest, Offer
+from providers.offer import GpuRequest, Offer
 
 
 def region_matches(offer: Offer, patterns: tuple[str, ...]) -> bool:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import NamedTuple
 
-from providers.base import Market, Offer
 from providers.catalog.snapshot import SHIPPED_DIR, CatalogSnapshot, _user_files
 from providers.gpus import GPU_MODELS, Interconnect
+from providers.offer import Market, Offer
 
 #: Bump when the stored shape, or what the loader computes from the same files, changes.
 FORMAT = 1
@@ -143,7 +143,8 @@ def build(load: Callable[[frozenset[str] | None], CatalogSnapshot], user_dir: Pa
     return True
 
 
-class Lookup(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Lookup:
     """``snapshot``: the answer, or None (read in full). ``rebuild``: the index is missing, stale, or fresh only
     by content hash (its stat signature should be rewritten)."""
 

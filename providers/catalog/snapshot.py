@@ -8,13 +8,17 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from providers.base import Offer
+from providers.offer import Offer
 
-__all__ = ["SHIPPED_DIR", "USER_FILE_PREFIX", "CatalogSnapshot", "_user_files"]
+__all__ = ["SHIPPED_DIR", "USER_FILE_PREFIX", "CatalogError", "CatalogSnapshot", "_user_files"]
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "data"
 #: The refreshed providers' files in the user catalog directory: ``offers-<provider>.csv``.
 USER_FILE_PREFIX = "offers-"
+
+
+class CatalogError(Exception):
+    """A catalog that cannot be read (a pinned ``$ORCH_CATALOG_DIR``, or every default source unusable)."""
 
 
 @dataclass(frozen=True, slots=True)

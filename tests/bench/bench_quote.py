@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Benchmark: `orch quote --gpu A100-80G --count 4` (the table, and --json) against `python -c pass`, in one run.
+"""Benchmark: `orch quote --gpu A100-80G --count 4` (the table, --json) and `orch quote` against `python -c pass`.
 
     python tests/bench/bench_quote.py [--rounds 15] [--catalog-rows 10000]
 
 Two cases: the shipped catalog alone, and a refreshed user catalog of ``--catalog-rows`` rows (generated in a
 temporary data directory with orch's own writer, spread over the six providers and every GPU, as a refresh
-writes them). Each case runs the quote (table, then --json) and the baseline alternately (so machine noise hits
-both alike), then prints each median wall time, their ratio and the quote's peak RSS. orch's modules are
-byte-compiled first (``compile_bytecode``), as an install leaves them. Target: ratio <= 3, peak RSS <= 80 MB.
+writes them). Each case runs the quote (table, --json, then the GPU list) and the baseline alternately (so
+machine noise hits both alike), then prints each median wall time, their ratio and the quote's peak RSS. orch's
+modules are byte-compiled first (``compile_bytecode``), as an install leaves them. Target: ratio <= 3, peak RSS
+<= 80 MB.
 Not a test: it asserts nothing; it reports.
 """
 
@@ -93,9 +94,15 @@ def write_user_catalog(data_home: Path, rows: int) -> int:
     return written
 
 
+#: Each case's words after ``orch`` and its label: the table, --json, and the GPU list (no --gpu).
+CASES = ((["quote", "--gpu", "A100-80G", "--count", "4"], "table"),
+         (["quote", "--gpu", "A100-80G", "--count", "4", "--json"], "--json"),
+         (["quote"], "no --gpu"))
+
+
 def bench(label: str, env: dict[str, str], rounds: int, orch: list[str]) -> None:
-    for extra in ([], ["--json"]):
-        quote = [*orch, "quote", "--gpu", "A100-80G", "--count", "4", *extra]
+    for words, case in CASES:
+        quote = [*orch, *words]
         baseline = [sys.executable, "-c", "pass"]
         run_once(quote, env), run_once(baseline, env)  # warm the page cache and .pyc files
         q_times, b_times, q_rss = [], [], []
@@ -105,7 +112,7 @@ def bench(label: str, env: dict[str, str], rounds: int, orch: list[str]) -> None
             q_rss.append(rss)
             b_times.append(run_once(baseline, env)[0])
         q_med, b_med = statistics.median(q_times), statistics.median(b_times)
-        print(f"== {label}{', --json' if extra else ', table'}")
+        print(f"== {label}, {case}")
         print(f"command:           orch {' '.join(quote[len(orch):])}")
         print(f"rounds:            {rounds} (alternating)")
         print(f"orch quote median: {q_med * 1000:.1f} ms")

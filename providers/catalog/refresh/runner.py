@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from providers.base import Market, Offer
 from providers.catalog import history
 from providers.catalog.fileformat import CatalogFileError, read_offers, render, write_atomic
-from providers.catalog.loader import newest_per_key, rebuild_index, user_catalog_dir, user_catalog_file
+from providers.catalog.layers import newest_per_key
+from providers.catalog.loader import rebuild_index, user_catalog_dir, user_catalog_file
 from providers.catalog.refresh.aws_spot import AwsZoneSpot
 from providers.catalog.refresh.azure_source import AzureRetail
 from providers.catalog.refresh.gpuhunt_source import GpuhuntArchive

@@ -1,0 +1,109 @@
+"""A bad value in any section of the config file is reported at its line: ``<file>:<line>: <section>.<key>: …``,
+whether the section is read with the file (owner, providers, budgets, alerts) or later (catalog, daemon, a
+provider's settings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config.catalog import read_catalog_section
+from orchestrator.config.errors import ConfigError
+from orchestrator.config.file import load_config
+from orchestrator.config.providers import build_providers
+from orchestrator.daemon.assembly import load_service_settings
+
+#: Line 1 is ``owner: tester``; every case's bad value sits on a line of its own below a few good ones.
+CASES = [
+    (
+        "budgets",
+        "budgets:\n  - name: all\n    monthly_usd: 100\n  - name: team-a\n    alert_at: [0.5]\n    monthly_usd: lots\n",
+        7,
+        "budgets.team-a.monthly_usd: must be a number, got 'lots'",
+    ),
+    (
+        "budgets",
+        "budgets:\n  - name: all\n    monthly_usd: 100\n    match:\n      owner: [alice,\n              Bob]\n",
+        7,
+        "budgets.all.match.owner[1]: 'Bob' is not an orch owner",
+    ),
+    (
+        "budgets",
+        "budgets:\n  - {name: a, monthly_usd: 1}\n  - {name: a, monthly_usd: 2}\n",
+        4,
+        "budgets.a: two budgets have this name",
+    ),
+    (
+        "alerts",
+        "alerts:\n  queue_size: 10\n  webhooks:\n    - name: ops\n      url: https://example.com/h\n"
+        "      format: teams\n",
+        7,
+        "alerts.webhooks.ops.format: 'teams': choose slack or json",
+    ),
+    ("alerts", "alerts:\n  timeout_s: 5\n  sinks: []\n", 4, "alerts.sinks: unknown key (known: "),
+    ("catalog", "catalog:\n  timeout_s: 30\n  refresh_every: soon\n", 4, "catalog.refresh_every: not a duration"),
+    (
+        "daemon",
+        "daemon:\n  lease_ttl_s: 60\n  boot_timeout_s: 10 parsecs\n",
+        4,
+        "daemon.boot_timeout_s (ORCH_BOOT_TIMEOUT_S): not a number of seconds or a duration",
+    ),
+    ("daemon", "daemon:\n  lease_ttl_s: 60\n\n  boot_timout_s: 90\n", 5, "daemon.boot_timout_s: unknown key"),
+    (
+        "providers",
+        "providers:\n  aws:\n    regions: [us-east-1]\n    endpoint_url: http://127.0.0.1:9\n    regoins: [x]\n",
+        6,
+        "providers.aws.regoins: ",
+    ),
+    ("providers", "providers:\n  aws: {}\n  azur: {}\n", 4, "providers.azur: "),
+    ("providers", "providers:\n  lambdalabs:\n    api_key: k\n    regoins: [x]\n", 5, "providers.lambda.regoins: "),
+    ("owner", "", 1, "owner: "),
+]
+
+
+def _read(section: str, path: Path) -> object:
+    """Read ``path`` as far as ``section`` is read: with the file, or by its own reader afterwards."""
+    config = load_config(path)
+    if section == "catalog":
+        return read_catalog_section(config)
+    if section == "daemon":
+        return load_service_settings(config)
+    if section == "providers":
+        return build_providers(config)
+    return config
+
+
+@pytest.mark.parametrize(("section", "text", "line", "message"), CASES)
+def test_a_bad_value_is_reported_at_its_line(
+    section: str, text: str, line: int, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ORCH_BOOT_TIMEOUT_S", "ORCH_LEASE_TTL_S", "ORCH_OWNER"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "config.yaml"
+    path.write_text(("owner: Not An Owner\n" if section == "owner" else "owner: tester\n") + text)
+    with pytest.raises(ConfigError) as caught:
+        _read(section, path)
+    assert str(caught.value).startswith(f"{path}:{line}: {message}"), str(caught.value)
+
+
+def test_a_daemon_value_from_its_variable_names_no_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("owner: tester\ndaemon:\n  boot_timeout_s: 90\n")
+    monkeypatch.setenv("ORCH_BOOT_TIMEOUT_S", "10 parsecs")  # the variable wins, so it is the bad value
+    with pytest.raises(ConfigError) as caught:
+        load_service_settings(load_config(path))
+    assert str(caught.value).startswith("daemon.boot_timeout_s (ORCH_BOOT_TIMEOUT_S): "), str(caught.value)
+
+
+def test_a_webhook_whose_variable_is_unset_names_the_line_it_is_written_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ORCH_TEST_HOOK", raising=False)
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "owner: tester\nalerts:\n  webhooks:\n    - url: https://example.com/a\n    - url_env: ORCH_TEST_HOOK\n"
+    )
+    hook = load_config(path).alerts.webhooks[1]  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match=rf"^{path}:5: alerts\.webhooks\[1\]: url_env: \$ORCH_TEST_HOOK is not set"):
+        hook.source.resolve(hook.where)
