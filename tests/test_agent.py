@@ -694,3 +694,95 @@ def test_no_drain_on_multi_node_or_when_opted_out(tmp_path: Path) -> None:
             assert agent.job["state"] == "running" and not agent.job.get("drained"), name
         finally:
             agent.stop_job(9)
+
+
+def test_a_pending_drain_shortens_the_pause_between_rounds(tmp_path: Path) -> None:
+    # Between a notice and its checkpoint on disk the agent looks every DRAIN_POLL_S, not every round: the
+    # commit (and so the replacement's start) follows the job's checkpoint that much sooner.
+    clock, poller = Clock(), ScriptedPoller()
+    agent = _agent(_config(tmp_path, store=tmp_path / "store", command=_long_job(tmp_path),
+                           sample_interval_s=0.5, notice_interval_s=0.5), clock, poller)
+    agent.start_job()
+    try:
+        agent.tick()
+        assert agent.round_pause() == 0.5                        # running, no notice
+        poller.current = [{"cloud": "aws", "kind": "spot-interruption", "key": "aws:k1", "detail": {}}]
+        clock.t += 1
+        agent.tick()
+        assert agent.round_pause() == oa.DRAIN_POLL_S            # noticed, its checkpoint not on disk yet
+        _checkpoint(tmp_path / "ckpt", 7)
+        clock.t += 1
+        agent.tick()                                             # drained and committed
+        assert agent.job["drained"] is True and agent.round_pause() == 0.5
+    finally:
+        agent.stop_job(9)
+
+
+class GatedStore:
+    """A store whose upload waits until LATEST has been read: it passes only if that read runs beside it."""
+
+    uri = "s3://b/p"
+
+    def __init__(self) -> None:
+        import threading
+
+        self.read = threading.Event()
+        self.latest: str | None = "step-3"
+        self.calls: list[str] = []
+
+    def upload_dir(self, local: str, name: str, marker: str) -> None:
+        assert self.read.wait(20), "LATEST was not read while the upload ran"
+        self.calls.append(f"upload {name}")
+
+    def read_latest(self) -> str | None:
+        self.read.set()
+        self.calls.append("read LATEST")
+        return self.latest
+
+    def write_latest(self, name: str) -> None:
+        self.calls.append(f"write LATEST {name}")
+        self.latest = name
+
+
+def test_latest_is_read_while_the_checkpoint_uploads_and_only_once_per_round(tmp_path: Path) -> None:
+    store = GatedStore()
+    agent = _agent(_config(tmp_path, store=tmp_path / "unused"), store=store)
+    for step in (5, 7):
+        _checkpoint(tmp_path / "ckpt", step)
+    agent.tick()
+    assert store.calls == ["read LATEST", "upload step-5", "write LATEST step-5", "upload step-7",
+                           "write LATEST step-7"]
+    assert agent.latest == "step-7" and [c["name"] for c in agent.checkpoints] == ["step-5", "step-7"]
+    store.latest, store.calls = "step-9", []                  # another life got further: never backwards
+    store.read.clear()
+    _checkpoint(tmp_path / "ckpt", 8)
+    agent.tick()
+    assert store.calls == ["read LATEST", "upload step-8"] and agent.latest == "step-7"
+
+
+def test_an_agent_started_ahead_of_its_go_waits_then_starts_the_job(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # --await-go: the status says pending/awaits_go (and the pid file the go's waiter checks is there) until the
+    # go file appears; then the job starts at once, the status says so, and the go and the pid file are removed.
+    monkeypatch.chdir(tmp_path)
+    go = tmp_path / "start.go"
+    cfg = _config(tmp_path, command=["sh", "-c", "echo ran > ran.txt"])
+    waiting: list[dict[str, Any]] = []
+
+    def sleep(_s: float) -> None:
+        if go.exists() or agent.job["state"] != "pending":
+            time.sleep(0.01)                                    # the job's rounds: let it run
+            return
+        waiting.append(json.loads((tmp_path / "status.json").read_text()))
+        assert (tmp_path / "start.go.wait").read_text().strip() == str(os.getpid())
+        assert not (tmp_path / "job.log").exists()              # nothing started while it waits
+        if len(waiting) == 3:
+            go.write_text("")
+
+    agent = oa.Agent(cfg, clock=Clock(), sampler=oa.GpuSampler(3, _smi("")), poller=NoNotices(), sleep=sleep)
+    assert agent.run(str(go)) == 0
+    assert [(s["job"]["state"], s["agent"]["awaits_go"]) for s in waiting] == [("pending", True)] * 3
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
+    assert not go.exists() and not (tmp_path / "start.go.wait").exists()
+    status = parse_status((tmp_path / "status.json").read_bytes())
+    assert status.job.state is JobState.EXITED and not status.awaits_go

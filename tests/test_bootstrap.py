@@ -38,11 +38,11 @@ class LocalTransport:
     def _path(self, remote: str) -> Path:
         return Path(remote) if remote.startswith("/") else self.home / remote
 
-    def exec(self, cmd: str, timeout: float) -> Result:
+    def exec(self, cmd: str, timeout: float, *, stdin: bytes | None = None) -> Result:
         self.commands.append(cmd)
-        out = subprocess.run(["bash", "-c", cmd], cwd=self.home, capture_output=True, text=True, timeout=timeout,
+        out = subprocess.run(["bash", "-c", cmd], cwd=self.home, capture_output=True, timeout=timeout, input=stdin,
                              env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(self.home)})
-        return Result(out.returncode, out.stdout, out.stderr)
+        return Result(out.returncode, out.stdout.decode(), out.stderr.decode())
 
     def put(self, data_or_path: bytes | str, remote_path: str, mode: int) -> None:
         data = data_or_path if isinstance(data_or_path, bytes) else Path(data_or_path).read_bytes()
@@ -135,3 +135,14 @@ def test_the_wait_for_the_agents_status_is_one_exec_on_the_node(tmp_path: Path) 
             raise TransportError("connection reset")
 
     assert await_file(Down(tmp_path), "status.json", 60) is False   # the caller's own reads decide
+
+
+def test_staging_puts_every_file_in_one_exec_with_its_mode(tmp_path: Path) -> None:
+    from orchestrator.runtime.bootstrap import stage
+
+    transport = LocalTransport(tmp_path)
+    work = tmp_path / stage(transport, _render_input("true"), {"TOK": "s3cr3t"})
+    assert len(transport.commands) == 1 and "tar -x" in transport.commands[0]
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in work.iterdir()}
+    assert modes == {"orch_agent.py": 0o755, "startup.sh": 0o755, "agent.json": 0o644, "secrets.env": 0o600}
+    assert (work / "secrets.env").read_text() == "export TOK=s3cr3t\n"

@@ -125,3 +125,31 @@ def test_a_job_stopped_after_its_notice_is_preempted_not_failed(world) -> None: 
     [first] = [a for a in store.attempts_for_job(job.id) if a.instance_id == old.instance_id]
     assert first.state is AttemptState.PREEMPTED and first.end_cause is EndCause.NOTICED
     assert store.job(job.id).status is not JobStatus.FAILED
+
+
+def test_a_machine_up_at_its_launch_is_staged_in_the_launching_tick(world) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    # Own machines are up once launched: the launch is staged in the same tick (the bootstrapper's own thread
+    # in the daemon), so the replacement's agent is ready before the start step runs; the start follows.
+    clock, store, aws, gcp, monitor, rec = world
+    boot = rec.hooks.bootstrapper
+    staged: list[tuple[str, str]] = []
+
+    def stage(job, attempt, instance) -> bool:  # type: ignore[no-untyped-def]
+        staged.append((instance.instance_id, attempt.launch_id))
+        return True
+
+    boot.stage = stage
+    job = store.add_job(spec(), clock())
+    report = rec.tick()
+    assert report.launched == 1 and not boot.started
+    [inst] = live(aws, gcp)
+    assert staged == [(inst.instance_id, inst.launch_id)]                # staged in the launch's own tick
+    settle(rec, clock)
+    assert [iid for iid, *_ in boot.started] == [inst.instance_id]
+    assert store.job(job.id).status is JobStatus.RUNNING
+    # The relaunch after a notice: the replacement is staged in the tick that launched it.
+    monitor.reports[inst.instance_id] = AgentReport(notice=NOTICE, checkpoints=(("s3://b/step-5", 5),))
+    clock.advance(seconds=5)
+    assert rec.tick().relaunched == 1
+    [new] = [i for i in live(aws, gcp) if i.instance_id != inst.instance_id]
+    assert staged[-1] == (new.instance_id, new.launch_id) and len(staged) == 2

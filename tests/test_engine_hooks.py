@@ -26,7 +26,7 @@ from orchestrator.runtime.engine_hooks import SshBootstrapper, SshMonitor, Trans
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts
 from orchestrator.runtime.render_input import CloudKind
-from orchestrator.runtime.status import parse_status
+from orchestrator.runtime.status import JobState, parse_status
 from providers.base import Instance, InstanceState, Market, Offer
 from providers.gpus import Interconnect
 from providers.ssh.errors import TransportUnreachableError
@@ -240,7 +240,7 @@ def test_secret_values_come_from_the_environment_by_name(machine: RecordingTrans
     assert not [p for p in machine.root.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # ...no file did
 
 
-def test_staged_while_waiting_the_start_only_starts_the_agent(machine: RecordingTransport) -> None:
+def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(machine: RecordingTransport) -> None:
     # A status another launch left is moved aside by the staging, so the start does not take it for its own.
     work = machine.root / ".orch" / "jobs" / "tiny"
     work.mkdir(parents=True)
@@ -251,17 +251,64 @@ def test_staged_while_waiting_the_start_only_starts_the_agent(machine: Recording
     assert boot.stage(_job(), attempt, _instance()) is False                          # on its own thread
     assert boot.join_stage(attempt.launch_id) is True
     assert (work / "orch_agent.py").exists() and (work / "startup.sh").exists()
-    assert not [c for c in machine.commands if "orch_agent.py --config" in c]        # nothing started
-    assert (work / "status.json.previous").exists() and not (work / "status.json").exists()
+    assert (work / "status.json.previous").exists()
+    # Its agent is up ahead of the go: it reports itself waiting, its job has not started.
+    [started] = [c for c in machine.commands if "orch_agent.py --config" in c]
+    assert "--await-go start.go" in started
+    # Started without a wait for its Python: its first status comes when it comes (the go waits on the node).
+    waiting = _poll(lambda: parse_status(p.read_bytes()) if (p := work / "status.json").exists() else None, 20.0)
+    assert waiting.awaits_go and waiting.job.state is JobState.PENDING and waiting.launch_id == "lstaged0"
+    assert not (work / "job.log").exists()
     staged_at = len(machine.commands)
     assert boot.stage(_job(), attempt, _instance()) is True                           # once per launch
     assert len(machine.commands) == staged_at
     assert boot.start(_job(), attempt, _instance()) is True
-    after = machine.commands[staged_at:]
-    assert not [c for c in after if c.startswith("mkdir -p")]                          # no second upload
-    assert sum("orch_agent.py --config" in c for c in after) == 1
+    [go] = machine.commands[staged_at:]                                               # the go: one exec
+    assert ": > start.go" in go and "orch_agent.py" not in go
+    running = parse_status((work / "status.json").read_bytes())
+    assert running.job.state is not JobState.PENDING and not running.awaits_go
+    assert running.agent_pid == waiting.agent_pid                                     # the same agent
+    assert not (work / "start.go").exists() and not (work / "start.go.wait").exists()
     report = monitor.read(_job(), attempt, _instance())
     assert report is not None and report.notice is None
+    assert boot.start(_job(), attempt, _instance()) is True                           # found started
+    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
+
+
+def test_a_restarted_daemon_gives_the_go_to_the_waiting_agent(machine: RecordingTransport) -> None:
+    # The daemon that staged is gone; a new one (nothing in memory) finds the agent waiting: it gives the go,
+    # neither takes the pending job for started nor starts a second agent.
+    boot, _ = _hooks(machine)
+    attempt = _attempt(launch_id="lrestart")
+    boot.stage(_job(), attempt, _instance())
+    assert boot.join_stage(attempt.launch_id) is True
+    again, _ = _hooks(machine)
+    assert again.start(_job(), attempt, _instance()) is True
+    work = machine.root / ".orch" / "jobs" / "tiny"
+    assert parse_status((work / "status.json").read_bytes()).job.state is not JobState.PENDING
+    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
+
+
+def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: RecordingTransport) -> None:
+    command = 'printf %s "$TOK" | sha256sum > tok.sha'
+    job = _job(manifest("tiny", count=2, run={"launcher": "command", "command": command}, secrets=["TOK"]))
+    boot, monitor = _hooks(machine, {"TOK": "s3cr3t"})
+    attempt = _attempt(launch_id="ldied000")
+    boot.stage(job, attempt, _instance())
+    assert boot.join_stage(attempt.launch_id) is True
+    work = machine.root / ".orch" / "jobs" / "tiny"
+    pid = _poll(lambda: parse_status(p.read_bytes()).agent_pid if (p := work / "status.json").exists() else None, 20)
+    os.killpg(pid, signal.SIGKILL)
+    _poll(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 10)
+    assert boot.start(job, attempt, _instance()) is True                   # a fresh agent, files uploaded again
+    assert sum("orch_agent.py --config" in c for c in machine.commands) == 2
+
+    def exited() -> Any:
+        r = monitor.read(job, attempt, _instance())
+        return r if r is not None and r.exit_code is not None else None
+
+    assert _poll(exited, 20.0).exit_code == 0
+    assert (work / "tok.sha").read_text().split()[0] == hashlib.sha256(b"s3cr3t").hexdigest()
 
 
 def test_staging_an_unreachable_machine_leaves_the_start_to_upload(machine: RecordingTransport) -> None:
@@ -271,4 +318,4 @@ def test_staging_an_unreachable_machine_leaves_the_start_to_upload(machine: Reco
     assert boot.join_stage(_attempt().launch_id) is False
     machine.down = False
     assert boot.start(_job(), _attempt(), _instance()) is True
-    assert [c for c in machine.commands if c.startswith("mkdir -p")]
+    assert [c for c in machine.commands if "mkdir -p" in c and "tar -x" in c]     # the start uploaded itself

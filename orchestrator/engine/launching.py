@@ -20,7 +20,7 @@ from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.tick import TickLog
-from providers.base import LaunchSpec
+from providers.base import Instance, InstanceState, LaunchSpec
 from providers.errors import MOVE_ON_ERRORS, ProviderError
 
 
@@ -66,7 +66,22 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
                      f"{attempt.offer.market.value}, ${attempt.offer.price_hr:.2f}/h) launch {attempt.launch_id}",
                      now, job_id=job.id)
     log.report.launched += 1
+    _stage_early(deps, job, attempt, inst, log)
     return True
+
+
+def _stage_early(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance, log: TickLog) -> None:
+    """A machine that is up as soon as it is launched (own machines) has its launch staged now, on the
+    bootstrapper's own thread (``stage``: files put, agent started ahead of its go): the next tick's start step
+    only gives the go, or, for a replacement, waits for the predecessor's commit with everything else done.
+    Node 0 only: a gang's other ranks are rendered with node 0's address, known at their start."""
+    stage = getattr(deps.hooks.bootstrapper, "stage", None)
+    if stage is None or attempt.node_rank != 0 or inst.state is not InstanceState.RUNNING:
+        return
+    try:
+        stage(job, attempt, inst)
+    except Exception as exc:  # the start step stages (or starts) itself; a staging bug must not stop the tick
+        log.report.errors.append(f"stage {attempt.launch_id}: {exc}")
 
 
 def gang_key(job: JobRecord, attempt: AttemptRecord) -> str:

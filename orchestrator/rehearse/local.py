@@ -45,12 +45,15 @@ class LocalTransport:
     def _path(self, remote: str) -> Path:
         return Path(remote) if remote.startswith("/") else self.home / remote
 
-    def exec(self, cmd: str, timeout: float) -> ExecResult:
+    def exec(self, cmd: str, timeout: float, *, stdin: bytes | None = None) -> ExecResult:
         # Output goes to files, not pipes: the agent's start command backgrounds a subshell that keeps its
         # inherited stdout open for the agent's whole life, so reading a pipe to EOF would wait for the job.
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # ``stdin`` (the launch's files as a tar) comes from a file too, for the same reason.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
+            inp.write(stdin or b"")
+            inp.seek(0)
             proc = subprocess.Popen(["bash", "-c", cmd], cwd=self.home, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, env=self.env)
+                                    stdin=inp if stdin is not None else subprocess.DEVNULL, env=self.env)
             try:
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

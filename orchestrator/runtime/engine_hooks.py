@@ -28,12 +28,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
 
 from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.runtime.bootstrap import bootstrap
+from orchestrator.runtime.bootstrap import GO_FILE_NAME, Go, bootstrap, give_go
 from orchestrator.runtime.bootstrap import stage as stage_files
 from orchestrator.runtime.codepack import pack_bytes
 from orchestrator.runtime.from_manifest import render_input_for
@@ -64,6 +65,12 @@ def _render_input(job: JobRecord, attempt: AttemptRecord, instance: Instance,
 def _status_path(ri: RenderInput) -> str:
     sp = ri.agent.status_path
     return sp if sp.startswith("/") else str(PurePosixPath(ri.resolved_work_dir) / sp)
+
+
+class _Found(Enum):
+    NONE = "none"
+    STARTED = "started"
+    AWAITING = "awaiting"
 
 
 @runtime_checkable
@@ -122,6 +129,10 @@ class TransportPool:
             t.close()
 
 
+def _text(v: str | bytes) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
 def _read_status(t: Transport, path: str) -> AgentStatus | None:
     try:
         return parse_status(t.get(path))
@@ -148,12 +159,15 @@ class SshBootstrapper(Bootstrapper):
         self._stage_lock = threading.Lock()
 
     def stage(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
-        """Put the launch's files on its machine without starting anything (the start step calls it while
-        the replacement waits for a noticed machine's commit), on a thread of its own so the tick is not
-        held up by the uploads: the later ``start`` joins it and then only starts the agent. True once
-        staged; False while staging (or unreachable: it is tried again at the next call, and ``start``
-        uploads itself when nothing was staged)."""
+        """Put the launch's files on its machine and start its agent ahead of its go (``prestart``: it
+        unpacks the code and waits, job pending), while the replacement waits for a noticed machine's commit
+        (the start step calls it then), on a thread of its own so the tick is not held up: the later
+        ``start`` joins it and then only gives the go (``give_go``, one exec). True once staged; False while
+        staging (or unreachable: it is tried again at the next call, and ``start`` does it all itself when
+        nothing was staged)."""
         launch = attempt.launch_id
+        if attempt.node_rank != 0:
+            return False    # rendered with node 0's address, known only at its start: the start does it all
         with self._stage_lock:
             if launch in self._staged:
                 return True
@@ -179,11 +193,13 @@ class SshBootstrapper(Bootstrapper):
         ri = _render_input(job, attempt, instance, self.node_settings)
         try:
             t = self.pool.get(instance)
-            if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
+            found = self._found(t, ri, attempt.launch_id)   # the probe; also moves another launch's status aside
+            if found is _Found.STARTED:
                 return
-            if self._already_started(t, ri, attempt.launch_id):   # also moves another launch's status aside
-                return
-            stage_files(t, ri, self._secrets(ri), code_pack=self._pack(job, ri))
+            if found is _Found.NONE:
+                # The files and the agent's start ahead of its go, in one exec; the go waits on the node for
+                # the agent to take it (its pid is recorded at once), so nothing here waits for its Python.
+                stage_files(t, ri, self._secrets(ri), code_pack=self._pack(job, ri), prestart=True)
         except TransportError as exc:
             log.info("stage %s: %s %s not reachable: %s", attempt.launch_id, instance.provider,
                      instance.instance_id, exc)
@@ -204,18 +220,23 @@ class SshBootstrapper(Bootstrapper):
         return pack_bytes(job.manifest.code) if ri.code is not None and job.manifest.code else None
 
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
-        # Staged by this process while it waited: only the agent's start is left (a restarted daemon, which
-        # remembers nothing, uploads again: uploads overwrite). Joined first: one user of the transport.
+        # Staged by this process while it waited: its agent waits for the go, the only step left (one exec).
+        # Otherwise (not staged, or its agent is gone): probe, find a started or waiting agent of this launch
+        # (a restarted daemon remembers nothing), else upload and start. Joined first: one transport user.
         staged = self.join_stage(attempt.launch_id, self.status_deadline_s)
         ri = _render_input(job, attempt, instance, self.node_settings)
         try:
             t = self.pool.get(instance)
-            if t.exec("true", timeout=self.probe_timeout_s).exit_code != 0:
-                return False
-            if self._already_started(t, ri, attempt.launch_id):
+            if staged and (went := self._go(t, ri, attempt.launch_id)) is not None:
+                return went
+            found = self._found(t, ri, attempt.launch_id)       # the probe too
+            if found is _Found.STARTED:
                 return True
+            if found is _Found.AWAITING and (went := self._go(t, ri, attempt.launch_id)) is not None:
+                return went
+            # Uploads again (a pre-started agent consumed the secrets file): uploads overwrite.
             bootstrap(t, ri, self._secrets(ri), ssh_deadline_s=self.probe_timeout_s,
-                      status_deadline_s=self.status_deadline_s, code_pack=self._pack(job, ri), staged=staged)
+                      status_deadline_s=self.status_deadline_s, code_pack=self._pack(job, ri), reachable=True)
             with self._stage_lock:
                 self._staged.discard(attempt.launch_id)
         except TransportError as exc:
@@ -225,8 +246,19 @@ class SshBootstrapper(Bootstrapper):
             return False
         return True
 
-    def _already_started(self, t: Transport, ri: RenderInput, launch_id: str) -> bool:
-        """True when this launch's agent is on the machine (running, or its job already ended).
+    def _go(self, t: Transport, ri: RenderInput, launch_id: str) -> bool | None:
+        """Give the go to this launch's agent waiting for it: True once its job started, False when the agent
+        has not taken it yet (asked again next tick), None when no agent waits (start one)."""
+        went, _ = give_go(t, ri, self.status_deadline_s)
+        if went is Go.TAKEN:
+            with self._stage_lock:
+                self._staged.discard(launch_id)
+            return True
+        return False if went is Go.NOT_YET else None
+
+    def _found(self, t: Transport, ri: RenderInput, launch_id: str) -> _Found:
+        """Whether this launch's agent is on the machine: STARTED (running, or its job already ended),
+        AWAITING (started ahead of its go, job pending) or NONE.
 
         A status file left by ANOTHER launch of the same job is moved aside: a new agent would otherwise
         reload its notices and checkpoints as its own (and report the old notice as a new one).
@@ -234,22 +266,38 @@ class SshBootstrapper(Bootstrapper):
         work = ri.resolved_work_dir
         status_path = _status_path(ri)
         mark = shlex.quote(f"ORCH_LAUNCH_ID={launch_id}")
-        ours = t.exec(f"grep -qsF {mark} {shlex.quote(str(PurePosixPath(work) / 'startup.sh'))}",
-                      timeout=self.probe_timeout_s).exit_code == 0
-        status = _read_status(t, status_path)
+        # One exec (also the probe: it raises TransportError when the machine does not answer): whether the
+        # launch's startup.sh is there, then the status file as it is.
+        wait = shlex.quote(str(PurePosixPath(work) / f"{GO_FILE_NAME}.wait"))
+        res = t.exec(f"if grep -qsF {mark} {shlex.quote(str(PurePosixPath(work) / 'startup.sh'))}; then echo ours; "
+                     f"else echo other; fi; if [ -f {wait} ] && kill -0 \"$(cat {wait})\" 2>/dev/null; then "
+                     f"echo waiting; else echo none; fi; cat {shlex.quote(status_path)} 2>/dev/null; true",
+                     timeout=self.probe_timeout_s)
+        if res.exit_code != 0:
+            raise TransportError(f"the machine's shell answered {res.exit_code}: {_text(res.stderr)[-200:]}")
+        head, waiting, body = ([*_text(res.stdout).split("\n", 2), "", ""])[:3]
+        ours = head.strip() == "ours"
+        try:
+            status: AgentStatus | None = parse_status(body) if body.strip() else None
+        except StatusFormatError:
+            status = None
         if not ours:
             if status is not None:
                 q = shlex.quote(status_path)
                 t.exec(f"mv -f {q} {q}.previous", timeout=self.probe_timeout_s)
-            return False
+            return _Found.NONE
+        if waiting.strip() == "waiting" and (status is None or status.job.state is JobState.PENDING):
+            return _Found.AWAITING      # started ahead of its go, maybe still starting its Python
         if status is None:
-            return False
+            return _Found.NONE
+        if status.job.state is JobState.PENDING and status.awaits_go:
+            return _Found.AWAITING      # give_go checks it is alive
         if status.job.state in (JobState.EXITED, JobState.FAILED):
-            return True
+            return _Found.STARTED
         if self.wall_clock() - status.heartbeat <= self.fresh_s:
-            return True
+            return _Found.STARTED
         alive = t.exec(f"kill -0 {int(status.agent_pid)}", timeout=self.probe_timeout_s)
-        return alive.exit_code == 0
+        return _Found.STARTED if alive.exit_code == 0 else _Found.NONE
 
 
 class SshMonitor(Monitor):

@@ -152,6 +152,8 @@ class AgentStatus:
     #: The launch whose agent wrote it ("" from an agent started without ORCH_LAUNCH_ID): a reader of one
     #: launch never takes another launch's status on the same machine for its own.
     launch_id: str = ""
+    #: The agent was started ahead of its go (``--await-go``) and waits for it: its job has not started.
+    awaits_go: bool = False
 
     @property
     def preempting(self) -> bool:
@@ -224,6 +226,7 @@ def parse_status(data: bytes | str) -> AgentStatus:
             pending_uploads=int(doc.get("pending_uploads", 0)),
             drained=bool(job.get("drained", False)),
             launch_id=str(doc.get("launch_id") or ""),
+            awaits_go=bool(agent.get("awaits_go", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StatusFormatError(f"status has an unexpected shape: {exc!r}") from None

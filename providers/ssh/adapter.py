@@ -64,6 +64,10 @@ class WorkdirMissingError(Exception):
         super().__init__(f"host {host}: workdir {workdir} does not exist or is not a directory ({detail})")
 
 
+#: What the verify exec prints when the host's workdir is missing (then it runs nothing else).
+_NO_WORKDIR = "orch-workdir-missing"
+
+
 class VerifyFailedError(Exception):
     """verify_command exited non-zero on the host."""
 
@@ -207,17 +211,19 @@ class SshProvider(Provider):
 
     def _verify(self, host: HostSettings) -> None:
         command = self.settings.verify_command
+        # One connection, one exec (each costs a handshake or a round trip on a launch's way, a relaunch's
+        # too). The workdir is checked first, apart from the command: a missing workdir would otherwise fail
+        # the verify command and read as "no GPU" (InsufficientCapacityError).
+        plain = self.transport(host.name)
+        plain.workdir = None
+        line = command
         if host.workdir:
-            # Checked on its own, without the transport's cd into it: a missing workdir would otherwise fail
-            # the verify command and read as "no GPU" (InsufficientCapacityError).
-            plain = self.transport(host.name)
-            plain.workdir = None
-            with plain as t:
-                seen = t.exec(f"test -d {shlex.quote(host.workdir)} && echo ok", timeout=self.settings.verify_timeout_s)
-            if seen.stdout.strip() != "ok":
-                raise WorkdirMissingError(host.name, host.workdir, (seen.stderr.strip() or "test -d failed")[-300:])
-        with self.transport(host.name) as t:
-            result = t.exec(command, timeout=self.settings.verify_timeout_s)
+            q = shlex.quote(host.workdir)
+            line = f"if [ -d {q} ]; then cd {q} || exit 1; else echo {_NO_WORKDIR}; exit 1; fi; {command}"
+        with plain as t:
+            result = t.exec(line, timeout=self.settings.verify_timeout_s)
+        if host.workdir and result.stdout.startswith(_NO_WORKDIR):
+            raise WorkdirMissingError(host.name, host.workdir, (result.stderr.strip() or "test -d failed")[-300:])
         if not result.ok:
             raise VerifyFailedError(host.name, command, result)
 

@@ -13,6 +13,9 @@ What it does every tick (see docs/runtime.md for the formats):
     uploading it (drain; single node); from then on it commits only the checkpoints complete at the drain
     (a checkpoint the stopping job writes later never moves LATEST: the replacement may already have
     restored); the status says how many of those still await upload;
+  * started ahead of its go (``--await-go FILE``: a replacement whose predecessor still drains), it unpacks
+    the code, reports itself (job pending, ``awaits_go``) and starts the job the moment orch creates FILE
+    (looked for every ``GO_POLL_S``), then removes FILE: its Python start is off the relaunch's path;
   * supervises the job (its own process group), recording pid and exit code; booted by its user data
     (``report.wait_for_start``), it starts the job only once orch has put ``start.json`` in its report prefix,
     with the job's secrets from ``secrets.json`` there (``report.secrets``; held in memory only);
@@ -24,7 +27,7 @@ What it does every tick (see docs/runtime.md for the formats):
     new committed checkpoint, and ships the job's output (job.log) as ``logs/<chunk>`` objects of at most
     ``log_chunk_bytes`` each (the last one re-put whole as it grows), so logs outlive the machine.
 
-Usage: orch_agent.py --config agent.json [--once] [--no-job]
+Usage: orch_agent.py --config agent.json [--once] [--no-job] [--await-go FILE]
 """
 
 from __future__ import annotations
@@ -43,8 +46,6 @@ import tarfile
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,11 @@ STATUS_VERSION = 1
 #: Written by orch in the report prefix: checkpoint now, then stop (orchestrator/runtime/node_state.py).
 CHECKPOINT_NOW_OBJECT = "checkpoint-now.json"
 MAX_ERRORS = 20
+#: How often an agent started ahead of its go looks for the go file (a local stat): the go's latency.
+GO_POLL_S = 0.02
+#: The round's pause while a drain is due (a notice heard, its checkpoint not yet complete on disk): the
+#: checkpoint is committed, and the replacement started, that much sooner after the job wrote it.
+DRAIN_POLL_S = 0.05
 
 
 def _number(field: str) -> float | None:
@@ -127,6 +133,11 @@ class GpuSampler:
 # --- preemption notices --------------------------------------------------------------------------
 
 def _http(method: str, url: str, headers: dict[str, str], timeout: float) -> tuple[int, str]:
+    # Imported here, not at the top: urllib.request (http.client, email) is a good part of the agent's own start,
+    # which a start waits for, and an agent on a machine without notices never needs it.
+    import urllib.error
+    import urllib.request
+
     req = urllib.request.Request(url, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -218,6 +229,10 @@ class NoticePoller:
 
 # --- checkpoint store ----------------------------------------------------------------------------
 
+#: rclone flags for an upload that overwrites whatever is there (a new step directory, LATEST).
+FRESH_DEST = ("--no-traverse", "--no-check-dest")
+
+
 class Store:
     """The durable store: rclone (``path`` is remote:path) or a local directory (plain copies)."""
 
@@ -245,8 +260,10 @@ class Store:
             shutil.rmtree(dest, ignore_errors=True)
             os.replace(tmp, dest)
             return
-        self._rclone("copy", local, dest, "--exclude", f"/{marker}")
-        self._rclone("copyto", os.path.join(local, marker), f"{dest}/{marker}")
+        # A new step directory: nothing there to compare with (--no-traverse: no listing first; --no-check-dest:
+        # no lookup per file; a retry uploads again, which overwrites).
+        self._rclone("copy", local, dest, "--exclude", f"/{marker}", *FRESH_DEST)
+        self._rclone("copyto", os.path.join(local, marker), f"{dest}/{marker}", *FRESH_DEST)
 
     def upload_part(self, local: str, name: str, marker: str, node_rank: int) -> None:
         """One node's part of a multi-node checkpoint: its files, then ``<marker>.node-<rank>`` (its
@@ -339,9 +356,38 @@ class Store:
         with tempfile.NamedTemporaryFile("w", suffix=".latest", delete=False) as fh:
             fh.write(name + "\n")
         try:
-            self._rclone("copyto", fh.name, f"{self.path}/LATEST", timeout=300)
+            self._rclone("copyto", fh.name, f"{self.path}/LATEST", *FRESH_DEST, timeout=300)
         finally:
             os.unlink(fh.name)
+
+
+class _Unread:
+    """Not read yet (``_move_latest`` reads LATEST itself)."""
+
+
+_UNREAD = _Unread()
+
+
+class _Background:
+    """``fn()`` run on a thread of its own from now; ``result()`` waits for it (its exception re-raised)."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _atomic_write(path: str, text: str) -> None:
@@ -542,6 +588,7 @@ class Agent:
         self.job: dict[str, Any] = {"state": "pending", "pid": None, "exit_code": None, "started_at": None,
                                     "ended_at": None}
         self.started_at = clock()
+        self.awaiting_go = False
         report = config.get("report") or None
         self.reporter = (Reporter(report, Store(report, config.get("rclone", "rclone")), clock, self._error)
                          if report else None)
@@ -666,7 +713,14 @@ class Agent:
             return
         root, marker = self.ckpt["dir"], self.ckpt.get("marker", "COMPLETE")
         committed = {c["name"] for c in self.checkpoints}
-        for name in (n for n in self._committable() if n not in committed):
+        todo = [n for n in self._committable() if n not in committed]
+        if not todo:
+            return
+        # The store's LATEST, read while the first upload runs (not after it): one rclone start less on the
+        # way from a checkpoint on disk to its commit. Single node: this agent is LATEST's only writer meanwhile.
+        prefetch = _Background(self.store.read_latest) if self.nodes == 1 else None
+        known: str | _Unread | None = _UNREAD
+        for name in todo:
             if self.nodes > 1:
                 if not self._commit_part(root, name, marker):
                     return
@@ -682,7 +736,13 @@ class Agent:
             self.failed_uploads.pop(name, None)
             self.checkpoints.append({"name": name, "step": _step_of(name), "uri": f"{self.store.uri}/{name}",
                                      "committed_at": self.clock()})
-            self._move_latest(name)
+            if prefetch is None:
+                self._move_latest(name)
+                continue
+            if isinstance(known, _Unread):
+                known = prefetch.result()
+            if self._move_latest(name, known):
+                known = name        # what this agent just wrote is LATEST now
 
     def _commit_part(self, root: str, name: str, marker: str) -> bool:
         """Multi-node: upload this node's part once; on node 0, also wait (returning False, so the next
@@ -710,17 +770,21 @@ class Agent:
             return False
         return True
 
-    def _move_latest(self, name: str) -> None:
+    def _move_latest(self, name: str, current: str | _Unread | None = _UNREAD) -> bool:
+        """Move the store's LATEST to ``name`` unless it is already there or further (``current``: LATEST as
+        read before; read now when not given). True when it was written."""
         assert self.store is not None
-        current = self.store.read_latest()
+        if isinstance(current, _Unread):
+            current = self.store.read_latest()
         if current is not None and _step_of(current) >= _step_of(name):
-            return  # LATEST never moves backwards (another node or an earlier life got further)
+            return False  # LATEST never moves backwards (another node or an earlier life got further)
         try:
             self.store.write_latest(name)
         except (OSError, subprocess.SubprocessError) as exc:
             self._error(f"latest {name}", exc)
-            return
+            return False
         self.latest = name
+        return True
 
     # status
     def status(self) -> dict[str, Any]:
@@ -729,7 +793,8 @@ class Agent:
             "job_name": self.config.get("job_name"),
             "launch_id": os.environ.get("ORCH_LAUNCH_ID", ""),
             "node_rank": self.config.get("node_rank", 0),
-            "agent": {"pid": os.getpid(), "started_at": self.started_at, "heartbeat": self.clock()},
+            "agent": {"pid": os.getpid(), "started_at": self.started_at, "heartbeat": self.clock(),
+                      "awaits_go": self.awaiting_go},
             "job": dict(self.job),
             "gpu": {"available": self.sampler.available, "error": self.sampler.error,
                     "samples": list(self.sampler.samples), "summary": self.sampler.summary()},
@@ -825,14 +890,19 @@ class Agent:
         lost, and this machine writing checkpoints beside its replacement would interleave lineages.
         Single-node only: on several nodes stopping one node's ranks makes the others fail before node 0
         commits, so the notice window ends them instead. ``drain_after_notice: false`` opts out."""
-        if (self.nodes > 1 or self.notice_baseline is None or not self.ckpt or self.job["state"] != "running"
-                or self.job.get("drained") or not self.config.get("drain_after_notice", True)):
+        if not self._drain_due() or self.notice_baseline is None:
             return
         if set(self._complete_local()) - self.notice_baseline:
             self.sealed = set(self._complete_local())
             self.job["drained"] = True
             self.job["drained_at"] = self.clock()
             self.stop_job(signal.SIGTERM)
+
+    def _drain_due(self) -> bool:
+        """A notice was heard and the job runs on, not yet drained (single node, draining on)."""
+        return not (self.nodes > 1 or self.notice_baseline is None or not self.ckpt
+                    or self.job["state"] != "running" or self.job.get("drained")
+                    or not self.config.get("drain_after_notice", True))
 
     def stop_job(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.job["state"] == "running":
@@ -874,18 +944,57 @@ class Agent:
                 env.update({str(k): str(v) for k, v in secrets.items()})
         return env
 
-    def run(self) -> int:
-        """Start the job and tick until it has exited; a last tick uploads what it wrote at the end."""
+    def await_go(self, go_file: str) -> None:
+        """Started ahead of its go: unpack the code now (``start_job`` then finds it unpacked), say so in the
+        status (job pending, ``awaits_go``; ``<go_file>.wait`` holds this pid for orch's go, which checks the
+        agent is there before it waits on it) and return once ``go_file`` exists, looked for every
+        ``GO_POLL_S``; the status is rewritten (heartbeat) once per round meanwhile. Nothing else runs while
+        it waits: no job, so no notice to pass on and no checkpoint of this launch's to upload."""
+        code = self.config.get("code")
+        if code:
+            try:
+                unpack_code(code, ".")
+            except (OSError, ValueError, tarfile.TarError):
+                pass        # start_job unpacks again and reports it where orch reads it
+        self.awaiting_go = True
+        _atomic_write(f"{go_file}.wait", f"{os.getpid()}\n")
+        next_beat = 0.0
+        while not os.path.exists(go_file):
+            now = self.clock()
+            if now >= next_beat:
+                self.write_status()
+                next_beat = now + self.round_pause()
+            self.sleep(GO_POLL_S)
+        self.awaiting_go = False
+
+    def round_pause(self) -> float:
+        """The pause between rounds: the shortest interval (at most 1 s), ``DRAIN_POLL_S`` while a drain is
+        due (see ``_drain_after_notice``)."""
+        pause = min(self.sample_interval, self.notice_interval, 1.0)
+        return min(pause, DRAIN_POLL_S) if self._drain_due() else pause
+
+    def run(self, go_file: str | None = None) -> int:
+        """Start the job (at once, after ``start.json`` when booted by its user data, or after ``go_file``
+        appears) and tick until it has exited; a last tick uploads what it wrote at the end."""
         env: dict[str, str] = {}
         if self.waits_for_start:
             self.wait_for_start()
             env = self.start_env()
+        elif go_file:
+            self.await_go(go_file)
         self.start_job(env)
         # Said at once (before the first round samples GPUs and polls notices): orch's start waits for it.
         self.write_status()
+        if go_file:
+            # Taken: the go's waiter (bootstrap.go) sees the go file gone, then reads the status just written.
+            for path in (f"{go_file}.wait", go_file):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
         while not self.job_done:
             self.tick()
-            self.sleep(min(self.sample_interval, self.notice_interval, 1.0))
+            self.sleep(self.round_pause())
         self.tick()
         self.final_report()
         return 0
@@ -942,6 +1051,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="agent JSON config (rendered by orch)")
     parser.add_argument("--once", action="store_true", help="one tick, then exit (tests, debugging)")
     parser.add_argument("--no-job", action="store_true", help="do not start the job")
+    parser.add_argument("--await-go", metavar="FILE", help="start the job only once FILE exists (then removed)")
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as fh:
         agent = Agent(json.load(fh))
@@ -965,7 +1075,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, _on_term)
-    return agent.run()
+    return agent.run(args.await_go)
 
 
 if __name__ == "__main__":
