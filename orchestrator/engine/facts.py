@@ -81,6 +81,14 @@ class TickFacts:
     draining: tuple[Draining, ...]
     #: Jobs with a live attempt after the sync (also on clouds that did not answer).
     held_jobs: frozenset[int]
+    #: Ids of the attempts observed afresh this tick; every other one in ``observed`` is the very ``Observed``
+    #: of the tick before (same record, machine, job, and no agent report: nothing about it changed), which a
+    #: step that judged it then may leave alone unless time alone can change its verdict. None: all are new.
+    changed: frozenset[int] | None = None
+
+    def is_new(self, seen: Observed) -> bool:
+        """Whether ``seen`` was observed afresh this tick (see ``changed``)."""
+        return self.changed is None or seen.attempt.id in self.changed
 
     def running(self, job_id: int) -> list[Observed]:
         return [o for o in self.observed if o.attempt.job_id == job_id and o.attempt.state is AttemptState.RUNNING]

@@ -16,7 +16,10 @@ from orchestrator.engine.tick import TickLog
 
 
 def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+    changed = facts.changed
     for seen in facts.observed:
+        if changed is not None and seen.attempt.id not in changed:
+            continue        # unchanged since last tick: no report
         agent, attempt = seen.agent, seen.attempt
         if agent is None or agent.exit_code is None or attempt.id in log.ended:
             continue

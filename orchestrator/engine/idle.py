@@ -31,7 +31,10 @@ class IdleStep:
         self._samples: dict[int, list[UtilSample]] = {}     # per attempt, the window's utilization
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+        changed, samples = facts.changed, self._samples
         for seen in facts.observed:
+            if changed is not None and seen.attempt.id not in changed and not samples.get(seen.attempt.id):
+                continue    # unchanged, and no utilization to judge: not idle ("missing data is never idle")
             if seen.agent is not None and seen.agent.gpu_util_pct:
                 self._sample(seen, facts.now)
             if (seen.attempt.state is not AttemptState.RUNNING or not seen.machine_running

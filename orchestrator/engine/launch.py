@@ -48,16 +48,21 @@ def run(deps: EngineDeps, facts: TickFacts, log: TickLog, orders: Sequence[Launc
     if not deps.config.launches_allowed:
         return
     _ask_again(deps, facts, log)
-    live_by_job: dict[int, list[AttemptRecord]] = {}
-    for a in deps.store.live_attempts():
-        if a.state is not AttemptState.TERMINATE_REQUESTED:     # a machine being ended is no one's any more
-            live_by_job.setdefault(a.job_id, []).append(a)
+    attempts = deps.store.live_attempts()
+    # A machine being ended is no one's any more. The per-job lists only for gangs to complete (a set for the rest:
+    # a steady tick at 10k jobs builds no 10k lists).
+    holding = {a.job_id for a in attempts if a.state is not AttemptState.TERMINATE_REQUESTED}
+    live_by_job: dict[int, list[AttemptRecord]] | None = None
     by_job = {o.job_id: o for o in orders}
     for job in deps.store.active_jobs():
-        live = live_by_job.get(job.id)
-        if live:
+        if job.id in holding:
             if job.spec.plan.nodes > 1 and job.status in (JobStatus.LAUNCHING, JobStatus.RECOVERING):
-                gang.complete(deps, job, live, facts.now, log, gate)
+                if live_by_job is None:
+                    live_by_job = {}
+                    for a in attempts:
+                        if a.state is not AttemptState.TERMINATE_REQUESTED:
+                            live_by_job.setdefault(a.job_id, []).append(a)
+                gang.complete(deps, job, live_by_job[job.id], facts.now, log, gate)
             continue
         order = by_job.get(job.id)
         if order is not None:

@@ -77,12 +77,20 @@ class LivenessStep:
         self._beats: dict[int, datetime | None] = {}
         #: Per attempt, when (engine clock) it was last heard; exact, where the store's mark may lag.
         self._heard: dict[int, datetime] = {}
+        #: Per attempt judged, the first time a deadline can pass if nothing about it changes (None: never):
+        #: an attempt the sync handed on unchanged (``TickFacts.changed``) is judged again only from then on.
+        self._due: dict[int, datetime | None] = {}
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> TickFacts:
         """End the nodes past a deadline; return the facts with them ended (for the recovery step)."""
         ended: dict[int, AttemptRecord] = {}
+        changed, now, dues = facts.changed, facts.now, self._due
         for seen in facts.observed:
             a = seen.attempt
+            if changed is not None and a.id not in changed and a.id in dues:
+                due = dues[a.id]
+                if due is None or now < due:
+                    continue    # unchanged, and no deadline can have passed since it was judged
             if (a.state not in HOLDING_STATES or a.id in log.ended or not seen.job.desired_active
                     or seen.instance is None or seen.instance.state.is_gone):
                 continue
@@ -93,6 +101,7 @@ class LivenessStep:
         live = {o.attempt.id for o in facts.observed} if not facts.unlistable else set(self._beats) | set(self._heard)
         self._beats = {k: v for k, v in self._beats.items() if k in live and k not in ended}
         self._heard = {k: v for k, v in self._heard.items() if k in live and k not in ended}
+        self._due = {k: v for k, v in self._due.items() if k in live and k not in ended}
         return _with_ended(facts, ended) if ended else facts
 
     def _judge(self, deps: EngineDeps, seen: Observed, now: datetime) -> Verdict | None:
@@ -104,6 +113,7 @@ class LivenessStep:
         since = (a.unreachable_since or now) if inst.state in _OFF else None
         if (mark, since, beat) != (a.heard_at, a.unreachable_since, a.heard_beat):
             deps.store.note_liveness(a.id, heard_at=mark, unreachable_since=since, heard_beat=beat)
+        self._due[a.id] = _due(a, inst.state, listening, heard, since, limits)
         past = since is not None and now - since >= limits.unreachable_grace
         if past and inst.state is InstanceState.STOPPED:
             return Verdict(EndCause.LOST, f"{inst.provider} lists it stopped since {_at(since)} with no stop of "
@@ -162,12 +172,26 @@ class LivenessStep:
         return replace(a, state=AttemptState.FAILED, ended_at=now, reason=verdict.why, end_cause=verdict.cause)
 
 
+def _due(a: AttemptRecord, state: InstanceState, listening: bool, heard: datetime | None, since: datetime | None,
+         limits: Deadlines) -> datetime | None:
+    """When a deadline of ``_judge`` can first pass for the attempt if nothing about it changes (None: never)."""
+    times = [since + limits.unreachable_grace] if since is not None else []
+    if listening and heard is None:
+        if a.created_at is not None:    # without one the boot deadline counts from each judgement: never passes
+            times.append(a.created_at + limits.boot_timeout)
+    elif listening and state is InstanceState.RUNNING:
+        times.append(heard + limits.heartbeat_timeout)
+    return min(times, default=None)
+
+
 def _with_ended(facts: TickFacts, ended: dict[int, AttemptRecord]) -> TickFacts:
     observed = tuple(replace(o, attempt=ended[o.attempt.id]) if o.attempt.id in ended else o
                      for o in facts.observed)
     jobs = {a.job_id for a in ended.values()}
     still = {o.attempt.job_id for o in observed if o.attempt.state.is_live}
-    return replace(facts, observed=observed, held_jobs=frozenset((facts.held_jobs - jobs) | (still & jobs)))
+    changed = None if facts.changed is None else facts.changed | ended.keys()     # ended: new to the later steps
+    return replace(facts, observed=observed, held_jobs=frozenset((facts.held_jobs - jobs) | (still & jobs)),
+                   changed=changed)
 
 
 def _at(t: datetime | None) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from orchestrator.engine import finish, launch, metrics, requests, start, teardown
+from orchestrator.engine import finish, launch, requests, start, teardown
 from orchestrator.engine.budget import BudgetStep
 from orchestrator.engine.config import EngineDeps, EngineHooks
 from orchestrator.engine.crashpoints import crashpoint
@@ -41,10 +41,11 @@ from orchestrator.engine.idle import IdleStep
 from orchestrator.engine.idle_rule import UtilSample
 from orchestrator.engine.job_budget import JobBudgetStep
 from orchestrator.engine.liveness import LivenessStep
+from orchestrator.engine.metrics import MetricsStep
 from orchestrator.engine.recover import RecoveryStep
 from orchestrator.engine.spend import SpendStep
 from orchestrator.engine.sweep import SweepStep
-from orchestrator.engine.sync import sync
+from orchestrator.engine.sync import SyncMemo, sync
 from orchestrator.engine.tick import TickLog, TickReport
 from orchestrator.engine.wake import WakeWatch, Watched, watch_list
 from providers.base import Offer
@@ -65,6 +66,9 @@ class Reconciler:
         self._idle = IdleStep()
         self._liveness = LivenessStep()
         self._sweep = SweepStep()
+        self._seen = SyncMemo()
+        self._metrics = MetricsStep()
+        deps.store.settle_before_reads(self.settle_spend)
         #: What may make the next tick due early (a notice, a predecessor's commit): the daemon asks it.
         self.wake = WakeWatch(deps.hooks.monitor)
 
@@ -84,6 +88,10 @@ class Reconciler:
         self.deps.store.use_catalog(self.deps.catalog)
         self._recovery.facts.forget_catalog()
 
+    def settle_spend(self) -> None:
+        """Charge the machines' time up to the last tick into the store (before it reads or writes spend)."""
+        self._spend.settle(self.deps.store)
+
     def utilization(self, attempt_id: int) -> tuple[UtilSample, ...]:
         """The GPU utilization samples idle detection holds for an attempt."""
         return self._idle.samples(attempt_id)
@@ -97,7 +105,7 @@ class Reconciler:
 
     def _tick(self) -> tuple[TickLog, tuple[Watched, ...]]:
         log = TickLog()
-        facts = sync(self.deps, self.deps.clock(), log.report)
+        facts = sync(self.deps, self.deps.clock(), log.report, self._seen)
         crashpoint("after-sync")     # what the clouds said is written; no step has acted on it yet
         charged = self._spend.run(self.deps, facts)
         self._budget.run(self.deps, facts, log)
@@ -111,5 +119,5 @@ class Reconciler:
         teardown.run(self.deps, facts, log)
         self._sweep.run(self.deps, facts, log)
         launch.run(self.deps, facts, log, orders, self._budget.gate(self.deps, facts.now), self._job_budget)
-        metrics.run(self.deps, facts)
+        self._metrics.run(self.deps, facts)
         return log, watch_list(facts)

@@ -58,7 +58,10 @@ class RecoveryStep:
         orders: list[LaunchOrder | None] = []
         decided: set[int] = set()
         self.facts.begin_tick()
+        changed = facts.changed
         for seen in facts.observed:
+            if changed is not None and seen.attempt.id not in changed:
+                continue    # unchanged since last tick: not lost, no report (so no notice, no advisory)
             self._record_advisories(deps, seen, facts.now)
             job = facts.jobs.get(seen.attempt.job_id)
             if job is None or job.id in decided:
@@ -69,8 +72,9 @@ class RecoveryStep:
             elif seen.agent is not None and seen.agent.notice is not None and seen.attempt.id not in log.ended:
                 decided.add(job.id)
                 orders.append(self._after_notice(deps, job, seen, facts.now, log))
+        held = facts.held_jobs
         for job in facts.jobs.values():
-            if job.id not in decided:
+            if job.id not in decided and (job.id not in held or job.spec.deadline is not None):
                 orders.append(self._review(deps, facts, job, log))
         return [o for o in orders if o is not None]
 

@@ -12,12 +12,17 @@ It decides nothing and starts nothing. What it writes is what the clouds and the
 
 A cloud whose listing fails is NOT an empty cloud: its attempts are left out of the facts this tick.
 What to do about any of it is for the active steps (orchestrator/engine/reconciler.py lists them).
+
+A steady tick costs what changed: with a ``SyncMemo`` (the reconciler's), an attempt whose record (the store's
+kept read hands out the same object until something wrote it), machine (equal to the last listing's) and
+job are those of the last tick, and whose agent has nothing to report, is not mirrored again: its last
+``Observed`` is handed on as it was, and ``TickFacts.changed`` leaves it out, so the steps after skip it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
@@ -31,27 +36,68 @@ from providers.base import Instance, InstanceState, Market
 from providers.errors import ProviderError
 
 
-def sync(deps: EngineDeps, now: datetime, report: TickReport) -> TickFacts:
+@dataclass
+class SyncMemo:
+    """The last tick's observations by attempt id (see the module's docstring), and the attempts whose machine
+    the monitor does not listen to (it reads nothing for them: asked again only when they change)."""
+
+    seen: dict[int, Observed] = field(default_factory=dict)
+    deaf: set[int] = field(default_factory=set)
+
+
+def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | None = None) -> TickFacts:
     deps.store.begin_tick(now)
     listed, unlistable = _list_clouds(deps, report)
     by_launch = _by_launch_id(listed)
     jobs = {j.id: j for j in deps.store.active_jobs()}
+    last, deaf = (memo.seen, memo.deaf) if memo is not None else ({}, set())
+    kept: dict[int, Observed] = {}
     observed: list[Observed] = []
+    changed: list[int] = []
     held: set[int] = set()
     for attempt in deps.store.live_attempts():
         if attempt.offer.provider in unlistable or attempt.offer.provider not in deps.providers:
             held.add(attempt.job_id)
             continue
         job = jobs.get(attempt.job_id) or deps.store.job(attempt.job_id)
-        seen = _observe(deps, job, attempt, by_launch.get(attempt.launch_id), now, report)
+        inst = by_launch.get(attempt.launch_id)
+        seen = last.get(attempt.id)
+        if seen is not None and seen.job is not job and _same_but_spend(seen.job, job):
+            seen = replace(seen, job=job)       # only its spend total moved (the spend step's doing)
+        if (seen is None or seen.attempt is not attempt or seen.job is not job or seen.agent is not None
+                or not (seen.instance is inst or seen.instance == inst)):
+            seen = _observe(deps, job, attempt, inst, now, report)
+            changed.append(attempt.id)
+            if seen.instance is not None and not deps.hooks.monitor.listens(job, seen.attempt, seen.instance):
+                deaf.add(attempt.id)
+            else:
+                deaf.discard(attempt.id)
+        elif attempt.id not in deaf and (agent := _agent(deps, job, attempt, inst, now)) is not None:
+            # Unchanged but for its agent's report: mirroring it again would write nothing (it wrote nothing
+            # last tick on the same record and machine).
+            seen = Observed(job=job, attempt=attempt, before=attempt.state, instance=inst, agent=agent)
+            changed.append(attempt.id)
         observed.append(seen)
+        if seen.attempt is attempt:
+            kept[attempt.id] = seen      # an attempt the sync moved on is read anew next tick: not kept
         if seen.attempt.state.is_live:
             held.add(attempt.job_id)
+    if memo is not None:
+        memo.seen = kept
+        memo.deaf.intersection_update(kept)
     draining = tuple(_draining(deps, jobs, by_launch, now))
     for name, instances in listed.items():
         deps.store.observe_instances(name, instances, now)
     return TickFacts(now=now, listed={k: tuple(v) for k, v in listed.items()}, unlistable=frozenset(unlistable),
-                     jobs=jobs, observed=tuple(observed), draining=draining, held_jobs=frozenset(held))
+                     jobs=jobs, observed=tuple(observed), draining=draining, held_jobs=frozenset(held),
+                     changed=frozenset(changed) if memo is not None else None)
+
+
+def _same_but_spend(a: JobRecord, b: JobRecord) -> bool:
+    """The same job record but for its spend total."""
+    return (a.id == b.id and a.manifest is b.manifest and a.spec is b.spec and a.status is b.status
+            and a.desired_active == b.desired_active and a.relaunch_count == b.relaunch_count
+            and a.name == b.name and a.created_at == b.created_at)
 
 
 def _list_clouds(deps: EngineDeps, report: TickReport) -> tuple[dict[str, list[Instance]], set[str]]:
@@ -81,11 +127,17 @@ def _by_launch_id(listed: Mapping[str, Sequence[Instance]]) -> dict[str, Instanc
 def _observe(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance | None, now: datetime,
              report: TickReport) -> Observed:
     after = _mirror(deps, attempt, inst, now, report)
-    agent = None
-    if (after.state is AttemptState.RUNNING and inst is not None and inst.state is InstanceState.RUNNING
+    return Observed(job=job, attempt=after, before=attempt.state, instance=inst,
+                    agent=_agent(deps, job, after, inst, now))
+
+
+def _agent(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance | None,
+           now: datetime) -> AgentReport | None:
+    """The agent's report, read where one may run the job (a running attempt and machine of an active job)."""
+    if (attempt.state is AttemptState.RUNNING and inst is not None and inst.state is InstanceState.RUNNING
             and job.desired_active):
-        agent = _read(deps, job, after, inst, now)
-    return Observed(job=job, attempt=after, before=attempt.state, instance=inst, agent=agent)
+        return _read(deps, job, attempt, inst, now)
+    return None
 
 
 def _mirror(deps: EngineDeps, attempt: AttemptRecord, inst: Instance | None, now: datetime,

@@ -117,26 +117,38 @@ class Holding:
     share: int = 0
     released: int = 0
     claimed: int = 0
+    #: The held rows as read, under their digest (PostgreSQL): the next claim reads them only if it moved.
+    rows: HeldRows | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRows:
+    """An owner's job rows (id -> lease generation, and the ids needing a driver) under their digest: how
+    many and an md5 of every ``id:xmin`` (any update of a row gives it a new ``xmin``)."""
+
+    digest: tuple[int, str]
+    mine: dict[int, int]
+    driving: list[int]
 
 
 def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, now: datetime,
-               limit: int | None = None) -> Holding:
+               limit: int | None = None, known: HeldRows | None = None) -> Holding:
     """Renew ``owner``, reap the lapsed, give back what is above the share, claim free jobs up to it.
 
-    ``limit`` caps the share (None: ``ceil(needing / live daemons)``).
+    ``limit`` caps the share (None: ``ceil(needing / live daemons)``). ``known``: the rows the last claim read,
+    valid while their jobs' live attempts are unchanged (the caller knows: only the holder writes them); on
+    PostgreSQL they are taken again, not read, while the rows' digest is the same (a steady tick's case).
     """
     epoch, continued = heartbeat(tx, owner, epoch, ttl=ttl, now=now)
     if not continued:
         release(tx, owner)          # leases from a lapsed registration are void: claimed again below
+        known = None
     reap(tx, now, keep=owner)
     live = max(1, len(live_daemons(tx, now)))
     needing = int(tx.exec(select(func.count()).select_from(Job).where(needs_driver())).one())
     share = math.ceil(needing / live) if limit is None else limit
-    # One read of the held rows (a steady tick's: 10k at 10k jobs on one daemon), each with whether it needs
-    # a driver.
-    held = tx.exec(select(Job.id, Job.lease_generation, needs_driver()).where(Job.lease_owner == owner)).all()
-    mine = {int(i): int(g) for i, g, _ in held}
-    driving = sorted(int(i) for i, _, needs in held if needs)
+    rows = _held_rows(tx, owner, known)
+    mine, driving = dict(rows.mine), rows.driving
     released = 0
     if len(driving) > share:
         excess = driving[share:]
@@ -145,7 +157,23 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
             mine.pop(job_id, None)
     claimed = claim_free(tx, owner, share - min(len(driving), share)) if len(driving) < share else {}
     mine.update(claimed)
-    return Holding(owner, epoch, {int(k): int(v) for k, v in mine.items()}, live, share, released, len(claimed))
+    return Holding(owner, epoch, mine, live, share, released, len(claimed),
+                   rows if not (released or claimed) else None)
+
+
+def _held_rows(tx: Session, owner: str, known: HeldRows | None) -> HeldRows:
+    """One read of the held rows (10k at 10k jobs on one daemon), each with whether it needs a driver; on
+    PostgreSQL first their digest (one row), and ``known`` when it is the same."""
+    digest = (0, "")
+    if tx.get_bind().dialect.name == "postgresql":
+        found = tx.connection().exec_driver_sql(
+            "SELECT count(*), md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' ORDER BY id), '')) "
+            "FROM jobs WHERE lease_owner = %(owner)s", {"owner": owner}).one()
+        digest = (int(found[0]), str(found[1]))
+        if known is not None and known.digest == digest:
+            return known
+    held = tx.exec(select(Job.id, Job.lease_generation, needs_driver()).where(Job.lease_owner == owner)).all()
+    return HeldRows(digest, {int(i): int(g) for i, g, _ in held}, sorted(int(i) for i, _, needs in held if needs))
 
 
 def claim_free(tx: Session, owner: str, count: int) -> dict[int, int]:
@@ -217,9 +245,10 @@ class FleetMember:
         """Register without claiming (a daemon starting): daemons started together then share evenly."""
         self.epoch, _ = heartbeat(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
 
-    def begin(self, store: Store, now: datetime) -> Holding:
+    def begin(self, store: Store, now: datetime, *, attempts_unchanged: bool = False) -> Holding:
         """Reap the lapsed (waiting for rows others reap: every claimer then sees them gone), then renew and
-        take the share: two transactions."""
+        take the share: two transactions. ``attempts_unchanged``: the caller wrote no attempt since the last
+        claim (the held rows it read then may serve again: ``take_share``'s ``known``)."""
         self.ticks += 1
         try:
             with store.transaction() as tx:
@@ -229,7 +258,8 @@ class FleetMember:
         except OperationalError:
             pass                                    # reaped next tick (or by take_share, skipping it)
         with store.transaction() as tx:
-            self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now)
+            known = self.holding.rows if self.holding is not None and attempts_unchanged else None
+            self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now, known=known)
         self.epoch = self.holding.epoch
         return self.holding
 

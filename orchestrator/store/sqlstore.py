@@ -54,6 +54,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         # the tick's reads of jobs/attempts, valid until this store writes a job or an attempt.
         self._pending: dict[RowKey, SpendCharge] = {}
         self._due: set[int] = set()
+        self._touched: set[RowKey] = set()
+        self._settle: Callable[[], None] | None = None
         self._latest: dict[int, RowKey] = {}
         #: Attempts' spend marks (up to when their spend is stored), read ahead in chunks (a restart asks for
         #: every live attempt's) and kept while this store holds the attempt's job (only the holder accrues).
@@ -63,6 +65,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         #: Each job's total spend, kept up to date by ``add_spend``. Only the lease holder accrues a job's spend,
         #: so a job's total is re-read whenever this store (re)gains its lease.
         self._spent: dict[int, float] = {}
+        self._moved: set[int] = set()
+        self._claimed_at = -1       # this store's write count at the last claim (see ``begin_tick``)
         #: Per provider: the kept instance rows and the listing they last agreed with (nothing to write).
         self._agreed: dict[str, tuple[object, list[Instance]]] = {}
         #: PostgreSQL: every daemon's live launch ids, and the live attempts' token they were read under.
@@ -78,12 +82,13 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             self.keep_unchanged_reads()     # other processes may have written since the last tick
             return None
         before = dict(self.fleet.holding.jobs) if self.fleet.holding else {}
-        holding = self.fleet.begin(self.store, now)
+        holding = self.fleet.begin(self.store, now, attempts_unchanged=self._claimed_at == self._version)
+        self._claimed_at = self._version
         # Jobs change from outside (orch apply, down, the console): kept while their rows are unchanged. A held
         # job's attempts, instance rows, spend marks and totals are written only by its holder (the fence):
         # kept while it holds the same.
-        self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
         if before != holding.jobs:
+            self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
             self._reads.clear()
             self._marks.clear()
         self.keep_unchanged_reads(held=frozenset({reads.Read.LIVE_ATTEMPTS, reads.Read.INSTANCES}))

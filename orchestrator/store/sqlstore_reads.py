@@ -15,7 +15,9 @@ A steady tick (nothing changes) must not read and rebuild 10k jobs and attempts 
 * the catalog the attempts' offers are rebuilt from changes (``use_catalog``).
 
 A kept read of jobs carries each job's spend total as of the read; ``keep_unchanged_reads`` brings the
-totals up to date (``_spent``, which charges keep current), as reading them again would.
+totals that moved up to date (``_spent``, which charges keep current; ``_moved``, which jobs they moved), as
+reading them again would: the other records stay the very objects they were (the engine's sync compares them
+by identity: orchestrator/engine/sync.py).
 Mixed into ``SqlEngineStore``.
 """
 
@@ -76,6 +78,7 @@ class KeptReads:
     _version: int
     _reads: dict[ReadKey, Kept]
     _spent: dict[int, float]
+    _moved: set[int]        # jobs whose ``_spent`` moved since the kept reads were last brought up to date
     _leased_to: str | None
 
     def _cached(self, key: ReadKey, load: Callable[[Session], T]) -> T:
@@ -102,10 +105,14 @@ class KeptReads:
             token = queries.change_token(tx, self._leased_to)
         self._reads = {k: v for k, v in self._reads.items()
                        if k.read in held or (token is not None and v.token == token and _covers(token, k))}
+        moved, self._moved = self._moved, set()
+        if not moved:
+            return      # no total moved (a steady tick's charges wait in the engine's meters): the same records
         for key in JOB_READS:
             kept = self._reads.get(key)
             if kept is not None:
-                self._reads[key] = kept._replace(value=[self._with_spent(j) for j in kept.value])
+                self._reads[key] = kept._replace(value=[self._with_spent(j) if j.id in moved else j
+                                                        for j in kept.value])
 
     def wrote_aside(self, before: ChangeToken | None, after: ChangeToken | None) -> None:
         """This store wrote rows no kept read holds (the spend ledger) between the tokens ``before`` (read in

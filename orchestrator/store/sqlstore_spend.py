@@ -3,13 +3,16 @@ rate), and written in one transaction (an upsert per row, orchestrator/store/spe
 
 What is written when:
 
-* ``flush()``: every buffered row. Before any read of spend from the store (budgets, a job's total) and when
-  the service closes, so what this process reads is exact to the tick.
+* ``flush()``: the engine's unsettled meters (``settle_before_reads``), then every buffered row. Before any
+  read of spend from the store (budgets, a job's total) and when the service closes, so what this process
+  reads is exact to the tick.
 * ``flush_due(now)``, at the start of every tick: only the rows that are due. A live attempt's row is due once
   per ``SPEND_WRITE_EVERY``, at a phase of its own (so at 10k machines a tick writes a slice of the rows, not
-  all of them: the upsert of every row every tick was ~0.4 s of CPU). A row is due at once when its attempt
-  ended (nobody charges an ended attempt again) or when the attempt charges a new day or rate (the older row
-  is complete).
+  all of them: the upsert of every row every tick was ~0.4 s of CPU); the engine's spend meters charge a
+  steady machine at that same phase (``orchestrator.engine.spend.spend_phase``), so its charge crosses the
+  phase as it arrives. A row is due at once when its attempt ended (nobody charges an ended attempt again)
+  or when the attempt charges a new day or rate (the older row is complete). Only rows charged since the
+  last call are looked at.
 
 The store's ledger therefore lags a live attempt by at most ``SPEND_WRITE_EVERY`` (other processes, the
 console, see it so); this process's own reads flush first. A process killed before a write loses no money:
@@ -21,31 +24,25 @@ row was written each tick. Mixed into ``SqlEngineStore``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
 from sqlmodel import Session
 
+from orchestrator.engine.spend import SPEND_WRITE_EVERY, spend_phase
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.queries import ChangeToken
 from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
 from orchestrator.store.sqlstore_reads import LIVE_ATTEMPTS, Kept, ReadKey
 
-#: The longest a live attempt's charges wait in memory before they are written (see the module's docstring).
-SPEND_WRITE_EVERY = timedelta(minutes=5)
 _PERIOD_S = SPEND_WRITE_EVERY.total_seconds()
 
 RowKey = tuple[int, date, float]        # attempt id, UTC day, charged $/h: one ledger row
 
 
-def _phase(attempt_id: int) -> float:
-    """Where in the period an attempt's row is written (consecutive ids spread over it: Knuth's hash)."""
-    return (attempt_id * 2654435761) % 2**32 / 2**32 * _PERIOD_S
-
-
 def _crossed(row: SpendCharge) -> bool:
-    """The row's buffered interval reaches its attempt's write phase."""
-    shift = _phase(row.attempt_id)
+    """The row's buffered interval reaches its attempt's write phase (the one the engine settles it at)."""
+    shift = spend_phase(row.attempt_id)
     return (row.to_ts.timestamp() + shift) // _PERIOD_S > (row.from_ts.timestamp() + shift) // _PERIOD_S
 
 
@@ -57,12 +54,17 @@ class SpendBuffer:
     _due: set[int]
     #: Each attempt's newest buffered row.
     _latest: dict[int, RowKey]
+    #: Rows charged since the last ``flush_due`` (only they can have crossed their phase since).
+    _touched: set[RowKey]
     #: Attempts' spend marks (up to when their spend is stored), read ahead in chunks and kept while this
     #: store holds the attempt's job (only the holder accrues).
     _marks: dict[int, datetime | None]
     #: Each job's total spend, buffered charges included (``add_spend`` keeps it up to date).
     _spent: dict[int, float]
+    _moved: set[int]
     _reads: dict[ReadKey, Kept]
+    #: The engine's settling of its spend meters (``EngineStore.settle_before_reads``), None: none.
+    _settle: Callable[[], None] | None
     wrote_aside: Callable[[ChangeToken | None, ChangeToken | None], None]     # KeptReads'
 
     def _fence(self, tx: Session, job_id: int | None) -> None:
@@ -71,17 +73,28 @@ class SpendBuffer:
     def _mine(self, job_id: int) -> bool:
         raise NotImplementedError
 
+    def settle_before_reads(self, settle: Callable[[], None]) -> None:
+        self._settle = settle
+
     def flush(self) -> None:
-        """Write every buffered row (one transaction; each extends its attempt's row for the day and rate)."""
+        """Write every buffered row (one transaction; each extends its attempt's row for the day and rate), the
+        engine's unsettled charges first."""
+        if self._settle is not None:
+            self._settle()
         self._write(list(self._pending))
 
     def flush_due(self) -> None:
-        """Write the buffered rows that are due (see the module's docstring); keep the others."""
-        self._write([k for k, row in self._pending.items() if row.attempt_id in self._due or _crossed(row)])
+        """Write the buffered rows that are due (see the module's docstring); keep the others. Only the rows
+        charged since the last call are looked at: a row not crossed then, and not extended since, is not now."""
+        touched, self._touched = self._touched, set()
+        self._write([k for k in touched if k in self._pending
+                     and (self._pending[k].attempt_id in self._due or _crossed(self._pending[k]))]
+                    + ([k for k in self._pending if k not in touched and k[0] in self._due] if self._due else []))
 
     def drop_buffer(self) -> None:
         """Forget what is buffered (accrued under a lapsed lease: the holder charges it from the stored mark)."""
         self._pending.clear()
+        self._touched.clear()
         self._due.clear()
         self._latest.clear()
         self._marks.clear()
@@ -143,6 +156,7 @@ class SpendBuffer:
 
     def _buffer(self, charge: SpendCharge) -> None:
         key = (charge.attempt_id, charge.day, charge.charged_price_hr)
+        self._touched.add(key)
         prev = self._pending.get(key)
         if prev is None:
             if self._latest.get(charge.attempt_id, key) != key:
@@ -154,6 +168,7 @@ class SpendBuffer:
                                                to_ts=max(prev.to_ts, charge.to_ts), usd=prev.usd + charge.usd)
         if charge.job_id in self._spent:
             self._spent[charge.job_id] += charge.usd
+            self._moved.add(charge.job_id)
 
     def attempt_ended(self, attempt_id: int) -> None:
         """Its buffered rows (and the last charge the spend step makes after its end) go at the next tick."""

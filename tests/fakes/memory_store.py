@@ -55,6 +55,8 @@ class MemoryStore:
     #: Every charge the spend step made: (attempt id, since, until, usd, $/h).
     charges: list[tuple[int, datetime, datetime, float, float]] = field(default_factory=list)
     gpu_util: list[GpuUtilSample] = field(default_factory=list)
+    #: The engine's settling of its spend meters (``settle_before_reads``).
+    settle: Callable[[], None] | None = None
     catalog: tuple[Offer, ...] = ()                 # what use_catalog was last given
     relaunch_requests_made: list[RelaunchRequest] = field(default_factory=list)
     #: How many times ``spot_history`` was read (the recovery reads it once per tick at most).
@@ -77,6 +79,14 @@ class MemoryStore:
     def spend_mark(self, attempt_id: int) -> datetime | None:
         return self.spend_marks.get(attempt_id)
 
+    def settle_before_reads(self, settle: Callable[[], None]) -> None:
+        self.settle = settle
+
+    def settled(self) -> None:
+        """The engine's unsettled charges into this store (its reads of spend call it first, as the SQL store's)."""
+        if self.settle is not None:
+            self.settle()
+
     def active_jobs(self) -> Sequence[JobRecord]:
         return [j for j in self.jobs.values() if j.desired_active]
 
@@ -85,6 +95,7 @@ class MemoryStore:
             a.job_id == j.id and a.state.is_live for a in self.attempts.values())]
 
     def job(self, job_id: int) -> JobRecord:
+        self.settled()
         return self.jobs[job_id]
 
     def live_attempts(self) -> Sequence[AttemptRecord]:
@@ -214,6 +225,7 @@ class MemoryStore:
 
     def budget_ledger(self, now: datetime) -> BudgetLedger:
         """Each job's whole spend counts as this month's; burn: its live attempts' launch prices."""
+        self.settled()
         burn: dict[int, float] = {}
         for a in self.attempts.values():
             if a.state.is_live:
