@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.daemon_world import Fakes
 
 
 @pytest.fixture(autouse=True)
@@ -27,3 +31,21 @@ def deadlines_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     the one that started it, and no agent reports in them, so ``boot_timeout`` would end every machine."""
     monkeypatch.setenv("ORCH_BOOT_TIMEOUT_S", str(7 * 24 * 3600))
     monkeypatch.setenv("ORCH_HEARTBEAT_TIMEOUT_S", str(7 * 24 * 3600))
+
+
+@pytest.fixture()
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test (tests/_store_db.py: skips, or fails under scripts/test.sh, when
+    no server is usable)."""
+    from tests._store_db import pg_database
+
+    yield from pg_database()
+
+
+@pytest.fixture()
+def fakes() -> Iterator[Fakes]:
+    """Every cloud's fake running on 127.0.0.1 for one test (tests/daemon_world.py ``running_fakes``)."""
+    from tests.daemon_world import running_fakes
+
+    with running_fakes() as f:
+        yield f

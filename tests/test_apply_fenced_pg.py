@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,23 +22,11 @@ from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import AUTO, Service
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, Job
-from tests._store_db import pg_database
-from tests.daemon_world import CATALOG, OWNER, PUBLIC_KEY, Clock, Fakes, add_job, running_fakes, service_for
+from tests.daemon_world import CATALOG, OWNER, PUBLIC_KEY, Clock, Fakes, add_job, service_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 TRIALS = 50
 JOBS_PER_TRIAL = 2
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from pg_database()
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 def _race(daemons: list[Service], fakes: Fakes, url: str, clock: Clock) -> list[BaseException]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,24 +22,12 @@ from orchestrator.engine.states import DesiredState, JobStatus
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Job
-from tests._store_db import pg_database
-from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
+from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, service_for
 from tests.fakes.lr_base import Reply
 
 pytestmark = pytest.mark.postgres
 TTL = timedelta(seconds=60)
 STEP = 10          # seconds between rounds
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from pg_database()
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 class Fleet:

@@ -38,7 +38,6 @@ from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Attempt, Job
 from providers.base import parse_instance_name
-from tests._store_db import pg_database
 from tests.daemon_world import T0, Fakes, check_invariants, manifest_doc, running_fakes
 from tests.fakes.lr_base import Reply
 from tests.test_crash_safety import ROOT, write_catalog
@@ -188,11 +187,6 @@ def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
         if line.startswith("{"):
             lines.put(line)
     lines.put(None)
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from pg_database()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ The PostgreSQL part runs where ORCH_TEST_DATABASE_URL is set (skipped otherwise)
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,8 +15,7 @@ from sqlmodel import select
 from orchestrator.daemon.assembly import AUTO, Service, ServiceSettings, default_lease_owner
 from orchestrator.store import open_store
 from orchestrator.store.models import Job
-from tests._store_db import pg_database
-from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
+from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, service_for
 from tests.test_multi_daemon_pg import Planned, tick_all
 
 
@@ -33,17 +31,6 @@ def test_equal_prefix_hostname_and_pid_still_give_distinct_owners(collide: None)
     owners = {default_lease_owner() for _ in range(50)}
     assert len(owners) == 50
     assert all(o.startswith("trainer-1-") for o in owners)
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from pg_database()
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 def _interleave(first: Service, second: Service) -> None:

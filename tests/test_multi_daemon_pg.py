@@ -6,7 +6,6 @@ daemon holding its lease); one daemon dies, and after its leases expire the othe
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,22 +15,10 @@ from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, Job
-from tests._store_db import pg_database
-from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
+from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, service_for
 
 pytestmark = pytest.mark.postgres
 TTL = timedelta(seconds=60)
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from pg_database()
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 class Planned:

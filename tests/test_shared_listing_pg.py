@@ -4,7 +4,6 @@ look lost."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -14,23 +13,11 @@ from orchestrator.store import open_store
 from orchestrator.store.listings import ListingCache, instance_from_json, instance_to_json, published, shared_listing
 from providers.base import Instance, InstanceState, Market
 from providers.fabric import Fabric
-from tests._store_db import pg_database
-from tests.daemon_world import OWNER, PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, running_fakes, service_for
+from tests.daemon_world import OWNER, PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, service_for
 from tests.test_multi_daemon_pg import tick_all
 
 pytestmark = pytest.mark.postgres
 SETTINGS_TTL = timedelta(seconds=60)
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from pg_database()
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 def list_calls(fakes: Fakes) -> dict[str, int]:
