@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,7 +27,7 @@ import pytest
 from orchestrator.engine.states import AttemptState, DesiredState, EndCause
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
-from tests.daemon_world import CATALOG, OWNER, T0, Fakes, add_job, check_invariants, running_fakes
+from tests.daemon_world import CATALOG, OWNER, T0, Fakes, add_job, check_invariants
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,12 +85,6 @@ class Orch:
         done = self.run("tick", "--json", *args, crashpoint=crashpoint)
         assert done.returncode == 0, f"tick failed ({done.returncode}): {done.stderr[-2000:]}"
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 @pytest.fixture

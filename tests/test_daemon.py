@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
@@ -24,17 +23,10 @@ from tests.daemon_world import (
     ScriptedMonitor,
     add_job,
     check_invariants,
-    running_fakes,
     service_for,
     store_view,
 )
 from tests.test_engine import notice
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 @pytest.fixture

@@ -10,21 +10,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from orchestrator.store import open_store
-from tests.daemon_world import Fakes, add_job, running_fakes
+from tests.daemon_world import Fakes, add_job
 from tests.test_crash_safety import ROOT, write_catalog
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 def free_port() -> int:

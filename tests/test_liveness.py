@@ -14,7 +14,6 @@ In every case no machine is left running but the job's one live attempt (``check
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -31,7 +30,6 @@ from tests.daemon_world import (
     ScriptedMonitor,
     add_job,
     check_invariants,
-    running_fakes,
     service_for,
 )
 
@@ -41,12 +39,6 @@ GRACE = timedelta(minutes=10)
 SETTINGS = ServiceSettings(orphan_grace=timedelta(0), ssh_public_key=PUBLIC_KEY, boot_timeout=BOOT,
                            heartbeat_timeout=HEARTBEAT, unreachable_grace=GRACE)
 TICK = timedelta(seconds=30)
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 class Agent(ScriptedMonitor):

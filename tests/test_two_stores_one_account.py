@@ -7,28 +7,20 @@ it did not know) and ended them after the grace; the other then saw a preemption
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from sqlmodel import select
 
 from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, Event
 from providers.base import LaunchSpec, launch_store, new_launch_id
-from tests.daemon_world import LAMBDA_A100, OWNER, PUBLIC_KEY, Clock, Fakes, add_job, running_fakes, service_for
+from tests.daemon_world import LAMBDA_A100, OWNER, PUBLIC_KEY, Clock, Fakes, add_job, service_for
 
 SETTINGS = ServiceSettings(orphan_grace=timedelta(minutes=5), ssh_public_key=PUBLIC_KEY,
                            # no agent reports in this world: keep liveness out of the picture
                            boot_timeout=timedelta(hours=10), heartbeat_timeout=timedelta(hours=10))
-
-
-@pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    with running_fakes() as f:
-        yield f
 
 
 def _stores(fakes: Fakes, tmp_path: Path, clock: Clock) -> dict[str, Service]:
