@@ -18,7 +18,14 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.render_input import RenderInput
 from orchestrator.runtime.status import AgentStatus, JobState
-from orchestrator.runtime.transport_pool import TransportPool, TransportSource, read_status, render_input, status_path
+from orchestrator.runtime.transport_pool import (
+    TransportPool,
+    TransportSource,
+    read_status,
+    render_input,
+    status_path,
+    text_of,
+)
 from providers.base import Instance
 from providers.ssh.errors import TransportError
 from providers.ssh.transport import Transport
@@ -77,8 +84,7 @@ def _last_words(t: Transport, ri: RenderInput, status: AgentStatus) -> str:
     log_path = shlex.quote(str(PurePosixPath(ri.resolved_work_dir) / "job.log"))
     try:
         res = t.exec(f"tail -n {LAST_WORDS_LINES} {log_path}", timeout=10)
-        out = res.stdout.decode("utf-8", "replace") if isinstance(res.stdout, bytes) else res.stdout
-        lines += [ln.strip() for ln in out.splitlines() if ln.strip()]
+        lines += [ln.strip() for ln in text_of(res.stdout).splitlines() if ln.strip()]
     except TransportError:
         pass
     text = " | ".join(lines)
