@@ -396,7 +396,18 @@ def test_a_node_that_never_reports_is_relaunched_at_most_max_relaunches_times(wo
         row.manifest = {**row.manifest, "policies": {**row.manifest["policies"], "max_relaunches": 3}}
         row.manifest_hash = "h-cap"
         tx.add(row)
+    # Tick until the job is failed, then on until no place of its attempts is cooling any more (the engine's own
+    # backed-off cool-downs): past that, an engine that still relaunched a failed job would have done so. The
+    # whole run is bounded by the six hours this test used to tick through blindly.
+    from orchestrator.engine.recovery_facts import cooled_places
+
+    spec = service.engine_store.job(job).spec
     for _ in range(ticks_for(timedelta(hours=6))):
+        tick(service, clock)
+        if (service.engine_store.job(job).status is JobStatus.FAILED
+                and not cooled_places(history(service, job), clock(), spec.cooldown)):
+            break
+    for _ in range(2):                          # the places free again: one tick would relaunch; two, to be sure
         tick(service, clock)
     attempts = history(service, job)
     assert len(attempts) == 4, [(a.offer.provider, a.end_cause) for a in attempts]
