@@ -7,6 +7,8 @@ single hook, ``translate``, through which each adapter turns a failed response i
 
 from __future__ import annotations
 
+import functools
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +58,16 @@ class HttpSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext | bool:
+    """httpx's own default verifying context, built once per process and shared by every client (an SSLContext
+    is safe to share): building it loads the whole CA bundle, tens of milliseconds a client otherwise, and an
+    adapter is built per command, per daemon tick's providers and many times per test. Before httpx 0.28 (no
+    public ``create_ssl_context``): True, httpx's per-client default as before."""
+    make = getattr(httpx, "create_ssl_context", None)
+    return make() if make is not None else True
+
+
 class ApiClient:
     """A small JSON client over httpx with retries, limiting and error translation."""
 
@@ -69,7 +81,8 @@ class ApiClient:
         if settings.api_key:
             headers["Authorization"] = f"Bearer {settings.api_key}"
         self._client = httpx.Client(base_url=settings.base_url, headers=headers,
-                                    timeout=settings.timeout_s, transport=transport, follow_redirects=True)
+                                    timeout=settings.timeout_s, transport=transport, follow_redirects=True,
+                                    verify=_tls_context())
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None,
                 limiter: RateLimiter | None = None, decode: Callable[[bytes], Any] | None = None) -> Any:
