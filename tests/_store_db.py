@@ -24,8 +24,9 @@ PG_WHY_ENV = "ORCH_TEST_POSTGRES_SKIP"
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
-def pg_database() -> Iterator[str]:
+def pg_database(template: str | None = None) -> Iterator[str]:
     """Create a uniquely named database on the server of ORCH_TEST_DATABASE_URL; yield its URL; drop it.
+    ``template``: the name of a database (no session on it) the new one is a copy of; else an empty one.
 
     No URL, or a server that does not answer: the test skips, saying why, unless ORCH_TEST_REQUIRE_POSTGRES=1
     (scripts/test.sh found or started that server), where an unusable server fails the test."""
@@ -39,7 +40,7 @@ def pg_database() -> Iterator[str]:
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            conn.execute(text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
     except Exception as exc:
         admin.dispose()
         why = f"{PG_ENV} is set but PostgreSQL is not usable: {str(exc).splitlines()[0] if str(exc) else exc!r}"
