@@ -55,8 +55,7 @@ the tick on its overhead before the preemption is stopped (it could make no prog
 A zone set whose overhead is large (d >= ``SET_PLAN_MIN_OVERHEAD_H``) is planned, not ruled (``set_plan``):
 orch hands every decision of that job to orch-mdp (mdp.py), which spends the slack over the whole window on
 a model of the set's availability, overheads and hops counted; at half-hour overheads each launch or hop is
-1/24 to 1/48 of the slack, and the rules above weigh one decision at a time (docs/policy.md, v3.2). Where a
-new spot instance goes is still orch's zone choice, on the cautious lifetime (``plan_zone``, orch_sets.py).
+1/24 to 1/48 of the slack, and the rules above weigh one decision at a time (docs/policy.md, v3.2).
 """
 
 from __future__ import annotations
@@ -94,8 +93,7 @@ class OrchPolicy:
     for a spot run that ends in on-demand again only when the run lasts the break-even with odds of at least
     one half (module docstring). ``cover_pays``: on a single zone, an outage is covered only when it is
     expected to last the restart break-even d / (1 - k) more (module docstring). ``set_plan``: a zone set
-    whose overhead is at least ``SET_PLAN_MIN_OVERHEAD_H`` is decided by orch-mdp (module docstring);
-    ``plan_zone``: the plan's new spot instance goes where orch's zone choice says on the cautious lifetime.
+    whose overhead is at least ``SET_PLAN_MIN_OVERHEAD_H`` is decided by orch-mdp (module docstring).
     """
 
     name = "orch"
@@ -115,10 +113,8 @@ class OrchPolicy:
         od_odds: bool = True,
         cover_pays: bool = True,
         set_plan: bool = True,
-        plan_zone: bool = True,
     ) -> None:
         self.set_plan = set_plan
-        self.plan_zone = plan_zone
         self._planner: SpotPolicy | None = None
         self.cover_pays = cover_pays
         self.od_odds = od_odds
@@ -139,9 +135,9 @@ class OrchPolicy:
         self._recent.clear()
         self._planner = None
         if self.set_plan and zones > 1 and spec.overhead_h >= SET_PLAN_MIN_OVERHEAD_H - _EPS:
-            from orchestrator.policy.orch_sets import SetPlanner  # numpy: imported only for the jobs it plans
+            from orchestrator.policy.mdp import MdpPolicy  # numpy: imported only for the jobs it plans
 
-            self._planner = SetPlanner(self._plan_zone if self.plan_zone else None)
+            self._planner = MdpPolicy()
             self._planner.reset(spec, zones)
 
     # --- forecasts -------------------------------------------------------------------------------------
@@ -291,10 +287,6 @@ class OrchPolicy:
             return ON_DEMAND if behind else WAIT
         # Ahead of UP's line orch waits, as UP does; behind it, on-demand only for an outage worth covering.
         return ON_DEMAND if behind and self.covers_now(obs, x) else WAIT
-
-    def _plan_zone(self, obs: Observation) -> int | None:
-        """The planned set's zone choice: the largest expected saving on the cautious lifetime (rule 11)."""
-        return self.best_zone(obs, -math.inf, cautious=True)
 
     def _likely_zone(self, obs: Observation, z: int, x: float, break_even: float) -> Action:
         """From idle in a zone set, ahead of UP's line: ``z`` (the zone choice's pick) unless the slack is

@@ -1,7 +1,6 @@
 """orch's zone sets at a large overhead are planned, not ruled (orchestrator/policy/orch.py, ``set_plan``): a
-zone set whose overhead d is at least ``SET_PLAN_MIN_OVERHEAD_H`` hands every decision of the job to orch-mdp
-(``plan_zone``: with orch's zone choice on the cautious lifetime); every other job (a single zone, or d below
-it) is decided by orch's rules exactly as with the switch off.
+zone set whose overhead d is at least ``SET_PLAN_MIN_OVERHEAD_H`` hands every decision of the job to orch-mdp;
+every other job (a single zone, or d below it) is decided by orch's rules exactly as with the switch off.
 
 Hand-made traces, costs by hand (conventions as in test_orch_cover_pays.py: gap 0.5 h, d = 0.5 h, k = 0.3,
 on-demand 1; a tick pays what is left of the overhead first, then makes progress): a spot tick costs
@@ -51,36 +50,8 @@ def test_a_zone_set_at_half_hour_overheads_is_planned() -> None:
     assert actions(planned) == ["spot[0]", "spot[1]", "spot[1]", "spot[1]"] + ["spot[0]"] * 7
     assert planned.cost == pytest.approx(1.65) and planned.finish_h == pytest.approx(5.5)
     assert planned.met and ruled.met
-    # orch with the switch on is orch-mdp on that job, decision for decision (both zones alike, the zone
-    # choice agrees).
+    # orch with the switch on is orch-mdp on that job, decision for decision.
     assert actions(run(MdpPolicy())) == actions(planned)
-
-
-# Zone z0: spot for 9.5, 20 and 20 h, then twelve runs of 0.5 h (flapping lately); z1: runs of 3 h between
-# 0.5 h outages. 63 h of history, then the job's 8 h.
-W0 = "1" * 19 + "0" + ("1" * 40 + "0") * 2 + "10" * 12 + "1010" + "1" * 12
-W1 = "1111110" * 18 + "1111110" + "1" * 9
-
-
-def test_the_planned_set_launches_where_the_cautious_lifetime_says() -> None:
-    # At t0 both zones have spot, each run 0.5 h old. Lifetimes (this tick + residual; prior 2 h, weight
-    # e^-0.25 = 0.7788): z0 over every run, all 15 at least 0.5 h, excess 9 + 19.5 + 19.5 = 48 h:
-    # 0.5 + (48 + 1.558) / 15.779 = 3.64 h; over its last 10 runs (all 0.5 h, no excess): 0.5 + 1.558 / 10.779
-    # = 0.64 h; z1: 0.5 + (18 x 2.5 + 1.558) / 18.779 = 2.98 h (2.96 over its last 10). Savings (1 - k)(min(L,
-    # 4 h) - d) - k d: z0 2.05 over every run, -0.05 cautious; z1 1.59. orch-mdp's own choice (every run) is
-    # z0, orch's zone choice on the cautious lifetime (``plan_zone``) z1.
-    spec = ProblemSpec(work_h=4, deadline_h=7, overhead_h=0.5, spot_price=0.3)
-    zs = zones(W0, W1, gap_s=1800)
-    on, off = (simulate(spec, zs, OrchPolicy(plan_zone=p), 126, keep_log=True) for p in (True, False))
-    # On: z1 t0-t5 (overhead, then 2.5 h); z1 out at t6: z0 (overhead), t7-t9 1.5 h: 4 h done at 5 h, ten
-    # spot ticks, 1.5.
-    assert actions(on) == ["spot[1]"] * 6 + ["spot[0]"] * 4
-    assert on.cost == pytest.approx(1.5) and on.finish_h == pytest.approx(5.0)
-    # Off: z0 at t0 (overhead) is out at t1: z1 (overhead), t2-t5 2 h; z1 out at t6: z0 (overhead), t7-t10 2 h:
-    # 4 h at 5.5 h, eleven spot ticks, 1.65 (one overhead more, for a run of z0's flapping spell).
-    assert actions(off) == ["spot[0]"] + ["spot[1]"] * 5 + ["spot[0]"] * 5
-    assert off.cost == pytest.approx(1.65) and off.finish_h == pytest.approx(5.5)
-    assert actions(simulate(spec, zs, MdpPolicy(), 126, keep_log=True)) == actions(off)
 
 
 # A zone set on which orch-mdp and orch's rules decide differently at d = 0.2 h.

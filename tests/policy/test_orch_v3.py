@@ -83,7 +83,6 @@ def test_every_rule_has_a_switch_and_orch_runs_with_each_off() -> None:
         "od_odds",
         "cover_pays",
         "set_plan",
-        "plan_zone",
     ]
     assert all(params[r].default is True for r in rules)
     spec = ProblemSpec(work_h=2, deadline_h=6, overhead_h=0.5, spot_price=0.3)
