@@ -38,15 +38,6 @@ RESOLVE_H = 6.0
 #: worth nothing only if the future is as the model says. A hedge against the model's error, the same for
 #: every trace (0.03 and 0.3 measured close to it, docs/policy.md).
 WAIT_TAX = 0.1
-#: The pace guard (``pace``): once the slack falls below this share of what Uniform Progress's line keeps at
-#: this time (slack at the start x time left / deadline), the job decides as UP does for the rest of the job
-#: (latched: on UP's on-demand the slack holds while the line falls, and handing back to a plan that waits
-#: would pay one more overhead each time the job crosses the line). The plan spends slack wherever the model
-#: says it is cheapest; when the job's window is worse than the history the model learned from, that is
-#: early, on waits and short runs, and the Safety Net then buys on-demand through the window's later long
-#: runs. UP's line paces the slack whatever the model says. A constant of the method (half the line), the
-#: same for every trace (docs/policy.md, v3.2).
-PACE = 0.5
 #: The cost of a state that misses the deadline (in on-demand hours; far above any job's cost).
 _BIG = 1e6
 #: The action codes of the table.
@@ -166,17 +157,14 @@ class MdpPolicy:
 
     name = "orch-mdp"
 
-    def __init__(self, wait_tax: tuple[float, float] = (WAIT_TAX, 0.0), pace: float = PACE) -> None:
+    def __init__(self, wait_tax: tuple[float, float] = (WAIT_TAX, 0.0)) -> None:
         self.wait_tax = wait_tax
-        self.pace = pace
         self._plan: Plan | None = None
         self._solved_at = -math.inf
         self._solved_runs = -1
-        self._paced = False
         self._fallback = UniformProgressPolicy()
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:
-        self._paced = False
         self._plan = None
         self._solved_at = -math.inf
         self._solved_runs = -1
@@ -233,15 +221,6 @@ class MdpPolicy:
                 best, best_key = z, key
         return best
 
-    def behind_pace(self, obs: Observation) -> bool:
-        """Whether the slack has fallen below ``pace`` x Uniform Progress's line's at some tick of this job
-        (module constant ``PACE``; latched until ``reset``)."""
-        if not self._paced:
-            spec = obs.spec
-            line = (spec.deadline_h - spec.work_h) * max(obs.time_left_h, 0.0) / spec.deadline_h
-            self._paced = obs.slack_h < self.pace * line - _EPS
-        return self._paced
-
     def decide(self, obs: Observation) -> Action:
         if obs.remaining_h <= 0:
             return WAIT
@@ -258,7 +237,7 @@ class MdpPolicy:
                 return spot(obs.zone)  # Exploitation: a live spot instance is kept
             mode = Mode.IDLE  # it could make no progress before it goes: decide afresh
         stats = self._set_stats(obs)
-        if stats is None or self.behind_pace(obs):
+        if stats is None:
             return self._fallback.decide(obs)
         plan = self.plan(obs, stats)
         zones = obs.launchable()

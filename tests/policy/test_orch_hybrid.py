@@ -1,5 +1,5 @@
-"""orch v3.2 (orchestrator/policy/hybrid.py): the MDP's plan for one zone, orch's rules for a zone set; and the
-MDP's pace guard (mdp.py ``PACE``). Hand-made traces, hand-computed costs.
+"""orch v3.2 (orchestrator/policy/hybrid.py): the MDP's plan for one zone, orch's rules for a zone set. Hand-made
+traces, hand-computed costs.
 
 Conventions as in test_mdp.py: a tick pays what is left of the overhead first, then makes progress; k = 0.3,
 on-demand 1, costs in on-demand hours. The trace: gap 0.25 h; two weeks (20 cycles) of 10 h of spot and 6.5 h
@@ -31,31 +31,12 @@ def actions(res: SimResult) -> str:
     return "".join(r.action[0] for r in res.log or ())
 
 
-def test_the_mdp_without_the_pace_guard_waits_the_outage_out() -> None:
+def test_the_mdp_waits_the_outage_out() -> None:
     # The history's outages last 6.5 h: the plan waits (28 ticks, 7 h; the slack 8 h -> 1 h, above the Safety
     # Net's 2d + gap = 0.65 h) and rides spot from 7 h: one launch, 0.2 + 6 h at 0.3 = 1.86.
-    res = run(MdpPolicy(pace=0.0))
+    res = run(MdpPolicy())
     assert actions(res) == "i" * 28 + "s" * 25
     assert res.cost == pytest.approx(0.3 * 6.2) and res.met
-
-
-def test_the_pace_guard_hands_the_job_to_uniform_progress_once_the_slack_falls_below_half_its_line() -> None:
-    # Half UP's line: 0.5 x 8 x (14 - t) / 14. Idle, the slack is 8 - t: at t = 5.5 h 2.5 >= 2.43, at 5.75 h
-    # 2.25 < 2.36, so from tick 23 UP decides (latched): behind its line (0 < 6/14 x 5.75), on-demand. UP's
-    # hysteresis keeps on-demand while work done (t - 5.95) < 6/14 x (t + 2d), i.e. until t = 10.75 h (20
-    # ticks: 5 h billed at 1, work done 4.8 h), then spot: 0.2 + 1.2 h at 0.3. 5 + 0.42 = 5.42.
-    res = run(MdpPolicy())
-    assert actions(res) == "i" * 23 + "o" * 20 + "s" * 6
-    assert res.cost == pytest.approx(5.0 + 0.3 * 1.4) and res.met
-
-
-def test_the_pace_guard_latches() -> None:
-    # Back above half the line on on-demand (the slack holds, the line falls), the job stays with UP.
-    policy = MdpPolicy()
-    run(policy)
-    assert policy._paced
-    policy.reset(SPEC, 1)
-    assert not policy._paced
 
 
 def test_orch_takes_the_mdp_on_one_zone_and_the_rules_on_a_zone_set() -> None:
@@ -63,10 +44,10 @@ def test_orch_takes_the_mdp_on_one_zone_and_the_rules_on_a_zone_set() -> None:
     # spot from 7 h: 0.2 + 3.2 h at 0.3 = 1.02; 4.02.
     rules = 3.0 + 0.3 * 3.4
     assert run(OrchPolicy()).cost == pytest.approx(rules)
-    # One zone: orch is orch-mdp (5.42, above); two zones with the same trace: orch is orch's rules (4.02).
-    assert run(make_policy("orch")).cost == pytest.approx(5.42)
+    # One zone: orch is orch-mdp (1.86, above); two zones with the same trace: orch is orch's rules (4.02).
+    assert run(make_policy("orch")).cost == pytest.approx(0.3 * 6.2)
     assert run(make_policy("orch"), 2).cost == pytest.approx(rules)
-    assert run(make_policy("orch-mdp")).cost == pytest.approx(5.42)
+    assert run(make_policy("orch-mdp")).cost == pytest.approx(0.3 * 6.2)
     # The switch off (orch-rules): the rules on one zone too.
     assert run(make_policy("orch-rules")).cost == pytest.approx(rules)
     assert run(HybridPolicy(mdp_singles=False)).cost == pytest.approx(rules)
@@ -75,7 +56,7 @@ def test_orch_takes_the_mdp_on_one_zone_and_the_rules_on_a_zone_set() -> None:
 def test_one_policy_object_switches_decider_per_job() -> None:
     policy = HybridPolicy()
     assert run(policy, 2).cost == pytest.approx(3.0 + 0.3 * 3.4)
-    assert run(policy, 1).cost == pytest.approx(5.42)
+    assert run(policy, 1).cost == pytest.approx(0.3 * 6.2)
     assert run(policy, 2).cost == pytest.approx(3.0 + 0.3 * 3.4)
 
 
