@@ -160,7 +160,10 @@ class WakeWatch:
             callback = self.on_wake
         # During a tick the reason waits for it (``take`` after the tick): moving a tick that runs would be lost.
         if call and callback is not None and not self.ticking.locked():
-            callback(why)
+            try:
+                callback(why)
+            except Exception:  # a scheduler shutting down: the reason stays for ``take``/``due``
+                log.warning("wake callback failed", exc_info=True)
 
     def _arm(self, w: Watched, wait: Callable[..., bool]) -> None:
         key = (w.attempt.id, w.why)
