@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from orchestrator.policy import forecast, orch
+from orchestrator.policy import forecast, mdp, mdp_model, orch
 from orchestrator.policy.model import ProblemSpec
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.simulator import simulate
@@ -24,10 +24,11 @@ from tests.policy._helpers import zones
 
 
 def constants() -> dict[str, object]:
-    """Every constant orch decides by: the module constants of orch.py and forecast.py."""
+    """Every constant orch decides by: the module constants of orch.py and forecast.py, and of mdp.py and
+    mdp_model.py (the plan orch hands a zone set at a large overhead, ``set_plan``)."""
     return {
         f"{m.__name__}.{k}": v
-        for m in (orch, forecast)
+        for m in (orch, forecast, mdp, mdp_model)
         for k, v in vars(m).items()
         if k.isupper() and isinstance(v, (int, float))
     }
@@ -81,6 +82,7 @@ def test_every_rule_has_a_switch_and_orch_runs_with_each_off() -> None:
         "early_wait",
         "od_odds",
         "cover_pays",
+        "set_plan",
     ]
     assert all(params[r].default is True for r in rules)
     spec = ProblemSpec(work_h=2, deadline_h=6, overhead_h=0.5, spot_price=0.3)
