@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from orchestrator.app.jobs import build_engine, launch_pending
+from orchestrator.app.launching import build_engine, launch_pending
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import AUTO, Service
 from orchestrator.store import open_store

@@ -239,7 +239,7 @@ def test_down_json_refusal_and_result_with_progress_per_provider(tmp_path: Path,
 
 
 def test_machines_left_counts_per_provider() -> None:
-    from orchestrator.app.jobs import InstanceView
+    from orchestrator.app.status import InstanceView
     from orchestrator.cli.down import machines_left
 
     def view(provider: str) -> InstanceView:

@@ -83,3 +83,29 @@ def test_a_reader_that_leaves_early_ends_orch_quietly(case: str, unbuffered: boo
         assert status in (0, EXIT_STDOUT_CLOSED)
     else:
         assert status == EXIT_STDOUT_CLOSED
+
+
+HELP_CASES = {
+    "orch --help (Typer's rich help)": (FULL, ["--help"]),
+    "orch --help through the console script": (ENTRY, ["--help"]),
+}
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="needs Linux's F_SETPIPE_SZ")
+@pytest.mark.parametrize("case", list(HELP_CASES))
+def test_help_to_a_reader_that_leaves_early_exits_141(case: str, tmp_path: Path) -> None:
+    """rich prints help and handles the closed pipe itself (``Console.on_broken_pipe``: exit 1); orch makes it 141.
+
+    Buffered stdout: rich writes the whole help at once and flushes; the pipe takes one page, the reader takes 64
+    bytes and leaves, so the flush's remainder meets the closed pipe whenever the help is longer than that."""
+    code, args = HELP_CASES[case]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    env.pop("COLUMNS", None)
+    env.pop("PYTHONUNBUFFERED", None)
+    whole = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, env=env, cwd=ROOT, timeout=60)
+    assert whole.returncode == 0 and len(whole.stdout) > PAGE + 1024, (whole.returncode, len(whole.stdout))
+
+    status, head, err = run_into_closed_pipe(code, args, env)
+    assert head and whole.stdout.startswith(head)
+    assert err == ""
+    assert status == EXIT_STDOUT_CLOSED

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.app.jobs import BadInputError, load, load_with_packs
+from orchestrator.app.errors import BadInputError
+from orchestrator.app.jobs import load, load_with_packs
 from orchestrator.manifest.code_spec import Code
 from orchestrator.runtime.codepack import CodePackError, pack_bytes, pin_manifest
 from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for

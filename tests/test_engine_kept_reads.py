@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from orchestrator.app.jobs import apply, load, mark_down
+from orchestrator.app.down import mark_down
+from orchestrator.app.jobs import apply, load
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.store import queries

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from orchestrator.app.jobs import apply, events, load
+from orchestrator.app.jobs import apply, load
+from orchestrator.app.status import events
 from orchestrator.config.file import OrchConfig
 from orchestrator.console.app import ConsoleApp
 from orchestrator.console.auth import Guard

@@ -14,7 +14,7 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from orchestrator.app.jobs import job_failure, status
+from orchestrator.app.status import job_failure, status
 from orchestrator.cli.main import app
 from orchestrator.cli.status_table import WIDTH, status_lines
 from orchestrator.config.file import OrchConfig

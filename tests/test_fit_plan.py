@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.app.jobs import JobPlan, plan_jobs
+from orchestrator.app.plan import JobPlan, plan_jobs
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.fit.compat import compat_warnings, image_cuda
 from orchestrator.fit.memory import Precision

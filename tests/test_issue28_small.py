@@ -90,7 +90,7 @@ def test_prune_asks_on_a_terminal(cli_env: Path, monkeypatch: pytest.MonkeyPatch
 # -- ORCH_SSH_PUBLIC_KEY ---------------------------------------------------------------------------------
 
 def test_a_public_key_path_is_read_and_its_form_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.app.jobs import ssh_public_key
+    from orchestrator.app.launching import ssh_public_key
 
     pub = tmp_path / "id_ed25519.pub"
     pub.write_text(KEY + "\n")

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.app import jobs as js
+from orchestrator.app import down as app_down
+from orchestrator.app import errors as app_errors
+from orchestrator.app import jobs as app_jobs
+from orchestrator.app import launching as app_launching
+from orchestrator.app import plan as app_plan
+from orchestrator.app import status as app_status
 from orchestrator.engine.events import EventKind
 from orchestrator.store import Store, repo
 from tests._store_db import BACKENDS, open_test_store
@@ -34,7 +39,7 @@ def manifests(tmp_path: Path, *names: str) -> list:
     d.mkdir(exist_ok=True)
     for n in names:
         (d / f"{n}.yaml").write_text(MANIFEST.format(name=n))
-    return js.load([d / f"{n}.yaml" for n in names])
+    return app_jobs.load([d / f"{n}.yaml" for n in names])
 
 
 def test_plan_restricted_to_configured_providers(tmp_path: Path) -> None:
@@ -43,31 +48,31 @@ def test_plan_restricted_to_configured_providers(tmp_path: Path) -> None:
 
     loaded = manifests(tmp_path, "p")
     catalog = load_catalog().offers
-    [everything] = js.plan_jobs(loaded, offer_sources(catalog), alternatives=3)
+    [everything] = app_plan.plan_jobs(loaded, offer_sources(catalog), alternatives=3)
     assert everything.plan.chosen is not None and len(everything.options) == 4
     providers = {p.offer.provider for p in everything.plan.eligible}
     keep = sorted(providers)[:1]
-    [only] = js.plan_jobs(loaded, offer_sources(catalog), only_providers=keep)
+    [only] = app_plan.plan_jobs(loaded, offer_sources(catalog), only_providers=keep)
     assert only.plan.eligible and {p.offer.provider for p in only.plan.eligible} == set(keep)
     assert only.to_json()["chosen"]["estimated_total_usd"] == pytest.approx(
         only.plan.chosen.total_price_hr * 3, abs=0.01)
-    with pytest.raises(js.BadInputError):
-        js.plan_jobs(loaded, offer_sources(catalog), alternatives=-1)
+    with pytest.raises(app_errors.BadInputError):
+        app_plan.plan_jobs(loaded, offer_sources(catalog), alternatives=-1)
 
 
 def test_apply_is_one_transaction(tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    result = js.apply(store, manifests(tmp_path, "a", "b"))
+    result = app_jobs.apply(store, manifests(tmp_path, "a", "b"))
     assert result.created == ("a", "b")
-    assert js.apply(store, manifests(tmp_path, "a", "b")).unchanged == ("a", "b")
+    assert app_jobs.apply(store, manifests(tmp_path, "a", "b")).unchanged == ("a", "b")
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(repo, "record_event", boom)
     with pytest.raises(RuntimeError):
-        js.apply(store, manifests(tmp_path, "a", "c"), prune=True)
+        app_jobs.apply(store, manifests(tmp_path, "a", "c"), prune=True)
     monkeypatch.undo()
-    report = js.status(store)
+    report = app_status.status(store)
     assert {(j.name, j.desired_state) for j in report.jobs} == {("a", "active"), ("b", "active")}
 
 
@@ -75,29 +80,29 @@ def test_daemon_detection(tmp_path: Path, store: Store) -> None:
     from orchestrator.store.fleet import take_share
     from orchestrator.store.leases import daemon_lock, lock_path
 
-    assert js.daemon_running(store) is False
+    assert app_launching.daemon_running(store) is False
     if lock_path(store) is not None:
         with daemon_lock(store):
-            assert js.daemon_running(store) is True
+            assert app_launching.daemon_running(store) is True
     else:
-        js.apply(store, manifests(tmp_path, "leased"))
+        app_jobs.apply(store, manifests(tmp_path, "leased"))
         now = datetime.now(UTC)
         with store.transaction() as tx:
             take_share(tx, "daemon-1", None, ttl=timedelta(seconds=90), now=now)
-        assert js.daemon_running(store, now=now) is True
-        assert js.daemon_running(store, now=now + timedelta(hours=1)) is False   # its registration lapsed
-    assert js.daemon_running(store) is (lock_path(store) is None)
+        assert app_launching.daemon_running(store, now=now) is True
+        assert app_launching.daemon_running(store, now=now + timedelta(hours=1)) is False   # its registration lapsed
+    assert app_launching.daemon_running(store) is (lock_path(store) is None)
 
 
 def test_mark_down(tmp_path: Path, store: Store) -> None:
-    js.apply(store, manifests(tmp_path, "x", "y"))
-    with pytest.raises(js.JobsError, match="nope"):
-        js.mark_down(store, ["x", "nope"])
-    assert {j.desired_state for j in js.status(store).jobs} == {"active"}   # nothing half-done
-    assert js.mark_down(store, ["x"]) == ["x"]
-    assert [j.name for j in js.status(store).jobs] == ["y"]
-    assert js.mark_down(store, everything=True) == ["y"]
-    assert js.status(store).jobs == ()
+    app_jobs.apply(store, manifests(tmp_path, "x", "y"))
+    with pytest.raises(app_errors.JobsError, match="nope"):
+        app_down.mark_down(store, ["x", "nope"])
+    assert {j.desired_state for j in app_status.status(store).jobs} == {"active"}   # nothing half-done
+    assert app_down.mark_down(store, ["x"]) == ["x"]
+    assert [j.name for j in app_status.status(store).jobs] == ["y"]
+    assert app_down.mark_down(store, everything=True) == ["y"]
+    assert app_status.status(store).jobs == ()
 
 
 class _StuckEngine:
@@ -118,17 +123,17 @@ class _StuckEngine:
 
 
 def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> None:
-    js.apply(store, manifests(tmp_path, "stuck"))
+    app_jobs.apply(store, manifests(tmp_path, "stuck"))
     with store.transaction() as tx:
         job = repo.require_job(tx, "stuck")
         repo.create_attempt(tx, job.id, "lstuck0000001")
         repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lstuck0000001", owner="t",
                                                      job_id=job.id, instance_id="42", state="running",
                                                      price_hr=1.0))
-    js.mark_down(store, ["stuck"])
+    app_down.mark_down(store, ["stuck"])
     clock = [0.0]
     engine = _StuckEngine(store)
-    outcome = js.wait_down(engine, store, ["stuck"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
+    outcome = app_down.wait_down(engine, store, ["stuck"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
                            monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s))
     assert not outcome.confirmed and [i.instance_id for i in outcome.remaining] == ["42"]
     assert engine.ticks == 11 and outcome.errors
@@ -136,13 +141,13 @@ def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> Non
         repo.transition_attempt(tx, repo.get_attempt_by_launch_id(tx, "lstuck0000001"),
                                 repo.AttemptState.TERMINATED)
         repo.mark_instance_gone(tx, "lstuck0000001")
-    assert js.wait_down(engine, store, ["stuck"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
+    assert app_down.wait_down(engine, store, ["stuck"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
                         monotonic=lambda: clock[0], sleep=lambda s: None).confirmed
 
 
 def test_follow_yields_new_events_and_stops_after_max_wait(tmp_path: Path, store: Store) -> None:
-    js.apply(store, manifests(tmp_path, "f"))
-    past = js.events(store, "f")
+    app_jobs.apply(store, manifests(tmp_path, "f"))
+    past = app_status.events(store, "f")
     assert [e.kind for e in past] == ["job.created"]
     clock = [0.0]
     appended = []
@@ -154,19 +159,19 @@ def test_follow_yields_new_events_and_stops_after_max_wait(tmp_path: Path, store
                 repo.record_event(tx, EventKind.APPLY, "later", job_id=repo.require_job(tx, "f").id)
             appended.append(1)
 
-    seen = list(js.follow(store, "f", after_id=past[-1].id, poll_s=1, max_wait_s=5,
+    seen = list(app_status.follow(store, "f", after_id=past[-1].id, poll_s=1, max_wait_s=5,
                           monotonic=lambda: clock[0], sleep=sleep))
     assert [(e.kind, e.message) for e in seen] == [(EventKind.APPLY, "later")]
     assert 5 <= clock[0] <= 7
-    with pytest.raises(js.JobsError):
-        js.events(store, "ghost")
+    with pytest.raises(app_errors.JobsError):
+        app_status.events(store, "ghost")
 
 
 def test_ssh_public_key_sources(tmp_path: Path) -> None:
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK test"
-    assert js.ssh_public_key({js.SSH_KEY_ENV: key}) == key
+    assert app_launching.ssh_public_key({app_launching.SSH_KEY_ENV: key}) == key
     pub = tmp_path / "k.pub"
     pub.write_text(key + "\n")
-    assert js.ssh_public_key({js.SSH_KEY_ENV: str(pub)}) == key
+    assert app_launching.ssh_public_key({app_launching.SSH_KEY_ENV: str(pub)}) == key
     with pytest.raises(ValueError, match="neither a public key nor a readable file"):   # never the path as the key
-        js.ssh_public_key({js.SSH_KEY_ENV: str(tmp_path / "missing.pub")})
+        app_launching.ssh_public_key({app_launching.SSH_KEY_ENV: str(tmp_path / "missing.pub")})

@@ -1,5 +1,5 @@
 """`orch plan` and `orch apply` agree by construction (issue 31): both plan on the providers apply can launch on
-(app.jobs.launchable_providers); plan names cheaper unconfigured providers only as hints. Before, plan chose
+(app.plan.launchable_providers); plan names cheaper unconfigured providers only as hints. Before, plan chose
 aws at $17.30/h on a config with only gcp, where `apply --dry-run` then found no eligible offer or another one."""
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.app import jobs as js
+from orchestrator.app import jobs as app_jobs
+from orchestrator.app import status as app_status
 from orchestrator.engine.events import EventKind
 from orchestrator.money.spend import charged_price_hr
 from orchestrator.store import Store, repo
@@ -30,7 +31,7 @@ def test_charged_price_is_the_reported_one_else_the_offers() -> None:
 
 
 def test_status_shows_quoted_and_actual(tmp_path: Path, store: Store) -> None:
-    js.apply(store, manifests(tmp_path, "a", "b"))
+    app_jobs.apply(store, manifests(tmp_path, "a", "b"))
     with store.transaction() as tx:
         for name, launch, actual in (("a", "la00000000001", 0.4171), ("b", "lb00000000001", None)):
             job = repo.require_job(tx, name)
@@ -38,7 +39,7 @@ def test_status_shows_quoted_and_actual(tmp_path: Path, store: Store) -> None:
             repo.record_instance(tx, repo.InstanceRecord(
                 provider="vastai", launch_id=launch, owner="t", job_id=job.id, instance_id=launch[:3],
                 state="running", price_hr=0.40, actual_price_hr=actual))
-    report = js.status(store)
+    report = app_status.status(store)
     doc = report.to_json()
     by = {i["job"]: i for i in doc["instances"]}
     assert (by["a"]["price_hr"], by["a"]["actual_price_hr"], by["a"]["charged_price_hr"]) == (0.40, 0.4171, 0.4171)
@@ -49,7 +50,7 @@ def test_status_shows_quoted_and_actual(tmp_path: Path, store: Store) -> None:
     with store.transaction() as tx:                              # a later update without a price keeps it
         repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="la00000000001", owner="t",
                                                      state="running"))
-    assert {i.job: i.actual_price_hr for i in js.status(store).instances}["a"] == 0.4171
+    assert {i.job: i.actual_price_hr for i in app_status.status(store).instances}["a"] == 0.4171
 
 
 def test_status_table_prints_quoted_and_actual(tmp_path: Path, store: Store) -> None:
@@ -58,7 +59,7 @@ def test_status_table_prints_quoted_and_actual(tmp_path: Path, store: Store) -> 
 
     from orchestrator.cli.jobs import _print_status
 
-    js.apply(store, manifests(tmp_path, "a", "b"))
+    app_jobs.apply(store, manifests(tmp_path, "a", "b"))
     with store.transaction() as tx:
         job = repo.require_job(tx, "a")
         repo.create_attempt(tx, job.id, "la00000000001")
@@ -74,7 +75,7 @@ def test_status_table_prints_quoted_and_actual(tmp_path: Path, store: Store) -> 
                                                      market="spot", price_hr=0.4))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        _print_status(js.status(store))
+        _print_status(app_status.status(store))
     text = out.getvalue()
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80, text

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-    from orchestrator.app.jobs import JobPlan
+    from orchestrator.app.plan import JobPlan
     from orchestrator.app.preflight import BootCheck
     from orchestrator.manifest import LoadedManifest
     from orchestrator.money.budgets import Budget, BudgetLedger
@@ -91,7 +91,8 @@ def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: Offer
     """What ``app.jobs.apply(store, loaded, prune=prune)`` would record, and what the engine would then
     launch from ``sources`` (``only_providers``: the configured ones; ``owner``: the orch owner whose engine
     launches, for budgets matching owners). Writes nothing."""
-    from orchestrator.app.jobs import BadInputError, plan_jobs
+    from orchestrator.app.errors import BadInputError
+    from orchestrator.app.plan import plan_jobs
     from orchestrator.store import repo
 
     try:
@@ -115,7 +116,7 @@ def _with_boot(launches: Sequence[PlannedLaunch], plans: Sequence[JobPlan]) -> l
     """Each launch with the boot problem its plan found (the engine would not launch it)."""
     from dataclasses import replace
 
-    from orchestrator.app.jobs import BOOT_WARNING
+    from orchestrator.app.plan import BOOT_WARNING
 
     problems = {jp.name: next((w.removeprefix(BOOT_WARNING) for w in jp.warnings if w.startswith(BOOT_WARNING)),
                               None) for jp in plans}

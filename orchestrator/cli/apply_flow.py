@@ -35,7 +35,7 @@ from orchestrator.redaction import safe_line
 
 if TYPE_CHECKING:
     from orchestrator.app.apply_preview import ApplyPreview, PlannedLaunch
-    from orchestrator.app.jobs import LaunchOutcome
+    from orchestrator.app.launching import LaunchOutcome
     from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
     from orchestrator.store import Store
@@ -60,7 +60,7 @@ def stdin_is_terminal() -> bool:
 
 def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> int:
     """The whole of ``orch apply``; returns the exit code."""
-    from orchestrator.app.jobs import command_running, daemon_running
+    from orchestrator.app.launching import command_running, daemon_running
 
     running = daemon_running(store)
     if opts.launch and running:
@@ -109,7 +109,8 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
 def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | None,
              providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
     from orchestrator.app.apply_preview import preview_apply
-    from orchestrator.app.jobs import BadInputError, launchable_providers
+    from orchestrator.app.errors import BadInputError
+    from orchestrator.app.plan import launchable_providers
     from orchestrator.app.preflight import boot_check_for
     from orchestrator.clock import utcnow
     from orchestrator.config.errors import ConfigError
@@ -157,7 +158,8 @@ def _confirm_prune(pruned: tuple[str, ...] | list[str], opts: ApplyOptions) -> N
 
 
 def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> ApplyResult:
-    from orchestrator.app.jobs import BadInputError, apply
+    from orchestrator.app.errors import BadInputError
+    from orchestrator.app.jobs import apply
 
     try:
         return apply(store, loaded, prune=opts.prune)
@@ -257,7 +259,7 @@ def _json(preview: ApplyPreview, launcher: str | None, result: ApplyResult | Non
 
 def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             opts: ApplyOptions) -> tuple[int, LaunchOutcome | None]:
-    from orchestrator.app.jobs import Launch, build_engine, launch_pending
+    from orchestrator.app.launching import Launch, build_engine, launch_pending
     from orchestrator.config.errors import ConfigError
     from orchestrator.store.leases import DaemonAlreadyRunningError
     from providers.catalog import load_catalog

@@ -23,7 +23,8 @@ from orchestrator.cli.main import app
 from orchestrator.cli.progress import Progress
 
 if TYPE_CHECKING:
-    from orchestrator.app.jobs import DownOutcome, InstanceView
+    from orchestrator.app.down import DownOutcome
+    from orchestrator.app.status import InstanceView
     from orchestrator.store import Store
     from providers.base import Provider
 
@@ -41,7 +42,8 @@ def down_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Terminate jobs' machines and wait until each provider confirms them gone (exit 0 only then)."""
-    from orchestrator.app.jobs import JobsError, live_machines, mark_down
+    from orchestrator.app.down import live_machines, mark_down
+    from orchestrator.app.errors import JobsError
 
     names = list(jobs or [])
     if everything and names:
@@ -86,7 +88,8 @@ def down_cmd(
 def _wait_down(store: Store, targets: list[str], before: list[InstanceView], timeout: float, poll: float,
                as_json: bool) -> DownOutcome:
     """Tick (or let the running daemon work) until the providers confirm every machine gone; progress on stderr."""
-    from orchestrator.app.jobs import build_engine, daemon_running, wait_down
+    from orchestrator.app.down import wait_down
+    from orchestrator.app.launching import build_engine, daemon_running
     from orchestrator.config.errors import ConfigError
     from orchestrator.store.leases import DaemonAlreadyRunningError
     from providers.catalog import load_catalog

@@ -33,8 +33,9 @@ def events_cmd(
     poll: Annotated[float, typer.Option("--poll", help="With -f: seconds between polls.")] = 1.0,
 ) -> None:
     """The event log: what orch did and saw, oldest first (a repeated condition once, with its count)."""
-    from orchestrator.app.jobs import EventView, JobsError, events
-    from orchestrator.app.jobs import follow as follow_events
+    from orchestrator.app.errors import JobsError
+    from orchestrator.app.status import EventView, events
+    from orchestrator.app.status import follow as follow_events
 
     if limit is not None and limit < 1:
         fail("--limit must be 1 or more", EXIT_BAD_INPUT)

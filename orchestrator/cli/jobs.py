@@ -30,7 +30,8 @@ from orchestrator.cli.main import app
 from orchestrator.cli.plan_notes import blind_notes, exposure_notes, reach_note
 
 if TYPE_CHECKING:
-    from orchestrator.app.jobs import JobPlan, StatusReport
+    from orchestrator.app.plan import JobPlan
+    from orchestrator.app.status import StatusReport
     from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
     from orchestrator.offers.planner import PlannedOffer
@@ -45,7 +46,8 @@ PathsArg = Annotated[list[Path], typer.Argument(help="Manifest files or director
 
 def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False) -> list[LoadedManifest]:
     """Load, validate and pin the code (stderr says what each job ships, and any uncommitted change)."""
-    from orchestrator.app.jobs import BadInputError, load_with_packs
+    from orchestrator.app.errors import BadInputError
+    from orchestrator.app.jobs import load_with_packs
     from orchestrator.manifest import ManifestError
 
     try:
@@ -81,8 +83,9 @@ def plan_cmd(
     """Show, per job, the offer orch would choose, the next alternatives, cost and every warning.
 
     With a provider configured, the choice is among configured providers only: what ``orch apply`` launches
-    (app.jobs.launchable_providers decides both); cheaper offers elsewhere are hints."""
-    from orchestrator.app.jobs import BadInputError, launchable_providers, plan_jobs
+    (app.plan.launchable_providers decides both); cheaper offers elsewhere are hints."""
+    from orchestrator.app.errors import BadInputError
+    from orchestrator.app.plan import launchable_providers, plan_jobs
 
     if configured and all_providers:
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
@@ -149,7 +152,7 @@ def _say(text: str, indent: str = "  ", more: str = "           ") -> None:
 
 
 def _print_plan(jp: JobPlan) -> None:
-    from orchestrator.app.jobs import NEAR_MISSES
+    from orchestrator.app.plan import NEAR_MISSES
 
     hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
     _say(f"{jp.name} ({jp.source}{hours})", "", "  ")
@@ -236,7 +239,8 @@ def status_cmd(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 2.0,
 ) -> None:
     """Jobs, their machines, what burns now ($/h) and what was spent."""
-    from orchestrator.app.jobs import JobsError, status
+    from orchestrator.app.errors import JobsError
+    from orchestrator.app.status import status
     from orchestrator.cli.watch import check_interval, watch
 
     problem = check_interval(interval)

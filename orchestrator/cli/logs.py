@@ -82,7 +82,7 @@ def logs_cmd(
 def _say_failure(store: object, job: str) -> None:
     """A failed (or waiting) job's typed cause, the first line of its node's words and the fix, on stderr
     before its output (which stays stdout's alone)."""
-    from orchestrator.app.jobs import job_failure
+    from orchestrator.app.status import job_failure
 
     failure = job_failure(store, job)      # type: ignore[arg-type]
     if failure is not None:

@@ -10,6 +10,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import click
@@ -63,7 +64,13 @@ class OrchGroup(TyperGroup):
         except click.exceptions.Abort:
             sys.stderr.write("Aborted!\n")
             sys.exit(1)
-        except (SystemExit, KeyboardInterrupt):
+        except SystemExit as exc:
+            if _rich_met_a_closed_stdout(exc):
+                from orchestrator.cli.errors import stdout_closed
+
+                stdout_closed()
+            raise
+        except KeyboardInterrupt:
             raise
         except Exception as exc:
             if os.environ.get("ORCH_DEBUG"):
@@ -78,6 +85,22 @@ class OrchGroup(TyperGroup):
                 sys.exit(2)
             internal_error(exc)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _rich_met_a_closed_stdout(exc: SystemExit) -> bool:
+    """Whether ``exc`` is rich's own exit for a closed stdout (help is printed by rich through Typer).
+
+    rich catches the BrokenPipeError itself, points stdout at /dev/null and raises ``SystemExit(1)`` from
+    ``Console.on_broken_pipe``; orch's answer to a reader that went away is 141, as for every other output."""
+    if exc.code != 1:
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    code = tb.tb_frame.f_code
+    return code.co_name == "on_broken_pipe" and "rich" in Path(code.co_filename).parts
 
 
 def _show_click_error(exc: click.ClickException, group: TyperGroup) -> None:

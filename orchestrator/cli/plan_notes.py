@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.app.jobs import JobPlan
+    from orchestrator.app.plan import JobPlan
     from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
 

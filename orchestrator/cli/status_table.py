@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from orchestrator.redaction import safe_line
 
 if TYPE_CHECKING:
-    from orchestrator.app.jobs import InstanceView, JobView, StatusReport
+    from orchestrator.app.status import InstanceView, JobView, StatusReport
 
 WIDTH = 80
 

@@ -67,7 +67,7 @@ def render(template: str, chrome: Chrome, *, status: int = 200, **context: objec
 # -- fleet ---------------------------------------------------------------------------------------------
 
 def fleet_page(store: Store, chrome: Chrome) -> Page:
-    from orchestrator.app.jobs import failures_by_job
+    from orchestrator.app.status import failures_by_job
 
     with store.transaction() as tx:
         fleet = q.fleet(tx, now=chrome.now)
@@ -203,7 +203,7 @@ class Done(Enum):
 
 def job_page(store: Store, chrome: Chrome, name: str, *, done: str | None = None, error: str | None = None,
              status: int = 200) -> Page:
-    from orchestrator.app.jobs import failures_by_job
+    from orchestrator.app.status import failures_by_job
 
     with store.transaction() as tx:
         detail = q.job_detail(tx, name)

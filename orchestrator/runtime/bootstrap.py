@@ -70,7 +70,8 @@ class BootstrapResult:
     status: AgentStatus
 
 
-def _text(v: str | bytes) -> str:
+def text_of(v: str | bytes) -> str:
+    """A command's output as text, whatever the transport handed back (undecodable bytes replaced)."""
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
@@ -230,7 +231,7 @@ def stage(transport: Transport, ri: RenderInput, secret_values: Mapping[str, str
     res = transport.exec(_put_files(work) + (f" && {prestart_line(ri)}" if prestart else ""), timeout=120,
                          stdin=_bundle(files))
     if res.exit_code != 0:
-        raise BootstrapError(f"putting the launch's files in {work}: {_text(res.stderr).strip()}")
+        raise BootstrapError(f"putting the launch's files in {work}: {text_of(res.stderr).strip()}")
     return work
 
 
@@ -281,9 +282,9 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
                          f"{_await_here(ri.agent.status_path, status_deadline_s)}", timeout=status_deadline_s + 120,
                          stdin=files)
     if res.exit_code == _PUT_FAILED:
-        raise BootstrapError(f"putting the launch's files in {work}: {_text(res.stderr).strip()}")
+        raise BootstrapError(f"putting the launch's files in {work}: {text_of(res.stderr).strip()}")
     if res.exit_code == _START_FAILED:
-        raise BootstrapError(f"starting the agent: {_text(res.stderr).strip()}")
+        raise BootstrapError(f"starting the agent: {text_of(res.stderr).strip()}")
     if res.exit_code == 0:
         with contextlib.suppress(StatusFormatError):
             return BootstrapResult(work, status_path, parse_status(res.stdout))

@@ -26,13 +26,13 @@ from pathlib import PurePosixPath
 
 from orchestrator.engine.hooks import Bootstrapper
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.runtime.bootstrap import GO_FILE_NAME, Go, bootstrap, give_go
+from orchestrator.runtime.bootstrap import GO_FILE_NAME, Go, bootstrap, give_go, text_of
 from orchestrator.runtime.bootstrap import stage as stage_files
 from orchestrator.runtime.codepack import pack_bytes
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.render_input import RenderInput
 from orchestrator.runtime.status import AgentStatus, JobState, StatusFormatError, parse_status
-from orchestrator.runtime.transport_pool import TransportPool, render_input, status_path, text_of
+from orchestrator.runtime.transport_pool import TransportPool, render_input, status_path
 from providers.base import Instance
 from providers.ssh.errors import TransportError
 from providers.ssh.transport import Transport

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 
 from orchestrator.engine.hooks import AgentReport, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.runtime.bootstrap import text_of
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.render_input import RenderInput
 from orchestrator.runtime.status import AgentStatus, JobState
@@ -24,7 +25,6 @@ from orchestrator.runtime.transport_pool import (
     read_status,
     render_input,
     status_path,
-    text_of,
 )
 from providers.base import Instance
 from providers.ssh.errors import TransportError

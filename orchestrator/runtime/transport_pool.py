@@ -23,7 +23,7 @@ from providers.ssh.errors import TransportError
 from providers.ssh.hostkeys import HostKeyStore, HostTrust
 from providers.ssh.transport import SshTransport, Transport
 
-__all__ = ["TransportPool", "TransportSource", "read_status", "render_input", "status_path", "text_of"]
+__all__ = ["TransportPool", "TransportSource", "read_status", "render_input", "status_path"]
 
 
 def render_input(job: JobRecord, attempt: AttemptRecord, instance: Instance,
@@ -94,10 +94,6 @@ class TransportPool:
         for t in pool.values():
             t.close()
 
-
-
-def text_of(v: str | bytes) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
 def read_status(t: Transport, path: str) -> AgentStatus | None:

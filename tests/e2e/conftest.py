@@ -331,11 +331,11 @@ def move_repo_on(repo: Path) -> str:
 def add_job(store: SqlEngineStore, manifest_yaml: str, where: Path) -> JobRecord:
     """``orch apply`` of one YAML manifest: the real loader and the real apply, then the job's record.
     ``where`` is the user's repository (``code_repo``): apply pins its HEAD as the job's code."""
-    from orchestrator.app import jobs as jobs_service
+    from orchestrator.app import jobs as app_jobs
 
     path = where / f"{JOB}.yaml"
     path.write_text(manifest_yaml)
-    jobs_service.apply(store.store, jobs_service.load([path]))
+    app_jobs.apply(store.store, app_jobs.load([path]))
     [job] = [j for j in store.active_jobs() if j.name == JOB]
     return job
 

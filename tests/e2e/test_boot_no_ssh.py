@@ -145,12 +145,12 @@ def clouds(tmp_path: Path, bucket: Bucket, s3_endpoint: str, monkeypatch: pytest
 
 def _apply(clouds: Clouds, bucket: Bucket, where: Path) -> int:
     """``orch apply`` from the user's repository (``where``): the nodes get train_tiny.py from its code pack."""
-    from orchestrator.app import jobs as jobs_service
+    from orchestrator.app import jobs as app_jobs
 
     path = where / f"{JOB}.yaml"
     path.write_text(MANIFEST.replace("{store}", bucket.uri))
     assert clouds.service.store is not None
-    jobs_service.apply(clouds.service.store, jobs_service.load([path]))
+    app_jobs.apply(clouds.service.store, app_jobs.load([path]))
     [job] = [j for j in clouds.service.engine_store.active_jobs() if j.name == JOB]
     return job.id
 

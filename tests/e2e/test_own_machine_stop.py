@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.app import jobs as jobs_service
+from orchestrator.app import down as app_down
+from orchestrator.app import jobs as app_jobs
+from orchestrator.app import status as app_status
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import repo as repo_
@@ -76,7 +78,7 @@ regions: {{allow: [site-a]}}
 run: {{launcher: command, command: "{command}"}}
 policies: {{estimated_hours: 1}}
 """)
-    jobs_service.apply(world.store.store, jobs_service.load([path]))
+    app_jobs.apply(world.store.store, app_jobs.load([path]))
     with world.store.store.transaction() as tx:
         row = repo_.get_job(tx, name)
         assert row is not None and row.id is not None
@@ -115,7 +117,7 @@ def test_down_kills_the_whole_tree_frees_the_port_and_the_next_job_runs(world: W
     assert len(_ps_on_host("hold_port.py")) == 2       # the holder and its setsid child
     assert not _port_free(port)
 
-    jobs_service.mark_down(world.store.store, ["holder"])
+    app_down.mark_down(world.store.store, ["holder"])
     world.tick_until(lambda: world.provider.list_instances("e2e") == [], "host-a to be freed")
     # terminate returned only after the clean: nothing of the launch is left and its port is free.
     assert processes_marked("ORCH_LAUNCH_ID", attempt.launch_id) == []
@@ -172,7 +174,7 @@ regions: {allow: [site-a]}
 setup: [no-such-tool --install]
 run: {launcher: command, command: "python3 bind_once.py 1"}
 """)
-    jobs_service.apply(world.store.store, jobs_service.load([path]))
+    app_jobs.apply(world.store.store, app_jobs.load([path]))
     with world.store.store.transaction() as tx:
         row = repo_.get_job(tx, "broken")
         assert row is not None and row.id is not None
@@ -185,5 +187,5 @@ run: {launcher: command, command: "python3 bind_once.py 1"}
     assert failed.reason.startswith("setup: job exited 78: ") and re.search(r"no-such-tool: (command )?not found",
                                                                              failed.reason)
     assert "capacity" not in failed.reason.lower() and "driver" not in failed.reason.lower()
-    events = jobs_service.events(world.store.store, "broken")
+    events = app_status.events(world.store.store, "broken")
     assert any(re.search(r"no-such-tool: (command )?not found", e.message) for e in events), [e.message for e in events]

@@ -1,0 +1,92 @@
+"""``orch down``: jobs marked for teardown, then the engine (or a running daemon) ticked until their machines
+are confirmed gone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from orchestrator.app.errors import JobsError
+from orchestrator.app.status import InstanceView, instance_view
+from orchestrator.clock import utcnow
+
+if TYPE_CHECKING:
+    from orchestrator.app.launching import Engine
+    from orchestrator.store import Store
+
+
+def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = False,
+              now: datetime | None = None) -> list[str]:
+    """Mark jobs for teardown (desired state DELETED) in one transaction; return their names.
+
+    Raises JobsError when a named job does not exist or nothing matches."""
+    from orchestrator.engine.states import DesiredState
+    from orchestrator.store import repo
+
+    now = now or utcnow()
+    with store.transaction() as tx:
+        if everything:
+            targets = [j.name for j in repo.list_jobs(tx)]
+        else:
+            missing = [n for n in names if repo.get_job(tx, n) is None]
+            if missing:
+                raise JobsError(f"no job named {', '.join(repr(n) for n in missing)}")
+            targets = list(dict.fromkeys(names))
+        for name in targets:
+            repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)
+    return targets
+
+
+@dataclass
+class DownOutcome:
+    jobs: list[str]
+    remaining: list[InstanceView]
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def confirmed(self) -> bool:
+        return not self.remaining
+
+
+def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
+    """Machines of these jobs the store still believes may exist: a live attempt, or a live instance row."""
+    from orchestrator.store import queries
+
+    with store.transaction() as tx:
+        ids = queries.jobs_named(tx, jobs)
+        if not ids:
+            return []
+        rows = queries.machine_rows(tx, list(ids))
+        live_attempts = queries.live_attempts_of(tx, list(ids))
+    out = [instance_view(r, ids) for r in rows]
+    known = {v.launch_id for v in out}
+    for a in live_attempts:
+        if a.launch_id not in known:
+            out.append(InstanceView(ids.get(a.job_id), "?", None, a.launch_id, "", "", "", a.state, 0.0))
+    return out
+
+
+def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeout_s: float = 300.0,
+              poll_s: float = 1.0, on_tick: Callable[[list[InstanceView]], None] | None = None,
+              monotonic: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+              ) -> DownOutcome:
+    """Tick the engine (or, with ``engine=None``, let a running daemon work) until every machine of
+    ``jobs`` is confirmed gone by its provider, or ``timeout_s`` passes."""
+    deadline = monotonic() + timeout_s
+    outcome = DownOutcome(list(jobs), live_machines(store, jobs))
+    ctx: AbstractContextManager[None] = engine.lock if engine is not None else nullcontext()
+    with ctx:
+        while True:
+            if engine is not None:
+                report = engine.tick()
+                outcome.errors.extend(report.errors)
+            outcome.remaining = live_machines(store, jobs)
+            if on_tick:
+                on_tick(outcome.remaining)
+            if not outcome.remaining or monotonic() >= deadline:
+                return outcome
+            sleep(poll_s)
