@@ -1,10 +1,11 @@
-"""orch (v3.2): the MDP's plan for a single zone, orch's rules for a zone set; one dispatch, chosen per job.
+"""orch (v3.3): the MDP's plan for a single zone, orch's rules for a zone set; one dispatch, chosen per job.
 
-Measured side by side (docs/policy-mdp.md, docs/policy.md v3.2), orch-mdp's plan closes more of Uniform
+Measured side by side (docs/policy-mdp.md, docs/policy.md v3.3), orch-mdp's plan closes more of Uniform
 Progress's gap to the optimum than orch's rules on single zones (held in and held out alike), and less in zone
 sets, where its one chain for "some zone has spot" with a mean hop rate is cruder than orch's zone-level
 rules. So the job's zone count picks the decider at ``reset``: one zone -> ``MdpPolicy`` (``mdp_singles``),
-else ``OrchPolicy``. Both keep Uniform Progress's Safety Net, so the deadline guarantee is unchanged.
+else ``OrchPolicy`` (whose own ``set_plan`` hands a zone set at a large overhead to the MDP as well). Both
+keep Uniform Progress's Safety Net, so the deadline guarantee is unchanged.
 
 ``mdp_singles=False`` is orch's rules everywhere (``orch-rules`` in the registry): the switch the issue asks
 every rule to have. The MDP and numpy are imported on a single zone's first job only (the CLI's start does

@@ -52,12 +52,17 @@ own spot may make the on-demand unnecessary; a shortfall the slack cannot absorb
 the Safety Net still guarantees the deadline.
 With a preemption notice, a zone about to lose spot is never launched into, and an instance that would spend
 the tick on its overhead before the preemption is stopped (it could make no progress).
+A zone set whose overhead is large (d >= ``SET_PLAN_MIN_OVERHEAD_H``) is planned, not ruled (``set_plan``):
+orch hands every decision of that job to orch-mdp (mdp.py), which spends the slack over the whole window on
+a model of the set's availability, overheads and hops counted; at half-hour overheads each launch or hop is
+1/24 to 1/48 of the slack, and the rules above weigh one decision at a time (docs/policy.md, v3.2).
 """
 
 from __future__ import annotations
 
 import math
 
+from orchestrator.policy.base import SpotPolicy
 from orchestrator.policy.forecast import RunTables, excess_mean, mean_run, residual, survival
 from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
 from orchestrator.policy.policies import paper_safety_net
@@ -69,6 +74,9 @@ SPARE_BREAK_EVENS = 4.0
 #: The opening share of the window in which an outage is not covered while the shortfall fits in the slack
 #: (``early_wait``; a constant of the method, not fitted per trace: 0.1-0.3 measured alike, docs/policy.md).
 EARLY_WINDOW = 0.2
+#: The overhead from which a zone set's job is planned by orch-mdp (``set_plan``): two of its 15-minute steps.
+#: Measured at d = 0.2 h (orch's rules closed more) and 0.5 h (the plan closed more in every zone-set row).
+SET_PLAN_MIN_OVERHEAD_H = 0.5
 
 
 class OrchPolicy:
@@ -84,7 +92,8 @@ class OrchPolicy:
     ``EARLY_WINDOW`` while the shortfall fits in the slack (module docstring). ``od_odds``: leaving on-demand
     for a spot run that ends in on-demand again only when the run lasts the break-even with odds of at least
     one half (module docstring). ``cover_pays``: on a single zone, an outage is covered only when it is
-    expected to last the restart break-even d / (1 - k) more (module docstring).
+    expected to last the restart break-even d / (1 - k) more (module docstring). ``set_plan``: a zone set
+    whose overhead is at least ``SET_PLAN_MIN_OVERHEAD_H`` is decided by orch-mdp (module docstring).
     """
 
     name = "orch"
@@ -103,7 +112,10 @@ class OrchPolicy:
         early_wait: bool = True,
         od_odds: bool = True,
         cover_pays: bool = True,
+        set_plan: bool = True,
     ) -> None:
+        self.set_plan = set_plan
+        self._planner: SpotPolicy | None = None
         self.cover_pays = cover_pays
         self.od_odds = od_odds
         self.early_wait = early_wait
@@ -121,6 +133,12 @@ class OrchPolicy:
     def reset(self, spec: ProblemSpec, zones: int) -> None:
         self._tables.clear()
         self._recent.clear()
+        self._planner = None
+        if self.set_plan and zones > 1 and spec.overhead_h >= SET_PLAN_MIN_OVERHEAD_H - _EPS:
+            from orchestrator.policy.mdp import MdpPolicy  # numpy: imported only for the jobs it plans
+
+            self._planner = MdpPolicy()
+            self._planner.reset(spec, zones)
 
     # --- forecasts -------------------------------------------------------------------------------------
     def lifetime(self, obs: Observation, z: int, cautious: bool = False) -> float:
@@ -237,6 +255,8 @@ class OrchPolicy:
         return life * (1 - k - d / zone_up) > d
 
     def decide(self, obs: Observation) -> Action:
+        if self._planner is not None:
+            return self._planner.decide(obs)
         if obs.remaining_h <= 0:
             return WAIT
         spec = obs.spec

@@ -4,7 +4,7 @@
     python tests/bench/bench_policy.py TRACE_DIR [--starts 12] [--workers N] [--policy orch]
     python tests/bench/bench_policy.py --synthetic [--seed 20] [--starts 12]  # tests/bench/synthetic_traces.py
     ... [--settings 72/0.5,60/0.5]   # a subset of the six settings (deadline/overhead, hours)
-    ... [--zones single]             # only the single-zone sets (or multi); default both
+    ... [--zones multi]              # only the multi-zone sets (or only the single-zone ones)
 
 TRACE_DIR is e.g. ../shared/reference/spot-traces (never committed here). C = 48 h, k = 0.3; settings
 D72/d0.2, D60/d0.2, D96/d0.2, D72/d0.05, D72/d0.5, D60/d0.5; single-zone sets (each file) and multi-zone sets (each
@@ -97,10 +97,10 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=12)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--policy", default="orch")
+    parser.add_argument("--zones", choices=("all", "single", "multi"), default="all",
+                        help="only the single-zone sets (each file) or only the multi-zone ones (each directory)")
     parser.add_argument("--settings", default=None, help="a subset of the settings, e.g. 72/0.5,60/0.5 "
                         "(deadline/overhead in hours; default: all six)")
-    parser.add_argument("--zones", choices=("single", "multi", "both"), default="both",
-                        help="only the single-zone sets (each file) or the multi-zone sets (each directory)")
     args = parser.parse_args()
     settings = None
     if args.settings:
@@ -110,15 +110,15 @@ def main() -> int:
 
         with tempfile.TemporaryDirectory() as tmp:
             generate(Path(tmp), seed=args.seed)
-            return run(_only(discover([Path(tmp)]), args.zones), args.starts, args.workers, args.policy, settings)
+            return run(pick(discover([Path(tmp)]), args.zones), args.starts, args.workers, args.policy, settings)
     if args.traces is None:
         parser.error("give TRACE_DIR or --synthetic")
-    return run(_only(discover([args.traces]), args.zones), args.starts, args.workers, args.policy, settings)
+    return run(pick(discover([args.traces]), args.zones), args.starts, args.workers, args.policy, settings)
 
 
-def _only(sets: list[ZoneSet], zones: str) -> list[ZoneSet]:
-    """The zone sets ``--zones`` asks for (a row's figures depend only on its own sets)."""
-    if zones == "both":
+def pick(sets: list[ZoneSet], zones: str) -> list[ZoneSet]:
+    """The zone sets ``--zones`` asks for: all, only single-zone sets, or only multi-zone ones."""
+    if zones == "all":
         return sets
     return [s for s in sets if (len(s.zones) > 1) == (zones == "multi")]
 

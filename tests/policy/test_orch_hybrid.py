@@ -1,4 +1,4 @@
-"""orch v3.2 (orchestrator/policy/hybrid.py): the MDP's plan for one zone, orch's rules for a zone set. Hand-made
+"""orch v3.3 (orchestrator/policy/hybrid.py): the MDP's plan for one zone, orch's rules for a zone set. Hand-made
 traces, hand-computed costs.
 
 Conventions as in test_mdp.py: a tick pays what is left of the overhead first, then makes progress; k = 0.3,

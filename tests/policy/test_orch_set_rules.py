@@ -1,7 +1,8 @@
 """orch's zone-set rules (orchestrator/policy/orch.py), pinned on hand-made traces with hand-computed figures.
 
 Conventions as in test_orch_v2.py: gap g, overhead d, spot price k, on-demand 1; priors: a 2 h available run
-and a 1 h outage, each worth one run, the prior's weight at age a being e^(-a / prior).
+and a 1 h outage, each worth one run, the prior's weight at age a being e^(-a / prior). The rules are
+asked with ``set_plan=False``: at d >= 0.5 h orch otherwise hands a zone set to orch-mdp (test_orch_set_plan.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def test_leaving_on_demand_in_a_zone_set_weighs_the_sets_spot_not_one_zones() ->
     z1 = stats_of("01" * 50 + "0", 1.0)
     any_zone = stats_of("1" * 101, 1.0)
     spec = ProblemSpec(work_h=40, deadline_h=60, overhead_h=0.5, spot_price=0.3)
-    policy = OrchPolicy()
+    policy = OrchPolicy(set_plan=False)
     policy.reset(spec, 2)
     obs = on_demand_obs((z0, z1), any_zone, spec)
     # Zone 0's lifetime: this tick + E[X - 1 | X >= 1] over 50 runs of 1 h (0 each) and the prior (2 h, weight
@@ -57,10 +58,10 @@ def test_leaving_on_demand_in_a_zone_set_weighs_the_sets_spot_not_one_zones() ->
     assert policy.decide(obs) == spot(0)
     # The same zone alone (or the rule off): 1.024 h < 1.429 h, on-demand is kept (a preemption after one tick
     # would send the job back to on-demand for a second overhead).
-    alone = OrchPolicy()
+    alone = OrchPolicy(set_plan=False)
     alone.reset(spec, 1)
     assert alone.decide(on_demand_obs((z0,), z0, spec)) == ON_DEMAND
-    off = OrchPolicy(set_lifetime=False)
+    off = OrchPolicy(set_lifetime=False, set_plan=False)
     off.reset(spec, 2)
     assert off.decide(obs) == ON_DEMAND
 
@@ -73,7 +74,7 @@ def test_a_set_whose_every_hop_is_all_overhead_is_not_left_on_demand_for() -> No
     z1 = stats_of("01" * 50 + "0", 1.0)
     any_zone = stats_of("1" * 101, 1.0)
     spec = ProblemSpec(work_h=40, deadline_h=60, overhead_h=1.0, spot_price=0.3)
-    policy = OrchPolicy()
+    policy = OrchPolicy(set_plan=False)
     policy.reset(spec, 2)
     obs = on_demand_obs((z0, z1), any_zone, spec)
     assert not policy.set_spot_pays(obs, 0.3)
@@ -92,12 +93,12 @@ def test_among_zones_whose_savings_tie_the_longest_lived_is_taken() -> None:
     obs = Observation(tick=10, elapsed_h=40.0, gap_h=1.0, spec=spec, work_done_h=38.0, mode=Mode.IDLE,
                       zone=None, overhead_left_h=0.0, available=(True, True), spot_prices=(0.3, 0.3),
                       history=(z0, z1), any_zone=stats_of("1" * 121, 1.0))
-    policy = OrchPolicy()
+    policy = OrchPolicy(set_plan=False)
     policy.reset(spec, 2)
     w = math.exp(-0.5)
     assert policy.lifetime(obs, 0) == pytest.approx(1 + (20 * 4 + 2 * w) / (20 + w))
     assert policy.lifetime(obs, 1) == pytest.approx(1 + (5 * 19 + 2 * w) / (5 + w))
     assert policy.decide(obs) == spot(1)
-    first = OrchPolicy(tie_life=False)
+    first = OrchPolicy(tie_life=False, set_plan=False)
     first.reset(spec, 2)
     assert first.decide(obs) == spot(0)

@@ -25,8 +25,9 @@ from tests.policy._helpers import zones
 
 
 def constants() -> dict[str, object]:
-    """Every constant orch decides by: the module constants of orch.py, forecast.py and (single zones, v3.2)
-    the MDP's mdp.py and mdp_model.py."""
+    """Every constant orch decides by: the module constants of orch.py and forecast.py, and of mdp.py and
+    mdp_model.py (the plan orch decides single zones by, v3.3, and hands a zone set at a large overhead,
+    ``set_plan``)."""
     return {
         f"{m.__name__}.{k}": v
         for m in (orch, forecast, mdp, mdp_model)
@@ -97,6 +98,7 @@ def test_every_rule_has_a_switch_and_orch_runs_with_each_off() -> None:
         "early_wait",
         "od_odds",
         "cover_pays",
+        "set_plan",
     ]
     assert all(params[r].default is True for r in rules)
     spec = ProblemSpec(work_h=2, deadline_h=6, overhead_h=0.5, spot_price=0.3)

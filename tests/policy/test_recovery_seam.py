@@ -134,7 +134,7 @@ def test_with_no_config_the_daemon_runs_orchs_policy_and_default_names_the_plain
     monkeypatch.delenv("ORCH_RECOVERY_POLICY", raising=False)
     config = OrchConfig(owner="tester", path=tmp_path / "none.yaml")
     assert load_service_settings(config).recovery_policy == "orch"
-    # The engine as the daemon builds it with no setting: a deadline job's recovery is orch's (v3.2: the hybrid).
+    # The engine as the daemon builds it with no setting: a deadline job's recovery is orch's (v3.3: the hybrid).
     clock, store = Clock(), MemoryStore()
     rec = engine(store, {}, [], clock)
     recovery = rec.deps.hooks.recovery
