@@ -7,7 +7,7 @@ rules. So the job's zone count picks the decider at ``reset``: one zone -> ``Mdp
 else ``OrchPolicy`` (whose own ``set_plan`` hands a zone set at a large overhead to the MDP as well). Both
 keep Uniform Progress's Safety Net, so the deadline guarantee is unchanged.
 
-``mdp_singles=False`` is orch's rules everywhere (``orch-rules`` in the registry): the switch the issue asks
+``mdp_singles=False`` puts single zones back on orch's rules (``orch-rules`` in the registry): the switch the issue asks
 every rule to have. The MDP and numpy are imported on a single zone's first job only (the CLI's start does
 not pay for them).
 """
