@@ -265,6 +265,23 @@ def test_orphans_are_terminated_after_the_grace(world) -> None:  # type: ignore[
     assert {i.instance_id for i in live(aws)} == {"i-theirs"}
 
 
+def test_a_machine_whose_attempt_ended_elsewhere_is_swept_though_the_listing_is_the_same(world) -> None:  # type: ignore[no-untyped-def]
+    # The sweep keeps its scan of an unchanged listing (the very same objects): the live launch ids moving
+    # (an attempt ended by another process) must still make the machine a straggler.
+    clock, store, aws, gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    settle(rec, clock)
+    (machine,) = live(aws, gcp)
+    (attempt,) = [a for a in store.attempts_for_job(job.id) if a.state.is_live]
+    clock.advance(seconds=30)
+    rec.tick()
+    assert live(aws, gcp) == [machine]      # a steady tick: the same listing, nothing swept
+    store.set_attempt_state(attempt.id, AttemptState.TERMINATED, clock(), reason="ended by another process")
+    clock.advance(seconds=30)
+    rec.tick()
+    assert machine.instance_id not in {i.instance_id for i in live(aws, gcp)}   # (the job may get another)
+
+
 def test_budget_refuses_a_launch_with_an_event(world) -> None:  # type: ignore[no-untyped-def]
     clock, store, aws, gcp, _, rec = world
     store.add_job(spec(budget_usd=15.0), clock())       # cheapest is 10 $/h x 2 h = 20 > 15

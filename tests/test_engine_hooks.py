@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, date, datetime
@@ -335,3 +336,36 @@ def test_staging_an_unreachable_machine_leaves_the_start_to_upload(machine: Reco
     machine.down = False
     assert boot.start(_job(), _attempt(), _instance()) is True
     assert [c for c in machine.commands if "mkdir -p" in c and "tar -x" in c]     # the start uploaded itself
+
+
+def test_await_report_waits_on_the_node_for_an_ending_notice_or_the_commit(machine: RecordingTransport) -> None:
+    """The wake watch's waiter (orchestrator/engine/wake.py): one exec that returns once the status says it."""
+    _, monitor = _hooks(machine)
+    work = machine.root / ".orch" / "jobs" / "tiny"
+    work.mkdir(parents=True)
+    status = work / "status.json"
+
+    def says(why: str, limit_s: float = 0.2, **over: Any) -> bool:
+        status.write_text(json.dumps(_status(**{"launch_id": "labc123", **over})))
+        return monitor.await_report(_job(), _attempt(), _instance(), why, limit_s)
+
+    ending = [{"cloud": "aws", "kind": "spot-interruption", "key": "k", "detail": {}, "seen_at": NOW}]
+    advisory = [{"cloud": "aws", "kind": "rebalance-recommendation", "key": "r", "detail": {}, "seen_at": NOW}]
+    assert says("notice") is False                                  # nothing heard: the node's limit ends it
+    assert says("notice", notices=advisory) is False                # an advisory ends nothing
+    assert says("notice", notices=ending) is True
+    assert says("notice", notices=ending, launch_id="lother00") is False   # another launch's status
+    drained = {"state": "running", "pid": 1, "exit_code": None, "drained": True}
+    assert says("commit", job=drained, pending_uploads=1) is False  # stopped, its upload not in yet
+    assert says("commit", job=drained, pending_uploads=0) is True
+    assert says("commit", job={"state": "exited", "pid": 1, "exit_code": 0}) is True
+    # The event itself: a waiter already on the node returns when the notice lands, not at its limit.
+    status.write_text(json.dumps(_status(launch_id="labc123")))
+    heard: list[bool] = []
+    waiter = threading.Thread(target=lambda: heard.append(
+        monitor.await_report(_job(), _attempt(), _instance(), "notice", 600.0)))
+    waiter.start()
+    _poll(lambda: any("python3 -c" in c for c in machine.commands[-1:]), 60)
+    status.write_text(json.dumps(_status(launch_id="labc123", notices=ending)))
+    waiter.join(120)
+    assert heard == [True]

@@ -56,6 +56,34 @@ def test_four_daemons_list_each_cloud_once_per_tick(pg_url: str, fakes: Fakes) -
         admin.close()
 
 
+def test_a_daemon_joining_a_fleet_lists_by_itself_once_then_shares(pg_url: str, fakes: Fakes) -> None:
+    # Its adapter decodes the whole listing at its start, not later while the fleet waits on it under the
+    # listing lock (orchestrator/daemon/fencing.py).
+    from orchestrator.daemon.assembly import ServiceSettings
+
+    clock = Clock()
+    settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
+    daemons = {name: service_for(fakes, pg_url, clock=clock, lease_owner=name, settings=settings)
+               for name in ("d1", "d2", "d3")}
+    admin = open_store(pg_url)
+    try:
+        for n in range(3):
+            add_job(admin, f"lam-{n}", providers=["lambda"])
+        tick_all(daemons, clock, rounds=4)
+        daemons["d4"] = service_for(fakes, pg_url, clock=clock, lease_owner="d4", settings=settings)
+        newcomer = daemons["d4"].reconciler.deps.providers["lambda"]
+        for expected in (2, 1, 1):      # its own listing and the fleet's; then the fleet's alone
+            before = list_calls(fakes)["lambda"]
+            tick_all(daemons, clock, rounds=1)
+            assert list_calls(fakes)["lambda"] - before == expected
+        assert newcomer.listings >= 1
+        check_invariants(fakes, admin)
+    finally:
+        for service in daemons.values():
+            service.close()
+        admin.close()
+
+
 def test_a_listing_older_than_a_launch_does_not_make_it_look_lost(pg_url: str, fakes: Fakes) -> None:
     from orchestrator.daemon.assembly import ServiceSettings
 

@@ -65,3 +65,52 @@ def test_many_rows_updated_at_once_are_as_each_recorded(store: Store) -> None:
     assert by_id["1"][2] == "terminated" and by_id["1"][9] == LATER
     assert by_id["2"][7] == ["ssh-ed25519 AAAA"] and by_id["3"][1:6] == ('i"3\\', "running", 'say "hi", {a} \\ b',
                                                                           None, 0.1 + 0.2)
+
+
+@pytest.mark.parametrize("odd", ['plain', 'say "hi", {a} \\ b', "NULL", "", "sep\x1fin it"])
+def test_a_column_written_whole_reads_back_as_each_row_recorded(store: Store, odd: str) -> None:
+    # PostgreSQL writes a column of text (or of numbers) alone as one joined array literal: quotes,
+    # backslashes, braces, commas, "NULL" and the joiner's own separator must read back as given.
+    def rows(prefix: str) -> list[repo.InstanceRecord]:
+        return [repo.InstanceRecord(provider="lambda", launch_id=f"{prefix}{i}", owner="o", instance_id=f"i{i}",
+                                    state="running", raw_state=odd if i % 2 else f"active {i}",
+                                    public_ip=f"198.51.100.{i}", actual_price_hr=[1.29, 0.1 + 0.2, 3][i % 3])
+                for i in range(6)]
+
+    def written(prefix: str, many: bool) -> list[tuple[object, ...]]:
+        with store.transaction() as tx:
+            for rec in rows(prefix):
+                repo.record_instance(tx, replace(rec, state="pending", raw_state=None, public_ip=None,
+                                                 actual_price_hr=None, instance_id=None), now=T0)
+        with store.transaction() as tx:
+            if many:
+                repo.update_instances(tx, rows(prefix), now=LATER)
+            else:
+                for rec in rows(prefix):
+                    repo.record_instance(tx, rec, now=LATER)
+        with store.transaction() as tx:
+            found = tx.exec(select(InstanceRow).where(col(InstanceRow.launch_id).startswith(prefix))
+                            .order_by(col(InstanceRow.launch_id))).all()
+            return [(r.launch_id[len(prefix):], r.instance_id, r.state, r.raw_state, r.public_ip, r.actual_price_hr)
+                    for r in found]
+
+    many = written("m", True)
+    assert many == written("r", False)
+    assert [r[3] for r in many] == [odd if i % 2 else f"active {i}" for i in range(6)]
+
+
+def test_the_array_literal_of_a_column_is_the_one_built_value_by_value() -> None:
+    from orchestrator.store.repo import _pg_array
+
+    def slow(values: list[object]) -> str:
+        def one(v: object) -> str:
+            if v is None:
+                return "NULL"
+            if isinstance(v, str):
+                return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            return repr(v)
+        return "{" + ",".join(map(one, values)) + "}"
+
+    for values in (["a", 'b"c', "d\\e", "", "{x,y}"], ["a\x1fb", "c"], [1, 2.5, 0.1 + 0.2], [1.0, None],
+                   ["a", None], [], [True, 1], ["x"]):
+        assert _pg_array(values) == slow(values), values    # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.states import AttemptState
 from orchestrator.engine.tick import TickReport
-from orchestrator.engine.wake import watch_list
+from orchestrator.engine.wake import WakeWatch, watch_list
 from providers.base import Market
 from tests.test_engine import live, notice, settle, spec, world  # noqa: F401
 
@@ -134,3 +134,110 @@ def test_the_running_daemon_ticks_again_when_the_watch_answers_not_an_interval_l
     finally:
         guard.cancel()
     assert engine.wake.answered and engine.ticks == 2
+
+
+class _AwaitingMonitor:
+    """A monitor that can wait (``await_report``): each call blocks until the test releases that attempt's
+    ``why``; ``read`` counts the polls it is asked for (a covered agent must not be polled)."""
+
+    def __init__(self) -> None:
+        self.released: dict[str, threading.Event] = {"notice": threading.Event(), "commit": threading.Event()}
+        self.armed = threading.Event()
+        self.reads = 0
+
+    def read(self, job: Any, attempt: Any, instance: Any) -> AgentReport | None:
+        self.reads += 1
+        return None
+
+    def await_report(self, job: Any, attempt: Any, instance: Any, why: str, timeout_s: float) -> bool:
+        self.armed.set()
+        return self.released[why].wait()
+
+
+def test_a_waiter_signals_the_moment_its_agent_hears_a_notice_and_the_poll_leaves_it_alone(world) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    clock, store, *_, rec = world
+    store.add_job(spec(), clock())
+    settle(rec, clock)
+    watched = rec.wake.watched
+    assert [w.why for w in watched] == ["notice"]
+    monitor = _AwaitingMonitor()
+    wake = WakeWatch(monitor)  # type: ignore[arg-type]
+    heard: list[str] = []
+    called = threading.Event()
+    wake.on_wake = lambda why: (heard.append(why), called.set())  # type: ignore[func-returns-value]
+    try:
+        wake.after_tick(watched)
+        assert monitor.armed.wait(60)                       # a failure guard: the waiter is on the node now
+        assert wake.due() is None and monitor.reads == 0    # the waiter covers it: no poll of that agent
+        assert wake.take() is None
+        monitor.released["notice"].set()                    # the notice lands on the node
+        assert called.wait(60) and heard == ["notice: train"]
+        assert wake.wait(60) == "notice: train"             # once
+        assert wake.take() is None
+    finally:
+        for e in monitor.released.values():
+            e.set()
+
+
+def test_a_waiter_that_fires_during_a_tick_is_kept_for_after_it(world) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    clock, store, *_, rec = world
+    store.add_job(spec(), clock())
+    settle(rec, clock)
+    monitor = _AwaitingMonitor()
+    wake = WakeWatch(monitor)  # type: ignore[arg-type]
+    heard: list[str] = []
+    wake.on_wake = heard.append
+    try:
+        with wake.ticking:                                  # a tick runs: moving it now would be lost
+            wake.after_tick(rec.wake.watched)
+            assert monitor.armed.wait(60)
+            monitor.released["notice"].set()
+            assert wake.wait(60) == "notice: train"         # the daemon's run takes it right after its tick
+        assert heard == []
+    finally:
+        for e in monitor.released.values():
+            e.set()
+
+
+class _LaunchingWake:
+    """A wake watch whose first tick launched a machine: ``take`` answers once, after it."""
+
+    def __init__(self, engine: _FollowedUp) -> None:
+        self.engine = engine
+        self.taken = 0
+
+    def take(self) -> str | None:
+        if self.engine.ticks == 1:
+            self.taken += 1
+            return "launched: its start is next"
+        return None
+
+    def due(self) -> str | None:
+        return None
+
+
+class _FollowedUp:
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.ticks = 0
+        self.wake = _LaunchingWake(self)
+
+    def tick(self) -> TickReport:
+        self.ticks += 1
+        if self.ticks >= 2:
+            self.stop.set()
+        return TickReport()
+
+
+def test_a_tick_that_launched_is_followed_at_once_in_the_same_run() -> None:
+    stop = threading.Event()
+    engine = _FollowedUp(stop)
+    # An hour between ticks and no wake poll: only the follow-up can bring the second tick (failure guard).
+    guard = threading.Timer(120, stop.set)
+    guard.start()
+    try:
+        run_daemon(lambda: engine, DaemonSettings(reconcile_interval_s=3600, wake_interval_s=0),  # type: ignore[arg-type,return-value]
+                   DaemonMetrics(), stop)
+    finally:
+        guard.cancel()
+    assert engine.ticks == 2 and engine.wake.taken == 1

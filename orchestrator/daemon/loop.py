@@ -1,8 +1,9 @@
 """``orch daemon``: APScheduler jobs in a thread pool, the reconcile tick also callable once (``orch tick``).
 
-Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans), the wake watch (every
-``wake_interval_s``, default 1 s: reads only the agents that could make a tick due now, a spot notice or the
-commit a replacement waits for, and moves the reconcile tick to now: orchestrator/engine/wake.py) and catalog
+Jobs: reconcile (list clouds, adopt, launch, recover, idle, collect orphans; a tick that leaves the next due at
+once, having launched a machine, is followed at once), the wake watch (its waiters move the reconcile tick to now
+the moment a watched agent's notice or commit lands; every ``wake_interval_s``, default 1 s, it also reads the
+agents no waiter covers: orchestrator/engine/wake.py) and catalog
 refresh (every ``catalog.refresh_every``, default 6 h: ``orch catalog refresh`` in the daemon, after which the
 engine prices from the refreshed catalog). Reconcile ticks never overlap (max_instances=1, coalesce), and
 every one is logged as a JSON line with what it changed. The one-daemon rule on SQLite is the store's
@@ -93,13 +94,27 @@ class Rescheduler(Protocol):
     def modify_job(self, job_id: str, jobstore: str | None = None, **changes: Any) -> Any: ...
 
 
+#: Ticks a reconcile run may add right after its own when each leaves a tick due at once (a launch, a waiter
+#: that fired during it); beyond them the wake's poll brings the next (a launch storm cannot hold the run).
+FOLLOW_UPS = 4
+
+
 def wake_if_due(reconciler: Reconciler, scheduler: Rescheduler) -> str | None:
     """Ask the engine's wake watch; when it answers, move the reconcile tick to now (returns why)."""
     why = reconciler.wake.due()
     if why is not None:
-        scheduler.modify_job("reconcile", next_run_time=datetime.now())
-        log.info("reconcile tick due now", extra={"fields": {"why": why}})
+        _move_now(scheduler, why)
     return why
+
+
+def _move_now(scheduler: Rescheduler, why: str) -> None:
+    scheduler.modify_job("reconcile", next_run_time=datetime.now())
+    log.info("reconcile tick due now", extra={"fields": {"why": why}})
+
+
+def _take(wake: Any) -> str | None:
+    take = getattr(wake, "take", None)
+    return take() if take is not None else None
 
 
 def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettings, metrics: DaemonMetrics,
@@ -115,10 +130,18 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
                                     job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30})
 
     settled: list[bool] = []
+    wake = getattr(reconciler, "wake", None)
 
     def reconcile_job() -> None:
         try:
-            run_tick(reconciler, metrics)
+            for _ in range(1 + FOLLOW_UPS):
+                run_tick(reconciler, metrics)
+                # Due again at once (it launched a machine, or a waiter fired while it ran): the next tick now,
+                # in this run (moving a tick that is still running would be lost), not at the wake's next poll.
+                why = _take(wake)
+                if why is None or stop.is_set():
+                    break
+                log.info("reconcile tick due now", extra={"fields": {"why": why}})
         except Exception:  # logged in run_tick; the next tick tries again
             pass
         finally:
@@ -130,6 +153,9 @@ def run_daemon(make_reconciler: Callable[[], Reconciler], settings: DaemonSettin
         pause_collection()
     scheduler.add_job(reconcile_job, "interval", seconds=settings.reconcile_interval_s, id="reconcile",
                       next_run_time=datetime.now())
+    if wake is not None and hasattr(wake, "on_wake"):
+        # A waiter heard a notice or a commit between ticks: the tick now, not at the next poll.
+        wake.on_wake = lambda why: _move_now(scheduler, why)
     if settings.wake_interval_s > 0 and getattr(reconciler, "wake", None) is not None:
         scheduler.add_job(wake_if_due, "interval", args=(reconciler, scheduler), seconds=settings.wake_interval_s,
                           id="wake-watch")

@@ -6,7 +6,8 @@ attempts are as the sync left them: an attempt whose machine the cloud reclaimed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -92,3 +93,11 @@ class TickFacts:
 
     def running(self, job_id: int) -> list[Observed]:
         return [o for o in self.observed if o.attempt.job_id == job_id and o.attempt.state is AttemptState.RUNNING]
+
+
+def same_listings(a: Mapping[str, Sequence[Instance]], b: Mapping[str, Sequence[Instance]]) -> bool:
+    """The same providers listing the very same objects, in order (compared by identity, at C speed): a
+    steady listing (a same-bytes cache's, the fleet's shared one) hands out the objects of the tick before,
+    and the steps that index or scan the whole listing keep what they made of it."""
+    return a.keys() == b.keys() and all(len(a[k]) == len(v) and all(map(operator.is_, a[k], v))
+                                        for k, v in b.items())

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Mapping
 
 from orchestrator.engine.config import EngineDeps
-from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.facts import TickFacts, same_listings
 from orchestrator.engine.ports import JobRecord
 from orchestrator.engine.values import GpuUtilSample
 from providers.base import Instance, InstanceState
@@ -29,7 +28,7 @@ class MetricsStep:
         metrics = deps.metrics
         if metrics is None:
             return
-        if not _same(self._listed, facts.listed):
+        if not same_listings(self._listed, facts.listed):
             self._listed, self._machines = dict(facts.listed), _count_machines(facts)
         counts, burn = self._machines
         metrics.instances.clear()
@@ -42,11 +41,6 @@ class MetricsStep:
         metrics.jobs.clear()
         for status, n in self._statuses.items():
             metrics.jobs.labels(status).set(n)
-
-
-def _same(last: dict[str, tuple[Instance, ...]], now: Mapping[str, tuple[Instance, ...]]) -> bool:
-    return last.keys() == now.keys() and all(
-        len(last[k]) == len(v) and all(map(operator.is_, last[k], v)) for k, v in now.items())
 
 
 def _count_machines(facts: TickFacts) -> tuple[Counter[tuple[str, str]], float]:

@@ -20,7 +20,7 @@ from datetime import datetime
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import terminate
 from orchestrator.engine.events import EventKind
-from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.facts import TickFacts, same_listings
 from orchestrator.engine.leftovers import NetworkSweep
 from orchestrator.engine.ports import AttemptRecord
 from orchestrator.engine.states import EndCause
@@ -35,14 +35,25 @@ class SweepStep:
         #: for a long while (AWS, ~1 h).
         self._asked_to_end: set[tuple[str, str]] = set()
         self._network = NetworkSweep()
+        #: The last tick's listings, live launch ids and the machines they left no attempt for: a steady
+        #: fleet's every daemon scans the whole listing here, so an unchanged one is not scanned again.
+        self._scanned: tuple[object, dict[str, tuple[Instance, ...]], set[str], list[tuple[str, Instance]]] | None
+        self._scanned = None
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
         live = deps.store.all_live_launch_ids()
-        # PREEMPTED counts: a Vast instance outbid to "stopped" still bills its disk until destroyed.
-        candidates = [(name, inst) for name, instances in facts.listed.items() for inst in instances
-                      if inst.state is not InstanceState.TERMINATED and inst.owner == deps.config.owner
-                      and inst.launch_id not in live and _this_stores(inst, deps.config.store_id)]
-        ended = deps.store.attempts_by_launch_ids([i.launch_id for _, i in candidates if i.launch_id])
+        mine = (deps.config.owner, deps.config.store_id)
+        if (self._scanned is not None and self._scanned[0] == mine and self._scanned[2] == live
+                and same_listings(self._scanned[1], facts.listed)):
+            candidates = self._scanned[3]
+        else:
+            # PREEMPTED counts: a Vast instance outbid to "stopped" still bills its disk until destroyed.
+            candidates = [(name, inst) for name, instances in facts.listed.items() for inst in instances
+                          if inst.state is not InstanceState.TERMINATED and inst.owner == deps.config.owner
+                          and inst.launch_id not in live and _this_stores(inst, deps.config.store_id)]
+            self._scanned = (mine, dict(facts.listed), live, candidates)
+        wanted = [i.launch_id for _, i in candidates if i.launch_id]
+        ended = deps.store.attempts_by_launch_ids(wanted) if wanted else {}
         seen_now: set[tuple[str, str]] = set()
         for name, inst in candidates:
             attempt = ended.get(inst.launch_id or "")

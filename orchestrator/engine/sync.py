@@ -27,7 +27,7 @@ from datetime import datetime
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.events import EventKind
-from orchestrator.engine.facts import HOLDING_STATES, Draining, Observed, TickFacts
+from orchestrator.engine.facts import HOLDING_STATES, Draining, Observed, TickFacts, same_listings
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause
@@ -43,12 +43,22 @@ class SyncMemo:
 
     seen: dict[int, Observed] = field(default_factory=dict)
     deaf: set[int] = field(default_factory=set)
+    #: The last listings (the very Instance objects) and their index by launch id: a steady listing (a
+    #: same-bytes cache's, or the fleet's shared one) is not indexed again (~5 ms per 10k machines, paid by
+    #: every daemon of a fleet for the whole listing).
+    listed: dict[str, list[Instance]] = field(default_factory=dict)
+    by_launch: dict[str, Instance] = field(default_factory=dict)
 
 
 def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | None = None) -> TickFacts:
     deps.store.begin_tick(now)
     listed, unlistable = _list_clouds(deps, report)
-    by_launch = _by_launch_id(listed)
+    if memo is not None and same_listings(memo.listed, listed):
+        by_launch = memo.by_launch
+    else:
+        by_launch = _by_launch_id(listed)
+        if memo is not None:
+            memo.listed, memo.by_launch = listed, by_launch
     jobs = {j.id: j for j in deps.store.active_jobs()}
     last, deaf = (memo.seen, memo.deaf) if memo is not None else ({}, set())
     kept: dict[int, Observed] = {}

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.policy.base import SpotPolicy
-from orchestrator.policy.orch import OrchPolicy
+from orchestrator.policy.hybrid import HybridPolicy
 from orchestrator.policy.orch_v1 import OrchV1Policy
 from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
 
@@ -27,6 +27,13 @@ def _mdp_policy() -> SpotPolicy:
     return MdpPolicy()
 
 
+def _rules_policy() -> SpotPolicy:
+    """orch-rules: orch's rules on single zones too (orch with its ``mdp_singles`` switch off), by its own name."""
+    policy = HybridPolicy(mdp_singles=False)
+    policy.name = "orch-rules"
+    return policy
+
+
 #: The entry-point group a package registers its policies in.
 ENTRY_POINT_GROUP = "orch.policies"
 
@@ -35,7 +42,8 @@ _FACTORIES: dict[str, Callable[[], SpotPolicy]] = {
     "greedy": GreedyPolicy,
     "uniform-progress": UniformProgressPolicy,
     "orch-v1": OrchV1Policy,
-    "orch": OrchPolicy,
+    "orch": HybridPolicy,
+    "orch-rules": _rules_policy,
     "orch-mdp": _mdp_policy,
 }
 #: Policies loaded from files in this process, by name.

@@ -18,7 +18,7 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.runtime.bootstrap import text_of
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.render_input import RenderInput
-from orchestrator.runtime.status import AgentStatus, JobState
+from orchestrator.runtime.status import AgentStatus, JobState, NoticeKind
 from orchestrator.runtime.transport_pool import (
     TransportPool,
     TransportSource,
@@ -67,11 +67,55 @@ class SshMonitor(Monitor):
         return report
 
 
+    def await_report(self, job: JobRecord, attempt: AttemptRecord, instance: Instance, why: str,
+                     timeout_s: float) -> bool:
+        """Wait ON THE NODE, in one exec, until the attempt's agent status says what ``why`` watches for (the
+        wake watch's waiters: orchestrator/engine/wake.py), at most ``timeout_s``; True when it does. "notice":
+        a notice that ends the attempt; "commit": the job stopped (exited, or drained) with no upload pending
+        (``Draining.holds_successor``'s own rule). The node looks every ``AWAIT_STEP_S`` (a local read, no round
+        trip); it decides nothing: the tick reads the status again. TransportError when it cannot be reached."""
+        ri = render_input(job, attempt, instance, self.node_settings)
+        t = self.pool.get(instance)
+        advisory = ",".join(sorted(k.value for k in NoticeKind if not k.ends_attempt))
+        args = " ".join(shlex.quote(a) for a in (status_path(ri), why, attempt.launch_id, advisory,
+                                                  f"{timeout_s:g}", f"{AWAIT_STEP_S:g}"))
+        res = t.exec(f"python3 -c {shlex.quote(_AWAIT_STATUS)} {args}", timeout=timeout_s + 15)
+        return res.exit_code == 0
+
     def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         """SSH-provider hosts always; a cloud machine only when orch has a key to reach it with."""
         return isinstance(self.pool.providers.get(instance.provider), TransportSource) or (
             self.pool.key_path is not None and self.pool.host_keys is not None)
 
+
+#: How often ``await_report``'s waiter on the node reads the agent's status file (a local read).
+AWAIT_STEP_S = 0.05
+#: ``await_report``'s waiter, run by the node's python3 (the agent's own interpreter; standard library only):
+#: argv = status path, "notice"|"commit", launch id, the advisory notice kinds (comma-separated), the limit in
+#: seconds, the step. Exit 0 once the status says it (another launch's status says nothing), 1 at the limit.
+_AWAIT_STATUS = """
+import json, sys, time
+path, why, launch, advisory, limit, step = sys.argv[1:7]
+advisory, end = set(advisory.split(",")), time.monotonic() + float(limit)
+while True:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        doc = None
+    if isinstance(doc, dict) and doc.get("launch_id") in (None, "", launch):
+        job = doc.get("job") or {}
+        if why == "notice":
+            hit = any(str(n.get("kind")) not in advisory for n in doc.get("notices") or [])
+        else:
+            stopped = job.get("state") in ("exited", "failed") or bool(job.get("drained"))
+            hit = stopped and int(doc.get("pending_uploads") or 0) == 0
+        if hit:
+            sys.exit(0)
+    if time.monotonic() >= end:
+        sys.exit(1)
+    time.sleep(float(step))
+"""
 
 #: How much of the node's words a failed attempt's reason carries.
 LAST_WORDS_LINES = 8

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import ARRAY, Text, any_, cast, func, literal, update
+from sqlalchemy import ARRAY, Text, any_, case, cast, func, literal, null, update
 from sqlmodel import Session, col, select
 
 from orchestrator.engine.states import FINAL_ATTEMPT_STATES, AttemptState, DesiredState
@@ -119,13 +119,21 @@ class ManifestText(NamedTuple):
     manifest_hash: str
     manifest: str          # the stored JSON, as text
     applied_at: datetime
+    #: The document's top-level ``name`` when the server says it is a string (PostgreSQL's ``->>``, which like
+    #: Python's decoder takes the last of duplicate keys); None: not known (SQLite), or not a string.
+    name: str | None
 
 
 def manifest_texts(tx: Session, ids: Sequence[int]) -> list[ManifestText]:
     """Jobs' manifests as JSON text (parsed by the caller straight into the typed model)."""
+    name: Any = null()
+    if tx.get_bind().dialect.name == "postgresql":
+        picked = col(Job.manifest)["name"]
+        name = case((func.json_typeof(picked) == "string", picked.as_string()), else_=null())
     out: list[ManifestText] = []
     for chunk in _chunks(list(ids)):
-        q = select(Job.id, Job.manifest_hash, cast(Job.manifest, Text), Job.applied_at)  # type: ignore[call-overload]
+        q = select(Job.id, Job.manifest_hash, cast(Job.manifest, Text), Job.applied_at,  # type: ignore[call-overload]
+                   name)
         out.extend(ManifestText(*r) for r in tx.exec(q.where(_one_of(tx, col(Job.id), chunk))).all())
     return out
 

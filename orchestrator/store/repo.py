@@ -412,7 +412,18 @@ def _update_plain_instances_pg(conn: Any, names: tuple[str, ...], rows: list[dic
 
 def _pg_array(values: list[Any]) -> str:
     """A PostgreSQL array literal (text the server casts): psycopg's dumping of each element of a list cost
-    more than the statement. Text is quoted with its backslashes and quotes escaped; None is NULL."""
+    more than the statement. Text is quoted with its backslashes and quotes escaped; None is NULL. A column
+    of text alone, or of floats or ints alone, is joined and escaped whole (a first tick writes 11 columns of
+    10k machines: a Python call per value was ~0.1 s)."""
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        joined = _SEP.join(values)
+        if joined.count(_SEP) == len(values) - 1:       # no value holds the separator
+            escaped = joined.replace("\\", "\\\\").replace('"', '\\"')
+            return '{"' + escaped.replace(_SEP, '","') + '"}'
+    elif kinds and kinds <= {int, float}:
+        return "{" + ",".join(map(repr, values)) + "}"
+
     def one(v: Any) -> str:
         if v is None:
             return "NULL"
@@ -420,6 +431,9 @@ def _pg_array(values: list[Any]) -> str:
             return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
         return repr(v)
     return "{" + ",".join(map(one, values)) + "}"
+
+
+_SEP = "\x1f"
 
 
 def get_instance_by_launch_id(tx: Session, launch_id: str) -> InstanceRow | None:

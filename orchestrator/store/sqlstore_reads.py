@@ -24,13 +24,14 @@ Mixed into ``SqlEngineStore``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from enum import Enum
+from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
 from sqlmodel import Session
 
-from orchestrator.engine.ports import JobRecord
+from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.queries import ChangeToken, HeldJobRows, SqliteChanges
@@ -144,6 +145,21 @@ class KeptReads:
             rec = written.get(a.launch_id)
             if rec is not None:
                 price = a.actual_price_hr if rec.actual_price_hr is None else rec.actual_price_hr
-                a = replace(a, instance_id=rec.instance_id or a.instance_id, actual_price_hr=price)
+                instance_id = rec.instance_id or a.instance_id
+                if (instance_id, price) != (a.instance_id, a.actual_price_hr):
+                    a = _with_instance(a, instance_id, price)
             patched.append(a)
         self._reads[LIVE_ATTEMPTS] = kept._replace(value=patched)
+
+
+_ATTEMPT_FIELDS = tuple(f.name for f in fields(AttemptRecord))
+_attempt_values = attrgetter(*_ATTEMPT_FIELDS)
+_INSTANCE_ID, _ACTUAL_PRICE = _ATTEMPT_FIELDS.index("instance_id"), _ATTEMPT_FIELDS.index("actual_price_hr")
+
+
+def _with_instance(a: AttemptRecord, instance_id: str | None, actual_price_hr: float | None) -> AttemptRecord:
+    """``dataclasses.replace(a, instance_id=.., actual_price_hr=..)`` at a third of its CPU (a first tick
+    patches every live attempt: ~0.1 s at 10k with ``replace``): every field read at once, positionally."""
+    values = list(_attempt_values(a))
+    values[_INSTANCE_ID], values[_ACTUAL_PRICE] = instance_id, actual_price_hr
+    return AttemptRecord(*values)

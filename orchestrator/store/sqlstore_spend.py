@@ -129,12 +129,13 @@ class SpendBuffer:
     def spend_mark(self, attempt_id: int) -> datetime | None:
         """The stored mark, or the buffered rows' (``add_spend`` moves it)."""
         if attempt_id not in self._marks:
-            # Read ahead: this attempt and the next live ones not read yet, in one grouped query.
+            # Read ahead: this attempt and every kept live one not read yet, a grouped query per chunk, in one
+            # transaction (a restart asks for every live attempt's: chunk by chunk, the kept list was scanned
+            # again for each chunk).
             live = self._reads.get(LIVE_ATTEMPTS)
-            ahead = [a.id for a in (live.value if live else ()) if a.id not in self._marks]
-            wanted = [attempt_id, *[i for i in ahead if i != attempt_id][:queries.CHUNK - 1]]
+            wanted = {attempt_id, *(a.id for a in (live.value if live else ()) if a.id not in self._marks)}
             with self.store.transaction() as tx:
-                self._marks.update(queries.spend_marks(tx, wanted))
+                self._marks.update(queries.spend_marks(tx, sorted(wanted)))
         return self._marks[attempt_id]
 
     def add_spend(self, job_id: int, attempt_id: int, usd: float, since: datetime, until: datetime, *,

@@ -299,11 +299,16 @@ def _orch_instances(body: bytes) -> tuple[Instance, ...] | None:
     doc = json_lib.loads(body)
     if not isinstance(doc, dict) or "data" not in doc:
         return None
-    return tuple(_instance(raw) for raw in doc["data"] if parse_instance_name(raw.get("name")) is not None)
+    # The name parsed once per machine (a daemon's first listing decodes every machine: ~10% of it twice).
+    return tuple(_named(raw, ids) for raw in doc["data"] if (ids := parse_instance_name(raw.get("name"))))
 
 
 def _instance(raw: dict[str, Any]) -> Instance:
-    ids = parse_instance_name(raw.get("name"))
+    return _named(raw, parse_instance_name(raw.get("name")))
+
+
+def _named(raw: dict[str, Any], ids: tuple[str, str] | None) -> Instance:
+    """The machine ``raw`` whose name parsed to ``ids`` (owner, launch id; None: not orch's name)."""
     status = str(raw.get("status", ""))
     itype = raw.get("instance_type") or {}
     price = itype.get("price_cents_per_hour")

@@ -6,8 +6,9 @@
 Runs ``tests/e2e/test_preemption.py::test_spot_notice_checkpoints_now_and_resumes_on_b`` ``--runs`` times, one
 after the other, reads the figure each run prints (``notice -> running on B``) and its timeline (when A's agent
 heard the notice, committed its checkpoint, when the engine asked B to start, when B's agent was up), and prints
-one line: the median, the range, and the median of each step. Target: median <= 2 s. Not a test: it asserts
-nothing; it reports (a run that fails is reported as such).
+one line: the median, the range, and the median of each step. Target: median <= 2 s. The test's notice phase
+ticks at the daemon's cadence (a tick when the wake watch says one is due, else every 15 s), so the figure is
+the daemon's path. Not a test: it asserts nothing; it reports (a run that fails is reported as such).
 """
 
 from __future__ import annotations

@@ -136,9 +136,10 @@ def seed_store(url: str, n: int, now: datetime) -> None:
     store.close()
 
 
-def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: bool = False) -> None:
+def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: str = "") -> None:
     """One daemon: joins, then ticks on each command and answers (cpu seconds, wall seconds, quiet). With
-    ``profile``, its last tick's profile (the functions taking most time, cumulative) goes to stderr."""
+    ``profile`` ("last" or "first"), that tick's profile (the functions taking most time, cumulative) and its SQL
+    statements go to stderr."""
     from orchestrator.config.file import OrchConfig
     from orchestrator.daemon.assembly import ServiceSettings, build_service
     from orchestrator.daemon.loop import pause_collection, settle_heap
@@ -158,10 +159,11 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: bo
     conn.send("joined")
     pause_collection()          # as the daemon does before its first tick
     settled = False
+    last = None
     try:
         while (msg := conn.recv()) is not None:
             clock[0] = msg
-            if profile:
+            if profile and (profile == "last" or last is None):
                 import cProfile
 
                 statements = _count_statements(service)
@@ -171,9 +173,10 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: bo
             asked = getattr(lister, "listings", None)
             cpu, wall = time.process_time(), time.perf_counter()
             report = service.reconciler.tick()
-            if profile:
+            if profile and (profile == "last" or last is None):
                 prof.disable()
                 last = prof
+                counted = {text: list(slot) for text, slot in statements.items()}   # this tick's, not later ones'
             conn.send((time.process_time() - cpu, time.perf_counter() - wall, report.quiet and not report.errors,
                        str(report.errors[:2]), None if asked is None else lister.listings - asked))
             if not settled:     # as the daemon does after its first tick (its CPU is not a tick's: reported)
@@ -187,10 +190,14 @@ def _daemon(url: str, port: int, name: str | None, conn: Connection, profile: bo
         if profile:
             import pstats
 
-            print(f"--- {name or 'the daemon'}: the last tick's profile (CPU seconds, under cProfile)", file=sys.stderr)
+            print(f"--- {name or 'the daemon'}: the {profile} tick's profile (CPU seconds, under cProfile)",
+                  file=sys.stderr)
             pstats.Stats(last, stream=sys.stderr).sort_stats("cumulative").print_stats(60)
+            pstats.Stats(last, stream=sys.stderr).sort_stats("tottime").print_stats(30)
+            if os.environ.get("BENCH_TICK_PROFILE_OUT"):     # for pstats' callers/callees views
+                last.dump_stats(os.environ["BENCH_TICK_PROFILE_OUT"])
             print("--- its SQL statements (count, rows fetched, statement)", file=sys.stderr)
-            for text, (count, rows) in sorted(statements.items(), key=lambda kv: -kv[1][1]):
+            for text, (count, rows) in sorted(counted.items(), key=lambda kv: -kv[1][1]):
                 print(f"{count:6d} {rows:7d}  {text}", file=sys.stderr)
 
 
@@ -234,7 +241,7 @@ def _drop(base: str, name: str) -> None:
     admin.dispose()
 
 
-def bench(n: int, k: int, ticks: int, base: str | None, profile: bool = False) -> tuple[float, float, float]:
+def bench(n: int, k: int, ticks: int, base: str | None, profile: str = "") -> tuple[float, float, float]:
     port = free_port()
     ready = multiprocessing.Event()
     fake = multiprocessing.Process(target=_serve, args=(port, n, ready), daemon=True)
@@ -250,7 +257,7 @@ def bench(n: int, k: int, ticks: int, base: str | None, profile: bool = False) -
         for i in range(k):
             parent, child = multiprocessing.Pipe()
             proc = multiprocessing.Process(target=_daemon, args=(url, port, f"bench-{i}" if base else None, child,
-                                                                     profile and i == 0))
+                                                                     profile if i == 0 else ""))
             proc.start()
             daemons.append((proc, parent))
         for _, pipe in daemons:
@@ -293,8 +300,9 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--database-url", default=os.environ.get("ORCH_TEST_DATABASE_URL"),
                         help="a PostgreSQL server (default $ORCH_TEST_DATABASE_URL); none: SQLite, one daemon")
-    parser.add_argument("--profile", action="store_true",
-                        help="print the first daemon's last tick's profile to stderr (figures include cProfile's cost)")
+    parser.add_argument("--profile", nargs="?", const="last", default="", choices=("last", "first"),
+                        help="print the first daemon's last (or first) tick's profile to stderr (figures include "
+                             "cProfile's cost)")
     args = parser.parse_args()
     if not args.database_url and args.daemons != 1:
         parser.error("several daemons need PostgreSQL: --database-url or $ORCH_TEST_DATABASE_URL")

@@ -28,6 +28,7 @@ import pytest
 
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import ServiceSettings, build_service
+from orchestrator.daemon.loop import DaemonSettings
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.reconciler import Reconciler
@@ -56,6 +57,9 @@ STEPS = 60
 SEED = 1234
 #: SIGTERM -> SIGKILL when orch ends a launch on an e2e machine (providers/ssh/cleanup.py).
 STOP_GRACE_S = 2.0
+#: The daemon's own cadence (orchestrator/daemon/loop.py's defaults): a reconcile tick every 15 s, the wake watch
+#: polled every 1 s between ticks (its waiters and a launching tick's follow-up at once).
+DAEMON = DaemonSettings()
 #: How long machine A keeps running after its interruption notice before the "cloud" kills it.
 NOTICE_WINDOW_S = 3.0
 WORK = Path(".orch") / "jobs" / JOB  # the job's work dir, relative to each machine's working root
@@ -401,13 +405,33 @@ class World:
     clock: ManualClock
     started: float = field(default_factory=time.monotonic)
 
-    def tick_until(self, cond: Callable[[], Any], what: str, deadline_s: float = 60.0) -> Any:
-        """Tick the engine (as the daemon would, but back to back) until ``cond`` holds."""
-        def step() -> Any:
+    def tick_until(self, cond: Callable[[], Any], what: str, deadline_s: float = 60.0, *,
+                   daemon: bool = False) -> Any:
+        """Tick the engine until ``cond`` holds, with 0.2 s between ticks, or at once when the engine's wake watch
+        says a tick is due (a tick that launched a machine; a waiter that heard a notice or a commit on a node:
+        orchestrator/engine/wake.py). ``daemon``: at the daemon's cadence instead (``DAEMON``): the next tick when
+        the wake watch says one is due (its waiters and a launch's follow-up at once, its poll every
+        ``wake_interval_s``), else a ``reconcile_interval_s`` after the last."""
+        end = time.monotonic() + deadline_s
+        while True:
             report = self.rec.tick()
             assert not [e for e in report.errors if "bootstrap" in e], report.errors
-            return cond()
-        return poll_until(step, what, deadline_s, interval_s=0.2)
+            if value := cond():
+                return value
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out after {deadline_s:.0f}s waiting for {what}")
+            self._pause(daemon)
+
+    def _pause(self, daemon: bool) -> None:
+        """Between two ticks (see ``tick_until``)."""
+        wake = self.rec.wake
+        if not daemon:
+            wake.wait(0.2)
+            return
+        due_at = time.monotonic() + DAEMON.reconcile_interval_s
+        while time.monotonic() < due_at:
+            if wake.wait(DAEMON.wake_interval_s) is not None or wake.due() is not None:
+                return
 
     def attempts(self, job: JobRecord) -> list[AttemptRecord]:
         return list(self.store.attempts_for_job(job.id))

@@ -34,6 +34,7 @@ from tests.e2e.conftest import (
     poll_until,
     steps_logged,
 )
+from tests.support.sshd import Sshd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -41,6 +42,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 def _step_of(name: str | None) -> int:
     assert name and name.startswith("step-"), name
     return int(name.removeprefix("step-"))
+
+
+def _job_state(machine: Sshd) -> str | None:
+    """The job's state in the machine's agent status (None while unreadable: written atomically, but maybe absent)."""
+    try:
+        return str(json.loads((machine.workdir / WORK / "status.json").read_text())["job"]["state"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _start_on_a(world: World, job: JobRecord, repo: Path) -> None:
@@ -104,13 +113,16 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
     marks = NoticeTimeline(world, job)
     world.metadata.raise_aws_spot()
     noticed = time.monotonic()
-    # orch ticks as the daemon does: it reads the notice, launches B at once, and starts the job on B once A's
-    # agent has committed the notice checkpoint and stopped A's job. The engine's clock stands still meanwhile
-    # (``world.clock``): the drain window cannot run out because this machine is loaded, so B waits for A's
-    # agent, as it does on a real cloud within the window.
+    # orch ticks at the daemon's cadence (a tick when its wake watch says one is due, else every 15 s): it reads
+    # the notice, launches B at once, and starts the job on B once A's agent has committed the notice
+    # checkpoint. The engine's clock stands still meanwhile (``world.clock``): the drain window cannot run out
+    # because this machine is loaded, so B waits for A's agent, as it does on a real cloud within the window.
     world.tick_until(lambda: marks.seen() and world.running_on(job, "host-b"), "the replacement to run on host-b",
-                     deadline_s=180.0)
+                     deadline_s=180.0, daemon=True)
     running_b = time.monotonic() - noticed
+    # B no longer waits for A's job to shut down (only for its commit): A's drained job exits on its own within
+    # the window (its agent stopped it at the drain); the test lets it, so the kill below meets an ended job.
+    poll_until(lambda: _job_state(world.a) == "exited", "A's drained job to exit", 60.0)
     # Then the window ends and, like a real reclaim, the "cloud" kills A whatever it is doing.
     world.clock.advance(NOTICE_WINDOW_S)
     kill_machine(world.a)

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from orchestrator.policy import forecast, mdp, mdp_model, orch
+from orchestrator.policy.hybrid import HybridPolicy
 from orchestrator.policy.model import ProblemSpec
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.simulator import simulate
@@ -25,7 +26,8 @@ from tests.policy._helpers import zones
 
 def constants() -> dict[str, object]:
     """Every constant orch decides by: the module constants of orch.py and forecast.py, and of mdp.py and
-    mdp_model.py (the plan orch hands a zone set at a large overhead, ``set_plan``)."""
+    mdp_model.py (the plan orch decides single zones by, v3.3, and hands a zone set at a large overhead,
+    ``set_plan``)."""
     return {
         f"{m.__name__}.{k}": v
         for m in (orch, forecast, mdp, mdp_model)
@@ -34,9 +36,16 @@ def constants() -> dict[str, object]:
     }
 
 
-def fingerprint(policy: OrchPolicy) -> tuple[tuple[str, object], ...]:
-    """The policy's switches and numbers (not its per-job caches) and the module constants."""
-    own = {k: v for k, v in vars(policy).items() if not k.startswith("_")}
+def public(policy: object, prefix: str) -> dict[str, object]:
+    return {f"{prefix}.{k}": v for k, v in vars(policy).items() if not k.startswith("_")}
+
+
+def fingerprint(policy: HybridPolicy) -> tuple[tuple[str, object], ...]:
+    """The policy's switches and numbers, the rules' and the MDP's (not their per-job caches), the decider
+    this job got and the module constants."""
+    own = {**public(policy, "orch"), **public(policy._rules, "rules"), "active": type(policy._active).__name__}
+    if policy._mdp is not None:
+        own.update(public(policy._mdp, "mdp"))
     return tuple(sorted({**own, **constants()}.items()))
 
 
@@ -46,13 +55,13 @@ def test_the_bench_runs_orch_with_the_same_constants_on_public_shaped_and_synthe
     # The bench's two kinds of runs (a trace directory; the synthetic generator), each on its own traces:
     # every orch the bench builds must carry the defaults, whatever it replays.
     seen: list[tuple[tuple[str, object], ...]] = []
-    reset = OrchPolicy.reset
+    reset = HybridPolicy.reset
 
-    def recording(self: OrchPolicy, spec: ProblemSpec, n: int) -> None:
-        seen.append(fingerprint(self))
+    def recording(self: HybridPolicy, spec: ProblemSpec, n: int) -> None:
         reset(self, spec, n)
+        seen.append(fingerprint(self))
 
-    monkeypatch.setattr(OrchPolicy, "reset", recording)
+    monkeypatch.setattr(HybridPolicy, "reset", recording)
     monkeypatch.setattr(bench_policy, "SETTINGS", [(60.0, 0.5)])
     public_like = ZoneSet(
         "public-like",
@@ -66,7 +75,14 @@ def test_the_bench_runs_orch_with_the_same_constants_on_public_shaped_and_synthe
     generate(tmp_path, seed=7, days=3.0)
     bench_policy.run(discover([tmp_path / "calm"]), 1, 1, "orch")
     assert public_runs > 0 and len(seen) > public_runs
-    assert set(seen) == {fingerprint(OrchPolicy())}
+    # One fingerprint for single zones (the MDP), one for zone sets (the rules), the same on both trace sets.
+    assert set(seen[:public_runs]) == set(seen[public_runs:])
+    defaults = []
+    for n in (1, 2):
+        fresh = HybridPolicy()
+        reset(fresh, ProblemSpec(work_h=1, deadline_h=2, overhead_h=0.1, spot_price=0.3), n)
+        defaults.append(fingerprint(fresh))
+    assert set(seen) == set(defaults) and len(set(defaults)) == 2
 
 
 def test_every_rule_has_a_switch_and_orch_runs_with_each_off() -> None:
@@ -123,5 +139,5 @@ def long_tailed(draw: st.DrawFn) -> tuple[ProblemSpec, ZoneSet, int, bool]:
 @given(long_tailed())
 def test_orch_meets_every_deadline_on_long_tailed_zones(case: tuple[ProblemSpec, ZoneSet, int, bool]) -> None:
     spec, zs, start, notice = case
-    result = simulate(spec, zs, OrchPolicy(), start, notice=notice)
+    result = simulate(spec, zs, HybridPolicy(), start, notice=notice)
     assert result.met, (spec, start, notice)

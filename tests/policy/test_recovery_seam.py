@@ -129,16 +129,16 @@ def test_with_no_config_the_daemon_runs_orchs_policy_and_default_names_the_plain
         monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from orchestrator.config.file import OrchConfig
     from orchestrator.daemon.assembly import load_service_settings
-    from orchestrator.policy.orch import OrchPolicy as OrchV2
+    from orchestrator.policy.hybrid import HybridPolicy
 
     monkeypatch.delenv("ORCH_RECOVERY_POLICY", raising=False)
     config = OrchConfig(owner="tester", path=tmp_path / "none.yaml")
     assert load_service_settings(config).recovery_policy == "orch"
-    # The engine as the daemon builds it with no setting: a deadline job's recovery is orch v2's.
+    # The engine as the daemon builds it with no setting: a deadline job's recovery is orch's (v3.3: the hybrid).
     clock, store = Clock(), MemoryStore()
     rec = engine(store, {}, [], clock)
     recovery = rec.deps.hooks.recovery
-    assert isinstance(recovery, SpotPolicyRecovery) and isinstance(recovery.make_policy(), OrchV2)
+    assert isinstance(recovery, SpotPolicyRecovery) and isinstance(recovery.make_policy(), HybridPolicy)
     monkeypatch.setenv("ORCH_RECOVERY_POLICY", "default")
     assert load_service_settings(config).recovery_policy == "default"
     assert isinstance(recovery_for("default"), DefaultRecoveryPolicy)

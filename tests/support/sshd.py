@@ -266,7 +266,10 @@ class Sshd:
                 "PermitRootLogin prohibit-password",
                 "UseDNS no",
                 "PrintMotd no",
-                f"SetEnv PATH={self.bin_dir}:{_SYSTEM_PATH} ORCH_MACHINE_ROOT={self.workdir}",
+                # SHLVL=1: bash sources the user's ~/.bashrc for a command sshd runs only as a top-level shell
+                # (SHLVL<2). The host user's rc is not the machine's: here it ran `pyenv init` on every exec
+                # (~0.3 s each) and put pyenv's shims before this PATH (python3 was not /usr/bin/python3).
+                f"SetEnv PATH={self.bin_dir}:{_SYSTEM_PATH} ORCH_MACHINE_ROOT={self.workdir} SHLVL=1",
                 "Subsystem sftp internal-sftp",
                 "LogLevel ERROR",
             ]) + "\n"
