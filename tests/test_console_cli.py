@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 
 from orchestrator.store.db import open_store
+from tests.crash_world import ROOT, write_catalog
 from tests.support import console_world
-from tests.test_crash_safety import ROOT, write_catalog
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

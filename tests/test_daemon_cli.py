@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 
 from orchestrator.store import open_store
+from tests.crash_world import ROOT, write_catalog
 from tests.daemon_world import Fakes, add_job
-from tests.test_crash_safety import ROOT, write_catalog
 
 
 def free_port() -> int:

@@ -38,9 +38,9 @@ from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Attempt, Job
 from providers.base import parse_instance_name
+from tests.crash_world import ROOT, write_catalog
 from tests.daemon_world import T0, Fakes, check_invariants, manifest_doc, running_fakes
 from tests.fakes.lr_base import Reply
-from tests.test_crash_safety import ROOT, write_catalog
 
 pytestmark = pytest.mark.postgres
 TTL = timedelta(seconds=60)
