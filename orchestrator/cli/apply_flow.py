@@ -1,12 +1,11 @@
 """``orch apply``: show the plan, ask before money is spent, record the desired state, launch.
 
-Who launches: this command (``--launch``; the default when no daemon runs on the store), or the running
-daemon (it acts on whatever is recorded). Either way money is about to be spent, so the plan is shown
-and, on a terminal, confirmed with y/N first; ``--yes`` skips the question; ``--dry-run`` shows the plan
-and records nothing. Without a terminal (or with ``--json``) and without ``--yes``, apply records nothing
-and exits 2 with the fix. ``--no-launch`` with no daemon running only records the desired state: nothing
-is launched, so nothing is asked. ``--prune`` that would prune a job is asked for the same way (an empty
-file with ``--prune`` would end every job).
+Who launches: this command (``--launch``; the default when no daemon runs on the store), or the running daemon (it
+acts on whatever is recorded). Either way money is about to be spent, so the plan is shown and, on a terminal,
+confirmed with y/N first; ``--yes`` skips the question; ``--dry-run`` shows the plan and records nothing. Without a
+terminal (or with ``--json``) and without ``--yes``, apply records nothing and exits 2 with the fix. ``--no-launch``
+with no daemon running only records the desired state: nothing is launched, so nothing is asked. ``--prune`` that
+would prune a job is asked for the same way (an empty file with ``--prune`` would end every job).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from orchestrator.app.errors import BadInputError
 from orchestrator.cli.common import (
     PLAN_WIDTH,
     build_providers_or_fail,
@@ -109,7 +109,6 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
 def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | None,
              providers: dict[str, Provider], here: bool, opts: ApplyOptions) -> ApplyPreview:
     from orchestrator.app.apply_preview import preview_apply
-    from orchestrator.app.errors import BadInputError
     from orchestrator.app.plan import launchable_providers
     from orchestrator.app.preflight import boot_check_for
     from orchestrator.clock import utcnow
@@ -158,7 +157,6 @@ def _confirm_prune(pruned: tuple[str, ...] | list[str], opts: ApplyOptions) -> N
 
 
 def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> ApplyResult:
-    from orchestrator.app.errors import BadInputError
     from orchestrator.app.jobs import apply
 
     try:
