@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
@@ -153,13 +153,6 @@ class SpendStep:
     def accrue(self, store: EngineStore, attempt: AttemptRecord | _Charged, price_hr: float, since: datetime,
                now: datetime) -> float:
         """Charge ``attempt`` for ``[since, now)`` at ``price_hr`` (cut at UTC midnights); returns the $ charged."""
-        if since.tzinfo is UTC and since < now and now.astimezone(UTC).date() == since.date():
-            # Within one UTC day (nearly every charge): one charge, without the general cut's generator.
-            usd = accrued_usd(price_hr, since, now)
-            if usd > 0:
-                store.add_spend(attempt.job_id, attempt.id, usd, since, now, price_hr=price_hr)
-                return usd
-            return 0.0
         total = 0.0
         for lo, hi in split_at_midnights(since, now):
             usd = accrued_usd(price_hr, lo, hi)

@@ -3,7 +3,6 @@ UTC days. No database library here (the store builds these from its rows)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -30,12 +29,16 @@ class RelaunchRequest:
     taken_at: datetime | None = None
 
 
-def split_at_midnights(since: datetime, until: datetime) -> Iterator[tuple[datetime, datetime]]:
+def split_at_midnights(since: datetime, until: datetime) -> list[tuple[datetime, datetime]]:
     """``[since, until)`` cut at each UTC midnight inside it (nothing for an empty interval)."""
+    if since.tzinfo is UTC and since < until and until.astimezone(UTC).date() == since.date():
+        return [(since, until)]     # within one UTC day: nearly every charge the spend step makes, each tick
+    spans: list[tuple[datetime, datetime]] = []
     lo = since
     while lo < until:
         utc = lo.astimezone(UTC)
         midnight = datetime(utc.year, utc.month, utc.day, tzinfo=UTC) + timedelta(days=1)
         hi = min(until, midnight)
-        yield lo, hi
+        spans.append((lo, hi))
         lo = hi
+    return spans
