@@ -66,7 +66,6 @@ class SshMonitor(Monitor):
             report = replace(report, last_words=_last_words(t, ri, status))
         return report
 
-
     def await_report(self, job: JobRecord, attempt: AttemptRecord, instance: Instance, why: str,
                      timeout_s: float) -> bool:
         """Wait ON THE NODE, in one exec, until the attempt's agent status says what ``why`` watches for (the
@@ -77,7 +76,8 @@ class SshMonitor(Monitor):
         ri = render_input(job, attempt, instance, self.node_settings)
         t = self.pool.get(instance)
         advisory = ",".join(sorted(k.value for k in NoticeKind if not k.ends_attempt))
-        args = " ".join(shlex.quote(a) for a in (status_path(ri), why, attempt.launch_id, advisory,
+        stopped = ",".join(s.value for s in _STOPPED_STATES)
+        args = " ".join(shlex.quote(a) for a in (status_path(ri), why, attempt.launch_id, advisory, stopped,
                                                   f"{timeout_s:g}", f"{AWAIT_STEP_S:g}"))
         res = t.exec(f"python3 -c {shlex.quote(_AWAIT_STATUS)} {args}", timeout=timeout_s + 15)
         return res.exit_code == 0
@@ -88,15 +88,19 @@ class SshMonitor(Monitor):
             self.pool.key_path is not None and self.pool.host_keys is not None)
 
 
+#: The job states in which ``report_from_status`` gives an exit code: the job stopped (``Draining``'s rule).
+_STOPPED_STATES = (JobState.EXITED, JobState.FAILED)
 #: How often ``await_report``'s waiter on the node reads the agent's status file (a local read).
 AWAIT_STEP_S = 0.05
 #: ``await_report``'s waiter, run by the node's python3 (the agent's own interpreter; standard library only):
-#: argv = status path, "notice"|"commit", launch id, the advisory notice kinds (comma-separated), the limit in
-#: seconds, the step. Exit 0 once the status says it (another launch's status says nothing), 1 at the limit.
+#: argv = status path, "notice"|"commit", launch id, the advisory notice kinds and the job states that mean it
+#: stopped (each comma-separated), the limit in seconds, the step. Exit 0 once the status says it (another
+#: launch's status says nothing), 1 at the limit.
 _AWAIT_STATUS = """
 import json, sys, time
-path, why, launch, advisory, limit, step = sys.argv[1:7]
-advisory, end = set(advisory.split(",")), time.monotonic() + float(limit)
+path, why, launch, advisory, stopped_states, limit, step = sys.argv[1:8]
+advisory, stopped_states = set(advisory.split(",")), set(stopped_states.split(","))
+end = time.monotonic() + float(limit)
 while True:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -108,7 +112,7 @@ while True:
         if why == "notice":
             hit = any(str(n.get("kind")) not in advisory for n in doc.get("notices") or [])
         else:
-            stopped = job.get("state") in ("exited", "failed") or bool(job.get("drained"))
+            stopped = job.get("state") in stopped_states or bool(job.get("drained"))
             hit = stopped and int(doc.get("pending_uploads") or 0) == 0
         if hit:
             sys.exit(0)
