@@ -33,3 +33,11 @@ class SpotPolicy(Protocol):
     def reset(self, spec: ProblemSpec, zones: int) -> None: ...
 
     def decide(self, obs: Observation) -> Action: ...
+
+
+def new_planner() -> SpotPolicy:
+    """A new orch-mdp (``orchestrator/policy/mdp.py``), imported on first use: it needs numpy, which neither the
+    CLI's start nor a job that no plan decides should pay for. orch's dispatches and the registry all make it so."""
+    from orchestrator.policy.mdp import MdpPolicy
+
+    return MdpPolicy()

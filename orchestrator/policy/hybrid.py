@@ -14,7 +14,7 @@ not pay for them).
 
 from __future__ import annotations
 
-from orchestrator.policy.base import SpotPolicy
+from orchestrator.policy.base import SpotPolicy, new_planner
 from orchestrator.policy.model import Action, Observation, ProblemSpec
 from orchestrator.policy.orch import OrchPolicy
 
@@ -32,9 +32,7 @@ class HybridPolicy:
 
     def _mdp_policy(self) -> SpotPolicy:
         if self._mdp is None:
-            from orchestrator.policy.mdp import MdpPolicy
-
-            self._mdp = MdpPolicy()
+            self._mdp = new_planner()
         return self._mdp
 
     def reset(self, spec: ProblemSpec, zones: int) -> None:

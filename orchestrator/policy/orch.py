@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 
-from orchestrator.policy.base import SpotPolicy
+from orchestrator.policy.base import SpotPolicy, new_planner
 from orchestrator.policy.forecast import RunTables, excess_mean, mean_run, residual, survival
 from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
 from orchestrator.policy.policies import paper_safety_net
@@ -135,9 +135,7 @@ class OrchPolicy:
         self._recent.clear()
         self._planner = None
         if self.set_plan and zones > 1 and spec.overhead_h >= SET_PLAN_MIN_OVERHEAD_H - _EPS:
-            from orchestrator.policy.mdp import MdpPolicy  # numpy: imported only for the jobs it plans
-
-            self._planner = MdpPolicy()
+            self._planner = new_planner()
             self._planner.reset(spec, zones)
 
     # --- forecasts -------------------------------------------------------------------------------------

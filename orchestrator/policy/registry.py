@@ -14,17 +14,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.policy.base import SpotPolicy
+from orchestrator.policy.base import SpotPolicy, new_planner
 from orchestrator.policy.hybrid import HybridPolicy
 from orchestrator.policy.orch_v1 import OrchV1Policy
 from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
-
-
-def _mdp_policy() -> SpotPolicy:
-    """orch-mdp, imported on first use: it needs numpy, which nothing else of the CLI's start should pay for."""
-    from orchestrator.policy.mdp import MdpPolicy
-
-    return MdpPolicy()
 
 
 def _rules_policy() -> SpotPolicy:
@@ -44,7 +37,7 @@ _FACTORIES: dict[str, Callable[[], SpotPolicy]] = {
     "orch-v1": OrchV1Policy,
     "orch": HybridPolicy,
     "orch-rules": _rules_policy,
-    "orch-mdp": _mdp_policy,
+    "orch-mdp": new_planner,
 }
 #: Policies loaded from files in this process, by name.
 _FROM_FILES: dict[str, Callable[[], SpotPolicy]] = {}
