@@ -1,12 +1,11 @@
 """orch-mdp's backward induction (``solve``) and its table (``Plan``); the rules it applies are mdp.py's docstring.
 
 The solve is the policy's dearest part (a single-zone job solves about eight times, each over up to 300 time
-steps), so each step is written for numpy's per-call cost: one ``(n_a, n_j)`` array per quantity and mode
-instead of the whole ``(n_a, modes, n_j)`` block repeated per choice, the Safety Net's states and the
-unavailable states as slices, no boolean masks, and only the slack columns still open (slack j >= t steps with
-t steps left means no work left: done, value 0). Every value is the same arithmetic on the same operands as
-the plain form (tests/policy/test_mdp_solve.py keeps that plain form and compares the tables bit for bit), so
-the decisions are unchanged.
+steps), so each step is written for numpy's per-call cost and its fast loops, which need contiguous operands:
+every operation on a whole (states, modes, slack) block where it can be, three choices' costs built by one
+broadcast copy, the Safety Net's cells set by one ``put``, the outage states as a slice. Every value is the
+same arithmetic on the same operands, in the same order, as the plain form (tests/policy/test_mdp_solve.py
+keeps that plain form and compares the tables cell for cell), so the decisions are unchanged.
 
 Solved tables are kept (``_SOLVED``, a few) by the solve's exact inputs: a second job with the same history,
 problem and start (e.g. the same zone set replayed twice, or a start at the trace's first tick, where every
