@@ -143,15 +143,15 @@ def _backward(
     ks = k * step_h
     shape = (n_a, n_modes, n_j)
     # ``base[:, b]`` for b = 0, 1, 2 (modes 0, od0 + n_ov, sp0 + n_ov: every (n_ov + 1)-th) is what every mode
-    # pays to wait, or to start an on-demand or a spot instance: lower x f + value x g + add, with (f, g, add)
+    # pays to wait, or to start an on-demand or a spot instance: lower x f + value x g + shift, with (f, g, shift)
     # = (1, 0, tax) for waiting (the value a step of slack lower, exactly), and for a launch (frac, 1 - frac,
     # its first step's price), or (1, 0, price) when it spends a whole step.
-    f, g, add = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    f, g, shift = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     launch = 1.0 if whole else frac
     f[:, 0], f[:, od0 + n_ov], f[:, sp0 + n_ov] = 1.0, launch, launch
     g[:, od0 + n_ov], g[:, sp0 + n_ov] = 1 - launch, 1 - launch
-    add[:, 0] = np.where(up, wait_tax[0], wait_tax[1])[:, None] * step_h
-    add[:, od0 + n_ov], add[:, sp0 + n_ov] = step_h, ks
+    shift[:, 0] = np.where(up, wait_tax[0], wait_tax[1])[:, None] * step_h
+    shift[:, od0 + n_ov], shift[:, sp0 + n_ov] = step_h, ks
     acts = np.zeros((t_max + 1, *shape), dtype=np.int8)
     value = np.zeros(shape)  # spot in an outage state holds idle's value: the instance is gone
     flat = value.reshape(n_a, -1)
@@ -175,35 +175,49 @@ def _backward(
     miss[2, :, :sp0, :wi] = miss[2, :, sp0 + 1 :, :ws] = True
     miss_at = np.flatnonzero(miss)
     chose_sp = np.empty(shape, dtype=np.bool_)
+    # The loop's views, made once (a view costs about what a small operation does).
+    exp_head, lower_tail, lower_first = exp_v.reshape(-1)[:-1], lower_flat[1:], lower[:, :, 0]
+    kept_from = low[:, od0 : sp0 + 1 : sp0 - od0]
+    chose_od = acts.view(np.bool_)
+    outage = isinstance(dn, slice)
+    gone, idle_value = (value[dn, sp0:], value[dn, 0:1]) if outage else (value, value)
+    sp_out = sp[dn] if outage else sp
+    add, mul, minimum, less, copyto = np.add, np.multiply, np.minimum, np.less, np.copyto
 
     for t in range(1, t_max + 1):
         np.matmul(trans, flat, out=exp_flat)
         # The value one step of slack lower (a miss below slack 0): the whole block moved by one cell.
-        lower_flat[1:] = exp_v.reshape(-1)[:-1]
-        lower[:, :, 0] = _BIG
-        np.multiply(lower, f, out=base)
-        np.multiply(exp_v, g, out=low)
+        lower_tail[...] = exp_head
+        lower_first[...] = _BIG
+        mul(lower, f, out=base)
+        mul(exp_v, g, out=low)
         base += low
-        base += add
+        base += shift
         spread[...] = bases
-        np.add(exp_v, kept_add, out=low)
-        kept[...] = low[:, od0 : sp0 + 1 : sp0 - od0]
+        add(exp_v, kept_add, out=low)
+        kept[...] = kept_from
         if hop != 0.0:  # a kept spot instance's zone may go while the set keeps spot: a new one
             sp[:, sp0] = (1 - hop) * sp[:, sp0] + hop * base[:, sp0 + n_ov]
         for i in range(1, n_ov + 1):  # still paying the overhead: a step of slack lower, and the price
-            np.add(lower[:, od0 + i - 1], step_h, out=od[:, od0 + i])
-            np.add(lower[:, sp0 + i - 1], ks, out=sp[:, sp0 + i])
+            add(lower[:, od0 + i - 1], step_h, out=od[:, od0 + i])
+            add(lower[:, sp0 + i - 1], ks, out=sp[:, sp0 + i])
         cost.put(miss_at, _BIG)
-        sp[dn] = _BIG
+        if outage:
+            sp_out[...] = _BIG
+        else:
+            sp[dn] = _BIG
         # The cheapest choice (an equal on-demand or spot cost does not displace waiting, nor spot on-demand).
-        np.minimum(wait, od, out=low)
-        np.minimum(low, sp, out=value)
+        minimum(wait, od, out=low)
+        minimum(low, sp, out=value)
         act = acts[t]
-        np.less(od, wait, out=act.view(np.bool_))
-        np.less(sp, low, out=chose_sp)
-        np.copyto(act, A_SPOT, where=chose_sp)
+        less(od, wait, out=chose_od[t])
+        less(sp, low, out=chose_sp)
+        copyto(act, A_SPOT, where=chose_sp)
         if t < n_j:  # slack j >= t steps with t steps left: no work left, done
             act[:, :, t:] = A_WAIT
             value[:, :, t:] = 0.0
-        value[dn, sp0:] = value[dn, 0:1]
+        if outage:
+            gone[...] = idle_value
+        else:
+            value[dn, sp0:] = value[dn, 0:1]
     return acts
