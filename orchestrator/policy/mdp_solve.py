@@ -28,8 +28,9 @@ _EPS = 1e-9
 _BIG = 1e6
 #: The action codes of the table.
 A_WAIT, A_OD, A_SPOT = 0, 1, 2
-#: How many solved tables are kept for reuse (each about 2 MB at a 72 h job's 0.25 h step).
-_KEPT = 8
+#: How many solved tables are kept for reuse (each about 2 MB at a 72 h job's 0.25 h step, 6 MB at 96 h with 48 h
+#: of slack): few, as a daemon keeps them for its life.
+_KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
