@@ -175,7 +175,7 @@ def _backward(
     miss[0, :, :sp0, :wi] = miss[0, :, sp0:, :ws] = miss[1, :, sp0, :ws] = True
     miss[2, :, :sp0, :wi] = miss[2, :, sp0 + 1 :, :ws] = True
     miss_at = np.flatnonzero(miss)
-    chose_sp = np.empty(shape, dtype=np.bool_)
+    chose_sp, spot_code = np.empty(shape, dtype=np.bool_), np.empty(shape, dtype=np.int8)
     # The loop's views, made once (a view costs about what a small operation does).
     exp_head, lower_tail, lower_first = exp_v.reshape(-1)[:-1], lower_flat[1:], lower[:, :, 0]
     kept_from = low[:, od0 : sp0 + 1 : sp0 - od0]
@@ -183,7 +183,8 @@ def _backward(
     outage = isinstance(dn, slice)
     gone, idle_value = (value[dn, sp0:], value[dn, 0:1]) if outage else (value, value)
     sp_out = sp[dn] if outage else sp
-    add, mul, minimum, less, copyto = np.add, np.multiply, np.minimum, np.less, np.copyto
+    add, mul, minimum, maximum, less = np.add, np.multiply, np.minimum, np.maximum, np.less
+    chose_sp_code = chose_sp.view(np.int8)
 
     for t in range(1, t_max + 1):
         np.matmul(trans, flat, out=exp_flat)
@@ -211,9 +212,10 @@ def _backward(
         minimum(wait, od, out=low)
         minimum(low, sp, out=value)
         act = acts[t]
-        less(od, wait, out=chose_od[t])
+        less(od, wait, out=chose_od[t])  # A_OD where on-demand is cheaper than waiting, else A_WAIT
         less(sp, low, out=chose_sp)
-        copyto(act, A_SPOT, where=chose_sp)
+        add(chose_sp_code, chose_sp_code, out=spot_code)  # A_SPOT where spot is cheaper than both, else 0
+        maximum(act, spot_code, out=act)
         if t < n_j:  # slack j >= t steps with t steps left: no work left, done
             act[:, :, t:] = A_WAIT
             value[:, :, t:] = 0.0
