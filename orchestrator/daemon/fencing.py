@@ -19,11 +19,10 @@ Wrapped around each provider the engine is given when several daemons share a Po
   condition is what keeps a machine from looking lost: the sync fails a held attempt whose machine a
   listing lacks, and a listing taken before the launch lacks it. So after a launch a daemon lists by itself
   (and publishes), and accepts only listings published after that one.
-* A daemon's first listing of each owner is its own (not shared, not published): its adapter decodes the
-  whole listing once, whoever lists (a same-bytes cache answers its later listings, e.g. the Lambda
-  adapter's). Taken at start, beside the restart's other reads, that decode is not paid later while the
-  whole fleet waits on it under the listing lock, the first time the election falls on this daemon (at 10k
-  machines ~0.2-0.3 s of one round). One extra cloud call per daemon start.
+* A daemon's first listing is shared like any other: a daemon starting beside others takes the fleet's fresh
+  listing, or is elected to list it, so a fleet starting together asks each cloud once in its first tick too;
+  one that finds no fresh listing lists by itself (the fallback of every tick). Its adapter then first decodes
+  the whole listing the first time the election falls on it (~0.2-0.3 s at 10k machines, once per daemon).
 """
 
 from __future__ import annotations
@@ -86,8 +85,6 @@ class FencedProvider:
         #: published version (this daemon then lists itself: see the module's docstring).
         self._min_version: dict[str, int] = {}
         self._decoded = ListingCache()
-        #: Owners this daemon has listed by itself at least once (see the module's docstring).
-        self._asked: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -113,7 +110,7 @@ class FencedProvider:
         holding = self._guard.fleet.holding
         # Alone in the fleet, nobody would read a publication: the cloud is asked directly (a first tick at 10k
         # saves encoding and storing ~3 MB).
-        if self._share and holding is not None and holding.live_daemons > 1 and owner in self._asked:
+        if self._share and holding is not None and holding.live_daemons > 1:
             got = shared_listing(self._guard.store, self._inner.name, owner, lister=self._guard.fleet.owner,
                                  now=self._guard.fleet.clock(), max_age=LISTING_MAX_AGE,
                                  min_version=self._min_version.get(owner, 0), ask=lambda: self._ask(owner),
@@ -130,7 +127,6 @@ class FencedProvider:
     def _ask(self, owner: str) -> list[Instance]:
         listed = self._inner.list_instances(owner)     # a failure is not cached: the next call asks again
         self.listings += 1
-        self._asked.add(owner)
         return listed
 
 
