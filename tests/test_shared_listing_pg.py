@@ -206,3 +206,43 @@ def test_an_instance_survives_the_store_round_trip() -> None:
                     Market.SPOT, "job", "running", "why", "1.2.3.4", "10.0.0.1", 2222, "ubuntu", ("ssh-ed25519 AAAA",),
                     datetime(2026, 12, 1, 12, 0, tzinfo=UTC), 32.7, (("k", "v"),), Fabric.EFA)
     assert instance_from_json(instance_to_json(inst)) == inst
+
+
+def test_a_fresh_listing_is_read_without_waiting_on_the_lock(pg_url: str) -> None:
+    # The daemons coming after the lister's commit do not queue on the row: here another transaction holds its
+    # lock (a daemon electing itself), and a fresh publication is still taken at once, the cloud not asked.
+    from sqlalchemy import select
+
+    from orchestrator.store.models import ListingRow
+
+    store, other = open_store(pg_url), open_store(pg_url)
+    clock = Clock()
+    asked: list[str] = []
+
+    def ask(who: str) -> list[Instance]:
+        asked.append(who)
+        return [Instance("lambda", f"i-{who}", "l1", OWNER, InstanceState.RUNNING, "gpu_1x_a100", "us-west-2")]
+
+    try:
+        first = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
+                               min_version=0, ask=lambda: ask("a"))
+        table = ListingRow.__table__  # type: ignore[attr-defined]
+        with other.transaction() as tx:
+            tx.connection().execute(select(table.c.version).where(table.c.provider == "lambda").with_for_update())
+            for cache in (ListingCache(), ListingCache()):       # fetched and decoded, then as well from a cache
+                got = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                                     min_version=0, ask=lambda: ask("b"), cache=cache,
+                                     lock_wait=timedelta(milliseconds=50))
+                assert got.shared and got.instances == first.instances and got.version == 1
+                again = shared_listing(store, "lambda", OWNER, lister="b", now=clock(),
+                                       max_age=timedelta(seconds=7), min_version=0, ask=lambda: ask("b"),
+                                       cache=cache, lock_wait=timedelta(milliseconds=50))
+                assert again.shared and again.instances == first.instances
+            # Not fresh for a caller that launched since (min_version above it): it waits, gives up, lists alone.
+            alone = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                                   min_version=2, ask=lambda: ask("b"), lock_wait=timedelta(milliseconds=50))
+            assert not alone.shared and alone.version is None
+        assert asked == ["a", "b"]
+    finally:
+        store.close()
+        other.close()

@@ -1,6 +1,8 @@
 """One cloud listing per provider per tick for the whole fleet (several daemons on one PostgreSQL store).
 
-``shared_listing`` is the election and the publication in one transaction: it locks the provider's row in
+``shared_listing`` first reads the provider's row without a lock, and takes a listing already fresh for the caller
+from it (the daemons coming after the lister's commit do not queue on the row). Otherwise it is the election and
+the publication in one transaction: it locks the provider's row in
 ``listings`` (``SELECT ... FOR UPDATE``; the first daemon of a tick to get there is the lister, the others
 wait on the lock), and either hands back the published listing, when it is fresh for the caller, or asks the
 cloud (still holding the lock) and publishes what it said with the next version. Waiting behind the lister,
@@ -65,13 +67,26 @@ def shared_listing(store: Store, provider: str, owner: str, *, lister: str, now:
     try:
         with store.transaction() as tx:
             conn = tx.connection()
+            # A listing already fresh for the caller is read without the lock: the daemons that come after the
+            # lister's commit do not queue behind each other on the row.
+            found = conn.execute(select(table.c.version, table.c.listed_at, table.c.digest).where(where)).first()
+            if found is not None and _fresh(found, now, max_age, min_version):
+                held = cache.decoded.get(key)
+                if held is not None and held[0] == found.digest:
+                    return Listing(list(held[1]), found.version, True)
+                row = conn.execute(select(table.c.version, table.c.listed_at, table.c.digest, table.c.instances)
+                                   .where(where)).one()
+                if _fresh(row, now, max_age, min_version):      # the row as read with its machines
+                    held = (row.digest, [instance_from_json(d) for d in row.instances])
+                    cache.decoded[key] = held
+                    return Listing(list(held[1]), row.version, True)
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(lock_wait.total_seconds() * 1000)}ms'")
             conn.execute(pg_insert(table).values(provider=provider, owner=owner, version=0, listed_at=None,
                                                  lister=None, digest="", instances=[]).on_conflict_do_nothing())
             # The lock is the election: the first daemon here this tick lists; the others wait, then read.
             version, listed_at, digest = conn.execute(
                 select(table.c.version, table.c.listed_at, table.c.digest).where(where).with_for_update()).one()
-            if listed_at is not None and version > 0 and version >= min_version and abs(now - listed_at) <= max_age:
+            if _fresh((version, listed_at), now, max_age, min_version):
                 held = cache.decoded.get(key)
                 if held is None or held[0] != digest:
                     rows = conn.execute(select(table.c.instances).where(where)).scalar_one()
@@ -94,6 +109,12 @@ def shared_listing(store: Store, provider: str, owner: str, *, lister: str, now:
     except OperationalError:
         # The lock was not granted in time (or the store failed): the cloud is asked, nothing is published.
         return Listing(ask(), None, False)
+
+
+def _fresh(row: Any, now: datetime, max_age: timedelta, min_version: int) -> bool:
+    """A published listing (``row``: its version and ``listed_at`` first) serves the caller (see above)."""
+    version, listed_at = row[0], row[1]
+    return listed_at is not None and version > 0 and version >= min_version and abs(now - listed_at) <= max_age
 
 
 def instance_to_json(i: Instance) -> dict[str, Any]:
