@@ -246,3 +246,61 @@ def test_a_fresh_listing_is_read_without_waiting_on_the_lock(pg_url: str) -> Non
     finally:
         store.close()
         other.close()
+
+
+def test_the_last_lister_lists_as_its_tick_begins_before_its_claim(pg_url: str, fakes: Fakes) -> None:
+    # The lister stays the same: the daemon whose listing was published last takes it again before its claim
+    # (orchestrator/daemon/fencing.py). Here d1 is held right after its claim while d2 ticks: d2 already finds
+    # d1's listing of this tick, and asks no cloud.
+    import threading
+
+    from orchestrator.daemon.assembly import ServiceSettings
+
+    clock = Clock()
+    settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
+    admin = open_store(pg_url)
+    daemons = {name: service_for(fakes, pg_url, clock=clock, lease_owner=name, settings=settings)
+               for name in ("d1", "d2")}
+    d1, d2 = daemons["d1"], daemons["d2"]
+    try:
+        add_job(admin, "lam", providers=["lambda"])
+        for service in daemons.values():
+            service.engine_store.join(clock())  # type: ignore[attr-defined]
+        for _ in range(3):
+            clock.advance(seconds=10)
+            d1.reconciler.tick()                # d1 first: its listing is the one published
+            d2.reconciler.tick()
+        lister = d1.reconciler.deps.providers["lambda"]
+        asked = (lister.listings, d2.reconciler.deps.providers["lambda"].listings)
+        claimed, go_on = threading.Event(), threading.Event()
+        begin_tick = d1.engine_store.begin_tick
+
+        def held_after_the_claim(now):  # type: ignore[no-untyped-def]
+            holding = begin_tick(now)
+            claimed.set()
+            assert go_on.wait(timeout=60)
+            return holding
+
+        d1.engine_store.begin_tick = held_after_the_claim  # type: ignore[method-assign]
+        clock.advance(seconds=10)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                d1.reconciler.tick()
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert claimed.wait(timeout=60)
+        d2.reconciler.tick()                    # d1 has not reached its sync yet
+        go_on.set()
+        thread.join(timeout=60)
+        assert not errors, errors
+        assert (lister.listings, d2.reconciler.deps.providers["lambda"].listings) == (asked[0] + 1, asked[1])
+        check_invariants(fakes, admin)
+    finally:
+        for service in daemons.values():
+            service.close()
+        admin.close()

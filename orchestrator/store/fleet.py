@@ -240,6 +240,9 @@ class FleetMember:
     holding: Holding | None = None
     #: Ticks begun (what a tick's cloud listing is keyed by).
     ticks: int = 0
+    #: Called with ``now`` as each tick begins, before the claim (the fleet's lister takes its listing first:
+    #: orchestrator/daemon/fencing.py).
+    on_begin: list[Callable[[datetime], None]] = field(default_factory=list)
 
     def join(self, tx: Session, now: datetime) -> None:
         """Register without claiming (a daemon starting): daemons started together then share evenly."""
@@ -250,6 +253,8 @@ class FleetMember:
         take the share: two transactions. ``attempts_unchanged``: the caller wrote no attempt since the last
         claim (the held rows it read then may serve again: ``take_share``'s ``known``)."""
         self.ticks += 1
+        for hook in self.on_begin:
+            hook(now)
         try:
             with store.transaction() as tx:
                 if store.dialect == "postgresql":     # a lapsed daemon stopped inside a write: do not stall on it
