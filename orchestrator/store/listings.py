@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Text, cast, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import OperationalError
 
@@ -88,10 +88,11 @@ def shared_listing(store: Store, provider: str, owner: str, *, lister: str, now:
                 if held is not None and held[0] == digest and held[1] == instances:
                     fresh = digest  # what is published: not encoded again (a steady tick's case, ~0.1 s at 10k)
                 else:
-                    encoded = [instance_to_json(i) for i in instances]
-                    fresh = hashlib.sha256(json.dumps(encoded, sort_keys=True).encode()).hexdigest()
+                    text = json.dumps([instance_to_json(i) for i in instances], sort_keys=True)
+                    fresh = hashlib.sha256(text.encode()).hexdigest()
                     if fresh != digest:     # the same machines as published: only the version and the time move
-                        values.update(digest=fresh, instances=encoded)
+                        # The text as encoded for the digest (the column's own serializer would encode it again).
+                        values.update(digest=fresh, instances=cast(literal(text, Text), _TABLE.c.instances.type))
                 conn.execute(update(_TABLE).where(_where(key)).values(**values))
                 cache.decoded[key] = (fresh, list(instances))
                 return Listing(instances, version + 1, False)
