@@ -24,7 +24,9 @@ class SpotPolicy(Protocol):
     - Optional promises, read the same way (own class only), that let the simulator skip asking: a class
       attribute ``keeps_paid_spot = True`` says that on a spot instance whose overhead is paid
       (``overhead_left_h == 0``) and that was not preempted, ``decide`` returns that instance, whatever else
-      the observation says; ``keeps_on_demand = True``, that on on-demand with work left it returns ON_DEMAND.
+      the observation says; ``keeps_paid_spot_unnoticed = True``, the same except when ``obs.notice`` says that
+      instance's zone loses spot next tick (those ticks are asked); ``keeps_on_demand = True``, that on
+      on-demand with work left it returns ON_DEMAND.
       Only a policy whose ``decide`` keeps no state across ticks may promise either: it is not called then.
     """
 

@@ -23,6 +23,9 @@ class HybridPolicy:
     """See the module docstring. ``rules``: the zone sets' decider (orch's rules, their switches its own)."""
 
     name = "orch"
+    # Both deciders keep a spot instance past its overhead unless a notice says it goes (their own
+    # declarations; ``rules`` is an OrchPolicy): the simulator need not ask then (base.py).
+    keeps_paid_spot_unnoticed = True
 
     def __init__(self, *, mdp_singles: bool = True, rules: OrchPolicy | None = None) -> None:
         self.mdp_singles = mdp_singles

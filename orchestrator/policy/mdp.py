@@ -50,6 +50,9 @@ class MdpPolicy:
     """See the module docstring. Per-job state: the current plan and when it was solved."""
 
     name = "orch-mdp"
+    # A spot instance past its overhead is kept (the Safety Net keeps it too) unless a notice says it goes:
+    # the simulator need not ask then (base.py). ``decide`` keeps no state on those ticks.
+    keeps_paid_spot_unnoticed = True
 
     def __init__(self, wait_tax: tuple[float, float] = (WAIT_TAX, 0.0)) -> None:
         self.wait_tax = wait_tax

@@ -97,6 +97,9 @@ class OrchPolicy:
     """
 
     name = "orch"
+    # A spot instance past its overhead is kept (the Safety Net keeps it too; so does orch-mdp, ``set_plan``)
+    # unless a notice says it goes: the simulator need not ask then (base.py).
+    keeps_paid_spot_unnoticed = True
 
     def __init__(
         self,

@@ -148,6 +148,9 @@ def simulate(
     # and None), which spares the replay a ZoneStats update per zone and tick.
     keeps_history = declared.get("needs_history", True)
     keeps_paid_spot = declared.get("keeps_paid_spot", False)
+    # ``keeps_paid_spot_unnoticed``: the same promise except in a tick whose notice says the zone goes (with
+    # ``notice``, those ticks are asked).
+    keeps_unnoticed = not keeps_paid_spot and declared.get("keeps_paid_spot_unnoticed", False)
     keeps_on_demand = declared.get("keeps_on_demand", False)
     history, any_zone = prepared.history_before(start_tick) if keeps_history else ((), None)
     # One zone: "some zone has spot" is that zone, tick for tick (the same ZoneStats values, built and updated
@@ -190,7 +193,11 @@ def simulate(
             if own_any:
                 any_zone.observe(any(now), gap)  # type: ignore[union-attr]
         past_end = idx >= total_ticks
-        if (mode is Mode.SPOT and keeps_paid_spot and ovh_left == 0.0) or (mode is Mode.ON_DEMAND and keeps_on_demand):
+        if (
+            mode is Mode.SPOT
+            and ovh_left == 0.0
+            and (keeps_paid_spot or (keeps_unnoticed and not (notice and not window[t + 1][zone])))  # type: ignore[index]
+        ) or (mode is Mode.ON_DEMAND and keeps_on_demand):
             # The policy's promised answer: the instance it is on (``action`` is still the one that chose it).
             price = (
                 1.0

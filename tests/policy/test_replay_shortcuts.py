@@ -1,6 +1,6 @@
 """The replay's shortcuts change no result: the Observation builder, the policies' promises (``keeps_paid_spot``,
-``keeps_on_demand``: the simulator does not ask then) and the optimum's in-place DP, each against the plain form
-on seeded random traces (fixed seeds: the same cases every run)."""
+``keeps_paid_spot_unnoticed``, ``keeps_on_demand``: the simulator does not ask then) and the optimum's in-place
+DP, each against the plain form on seeded random traces (fixed seeds: the same cases every run)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from dataclasses import fields
 import pytest
 
 from orchestrator.policy.evaluate import start_ticks
+from orchestrator.policy.hybrid import HybridPolicy
+from orchestrator.policy.mdp import MdpPolicy
 from orchestrator.policy.model import ON_DEMAND, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
 from orchestrator.policy.observation import OBSERVATION_ARGS, new_observation
 from orchestrator.policy.optimum import DEFAULT_MAX_LEVELS, optimum, waste_grid
+from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.policies import GreedyPolicy, OnDemandPolicy, UniformProgressPolicy
 from orchestrator.policy.simulator import simulate, window_ticks
 from orchestrator.policy.traces import Trace, ZoneSet
@@ -81,8 +84,11 @@ def test_the_observation_builder_makes_the_dataclass_s_own_value() -> None:
         built.tick = 4  # type: ignore[misc]   # still frozen
 
 
-@pytest.mark.parametrize("policy", [OnDemandPolicy, GreedyPolicy, UniformProgressPolicy])
-def test_the_reference_policies_keep_what_they_promise(policy: type) -> None:
+PROMISING = [OnDemandPolicy, GreedyPolicy, UniformProgressPolicy, OrchPolicy, MdpPolicy, HybridPolicy]
+
+
+@pytest.mark.parametrize("policy", PROMISING)
+def test_the_policies_keep_what_they_promise(policy: type) -> None:
     """Asked at every tick (a subclass does not inherit the promises), each answers as it promised."""
     promised = vars(policy)
     broken: list[str] = []
@@ -97,6 +103,14 @@ def test_the_reference_policies_keep_what_they_promise(policy: type) -> None:
                 and action != spot(obs.zone)
             ):  # type: ignore[arg-type]
                 broken.append(f"{obs}: {action}")
+            if (
+                promised.get("keeps_paid_spot_unnoticed")
+                and obs.mode is Mode.SPOT
+                and obs.overhead_left_h == 0.0
+                and not (obs.notice and obs.notice[obs.zone])  # type: ignore[index]
+                and action != spot(obs.zone)  # type: ignore[arg-type]
+            ):
+                broken.append(f"{obs}: {action}")
             if promised.get("keeps_on_demand") and obs.mode is Mode.ON_DEMAND and action != ON_DEMAND:
                 broken.append(f"{obs}: {action}")
             return action
@@ -110,12 +124,12 @@ def test_the_reference_policies_keep_what_they_promise(policy: type) -> None:
     assert asked > 100 and not broken, broken[:3]
 
 
-@pytest.mark.parametrize("policy", [OnDemandPolicy, GreedyPolicy, UniformProgressPolicy])
+@pytest.mark.parametrize("policy", PROMISING)
 def test_a_replay_that_takes_the_promised_answers_equals_one_that_asks(policy: type) -> None:
     class Asked(policy):  # type: ignore[misc, valid-type]
         pass  # the promises are read from the policy's own class: this one is asked at every tick
 
-    assert vars(policy).get("keeps_paid_spot") or vars(policy).get("keeps_on_demand")
+    assert any(vars(policy).get(p) for p in ("keeps_paid_spot", "keeps_paid_spot_unnoticed", "keeps_on_demand"))
     compared = 0
     for spec, zs in cases(34, 60):
         for notice in (False, True):
