@@ -3,7 +3,7 @@
 The solve is the policy's dearest part (a single-zone job solves about eight times, each over up to 300 time
 steps), so each step is written for numpy's per-call cost and its fast loops, which need contiguous operands:
 every operation on a whole (states, modes, slack) block where it can be, three choices' costs built by one
-broadcast copy, the Safety Net's cells set by one ``put``, the outage states as a slice. Every value is the
+broadcast copy, the Safety Net's cells set through three strided views, the outage states as a slice. Every value is the
 same arithmetic on the same operands, in the same order, as the plain form (tests/policy/test_mdp_solve.py
 keeps that plain form and compares the tables cell for cell), so the decisions are unchanged.
 
@@ -170,11 +170,12 @@ def _backward(
     kept = np.lib.stride_tricks.as_strided(cost[1, :, od0], (n_a, 2, n_j), (a_s, c_s + (sp0 - od0) * m_s, j_s))
     kept_add = np.zeros(shape)
     kept_add[:, od0], kept_add[:, sp0] = step_h, ks
-    # The Safety Net's cells (a miss at every step), as indices into ``cost``; spot in an outage is ``sp[dn]``.
-    miss = np.zeros(cost.shape, dtype=np.bool_)
-    miss[0, :, :sp0, :wi] = miss[0, :, sp0:, :ws] = miss[1, :, sp0, :ws] = True
-    miss[2, :, :sp0, :wi] = miss[2, :, sp0 + 1 :, :ws] = True
-    miss_at = np.flatnonzero(miss)
+    # The Safety Net's cells (a miss at every step), as three strided views of ``cost`` (filling them costs
+    # less than a ``put`` by index): waiting's and spot's from idle and on-demand below ``wi``, waiting's and
+    # on-demand's from the kept spot mode below ``ws``, waiting's and spot's from the paying spot modes below
+    # ``ws`` (none when the overhead fits in a step). Spot in an outage is ``sp[dn]``.
+    miss_views = [cost[0::2, :, :sp0, :wi], cost[0:2, :, sp0, :ws], cost[0::2, :, sp0 + 1 :, :ws]]
+    miss_views = [v for v in miss_views if v.size]
     chose_sp, spot_code = np.empty(shape, dtype=np.bool_), np.empty(shape, dtype=np.int8)
     # The loop's views, made once (a view costs about what a small operation does).
     exp_head, lower_tail, lower_first = exp_v.reshape(-1)[:-1], lower_flat[1:], lower[:, :, 0]
@@ -203,7 +204,8 @@ def _backward(
         for i in range(1, n_ov + 1):  # still paying the overhead: a step of slack lower, and the price
             add(lower[:, od0 + i - 1], step_h, out=od[:, od0 + i])
             add(lower[:, sp0 + i - 1], ks, out=sp[:, sp0 + i])
-        cost.put(miss_at, _BIG)
+        for v in miss_views:
+            v[...] = _BIG
         if outage:
             sp_out[...] = _BIG
         else:
