@@ -177,31 +177,36 @@ def simulate(
     if len(window) < horizon + 1:
         window += ((False,) * n_zones,) * (horizon + 1 - len(window))
     decide = policy.decide
+    # The loop's constants as locals (a global's attribute costs a lookup at every tick).
+    spot_m, od_m, idle_m = Mode.SPOT, Mode.ON_DEMAND, Mode.IDLE
+    keeps_spot = keeps_paid_spot or keeps_unnoticed
+    asks_noticed = keeps_unnoticed and notice  # a noticed zone's tick is asked
+    observe_one = history[0].observe if keeps_history and not own_any else None
     for t in range(horizon):
         idx = start_tick + t
         now = window[t]
         elapsed = t * gap
         preempted = False
-        if mode is Mode.SPOT and not now[zone]:  # type: ignore[index]
+        if mode is spot_m and not now[zone]:  # type: ignore[index]
             preempted = True
             preemptions += 1
-            mode, zone, ovh_left = Mode.IDLE, None, 0.0
+            mode, zone, ovh_left = idle_m, None, 0.0
             action = WAIT
         if keeps_history:
-            for z in range(n_zones):
-                history[z].observe(now[z], gap)
             if own_any:
+                for z in range(n_zones):
+                    history[z].observe(now[z], gap)
                 any_zone.observe(any(now), gap)  # type: ignore[union-attr]
+            else:
+                observe_one(now[0], gap)
         past_end = idx >= total_ticks
         if (
-            mode is Mode.SPOT
-            and ovh_left == 0.0
-            and (keeps_paid_spot or (keeps_unnoticed and not (notice and not window[t + 1][zone])))  # type: ignore[index]
-        ) or (mode is Mode.ON_DEMAND and keeps_on_demand):
+            keeps_spot and mode is spot_m and ovh_left == 0.0 and not (asks_noticed and not window[t + 1][zone])  # type: ignore[index]
+        ) or (keeps_on_demand and mode is od_m):
             # The policy's promised answer: the instance it is on (``action`` is still the one that chose it).
             price = (
                 1.0
-                if mode is Mode.ON_DEMAND
+                if mode is od_m
                 else (k if past_end or no_series or price_rows[zone] is None else price_rows[zone][idx])
             )  # type: ignore
         else:
@@ -225,20 +230,20 @@ def simulate(
                 cost,
             )
             action = decide(obs)
-            if action.mode is Mode.SPOT and (
+            if action.mode is spot_m and (
                 action.zone is None or not 0 <= action.zone < n_zones or not now[action.zone]
             ):
                 raise PolicyError(f"{policy.name}: tick {t}: asked for {action} but spot there is not available")
-            if action.mode is Mode.IDLE:
-                mode, zone, ovh_left = Mode.IDLE, None, 0.0
+            if action.mode is idle_m:
+                mode, zone, ovh_left = idle_m, None, 0.0
             elif action.mode is not mode or action.zone != zone:
-                if mode is not Mode.IDLE:
+                if mode is not idle_m:
                     switches += 1
                 launches += 1
                 mode, zone, ovh_left = action.mode, action.zone, d
-            if mode is not Mode.IDLE:
-                price = 1.0 if mode is Mode.ON_DEMAND else prices[zone]  # type: ignore[index]
-        if mode is not Mode.IDLE:
+            if mode is not idle_m:
+                price = 1.0 if mode is od_m else prices[zone]  # type: ignore[index]
+        if mode is not idle_m:
             # A deadline part-way through the tick cuts it: what lies past the deadline is never run.
             span = min(gap, deadline - elapsed)
             paid_ovh = min(span, ovh_left)
@@ -255,7 +260,7 @@ def simulate(
                 done += productive
                 stop = False
             cost += price * billed
-            if mode is Mode.ON_DEMAND:
+            if mode is od_m:
                 od_h += billed
             else:
                 spot_h += billed
