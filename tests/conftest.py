@@ -10,6 +10,7 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.daemon_world import Fakes
+    from tests.support.forkserver import ForkServer
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +50,19 @@ def fakes() -> Iterator[Fakes]:
 
     with running_fakes() as f:
         yield f
+
+
+@pytest.fixture(scope="session")
+def forkserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """One warm Python per worker that forks ``python -m module ...`` children for the tests that start orch
+    dozens of times (tests/support/forkserver.py); started on first use."""
+    import os
+
+    from tests.support.forkserver import started
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")} | {"PYTHONPATH": str(root)}
+    # What `orch tick` and tests/support/crash_tick.py import; the server learns the rest from its children.
+    warm = ("orchestrator.cli.main", "orchestrator.daemon.assembly", "orchestrator.engine.reconciler",
+            "orchestrator.store.sqlstore", "orchestrator.store.leases", "orchestrator.runtime.startup")
+    yield from started(tmp_path_factory.mktemp("forkserver"), root, env, warm)

@@ -28,6 +28,7 @@ from tests.crash_world import (
     print_matrix,
 )
 from tests.daemon_world import OWNER, Fakes, add_job, check_invariants
+from tests.support.forkserver import ForkServer
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,8 @@ MATRIX: list[MatrixRow] = []
 
 
 @pytest.fixture
-def orch(fakes: Fakes, tmp_path: Path) -> Orch:
-    return make_orch(fakes, tmp_path)
+def orch(fakes: Fakes, tmp_path: Path, forkserver: ForkServer) -> Orch:
+    return make_orch(fakes, tmp_path, forkserver)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.step}-{c.crashpoint}" for c in CASES])
