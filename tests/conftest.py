@@ -13,6 +13,19 @@ if TYPE_CHECKING:
     from tests.support.forkserver import ForkServer
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that hold a test marked ``slow`` run first (in collection order), then the others, most tests
+    first (the order pytest-xdist's ``--dist loadfile`` would choose itself). scripts/test.sh passes
+    ``--no-loadscope-reorder`` so the two workers take files in this order: in xdist's own order (most tests
+    first) the files of one or two long tests (e2e, crash matrices, real daemons) came last, and one worker ran
+    them alone while the other sat idle. Each file's own order is kept (a crash matrix's printer runs last)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    count: dict[Path, int] = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda item: (1, -count[item.path]) if item.path not in slow else (0, 0))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))

@@ -51,6 +51,7 @@ def orch(fakes: Fakes, tmp_path: Path, forkserver: ForkServer) -> Orch:
     return make_orch(fakes, tmp_path, forkserver)
 
 
+@pytest.mark.slow      # each case: two or three orch processes against the wire fakes
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.step}-{c.crashpoint}" for c in CASES])
 def test_killed_at_every_step_recovers_without_duplicates_or_leaks(case: Case, fakes: Fakes, orch: Orch) -> None:
     store = open_store(orch.env["ORCH_DATABASE_URL"])

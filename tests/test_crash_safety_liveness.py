@@ -51,6 +51,7 @@ def orch(fakes: Fakes, tmp_path: Path, forkserver: ForkServer) -> Orch:
     return make_orch(fakes, tmp_path, forkserver)
 
 
+@pytest.mark.slow      # each case: a dozen orch processes against the wire fakes
 @pytest.mark.parametrize("case", DEADLINE_CASES, ids=[f"{c.deadline}-{c.crashpoint}" for c in DEADLINE_CASES])
 def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
         case: DeadlineCase, fakes: Fakes, orch: Orch, tmp_path: Path) -> None:

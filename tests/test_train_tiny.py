@@ -73,6 +73,7 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
 
 
+@pytest.mark.slow      # three torchrun jobs of two ranks each
 def test_checkpoint_now_kill_and_resume_matches_uninterrupted_run(tmp_path: Path) -> None:
     base = tmp_path / "base"
     base.mkdir()
