@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         count[item.path] = count.get(item.path, 0) + 1
     items.sort(key=lambda item: (1, -count[item.path]) if item.path not in slow else (0, 0))
+
+
+@pytest.fixture(scope="session")
+def _schema_template(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], bytes]:
+    """The bytes of a SQLite store at the head, migrated on first use in this worker."""
+    from tests.support.schema_template import make_template
+
+    made: list[bytes] = []
+
+    def template() -> bytes:
+        if not made:
+            made.append(make_template(tmp_path_factory.mktemp("schema") / "head.db"))
+        return made[0]
+
+    return template
+
+
+@pytest.fixture(autouse=True)
+def _new_stores_from_template(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                              _schema_template: Callable[[], bytes]) -> None:
+    """A new SQLite store is a copy of the worker's migrated one (tests/support/schema_template.py), except
+    in the tests marked ``real_schema_upgrade``."""
+    if request.node.get_closest_marker("real_schema_upgrade") is None:
+        from tests.support.schema_template import install
+
+        install(monkeypatch, _schema_template)
 
 
 @pytest.fixture(autouse=True)
