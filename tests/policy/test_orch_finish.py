@@ -9,6 +9,8 @@ out, then the job's window: 41 ticks (3 h 25 min) out, then spot. C = 3 h, D = 5
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from orchestrator.policy.hybrid import HybridPolicy
@@ -48,3 +50,7 @@ def test_orch_finishes_on_on_demand() -> None:
     res = run(HybridPolicy())
     assert actions(res) == "i" + "o" * 42
     assert res.cost == pytest.approx(3.5) and res.met
+
+
+def test_the_switch_is_a_keyword_whose_default_is_orch() -> None:
+    assert inspect.signature(HybridPolicy).parameters["finish_on_demand"].default is True
