@@ -2,7 +2,7 @@
 writes is an alert that can never fire (``boot-failed`` was one, while liveness wrote ``boot-timeout``).
 
 Read from the source: the first argument of every event write (``store.event(...)``, ``repo.record_event``,
-``repo._event``) in orchestrator/, as a string, an ``EventKind`` member or a module constant naming one; a
+``append_event``) in orchestrator/, as a string, an ``EventKind`` member or a module constant naming one; a
 kind chosen at run time from a module's table (liveness's ``_EVENTS``) counts every kind in that table."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from orchestrator.engine.events import EventKind
 from orchestrator.store import open_store, repo
 
 ROOT = Path(__file__).resolve().parents[1] / "orchestrator"
-WRITERS = frozenset({"event", "record_event", "_event"})
+WRITERS = frozenset({"event", "record_event", "append_event"})
 
 
 def _kind(node: ast.expr, constants: dict[str, str]) -> str | None:
@@ -44,7 +44,7 @@ def written_kinds() -> set[str]:
             if isinstance(node, ast.Call) and node.args:
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
                 if name in WRITERS:
-                    # repo._event(tx, kind, ...) and record_event(tx, kind, ...) take the session first.
+                    # append_event(tx, kind, ...) and record_event(tx, kind, ...) take the session first.
                     arg = node.args[1] if name != "event" and len(node.args) > 1 else node.args[0]
                     found = _kind(arg, constants)
                     kinds |= {found} if found is not None else tables

@@ -23,8 +23,8 @@ from orchestrator.daemon.assembly import Service, ServiceSettings, build_service
 from orchestrator.engine.failure import SETUP_FAILED_EXIT, Failure, FailureCause, of_exit, of_provider_error
 from orchestrator.engine.hooks import AgentReport, NoStartupScript
 from orchestrator.engine.states import JobStatus
-from orchestrator.runtime.render import _launch_lines
 from orchestrator.runtime.render_input import Launcher, RenderInput
+from orchestrator.runtime.render_launch import launch_lines
 from orchestrator.store import open_store, repo
 from orchestrator.store.models import Attempt
 from providers.base import Market, Offer
@@ -88,10 +88,10 @@ def test_the_startup_script_says_a_failed_setup_line_with_its_own_exit() -> None
     its code (so the two are told apart from the exit alone)."""
     ri = RenderInput(job_name="t", launcher=Launcher.COMMAND, command="exit 3",
                      setup=("echo preparing", "false", "echo never"))
-    done = _run(_launch_lines(ri))
+    done = _run(launch_lines(ri))
     assert done.returncode == SETUP_FAILED_EXIT and "orch: setup failed (exit 1)" in done.stderr
     assert "never" not in done.stdout
-    ok_setup = _run(_launch_lines(replace(ri, setup=("if true; then", "  echo multi-line ok", "fi"))))
+    ok_setup = _run(launch_lines(replace(ri, setup=("if true; then", "  echo multi-line ok", "fi"))))
     assert ok_setup.returncode == 3 and "multi-line ok" in ok_setup.stdout and "setup failed" not in ok_setup.stderr
 
 

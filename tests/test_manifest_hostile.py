@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.manifest import ManifestError, load_manifests, parse_text
-from orchestrator.manifest.schema import _secret_name
+from orchestrator.manifest.field_types import _secret_name
 
 BASE = """\
 apiVersion: orch/v1

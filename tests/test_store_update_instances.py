@@ -100,7 +100,7 @@ def test_a_column_written_whole_reads_back_as_each_row_recorded(store: Store, od
 
 
 def test_the_array_literal_of_a_column_is_the_one_built_value_by_value() -> None:
-    from orchestrator.store.repo import _pg_array
+    from orchestrator.store.instance_rows import _pg_array
 
     def slow(values: list[object]) -> str:
         def one(v: object) -> str:

@@ -65,7 +65,7 @@ def _daemon_view(config: OrchConfig | None, environ: Mapping[str, str] | None
     state_store, ssh_key = env.get("ORCH_STATE_STORE", ""), bool(env.get("ORCH_SSH_PRIVATE_KEY"))
     identities: frozenset[str] = frozenset()
     if config is not None:
-        from orchestrator.daemon.assembly import load_service_settings
+        from orchestrator.daemon.service_settings import load_service_settings
 
         settings = load_service_settings(config)
         state_store, ssh_key = settings.state_store, bool(settings.ssh_private_key)

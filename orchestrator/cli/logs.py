@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from orchestrator.app.logs import LogSource
     from orchestrator.config.file import OrchConfig
-    from orchestrator.daemon.assembly import ServiceSettings
+    from orchestrator.daemon.service_settings import ServiceSettings
 
 
 @app.command("logs")
@@ -36,7 +36,7 @@ def logs_cmd(
     from orchestrator.app.logs import LogsError, Via, follow_log, log_source
     from orchestrator.config.errors import ConfigError
     from orchestrator.config.file import load_config
-    from orchestrator.daemon.assembly import load_service_settings
+    from orchestrator.daemon.service_settings import load_service_settings
     from orchestrator.store import StoreError, open_store
 
     if node < 0:

@@ -15,7 +15,7 @@ def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict
     """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
     why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
     from orchestrator.config.errors import ConfigError
-    from orchestrator.daemon.assembly import ServiceSettings, load_service_settings
+    from orchestrator.daemon.service_settings import ServiceSettings, load_service_settings
     from orchestrator.runtime.node_state import blind_note
 
     try:

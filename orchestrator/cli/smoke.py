@@ -45,7 +45,7 @@ def smoke(
     from orchestrator.config.errors import ConfigError
     from orchestrator.config.file import load_config
     from orchestrator.config.providers import build_providers
-    from orchestrator.daemon.assembly import load_service_settings
+    from orchestrator.daemon.service_settings import load_service_settings
 
     for flag, value, most in (("--timeout", timeout, 86400.0), ("--teardown-timeout", teardown_timeout, 86400.0),
                               ("--poll", poll, 3600.0)):

@@ -30,8 +30,8 @@ from orchestrator.console import views
 from orchestrator.console.auth import CSRF_FIELD, Guard, Verdict, same_origin, session_cookie_header
 from orchestrator.money.budgets import Budget
 from orchestrator.store.db import Store
-from orchestrator.store.repo import NotFoundError
 from orchestrator.store.requests import RequestRefusedError, request_relaunch, request_stop
+from orchestrator.store.row_errors import NotFoundError
 
 log = logging.getLogger("orch.console")
 

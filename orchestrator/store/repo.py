@@ -11,33 +11,84 @@ Times are injected (``now=``) where the caller has a clock; else the current UTC
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sqlalchemy import bindparam, case, func, literal, or_, update
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
-from orchestrator.engine.events import REPEATING_EVENTS, EventKind
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import ATTEMPT_TRANSITIONS, AttemptState, DesiredState, EndCause, JobStatus
 from orchestrator.redaction import safe_line
-from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, Attempt, CheckpointRow, Event, InstanceRow, Job, Spend
+from orchestrator.store.history import (
+    append_event,
+    last_spend_until,
+    latest_checkpoint,
+    list_events,
+    record_checkpoint,
+    record_event,
+    record_spend,
+    total_spend,
+)
+from orchestrator.store.instance_rows import (
+    InstanceRecord,
+    get_instance,
+    get_instance_by_launch_id,
+    list_instances,
+    mark_instance_gone,
+    record_instance,
+    update_instances,
+)
+from orchestrator.store.models import Attempt, Job
+from orchestrator.store.row_errors import InvalidTransitionError, NotFoundError
 
 if TYPE_CHECKING:
     from orchestrator.manifest import Manifest
 
-
-class NotFoundError(LookupError):
-    pass
-
-
-class InvalidTransitionError(ValueError):
-    pass
+# The jobs and attempts are here; machines (instance_rows.py) and history (history.py: checkpoints, events,
+# spend) are gathered so callers keep one ``repo`` namespace.
+__all__ = [
+    "AppliedJob",
+    "ApplyResult",
+    "Change",
+    "InstanceRecord",
+    "InvalidTransitionError",
+    "NotFoundError",
+    "append_event",
+    "apply_jobs",
+    "count_relaunch",
+    "create_attempt",
+    "get_attempt",
+    "get_attempt_by_launch_id",
+    "get_instance",
+    "get_instance_by_launch_id",
+    "get_job",
+    "get_job_by_id",
+    "last_spend_until",
+    "latest_checkpoint",
+    "latest_generation",
+    "list_attempts",
+    "list_events",
+    "list_instances",
+    "list_jobs",
+    "mark_instance_gone",
+    "record_checkpoint",
+    "record_event",
+    "record_instance",
+    "record_spend",
+    "require_job",
+    "set_desired_state",
+    "set_job_status",
+    "total_spend",
+    "transition_attempt",
+    "update_instances",
+    "upsert_job",
+]
 
 
 # -- jobs ---------------------------------------------------------------------------------------------
@@ -117,7 +168,7 @@ def upsert_job(tx: Session, spec: AppliedJob, *, now: datetime | None = None) ->
                   source_path=spec.source_path, applied_at=now, created_at=now, updated_at=now)
         tx.add(job)
         tx.flush()
-        _event(tx, EventKind.JOB_CREATED, f"job {spec.name} created", job.id, {"hash": spec.manifest_hash}, now)
+        append_event(tx, EventKind.JOB_CREATED, f"job {spec.name} created", job.id, {"hash": spec.manifest_hash}, now)
         return job, Change.CREATED
     revived = job.desired_state != DesiredState.ACTIVE.value
     if job.manifest_hash == spec.manifest_hash and not revived:
@@ -138,7 +189,7 @@ def upsert_job(tx: Session, spec: AppliedJob, *, now: datetime | None = None) ->
         job.relaunch_count = 0
     tx.add(job)
     tx.flush()
-    _event(tx, EventKind.JOB_UPDATED, f"job {spec.name} updated", job.id,
+    append_event(tx, EventKind.JOB_UPDATED, f"job {spec.name} updated", job.id,
            {"hash": spec.manifest_hash, "previous_hash": previous, "revived": revived}, now)
     return job, Change.UPDATED
 
@@ -174,7 +225,7 @@ def set_desired_state(tx: Session, name: str, state: DesiredState, *, now: datet
         job.desired_state = state.value
         job.updated_at = now
         tx.add(job)
-        _event(tx, EventKind(f"job.{state.value}"), f"job {name} is now {state.value}", job.id, {}, now)
+        append_event(tx, EventKind(f"job.{state.value}"), f"job {name} is now {state.value}", job.id, {}, now)
     return job
 
 
@@ -190,7 +241,7 @@ def set_job_status(tx: Session, job: Job | int, status: JobStatus, reason: str |
         row.status_reason = reason
         row.updated_at = now
         tx.add(row)
-        _event(tx, EventKind.JOB_STATUS,
+        append_event(tx, EventKind.JOB_STATUS,
                f"job {row.name}: {old} -> {status.value}" + (f" ({reason})" if reason else ""), row.id,
                {"from": old, "to": status.value, "reason": reason}, now)
     return row
@@ -280,312 +331,8 @@ def transition_attempt(tx: Session, attempt: Attempt | int, to: AttemptState, *,
     if exit_code is not None:
         row.exit_code = exit_code
     tx.add(row)
-    _event(tx, EventKind.ATTEMPT_STATE, f"attempt {row.launch_id}: {current.value} -> {to.value}"
+    append_event(tx, EventKind.ATTEMPT_STATE, f"attempt {row.launch_id}: {current.value} -> {to.value}"
            + (f" ({reason})" if reason else ""), row.job_id,
            {"launch_id": row.launch_id, "from": current.value, "to": to.value, "reason": reason,
             "cause": row.end_cause, "exit_code": exit_code}, now)
     return row
-
-
-# -- instances ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class InstanceRecord:
-    """What is known of one machine. ``None`` fields leave the stored value as it is on update."""
-
-    provider: str
-    launch_id: str
-    owner: str
-    job_id: int | None = None
-    instance_id: str | None = None
-    instance_type: str | None = None
-    region: str | None = None
-    zone: str | None = None
-    market: str | None = None
-    price_hr: float | None = None
-    actual_price_hr: float | None = None
-    gpu: str | None = None
-    gpu_count: int | None = None
-    state: str | None = None
-    raw_state: str | None = None
-    public_ip: str | None = None
-    ssh_port: int | None = None
-    ssh_user: str | None = None
-    host_keys: tuple[str, ...] | None = None
-
-
-_INSTANCE_FIELDS = ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "actual_price_hr",
-                    "gpu", "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user")
-_instance_values = operator.attrgetter(*_INSTANCE_FIELDS)     # a record's values of those, in one C call
-
-
-def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = None) -> InstanceRow:
-    """Insert or update the instance row keyed by ``launch_id`` (idempotent; safe to repeat)."""
-    now = now or utcnow()
-    row = get_instance_by_launch_id(tx, rec.launch_id)
-    if row is None:
-        row = InstanceRow(provider=rec.provider, launch_id=rec.launch_id, owner=rec.owner, created_at=now)
-    for name in _INSTANCE_FIELDS:
-        value = getattr(rec, name)
-        if value is not None:
-            setattr(row, name, value)
-    if rec.host_keys is not None:
-        row.host_keys = list(rec.host_keys)
-    row.provider = rec.provider
-    row.owner = rec.owner
-    if row.state in GONE_INSTANCE_STATE_VALUES and row.terminated_at is None:
-        row.terminated_at = now
-    row.updated_at = now
-    tx.add(row)
-    tx.flush()
-    return row
-
-
-def update_instances(tx: Session, recs: Sequence[InstanceRecord], *, now: datetime) -> None:
-    """``record_instance`` for many rows that exist already (keyed by launch id), as one executemany UPDATE per
-    set of given fields: no ORM object per row (the sync records a whole fleet's reported prices at once)."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for rec in recs:
-        given = [(n, v) for n, v in zip(_INSTANCE_FIELDS, _instance_values(rec), strict=True) if v is not None]
-        names = tuple(n for n, _ in given)
-        params = {f"v_{n}": v for n, v in given}
-        if rec.host_keys is not None:
-            names, params["v_host_keys"] = (*names, "host_keys"), list(rec.host_keys)
-        params.update(k_launch_id=rec.launch_id, v_provider=rec.provider, v_owner=rec.owner, v_now=now)
-        groups.setdefault(names, []).append(params)
-    table = InstanceRow.__table__  # type: ignore[attr-defined]
-    stamp = bindparam("v_now", type_=table.c.updated_at.type)
-    for names, rows in groups.items():
-        if "host_keys" not in names:
-            _update_plain_instances(tx, names, rows, now)
-            continue
-        values: dict[str, Any] = {n: bindparam(f"v_{n}") for n in (*names, "provider", "owner")}
-        state = values.get("state", table.c.state)
-        # OR of equalities, not IN: an expanding IN cannot be used with executemany
-        gone = table.c.terminated_at.is_(None) & or_(*(state == literal(v) for v in GONE_INSTANCE_STATE_VALUES))
-        values.update(updated_at=stamp, terminated_at=case((gone, stamp), else_=table.c.terminated_at))
-        tx.connection().execute(update(table).where(table.c.launch_id == bindparam("k_launch_id")).values(values),
-                                rows)
-
-
-def _update_plain_instances(tx: Session, names: tuple[str, ...], rows: list[dict[str, Any]], now: datetime) -> None:
-    """``update_instances``' statement for fields of plain values (text, numbers), handed to the driver's
-    executemany as it is: SQLAlchemy's per-row parameter processing cost ~0.4 s at 10k rows (a first tick
-    records every machine's price). The one typed value, the time, is converted once by its column type."""
-    conn = tx.connection()
-    table = InstanceRow.__table__  # type: ignore[attr-defined]
-    if conn.dialect.name == "postgresql":
-        _update_plain_instances_pg(conn, names, rows, now)
-        return
-    style = "%({})s" if conn.dialect.paramstyle == "pyformat" else ":{}"
-    sets = [f"{n} = {style.format('v_' + n)}" for n in (*names, "provider", "owner")]
-    # (the cast: PostgreSQL deduces one type per parameter, varchar from the SET and text from the IN)
-    state = f"CAST({style.format('v_state')} AS VARCHAR)" if "state" in names else "state"
-    gone = ", ".join(f"'{v}'" for v in GONE_INSTANCE_STATE_VALUES)     # our own constants: no quotes inside
-    stamp = style.format("v_now")
-    sets += [f"updated_at = {stamp}",
-             f"terminated_at = CASE WHEN terminated_at IS NULL AND {state} IN ({gone}) THEN {stamp} "
-             "ELSE terminated_at END"]
-    process = table.c.updated_at.type.bind_processor(conn.dialect)     # the column type's, as SQLAlchemy would
-    when = process(now) if process is not None else now
-    conn.exec_driver_sql(f"UPDATE instances SET {', '.join(sets)} WHERE launch_id = {style.format('k_launch_id')}",
-                         [{**row, "v_now": when} for row in rows])
-
-
-def _update_plain_instances_pg(conn: Any, names: tuple[str, ...], rows: list[dict[str, Any]], now: datetime) -> None:
-    """PostgreSQL: the whole group as one UPDATE ... FROM unnest(column arrays), not an execution per row."""
-    table = InstanceRow.__table__  # type: ignore[attr-defined]
-    last = {row["k_launch_id"]: row for row in rows}    # one row per key, the last given (as executemany would)
-    columns = (*names, "provider", "owner")
-    arrays = {f"a_{n}": _pg_array([row[f"v_{n}"] for row in last.values()]) for n in columns}
-    arrays["a_k"] = _pg_array(list(last))
-    casts = ", ".join(f"CAST(%(a_{n})s AS {table.c[n].type.compile(dialect=conn.dialect)}[])" for n in columns)
-    state = "v.state" if "state" in names else "instances.state"
-    gone = ", ".join(f"'{v}'" for v in GONE_INSTANCE_STATE_VALUES)
-    sets = ", ".join(f"{n} = v.{n}" for n in columns)
-    conn.exec_driver_sql(
-        f"UPDATE instances SET {sets}, updated_at = %(now)s, terminated_at = CASE WHEN instances.terminated_at IS "
-        f"NULL AND {state} IN ({gone}) THEN %(now)s ELSE instances.terminated_at END "
-        f"FROM unnest(CAST(%(a_k)s AS VARCHAR[]), {casts}) AS v(k, {', '.join(columns)}) "
-        "WHERE instances.launch_id = v.k", {**arrays, "now": now})
-
-
-def _pg_array(values: list[Any]) -> str:
-    """A PostgreSQL array literal (text the server casts): psycopg's dumping of each element of a list cost
-    more than the statement. Text is quoted with its backslashes and quotes escaped; None is NULL. A column
-    of text alone, or of floats or ints alone, is joined and escaped whole (a first tick writes 11 columns of
-    10k machines: a Python call per value was ~0.1 s)."""
-    kinds = set(map(type, values))
-    if kinds == {str}:
-        joined = _SEP.join(values)
-        if joined.count(_SEP) == len(values) - 1:       # no value holds the separator
-            escaped = joined.replace("\\", "\\\\").replace('"', '\\"')
-            return '{"' + escaped.replace(_SEP, '","') + '"}'
-    elif kinds and kinds <= {int, float}:
-        return "{" + ",".join(map(repr, values)) + "}"
-
-    def one(v: Any) -> str:
-        if v is None:
-            return "NULL"
-        if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return repr(v)
-    return "{" + ",".join(map(one, values)) + "}"
-
-
-_SEP = "\x1f"
-
-
-def get_instance_by_launch_id(tx: Session, launch_id: str) -> InstanceRow | None:
-    return tx.exec(select(InstanceRow).where(InstanceRow.launch_id == launch_id)).first()
-
-
-def get_instance(tx: Session, provider: str, instance_id: str) -> InstanceRow | None:
-    return tx.exec(select(InstanceRow).where(InstanceRow.provider == provider,
-                                             InstanceRow.instance_id == instance_id)).first()
-
-
-def list_instances(tx: Session, *, job_id: int | None = None, provider: str | None = None,
-                   live_only: bool = False) -> list[InstanceRow]:
-    """Instances, oldest first; ``live_only`` leaves out terminated and preempted ones."""
-    query = select(InstanceRow)
-    if job_id is not None:
-        query = query.where(InstanceRow.job_id == job_id)
-    if provider is not None:
-        query = query.where(InstanceRow.provider == provider)
-    if live_only:
-        query = query.where(col(InstanceRow.state).not_in(GONE_INSTANCE_STATE_VALUES))
-    return list(tx.exec(query.order_by(col(InstanceRow.id))))
-
-
-def mark_instance_gone(tx: Session, launch_id: str, state: str = "terminated", raw_state: str | None = None, *,
-                       now: datetime | None = None) -> InstanceRow:
-    row = get_instance_by_launch_id(tx, launch_id)
-    if row is None:
-        raise NotFoundError(f"no instance with launch id {launch_id}")
-    if state not in GONE_INSTANCE_STATE_VALUES:
-        raise ValueError(f"{state!r} is not a gone state ({', '.join(GONE_INSTANCE_STATE_VALUES)})")
-    now = now or utcnow()
-    row.state = state
-    if raw_state is not None:
-        row.raw_state = raw_state
-    row.terminated_at = row.terminated_at or now
-    row.updated_at = now
-    tx.add(row)
-    return row
-
-
-# -- checkpoints, events, spend -----------------------------------------------------------------------
-
-def record_checkpoint(tx: Session, job_id: int, uri: str, *, attempt_id: int | None = None,
-                      step: int | None = None, committed_at: datetime | None = None) -> CheckpointRow:
-    row = CheckpointRow(job_id=job_id, attempt_id=attempt_id, uri=uri, step=step,
-                        committed_at=committed_at or utcnow())
-    tx.add(row)
-    tx.flush()
-    _event(tx, EventKind.CHECKPOINT, f"checkpoint {uri}" + (f" at step {step}" if step is not None else ""), job_id,
-           {"uri": uri, "step": step, "attempt_id": attempt_id}, row.committed_at)
-    return row
-
-
-def latest_checkpoint(tx: Session, job_id: int) -> CheckpointRow | None:
-    """The most recently committed checkpoint of the job, or None."""
-    query = (select(CheckpointRow).where(CheckpointRow.job_id == job_id)
-             .order_by(col(CheckpointRow.committed_at).desc(), col(CheckpointRow.id).desc()))
-    return tx.exec(query).first()
-
-
-def record_event(tx: Session, kind: EventKind, message: str = "", *, job_id: int | None = None,
-                 data: dict[str, Any] | None = None, ts: datetime | None = None) -> Event:
-    """Record one event; ``data`` must be JSON-serialisable. Events are never deleted. ``kind`` must be an
-    ``EventKind`` member (or its text): any other string raises ``ValueError``, so no kind is spelled twice.
-
-    A repeat of a condition (kind in ``REPEATING_EVENTS``; same job, kind and message as one of the job's
-    events since its last event of another kind) is not a new row: that row's ``count`` rises, its
-    ``last_ts`` and ``data`` become this occurrence's. Returns the row written or updated."""
-    at = ts or utcnow()
-    kind = EventKind(kind)
-    if kind in REPEATING_EVENTS and job_id is not None:
-        seen = _same_condition(tx, kind, safe_line(message, 4000), job_id)
-        if seen is not None:
-            seen.count += 1
-            seen.last_ts = at
-            seen.data = _redacted(data or {})
-            tx.add(seen)
-            return seen
-    return _event(tx, kind, message, job_id, data or {}, at)
-
-
-#: How far back a repeat is looked for: a waiting job cycles through a few conditions (one per offer tried).
-_REPEAT_LOOKBACK = 16
-
-
-def _same_condition(tx: Session, kind: EventKind, message: str, job_id: int) -> Event | None:
-    """The job's event this one repeats: among its latest events, back to the first of a non-repeating
-    kind (a launch, a start, an end: a new episode), the one with this kind and message."""
-    query = (select(Event).where(Event.job_id == job_id).order_by(col(Event.id).desc()).limit(_REPEAT_LOOKBACK))
-    for row in tx.exec(query):
-        if row.kind not in REPEATING_EVENTS:
-            return None
-        if row.kind == kind and row.message == message:
-            return row
-    return None
-
-
-def _event(tx: Session, kind: EventKind, message: str, job_id: int | None, data: dict[str, Any],
-           ts: datetime) -> Event:
-    # The event log is read by `orch events`/`status` and kept forever: no credential ever goes in, whatever a
-    # provider's error message carried.
-    # EventKind(...).value: a kind that is not a member raises; the text is stored, whatever the driver makes of
-    # enums.
-    row = Event(ts=ts, job_id=job_id, kind=EventKind(kind).value, message=safe_line(message, 4000),
-                data=_redacted(data))
-    tx.add(row)
-    return row
-
-
-def _redacted(value: Any) -> Any:
-    if isinstance(value, str):
-        return safe_line(value, 4000)
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redacted(v) for v in value]
-    return value
-
-
-def list_events(tx: Session, *, job_id: int | None = None, after_id: int | None = None,
-                kinds: Sequence[str] | None = None, limit: int | None = None) -> list[Event]:
-    """Events oldest first; ``after_id`` pages forward (tail -f style)."""
-    query = select(Event)
-    if job_id is not None:
-        query = query.where(Event.job_id == job_id)
-    if after_id is not None:
-        query = query.where(col(Event.id) > after_id)
-    if kinds is not None:
-        query = query.where(col(Event.kind).in_(list(kinds)))
-    query = query.order_by(col(Event.id))
-    if limit is not None:
-        query = query.limit(limit)
-    return list(tx.exec(query))
-
-
-def record_spend(tx: Session, job_id: int, from_ts: datetime, to_ts: datetime, usd: float, *,
-                 attempt_id: int | None = None) -> Spend:
-    if to_ts < from_ts:
-        raise ValueError("spend interval ends before it starts")
-    if usd < 0:
-        raise ValueError("spend cannot be negative")
-    row = Spend(job_id=job_id, attempt_id=attempt_id, from_ts=from_ts, to_ts=to_ts, usd=usd)
-    tx.add(row)
-    tx.flush()
-    return row
-
-
-def total_spend(tx: Session, job_id: int) -> float:
-    return float(tx.exec(select(func.coalesce(func.sum(Spend.usd), 0.0)).where(Spend.job_id == job_id)).one())
-
-
-def last_spend_until(tx: Session, attempt_id: int) -> datetime | None:
-    """Up to when an attempt's spend is recorded: the next record should start here."""
-    return tx.exec(select(func.max(Spend.to_ts)).where(Spend.attempt_id == attempt_id)).first()

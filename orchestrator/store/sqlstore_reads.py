@@ -34,8 +34,8 @@ from sqlmodel import Session
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.store import queries
 from orchestrator.store.db import Store
+from orchestrator.store.instance_rows import InstanceRecord
 from orchestrator.store.queries import ChangeToken, HeldJobRows, SqliteChanges
-from orchestrator.store.repo import InstanceRecord
 
 T = TypeVar("T")
 
