@@ -48,6 +48,7 @@ def test_jobs_sharing_a_shape_get_what_full_validation_gives_and_the_shape_is_va
     assert [m.name for _, m in got] == [f"job-{i}" for i in range(12)]
     assert [s.name for s, _ in got] == [f"job-{i}" for i in range(12)]
     assert [m.to_json() for _, m in got] == [json.loads(t) for t, _ in texts]
+    assert [m.model_fields_set for _, m in got] == [m.model_fields_set for _, m in expected]
     assert validated == ["job-0", "job-1"]        # two shapes (spot / on-demand)
     # each applied_at keeps its own deadline
     assert {s.deadline for s, _ in got} == {T0 + timedelta(minutes=m, hours=2) for m in range(3)}

@@ -56,9 +56,41 @@ def test_four_daemons_list_each_cloud_once_per_tick(pg_url: str, fakes: Fakes) -
         admin.close()
 
 
-def test_a_daemon_joining_a_fleet_lists_by_itself_once_then_shares(pg_url: str, fakes: Fakes) -> None:
-    # Its adapter decodes the whole listing at its start, not later while the fleet waits on it under the
-    # listing lock (orchestrator/daemon/fencing.py).
+def test_daemons_starting_together_list_each_cloud_once_in_their_first_tick(pg_url: str, fakes: Fakes) -> None:
+    # A daemon's first listing is the fleet's too: the first to the listing lock lists, the others take its
+    # publication (orchestrator/daemon/fencing.py). Before, each daemon's first listing was its own.
+    from orchestrator.daemon.assembly import ServiceSettings
+
+    clock = Clock()
+    settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
+    admin = open_store(pg_url)
+    for n in range(4):
+        add_job(admin, f"lam-{n}", providers=["lambda"])
+    first = service_for(fakes, pg_url, clock=clock, lease_owner="d0", settings=settings)
+    for _ in range(3):                  # launched, adopted, running; then the fleet stops
+        clock.advance(seconds=10)
+        first.reconciler.tick()
+    first.close()
+    clock.advance(seconds=SETTINGS_TTL.total_seconds() + 1)     # d0's registration lapses: its jobs are free
+    daemons = {name: service_for(fakes, pg_url, clock=clock, lease_owner=name, settings=settings)
+               for name in ("d1", "d2", "d3", "d4")}
+    try:
+        for service in daemons.values():      # restarted together: each registered before any ticks
+            service.engine_store.join(clock())  # type: ignore[attr-defined]
+        before = list_calls(fakes)
+        tick_all(daemons, clock, rounds=1)
+        after = list_calls(fakes)
+        assert {p: after[p] - before[p] for p in after} == {"lambda": 1, "vastai": 1}
+        assert sum(s.reconciler.deps.providers["lambda"].listings for s in daemons.values()) == 1
+        tick_all(daemons, clock, rounds=3)
+        check_invariants(fakes, admin)
+    finally:
+        for service in daemons.values():
+            service.close()
+        admin.close()
+
+
+def test_a_daemon_joining_a_fleet_shares_its_first_listing(pg_url: str, fakes: Fakes) -> None:
     from orchestrator.daemon.assembly import ServiceSettings
 
     clock = Clock()
@@ -71,12 +103,10 @@ def test_a_daemon_joining_a_fleet_lists_by_itself_once_then_shares(pg_url: str, 
             add_job(admin, f"lam-{n}", providers=["lambda"])
         tick_all(daemons, clock, rounds=4)
         daemons["d4"] = service_for(fakes, pg_url, clock=clock, lease_owner="d4", settings=settings)
-        newcomer = daemons["d4"].reconciler.deps.providers["lambda"]
-        for expected in (2, 1, 1):      # its own listing and the fleet's; then the fleet's alone
+        for _ in range(3):      # the fleet's one listing, the newcomer's first tick included
             before = list_calls(fakes)["lambda"]
             tick_all(daemons, clock, rounds=1)
-            assert list_calls(fakes)["lambda"] - before == expected
-        assert newcomer.listings >= 1
+            assert list_calls(fakes)["lambda"] - before == 1
         check_invariants(fakes, admin)
     finally:
         for service in daemons.values():
@@ -176,3 +206,101 @@ def test_an_instance_survives_the_store_round_trip() -> None:
                     Market.SPOT, "job", "running", "why", "1.2.3.4", "10.0.0.1", 2222, "ubuntu", ("ssh-ed25519 AAAA",),
                     datetime(2026, 12, 1, 12, 0, tzinfo=UTC), 32.7, (("k", "v"),), Fabric.EFA)
     assert instance_from_json(instance_to_json(inst)) == inst
+
+
+def test_a_fresh_listing_is_read_without_waiting_on_the_lock(pg_url: str) -> None:
+    # The daemons coming after the lister's commit do not queue on the row: here another transaction holds its
+    # lock (a daemon electing itself), and a fresh publication is still taken at once, the cloud not asked.
+    from sqlalchemy import select
+
+    from orchestrator.store.models import ListingRow
+
+    store, other = open_store(pg_url), open_store(pg_url)
+    clock = Clock()
+    asked: list[str] = []
+
+    def ask(who: str) -> list[Instance]:
+        asked.append(who)
+        return [Instance("lambda", f"i-{who}", "l1", OWNER, InstanceState.RUNNING, "gpu_1x_a100", "us-west-2")]
+
+    try:
+        first = shared_listing(store, "lambda", OWNER, lister="a", now=clock(), max_age=timedelta(seconds=7),
+                               min_version=0, ask=lambda: ask("a"))
+        table = ListingRow.__table__  # type: ignore[attr-defined]
+        with other.transaction() as tx:
+            tx.connection().execute(select(table.c.version).where(table.c.provider == "lambda").with_for_update())
+            for cache in (ListingCache(), ListingCache()):       # fetched and decoded, then as well from a cache
+                got = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                                     min_version=0, ask=lambda: ask("b"), cache=cache,
+                                     lock_wait=timedelta(milliseconds=50))
+                assert got.shared and got.instances == first.instances and got.version == 1
+                again = shared_listing(store, "lambda", OWNER, lister="b", now=clock(),
+                                       max_age=timedelta(seconds=7), min_version=0, ask=lambda: ask("b"),
+                                       cache=cache, lock_wait=timedelta(milliseconds=50))
+                assert again.shared and again.instances == first.instances
+            # Not fresh for a caller that launched since (min_version above it): it waits, gives up, lists alone.
+            alone = shared_listing(store, "lambda", OWNER, lister="b", now=clock(), max_age=timedelta(seconds=7),
+                                   min_version=2, ask=lambda: ask("b"), lock_wait=timedelta(milliseconds=50))
+            assert not alone.shared and alone.version is None
+        assert asked == ["a", "b"]
+    finally:
+        store.close()
+        other.close()
+
+
+def test_the_last_lister_lists_as_its_tick_begins_before_its_claim(pg_url: str, fakes: Fakes) -> None:
+    # The lister stays the same: the daemon whose listing was published last takes it again before its claim
+    # (orchestrator/daemon/fencing.py). Here d1 is held right after its claim while d2 ticks: d2 already finds
+    # d1's listing of this tick, and asks no cloud.
+    import threading
+
+    from orchestrator.daemon.assembly import ServiceSettings
+
+    clock = Clock()
+    settings = ServiceSettings(orphan_grace=timedelta(minutes=5), lease_ttl=SETTINGS_TTL, ssh_public_key=PUBLIC_KEY)
+    admin = open_store(pg_url)
+    daemons = {name: service_for(fakes, pg_url, clock=clock, lease_owner=name, settings=settings)
+               for name in ("d1", "d2")}
+    d1, d2 = daemons["d1"], daemons["d2"]
+    try:
+        add_job(admin, "lam", providers=["lambda"])
+        for service in daemons.values():
+            service.engine_store.join(clock())  # type: ignore[attr-defined]
+        for _ in range(3):
+            clock.advance(seconds=10)
+            d1.reconciler.tick()                # d1 first: its listing is the one published
+            d2.reconciler.tick()
+        lister = d1.reconciler.deps.providers["lambda"]
+        asked = (lister.listings, d2.reconciler.deps.providers["lambda"].listings)
+        claimed, go_on = threading.Event(), threading.Event()
+        begin_tick = d1.engine_store.begin_tick
+
+        def held_after_the_claim(now):  # type: ignore[no-untyped-def]
+            holding = begin_tick(now)
+            claimed.set()
+            assert go_on.wait(timeout=60)
+            return holding
+
+        d1.engine_store.begin_tick = held_after_the_claim  # type: ignore[method-assign]
+        clock.advance(seconds=10)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                d1.reconciler.tick()
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert claimed.wait(timeout=60)
+        d2.reconciler.tick()                    # d1 has not reached its sync yet
+        go_on.set()
+        thread.join(timeout=60)
+        assert not errors, errors
+        assert (lister.listings, d2.reconciler.deps.providers["lambda"].listings) == (asked[0] + 1, asked[1])
+        check_invariants(fakes, admin)
+    finally:
+        for service in daemons.values():
+            service.close()
+        admin.close()

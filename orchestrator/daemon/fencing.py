@@ -19,18 +19,23 @@ Wrapped around each provider the engine is given when several daemons share a Po
   condition is what keeps a machine from looking lost: the sync fails a held attempt whose machine a
   listing lacks, and a listing taken before the launch lacks it. So after a launch a daemon lists by itself
   (and publishes), and accepts only listings published after that one.
-* A daemon's first listing of each owner is its own (not shared, not published): its adapter decodes the
-  whole listing once, whoever lists (a same-bytes cache answers its later listings, e.g. the Lambda
-  adapter's). Taken at start, beside the restart's other reads, that decode is not paid later while the
-  whole fleet waits on it under the listing lock, the first time the election falls on this daemon (at 10k
-  machines ~0.2-0.3 s of one round). One extra cloud call per daemon start.
+* A daemon's first listing is shared like any other: a daemon starting beside others takes the fleet's fresh
+  listing, or is elected to list it, so a fleet starting together asks each cloud once in its first tick too;
+  one that finds no fresh listing lists by itself (the fallback of every tick). Its adapter then first decodes
+  the whole listing the first time the election falls on it (~0.2-0.3 s at 10k machines, once per daemon).
+* So the lister stays the same while it lives: the daemon whose own listing was published last tick takes
+  its listing as its tick begins, before its claim, and is at the listing lock before the others, who come to
+  it after theirs. The election is still the lock's (whoever is first lists); this only orders the arrivals,
+  so that a daemon whose adapter has never decoded the listing is seldom the one the fleet waits for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+
+from sqlalchemy.exc import OperationalError
 
 from orchestrator.engine.states import AttemptState
 from orchestrator.store import queries
@@ -38,6 +43,7 @@ from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember
 from orchestrator.store.listings import ListingCache, shared_listing
 from providers.base import Instance, LaunchSpec, Provider
+from providers.errors import ProviderError
 
 #: How old a published listing may be and still serve this tick: under the daemon's tick (15 s by default), so
 #: each tick sees a listing taken in it, by whichever daemon got there first.
@@ -86,8 +92,8 @@ class FencedProvider:
         #: published version (this daemon then lists itself: see the module's docstring).
         self._min_version: dict[str, int] = {}
         self._decoded = ListingCache()
-        #: Owners this daemon has listed by itself at least once (see the module's docstring).
-        self._asked: set[str] = set()
+        #: Owners whose listing this daemon published last (taken again first thing next tick: ``prelist``).
+        self._lister_of: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -113,7 +119,7 @@ class FencedProvider:
         holding = self._guard.fleet.holding
         # Alone in the fleet, nobody would read a publication: the cloud is asked directly (a first tick at 10k
         # saves encoding and storing ~3 MB).
-        if self._share and holding is not None and holding.live_daemons > 1 and owner in self._asked:
+        if self._share and holding is not None and holding.live_daemons > 1:
             got = shared_listing(self._guard.store, self._inner.name, owner, lister=self._guard.fleet.owner,
                                  now=self._guard.fleet.clock(), max_age=LISTING_MAX_AGE,
                                  min_version=self._min_version.get(owner, 0), ask=lambda: self._ask(owner),
@@ -122,15 +128,28 @@ class FencedProvider:
             if not got.shared:
                 # Listed by this daemon (after its launches): published listings from this one on serve it.
                 self._min_version[owner] = got.version if got.version is not None else _NEWER_THAN_ANY
+            if got.shared or got.version is None:
+                self._lister_of.discard(owner)
+            else:
+                self._lister_of.add(owner)
         else:
             listed = self._ask(owner)
         self._listed[owner] = (self._guard.tick, listed)
         return list(listed)
 
+    def prelist(self, now: datetime) -> None:
+        """As a tick begins: the listings this daemon published last tick, taken again now (see the module's
+        docstring); the tick's sync then gets them from ``list_instances``' per-tick memo. A failure here is
+        left for the sync's own call, which asks again and reports it."""
+        for owner in sorted(self._lister_of):
+            try:
+                self.list_instances(owner)
+            except (ProviderError, OperationalError):
+                self._lister_of.discard(owner)
+
     def _ask(self, owner: str) -> list[Instance]:
         listed = self._inner.list_instances(owner)     # a failure is not cached: the next call asks again
         self.listings += 1
-        self._asked.add(owner)
         return listed
 
 
@@ -144,4 +163,7 @@ def fenced(providers: Mapping[str, Provider], store: Store, fleet: FleetMember, 
     provider per tick for the whole fleet."""
     guard = CloudGuard(store, fleet)
     share = share_listings and store.dialect == "postgresql"
-    return {name: FencedProvider(p, guard, share_listings=share) for name, p in providers.items()}  # type: ignore[misc]
+    out = {name: FencedProvider(p, guard, share_listings=share) for name, p in providers.items()}
+    if share:
+        fleet.on_begin.extend(p.prelist for p in out.values())
+    return out  # type: ignore[return-value]

@@ -14,17 +14,16 @@ The solution is a table of the best action for every grid state from the job's t
 policy reads it every tick (the nearest time step, the slack rounded down) and solves again only when the
 set's history has changed (a run ended) and ``RESOLVE_H`` hours of the job have passed since the last solve.
 A spot instance live past its overhead is kept (Exploitation, as UP and orch do); a new one goes to the
-launchable zone with the largest expected saving, as orch's zone choice.
+launchable zone with the largest expected saving, as orch's zone choice. The solve itself and its table
+(``solve``, ``Plan``) are mdp_solve.py's.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-import numpy as np
-
-from orchestrator.policy.mdp_model import UP_PRIOR_H, AvailabilityChain, chain, mean_up, residual_life
+from orchestrator.policy.mdp_model import UP_PRIOR_H, chain, mean_up, residual_life
+from orchestrator.policy.mdp_solve import A_OD, A_SPOT, Plan, solve
 from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
 from orchestrator.policy.policies import UniformProgressPolicy, paper_safety_net
 
@@ -38,10 +37,6 @@ RESOLVE_H = 6.0
 #: worth nothing only if the future is as the model says. A hedge against the model's error, the same for
 #: every trace (0.03 and 0.3 measured close to it, docs/policy.md).
 WAIT_TAX = 0.1
-#: The cost of a state that misses the deadline (in on-demand hours; far above any job's cost).
-_BIG = 1e6
-#: The action codes of the table.
-A_WAIT, A_OD, A_SPOT = 0, 1, 2
 
 
 def step_for(overhead_h: float) -> float:
@@ -49,107 +44,6 @@ def step_for(overhead_h: float) -> float:
     if overhead_h <= STEP_H:
         return STEP_H
     return overhead_h / math.ceil(overhead_h / STEP_H - _EPS)
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A solved MDP: ``acts[t, a, m, j]`` the best action with t steps left, availability state a, instance m
-    (0 idle, 1 + i on-demand with i overhead steps still to pay after this one; the solver's spot states
-    2 + n_ov + i are not kept: a live spot instance is kept) and slack j steps."""
-
-    acts: np.ndarray
-    step_h: float
-    n_ov: int
-    chain: AvailabilityChain
-
-    def mode_index(self, mode: Mode, overhead_left_h: float) -> int:
-        """The table's instance index: idle (also a spot instance decided afresh) or on-demand."""
-        if mode is not Mode.ON_DEMAND:
-            return 0
-        i = 0
-        if self.n_ov and overhead_left_h > _EPS:
-            i = min(self.n_ov, max(0, math.ceil(overhead_left_h / self.step_h - _EPS) - 1))
-        return 1 + i
-
-    def action(self, time_left_h: float, slack_h: float, state: int, mode: int) -> int:
-        t = min(max(round(time_left_h / self.step_h), 0), self.acts.shape[0] - 1)
-        j = min(max(math.floor(slack_h / self.step_h + 1e-6), 0), self.acts.shape[3] - 1)
-        return int(self.acts[t, state, mode, j])
-
-
-def solve(
-    model: AvailabilityChain,
-    step_h: float,
-    overhead_h: float,
-    spot_price: float,
-    time_left_h: float,
-    slack_h: float,
-    gap_h: float,
-    hop: float = 0.0,
-    wait_tax: tuple[float, float] = (0.0, 0.0),
-) -> Plan:
-    """Backward induction from 0 to ``time_left_h`` over slack 0..``slack_h`` (the slack never grows).
-
-    ``hop``: the probability per step that a spot instance's zone is lost while the set keeps spot (one more
-    overhead). Costs are in on-demand hours; each step bills its whole length (a job finishing part-way
-    through its last step is billed the step: the grid's rounding)."""
-    d, k = overhead_h, spot_price
-    n_ov = 0 if d <= step_h + _EPS else round(d / step_h) - 1
-    frac = d / step_h if n_ov == 0 else 1.0  # a launch's slack spent, in steps (fractional: one step)
-    od0, sp0 = 1, 2 + n_ov
-    n_modes = 2 * (n_ov + 1) + 1
-    up = model.up
-    n_a = len(up)
-    t_max = max(math.ceil(time_left_h / step_h - _EPS), 1)
-    n_j = max(math.floor(slack_h / step_h + _EPS) + 2, 2)
-    jj = np.arange(n_j)
-    net_idle = jj * step_h <= 2 * d + gap_h + _EPS  # Safety Net: idle / on-demand -> on-demand
-    net_spot = jj * step_h <= d + gap_h + _EPS  # ... on spot: keep it only if its overhead is paid
-    acts = np.zeros((t_max + 1, n_a, sp0, n_j), dtype=np.int8)
-    value = np.zeros((n_a, n_modes, n_j))
-    spot_modes = slice(sp0, n_modes)
-    down = ~up
-
-    def back(x: np.ndarray) -> np.ndarray:  # the value one step of slack lower
-        out = np.full_like(x, _BIG)
-        out[..., 1:] = x[..., :-1]
-        return out
-
-    def launched(x: np.ndarray) -> np.ndarray:  # the value after a launch's first step
-        return back(x) if frac >= 1.0 - _EPS else frac * back(x) + (1 - frac) * x
-
-    for t in range(1, t_max + 1):
-        eff = value.copy()
-        eff[down, spot_modes] = value[down, 0][:, None, :]  # a spot instance losing spot is gone
-        exp_v = (model.trans @ eff.reshape(n_a, -1)).reshape(n_a, n_modes, n_j)
-        wait = back(exp_v[:, 0]) + np.where(up, wait_tax[0], wait_tax[1])[:, None] * step_h
-        od_launch = step_h + launched(exp_v[:, od0 + n_ov] if n_ov else exp_v[:, od0])
-        sp_launch = k * step_h + launched(exp_v[:, sp0 + n_ov] if n_ov else exp_v[:, sp0])
-        sp_launch[down] = _BIG
-        c_wait = np.repeat(wait[:, None, :], n_modes, axis=1)
-        c_od = np.repeat(od_launch[:, None, :], n_modes, axis=1)
-        c_sp = np.repeat(sp_launch[:, None, :], n_modes, axis=1)
-        c_od[:, od0] = step_h + exp_v[:, od0]
-        c_sp[:, sp0] = (1 - hop) * (k * step_h + exp_v[:, sp0]) + hop * sp_launch
-        for i in range(1, n_ov + 1):
-            c_od[:, od0 + i] = step_h + back(exp_v[:, od0 + i - 1])
-            c_sp[:, sp0 + i] = k * step_h + back(exp_v[:, sp0 + i - 1])
-        c_sp[down, sp0:] = _BIG
-        # The Safety Net's states: the net's choice only.
-        c_wait[:, :sp0, net_idle] = _BIG
-        c_sp[:, :sp0, net_idle] = _BIG
-        c_wait[:, sp0:, net_spot] = _BIG
-        c_od[:, sp0, net_spot] = _BIG
-        c_sp[:, sp0 + 1 :, net_spot] = _BIG
-        low = np.minimum(c_wait, c_od)
-        value = np.minimum(low, c_sp)
-        # Only idle and on-demand states are ever looked up (a live spot instance is kept).
-        act = (c_od[:, :sp0] < c_wait[:, :sp0]).astype(np.int8)
-        act[c_sp[:, :sp0] < low[:, :sp0]] = A_SPOT
-        act[..., t:] = A_WAIT
-        acts[t] = act
-        value[..., t:] = 0.0  # no work left: done
-    return Plan(acts, step_h, n_ov, model)
 
 
 class MdpPolicy:

@@ -150,6 +150,11 @@ def simulate(
     keeps_paid_spot = declared.get("keeps_paid_spot", False)
     keeps_on_demand = declared.get("keeps_on_demand", False)
     history, any_zone = prepared.history_before(start_tick) if keeps_history else ((), None)
+    # One zone: "some zone has spot" is that zone, tick for tick (the same ZoneStats values, built and updated
+    # by the same calls), so it is shown that zone's record and not kept twice.
+    own_any = n_zones > 1
+    if keeps_history and not own_any:
+        any_zone = history[0]
     no_notice: tuple[bool, ...] = ()
 
     policy.reset(spec, n_zones)
@@ -182,7 +187,8 @@ def simulate(
         if keeps_history:
             for z in range(n_zones):
                 history[z].observe(now[z], gap)
-            any_zone.observe(any(now), gap)  # type: ignore[union-attr]
+            if own_any:
+                any_zone.observe(any(now), gap)  # type: ignore[union-attr]
         past_end = idx >= total_ticks
         if (mode is Mode.SPOT and keeps_paid_spot and ovh_left == 0.0) or (mode is Mode.ON_DEMAND and keeps_on_demand):
             # The policy's promised answer: the instance it is on (``action`` is still the one that chose it).

@@ -89,8 +89,10 @@ def make_engine(url: str) -> Engine:
     try:
         # A process stopped inside a transaction (SIGSTOP, a partition) must not hold its row locks, and with
         # them other daemons' claims, for ever: the server ends such a transaction after a while.
+        # TimeZone=UTC: psycopg then hands out timestamps in datetime.UTC (orchestrator/store/plain_rows.py).
         return create_engine(url, pool_pre_ping=True,
-                             connect_args={"options": f"-c idle_in_transaction_session_timeout={IDLE_TX_TIMEOUT_MS}"})
+                             connect_args={"options": f"-c idle_in_transaction_session_timeout={IDLE_TX_TIMEOUT_MS}"
+                                                      " -c TimeZone=UTC"})
     except ImportError as exc:
         raise StoreError(f"the driver for {redact(url)} is not installed ({exc.name}); "
                          "pip install 'orch[postgres]'") from None

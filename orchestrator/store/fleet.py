@@ -145,9 +145,9 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
         known = None
     reap(tx, now, keep=owner)
     live = max(1, len(live_daemons(tx, now)))
-    needing = int(tx.exec(select(func.count()).select_from(Job).where(needs_driver())).one())
+    needing, digest = _needing_and_digest(tx, owner)
     share = math.ceil(needing / live) if limit is None else limit
-    rows = _held_rows(tx, owner, known)
+    rows = _held_rows(tx, owner, known, digest)
     mine, driving = dict(rows.mine), rows.driving
     released = 0
     if len(driving) > share:
@@ -161,19 +161,30 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
                    rows if not (released or claimed) else None)
 
 
-def _held_rows(tx: Session, owner: str, known: HeldRows | None) -> HeldRows:
+def _needing_and_digest(tx: Session, owner: str) -> tuple[int, tuple[int, str] | None]:
+    """How many jobs need a driver, and (PostgreSQL) the digest of ``owner``'s rows: how many and an md5 of
+    every ``id:xmin``; one pass over the jobs table for both (each was a scan of its own, per daemon per tick:
+    the server's work grows with the daemons)."""
+    if tx.get_bind().dialect.name != "postgresql":
+        return int(tx.exec(select(func.count()).select_from(Job).where(needs_driver())).one()), None
+    found = tx.connection().exec_driver_sql(
+        "SELECT count(*) FILTER (WHERE jobs.status <> ALL(%(final)s) OR EXISTS (SELECT 1 FROM attempts WHERE "
+        "attempts.job_id = jobs.id AND attempts.state = ANY(%(live)s))), "
+        "count(*) FILTER (WHERE lease_owner = %(owner)s), "
+        "md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' ORDER BY id) "
+        "FILTER (WHERE lease_owner = %(owner)s), '')) FROM jobs",
+        {"owner": owner, "final": _FINAL_JOB, "live": _LIVE_ATTEMPT}).one()
+    return int(found[0]), (int(found[1]), str(found[2]))
+
+
+def _held_rows(tx: Session, owner: str, known: HeldRows | None, digest: tuple[int, str] | None) -> HeldRows:
     """One read of the held rows (10k at 10k jobs on one daemon), each with whether it needs a driver; on
-    PostgreSQL first their digest (one row), and ``known`` when it is the same."""
-    digest = (0, "")
-    if tx.get_bind().dialect.name == "postgresql":
-        found = tx.connection().exec_driver_sql(
-            "SELECT count(*), md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' ORDER BY id), '')) "
-            "FROM jobs WHERE lease_owner = %(owner)s", {"owner": owner}).one()
-        digest = (int(found[0]), str(found[1]))
-        if known is not None and known.digest == digest:
-            return known
+    PostgreSQL not when their ``digest`` (``_needing_and_digest``) is ``known``'s."""
+    if digest is not None and known is not None and known.digest == digest:
+        return known
     held = tx.exec(select(Job.id, Job.lease_generation, needs_driver()).where(Job.lease_owner == owner)).all()
-    return HeldRows(digest, {int(i): int(g) for i, g, _ in held}, sorted(int(i) for i, _, needs in held if needs))
+    return HeldRows(digest or (0, ""), {int(i): int(g) for i, g, _ in held},
+                    sorted(int(i) for i, _, needs in held if needs))
 
 
 def claim_free(tx: Session, owner: str, count: int) -> dict[int, int]:
@@ -240,6 +251,9 @@ class FleetMember:
     holding: Holding | None = None
     #: Ticks begun (what a tick's cloud listing is keyed by).
     ticks: int = 0
+    #: Called with ``now`` as each tick begins, before the claim (the fleet's lister takes its listing first:
+    #: orchestrator/daemon/fencing.py).
+    on_begin: list[Callable[[datetime], None]] = field(default_factory=list)
 
     def join(self, tx: Session, now: datetime) -> None:
         """Register without claiming (a daemon starting): daemons started together then share evenly."""
@@ -250,6 +264,8 @@ class FleetMember:
         take the share: two transactions. ``attempts_unchanged``: the caller wrote no attempt since the last
         claim (the held rows it read then may serve again: ``take_share``'s ``known``)."""
         self.ticks += 1
+        for hook in self.on_begin:
+            hook(now)
         try:
             with store.transaction() as tx:
                 if store.dialect == "postgresql":     # a lapsed daemon stopped inside a write: do not stall on it

@@ -58,7 +58,7 @@ class Shapes:
             if template.name != name:       # not the name the shape was cut around (duplicate keys): not shared
                 return jobspec_from_manifest(template, applied_at), template
             self._manifests[shape] = template
-        manifest = template if template.name == name else template.model_copy(update={"name": name})
+        manifest = template if template.name == name else _renamed(template, name)
         found = self._specs.get((shape, applied_at))
         if found is None:
             spec = jobspec_from_manifest(manifest, applied_at)
@@ -67,6 +67,22 @@ class Shapes:
         # The constructor with the shape's fields, not dataclasses.replace (its introspection per job was
         # about half the CPU of this loop at 10k jobs).
         return (spec if spec.name == name else JobSpec(**{**fields, "name": name})), manifest
+
+
+def _renamed(template: Manifest, name: str) -> Manifest:
+    """``template.model_copy(update={"name": name})``, done as that copy does it (a shallow copy of the
+    instance's dict, extra, private and set fields) without its generic steps: a third of its CPU, ~0.06 s of
+    a 10k restart."""
+    copied = Manifest.__new__(Manifest)
+    _set(copied, "__dict__", {**template.__dict__, "name": name})
+    extra, private = template.__pydantic_extra__, template.__pydantic_private__
+    _set(copied, "__pydantic_extra__", None if extra is None else dict(extra))
+    _set(copied, "__pydantic_fields_set__", template.__pydantic_fields_set__ | {"name"})
+    _set(copied, "__pydantic_private__", None if private is None else dict(private))
+    return copied
+
+
+_set = object.__setattr__
 
 
 def _around(text: str, name: str) -> tuple[str, str] | None:

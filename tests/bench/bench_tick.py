@@ -3,7 +3,9 @@
 
     python tests/bench/bench_tick.py --jobs 100000 --daemons 4 [--ticks 3] [--database-url URL]
 
-Ends with one line: ``jobs=N daemons=K first_tick_s=.. steady_tick_s=.. per_daemon_cpu_s=..``
+Ends with one line: ``jobs=N daemons=K first_tick_s=.. steady_tick_s=.. per_daemon_cpu_s=..``; with ``--compare``
+one such line for one daemon, then one for K daemons run next on the same database and fake (the one daemon
+leaves the fleet between), and ``compare: K daemons' steady round / one daemon's = ..``: a paired comparison.
 
 * ``first_tick_s``: CPU seconds of a daemon's first tick after it starts (the restart cost: it claims its
   share, parses its jobs' manifests, reads their spend marks), the most of the K daemons.
@@ -241,22 +243,59 @@ def _drop(base: str, name: str) -> None:
     admin.dispose()
 
 
-def bench(n: int, k: int, ticks: int, base: str | None, profile: str = "") -> tuple[float, float, float]:
+Figures = tuple[float, float, float]     # first tick CPU (most of the K), best steady round wall, steady CPU
+
+
+def bench(n: int, k: int, ticks: int, base: str | None, profile: str = "", compare: bool = False
+          ) -> list[tuple[int, Figures]]:
+    """Seed N jobs and run K daemons for ``ticks`` steady rounds; ``compare``: one daemon first, then K on the
+    same database and the same fake (the first daemon leaves the fleet between), so the two are paired."""
     port = free_port()
     ready = multiprocessing.Event()
     fake = multiprocessing.Process(target=_serve, args=(port, n, ready), daemon=True)
     fake.start()
     tmp = tempfile.TemporaryDirectory()
     dbname, url = _server_database(base) if base else (None, f"sqlite:///{tmp.name}/orch.db")
-    daemons: list[tuple[multiprocessing.Process, Connection]] = []
     try:
         if not ready.wait(600):
             raise RuntimeError("the fake did not start")
         seed_store(url, n, T0)
         print(f"seeded {n} jobs", file=sys.stderr, flush=True)
+        if not compare:
+            return [(k, _phase(url, port, k, ticks, 0, bool(base), profile))]
+        print("--- one daemon", file=sys.stderr, flush=True)
+        one = _phase(url, port, 1, ticks, 0, True, profile)
+        _leave(url, "bench-0")
+        print(f"--- {k} daemons, on the same database", file=sys.stderr, flush=True)
+        return [(1, one), (k, _phase(url, port, k, ticks, ticks + 1, True, ""))]
+    finally:
+        fake.kill()
+        fake.join()
+        if base and dbname:
+            _drop(base, dbname)
+        tmp.cleanup()
+
+
+def _leave(url: str, owner: str) -> None:
+    """``owner`` leaves the fleet (its jobs free at once): the next daemons start as a fleet starting afresh."""
+    from orchestrator.store import open_store
+    from orchestrator.store.fleet import leave
+
+    store = open_store(url)
+    try:
+        with store.transaction() as tx:
+            leave(tx, owner)
+    finally:
+        store.close()
+
+
+def _phase(url: str, port: int, k: int, ticks: int, first_round: int, named: bool, profile: str) -> Figures:
+    """K daemon processes, joined, then ``ticks + 1`` rounds (the clock goes on from ``first_round``)."""
+    daemons: list[tuple[multiprocessing.Process, Connection]] = []
+    try:
         for i in range(k):
             parent, child = multiprocessing.Pipe()
-            proc = multiprocessing.Process(target=_daemon, args=(url, port, f"bench-{i}" if base else None, child,
+            proc = multiprocessing.Process(target=_daemon, args=(url, port, f"bench-{i}" if named else None, child,
                                                                      profile if i == 0 else ""))
             proc.start()
             daemons.append((proc, parent))
@@ -264,7 +303,7 @@ def bench(n: int, k: int, ticks: int, base: str | None, profile: str = "") -> tu
             assert pipe.recv() == "joined"
         rounds = []
         for r in range(ticks + 1):
-            now = T0 + STEP * (r + 1)
+            now = T0 + STEP * (first_round + r + 1)
             start = time.perf_counter()
             for _, pipe in daemons:
                 pipe.send(now)
@@ -286,11 +325,6 @@ def bench(n: int, k: int, ticks: int, base: str | None, profile: str = "") -> tu
             pipe.send(None)
         for proc, _ in daemons:
             proc.join(60)
-        fake.kill()
-        fake.join()
-        if base and dbname:
-            _drop(base, dbname)
-        tmp.cleanup()
 
 
 def main() -> None:
@@ -300,16 +334,23 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--database-url", default=os.environ.get("ORCH_TEST_DATABASE_URL"),
                         help="a PostgreSQL server (default $ORCH_TEST_DATABASE_URL); none: SQLite, one daemon")
+    parser.add_argument("--compare", action="store_true",
+                        help="one daemon, then --daemons on the same database and fake: a line for each, and "
+                             "their steady rounds' ratio")
     parser.add_argument("--profile", nargs="?", const="last", default="", choices=("last", "first"),
                         help="print the first daemon's last (or first) tick's profile to stderr (figures include "
                              "cProfile's cost)")
     args = parser.parse_args()
-    if not args.database_url and args.daemons != 1:
+    if not args.database_url and (args.daemons != 1 or args.compare):
         parser.error("several daemons need PostgreSQL: --database-url or $ORCH_TEST_DATABASE_URL")
-    first, steady, per_daemon = bench(args.jobs, args.daemons, args.ticks, args.database_url, args.profile)
-    print(f"jobs={args.jobs} daemons={args.daemons} first_tick_s={first:.3f} steady_tick_s={steady:.3f} "
-          f"per_daemon_cpu_s={per_daemon:.3f}", flush=True)
-
+    results = bench(args.jobs, args.daemons, args.ticks, args.database_url, args.profile, args.compare)
+    for k, (first, steady, per_daemon) in results:
+        print(f"jobs={args.jobs} daemons={k} first_tick_s={first:.3f} steady_tick_s={steady:.3f} "
+              f"per_daemon_cpu_s={per_daemon:.3f}", flush=True)
+    if len(results) == 2:
+        (_, one), (k, many) = results
+        print(f"compare: {k} daemons' steady round / one daemon's = {many[1]:.3f} / {one[1]:.3f} s = "
+              f"{many[1] / one[1]:.2f}", flush=True)
 
 if __name__ == "__main__":
     main()

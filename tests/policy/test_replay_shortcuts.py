@@ -188,3 +188,34 @@ def test_the_optimum_equals_its_plain_form_to_the_last_bit() -> None:
         assert [r.normalized_cost for r in optimum(spec, zs, starts)] == plain_optimum(spec, zs, starts)
         compared += len(starts)
     assert compared > 80
+
+
+def test_one_zone_s_any_zone_is_what_a_set_with_a_zone_that_never_has_spot_keeps_apart() -> None:
+    # A one-zone set shows the zone's own record as any_zone; the same zone beside a zone that never has spot
+    # keeps "some zone has spot" apart, updated tick by tick: the two records must agree at every tick.
+    seen: dict[str, list[tuple[object, ...]]] = {"one": [], "two": []}
+
+    class Recording(UniformProgressPolicy):
+        def __init__(self, key: str) -> None:
+            self.key = key
+
+        def decide(self, obs: Observation) -> Action:
+            assert obs.any_zone is not None
+            a = obs.any_zone
+            seen[self.key].append((a.seen_h, a.up_h, a.available, a.streak_h, tuple(a.up_runs), tuple(a.down_runs),
+                                   a.runs_recorded, a.ended_up_runs, a.ended_up_h))
+            return super().decide(obs)
+
+    compared = 0
+    for spec, zs in cases(36, 30):
+        one = ZoneSet("one", (zs.zones[0],))
+        never = Trace("never", zs.zones[0].gap_seconds, (False,) * len(zs.zones[0].available), None)
+        two = ZoneSet("two", (zs.zones[0], never))
+        for s in start_ticks(one, spec, 3):
+            seen["one"].clear()
+            seen["two"].clear()
+            simulate(spec, one, Recording("one"), s)
+            simulate(spec, two, Recording("two"), s)
+            assert seen["one"] == seen["two"] and seen["one"]
+            compared += 1
+    assert compared > 40
