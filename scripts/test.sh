@@ -30,5 +30,7 @@ fi
 trap pg_stop_throwaway EXIT
 pg_for_tests
 # Two workers, whole files each (module fixtures, servers and databases stay per file): ~8 min on 2 cores.
+# --no-loadscope-reorder: the files in tests/conftest.py's order, those with a test marked slow first, so the
+# long files do not come last for one worker alone (xdist's own order is most tests first).
 # Not exec: the EXIT trap must still stop a throwaway server after pytest.
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder "$@"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +10,46 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.daemon_world import Fakes
+    from tests.support.forkserver import ForkServer
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that hold a test marked ``slow`` run first (in collection order), then the others, most tests
+    first (the order pytest-xdist's ``--dist loadfile`` would choose itself). scripts/test.sh passes
+    ``--no-loadscope-reorder`` so the two workers take files in this order: in xdist's own order (most tests
+    first) the files of one or two long tests (e2e, crash matrices, real daemons) came last, and one worker ran
+    them alone while the other sat idle. Each file's own order is kept (a crash matrix's printer runs last)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    count: dict[Path, int] = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda item: (1, -count[item.path]) if item.path not in slow else (0, 0))
+
+
+@pytest.fixture(scope="session")
+def _schema_template(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], bytes]:
+    """The bytes of a SQLite store at the head, migrated on first use in this worker."""
+    from tests.support.schema_template import make_template
+
+    made: list[bytes] = []
+
+    def template() -> bytes:
+        if not made:
+            made.append(make_template(tmp_path_factory.mktemp("schema") / "head.db"))
+        return made[0]
+
+    return template
+
+
+@pytest.fixture(autouse=True)
+def _new_stores_from_template(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                              _schema_template: Callable[[], bytes]) -> None:
+    """A new SQLite store is a copy of the worker's migrated one (tests/support/schema_template.py), except
+    in the tests marked ``real_schema_upgrade``."""
+    if request.node.get_closest_marker("real_schema_upgrade") is None:
+        from tests.support.schema_template import install
+
+        install(monkeypatch, _schema_template)
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +89,19 @@ def fakes() -> Iterator[Fakes]:
 
     with running_fakes() as f:
         yield f
+
+
+@pytest.fixture(scope="session")
+def forkserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """One warm Python per worker that forks ``python -m module ...`` children for the tests that start orch
+    dozens of times (tests/support/forkserver.py); started on first use."""
+    import os
+
+    from tests.support.forkserver import started
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")} | {"PYTHONPATH": str(root)}
+    # What `orch tick` and tests/support/crash_tick.py import; the server learns the rest from its children.
+    warm = ("orchestrator.cli.main", "orchestrator.daemon.assembly", "orchestrator.engine.reconciler",
+            "orchestrator.store.sqlstore", "orchestrator.store.leases", "orchestrator.runtime.startup")
+    yield from started(tmp_path_factory.mktemp("forkserver"), root, env, warm)

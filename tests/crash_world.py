@@ -16,6 +16,7 @@ from pathlib import Path
 from orchestrator.store import repo
 from orchestrator.store.db import Store
 from tests.daemon_world import CATALOG, T0, Fakes
+from tests.support.forkserver import ForkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,15 +38,23 @@ def write_catalog(directory: Path) -> None:
 
 @dataclass
 class Orch:
-    """`python -m orchestrator ...` against the fakes, with the store and config in tmp_path."""
+    """`python -m orchestrator ...` against the fakes, with the store and config in tmp_path: each run its own
+    process, forked by the session's warm fork server (tests/support/forkserver.py) where one is given."""
 
     env: dict[str, str]
+    server: ForkServer | None = None
 
     def run(self, *args: str, crashpoint: str | None = None) -> subprocess.CompletedProcess[str]:
         env = dict(self.env)
         if crashpoint:
             env["ORCH_CRASHPOINT"] = crashpoint
-        return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=ROOT, env=env, text=True,
+        return self.python_m("orchestrator", args, env)
+
+    def python_m(self, module: str, args: tuple[str, ...] | list[str],
+                 env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        if self.server is not None:
+            return self.server.run(module, args, env=env, cwd=ROOT, timeout=120)
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, text=True,
                               capture_output=True, timeout=120)
 
     def ticks(self, *args: str, crashpoint: str | None = None) -> list[dict[str, object]]:
@@ -54,7 +63,7 @@ class Orch:
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def make_orch(fakes: Fakes, tmp_path: Path) -> Orch:
+def make_orch(fakes: Fakes, tmp_path: Path, server: ForkServer | None = None) -> Orch:
     """An ``Orch`` on a SQLite store, config and catalog in ``tmp_path``, the fakes as its clouds."""
     config = tmp_path / "config.yaml"
     config.write_text(fakes.config_yaml())
@@ -64,7 +73,7 @@ def make_orch(fakes: Fakes, tmp_path: Path) -> Orch:
                ORCH_CATALOG_DIR=str(tmp_path / "catalog"), ORCH_ORPHAN_GRACE_S="0",
                XDG_CACHE_HOME=str(tmp_path / "cache"), XDG_DATA_HOME=str(tmp_path / "data"),
                PYTHONPATH=str(ROOT))
-    return Orch(env)
+    return Orch(env, server)
 
 
 def creates_per_launch_id(fakes: Fakes) -> dict[str, int]:
@@ -88,9 +97,8 @@ def drive(orch: Orch, now: datetime, agents: Path, *extra: str,
     env = {**orch.env, "ORCH_BOOT_TIMEOUT_S": str(BOOT_S), "ORCH_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_S)}
     if crashpoint:
         env["ORCH_CRASHPOINT"] = crashpoint
-    return subprocess.run([sys.executable, "-m", "tests.support.crash_tick", "--now", now.isoformat(),
-                           "--reports", str(agents), *extra], cwd=ROOT, env=env, text=True, capture_output=True,
-                          timeout=120)
+    return orch.python_m("tests.support.crash_tick", ["--now", now.isoformat(), "--reports", str(agents), *extra],
+                         env)
 
 
 def heard(fakes: Fakes, orch: Orch, agents: Path, store: Store) -> tuple[datetime, float]:

@@ -23,6 +23,7 @@ from providers.vastai.adapter import VastProvider
 from tests.contract import harness_lambda, harness_vastai
 from tests.fakes.lambda_cloud import LambdaFake, start_lambda_fake
 from tests.fakes.vast import VastFake
+from tests.support.clock import ManualClock as Clock
 
 OWNER = "tester"
 PUBLIC_KEY = harness_lambda.PUBLIC_KEY
@@ -39,16 +40,6 @@ LAMBDA_A100 = Offer("lambda", "gpu_1x_a100_sxm4", "us-west-2", None, "A100-40G",
 CATALOG = [VAST_BAVARIA, LAMBDA_A100]
 GPUS = ["A100-80G", "A100-40G"]
 
-
-class Clock:
-    def __init__(self, start: datetime = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kw: float) -> None:
-        self.now += timedelta(**kw)
 
 
 class ScriptedMonitor(Monitor):

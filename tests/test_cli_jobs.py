@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from orchestrator.cli.main import app
 from tests._jobs_clouds import FakeClouds, start_clouds
 from tests._store_db import BACKENDS, database_url_for
+from tests.support.forkserver import ForkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -443,13 +444,17 @@ def test_events_lists_and_follow_stops_after_max_wait(tmp_path: Path, env: dict[
 
 # -- a real process -------------------------------------------------------------------------------------
 
-def _orch(env: dict[str, str], *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=ROOT, env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=120, **kw)  # type: ignore[call-overload]
+@pytest.mark.slow      # real processes, one of them started cold
+def test_subprocess_apply_status_follow_down(tmp_path: Path, env: dict[str, str], clouds: FakeClouds,
+                                            forkserver: ForkServer) -> None:
+    def _orch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+        # Each its own process, forked warm (tests/support/forkserver.py); the follower below is a cold one.
+        return forkserver.run("orchestrator", args, env={**os.environ, **env}, cwd=ROOT, timeout=120)
 
-
-def test_subprocess_apply_status_follow_down(tmp_path: Path, env: dict[str, str], clouds: FakeClouds) -> None:
     path = write(tmp_path, "proc", gpu="RTX4090", market="on-demand")
+    # The process boundary is what this test is about: the clouds whose SDKs cost seconds to import in every
+    # process (GCE, Azure) are left out of its config; the in-process tests above drive all five.
+    clouds.write_config(Path(env["ORCH_CONFIG"]), only=("vastai", "lambda", "runpod"))
     # Create the schema first: two processes opening one brand-new SQLite file race to create it.
     assert _orch(env, "status").returncode == 0
     follower = subprocess.Popen([sys.executable, "-m", "orchestrator", "events", "-f", "--json", "--poll", "0.05",
@@ -479,10 +484,10 @@ def test_subprocess_apply_status_follow_down(tmp_path: Path, env: dict[str, str]
     assert job["burn_usd_per_hour"] > 0 and job["instance_id"]
     for secret in (clouds.env()["VAST_API_KEY"], clouds.env()["LAMBDA_API_KEY"]):
         assert secret not in done.stdout + done.stderr + st.stdout
-    down = _orch(env, "down", "proc", "--yes", "--poll", "0.05", "--timeout", "30", stdin=subprocess.DEVNULL)
+    down = _orch(env, "down", "proc", "--yes", "--poll", "0.05", "--timeout", "30")     # stdin: /dev/null
     assert down.returncode == 0, down.stderr
     assert all(v == [] for v in clouds.live_instances().values())
-    refuse = _orch(env, "down", "--all", stdin=subprocess.DEVNULL)
+    refuse = _orch(env, "down", "--all")
     assert refuse.returncode == 2 and "--yes" in refuse.stderr
 
 

@@ -28,6 +28,7 @@ from tests.crash_world import (
     print_matrix,
 )
 from tests.daemon_world import OWNER, Fakes, add_job, check_invariants
+from tests.support.forkserver import ForkServer
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,11 @@ MATRIX: list[MatrixRow] = []
 
 
 @pytest.fixture
-def orch(fakes: Fakes, tmp_path: Path) -> Orch:
-    return make_orch(fakes, tmp_path)
+def orch(fakes: Fakes, tmp_path: Path, forkserver: ForkServer) -> Orch:
+    return make_orch(fakes, tmp_path, forkserver)
 
 
+@pytest.mark.slow      # each case: two or three orch processes against the wire fakes
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.step}-{c.crashpoint}" for c in CASES])
 def test_killed_at_every_step_recovers_without_duplicates_or_leaks(case: Case, fakes: Fakes, orch: Orch) -> None:
     store = open_store(orch.env["ORCH_DATABASE_URL"])

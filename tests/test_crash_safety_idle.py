@@ -23,13 +23,14 @@ from tests.crash_world import (
     ticks_of,
 )
 from tests.daemon_world import OWNER, T0, Fakes, add_job
+from tests.support.forkserver import ForkServer
 
 MATRIX: list[MatrixRow] = []
 
 
 @pytest.fixture
-def orch(fakes: Fakes, tmp_path: Path) -> Orch:
-    return make_orch(fakes, tmp_path)
+def orch(fakes: Fakes, tmp_path: Path, forkserver: ForkServer) -> Orch:
+    return make_orch(fakes, tmp_path, forkserver)
 
 
 IDLE_POINTS = ("after-idle-stop-requested", "after-idle-stop-call")

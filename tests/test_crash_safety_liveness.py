@@ -31,6 +31,7 @@ from tests.crash_world import (
     ticks_of,
 )
 from tests.daemon_world import OWNER, T0, Fakes, add_job, check_invariants
+from tests.support.forkserver import ForkServer
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,11 @@ MATRIX: list[MatrixRow] = []
 
 
 @pytest.fixture
-def orch(fakes: Fakes, tmp_path: Path) -> Orch:
-    return make_orch(fakes, tmp_path)
+def orch(fakes: Fakes, tmp_path: Path, forkserver: ForkServer) -> Orch:
+    return make_orch(fakes, tmp_path, forkserver)
 
 
+@pytest.mark.slow      # each case: a dozen orch processes against the wire fakes
 @pytest.mark.parametrize("case", DEADLINE_CASES, ids=[f"{c.deadline}-{c.crashpoint}" for c in DEADLINE_CASES])
 def test_killed_at_every_liveness_step_recovers_without_duplicates_or_leaks(
         case: DeadlineCase, fakes: Fakes, orch: Orch, tmp_path: Path) -> None:

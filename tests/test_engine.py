@@ -26,6 +26,7 @@ from providers.errors import InsufficientCapacityError, ProviderUnavailableError
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
+from tests.support.clock import ManualClock as Clock
 from tests.support.manifests import manifest
 
 OWNER = "tester"
@@ -44,16 +45,6 @@ CATALOG = [
     offer("gcp", 30.0, market=Market.ON_DEMAND, region="us-central1"),
 ]
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kw: float) -> None:
-        self.now += timedelta(**kw)
 
 
 class ScriptedMonitor(Monitor):

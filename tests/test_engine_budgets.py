@@ -31,6 +31,7 @@ from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for
 from tests._webhook_receiver import Receiver, start_receiver
 from tests.fakes.memory_provider import MemoryProvider
+from tests.support.clock import ManualClock
 from tests.test_engine import ReportingMonitor
 
 # Ticks 30 minutes apart, no agents reporting: the liveness deadlines are not what these tests are about.
@@ -48,12 +49,11 @@ def manifest(name: str, *, project: str = "nlp", market: str = "on-demand") -> s
             f"resources: {{gpu: A100-80G, count: 8}}\nmarket: {market}\nrun: {{launcher: command, command: x}}\n")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
+class Clock(ManualClock):
+    """Starts at this file's T0."""
 
-    def __call__(self) -> datetime:
-        return self.now
+    def __init__(self) -> None:
+        super().__init__(T0)
 
 
 @pytest.fixture()

@@ -23,6 +23,7 @@ from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for
 from tests.fakes.memory_provider import MemoryProvider
+from tests.support.clock import ManualClock
 from tests.test_engine import ScriptedMonitor
 
 T0 = datetime(2026, 12, 1, 12, 0, 10, tzinfo=UTC)
@@ -32,12 +33,11 @@ MANIFEST = ("apiVersion: orch/v1\nkind: Job\nname: train\nresources: {gpu: A100-
             "run: {launcher: command, command: x}\n")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
+class Clock(ManualClock):
+    """Starts at this file's T0."""
 
-    def __call__(self) -> datetime:
-        return self.now
+    def __init__(self) -> None:
+        super().__init__(T0)
 
 
 @pytest.fixture(params=BACKENDS)

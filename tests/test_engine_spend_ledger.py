@@ -28,6 +28,7 @@ from providers.base import InstanceState, Market, Offer
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for
 from tests.fakes.memory_provider import MemoryProvider
+from tests.support.clock import ManualClock as Clock
 
 OFFER = Offer("aws", "p4d.24xlarge", "us-east-1", "use1-az1", "A100-80G", 8, 80, 96, 1152, Interconnect.NVLINK,
               Market.ON_DEMAND, 10.0, date(2026, 12, 1), True)
@@ -44,12 +45,6 @@ run: {launcher: command, command: nvidia-smi}
 pytestmark = pytest.mark.usefixtures("deadlines_out_of_reach")
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest.fixture(params=BACKENDS)

@@ -38,6 +38,7 @@ from providers.gpus import Interconnect
 from providers.ssh.adapter import VerifyFailedError, WorkdirMissingError, translate_error
 from providers.ssh.transport import ExecResult
 from tests.fakes.memory_provider import MemoryProvider
+from tests.support.clock import ManualClock as Clock
 from tests.support.manifests import manifest
 from tests.test_engine import ReportingMonitor
 
@@ -97,12 +98,6 @@ def test_the_startup_script_says_a_failed_setup_line_with_its_own_exit() -> None
 
 # -- the engine records it; status, logs and the console show it --------------------------------------------------
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @dataclass

@@ -17,6 +17,7 @@ from orchestrator.store import open_store, repo
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider
+from tests.support.clock import ManualClock as Clock
 from tests.support.manifests import manifest
 
 #: Quoted at $0.95/h (a launch under a $1 budget assumes at least an hour), billed at $1.10/h: the price its
@@ -28,12 +29,6 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TICK = timedelta(minutes=1)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @dataclass

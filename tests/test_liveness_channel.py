@@ -23,6 +23,7 @@ from orchestrator.store import open_store, repo
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider
+from tests.support.clock import ManualClock as Clock
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ROOT / "examples" / "command.yaml"
@@ -32,12 +33,6 @@ T4 = Offer("aws", "g4dn.xlarge", "us-east-1", "use1-az1", "T4-16G", 1, 16, 4, 16
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def test_a_job_with_no_report_channel_runs_24_hours_with_the_default_config(tmp_path: Path) -> None:

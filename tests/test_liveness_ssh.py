@@ -29,6 +29,7 @@ from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import GpuRequest
 from providers.ssh.adapter import SshProvider
 from tests.e2e.conftest import GPU, host_settings, ssh_settings
+from tests.support.clock import ManualClock as Clock
 from tests.support.sshd import FakeGpu, Sshd, require_sshd
 
 OWNER = "alice"
@@ -46,12 +47,6 @@ MANIFEST = {
 }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def write_status(machine: Sshd, heartbeat: float, step: int) -> None:

@@ -26,6 +26,9 @@ from orchestrator.store.db import (
 )
 from tests._store_db import BACKENDS, database_url_for
 
+#: The migrations run here as they run for a user: no template store (tests/support/schema_template.py).
+pytestmark = pytest.mark.real_schema_upgrade
+
 TABLES = {"jobs", "daemons", "instances", "attempts", "checkpoints", "events", "spend", "job_requests", "gpu_util"}
 
 

@@ -82,3 +82,16 @@ def test_a_steady_machine_is_charged_at_its_phase_and_read_exact(budget: float |
     assert max(c[2] for c in store.charges) == clock()
     first = min(c[1] for c in store.charges)
     assert spent == pytest.approx(rate * (clock() - first).total_seconds() / 3600)
+
+
+def test_the_sync_compares_every_job_field_but_spend() -> None:
+    """A field added to JobRecord must be compared when the sync hands on an observation (else a changed job
+    would keep its stale observation); spend alone may move."""
+    from dataclasses import fields
+
+    from orchestrator.engine.ports import JobRecord
+    from orchestrator.engine.sync import EQUAL_VALUE_FIELDS, SAME_OBJECT_FIELDS
+
+    compared = [*SAME_OBJECT_FIELDS, *EQUAL_VALUE_FIELDS]
+    assert len(compared) == len(set(compared))
+    assert set(compared) == {f.name for f in fields(JobRecord)} - {"spent_usd"}

@@ -19,6 +19,9 @@ from orchestrator.store.repo import AppliedJob, Change, InstanceRecord, InvalidT
 from tests._store_db import BACKENDS, open_test_store
 from tests.support.manifests import manifest
 
+#: A new store is made by open_store's own migrations here (no template store: tests/support/schema_template.py).
+pytestmark = pytest.mark.real_schema_upgrade
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -103,11 +103,18 @@ def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | N
                      changed=frozenset(changed) if memo is not None else None)
 
 
+#: How ``_same_but_spend`` compares each field of a ``JobRecord`` but ``spent_usd``: the parsed manifest and spec
+#: by identity (the store hands out one object per manifest hash; a deep compare would cost what this saves),
+#: the rest by value. tests/test_steady_tick.py holds these to ``JobRecord``'s fields, so a field added
+#: there cannot be left out here.
+SAME_OBJECT_FIELDS = ("manifest", "spec", "status")
+EQUAL_VALUE_FIELDS = ("id", "name", "desired_active", "relaunch_count", "created_at")
+
+
 def _same_but_spend(a: JobRecord, b: JobRecord) -> bool:
     """The same job record but for its spend total."""
-    return (a.id == b.id and a.manifest is b.manifest and a.spec is b.spec and a.status is b.status
-            and a.desired_active == b.desired_active and a.relaunch_count == b.relaunch_count
-            and a.name == b.name and a.created_at == b.created_at)
+    return (all(getattr(a, f) is getattr(b, f) for f in SAME_OBJECT_FIELDS)
+            and all(getattr(a, f) == getattr(b, f) for f in EQUAL_VALUE_FIELDS))
 
 
 def _list_clouds(deps: EngineDeps, report: TickReport) -> tuple[dict[str, list[Instance]], set[str]]:

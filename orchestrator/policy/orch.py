@@ -79,6 +79,19 @@ EARLY_WINDOW = 0.2
 SET_PLAN_MIN_OVERHEAD_H = 0.5
 
 
+def finishes_on_demand(obs: Observation) -> bool:
+    """On on-demand with work left, whether finishing there (what is left of its overhead, then the work left r)
+    costs no more than spot could even never preempted, k (d + r): then every other way to the end costs at
+    least as much (a spot session k (d + r), a later on-demand session d + r) and finishes no sooner, so the job
+    stays on on-demand to its end (the condition holds on every later tick: both sides shrink, the left faster).
+    """
+    if obs.mode is not Mode.ON_DEMAND or obs.remaining_h <= 0:
+        return False
+    k = min(obs.spot_prices) if obs.spot_prices else obs.spec.spot_price
+    r = obs.remaining_h
+    return obs.overhead_left_h + r <= k * (obs.spec.overhead_h + r) + _EPS
+
+
 class OrchPolicy:
     """See the module docstring. Per-job state: the caches of sorted run tables (cleared by ``reset``).
 
@@ -311,9 +324,8 @@ class OrchPolicy:
         return survival(self._tables, stats, stats.streak_h, hours) >= 0.5
 
     def _from_on_demand(self, obs: Observation, k_min: float, tight: float) -> Action:
-        d, r = obs.spec.overhead_h, obs.remaining_h
-        # On-demand to the end costs no more than spot could, even never preempted: stay.
-        if obs.overhead_left_h + r <= k_min * (d + r) + _EPS:
+        d = obs.spec.overhead_h
+        if finishes_on_demand(obs):
             return ON_DEMAND
         # Leaving on-demand pays this spot session's overhead (worth it beyond d/(1-k) of the zone's spot) and,
         # when spot ends, one more on-demand overhead: in a zone set only when the set's spot ends, since a

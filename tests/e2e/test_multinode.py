@@ -48,7 +48,7 @@ from tests.e2e.conftest import (
 from tests.fakes.metadata import MetadataState, metadata_server
 from tests.support.sshd import FakeGpu, Sshd, free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
 HOSTS = {"a0": ("site-a", 0.40), "a1": ("site-a", 0.41), "b0": ("site-b", 0.90), "b1": ("site-b", 0.91)}
 

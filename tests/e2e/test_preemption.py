@@ -36,7 +36,7 @@ from tests.e2e.conftest import (
 )
 from tests.support.sshd import Sshd
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _step_of(name: str | None) -> int:
