@@ -30,7 +30,8 @@ class HybridPolicy:
 
     name = "orch"
     # Both deciders keep a spot instance past its overhead unless a notice says it goes (their own
-    # declarations; ``rules`` is an OrchPolicy): the simulator need not ask then (base.py).
+    # declarations; ``rules`` is an OrchPolicy), and the on-demand finish acts only on on-demand: the simulator
+    # need not ask then (base.py).
     keeps_paid_spot_unnoticed = True
 
     def __init__(
