@@ -102,13 +102,27 @@ _COMPACT_LOCK = threading.Lock()
 _compact_agent_bytes: bytes | None = None
 
 
-def _compact_agent() -> bytes:
-    """The compacted agent, made once per process under a lock: CPython 3.11's parser is not safe to run in
-    several threads at once ("AST constructor recursion depth mismatch" when daemons tick in threads)."""
+#: How often the agent's compaction is tried when CPython 3.11's shared AST state trips it (below).
+_COMPACT_TRIES = 3
+
+
+def compacted_agent() -> bytes:
+    """The compacted agent, made once per process under a lock. CPython 3.11 keeps one AST recursion counter
+    for all threads (python/cpython gh-106905): a parse in another thread at the same moment (3.11's traceback
+    formatting parses source lines for its carets, e.g. a daemon thread logging an exception) makes ours raise
+    SystemError("AST constructor recursion depth mismatch"). The parse is pure, so it is tried again; and the
+    startup renderer makes it when it is built (orchestrator/runtime/startup.py), before any tick runs."""
     global _compact_agent_bytes
     with _COMPACT_LOCK:
-        if _compact_agent_bytes is None:
-            _compact_agent_bytes = _compact(agent_source())
+        for tries_left in range(_COMPACT_TRIES - 1, -1, -1):
+            if _compact_agent_bytes is not None:
+                break
+            try:
+                _compact_agent_bytes = _compact(agent_source())
+            except SystemError as exc:
+                if tries_left == 0 or "recursion depth mismatch" not in str(exc):
+                    raise
+        assert _compact_agent_bytes is not None
         return _compact_agent_bytes
 
 
@@ -199,7 +213,7 @@ def render_boot(ri: RenderInput, env_values: Mapping[str, str], launch_id: str, 
     ``rclone``: the release to install where a store needs rclone and the node has none (tests serve their own)."""
     node = render_node(ri)
     env = json.dumps(dict(sorted(env_values.items())), separators=(",", ":")).encode()
-    files = [(AGENT_SCRIPT_NAME, _compact_agent(), 0o755),
+    files = [(AGENT_SCRIPT_NAME, compacted_agent(), 0o755),
              (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644),
              (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755),
              (_BOOT_MEMBER, _PROGRAM.encode(), 0o600),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from orchestrator.engine.hooks import StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.runtime.boot import render_boot
+from orchestrator.runtime.boot import compacted_agent, render_boot
 from orchestrator.runtime.from_manifest import render_input_for
 from orchestrator.runtime.node_credentials import NodeCredential, NodeCredentials
 from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_settings_for
@@ -109,6 +109,9 @@ class ManifestStartupRenderer:
         self.identities = identities
         self.state_store = state_store
         self.credentials = credentials
+        # Made here, in the thread that builds the engine, not by the first tick (boot.compacted_agent: 3.11's
+        # parser and threads).
+        compacted_agent()
 
     def render(self, job: JobRecord, attempt: AttemptRecord) -> str:
         """The boot script for ``attempt`` ('' where SSH starts the job). Raises StartupScriptError when it cannot
