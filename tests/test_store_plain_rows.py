@@ -11,20 +11,17 @@ import pytest
 from sqlmodel import col, select
 
 from orchestrator.store import queries, repo
-from orchestrator.store.db import Store, open_store
+from orchestrator.store.db import Store
 from orchestrator.store.models import Attempt, Job
 from orchestrator.store.plain_rows import plain_rows
-from tests._store_db import BACKENDS, database_url_for
+from tests._store_db import BACKENDS, open_test_store
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        opened = open_store(url)
-        yield opened
-        opened.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def _seed(store: Store) -> None:
