@@ -11,9 +11,9 @@ import pytest
 from sqlmodel import col, select
 
 from orchestrator.store import repo
-from orchestrator.store.db import Store, open_store
+from orchestrator.store.db import Store
 from orchestrator.store.models import InstanceRow
-from tests._store_db import BACKENDS, database_url_for
+from tests._store_db import BACKENDS, open_test_store
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 LATER = T0 + timedelta(minutes=1)
@@ -31,10 +31,7 @@ UPDATES = [
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    for url in database_url_for(request.param, tmp_path):
-        opened = open_store(url)
-        yield opened
-        opened.close()
+    yield from open_test_store(request.param, tmp_path)
 
 
 def _written(store: Store, prefix: str, *, many: bool) -> list[tuple[object, ...]]:
@@ -100,7 +97,7 @@ def test_a_column_written_whole_reads_back_as_each_row_recorded(store: Store, od
 
 
 def test_the_array_literal_of_a_column_is_the_one_built_value_by_value() -> None:
-    from orchestrator.store.instance_rows import _pg_array
+    from orchestrator.store.pg_arrays import pg_array_literal
 
     def slow(values: list[object]) -> str:
         def one(v: object) -> str:
@@ -113,4 +110,4 @@ def test_the_array_literal_of_a_column_is_the_one_built_value_by_value() -> None
 
     for values in (["a", 'b"c', "d\\e", "", "{x,y}"], ["a\x1fb", "c"], [1, 2.5, 0.1 + 0.2], [1.0, None],
                    ["a", None], [], [True, 1], ["x"]):
-        assert _pg_array(values) == slow(values), values    # type: ignore[arg-type]
+        assert pg_array_literal(values) == slow(values), values    # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 
 from orchestrator.clock import utcnow
 from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, InstanceRow
+from orchestrator.store.pg_arrays import pg_array_literal
 from orchestrator.store.row_errors import NotFoundError
 
 
@@ -126,8 +127,8 @@ def _update_plain_instances_pg(conn: Any, names: tuple[str, ...], rows: list[dic
     table = InstanceRow.__table__  # type: ignore[attr-defined]
     last = {row["k_launch_id"]: row for row in rows}    # one row per key, the last given (as executemany would)
     columns = (*names, "provider", "owner")
-    arrays = {f"a_{n}": _pg_array([row[f"v_{n}"] for row in last.values()]) for n in columns}
-    arrays["a_k"] = _pg_array(list(last))
+    arrays = {f"a_{n}": pg_array_literal([row[f"v_{n}"] for row in last.values()]) for n in columns}
+    arrays["a_k"] = pg_array_literal(list(last))
     casts = ", ".join(f"CAST(%(a_{n})s AS {table.c[n].type.compile(dialect=conn.dialect)}[])" for n in columns)
     state = "v.state" if "state" in names else "instances.state"
     gone = ", ".join(f"'{v}'" for v in GONE_INSTANCE_STATE_VALUES)
@@ -139,30 +140,6 @@ def _update_plain_instances_pg(conn: Any, names: tuple[str, ...], rows: list[dic
         "WHERE instances.launch_id = v.k", {**arrays, "now": now})
 
 
-def _pg_array(values: list[Any]) -> str:
-    """A PostgreSQL array literal (text the server casts): psycopg's dumping of each element of a list cost
-    more than the statement. Text is quoted with its backslashes and quotes escaped; None is NULL. A column
-    of text alone, or of floats or ints alone, is joined and escaped whole (a first tick writes 11 columns of
-    10k machines: a Python call per value was ~0.1 s)."""
-    kinds = set(map(type, values))
-    if kinds == {str}:
-        joined = _SEP.join(values)
-        if joined.count(_SEP) == len(values) - 1:       # no value holds the separator
-            escaped = joined.replace("\\", "\\\\").replace('"', '\\"')
-            return '{"' + escaped.replace(_SEP, '","') + '"}'
-    elif kinds and kinds <= {int, float}:
-        return "{" + ",".join(map(repr, values)) + "}"
-
-    def one(v: Any) -> str:
-        if v is None:
-            return "NULL"
-        if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return repr(v)
-    return "{" + ",".join(map(one, values)) + "}"
-
-
-_SEP = "\x1f"
 
 
 def get_instance_by_launch_id(tx: Session, launch_id: str) -> InstanceRow | None:
