@@ -22,6 +22,7 @@ from orchestrator.engine.states import AttemptState, DesiredState, EndCause, Job
 from orchestrator.money.spend import reported_price_hr
 from orchestrator.store import queries, repo
 from orchestrator.store import sqlstore_reads as reads
+from orchestrator.store.changes import ATTEMPTS, Counted
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
 from orchestrator.store.models import Attempt, Job
@@ -71,6 +72,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         self._agreed: dict[str, tuple[object, list[Instance]]] = {}
         #: PostgreSQL: every daemon's live launch ids, and the live attempts' token they were read under.
         self._live_ids: tuple[object, set[str]] | None = None
+        #: PostgreSQL: the change tokens above, kept while the server's count of writers says nobody wrote.
+        self._counted = Counted()
 
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> Holding | None:
@@ -181,9 +184,10 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         if self.store.dialect != "postgresql":
             return set(self._cached(reads.LIVE_LAUNCH_IDS, queries.live_launch_ids))
         # Every daemon's: the jobs' token does not cover them. Their own token (read first: a commit after it
-        # changes the next one) tells whether the kept set still holds, so a steady tick reads one row.
+        # changes the next one) tells whether the kept set still holds; it is digested again only when the
+        # server's count of attempt writers moved (orchestrator/store/changes.py), so a steady tick reads one row.
         with self.store.transaction() as tx:
-            token = queries.live_attempts_token(tx)
+            token = self._counted.get(tx, "live attempts", ATTEMPTS, lambda: queries.live_attempts_token(tx))
             if self._live_ids is None or self._live_ids[0] != token:
                 self._live_ids = (token, queries.live_launch_ids(tx))
         return set(self._live_ids[1])
