@@ -63,12 +63,16 @@ def needs_driver() -> Any:
 def heartbeat(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, now: datetime) -> tuple[int, bool]:
     """Renew ``owner``'s registration until ``now + ttl``. Returns its epoch and whether it CONTINUED (the
     row was still live under ``epoch``); False means it (re)joined with a new epoch: its old leases are void."""
+    if epoch is not None:
+        # The steady case in one statement (a fleet daemon's every tick: a locking read and the ORM's flush
+        # were two round trips and ~1 ms of CPU): renewed only if still live under ``epoch``.
+        renewed = tx.execute(update(DaemonRow).where(col(DaemonRow.owner) == owner, col(DaemonRow.epoch) == epoch,
+                                                     col(DaemonRow.expires_at) > now)
+                             .values(heartbeat_at=now, expires_at=now + ttl)
+                             .execution_options(synchronize_session=False))
+        if renewed.rowcount == 1:
+            return epoch, True
     row = tx.exec(select(DaemonRow).where(DaemonRow.owner == owner).with_for_update()).first()
-    if row is not None and epoch is not None and row.epoch == epoch and row.expires_at > now:
-        row.heartbeat_at, row.expires_at = now, now + ttl
-        tx.add(row)
-        tx.flush()
-        return epoch, True
     fresh = secrets.randbits(62)
     if row is None:
         row = DaemonRow(owner=owner, epoch=fresh, started_at=now, heartbeat_at=now, expires_at=now + ttl)
