@@ -94,7 +94,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
             self._reads.clear()
             self._marks.clear()
-        self.keep_unchanged_reads(held=frozenset({reads.Read.LIVE_ATTEMPTS, reads.Read.INSTANCES}))
+        self.keep_unchanged_reads(held=frozenset({reads.Read.LIVE_ATTEMPTS, reads.Read.DRAINING,
+                                                  reads.Read.INSTANCES}))
         return holding
 
     def join(self, now: datetime) -> None:
@@ -177,8 +178,16 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         return list(self._cached(reads.LIVE_ATTEMPTS, load))
 
     def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
-        found = self._attempts(lambda tx: queries.draining_attempt_columns(tx, now, self._leased_to))
-        return [a for a in found if self._mine(a.job_id)]
+        # Kept as the live attempts are (every tick asked again for the same few rows, or none): the attempts
+        # draining after the read's time, narrowed to ``now`` here; read again if the clock went back.
+        def load(tx: Session) -> tuple[datetime, list[AttemptRecord]]:
+            return now, [self._record(r) for r in queries.draining_attempt_columns(tx, now, self._leased_to)]
+
+        read_at, found = self._cached(reads.DRAINING, load)
+        if now < read_at:
+            self._reads.pop(reads.DRAINING, None)
+            read_at, found = self._cached(reads.DRAINING, load)
+        return [a for a in found if self._mine(a.job_id) and a.drain_until is not None and a.drain_until > now]
 
     def all_live_launch_ids(self) -> set[str]:
         if self.store.dialect != "postgresql":

@@ -47,6 +47,7 @@ class Read(Enum):
     ACTIVE_JOBS = "active jobs"
     INACTIVE_JOBS = "inactive jobs"
     LIVE_ATTEMPTS = "live attempts"
+    DRAINING = "attempts draining after the read's time"
     LIVE_LAUNCH_IDS = "every daemon's live launch ids"
     INSTANCES = "a provider's unended instance rows"
 
@@ -59,6 +60,7 @@ class ReadKey:
 
 ACTIVE_JOBS, INACTIVE_JOBS = ReadKey(Read.ACTIVE_JOBS), ReadKey(Read.INACTIVE_JOBS)
 LIVE_ATTEMPTS, LIVE_LAUNCH_IDS = ReadKey(Read.LIVE_ATTEMPTS), ReadKey(Read.LIVE_LAUNCH_IDS)
+DRAINING = ReadKey(Read.DRAINING)
 
 #: The reads of jobs (their spend totals are brought up to date when kept).
 JOB_READS = (ACTIVE_JOBS, INACTIVE_JOBS)
@@ -143,7 +145,10 @@ class KeptReads:
                          created_at=job.created_at)
 
     def patch_live(self, written: Mapping[str, InstanceRecord]) -> None:
-        """The kept live attempts as a read after ``update_instances(written)`` would give them."""
+        """The kept live attempts as a read after ``update_instances(written)`` would give them (the kept
+        draining attempts are dropped: read again when next asked)."""
+        if written:
+            self._reads.pop(DRAINING, None)
         kept = self._reads.get(LIVE_ATTEMPTS)
         if kept is None:
             return
