@@ -41,10 +41,16 @@ class Counted:
     kept: dict[str, tuple[tuple[int, ...], Any]] = field(default_factory=dict)
     #: How many answers were computed (not taken as kept): tests read it.
     computed: int = 0
+    #: The counts the last ``get`` read (None: none read, or the caller cleared it): another ``Counted`` may
+    #: key an answer computed later by them (``kept``; a later transaction is "after", as the module says).
+    last: tuple[int, int] | None = None
 
-    def get(self, tx: Session, name: str, depends: Sequence[str], compute: Callable[[], T]) -> T:
-        """``compute()``'s answer, or the one kept under ``name`` while the counts in ``depends`` read the same."""
-        now = counts(tx)
+    def get(self, tx: Session, name: str, depends: Sequence[str], compute: Callable[[], T],
+            *, read: tuple[int, int] | None = None) -> T:
+        """``compute()``'s answer, or the one kept under ``name`` while the counts in ``depends`` read the same.
+        ``read``: counts already read (in this transaction or an earlier one), not read again."""
+        now = read if read is not None else counts(tx)
+        self.last = now
         if now is None:
             self.computed += 1
             return compute()
@@ -56,6 +62,13 @@ class Counted:
         self.computed += 1
         self.kept[name] = (key, value)
         return value
+
+    def kept_at(self, name: str, depends: Sequence[str], read: tuple[int, int]) -> tuple[bool, Any]:
+        """(True, the answer kept under ``name``) if it was kept at the counts ``read``; else (False, None)."""
+        hit = self.kept.get(name)
+        if hit is not None and hit[0] == tuple(read[0 if d == "jobs" else 1] for d in depends):
+            return True, hit[1]
+        return False, None
 
     def forget(self) -> None:
         self.kept.clear()

@@ -29,7 +29,7 @@ import math
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, exists, func, or_, update
@@ -124,6 +124,9 @@ class Holding:
     claimed: int = 0
     #: The held rows as read, under their digest (PostgreSQL): the next claim reads them only if it moved.
     rows: HeldRows | None = field(default=None, compare=False)
+    #: When the first other registration read lapses (None: there was none); before then the next tick need
+    #: not wait on a reap (``FleetMember.begin``).
+    next_lapse: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +155,10 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
         release(tx, owner)          # leases from a lapsed registration are void: claimed again below
         known = counted = None      # (this transaction wrote jobs: the counts do not cover its own writes)
     reap(tx, now, keep=owner)
-    live = max(1, len(live_daemons(tx, now)))
+    # Every registration's expiry, in one read: how many are live, and when the first other one lapses.
+    registered = [(str(o), _aware(e)) for o, e in tx.execute(select(DaemonRow.owner, DaemonRow.expires_at)).all()]
+    live = max(1, sum(1 for _, expires in registered if expires > now))
+    next_lapse = min((expires for o, expires in registered if o != owner), default=None)
     needing, digest = (_needing_and_digest(tx, owner) if counted is None else
                        counted.get(tx, f"needing, {owner}'s digest", BOTH, lambda: _needing_and_digest(tx, owner)))
     share = math.ceil(needing / live) if limit is None else limit
@@ -167,7 +173,11 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
     claimed = claim_free(tx, owner, share - min(len(driving), share)) if len(driving) < share else {}
     mine.update(claimed)
     return Holding(owner, epoch, mine, live, share, released, len(claimed),
-                   rows if not (released or claimed) else None)
+                   rows if not (released or claimed) else None, next_lapse)
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _needing_and_digest(tx: Session, owner: str) -> tuple[int, tuple[int, str] | None]:
@@ -272,18 +282,27 @@ class FleetMember:
 
     def begin(self, store: Store, now: datetime, *, attempts_unchanged: bool = False) -> Holding:
         """Reap the lapsed (waiting for rows others reap: every claimer then sees them gone), then renew and
-        take the share: two transactions. ``attempts_unchanged``: the caller wrote no attempt since the last
-        claim (the held rows it read then may serve again: ``take_share``'s ``known``)."""
+        take the share. ``attempts_unchanged``: the caller wrote no attempt since the last claim (the held rows
+        it read then may serve again: ``take_share``'s ``known``).
+
+        The waiting reap is a transaction of its own, run only when some other registration the last claim
+        read has lapsed by ``now`` (or there was no claim yet): a steady fleet's expiries are all ahead, and
+        each daemon paid that transaction every tick for nothing. A registration that lapses unseen (one
+        joining after that read would need a clock behind by the TTL) is still reaped by the claim, skipping
+        a row in use, and read there: the next tick waits on it."""
         self.ticks += 1
         for hook in self.on_begin:
             hook(now)
-        try:
-            with store.transaction() as tx:
-                if store.dialect == "postgresql":     # a lapsed daemon stopped inside a write: do not stall on it
-                    tx.connection().exec_driver_sql(f"SET LOCAL lock_timeout = '{REAP_WAIT_MS}ms'")
-                reap(tx, now, keep=self.owner, wait=True)
-        except OperationalError:
-            pass                                    # reaped next tick (or by take_share, skipping it)
+        lapse = self.holding.next_lapse if self.holding is not None else now
+        if lapse is not None and lapse <= now:
+            try:
+                with store.transaction() as tx:
+                    if store.dialect == "postgresql":     # a lapsed daemon stopped inside a write: do not stall
+                        tx.connection().exec_driver_sql(f"SET LOCAL lock_timeout = '{REAP_WAIT_MS}ms'")
+                    reap(tx, now, keep=self.owner, wait=True)
+            except OperationalError:
+                pass                                    # reaped next tick (or by take_share, skipping it)
+        self.counted.last = None    # the counts this claim reads (``SqlEngineStore`` checks its reads against them)
         with store.transaction() as tx:
             known = self.holding.rows if self.holding is not None and attempts_unchanged else None
             self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now, known=known,

@@ -35,6 +35,7 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.store import queries
 from orchestrator.store.changes import JOBS, Counted
 from orchestrator.store.db import Store
+from orchestrator.store.fleet import FleetMember
 from orchestrator.store.instance_rows import InstanceRecord
 from orchestrator.store.queries import ChangeToken, HeldJobRows, SqliteChanges
 
@@ -85,6 +86,7 @@ class KeptReads:
     _moved: set[int]        # jobs whose ``_spent`` moved since the kept reads were last brought up to date
     _leased_to: str | None
     _counted: Counted
+    fleet: FleetMember | None
 
     def _cached(self, key: ReadKey, load: Callable[[Session], T]) -> T:
         """``load``'s answer, read again only when the kept one may be stale (see the module's docstring)."""
@@ -97,10 +99,11 @@ class KeptReads:
         self._reads[key] = Kept(self._version, value, token)
         return value
 
-    def _token(self, tx: Session) -> ChangeToken | None:
+    def _token(self, tx: Session, read: tuple[int, int] | None = None) -> ChangeToken | None:
         """The database's change token; PostgreSQL's digest of the held job rows is kept while the server's
-        count of job writers reads the same (orchestrator/store/changes.py: a steady tick reads one row)."""
-        return self._counted.get(tx, "held jobs", JOBS, lambda: queries.change_token(tx, self._leased_to))
+        count of job writers reads the same (orchestrator/store/changes.py: a steady tick reads one row).
+        ``read``: the counts as read already (this tick's claim's), not read again."""
+        return self._counted.get(tx, "held jobs", JOBS, lambda: queries.change_token(tx, self._leased_to), read=read)
 
     def _wrote(self) -> None:
         self._version += 1
@@ -111,8 +114,13 @@ class KeptReads:
         (several daemons: a held job's attempts and instance rows, the fence), kept."""
         if not self._reads:
             return
-        with self.store.transaction() as tx:
-            token = self._token(tx)
+        # A fleet's claim read the server's counts this tick (before its own writes: a claim's are seen as a
+        # change next tick): a steady tick checks against them, in no transaction of its own.
+        read = self.fleet.counted.last if self.fleet is not None else None
+        found, token = self._counted.kept_at("held jobs", JOBS, read) if read is not None else (False, None)
+        if not found:
+            with self.store.transaction() as tx:
+                token = self._token(tx, read)
         self._reads = {k: v for k, v in self._reads.items()
                        if k.read in held or (token is not None and v.token == token and _covers(token, k))}
         moved, self._moved = self._moved, set()

@@ -1,0 +1,101 @@
+"""What a steady fleet tick costs in round trips (PostgreSQL; ORCH_TEST_DATABASE_URL, skipped without it): each
+daemon of a fleet pays it every tick, so a fleet of K pays it K times a round (docs/daemon.md, 2026-12-07 run 2).
+The wait for lapsed registrations is its own transaction only while some other registration may have lapsed,
+and the kept reads' token is checked against the counts the claim read; a stop from another process and a
+lapsed daemon's jobs are still seen at the next tick."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from orchestrator.app.down import mark_down
+from orchestrator.app.jobs import apply, load
+from orchestrator.config.file import OrchConfig
+from orchestrator.daemon.assembly import Service, build_service
+from tests._store_db import pg_database
+from tests.fakes.memory_provider import MemoryProvider
+from tests.support.clock import ManualClock as Clock
+from tests.test_engine_kept_reads import MANIFEST, OFFER
+
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("deadlines_out_of_reach")]
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    yield from pg_database()
+
+
+def _watch(svc: Service) -> tuple[list[str], list[int]]:
+    """The statements the service's store sends from now on, and how many transactions it commits."""
+    assert svc.store is not None
+    statements: list[str] = []
+    commits = [0]
+
+    def before(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        statements.append(" ".join(statement.split()))
+
+    def commit(conn) -> None:  # type: ignore[no-untyped-def]
+        commits[0] += 1
+
+    event.listen(svc.store.engine, "before_cursor_execute", before)
+    event.listen(svc.store.engine, "commit", commit)
+    return statements, commits
+
+
+def test_a_steady_fleet_tick_waits_on_no_reap_and_reads_the_counts_twice(url: str, tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    aws = MemoryProvider("aws", [OFFER])
+    services = [build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws},
+                              catalog=[OFFER], lease_owner=name, clock=clock) for name in ("d1", "d2")]
+    try:
+        paths = []
+        for name in ("one", "two", "three", "four"):
+            paths.append(tmp_path / f"{name}.yaml")
+            paths[-1].write_text(MANIFEST.format(name=name))
+        store = services[0].store
+        assert store is not None
+        apply(store, load(paths), now=clock.now)
+        for svc in services:
+            svc.engine_store.join(clock.now)  # type: ignore[attr-defined]
+        for _ in range(5):
+            for svc in services:
+                svc.reconciler.tick()
+            clock.now += timedelta(seconds=15)
+        assert sorted(i.job or "" for i in aws.live()) == ["four", "one", "three", "two"]
+        watched = [_watch(svc) for svc in services]
+        for svc in services:
+            report = svc.reconciler.tick()
+            assert report.quiet and not report.errors
+        for statements, commits in watched:
+            assert not [s for s in statements if s.startswith("SET LOCAL lock_timeout = '5000ms'")]   # no wait
+            assert len([s for s in statements if "FROM store_changes" in s]) == 2   # the claim's, the sweep's
+            assert commits[0] <= 5, statements     # 6-7 before: the reap, the kept reads each their own
+        # A stop from another process is seen at the next tick.
+        mark_down(store, ["one"], now=clock.now)
+        clock.now += timedelta(seconds=15)
+        for svc in services:
+            svc.reconciler.tick()
+        assert sorted(i.job or "" for i in aws.live()) == ["four", "three", "two"]
+        # d2 stops ticking: d1's ticks wait on no reap while d2's registration is live, and at the first tick
+        # after it lapsed (the TTL, 90 s) d1 waits on the reap and takes d2's jobs.
+        lapsing = services[1].engine_store.fleet.holding  # type: ignore[attr-defined]
+        assert lapsing is not None and lapsing.jobs
+        for _ in range(5):
+            clock.now += timedelta(seconds=15)
+            watched[0][0].clear()
+            services[0].reconciler.tick()
+            assert not [s for s in watched[0][0] if s.startswith("SET LOCAL lock_timeout = '5000ms'")]
+        clock.now += timedelta(seconds=20)
+        watched[0][0].clear()
+        services[0].reconciler.tick()
+        assert [s for s in watched[0][0] if s.startswith("SET LOCAL lock_timeout = '5000ms'")]
+        holding = services[0].engine_store.fleet.holding  # type: ignore[attr-defined]
+        assert holding is not None and holding.live_daemons == 1 and set(lapsing.jobs) <= set(holding.jobs)
+    finally:
+        for svc in services:
+            svc.close()
