@@ -1,8 +1,8 @@
 """What a steady fleet tick costs in round trips (PostgreSQL; ORCH_TEST_DATABASE_URL, skipped without it): each
 daemon of a fleet pays it every tick, so a fleet of K pays it K times a round (docs/daemon.md, 2026-12-07 run 2).
 The wait for lapsed registrations is its own transaction only while some other registration may have lapsed,
-and the kept reads' token is checked against the counts the claim read; a stop from another process and a
-lapsed daemon's jobs are still seen at the next tick."""
+and the kept reads' token and the open relaunch requests are checked against the counts the claim read; a
+relaunch request and a stop from another process, and a lapsed daemon's jobs, are still seen at the next tick."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from orchestrator.app.down import mark_down
 from orchestrator.app.jobs import apply, load
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, build_service
+from orchestrator.store.requests import request_relaunch
 from tests._store_db import pg_database
 from tests.fakes.memory_provider import MemoryProvider
 from tests.support.clock import ManualClock as Clock
@@ -47,7 +48,7 @@ def _watch(svc: Service) -> tuple[list[str], list[int]]:
     return statements, commits
 
 
-def test_a_steady_fleet_tick_waits_on_no_reap_and_reads_the_counts_twice(url: str, tmp_path: Path) -> None:
+def test_a_steady_fleet_tick_waits_on_no_reap_and_reads_no_requests(url: str, tmp_path: Path) -> None:
     clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
     aws = MemoryProvider("aws", [OFFER])
     services = [build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws},
@@ -74,7 +75,18 @@ def test_a_steady_fleet_tick_waits_on_no_reap_and_reads_the_counts_twice(url: st
         for statements, commits in watched:
             assert not [s for s in statements if s.startswith("SET LOCAL lock_timeout = '5000ms'")]   # no wait
             assert len([s for s in statements if "FROM store_changes" in s]) == 2   # the claim's, the sweep's
-            assert commits[0] <= 5, statements     # 6-7 before: the reap, the kept reads each their own
+            assert not [s for s in statements if "FROM job_requests" in s]     # kept under the counts
+            assert commits[0] <= 4, statements     # 6-7 before: the reap, the kept reads, the requests' own
+        # A relaunch request from another process (the console) is seen at the next tick: its job's machine
+        # ends and another starts.
+        before = {i.job: i.instance_id for i in aws.live()}
+        with store.transaction() as tx:
+            request_relaunch(tx, "two", now=clock.now)
+        clock.now += timedelta(seconds=15)
+        for svc in services:
+            svc.reconciler.tick()
+        after = {i.job: i.instance_id for i in aws.live()}
+        assert after["two"] != before["two"] and after["three"] == before["three"]
         # A stop from another process is seen at the next tick.
         mark_down(store, ["one"], now=clock.now)
         clock.now += timedelta(seconds=15)

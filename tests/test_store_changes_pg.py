@@ -18,6 +18,7 @@ from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.store.changes import BOTH, Counted, counts
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import Attempt, Job
+from orchestrator.store.requests import request_relaunch
 from tests._store_db import pg_database
 from tests.fakes.memory_provider import MemoryProvider
 from tests.support.clock import ManualClock as Clock
@@ -32,10 +33,11 @@ def url() -> Iterator[str]:
 
 
 def _counts(store: Store) -> tuple[int, int]:
+    """The jobs' and the attempts' counts."""
     with store.transaction() as tx:
         found = counts(tx)
     assert found is not None
-    return found
+    return found[0], found[1]
 
 
 def test_each_committed_writer_moves_its_tables_count_once_and_a_rolled_back_one_none(url: str,
@@ -59,6 +61,13 @@ def test_each_committed_writer_moves_its_tables_count_once_and_a_rolled_back_one
         with store.transaction() as tx:        # no attempt row matches: nothing written, nothing counted
             tx.execute(update(Attempt).where(Attempt.id == -1).values(node_rank=1))
         assert _counts(store) == (jobs + 1, attempts)
+        with store.transaction() as tx:
+            before = counts(tx)
+        with store.transaction() as tx:        # a relaunch request (the console's): job_requests' count (0013)
+            request_relaunch(tx, "one", now=datetime(2026, 12, 1, tzinfo=UTC))
+        with store.transaction() as tx:
+            after = counts(tx)
+        assert before is not None and after == (before[0], before[1], before[2] + 1)
     finally:
         store.close()
 

@@ -1,7 +1,9 @@
-"""The server's count of the transactions that wrote jobs and attempts (PostgreSQL; migration 0012).
+"""The server's count of the transactions that wrote jobs, attempts and job_requests (PostgreSQL; migrations
+0012, 0013).
 
 A daemon asks, each tick, whether anybody wrote rows it keeps a read of: its held jobs (``change_token``), the
-jobs needing a driver (``take_share``), every daemon's live attempts (the sweep's ``live_attempts_token``).
+jobs needing a driver (``take_share``), every daemon's live attempts (the sweep's ``live_attempts_token``), the
+open relaunch requests (``relaunch_requests``: read with their jobs' names, so under the jobs' count too).
 Each answer is a digest of 10k rows at 10k jobs; a fleet of K daemons made the server digest the same rows K
 times a tick. ``Counted`` keeps such answers under the ``store_changes`` row as read before them: while the row
 reads the same, no transaction that wrote those tables has committed since (the triggers bump it as each one
@@ -23,15 +25,18 @@ T = TypeVar("T")
 
 #: Which counts an answer depends on.
 JOBS, ATTEMPTS, BOTH = ("jobs",), ("attempts",), ("jobs", "attempts")
+REQUESTS = ("jobs", "requests")     # the open relaunch requests, each with its job's name
+_AT = {"jobs": 0, "attempts": 1, "requests": 2}
+Counts = tuple[int, int, int]
 
 
-def counts(tx: Session) -> tuple[int, int] | None:
-    """The (jobs, attempts) counts; None where the server keeps none (SQLite, or no row)."""
+def counts(tx: Session) -> Counts | None:
+    """The (jobs, attempts, requests) counts; None where the server keeps none (SQLite, or no row)."""
     conn = tx.connection()
     if conn.dialect.name != "postgresql":
         return None
-    found = conn.exec_driver_sql("SELECT jobs, attempts FROM store_changes WHERE id = 1").first()
-    return None if found is None else (int(found[0]), int(found[1]))
+    found = conn.exec_driver_sql("SELECT jobs, attempts, requests FROM store_changes WHERE id = 1").first()
+    return None if found is None else (int(found[0]), int(found[1]), int(found[2]))
 
 
 @dataclass
@@ -43,10 +48,10 @@ class Counted:
     computed: int = 0
     #: The counts the last ``get`` read (None: none read, or the caller cleared it): another ``Counted`` may
     #: key an answer computed later by them (``kept``; a later transaction is "after", as the module says).
-    last: tuple[int, int] | None = None
+    last: Counts | None = None
 
     def get(self, tx: Session, name: str, depends: Sequence[str], compute: Callable[[], T],
-            *, read: tuple[int, int] | None = None) -> T:
+            *, read: Counts | None = None) -> T:
         """``compute()``'s answer, or the one kept under ``name`` while the counts in ``depends`` read the same.
         ``read``: counts already read (in this transaction or an earlier one), not read again."""
         now = read if read is not None else counts(tx)
@@ -54,7 +59,7 @@ class Counted:
         if now is None:
             self.computed += 1
             return compute()
-        key = tuple(now[0 if d == "jobs" else 1] for d in depends)
+        key = tuple(now[_AT[d]] for d in depends)
         hit = self.kept.get(name)
         if hit is not None and hit[0] == key:
             return hit[1]  # type: ignore[no-any-return]
@@ -63,10 +68,10 @@ class Counted:
         self.kept[name] = (key, value)
         return value
 
-    def kept_at(self, name: str, depends: Sequence[str], read: tuple[int, int]) -> tuple[bool, Any]:
+    def kept_at(self, name: str, depends: Sequence[str], read: Counts) -> tuple[bool, Any]:
         """(True, the answer kept under ``name``) if it was kept at the counts ``read``; else (False, None)."""
         hit = self.kept.get(name)
-        if hit is not None and hit[0] == tuple(read[0 if d == "jobs" else 1] for d in depends):
+        if hit is not None and hit[0] == tuple(read[_AT[d]] for d in depends):
             return True, hit[1]
         return False, None
 

@@ -93,6 +93,9 @@ class StoreChangesRow(SQLModel, table=True):
     id: int = Field(default=1, primary_key=True)
     jobs: int = Field(default=0, sa_column=Column(sa.BigInteger, nullable=False))
     attempts: int = Field(default=0, sa_column=Column(sa.BigInteger, nullable=False))
+    #: The transactions that wrote job_requests (migration 0013): the open relaunch requests are read again
+    #: only when it (or ``jobs``) moved.
+    requests: int = Field(default=0, sa_column=Column(sa.BigInteger, nullable=False, server_default="0"))
 
 
 class StoreIdentityRow(SQLModel, table=True):

@@ -73,18 +73,19 @@ def open_relaunch_request(tx: Session, job_id: int) -> RelaunchRequest | None:
     return None if row is None else _view(row[0], row[1])
 
 
-def open_relaunch_requests(tx: Session, job_ids: Sequence[int]) -> list[RelaunchRequest]:
-    """The open relaunch requests of these jobs, oldest first, left open (the engine acts on them, then takes
-    them: a crash in between leaves them open for the next tick, which finds the machines already ended)."""
-    if not job_ids:
+def open_relaunch_requests(tx: Session, job_ids: Sequence[int] | None = None) -> list[RelaunchRequest]:
+    """The open relaunch requests of these jobs (None: of every job), oldest first, left open (the engine acts
+    on them, then takes them: a crash in between leaves them open for the next tick, which finds the machines
+    already ended)."""
+    if job_ids is not None and not job_ids:
         return []
     # The open requests are few and a daemon's jobs many (10k ids would make a 10k-parameter IN every tick):
     # read the open ones and keep this daemon's here.
-    wanted = set(job_ids)
+    wanted = None if job_ids is None else set(job_ids)
     query = (select(JobRequest, Job.name).join(Job, col(Job.id) == col(JobRequest.job_id))
              .where(JobRequest.kind == RequestKind.RELAUNCH.value, col(JobRequest.taken_at).is_(None))
              .order_by(col(JobRequest.requested_at), col(JobRequest.id)))
-    return [_view(row, name) for row, name in tx.exec(query).all() if row.job_id in wanted]
+    return [_view(row, name) for row, name in tx.exec(query).all() if wanted is None or row.job_id in wanted]
 
 
 def take_relaunch_requests(tx: Session, *, now: datetime | None = None,

@@ -33,7 +33,7 @@ from sqlmodel import Session
 
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.store import queries
-from orchestrator.store.changes import JOBS, Counted
+from orchestrator.store.changes import JOBS, Counted, Counts
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember
 from orchestrator.store.instance_rows import InstanceRecord
@@ -99,7 +99,7 @@ class KeptReads:
         self._reads[key] = Kept(self._version, value, token)
         return value
 
-    def _token(self, tx: Session, read: tuple[int, int] | None = None) -> ChangeToken | None:
+    def _token(self, tx: Session, read: Counts | None = None) -> ChangeToken | None:
         """The database's change token; PostgreSQL's digest of the held job rows is kept while the server's
         count of job writers reads the same (orchestrator/store/changes.py: a steady tick reads one row).
         ``read``: the counts as read already (this tick's claim's), not read again."""

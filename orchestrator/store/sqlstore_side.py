@@ -16,13 +16,17 @@ from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
 from orchestrator.store import budget_watch, gpu_util, queries, repo, requests, spot_history
+from orchestrator.store.changes import REQUESTS, Counted
 from orchestrator.store.db import Store
+from orchestrator.store.fleet import FleetMember
 from providers.base import Offer
 
 
 class SideTables:
     store: Store
     owner: str
+    fleet: FleetMember | None
+    _counted: Counted
 
     def flush(self) -> None:
         """Write buffered spend (``SqlEngineStore.flush``): budgets read the ledger after it."""
@@ -67,8 +71,21 @@ class SideTables:
                 gpu_util.record_gpu_util(tx, samples)
 
     def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
-        with self.store.transaction() as tx:
-            return requests.open_relaunch_requests(tx, job_ids)
+        """The open requests of ``job_ids``. On PostgreSQL every open request is kept while the server's counts
+        of job and request writers read the same (orchestrator/store/changes.py): a fleet's steady tick checks
+        them against the counts its claim read this tick, in no transaction of its own (a request committed
+        after that read is seen at the next tick)."""
+        if not job_ids:
+            return []
+        wanted = set(job_ids)
+        read = self.fleet.counted.last if self.fleet is not None else None
+        found, kept = (self._counted.kept_at("open relaunch requests", REQUESTS, read) if read is not None
+                       else (False, None))
+        if not found:
+            with self.store.transaction() as tx:
+                kept = self._counted.get(tx, "open relaunch requests", REQUESTS,
+                                         lambda: requests.open_relaunch_requests(tx), read=read)
+        return [r for r in kept if r.job_id in wanted]
 
     def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
         with self.store.transaction() as tx:
