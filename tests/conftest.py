@@ -98,6 +98,26 @@ def _typer_shape(app: typer.Typer) -> tuple[object, ...]:
 
 
 @pytest.fixture(autouse=True)
+def _sqlite_commits_without_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SQLite store opened in a test commits without waiting for the disk (``PRAGMA synchronous=OFF``): at
+    SQLite's default (FULL) each commit that writes waits for a few fsyncs, ~8 ms on the project's machines, and
+    the engine tests commit thousands of times. What every connection reads, its locking, and what survives a
+    killed process (the data is in the OS's cache before the commit returns) are the same; only an OS crash or a
+    power cut could lose the last commits. orch processes the tests start keep orch's own settings."""
+    import orchestrator.store.db as db
+
+    real = db._sqlite_pragmas
+
+    def pragmas(dbapi_conn: object, record: object) -> None:
+        real(dbapi_conn, record)
+        cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        cursor.execute("PRAGMA synchronous=OFF")
+        cursor.close()
+
+    monkeypatch.setattr(db, "_sqlite_pragmas", pragmas)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
