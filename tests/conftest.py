@@ -71,10 +71,15 @@ def _cli_command_built_once() -> Iterator[None]:
     """typer's ``CliRunner.invoke(app, ...)`` turns the Typer app into its click command tree on every call: ~25 ms
     of CPU for orch's (every command's signature read and converted), in several hundred calls. Built once per
     worker here, and again whenever the app's registered commands, groups or callback change; click's commands
-    keep no state between invocations (each gets its own context), as in ``orch`` itself, built once a run."""
-    import typer.testing
+    keep no state between invocations (each gets its own context), as in ``orch`` itself, built once a run.
+    Only where a test module imported typer's CliRunner at collection (this does not import typer itself)."""
+    import sys
 
-    real = typer.testing._get_command
+    cli_testing = sys.modules.get("typer.testing")
+    if cli_testing is None:
+        yield
+        return
+    real = cli_testing._get_command
     built: dict[int, tuple[object, tuple[object, ...], object]] = {}
 
     def get_command(app: typer.Typer) -> object:
@@ -84,9 +89,9 @@ def _cli_command_built_once() -> Iterator[None]:
             kept = built[id(app)] = (app, shape, real(app))
         return kept[2]
 
-    typer.testing._get_command = get_command
+    cli_testing._get_command = get_command
     yield
-    typer.testing._get_command = real
+    cli_testing._get_command = real
 
 
 def _typer_shape(app: typer.Typer) -> tuple[object, ...]:
