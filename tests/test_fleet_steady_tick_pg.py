@@ -74,6 +74,7 @@ def test_a_steady_fleet_tick_waits_on_no_reap_and_reads_no_requests(url: str, tm
             assert report.quiet and not report.errors
         for statements, commits in watched:
             assert not [s for s in statements if s.startswith("SET LOCAL lock_timeout = '5000ms'")]   # no wait
+            assert not [s for s in statements if "FOR UPDATE" in s and "FROM daemons" in s]    # nor any reap
             assert len([s for s in statements if "FROM store_changes" in s]) == 2   # the claim's, the sweep's
             assert not [s for s in statements if "FROM job_requests" in s]     # kept under the counts
             assert commits[0] <= 4, statements     # 6-7 before: the reap, the kept reads, the requests' own

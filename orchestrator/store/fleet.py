@@ -140,7 +140,8 @@ class HeldRows:
 
 
 def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, now: datetime,
-               limit: int | None = None, known: HeldRows | None = None, counted: Counted | None = None) -> Holding:
+               limit: int | None = None, known: HeldRows | None = None, counted: Counted | None = None,
+               reaped: bool = False) -> Holding:
     """Renew ``owner``, reap the lapsed, give back what is above the share, claim free jobs up to it.
 
     ``limit`` caps the share (None: ``ceil(needing / live daemons)``). ``known``: the rows the last claim read,
@@ -148,13 +149,16 @@ def take_share(tx: Session, owner: str, epoch: int | None, *, ttl: timedelta, no
     PostgreSQL they are taken again, not read, while the rows' digest is the same (a steady tick's case).
     ``counted`` (the caller's, kept between ticks): on PostgreSQL, how many jobs need a driver and that digest
     are taken from the last tick while the server's counts of job and attempt writers read the same
-    (orchestrator/store/changes.py): a steady tick then scans neither table.
+    (orchestrator/store/changes.py): a steady tick then scans neither table. ``reaped``: the caller reaped the
+    lapsed registrations since it last read them, or read none lapsing before ``now`` (``FleetMember.begin``):
+    not reaped again here (a lapsed one read below is reaped at the next tick; its jobs wait for that).
     """
     epoch, continued = heartbeat(tx, owner, epoch, ttl=ttl, now=now)
     if not continued:
         release(tx, owner)          # leases from a lapsed registration are void: claimed again below
         known = counted = None      # (this transaction wrote jobs: the counts do not cover its own writes)
-    reap(tx, now, keep=owner)
+    if not reaped:
+        reap(tx, now, keep=owner)
     # Every registration's expiry, in one read: how many are live, and when the first other one lapses.
     registered = [(str(o), _aware(e)) for o, e in tx.execute(select(DaemonRow.owner, DaemonRow.expires_at)).all()]
     live = max(1, sum(1 for _, expires in registered if expires > now))
@@ -285,28 +289,31 @@ class FleetMember:
         take the share. ``attempts_unchanged``: the caller wrote no attempt since the last claim (the held rows
         it read then may serve again: ``take_share``'s ``known``).
 
-        The waiting reap is a transaction of its own, run only when some other registration the last claim
-        read has lapsed by ``now`` (or there was no claim yet): a steady fleet's expiries are all ahead, and
-        each daemon paid that transaction every tick for nothing. A registration that lapses unseen (one
-        joining after that read would need a clock behind by the TTL) is still reaped by the claim, skipping
-        a row in use, and read there: the next tick waits on it."""
+        The reap (a transaction of its own, and the claim's reap skipping rows in use) runs only when some
+        other registration the last claim read has lapsed by ``now`` (or there was no claim yet): a steady
+        fleet's expiries are all ahead, and each daemon paid that transaction and a locking read every tick
+        for nothing. A registration lapsing unseen (one joining after that read would need a clock behind by
+        the TTL) is read by this claim (not counted live, its jobs not free yet): the next tick reaps it.
+        Where the waiting reap timed out, the claim reaps what it can, skipping rows in use."""
         self.ticks += 1
         for hook in self.on_begin:
             hook(now)
         lapse = self.holding.next_lapse if self.holding is not None else now
-        if lapse is not None and lapse <= now:
+        reaped = lapse is None or lapse > now
+        if not reaped:
             try:
                 with store.transaction() as tx:
                     if store.dialect == "postgresql":     # a lapsed daemon stopped inside a write: do not stall
                         tx.connection().exec_driver_sql(f"SET LOCAL lock_timeout = '{REAP_WAIT_MS}ms'")
                     reap(tx, now, keep=self.owner, wait=True)
+                reaped = True
             except OperationalError:
                 pass                                    # reaped next tick (or by take_share, skipping it)
         self.counted.last = None    # the counts this claim reads (``SqlEngineStore`` checks its reads against them)
         with store.transaction() as tx:
             known = self.holding.rows if self.holding is not None and attempts_unchanged else None
             self.holding = take_share(tx, self.owner, self.epoch, ttl=self.ttl, now=now, known=known,
-                                      counted=self.counted)
+                                      counted=self.counted, reaped=reaped)
         self.epoch = self.holding.epoch
         return self.holding
 
