@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    import typer
+
     from tests.daemon_world import Fakes
     from tests.support.forkserver import ForkServer
 
@@ -41,15 +43,83 @@ def _schema_template(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], b
     return template
 
 
+@pytest.fixture(scope="session")
+def _pg_schema_template() -> Iterator[Callable[[], str]]:
+    """The name of a PostgreSQL database at the head, migrated on first use in this worker (tests/_store_db.py)."""
+    from tests._store_db import migrated_pg_template
+
+    yield from migrated_pg_template()
+
+
 @pytest.fixture(autouse=True)
 def _new_stores_from_template(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-                              _schema_template: Callable[[], bytes]) -> None:
-    """A new SQLite store is a copy of the worker's migrated one (tests/support/schema_template.py), except
-    in the tests marked ``real_schema_upgrade``."""
+                              _schema_template: Callable[[], bytes],
+                              _pg_schema_template: Callable[[], str]) -> None:
+    """A new SQLite store is a copy of the worker's migrated one (tests/support/schema_template.py), and a store
+    fixture's new PostgreSQL database a copy of the worker's migrated database (tests/_store_db.py), except in the
+    tests marked ``real_schema_upgrade``."""
     if request.node.get_closest_marker("real_schema_upgrade") is None:
+        from tests import _store_db
         from tests.support.schema_template import install
 
         install(monkeypatch, _schema_template)
+        monkeypatch.setattr(_store_db, "pg_template", _pg_schema_template)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cli_command_built_once() -> Iterator[None]:
+    """typer's ``CliRunner.invoke(app, ...)`` turns the Typer app into its click command tree on every call: ~25 ms
+    of CPU for orch's (every command's signature read and converted), in several hundred calls. Built once per
+    worker here, and again whenever the app's registered commands, groups or callback change; click's commands
+    keep no state between invocations (each gets its own context), as in ``orch`` itself, built once a run.
+    Only where a test module imported typer's CliRunner at collection (this does not import typer itself)."""
+    import sys
+
+    cli_testing = sys.modules.get("typer.testing")
+    if cli_testing is None:
+        yield
+        return
+    real = cli_testing._get_command
+    built: dict[int, tuple[object, tuple[object, ...], object]] = {}
+
+    def get_command(app: typer.Typer) -> object:
+        shape = _typer_shape(app)
+        kept = built.get(id(app))
+        if kept is None or kept[0] is not app or kept[1] != shape:
+            kept = built[id(app)] = (app, shape, real(app))
+        return kept[2]
+
+    cli_testing._get_command = get_command
+    yield
+    cli_testing._get_command = real
+
+
+def _typer_shape(app: typer.Typer) -> tuple[object, ...]:
+    """What the click command built from ``app`` depends on: its commands, callback and groups (recursively)."""
+    return (app.registered_callback, app.info,
+            tuple((c.name, c.callback, c.cls, c.context_settings) for c in app.registered_commands),
+            tuple((g.name, _typer_shape(g.typer_instance) if g.typer_instance else None)
+                  for g in app.registered_groups))
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_commits_without_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SQLite store opened in a test commits without waiting for the disk (``PRAGMA synchronous=OFF``): at
+    SQLite's default (FULL) each commit that writes waits for a few fsyncs, ~8 ms on the project's machines, and
+    the engine tests commit thousands of times. What every connection reads, its locking, and what survives a
+    killed process (the data is in the OS's cache before the commit returns) are the same; only an OS crash or a
+    power cut could lose the last commits. orch processes the tests start keep orch's own settings."""
+    import orchestrator.store.db as db
+
+    real = db._sqlite_pragmas
+
+    def pragmas(dbapi_conn: object, record: object) -> None:
+        real(dbapi_conn, record)
+        cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+        cursor.execute("PRAGMA synchronous=OFF")
+        cursor.close()
+
+    monkeypatch.setattr(db, "_sqlite_pragmas", pragmas)
 
 
 @pytest.fixture(autouse=True)

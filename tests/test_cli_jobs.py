@@ -445,6 +445,7 @@ def test_events_lists_and_follow_stops_after_max_wait(tmp_path: Path, env: dict[
 # -- a real process -------------------------------------------------------------------------------------
 
 @pytest.mark.slow      # real processes, one of them started cold
+@pytest.mark.real_schema_upgrade   # its first orch process migrates the new store, SQLite or PostgreSQL
 def test_subprocess_apply_status_follow_down(tmp_path: Path, env: dict[str, str], clouds: FakeClouds,
                                             forkserver: ForkServer) -> None:
     def _orch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ from orchestrator.console.budgets import BudgetLevel, BudgetPeriod, BudgetScope,
 from orchestrator.console.charts import nice_ceiling, sparkline, stacked_bars, time_ticks, x_labels
 from orchestrator.console.timeline import MarkKind, build_timeline, relaunches
 from orchestrator.engine.states import AttemptState, DesiredState, JobStatus
-from orchestrator.store.console_queries import AttemptView, CheckpointView, JobBudget, JobDetail, UtilPoint
+from orchestrator.store.console_values import AttemptView, CheckpointView, JobBudget, JobDetail, UtilPoint
 from orchestrator.store.spend_series import Series, bucket_starts
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

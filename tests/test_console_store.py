@@ -17,6 +17,7 @@ from orchestrator.engine.values import GpuUtilSample
 from orchestrator.store import console_queries as q
 from orchestrator.store import repo
 from orchestrator.store import spend_series as sp
+from orchestrator.store.console_values import EventFilter
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.gpu_util import record_gpu_util, util_since
 from orchestrator.store.models import Event, GpuUtilMinute
@@ -287,12 +288,12 @@ def test_event_page_filters_and_pages_newest_first(store: Store) -> None:
             repo.record_event(tx, EventKind.STARTED if i % 2 else EventKind.APPLY, f"a{i}", job_id=a, ts=T0 + i * MIN)
         repo.record_event(tx, EventKind.APPLY, "b0", job_id=b, ts=T0)
     with store.transaction() as tx:
-        page1 = q.event_page(tx, q.EventFilter(job="a"), page=1, per_page=3)
-        page3 = q.event_page(tx, q.EventFilter(job="a"), page=3, per_page=3)
-        beyond = q.event_page(tx, q.EventFilter(job="a"), page=99, per_page=3)
-        ticks = q.event_page(tx, q.EventFilter(kinds=(EventKind.STARTED,)), per_page=10)
-        window = q.event_page(tx, q.EventFilter(job="a", since=T0 + 2 * MIN, until=T0 + 4 * MIN), per_page=10)
-        none = q.event_page(tx, q.EventFilter(job="nope"), per_page=10)
+        page1 = q.event_page(tx, EventFilter(job="a"), page=1, per_page=3)
+        page3 = q.event_page(tx, EventFilter(job="a"), page=3, per_page=3)
+        beyond = q.event_page(tx, EventFilter(job="a"), page=99, per_page=3)
+        ticks = q.event_page(tx, EventFilter(kinds=(EventKind.STARTED,)), per_page=10)
+        window = q.event_page(tx, EventFilter(job="a", since=T0 + 2 * MIN, until=T0 + 4 * MIN), per_page=10)
+        none = q.event_page(tx, EventFilter(job="nope"), per_page=10)
         kinds, names = q.event_kinds(tx), q.job_names(tx)
     created = 1   # upsert_job's job.created event
     assert page1.total == 7 + created and page1.pages == 3

@@ -79,7 +79,7 @@ def test_a_steady_tick_reads_no_job_or_attempt_again(world: tuple[Service, Clock
     svc.reconciler.tick()
     assert svc.reconciler.tick().quiet
     reads = [s for s in seen if "FROM jobs" in s or "FROM attempts" in s]
-    assert reads and all("attempts.drain_until >" in s for s in reads)     # only the (indexed) draining ones
+    assert seen and reads == []     # the draining attempts too are kept (nothing wrote them)
 
 
 def test_what_another_process_writes_is_read_at_the_next_tick(world: tuple[Service, Clock, MemoryProvider,
@@ -172,3 +172,32 @@ def test_a_fleet_daemon_keeps_its_jobs_until_their_rows_change(tmp_path: Path) -
             assert [i.job for i in aws.live()] == ["two"]
         finally:
             svc.close()
+
+
+def test_the_kept_draining_attempts_are_narrowed_to_the_time_asked_and_read_again_for_an_earlier_one(
+        world: tuple[Service, Clock, MemoryProvider, str]) -> None:
+    from sqlalchemy import update
+
+    from orchestrator.store.models import Attempt
+    from orchestrator.store.sqlstore import SqlEngineStore
+
+    svc, clock, _, url = world
+    for _ in range(3):
+        svc.reconciler.tick()
+        clock.now += timedelta(seconds=15)
+    other = open_store(url)
+    try:
+        with other.transaction() as tx:       # another process marks one attempt draining for a minute
+            tx.execute(update(Attempt).where(Attempt.id == 1).values(drain_until=clock.now + timedelta(minutes=1)))
+    finally:
+        other.close()
+    store = svc.engine_store
+    assert isinstance(store, SqlEngineStore)
+    store.keep_unchanged_reads()            # as a tick begins: another connection committed
+    assert [a.id for a in store.draining_attempts(clock.now)] == [1]
+    seen = selects(svc)
+    assert [a.id for a in store.draining_attempts(clock.now + timedelta(seconds=30))] == [1]
+    assert store.draining_attempts(clock.now + timedelta(minutes=2)) == []    # its drain is over
+    assert not [s for s in seen if "FROM attempts" in s]                      # kept: not read again
+    assert [a.id for a in store.draining_attempts(clock.now - timedelta(seconds=1))] == [1]
+    assert [s for s in seen if "attempts.drain_until >" in s]                 # earlier than the read: read again

@@ -260,6 +260,7 @@ def test_split_and_fold() -> None:
         (t, t + timedelta(minutes=2), 0.2, 6.0), (t + timedelta(minutes=2), t + timedelta(minutes=3), 0.2, 12.0)]
 
 
+@pytest.mark.real_schema_upgrade   # migrates an empty database to 0005 itself, then on
 def test_0006_folds_a_per_tick_ledger(url: str) -> None:
     engine = make_engine(url)
     try:

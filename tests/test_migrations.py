@@ -45,7 +45,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 def test_migrations_dir_is_the_packaged_one() -> None:
     assert Path(__file__).resolve().parents[1] / "orchestrator" / "store" / "migrations" == MIGRATIONS_DIR
     assert (MIGRATIONS_DIR / "versions" / "0001_initial.py").exists()
-    assert head_revision() == "0011_listings"
+    assert head_revision() == "0012_store_changes"
 
 
 def test_upgrade_head_matches_the_models(engine: Engine) -> None:

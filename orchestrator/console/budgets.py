@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from orchestrator.money.budgets import BudgetReview
-from orchestrator.store.console_queries import JobBudget
+from orchestrator.store.console_values import JobBudget
 
 #: At this share of a budget the console marks it "near".
 NEAR_FRACTION = 0.8

@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 
 from orchestrator.console.formatting import money
 from orchestrator.console.timeline import MarkKind, SpanKind, Timeline
-from orchestrator.store.console_queries import UtilPoint
+from orchestrator.store.console_values import UtilPoint
 from orchestrator.store.spend_series import Series
 
 PALETTE = 10   # colour classes c0..c9

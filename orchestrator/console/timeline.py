@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from orchestrator.engine.states import AttemptState
-from orchestrator.store.console_queries import AttemptView, JobDetail
+from orchestrator.store.console_values import AttemptView, JobDetail
 
 
 class SpanKind(StrEnum):

@@ -20,6 +20,7 @@ from orchestrator.console.budgets import budget_views, configured_views
 from orchestrator.console.timeline import build_timeline
 from orchestrator.money.budgets import Budget
 from orchestrator.store import console_queries as q
+from orchestrator.store.console_values import EventFilter, FleetNode
 from orchestrator.store.db import Store
 from orchestrator.store.spend_series import spend_series
 
@@ -74,7 +75,7 @@ def fleet_page(store: Store, chrome: Chrome) -> Page:
         failures = failures_by_job(tx, [(j.id, j.status.value) for j in fleet.jobs])
     start = chrome.now - timedelta(hours=1)
 
-    def spark(node: q.FleetNode) -> Any:
+    def spark(node: FleetNode) -> Any:
         return charts.sparkline(node.util, start, chrome.now) if node.util else None
 
     return render("fleet.html", chrome, tab="fleet", fleet=fleet, spark=spark, refresh_s=FLEET_REFRESH_S,
@@ -128,7 +129,7 @@ def budgets_page(store: Store, chrome: Chrome, budgets: Sequence[Budget] = ()) -
 class EventQuery:
     """The events page's query string, parsed; ``problems`` names what was ignored and why."""
 
-    flt: q.EventFilter
+    flt: EventFilter
     page: int
     since_text: str
     until_text: str
@@ -174,7 +175,7 @@ def parse_event_query(args: Mapping[str, list[str]]) -> EventQuery:
     page_text = first("page")
     page = int(page_text) if page_text.isdigit() and 0 < len(page_text) < 7 else 1
     kinds = tuple(k.strip()[:100] for k in args.get("kind", []) if k.strip())[:20]
-    flt = q.EventFilter(job=first("job") or None, kinds=kinds, since=times["since"], until=times["until"])
+    flt = EventFilter(job=first("job") or None, kinds=kinds, since=times["since"], until=times["until"])
     return EventQuery(flt, page, first("since"), first("until"), tuple(problems))
 
 

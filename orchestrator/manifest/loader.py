@@ -2,7 +2,7 @@
 
 The YAML is built from the parser's events so that each value keeps its position (yamlread); text
 values are screened for credentials and control characters (screen); pydantic's error locations are
-then mapped back to the key or value at fault. The work is bounded whatever the input: file size,
+then mapped back to the key or value at fault (error_positions). The work is bounded whatever the input: file size,
 documents, values, depth, errors reported, and the names the did-you-mean search compares.
 """
 
@@ -10,26 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from orchestrator.inputs.durations import HintedValueError
 from orchestrator.inputs.files import os_error_text
 from orchestrator.inputs.yaml12 import YamlInputError
 from orchestrator.inputs.yamlread import MAX_BYTES, Document, Path_, Pos, parse_yaml, read_regular_file
+from orchestrator.manifest.error_positions import Suggester, error_from_pydantic, field_text, nearest, yaml_type
 from orchestrator.manifest.errors import ManifestError, raise_all
 from orchestrator.manifest.schema import Manifest
 from orchestrator.manifest.screen import Finding, screen
-from orchestrator.redaction import shown
 
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 MAX_ERRORS_PER_FILE = 50      # past this, one line says how many more: a broken file is not a flood
-_MAX_SUGGESTED = 20           # unknown names per document that get a did-you-mean
-_MAX_SUGGEST_LEN = 64         # longer names are not compared with anything
 MAX_WALK = 20_000             # files and directories a directory argument may hold
 
 
@@ -56,10 +52,10 @@ def _screen(path: Path, doc: Document, findings: list[Finding]) -> list[Manifest
     MAX_ERRORS_PER_FILE + 1 in document order (a file full of them is not a flood)."""
     placed = []
     for finding in findings:
-        pos = (doc.keys.get(finding.path) if finding.on_key else None) or _nearest(doc, finding.path)
+        pos = (doc.keys.get(finding.path) if finding.on_key else None) or nearest(doc, finding.path)
         placed.append((pos.line, pos.col, finding))
     placed.sort(key=lambda p: (p[0], p[1]))
-    return [ManifestError(path, f.message, line=line, col=col, field=_field_text(f.path, f.on_key), hint=f.hint)
+    return [ManifestError(path, f.message, line=line, col=col, field=field_text(f.path, f.on_key), hint=f.hint)
             for line, col, f in placed[:MAX_ERRORS_PER_FILE + 1]]
 
 
@@ -67,129 +63,9 @@ def _under(loc: tuple[str | int, ...], paths: set[Path_]) -> bool:
     return any(loc[:n] in paths for n in range(1, len(loc) + 1))
 
 
-def _nearest(doc: Document, path: Path_) -> Pos:
-    """Where the value at ``path`` is written, or its nearest written ancestor (values under an alias)."""
-    for n in range(len(path), -1, -1):
-        pos = doc.values.get(path[:n])
-        if pos is not None:
-            return pos
-    return doc.start
-
-
-def _field_text(path: Path_, on_key: bool = False) -> str:
-    parts = path[:-1] if on_key and path and not _printable_key(path[-1]) else path
-    text = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in parts).replace(".[", "[")
-    return text if text else "(document)"
-
-
-def _printable_key(key: object) -> bool:
-    from orchestrator.redaction import find_secret
-
-    return isinstance(key, str) and len(key) <= 64 and find_secret(key) is None and key.isprintable()
-
-
-# -- mapping pydantic errors back to positions ------------------------------------------------------
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation such as ``Resources | None`` or ``list[DataItem]``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _field_names(model: type[BaseModel]) -> list[str]:
-    return [f.alias or name for name, f in model.model_fields.items()]
-
-
-def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
-    """The model class whose fields are valid at ``loc`` (a path of keys and list indexes)."""
-    model: type[BaseModel] | None = Manifest
-    for part in loc:
-        if model is None:
-            return None
-        if isinstance(part, int):
-            continue
-        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
-        if field is None:
-            return None
-        model = _model_in(field.annotation)
-    return model
-
-
-class _Suggester:
-    """Did-you-mean for unknown field names, within a budget: a hostile file with 20,000 unknown names
-    (or one name of a megabyte) costs no more than a typo."""
-
-    def __init__(self) -> None:
-        self.left = _MAX_SUGGESTED
-
-    def hint(self, unknown: str, known: list[str]) -> str:
-        if self.left > 0 and len(unknown) <= _MAX_SUGGEST_LEN:
-            self.left -= 1
-            import difflib
-
-            close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.5)
-            if close:
-                return f"did you mean {close[0]!r}?"
-        return f"known fields here: {', '.join(known)}"
-
-
-def _error_from_pydantic(path: Path, doc: Document, err: Any, suggester: _Suggester) -> ManifestError:
-    loc = tuple(err["loc"])
-    kind = err["type"]
-    # Keep only the parts of loc that are really in the document (pydantic adds union-member tags).
-    clean: list[str | int] = []
-    for part in loc:
-        if (*clean, part) in doc.values:
-            clean.append(part)
-    field_parts: list[str | int] = list(clean)
-    if kind == "missing" and loc and isinstance(loc[-1], str) and loc[-1] not in clean:
-        field_parts.append(loc[-1])
-    key = tuple(clean)
-    on_key = kind == "extra_forbidden" or (len(loc) > len(clean) and loc[len(clean)] == "[key]")
-    field = _field_text(tuple(field_parts), on_key)
-    pos = (doc.keys.get(key) if on_key else None) or _nearest(doc, key)
-    hint: str | None = None
-    message = err["msg"]
-    ctx = err.get("ctx") or {}
-    cause = ctx.get("error")
-    if isinstance(cause, HintedValueError):
-        message, hint = cause.message, cause.hint
-    elif kind == "value_error" and message.startswith("Value error, "):
-        message = message[len("Value error, "):]
-    if kind == "extra_forbidden":
-        unknown = str(loc[-1]) if loc else ""
-        message = "unknown field" if _printable_key(unknown) else f"unknown field {shown(unknown, 40)}"
-        hint = suggester.hint(unknown, _field_names(_model_at(clean[:-1]) or Manifest))
-    elif kind == "missing":
-        message = "required field is missing"
-    elif kind in ("model_type", "dict_type") or kind.endswith("_type"):
-        got = type(err.get("input")).__name__
-        message = f"{message.rstrip('.')} (got {_yaml_type(got)})"
-    elif kind == "finite_number":
-        message, hint = "must be a finite number", "write a number such as 24 (not .inf or .nan)"
-    elif kind == "literal_error" and field == "apiVersion":
-        hint = "write apiVersion: orch/v1"
-    elif kind == "literal_error" and field == "kind":
-        hint = "write kind: Job"
-    elif kind == "string_pattern_mismatch" and field == "name":
-        message = "a job name is lower-case letters, digits and '-', starting with a letter, at most 63"
-    return ManifestError(path, message.rstrip("."), line=pos.line, col=pos.col, field=field, hint=hint)
-
-
-def _yaml_type(python_type: str) -> str:
-    return {"dict": "a mapping", "list": "a list", "str": "text", "int": "an integer", "float": "a number",
-            "YamlInt": "an integer", "YamlFloat": "a number", "bool": "a boolean", "NoneType": "nothing",
-            "datetime": "a date-time", "date": "a date"}.get(python_type, python_type)
-
-
 def _validate_document(path: Path, doc: Document) -> Manifest:
     if not isinstance(doc.data, dict):
-        raise ManifestError(path, f"a manifest must be a mapping (got {_yaml_type(type(doc.data).__name__)})",
+        raise ManifestError(path, f"a manifest must be a mapping (got {yaml_type(type(doc.data).__name__)})",
                             line=doc.start.line, col=doc.start.col, hint="start with apiVersion: orch/v1")
     findings = screen(doc.data)
     screened = _screen(path, doc, findings)
@@ -198,13 +74,13 @@ def _validate_document(path: Path, doc: Document) -> Manifest:
     try:
         manifest = Manifest.model_validate(doc.data)
     except ValidationError as exc:
-        suggester = _Suggester()
+        suggester = Suggester()
         seen: set[tuple[str, int, int]] = set()
         errors: list[ManifestError] = list(screened)
         for err in exc.errors(include_url=False):
             if _under(tuple(err["loc"]), hidden):
                 continue
-            me = _error_from_pydantic(path, doc, err, suggester)
+            me = error_from_pydantic(path, doc, err, suggester)
             marker = (me.field, me.line or 0, me.col or 0)
             if marker in seen:   # one union failing several ways is one problem
                 continue

@@ -8,6 +8,7 @@ existing one behind the code must be upgraded on purpose with ``orch db upgrade`
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlmodel import Session, create_engine
 
 from orchestrator.store.listen import EventFeed, EventListener
@@ -90,12 +92,43 @@ def make_engine(url: str) -> Engine:
         # A process stopped inside a transaction (SIGSTOP, a partition) must not hold its row locks, and with
         # them other daemons' claims, for ever: the server ends such a transaction after a while.
         # TimeZone=UTC: psycopg then hands out timestamps in datetime.UTC (orchestrator/store/plain_rows.py).
-        return create_engine(url, pool_pre_ping=True,
-                             connect_args={"options": f"-c idle_in_transaction_session_timeout={IDLE_TX_TIMEOUT_MS}"
-                                                      " -c TimeZone=UTC"})
+        engine = create_engine(url, connect_args={"options": f"-c idle_in_transaction_session_timeout="
+                                                             f"{IDLE_TX_TIMEOUT_MS} -c TimeZone=UTC"})
     except ImportError as exc:
         raise StoreError(f"the driver for {redact(url)} is not installed ({exc.name}); "
                          "pip install 'orch[postgres]'") from None
+    _ping_when_idle(engine)
+    return engine
+
+
+#: A pooled PostgreSQL connection idle for longer than this is pinged before it is handed out.
+PING_AFTER_IDLE_S = 1.0
+_IDLE_SINCE = "orch.idle_since"
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """``pool_pre_ping``, but only for a connection idle for over ``PING_AFTER_IDLE_S``: a connection the server
+    dropped while the daemon slept between ticks (a restart, a timeout) is found and replaced before a tick's
+    first transaction uses it, as before; the tick's next transactions, milliseconds later on the same
+    connection, are not pinged (each ping was a round trip and two autocommit switches: ~15% of a fleet
+    daemon's steady tick CPU at 100 held jobs, paid by every daemon, tests/bench/bench_tick.py --profile). A
+    connection lost within a tick fails that transaction, which the pool then replaces (its error reaches the
+    tick, as any store error does)."""
+
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def used(_dbapi: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def checkout(dbapi: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is not None and time.monotonic() - since <= PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            raise DisconnectionError(f"the pooled connection is gone: {exc}") from exc   # the pool reconnects
 
 
 def alembic_config(connection: Connection | None = None) -> Any:

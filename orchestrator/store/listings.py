@@ -66,17 +66,20 @@ def shared_listing(store: Store, provider: str, owner: str, *, lister: str, now:
         # A listing already fresh for the caller is read without the lock: the daemons that come after the
         # lister's commit do not queue behind each other on the row.
         got = _read_fresh(store, key, cache, now, max_age, min_version)
-        if got is not None:
+        if isinstance(got, Listing):
             return got
         with store.transaction() as tx:
             conn = tx.connection()
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(lock_wait.total_seconds() * 1000)}ms'")
-            conn.execute(pg_insert(_TABLE).values(provider=provider, owner=owner, version=0, listed_at=None,
-                                                  lister=None, digest="", instances=[]).on_conflict_do_nothing())
+            if got is None:     # no row yet (one that was read is there: rows are not deleted)
+                conn.execute(pg_insert(_TABLE).values(provider=provider, owner=owner, version=0, listed_at=None,
+                                                      lister=None, digest="", instances=[]).on_conflict_do_nothing())
             # The lock is the election: the first daemon here this tick lists; the others wait, then read.
-            version, listed_at, digest = conn.execute(
-                select(_TABLE.c.version, _TABLE.c.listed_at, _TABLE.c.digest).where(_where(key))
-                .with_for_update()).one()
+            locked = conn.execute(select(_TABLE.c.version, _TABLE.c.listed_at, _TABLE.c.digest).where(_where(key))
+                                  .with_for_update()).first()
+            if locked is None:      # deleted since it was read (by hand): listed alone this tick
+                return Listing(ask(), None, False)
+            version, listed_at, digest = locked
             if _fresh((version, listed_at), now, max_age, min_version):
                 held = cache.decoded.get(key)
                 if held is not None and held[0] == digest:
@@ -99,7 +102,7 @@ def shared_listing(store: Store, provider: str, owner: str, *, lister: str, now:
         # Fresh once the lister committed: its machines are read and decoded after the lock is let go (those
         # waiting behind this daemon do not wait for its decoding: at 10k machines ~0.1-0.2 s each, in turn).
         got = _read_fresh(store, key, cache, now, max_age, min_version)
-        return got if got is not None else Listing(ask(), None, False)     # stale again already: alone
+        return got if isinstance(got, Listing) else Listing(ask(), None, False)     # stale again already: alone
     except OperationalError:
         # The lock was not granted in time (or the store failed): the cloud is asked, nothing is published.
         return Listing(ask(), None, False)
@@ -113,21 +116,23 @@ def _where(key: tuple[str, str]) -> Any:
 
 
 def _read_fresh(store: Store, key: tuple[str, str], cache: ListingCache, now: datetime, max_age: timedelta,
-                min_version: int) -> Listing | None:
-    """The published listing when it is fresh for the caller, read without a lock (None: it is not); its
-    machines fetched and decoded only when the caller's cache does not hold that digest."""
+                min_version: int) -> Listing | bool | None:
+    """The published listing when it is fresh for the caller, read without a lock (False: it is not; None:
+    there is no row); its machines fetched and decoded only when the caller's cache does not hold that digest."""
     with store.transaction() as tx:
         conn = tx.connection()
         found = conn.execute(select(_TABLE.c.version, _TABLE.c.listed_at, _TABLE.c.digest).where(_where(key))).first()
-        if found is None or not _fresh(found, now, max_age, min_version):
+        if found is None:
             return None
+        if not _fresh(found, now, max_age, min_version):
+            return False
         held = cache.decoded.get(key)
         if held is not None and held[0] == found.digest:
             return Listing(list(held[1]), found.version, True)
         row = conn.execute(select(_TABLE.c.version, _TABLE.c.listed_at, _TABLE.c.digest, _TABLE.c.instances)
                            .where(_where(key))).one()
     if not _fresh(row, now, max_age, min_version):      # the row as read with its machines
-        return None
+        return False
     held = (row.digest, [instance_from_json(d) for d in row.instances])
     cache.decoded[key] = held
     return Listing(list(held[1]), row.version, True)

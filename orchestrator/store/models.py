@@ -82,6 +82,19 @@ class ListingRow(SQLModel, table=True):
     instances: list[Any] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
 
 
+class StoreChangesRow(SQLModel, table=True):
+    """How many committed transactions wrote the jobs and the attempts tables (PostgreSQL: bumped once per
+    writing transaction, as it commits, by the deferred triggers of migration 0012; SQLite: unused, it has
+    ``PRAGMA data_version``). Equal counts: nobody wrote those rows in between, so a daemon's steady tick reads
+    this one row instead of digesting the fleet's rows (orchestrator/store/changes.py)."""
+
+    __tablename__ = "store_changes"
+
+    id: int = Field(default=1, primary_key=True)
+    jobs: int = Field(default=0, sa_column=Column(sa.BigInteger, nullable=False))
+    attempts: int = Field(default=0, sa_column=Column(sa.BigInteger, nullable=False))
+
+
 class StoreIdentityRow(SQLModel, table=True):
     """This store's identity: one row, its id drawn once when the table was made (migration 0008). Every
     launch id carries it, so two stores on one cloud account and owner tell their machines apart."""

@@ -22,6 +22,7 @@ from orchestrator.engine.states import AttemptState, DesiredState, EndCause, Job
 from orchestrator.money.spend import reported_price_hr
 from orchestrator.store import queries, repo
 from orchestrator.store import sqlstore_reads as reads
+from orchestrator.store.changes import ATTEMPTS, Counted
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
 from orchestrator.store.models import Attempt, Job
@@ -71,6 +72,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         self._agreed: dict[str, tuple[object, list[Instance]]] = {}
         #: PostgreSQL: every daemon's live launch ids, and the live attempts' token they were read under.
         self._live_ids: tuple[object, set[str]] | None = None
+        #: PostgreSQL: the change tokens above, kept while the server's count of writers says nobody wrote.
+        self._counted = Counted()
 
     # --- leases --------------------------------------------------------------------------------------
     def begin_tick(self, now: datetime) -> Holding | None:
@@ -91,7 +94,8 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
             self._spent = {k: v for k, v in self._spent.items() if k in before and holding.jobs.get(k) == before[k]}
             self._reads.clear()
             self._marks.clear()
-        self.keep_unchanged_reads(held=frozenset({reads.Read.LIVE_ATTEMPTS, reads.Read.INSTANCES}))
+        self.keep_unchanged_reads(held=frozenset({reads.Read.LIVE_ATTEMPTS, reads.Read.DRAINING,
+                                                  reads.Read.INSTANCES}))
         return holding
 
     def join(self, now: datetime) -> None:
@@ -174,16 +178,25 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         return list(self._cached(reads.LIVE_ATTEMPTS, load))
 
     def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
-        found = self._attempts(lambda tx: queries.draining_attempt_columns(tx, now, self._leased_to))
-        return [a for a in found if self._mine(a.job_id)]
+        # Kept as the live attempts are (every tick asked again for the same few rows, or none): the attempts
+        # draining after the read's time, narrowed to ``now`` here; read again if the clock went back.
+        def load(tx: Session) -> tuple[datetime, list[AttemptRecord]]:
+            return now, [self._record(r) for r in queries.draining_attempt_columns(tx, now, self._leased_to)]
+
+        read_at, found = self._cached(reads.DRAINING, load)
+        if now < read_at:
+            self._reads.pop(reads.DRAINING, None)
+            read_at, found = self._cached(reads.DRAINING, load)
+        return [a for a in found if self._mine(a.job_id) and a.drain_until is not None and a.drain_until > now]
 
     def all_live_launch_ids(self) -> set[str]:
         if self.store.dialect != "postgresql":
             return set(self._cached(reads.LIVE_LAUNCH_IDS, queries.live_launch_ids))
         # Every daemon's: the jobs' token does not cover them. Their own token (read first: a commit after it
-        # changes the next one) tells whether the kept set still holds, so a steady tick reads one row.
+        # changes the next one) tells whether the kept set still holds; it is digested again only when the
+        # server's count of attempt writers moved (orchestrator/store/changes.py), so a steady tick reads one row.
         with self.store.transaction() as tx:
-            token = queries.live_attempts_token(tx)
+            token = self._counted.get(tx, "live attempts", ATTEMPTS, lambda: queries.live_attempts_token(tx))
             if self._live_ids is None or self._live_ids[0] != token:
                 self._live_ids = (token, queries.live_launch_ids(tx))
         return set(self._live_ids[1])

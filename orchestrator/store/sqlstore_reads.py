@@ -33,6 +33,7 @@ from sqlmodel import Session
 
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.store import queries
+from orchestrator.store.changes import JOBS, Counted
 from orchestrator.store.db import Store
 from orchestrator.store.instance_rows import InstanceRecord
 from orchestrator.store.queries import ChangeToken, HeldJobRows, SqliteChanges
@@ -46,6 +47,7 @@ class Read(Enum):
     ACTIVE_JOBS = "active jobs"
     INACTIVE_JOBS = "inactive jobs"
     LIVE_ATTEMPTS = "live attempts"
+    DRAINING = "attempts draining after the read's time"
     LIVE_LAUNCH_IDS = "every daemon's live launch ids"
     INSTANCES = "a provider's unended instance rows"
 
@@ -58,6 +60,7 @@ class ReadKey:
 
 ACTIVE_JOBS, INACTIVE_JOBS = ReadKey(Read.ACTIVE_JOBS), ReadKey(Read.INACTIVE_JOBS)
 LIVE_ATTEMPTS, LIVE_LAUNCH_IDS = ReadKey(Read.LIVE_ATTEMPTS), ReadKey(Read.LIVE_LAUNCH_IDS)
+DRAINING = ReadKey(Read.DRAINING)
 
 #: The reads of jobs (their spend totals are brought up to date when kept).
 JOB_READS = (ACTIVE_JOBS, INACTIVE_JOBS)
@@ -81,6 +84,7 @@ class KeptReads:
     _spent: dict[int, float]
     _moved: set[int]        # jobs whose ``_spent`` moved since the kept reads were last brought up to date
     _leased_to: str | None
+    _counted: Counted
 
     def _cached(self, key: ReadKey, load: Callable[[Session], T]) -> T:
         """``load``'s answer, read again only when the kept one may be stale (see the module's docstring)."""
@@ -88,10 +92,15 @@ class KeptReads:
         if hit is not None and hit.version == self._version:
             return hit.value  # type: ignore[no-any-return]
         with self.store.transaction() as tx:
-            token = queries.change_token(tx, self._leased_to)   # before the read: a commit after changes it
+            token = self._token(tx)   # before the read: a commit after changes it
             value = load(tx)
         self._reads[key] = Kept(self._version, value, token)
         return value
+
+    def _token(self, tx: Session) -> ChangeToken | None:
+        """The database's change token; PostgreSQL's digest of the held job rows is kept while the server's
+        count of job writers reads the same (orchestrator/store/changes.py: a steady tick reads one row)."""
+        return self._counted.get(tx, "held jobs", JOBS, lambda: queries.change_token(tx, self._leased_to))
 
     def _wrote(self) -> None:
         self._version += 1
@@ -103,7 +112,7 @@ class KeptReads:
         if not self._reads:
             return
         with self.store.transaction() as tx:
-            token = queries.change_token(tx, self._leased_to)
+            token = self._token(tx)
         self._reads = {k: v for k, v in self._reads.items()
                        if k.read in held or (token is not None and v.token == token and _covers(token, k))}
         moved, self._moved = self._moved, set()
@@ -136,7 +145,10 @@ class KeptReads:
                          created_at=job.created_at)
 
     def patch_live(self, written: Mapping[str, InstanceRecord]) -> None:
-        """The kept live attempts as a read after ``update_instances(written)`` would give them."""
+        """The kept live attempts as a read after ``update_instances(written)`` would give them (the kept
+        draining attempts are dropped: read again when next asked)."""
+        if written:
+            self._reads.pop(DRAINING, None)
         kept = self._reads.get(LIVE_ATTEMPTS)
         if kept is None:
             return

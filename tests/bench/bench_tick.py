@@ -1,16 +1,25 @@
 #!/usr/bin/env python3
 """Benchmark: what a reconcile tick costs with N running jobs shared by K daemons.
 
-    python tests/bench/bench_tick.py --jobs 100000 --daemons 4 [--ticks 3] [--database-url URL]
+    python tests/bench/bench_tick.py --jobs 100000 --daemons 4 [--ticks 8] [--database-url URL]
 
-Ends with one line: ``jobs=N daemons=K first_tick_s=.. steady_tick_s=.. per_daemon_cpu_s=..``; with ``--compare``
+Ends with one line: ``jobs=N daemons=K first_tick_s=.. steady_tick_s=.. steady_best_s=.. per_daemon_cpu_s=..
+fleet_cpu_s=.. server_cpu_s=..``; with ``--compare``
 one such line for one daemon, then one for K daemons run next on the same database and fake (the one daemon
 leaves the fleet between), and ``compare: K daemons' steady round / one daemon's = ..``: a paired comparison.
 
 * ``first_tick_s``: CPU seconds of a daemon's first tick after it starts (the restart cost: it claims its
   share, parses its jobs' manifests, reads their spend marks), the most of the K daemons.
-* ``steady_tick_s``: wall seconds of a steady round, the K daemons ticking at once (best of ``--ticks``).
-* ``per_daemon_cpu_s``: CPU seconds of one daemon's steady tick (best of ``--ticks``; the most of the K).
+* ``steady_tick_s``: wall seconds of a steady round, the K daemons ticking at once: the median of the steady
+  rounds from round 3 on (rounds 1 and 2 still settle: at 10k they cost 2-5x a later round's CPU; with
+  ``--ticks`` under 3, the median of all), so one noisy round (a round is ~0.1 s at 10k) moves it little;
+  ``steady_best_s``: the best of those rounds.
+* ``per_daemon_cpu_s``: CPU seconds of one daemon's steady tick (the median over the same rounds; the most of
+  the K).
+* ``fleet_cpu_s``, ``server_cpu_s``: the CPU seconds of a steady round's work, the K daemons' together and
+  the PostgreSQL backends' serving them (read from ``/proc/<pid>/schedstat``: a server on this machine;
+  ``nan`` otherwise), medians over the same rounds. On a machine with fewer free cores than daemons, a
+  round's wall follows their sum more than any one daemon's tick; they move little with the machine's load.
 
 The store is PostgreSQL: ``--database-url`` or ``$ORCH_TEST_DATABASE_URL`` names a server, on which a fresh
 database is created and dropped afterwards. Without one the store is a SQLite file and K must be 1. The
@@ -32,6 +41,7 @@ import json
 import multiprocessing
 import os
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -243,7 +253,11 @@ def _drop(base: str, name: str) -> None:
     admin.dispose()
 
 
-Figures = tuple[float, float, float]     # first tick CPU (most of the K), best steady round wall, steady CPU
+#: First tick CPU (most of the K), steady round wall (median), steady round wall (best), steady CPU (median; the
+#: most of the K), the K daemons' steady CPU together and PostgreSQL's in a round (medians; NaN: not known).
+Figures = tuple[float, float, float, float, float, float]
+#: The first round counted as steady (rounds 1 and 2 still settle).
+WARM = 3
 
 
 def bench(n: int, k: int, ticks: int, base: str | None, profile: str = "", compare: bool = False
@@ -292,6 +306,7 @@ def _leave(url: str, owner: str) -> None:
 def _phase(url: str, port: int, k: int, ticks: int, first_round: int, named: bool, profile: str) -> Figures:
     """K daemon processes, joined, then ``ticks + 1`` rounds (the clock goes on from ``first_round``)."""
     daemons: list[tuple[multiprocessing.Process, Connection]] = []
+    servers: list[float | None] = []
     try:
         for i in range(k):
             parent, child = multiprocessing.Pipe()
@@ -302,24 +317,34 @@ def _phase(url: str, port: int, k: int, ticks: int, first_round: int, named: boo
         for _, pipe in daemons:
             assert pipe.recv() == "joined"
         rounds = []
+        server = _ServerCpu(url)
         for r in range(ticks + 1):
             now = T0 + STEP * (first_round + r + 1)
+            server.start()
             start = time.perf_counter()
             for _, pipe in daemons:
                 pipe.send(now)
             answers = [pipe.recv() for _, pipe in daemons]
             rounds.append((time.perf_counter() - start, answers))
+            server_cpu = server.used()
+            servers.append(server_cpu)
             calls = [a[4] for a in answers]
-            print(f"round {r}: wall {rounds[-1][0]:.2f} s, cpu {[round(a[0], 2) for a in answers]}, quiet "
+            print(f"round {r}: wall {rounds[-1][0]:.3f} s, each daemon's wall {[round(a[1], 3) for a in answers]}, "
+                  f"cpu {[round(a[0], 3) for a in answers]}, server cpu "
+                  f"{'?' if server_cpu is None else round(server_cpu, 3)}, quiet "
                   f"{[a[2] for a in answers]}, cloud list calls "
                   f"{sum(calls) if None not in calls else 'one per daemon (not shared)'}", file=sys.stderr, flush=True)
             for a in answers:
                 if a[3] != "[]":
                     print(f"  errors: {a[3]}", file=sys.stderr)
         first = max(a[0] for a in rounds[0][1])
-        steady_wall = min(w for w, _ in rounds[1:])
-        per_daemon = max(min(rounds[r][1][d][0] for r in range(1, len(rounds))) for d in range(k))
-        return first, steady_wall, per_daemon
+        warm = WARM if len(rounds) > WARM else 1
+        steady = rounds[warm:]
+        per_daemon = max(statistics.median(answers[d][0] for _, answers in steady) for d in range(k))
+        fleet = statistics.median(sum(a[0] for a in answers) for _, answers in steady)
+        known = [c for c in servers[warm:] if c is not None]
+        return (first, statistics.median(w for w, _ in steady), min(w for w, _ in steady), per_daemon, fleet,
+                statistics.median(known) if known else float("nan"))
     finally:
         for _, pipe in daemons:
             pipe.send(None)
@@ -327,11 +352,51 @@ def _phase(url: str, port: int, k: int, ticks: int, first_round: int, named: boo
             proc.join(60)
 
 
+class _ServerCpu:
+    """CPU seconds the PostgreSQL server's backends for ``url``'s database used between ``start`` and ``used``
+    (the daemons' connections: from ``/proc/<pid>/schedstat``, so only for a server on this machine; None
+    where it cannot be read). Not counted in any tick's figures: printed beside them."""
+
+    def __init__(self, url: str) -> None:
+        from sqlalchemy import create_engine
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.pool import NullPool
+
+        postgres = make_url(url).get_backend_name() == "postgresql"
+        self._engine = create_engine(url, poolclass=NullPool) if postgres else None   # no connection kept
+        self._at: dict[int, int] = {}
+
+    def _read(self) -> dict[int, int] | None:
+        if self._engine is None:
+            return None
+        from sqlalchemy import text
+
+        with self._engine.connect() as conn:
+            pids = conn.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                     "AND pid <> pg_backend_pid()")).scalars().all()
+        found = {}
+        for pid in pids:
+            try:
+                found[int(pid)] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                return None
+        return found
+
+    def start(self) -> None:
+        self._at = self._read() or {}
+
+    def used(self) -> float | None:
+        now = self._read()
+        if now is None:
+            return None
+        return sum(ns - self._at.get(pid, 0) for pid, ns in now.items()) / 1e9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--daemons", type=int, default=1)
-    parser.add_argument("--ticks", type=int, default=3)
+    parser.add_argument("--ticks", type=int, default=8, help="steady rounds after the first (default 8)")
     parser.add_argument("--database-url", default=os.environ.get("ORCH_TEST_DATABASE_URL"),
                         help="a PostgreSQL server (default $ORCH_TEST_DATABASE_URL); none: SQLite, one daemon")
     parser.add_argument("--compare", action="store_true",
@@ -344,13 +409,14 @@ def main() -> None:
     if not args.database_url and (args.daemons != 1 or args.compare):
         parser.error("several daemons need PostgreSQL: --database-url or $ORCH_TEST_DATABASE_URL")
     results = bench(args.jobs, args.daemons, args.ticks, args.database_url, args.profile, args.compare)
-    for k, (first, steady, per_daemon) in results:
+    for k, (first, steady, best, per_daemon, fleet, server) in results:
         print(f"jobs={args.jobs} daemons={k} first_tick_s={first:.3f} steady_tick_s={steady:.3f} "
-              f"per_daemon_cpu_s={per_daemon:.3f}", flush=True)
+              f"steady_best_s={best:.3f} per_daemon_cpu_s={per_daemon:.3f} fleet_cpu_s={fleet:.3f} "
+              f"server_cpu_s={server:.3f}", flush=True)
     if len(results) == 2:
         (_, one), (k, many) = results
         print(f"compare: {k} daemons' steady round / one daemon's = {many[1]:.3f} / {one[1]:.3f} s = "
-              f"{many[1] / one[1]:.2f}", flush=True)
+              f"{many[1] / one[1]:.2f} (medians; best rounds: {many[2] / one[2]:.2f})", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -276,13 +276,35 @@ def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Bucket:
 
 # --- the uninterrupted reference run ------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference_weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The final weights of an uninterrupted run with the same seed, run directly with torchrun."""
+    """The final weights of an uninterrupted run with the same seed, run directly with torchrun.
+
+    Run once per test session, not once per module that compares with it (three, ~10-20 s each): the same
+    script, steps and seed give the same weights (the tests compare resumed runs with them bit for bit). Under
+    pytest-xdist the first worker to need them runs them under a lock in the session's shared temporary root;
+    the others wait for the file and read it."""
     require_tools()
+    import fcntl
+    import hashlib
+
     import torch
 
-    work = tmp_path_factory.mktemp("reference")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent    # the controller's basetemp; each worker's is popen-gwN under it
+    key = hashlib.sha256(SCRIPT.read_bytes() + f" {STEPS} {SEED} {torch.__version__}".encode()).hexdigest()[:16]
+    final = shared / f"e2e-reference-{key}.pt"
+    with (shared / f"e2e-reference-{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not final.exists():
+            work = tmp_path_factory.mktemp("reference")
+            _reference_run(work)
+            (work / "final.pt").replace(final)
+    return dict(torch.load(final, weights_only=True))
+
+
+def _reference_run(work: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -293,7 +315,6 @@ def reference_weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, cwd=work, env=env, timeout=120, capture_output=True, text=True)
     assert done.returncode == 0, f"reference run failed:\n{done.stderr[-3000:]}"
-    return dict(torch.load(work / "final.pt", weights_only=True))
 
 
 # --- the world --------------------------------------------------------------------------------------

@@ -114,7 +114,8 @@ class FakeAws:
         self.validated: Counter[str] = Counter()   # EC2 Actions checked against botocore's model
         self.refusals: list[tuple[str, Ec2Refusal]] = []   # (Action, refusal) for each request EC2 would refuse
         self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_Quiet)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-aws", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fake-aws", daemon=True)
         self._thread.start()
         self.endpoint_url = f"http://127.0.0.1:{self._server.server_port}"
 

@@ -117,7 +117,7 @@ def metadata_server() -> Iterator[tuple[str, MetadataState]]:
     """Yield (base_url, state) for a server on an ephemeral 127.0.0.1 port; shut down on exit."""
     state = MetadataState()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", state

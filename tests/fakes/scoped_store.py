@@ -118,7 +118,7 @@ class ScopedStore:
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _go
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -45,13 +45,13 @@ def install(monkeypatch: pytest.MonkeyPatch, template: Callable[[], bytes]) -> N
             if path.exists() and path.stat().st_size == 0:
                 with path.open("r+b") as f:          # the file make_engine created (its mode kept)
                     f.write(template())
-                _draw_again(engine)
+                draw_again(engine)
         real(engine)
 
     monkeypatch.setattr(db, "_ensure_schema", from_template)
 
 
-def _draw_again(engine: Engine) -> None:
+def draw_again(engine: Engine) -> None:
     """What the migrations draw per store is drawn again for the copy: the store's id (migration 0008), which
     every launch id carries; two stores must not share it."""
     import secrets
