@@ -6,8 +6,10 @@ output that parses. Commands run in-process (typer's CliRunner) on a temporary c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,7 +110,8 @@ def _check(command: str, args: list[str], tmp_path: Path) -> None:
     if command == "simulate":
         argv += ["--workers", "1"]                                  # one process: the fuzz, not a pool
     runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=tmp_path):
+    # A fresh working directory per example (what click's deprecated isolated_filesystem gave).
+    with tempfile.TemporaryDirectory(dir=tmp_path) as cwd, contextlib.chdir(cwd):
         result = runner.invoke(app, argv)
     what = f"orch {' '.join(repr(a) for a in argv)}"
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -11,11 +11,11 @@ available runs. The Safety Net's states are the net's only choice (on-demand onc
 two overheads and a tick), so the plan agrees with the override the policy keeps on top of it.
 
 The solution is a table of the best action for every grid state from the job's time left down to 0; the
-policy reads it every tick (the nearest time step, the slack rounded down) and solves again only when the
-set's history has changed (a run ended) and ``RESOLVE_H`` hours of the job have passed since the last solve.
-A spot instance live past its overhead is kept (Exploitation, as UP and orch do); a new one goes to the
-launchable zone with the largest expected saving, as orch's zone choice. The solve itself and its table
-(``solve``, ``Plan``) are mdp_solve.py's.
+policy reads it every tick (the nearest time step and the nearest slack step, ``slack_nearest``) and solves
+again only when the set's history has changed (a run ended) and ``RESOLVE_H`` hours of the job have passed
+since the last solve. A spot instance live past its overhead is kept (Exploitation, as UP and orch do); a new
+one goes to the launchable zone with the largest expected saving, as orch's zone choice. The solve itself and
+its table (``solve``, ``Plan``) are mdp_solve.py's.
 """
 
 from __future__ import annotations
@@ -54,8 +54,12 @@ class MdpPolicy:
     # the simulator need not ask then (base.py). ``decide`` keeps no state on those ticks.
     keeps_paid_spot_unnoticed = True
 
-    def __init__(self, wait_tax: tuple[float, float] = (WAIT_TAX, 0.0)) -> None:
+    def __init__(self, wait_tax: tuple[float, float] = (WAIT_TAX, 0.0), slack_nearest: bool = True) -> None:
         self.wait_tax = wait_tax
+        # The plan's slack read at the nearest grid step, not rounded down (v3.5, docs/policy.md): rounding down
+        # showed the plan up to a step (15 min) less slack than the job had, a bias toward on-demand; the
+        # Safety Net is the policy's own check (``paper_safety_net``), so the deadline does not rest on it.
+        self.slack_nearest = slack_nearest
         self._plan: Plan | None = None
         self._solved_at = -math.inf
         self._solved_runs = -1
@@ -144,7 +148,9 @@ class MdpPolicy:
         else:
             age = max(stats.streak_h - obs.gap_h, 0.0) if not stats.available else 0.0
             state = plan.chain.state(False, age)
-        act = plan.action(obs.time_left_h, obs.slack_h, state, plan.mode_index(mode, obs.overhead_left_h))
+        act = plan.action(
+            obs.time_left_h, obs.slack_h, state, plan.mode_index(mode, obs.overhead_left_h), self.slack_nearest
+        )
         if act == A_SPOT and zones:
             return spot(self.best_zone(obs, zones))
         if act == A_OD:

@@ -53,9 +53,12 @@ class Plan:
             i = min(self.n_ov, max(0, math.ceil(overhead_left_h / self.step_h - _EPS) - 1))
         return 1 + i
 
-    def action(self, time_left_h: float, slack_h: float, state: int, mode: int) -> int:
+    def action(self, time_left_h: float, slack_h: float, state: int, mode: int, nearest: bool = True) -> int:
+        """The table's action at the nearest time step and, with ``nearest``, the nearest slack step (else the
+        slack rounded down: the plan then sees up to a step less slack than the job has; docs/policy.md v3.5)."""
         t = min(max(round(time_left_h / self.step_h), 0), self.acts.shape[0] - 1)
-        j = min(max(math.floor(slack_h / self.step_h + 1e-6), 0), self.acts.shape[3] - 1)
+        j = round(slack_h / self.step_h) if nearest else math.floor(slack_h / self.step_h + 1e-6)
+        j = min(max(j, 0), self.acts.shape[3] - 1)
         return int(self.acts[t, state, mode, j])
 
 
