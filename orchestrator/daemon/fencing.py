@@ -27,6 +27,8 @@ Wrapped around each provider the engine is given when several daemons share a Po
   its listing as its tick begins, before its claim, and is at the listing lock before the others, who come to
   it after theirs. The election is still the lock's (whoever is first lists); this only orders the arrivals,
   so that a daemon whose adapter has never decoded the listing is seldom the one the fleet waits for.
+  A daemon whose claim was quicker than the lister's prelist, finding the listing stale and its lock free,
+  steps back a few 10 ms pauses for it (``LISTER_DEFERENCE``) before it lists itself.
 """
 
 from __future__ import annotations
@@ -41,13 +43,16 @@ from orchestrator.engine.states import AttemptState
 from orchestrator.store import queries
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember
-from orchestrator.store.listings import ListingCache, shared_listing
+from orchestrator.store.listings import Deference, ListingCache, shared_listing
 from providers.base import Instance, LaunchSpec, Provider
 from providers.errors import ProviderError
 
 #: How old a published listing may be and still serve this tick: under the daemon's tick (15 s by default), so
 #: each tick sees a listing taken in it, by whichever daemon got there first.
 LISTING_MAX_AGE = timedelta(seconds=7)
+
+#: What a daemon that did not publish the last listing waits for the daemon that did (store.listings.Deference).
+LISTER_DEFERENCE = Deference(pauses=5, pause_s=0.01)
 
 
 class CloudGuard:
@@ -123,7 +128,8 @@ class FencedProvider:
             got = shared_listing(self._guard.store, self._inner.name, owner, lister=self._guard.fleet.owner,
                                  now=self._guard.fleet.clock(), max_age=LISTING_MAX_AGE,
                                  min_version=self._min_version.get(owner, 0), ask=lambda: self._ask(owner),
-                                 cache=self._decoded)
+                                 cache=self._decoded,
+                                 defer=None if owner in self._lister_of else LISTER_DEFERENCE)
             listed = got.instances
             if not got.shared:
                 # Listed by this daemon (after its launches): published listings from this one on serve it.
