@@ -54,14 +54,14 @@ class DownOutcome:
 
 def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
     """Machines of these jobs the store still believes may exist: a live attempt, or a live instance row."""
-    from orchestrator.store import queries
+    from orchestrator.store import command_queries
 
     with store.transaction() as tx:
-        ids = queries.jobs_named(tx, jobs)
+        ids = command_queries.jobs_named(tx, jobs)
         if not ids:
             return []
-        rows = queries.machine_rows(tx, list(ids))
-        live_attempts = queries.live_attempts_of(tx, list(ids))
+        rows = command_queries.machine_rows(tx, list(ids))
+        live_attempts = command_queries.live_attempts_of(tx, list(ids))
     out = [instance_view(r, ids) for r in rows]
     known = {v.launch_id for v in out}
     for a in live_attempts:

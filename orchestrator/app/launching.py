@@ -50,13 +50,13 @@ def command_running(store: Store, now: datetime | None = None) -> str | None:
 
 
 def _registered(store: Store, now: datetime | None) -> list[str]:
-    from orchestrator.store import queries
+    from orchestrator.store import command_queries
     from orchestrator.store.leases import lock_path
 
     if lock_path(store) is not None:
         return []
     with store.transaction() as tx:
-        return queries.unexpired_lease_owners(tx, now or utcnow())
+        return command_queries.unexpired_lease_owners(tx, now or utcnow())
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +246,7 @@ def _new_launches(store: Store, seen: set[str]) -> list[Launch]:
 
 
 def _last_event_id(store: Store) -> int:
-    from orchestrator.store import queries
+    from orchestrator.store import command_queries
 
     with store.transaction() as tx:
-        return queries.last_event_id(tx)
+        return command_queries.last_event_id(tx)

@@ -104,7 +104,7 @@ class StatusReport:
 def status(store: Store, job: str | None = None) -> StatusReport:
     """Jobs (all not deleted, or the one named; a named deleted job is shown too), their live machines,
     money burning now and spent so far. Raises JobsError when ``job`` names no job."""
-    from orchestrator.store import queries, repo
+    from orchestrator.store import command_queries, repo
 
     with store.transaction() as tx:
         if job is not None:
@@ -114,13 +114,13 @@ def status(store: Store, job: str | None = None) -> StatusReport:
             rows = [row]
         else:
             rows = repo.list_jobs(tx)
-        names = queries.job_names(tx)
-        live = [instance_view(i, names) for i in queries.machine_rows(tx)]
+        names = command_queries.job_names(tx)
+        live = [instance_view(i, names) for i in command_queries.machine_rows(tx)]
         failures = _failures(tx, rows)
         views: list[JobView] = []
         for r in rows:
             mine = tuple(i for i in live if i.job == r.name)
-            last = queries.last_event(tx, r.id or 0)
+            last = command_queries.last_event(tx, r.id or 0)
             views.append(JobView(r.name, r.status, r.desired_state, mine,
                                  sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
                                  r.relaunch_count, _event_view(last, names) if last else None,
@@ -134,10 +134,10 @@ def failures_by_job(tx: Session, jobs: Sequence[tuple[int, str]]) -> dict[int, F
     """The typed failure (orchestrator/engine/failure.py) of each ``(job id, status)`` for which it is still
     news (failed, or waiting after it), from the newest failure event's data."""
     from orchestrator.engine.failure import FAILURE_EVENTS, FAILURE_STATUSES, Failure
-    from orchestrator.store import queries
+    from orchestrator.store.command_queries import last_failures
 
     ids = [job_id for job_id, status in jobs if str(status) in FAILURE_STATUSES]
-    found = {job_id: Failure.from_data(e.data) for job_id, e in queries.last_failures(tx, ids, FAILURE_EVENTS).items()}
+    found = {job_id: Failure.from_data(e.data) for job_id, e in last_failures(tx, ids, FAILURE_EVENTS).items()}
     return {job_id: f for job_id, f in found.items() if f is not None}
 
 
@@ -190,7 +190,7 @@ def events(store: Store, job: str | None = None, *, after_id: int | None = None,
            limit: int | None = None) -> list[EventView]:
     """The append-only event log, oldest first (all events, or one job's). Raises JobsError for an
     unknown job name."""
-    from orchestrator.store import queries, repo
+    from orchestrator.store import command_queries, repo
 
     with store.transaction() as tx:
         job_id: int | None = None
@@ -199,7 +199,7 @@ def events(store: Store, job: str | None = None, *, after_id: int | None = None,
             if row is None:
                 raise JobsError(f"no job named {job!r}")
             job_id = row.id
-        names = queries.job_names(tx)
+        names = command_queries.job_names(tx)
         rows = repo.list_events(tx, job_id=job_id, after_id=after_id, limit=limit)
         return [_event_view(e, names) for e in rows]
 
