@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlmodel import Session
+
+if TYPE_CHECKING:
+    from orchestrator.store.db import Store
 
 T = TypeVar("T")
 
@@ -59,7 +62,7 @@ class Counted:
         if now is None:
             self.computed += 1
             return compute()
-        key = tuple(now[_AT[d]] for d in depends)
+        key = _key(now, depends)
         hit = self.kept.get(name)
         if hit is not None and hit[0] == key:
             return hit[1]  # type: ignore[no-any-return]
@@ -71,9 +74,25 @@ class Counted:
     def kept_at(self, name: str, depends: Sequence[str], read: Counts) -> tuple[bool, Any]:
         """(True, the answer kept under ``name``) if it was kept at the counts ``read``; else (False, None)."""
         hit = self.kept.get(name)
-        if hit is not None and hit[0] == tuple(read[_AT[d]] for d in depends):
+        if hit is not None and hit[0] == _key(read, depends):
             return True, hit[1]
         return False, None
 
+    def answer(self, store: Store, name: str, depends: Sequence[str], compute: Callable[[Session], T], *,
+               read: Counts | None) -> T:
+        """The answer kept under ``name`` at the counts ``read`` (already read: this tick's claim's), in no
+        transaction of its own; else ``get``'s, in one (``compute`` gets its session)."""
+        if read is not None:
+            found, value = self.kept_at(name, depends, read)
+            if found:
+                return value  # type: ignore[no-any-return]
+        with store.transaction() as tx:
+            return self.get(tx, name, depends, lambda: compute(tx), read=read)
+
     def forget(self) -> None:
         self.kept.clear()
+
+
+def _key(read: Counts, depends: Sequence[str]) -> tuple[int, ...]:
+    """The counts of ``read`` an answer depending on ``depends`` is kept under."""
+    return tuple(read[_AT[d]] for d in depends)

@@ -33,7 +33,7 @@ from sqlmodel import Session
 
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.store import queries
-from orchestrator.store.changes import JOBS, Counted, Counts
+from orchestrator.store.changes import JOBS, Counted
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import FleetMember
 from orchestrator.store.instance_rows import InstanceRecord
@@ -99,11 +99,13 @@ class KeptReads:
         self._reads[key] = Kept(self._version, value, token)
         return value
 
-    def _token(self, tx: Session, read: Counts | None = None) -> ChangeToken | None:
+    def _token(self, tx: Session) -> ChangeToken | None:
         """The database's change token; PostgreSQL's digest of the held job rows is kept while the server's
-        count of job writers reads the same (orchestrator/store/changes.py: a steady tick reads one row).
-        ``read``: the counts as read already (this tick's claim's), not read again."""
-        return self._counted.get(tx, "held jobs", JOBS, lambda: queries.change_token(tx, self._leased_to), read=read)
+        count of job writers reads the same (orchestrator/store/changes.py: a steady tick reads one row)."""
+        return self._counted.get(tx, "held jobs", JOBS, lambda: self._held_token(tx))
+
+    def _held_token(self, tx: Session) -> ChangeToken | None:
+        return queries.change_token(tx, self._leased_to)
 
     def _wrote(self) -> None:
         self._version += 1
@@ -117,10 +119,7 @@ class KeptReads:
         # A fleet's claim read the server's counts this tick (before its own writes: a claim's are seen as a
         # change next tick): a steady tick checks against them, in no transaction of its own.
         read = self.fleet.counted.last if self.fleet is not None else None
-        found, token = self._counted.kept_at("held jobs", JOBS, read) if read is not None else (False, None)
-        if not found:
-            with self.store.transaction() as tx:
-                token = self._token(tx, read)
+        token = self._counted.answer(self.store, "held jobs", JOBS, self._held_token, read=read)
         self._reads = {k: v for k, v in self._reads.items()
                        if k.read in held or (token is not None and v.token == token and _covers(token, k))}
         moved, self._moved = self._moved, set()

@@ -79,12 +79,8 @@ class SideTables:
             return []
         wanted = set(job_ids)
         read = self.fleet.counted.last if self.fleet is not None else None
-        found, kept = (self._counted.kept_at("open relaunch requests", REQUESTS, read) if read is not None
-                       else (False, None))
-        if not found:
-            with self.store.transaction() as tx:
-                kept = self._counted.get(tx, "open relaunch requests", REQUESTS,
-                                         lambda: requests.open_relaunch_requests(tx), read=read)
+        kept = self._counted.answer(self.store, "open relaunch requests", REQUESTS,
+                                    requests.open_relaunch_requests, read=read)
         return [r for r in kept if r.job_id in wanted]
 
     def take_relaunch_requests(self, now: datetime, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
