@@ -7,21 +7,17 @@ relaunch request and a stop from another process, and a lapsed daemon's jobs, ar
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import event
 
 from orchestrator.app.down import mark_down
-from orchestrator.app.jobs import apply, load
-from orchestrator.config.file import OrchConfig
-from orchestrator.daemon.assembly import Service, build_service
+from orchestrator.daemon.assembly import Service
 from orchestrator.store.requests import request_relaunch
 from tests._store_db import pg_database
-from tests.fakes.memory_provider import MemoryProvider
-from tests.support.clock import ManualClock as Clock
-from tests.test_engine_kept_reads import MANIFEST, OFFER
+from tests.support.steady_fleet import steady_fleet
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("deadlines_out_of_reach")]
 
@@ -49,25 +45,8 @@ def _watch(svc: Service) -> tuple[list[str], list[int]]:
 
 
 def test_a_steady_fleet_tick_waits_on_no_reap_and_reads_no_requests(url: str, tmp_path: Path) -> None:
-    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    services = [build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws},
-                              catalog=[OFFER], lease_owner=name, clock=clock) for name in ("d1", "d2")]
-    try:
-        paths = []
-        for name in ("one", "two", "three", "four"):
-            paths.append(tmp_path / f"{name}.yaml")
-            paths[-1].write_text(MANIFEST.format(name=name))
-        store = services[0].store
-        assert store is not None
-        apply(store, load(paths), now=clock.now)
-        for svc in services:
-            svc.engine_store.join(clock.now)  # type: ignore[attr-defined]
-        for _ in range(5):
-            for svc in services:
-                svc.reconciler.tick()
-            clock.now += timedelta(seconds=15)
-        assert sorted(i.job or "" for i in aws.live()) == ["four", "one", "three", "two"]
+    with steady_fleet(url, tmp_path) as fleet:
+        clock, aws, services, store = fleet.clock, fleet.aws, fleet.services, fleet.store
         watched = [_watch(svc) for svc in services]
         for svc in services:
             report = svc.reconciler.tick()
@@ -109,6 +88,3 @@ def test_a_steady_fleet_tick_waits_on_no_reap_and_reads_no_requests(url: str, tm
         assert [s for s in watched[0][0] if s.startswith("SET LOCAL lock_timeout = '5000ms'")]
         holding = services[0].engine_store.fleet.holding  # type: ignore[attr-defined]
         assert holding is not None and holding.live_daemons == 1 and set(lapsing.jobs) <= set(holding.jobs)
-    finally:
-        for svc in services:
-            svc.close()

@@ -13,16 +13,14 @@ from sqlalchemy import event, update
 
 from orchestrator.app.down import mark_down
 from orchestrator.app.jobs import apply, load
-from orchestrator.config.file import OrchConfig
-from orchestrator.daemon.assembly import Service, build_service
+from orchestrator.daemon.assembly import Service
 from orchestrator.store.changes import BOTH, Counted, counts
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.models import Attempt, Job
 from orchestrator.store.requests import request_relaunch
 from tests._store_db import pg_database
-from tests.fakes.memory_provider import MemoryProvider
-from tests.support.clock import ManualClock as Clock
-from tests.test_engine_kept_reads import MANIFEST, OFFER
+from tests.support.steady_fleet import steady_fleet
+from tests.test_engine_kept_reads import MANIFEST
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("deadlines_out_of_reach")]
 
@@ -107,36 +105,15 @@ def _digests(svc: Service) -> list[str]:
 
 
 def test_a_steady_fleet_tick_digests_no_rows_and_still_sees_the_next_write(url: str, tmp_path: Path) -> None:
-    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
-    aws = MemoryProvider("aws", [OFFER])
-    services = [build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws},
-                              catalog=[OFFER], lease_owner=name, clock=clock) for name in ("d1", "d2")]
-    try:
-        paths = []
-        for name in ("one", "two", "three", "four"):
-            paths.append(tmp_path / f"{name}.yaml")
-            paths[-1].write_text(MANIFEST.format(name=name))
-        store = services[0].store
-        assert store is not None
-        apply(store, load(paths), now=clock.now)
-        for svc in services:
-            svc.engine_store.join(clock.now)  # type: ignore[attr-defined]
-        for _ in range(5):
-            for svc in services:
-                svc.reconciler.tick()
-            clock.now += timedelta(seconds=15)
-        assert sorted(i.job or "" for i in aws.live()) == ["four", "one", "three", "two"]
-        seen = [_digests(svc) for svc in services]
-        for svc in services:
+    with steady_fleet(url, tmp_path) as fleet:
+        seen = [_digests(svc) for svc in fleet.services]
+        for svc in fleet.services:
             report = svc.reconciler.tick()
             assert report.quiet and not report.errors
         assert seen == [[], []]           # steady: each daemon read the counts' row, digested nothing
-        mark_down(store, ["one"], now=clock.now)    # another connection writes a job (`orch down one`)
-        clock.now += timedelta(seconds=15)
-        for svc in services:
+        mark_down(fleet.store, ["one"], now=fleet.clock.now)    # another connection writes a job (`orch down one`)
+        fleet.clock.now += timedelta(seconds=15)
+        for svc in fleet.services:
             svc.reconciler.tick()
         assert all(any("FROM jobs" in s for s in digests) for digests in seen)   # the counts moved: digested
-        assert sorted(i.job or "" for i in aws.live()) == ["four", "three", "two"]
-    finally:
-        for svc in services:
-            svc.close()
+        assert sorted(i.job or "" for i in fleet.aws.live()) == ["four", "three", "two"]
