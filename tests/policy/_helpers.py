@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orchestrator.policy.model import Action, Observation, ProblemSpec
+from orchestrator.policy.simulator import SimResult
 from orchestrator.policy.traces import Trace, ZoneSet
 
 
@@ -16,6 +17,11 @@ def zones(*rows: str, gap_s: float = 3600.0, prices: Sequence[Sequence[float] | 
         for i, row in enumerate(rows)
     )
     return ZoneSet("test", traces)
+
+
+def action_letters(res: SimResult) -> str:
+    """The run's actions, one letter a tick (s: spot, o: on-demand, i: idle), from its kept log."""
+    return "".join(r.action[0] for r in res.log or ())
 
 
 class Scripted:

@@ -17,7 +17,7 @@ from orchestrator.policy.hybrid import HybridPolicy
 from orchestrator.policy.mdp import MdpPolicy
 from orchestrator.policy.model import ProblemSpec
 from orchestrator.policy.simulator import SimResult, simulate
-from tests.policy._helpers import zones
+from tests.policy._helpers import action_letters, zones
 
 HISTORY = ("1" * 24 + "0" * 24) * 14
 JOB = "1" * 7 + "0" * 4 + "1" * 50
@@ -29,17 +29,13 @@ def run(policy: object) -> SimResult:
     return simulate(SPEC, zones(HISTORY + JOB, gap_s=300), policy, len(HISTORY), keep_log=True)
 
 
-def actions(res: SimResult) -> str:
-    return "".join(r.action[0] for r in res.log or ())
-
-
 def test_slack_rounded_down_sees_the_safety_net_where_there_is_none() -> None:
     # Spot for 7 ticks (6 of overhead, 1 of work), preempted, 4 ticks idle. At tick 11 spot is back: 35 ticks of
     # work left, 49 ticks of time: slack 14 ticks = 1.1667 h, above the Safety Net's 2d + a tick (13 ticks), so
     # the net does not force on-demand. Rounded down to the plan's grid the slack is 4 steps = 2d, the plan's own
     # net: on-demand for the rest (6 ticks of overhead + 35 of work). Cost 7 ticks at 0.3 + 41 ticks at 1.
     res = run(MdpPolicy(slack_nearest=False))
-    assert actions(res) == "s" * 7 + "i" * 4 + "o" * 41
+    assert action_letters(res) == "s" * 7 + "i" * 4 + "o" * 41
     assert res.cost == pytest.approx(0.3 * 7 * TICK + 41 * TICK) and res.met
 
 
@@ -48,7 +44,7 @@ def test_slack_at_the_nearest_step_relaunches_spot() -> None:
     # 35 of work). Cost: 48 ticks at 0.3 = 1.2; finished at tick 52 (4.33 h), within the 5 h deadline.
     for policy in (MdpPolicy(), HybridPolicy()):
         res = run(policy)
-        assert actions(res) == "s" * 7 + "i" * 4 + "s" * 41
+        assert action_letters(res) == "s" * 7 + "i" * 4 + "s" * 41
         assert res.cost == pytest.approx(0.3 * 48 * TICK) and res.met
 
 

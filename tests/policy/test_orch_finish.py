@@ -17,7 +17,7 @@ from orchestrator.policy.hybrid import HybridPolicy
 from orchestrator.policy.mdp import MdpPolicy
 from orchestrator.policy.model import ProblemSpec
 from orchestrator.policy.simulator import SimResult, simulate
-from tests.policy._helpers import zones
+from tests.policy._helpers import action_letters, zones
 
 HISTORY = ("1" * 24 + "0" * 24) * 14
 JOB = "0" * 42 + "1" * 11 + "0" * 9 + "1" + "0" * 6 + "1" * 4
@@ -29,10 +29,6 @@ def run(policy: object) -> SimResult:
     return simulate(SPEC, zones(HISTORY + JOB, gap_s=300), policy, len(HISTORY), keep_log=True)
 
 
-def actions(res: SimResult) -> str:
-    return "".join(r.action[0] for r in res.log or ())
-
-
 def test_the_plan_leaves_on_demand_for_spot_with_two_ticks_of_work_left() -> None:
     # The plan: idle two ticks, on-demand from tick 2 (6 ticks of overhead, then work). At tick 42 spot comes
     # back with 2 ticks of work left (34 of 36 done): o + r = 1/6 h <= k (d + r) = 0.3 x 2/3 = 0.2. The plan's
@@ -40,7 +36,7 @@ def test_the_plan_leaves_on_demand_for_spot_with_two_ticks_of_work_left() -> Non
     # at 0.3. Cost: 40 ticks on-demand + 8 at 0.3.
     for policy in (MdpPolicy(), HybridPolicy(finish_on_demand=False)):
         res = run(policy)
-        assert actions(res) == "ii" + "o" * 40 + "s" * 8
+        assert action_letters(res) == "ii" + "o" * 40 + "s" * 8
         assert res.cost == pytest.approx(40 * TICK + 0.3 * 8 * TICK) and res.met
 
 
@@ -48,7 +44,7 @@ def test_orch_finishes_on_on_demand() -> None:
     # The rule: stay on on-demand: 42 ticks (0.5 h of overhead, then 3 h of work) = 3.5, less than the
     # plan's 3.5333 (the spot session's own overhead, 0.5 h at 0.3 = 0.15, is more than the 1/6 h it saves).
     res = run(HybridPolicy())
-    assert actions(res) == "ii" + "o" * 42
+    assert action_letters(res) == "ii" + "o" * 42
     assert res.cost == pytest.approx(3.5) and res.met
 
 

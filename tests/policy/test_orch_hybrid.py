@@ -16,7 +16,7 @@ from orchestrator.policy.model import ProblemSpec
 from orchestrator.policy.orch import OrchPolicy
 from orchestrator.policy.registry import make_policy
 from orchestrator.policy.simulator import SimResult, simulate
-from tests.policy._helpers import zones
+from tests.policy._helpers import action_letters, zones
 
 HISTORY = ("1" * 40 + "0" * 26) * 20
 JOB = "0" * 28 + "1" * 60
@@ -27,15 +27,11 @@ def run(policy: object, n_zones: int = 1) -> SimResult:
     return simulate(SPEC, zones(*[HISTORY + JOB] * n_zones, gap_s=900), policy, len(HISTORY), keep_log=True)
 
 
-def actions(res: SimResult) -> str:
-    return "".join(r.action[0] for r in res.log or ())
-
-
 def test_the_mdp_waits_the_outage_out() -> None:
     # The history's outages last 6.5 h: the plan waits (28 ticks, 7 h; the slack 8 h -> 1 h, above the Safety
     # Net's 2d + gap = 0.65 h) and rides spot from 7 h: one launch, 0.2 + 6 h at 0.3 = 1.86.
     res = run(MdpPolicy())
-    assert actions(res) == "i" * 28 + "s" * 25
+    assert action_letters(res) == "i" * 28 + "s" * 25
     assert res.cost == pytest.approx(0.3 * 6.2) and res.met
 
 
