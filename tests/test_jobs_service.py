@@ -15,6 +15,7 @@ from orchestrator.app import launching as app_launching
 from orchestrator.app import plan as app_plan
 from orchestrator.app import status as app_status
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import AttemptState
 from orchestrator.store import Store, repo
 from tests._store_db import BACKENDS, open_test_store
 
@@ -139,7 +140,7 @@ def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> Non
     assert engine.ticks == 11 and outcome.errors
     with store.transaction() as tx:
         repo.transition_attempt(tx, repo.get_attempt_by_launch_id(tx, "lstuck0000001"),
-                                repo.AttemptState.TERMINATED)
+                                AttemptState.TERMINATED)
         repo.mark_instance_gone(tx, "lstuck0000001")
     assert app_down.wait_down(engine, store, ["stuck"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
                         monotonic=lambda: clock[0], sleep=lambda s: None).confirmed
