@@ -222,14 +222,14 @@ def test_a_daemon_stopped_inside_a_write_does_not_stall_the_others(pg_store: Sto
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """d1 lapses while its fenced write is open (SIGSTOP mid-transaction): d2's tick goes on without its jobs
     (the reaper's wait is bounded), and takes them once the write is over."""
-    from orchestrator.store import fleet
+    from orchestrator.store import fleet_member
 
-    monkeypatch.setattr(fleet, "REAP_WAIT_MS", 100)
+    monkeypatch.setattr(fleet_member, "REAP_WAIT_MS", 100)
     _seed(pg_store, "a", "b")
     with pg_store.transaction() as tx:
         held = take_share(tx, "d1", None, ttl=TTL, now=T0)
     later = T0 + TTL + timedelta(seconds=1)
-    d2 = fleet.FleetMember("d2", TTL, clock=lambda: later)
+    d2 = fleet_member.FleetMember("d2", TTL, clock=lambda: later)
     with Session(pg_store.engine) as writer:
         job, gen = next(iter(held.jobs.items()))
         fence_job(writer, "d1", held.epoch, job, gen, T0 + timedelta(seconds=30))     # open, FOR SHARE

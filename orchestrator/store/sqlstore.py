@@ -24,7 +24,8 @@ from orchestrator.store import queries, repo
 from orchestrator.store import sqlstore_reads as reads
 from orchestrator.store.changes import ATTEMPTS, Counted
 from orchestrator.store.db import Store
-from orchestrator.store.fleet import FleetMember, Holding, LeaseLostError
+from orchestrator.store.fleet import Holding, LeaseLostError
+from orchestrator.store.fleet_member import FleetMember
 from orchestrator.store.models import Attempt, Job
 from orchestrator.store.queries import AttemptColumns
 from orchestrator.store.specs import SpecCache

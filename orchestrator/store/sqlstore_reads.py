@@ -35,7 +35,7 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.store import queries
 from orchestrator.store.changes import JOBS, Counted
 from orchestrator.store.db import Store
-from orchestrator.store.fleet import FleetMember
+from orchestrator.store.fleet_member import FleetMember
 from orchestrator.store.instance_rows import InstanceRecord
 from orchestrator.store.queries import ChangeToken, HeldJobRows, SqliteChanges
 

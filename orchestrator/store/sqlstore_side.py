@@ -18,7 +18,7 @@ from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, Budge
 from orchestrator.store import budget_watch, gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.changes import REQUESTS, Counted
 from orchestrator.store.db import Store
-from orchestrator.store.fleet import FleetMember
+from orchestrator.store.fleet_member import FleetMember
 from providers.base import Offer
 
 
