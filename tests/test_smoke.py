@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.app.smoke import SmokeOptions, SmokeSeams, choose_offer, plan_targets, run_smoke
+from orchestrator.app.smoke import SmokeSeams, run_smoke
+from orchestrator.app.smoke_targets import SmokeOptions, choose_offer, plan_targets
 from orchestrator.engine.hooks import AgentReport, StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from providers.base import Availability, CloudResource, Instance, Market, Offer, ResourceKind
@@ -76,7 +77,7 @@ def _run(provider: MemoryProvider, agent: Agent, renderer: Renderer | None = Non
     clock = clock or Clock()
     [target] = plan_targets({provider.name: provider}, OPTS) if target_offer is None else [None]
     if target_offer is not None:
-        from orchestrator.app.smoke import SmokeTarget
+        from orchestrator.app.smoke_targets import SmokeTarget
 
         target = SmokeTarget(provider.name, target_offer)
     lines: list[str] = []
@@ -261,7 +262,7 @@ def test_the_table_fits_80_columns_and_names_each_leftover(capsys: Any) -> None:
                                             ("azure", "Standard_D2s_v5")])
 def test_a_provider_with_cpu_machines_gets_its_small_cpu_type_where_its_cheapest_offer_is(cloud: str,
                                                                                         machine: str) -> None:
-    from orchestrator.app.smoke import CPU_TYPES
+    from orchestrator.app.smoke_targets import CPU_TYPES
 
     place = offer(0.36, provider=cloud)
     [target] = plan_targets({cloud: MemoryProvider(cloud, [offer(0.50, provider=cloud), place])}, OPTS)
@@ -281,7 +282,8 @@ def test_a_provider_without_cpu_machines_keeps_its_cheapest_gpu_offer_and_says_w
 
 
 def test_a_cpu_machine_boots_a_job_with_no_gpu_and_tears_down() -> None:
-    from orchestrator.app.smoke import cpu_offer, smoke_job
+    from orchestrator.app.smoke import smoke_job
+    from orchestrator.app.smoke_targets import cpu_offer
 
     cpu = cpu_offer("gcp", offer(provider="gcp"))
     assert cpu is not None

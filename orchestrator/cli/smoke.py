@@ -19,7 +19,8 @@ from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
-    from orchestrator.app.smoke import SmokeResult, SmokeTarget
+    from orchestrator.app.smoke import SmokeResult
+    from orchestrator.app.smoke_targets import SmokeTarget
 
 
 @app.command()
@@ -41,7 +42,7 @@ def smoke(
     """Launch a small machine of each provider (CPU where it has one, else its cheapest GPU offer) with orch's
     boot script, wait for the agent's first report
     through the store, tear it down and check nothing is left. Exit 0 only if every provider passed."""
-    from orchestrator.app.smoke import SmokeOptions, plan_targets
+    from orchestrator.app.smoke_targets import SmokeOptions, plan_targets
     from orchestrator.config.errors import ConfigError
     from orchestrator.config.file import load_config
     from orchestrator.config.providers import build_providers
