@@ -42,7 +42,7 @@ from sqlalchemy.exc import OperationalError
 from orchestrator.engine.states import AttemptState
 from orchestrator.store import queries
 from orchestrator.store.db import Store
-from orchestrator.store.fleet import FleetMember
+from orchestrator.store.fleet_member import FleetMember
 from orchestrator.store.listings import Deference, ListingCache, shared_listing
 from providers.base import Instance, LaunchSpec, Provider
 from providers.errors import ProviderError
