@@ -9,7 +9,8 @@
 TRACE_DIR is e.g. ../shared/reference/spot-traces (never committed here). C = 48 h, k = 0.3; settings
 D72/d0.2, D60/d0.2, D96/d0.2, D72/d0.05, D72/d0.5, D60/d0.5; single-zone sets (each file) and multi-zone sets (each
 directory) separately; without and with a preemption notice one tick ahead. Per row: UP's mean, orch's mean,
-the optimum's mean (the same with or without a notice), gap closed = (UP - orch) / (UP - optimum), orch/UP,
+the optimum's mean (the same with or without a notice), gap closed = (UP - orch) / (UP - optimum) and its
+standard error over the row's jobs (each job's UP - orch over the row's gap: how well the starts pin it), orch/UP,
 the dearest zone set's orch/UP, the worst single run of orch and of UP, deadlines met; then whether the bar
 holds: at least 30% of UP's gap to the optimum closed; no set > 1.03 x UP; worst <= UP's worst + 0.02;
 100% deadlines. Last, the gap closed averaged over the rows (the bar: at least 45%). Reports; asserts nothing.
@@ -44,12 +45,16 @@ def row(label: str, cases: list[CaseResult], optimum: list[float], policy: str) 
     met = 100.0 * sum(r.met for r in mine_runs) / len(mine_runs)
     mu, mm, mo = statistics.fmean(up), statistics.fmean(mine), statistics.fmean(optimum)
     closed = 100.0 * (mu - mm) / (mu - mo) if mu - mo > 1e-9 else float("nan")
+    # The closed share is the mean of each job's (UP - orch) over the row's gap: its standard error over the
+    # jobs (the denominator taken as known) says how well the row's start times pin it down.
+    per_job = [100.0 * (u - m) / (mu - mo) for u, m in zip(up, mine, strict=True)] if mu - mo > 1e-9 else []
+    se = statistics.stdev(per_job) / len(per_job) ** 0.5 if len(per_job) > 1 else float("nan")
     ratios = [(statistics.fmean(r.normalized_cost for r in c.results(policy))
                / statistics.fmean(r.normalized_cost for r in c.results(UP)), c.zone_set) for c in cases]
     dearest, which = max(ratios)
     ok = closed >= ROW_CLOSED and dearest <= 1.03 + 1e-12 and max(mine) <= max(up) + 0.02 + 1e-12 \
         and met == 100.0
-    line = (f"{label:<22}{len(cases):>5}{mu:>8.4f}{mm:>8.4f}{mo:>8.4f}{closed:>8.0f}%{mm / mu:>8.3f}"
+    line = (f"{label:<22}{len(cases):>5}{mu:>8.4f}{mm:>8.4f}{mo:>8.4f}{closed:>8.0f}%{se:>5.0f}{mm / mu:>8.3f}"
             f"{dearest:>8.3f}{max(mine):>8.3f}{max(up):>8.3f}{met:>7.1f}  {'yes' if ok else 'NO'}"
             + ("" if dearest <= 1.03 else f"  (dearest: {which})"))
     return line, ok, closed
@@ -59,7 +64,7 @@ def run(sets: list[ZoneSet], starts: int, workers: int | None, policy: str,
         settings: list[tuple[float, float]] | None = None) -> int:
     print(f"{len(sets)} zone sets ({sum(len(s.zones) == 1 for s in sets)} single-zone), {starts} starts each; "
           f"policy {policy}")
-    print(f"{'setting':<22}{'sets':>5}{'UP':>8}{policy:>8}{'opt':>8}{'closed':>9}{'/UP':>8}{'set/UP':>8}"
+    print(f"{'setting':<22}{'sets':>5}{'UP':>8}{policy:>8}{'opt':>8}{'closed':>9}{'±se':>5}{'/UP':>8}{'set/UP':>8}"
           f"{'worst':>8}{'UPworst':>8}{'met%':>7}  bar")
     held = total = 0
     closed_rows: list[float] = []
