@@ -69,11 +69,16 @@ def selects(svc: Service) -> list[str]:
     return seen
 
 
-def test_a_steady_tick_reads_no_job_or_attempt_again(world: tuple[Service, Clock, MemoryProvider, str]) -> None:
-    svc, clock, aws, _ = world
-    for _ in range(3):                                  # launch both, see them run
+def run_ticks(svc: Service, clock: Clock, count: int) -> None:
+    """``count`` reconciler ticks, 15 s of the fake clock apart (the jobs launch and run in the first few)."""
+    for _ in range(count):
         svc.reconciler.tick()
         clock.now += timedelta(seconds=15)
+
+
+def test_a_steady_tick_reads_no_job_or_attempt_again(world: tuple[Service, Clock, MemoryProvider, str]) -> None:
+    svc, clock, aws, _ = world
+    run_ticks(svc, clock, 3)                            # launch both, see them run
     assert len(aws.live()) == 2
     seen = selects(svc)
     svc.reconciler.tick()
@@ -85,9 +90,7 @@ def test_a_steady_tick_reads_no_job_or_attempt_again(world: tuple[Service, Clock
 def test_what_another_process_writes_is_read_at_the_next_tick(world: tuple[Service, Clock, MemoryProvider,
                                                                              str]) -> None:
     svc, clock, aws, url = world
-    for _ in range(3):
-        svc.reconciler.tick()
-        clock.now += timedelta(seconds=15)
+    run_ticks(svc, clock, 3)
     svc.reconciler.tick()                               # the reads are kept from here on
     assert sorted(i.job or "" for i in aws.live()) == ["one", "two"]
     other = open_store(url)                             # `orch down one` from another process
@@ -125,9 +128,7 @@ def test_the_kept_attempts_are_as_a_fresh_read_after_the_cloud_reports_a_price(
     from orchestrator.store.sqlstore import SqlEngineStore
 
     svc, clock, aws, _ = world
-    for _ in range(3):
-        svc.reconciler.tick()
-        clock.now += timedelta(seconds=15)
+    run_ticks(svc, clock, 3)
     one, two = sorted(aws.live(), key=lambda i: i.instance_id)
     aws.plant(replace(one, price_hr=7.5))               # the instance row records it (an instance-only write)
     aws.plant(replace(two, price_hr=None))              # no price: the recorded one stands
@@ -159,9 +160,7 @@ def test_a_fleet_daemon_keeps_its_jobs_until_their_rows_change(tmp_path: Path) -
             assert svc.store is not None
             apply(svc.store, load(paths), now=clock.now)
             svc.engine_store.join(clock.now)  # type: ignore[attr-defined]
-            for _ in range(4):
-                svc.reconciler.tick()
-                clock.now += timedelta(seconds=15)
+            run_ticks(svc, clock, 4)
             assert sorted(i.job or "" for i in aws.live()) == ["one", "two"]
             seen = selects(svc)
             svc.reconciler.tick()
@@ -182,9 +181,7 @@ def test_the_kept_draining_attempts_are_narrowed_to_the_time_asked_and_read_agai
     from orchestrator.store.sqlstore import SqlEngineStore
 
     svc, clock, _, url = world
-    for _ in range(3):
-        svc.reconciler.tick()
-        clock.now += timedelta(seconds=15)
+    run_ticks(svc, clock, 3)
     other = open_store(url)
     try:
         with other.transaction() as tx:       # another process marks one attempt draining for a minute
