@@ -38,13 +38,19 @@ ROW_CLOSED, MEAN_CLOSED = 30.0, 45.0
 UP = "uniform-progress"
 
 
+def closed_share(up: float, x: float, opt: float) -> float:
+    """(UP - x) / (UP - optimum) in per cent: the share of UP's gap to the optimum that ``x`` closes (NaN where
+    UP is already optimal)."""
+    return 100.0 * (up - x) / (up - opt) if up - opt > 1e-9 else float("nan")
+
+
 def row(label: str, cases: list[CaseResult], optimum: list[float], policy: str) -> tuple[str, bool, float]:
     up = [r.normalized_cost for c in cases for r in c.results(UP)]
     mine_runs = [r for c in cases for r in c.results(policy)]
     mine = [r.normalized_cost for r in mine_runs]
     met = 100.0 * sum(r.met for r in mine_runs) / len(mine_runs)
     mu, mm, mo = statistics.fmean(up), statistics.fmean(mine), statistics.fmean(optimum)
-    closed = 100.0 * (mu - mm) / (mu - mo) if mu - mo > 1e-9 else float("nan")
+    closed = closed_share(mu, mm, mo)
     # The closed share is the mean of each job's (UP - orch) over the row's gap: its standard error over the
     # jobs (the denominator taken as known) says how well the row's start times pin it down.
     per_job = [100.0 * (u - m) / (mu - mo) for u, m in zip(up, mine, strict=True)] if mu - mo > 1e-9 else []

@@ -38,6 +38,7 @@ from orchestrator.policy.orch import OrchPolicy  # noqa: E402
 from orchestrator.policy.policies import UniformProgressPolicy  # noqa: E402
 from orchestrator.policy.simulator import simulate  # noqa: E402
 from orchestrator.policy.traces import ZoneSet, discover  # noqa: E402
+from tests.bench.bench_policy import closed_share  # noqa: E402
 
 VARIANTS = ("orch", "+zone", "+filter", "+both")
 
@@ -108,10 +109,6 @@ def one_set(args: tuple[ProblemSpec, ZoneSet, tuple[int, ...]]) -> dict[str, lis
     return out
 
 
-def closed(up: float, x: float, opt: float) -> float:
-    return 100.0 * (up - x) / (up - opt) if up - opt > 1e-9 else float("nan")
-
-
 def run(sets: list[ZoneSet], settings: list[tuple[float, float]], starts: int, workers: int) -> None:
     multi = [s for s in sets if len(s.zones) > 1]
     print(f"{len(multi)} zone sets, {starts} starts each, no notice; closed = (UP - x) / (UP - opt)")
@@ -121,7 +118,7 @@ def run(sets: list[ZoneSet], settings: list[tuple[float, float]], starts: int, w
         with ProcessPoolExecutor(max_workers=workers) as pool:
             per_set = list(pool.map(one_set, jobs))
         means = {k: statistics.fmean(v for r in per_set for v in r[k]) for k in ("UP", "opt", *VARIANTS)}
-        cells = "  ".join(f"{k} {means[k]:.4f} ({closed(means['UP'], means[k], means['opt']):.1f}%)"
+        cells = "  ".join(f"{k} {means[k]:.4f} ({closed_share(means['UP'], means[k], means['opt']):.1f}%)"
                           for k in VARIANTS)
         print(f"D{deadline:g} d{overhead:g}: UP {means['UP']:.4f} opt {means['opt']:.4f}  {cells}")
         for zs, r in zip(multi, per_set, strict=True):
