@@ -1,6 +1,7 @@
 """The manifest's field types: names, durations, prices, deadlines, environment keys, GPU and provider
 names, each an ``Annotated`` type whose validator normalises the value or raises ``HintedValueError`` with a
-hint (the loader turns it into file, line, field and hint). schema.py builds the manifest's models from them.
+hint (the loader turns it into file, line, field and hint). schema.py and storage_spec.py build the manifest's
+models from them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ become orch's names, durations become timedeltas, prices floats. docs/manifests.
 
 from __future__ import annotations
 
-import signal
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -24,10 +23,7 @@ from pydantic import (
 from orchestrator.inputs.durations import HintedValueError
 from orchestrator.manifest.code_spec import Code
 from orchestrator.manifest.field_types import (
-    DATA_SCHEMES,
-    ENV_NAME_PATTERN,
     NAME_PATTERN,
-    STORE_SCHEMES,
     Arg,
     Deadline,
     Duration,
@@ -41,7 +37,7 @@ from orchestrator.manifest.field_types import (
     gpu_list,
 )
 from orchestrator.manifest.model_spec import ModelSpec
-from orchestrator.redaction import shown
+from orchestrator.manifest.storage_spec import Checkpoint, DataItem
 
 API_VERSION = "orch/v1"
 
@@ -149,80 +145,6 @@ class Run(_Model):
         if self.config is not None and self.launcher not in (Launcher.ACCELERATE, Launcher.DEEPSPEED):
             raise HintedValueError("run.config is only for launchers accelerate and deepspeed")
         return self
-
-
-def _check_uri(uri: str, schemes: tuple[str, ...]) -> str:
-    scheme, sep, rest = uri.partition("://")
-    if not sep or scheme not in schemes or not rest.strip("/"):
-        raise HintedValueError(f"{shown(uri)} is not a {' / '.join(s + '://' for s in schemes)} URI",
-                               f"e.g. {schemes[0]}://my-bucket/path")
-    return uri
-
-
-class DataItem(_Model):
-    """A data set copied to every node before the run starts."""
-
-    source: str = Field(description="s3://, gs://, az:// URI, or an https:// (http://) URL to download.")
-    path: str = Field(min_length=1, description="Where it goes on the node (a URL: the file, or the directory "
-                                                "it goes into when the path ends with /).")
-    size_gb: float | None = Field(None, ge=0, description="Its size, for egress cost and disk checks.")
-    region: str | None = Field(None, min_length=1, description="Where the bucket lives (egress is free nearby).")
-
-    @field_validator("source")
-    @classmethod
-    def _source(cls, uri: str) -> str:
-        return _check_uri(uri, DATA_SCHEMES)
-
-
-class Resume(_Model):
-    """How the script is told where to resume from: one command-line argument or one environment variable."""
-
-    arg: str | None = Field(None, min_length=1, description="e.g. --resume-from; its value is the local path.")
-    env: str | None = Field(None, pattern=ENV_NAME_PATTERN, description="e.g. RESUME_FROM.")
-
-    @model_validator(mode="after")
-    def _one(self) -> Resume:
-        if (self.arg is None) == (self.env is None):
-            raise HintedValueError("give exactly one of resume.arg or resume.env", "e.g. arg: --resume-from")
-        return self
-
-
-class Notify(_Model):
-    """How the script is asked to checkpoint now (before a preemption): a signal or a file that appears."""
-
-    signal: str | None = Field(None, description="e.g. SIGUSR1.")
-    file: str | None = Field(None, min_length=1, description="A path the agent creates; the script polls for it.")
-
-    @field_validator("signal")
-    @classmethod
-    def _signal(cls, name: str | None) -> str | None:
-        if name is None:
-            return None
-        canonical = name.upper() if name.upper().startswith("SIG") else "SIG" + name.upper()
-        if canonical not in signal.Signals.__members__ or canonical in ("SIGKILL", "SIGSTOP"):
-            raise HintedValueError(f"{shown(name)} is not a signal a process can catch", "e.g. SIGUSR1 or SIGTERM")
-        return canonical
-
-    @model_validator(mode="after")
-    def _one(self) -> Notify:
-        if (self.signal is None) == (self.file is None):
-            raise HintedValueError("give exactly one of notify.signal or notify.file", "e.g. signal: SIGUSR1")
-        return self
-
-
-class Checkpoint(_Model):
-    """Where the script writes checkpoints and where orch keeps them durably."""
-
-    path: str = Field(min_length=1, description="Local directory the script writes checkpoints into.")
-    store: str = Field(description="Durable s3://, gs:// or az:// URI they are uploaded to.")
-    every: Duration | None = Field(None, description="How often the script checkpoints (for loss estimates).")
-    resume: Resume = Field(default_factory=lambda: Resume(arg="--resume-from"))
-    notify: Notify | None = None
-
-    @field_validator("store")
-    @classmethod
-    def _store(cls, uri: str) -> str:
-        return _check_uri(uri, STORE_SCHEMES)
 
 
 class IdlePolicy(_Model):
