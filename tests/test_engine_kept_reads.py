@@ -14,7 +14,7 @@ from orchestrator.app.down import mark_down
 from orchestrator.app.jobs import apply, load
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, build_service
-from orchestrator.store import queries
+from orchestrator.store import change_tokens
 from orchestrator.store.db import open_store
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
@@ -110,12 +110,12 @@ def test_the_change_token_moves_when_another_connection_commits(tmp_path: Path) 
     path.write_text(MANIFEST.format(name="one"))
     try:
         with mine.transaction() as tx:
-            first = queries.change_token(tx)
+            first = change_tokens.change_token(tx)
         with mine.transaction() as tx:
-            assert queries.change_token(tx) == first    # nobody wrote: the same token
+            assert change_tokens.change_token(tx) == first    # nobody wrote: the same token
         apply(other, load([path]), now=datetime(2026, 12, 1, tzinfo=UTC))
         with mine.transaction() as tx:
-            assert queries.change_token(tx) != first
+            assert change_tokens.change_token(tx) != first
     finally:
         mine.close()
         other.close()

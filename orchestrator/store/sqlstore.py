@@ -20,7 +20,7 @@ from orchestrator.engine.events import EventKind
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, DesiredState, EndCause, JobStatus
 from orchestrator.money.spend import reported_price_hr
-from orchestrator.store import queries, repo
+from orchestrator.store import change_tokens, queries, repo
 from orchestrator.store import sqlstore_reads as reads
 from orchestrator.store.changes import ATTEMPTS, Counted
 from orchestrator.store.db import Store
@@ -197,7 +197,7 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         # changes the next one) tells whether the kept set still holds; it is digested again only when the
         # server's count of attempt writers moved (orchestrator/store/changes.py), so a steady tick reads one row.
         with self.store.transaction() as tx:
-            token = self._counted.get(tx, "live attempts", ATTEMPTS, lambda: queries.live_attempts_token(tx))
+            token = self._counted.get(tx, "live attempts", ATTEMPTS, lambda: change_tokens.live_attempts_token(tx))
             if self._live_ids is None or self._live_ids[0] != token:
                 self._live_ids = (token, queries.live_launch_ids(tx))
         return set(self._live_ids[1])
@@ -302,12 +302,12 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         self._agreed.pop(provider, None)
         with self.store.transaction() as tx:
             self._fence(tx, None)
-            before = queries.change_token(tx)
+            before = change_tokens.change_token(tx)
             for launch_id in gone:
                 repo.mark_instance_gone(tx, launch_id, "terminated", "not listed", now=now)
             tx.flush()
             repo.update_instances(tx, changed, now=now)     # one statement (a first tick records every price)
-            after = queries.change_token(tx)
+            after = change_tokens.change_token(tx)
         self._reads.pop(key, None)
         if gone:
             self._wrote()

@@ -6,7 +6,7 @@ A steady tick (nothing changes) must not read and rebuild 10k jobs and attempts 
 * this store writes a job or an attempt (``_wrote``; after an instance-only write the attempts' read is
   patched as it was written, ``patch_live``);
 * anybody else writes to the database (another process, or another part of this one), which SQLite tells
-  (orchestrator/store/queries.py ``change_token``): checked at each tick's start (``keep_unchanged_reads``);
+  (orchestrator/store/change_tokens.py ``change_token``): checked at each tick's start (``keep_unchanged_reads``);
   this store's own writes of rows no read holds (the spend ledger) carry the kept reads over
   (``wrote_aside``);
   on PostgreSQL with several daemons, a fingerprint of the rows of the jobs this daemon holds tells whether
@@ -32,12 +32,12 @@ from typing import Any, NamedTuple, TypeVar
 from sqlmodel import Session
 
 from orchestrator.engine.ports import AttemptRecord, JobRecord
-from orchestrator.store import queries
+from orchestrator.store import change_tokens
+from orchestrator.store.change_tokens import ChangeToken, HeldJobRows, SqliteChanges
 from orchestrator.store.changes import JOBS, Counted
 from orchestrator.store.db import Store
 from orchestrator.store.fleet_member import FleetMember
 from orchestrator.store.instance_rows import InstanceRecord
-from orchestrator.store.queries import ChangeToken, HeldJobRows, SqliteChanges
 
 T = TypeVar("T")
 
@@ -105,7 +105,7 @@ class KeptReads:
         return self._counted.get(tx, "held jobs", JOBS, lambda: self._held_token(tx))
 
     def _held_token(self, tx: Session) -> ChangeToken | None:
-        return queries.change_token(tx, self._leased_to)
+        return change_tokens.change_token(tx, self._leased_to)
 
     def _wrote(self) -> None:
         self._version += 1

@@ -29,9 +29,9 @@ from datetime import date, datetime
 from sqlmodel import Session
 
 from orchestrator.engine.spend import SPEND_WRITE_EVERY, spend_phase
-from orchestrator.store import queries
+from orchestrator.store import change_tokens, queries
+from orchestrator.store.change_tokens import ChangeToken
 from orchestrator.store.db import Store
-from orchestrator.store.queries import ChangeToken
 from orchestrator.store.spend_ledger import SpendCharge, upsert_spend
 from orchestrator.store.sqlstore_reads import LIVE_ATTEMPTS, Kept, ReadKey
 
@@ -113,9 +113,9 @@ class SpendBuffer:
             rows = [r for r in rows if self._mine(r.job_id)]
             if not rows:
                 return
-            before = queries.change_token(tx)
+            before = change_tokens.change_token(tx)
             upsert_spend(tx, rows)
-            after = queries.change_token(tx)    # holding the write lock: nobody commits before this does
+            after = change_tokens.change_token(tx)    # holding the write lock: nobody commits before this does
         self.wrote_aside(before, after)
 
     def pending_spend(self, job_ids: set[int]) -> dict[int, float]:
