@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar
 
 from sqlmodel import Session
 
@@ -22,24 +21,22 @@ from orchestrator.engine.states import AttemptState, DesiredState, EndCause, Job
 from orchestrator.money.spend import reported_price_hr
 from orchestrator.store import change_tokens, queries, repo
 from orchestrator.store import sqlstore_reads as reads
-from orchestrator.store.changes import ATTEMPTS, Counted
+from orchestrator.store.changes import Counted
 from orchestrator.store.db import Store
 from orchestrator.store.fleet import Holding, LeaseLostError
 from orchestrator.store.fleet_member import FleetMember
 from orchestrator.store.models import Attempt, Job
-from orchestrator.store.queries import AttemptColumns
 from orchestrator.store.specs import SpecCache
 from orchestrator.store.spend_ledger import SpendCharge
+from orchestrator.store.sqlstore_attempts import AttemptReads
 from orchestrator.store.sqlstore_reads import Kept, KeptReads, ReadKey
 from orchestrator.store.sqlstore_side import SideTables, write_attempt
 from orchestrator.store.sqlstore_spend import RowKey, SpendBuffer
 from orchestrator.store.stored_offers import OfferBook
 from providers.base import Instance, Offer
 
-T = TypeVar("T")
 
-
-class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
+class SqlEngineStore(SpendBuffer, AttemptReads, KeptReads, SideTables):
     def __init__(self, store: Store, owner: str, *, catalog: Sequence[Offer] = (), lease_owner: str | None = None,
                  lease_ttl: timedelta = timedelta(seconds=90), clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
@@ -156,62 +153,6 @@ class SqlEngineStore(SpendBuffer, KeptReads, SideTables):
         return JobRecord(id=row.id, name=row.name, manifest=manifest, spec=spec, status=JobStatus(row.status),
                          desired_active=row.desired_state == DesiredState.ACTIVE.value,
                          relaunch_count=row.relaunch_count, spent_usd=spent, created_at=row.created_at)
-
-    def _record(self, r: AttemptColumns, offer: Offer | None = None) -> AttemptRecord:
-        return AttemptRecord(id=r.id, job_id=r.job_id, launch_id=r.launch_id, state=AttemptState(r.state),
-                             offer=offer or self._offers.of(r), instance_id=r.instance_id, created_at=r.created_at,
-                             started_at=r.started_at, ended_at=r.ended_at, checkpoint_restored=r.checkpoint_restored,
-                             reason=r.reason, node_rank=r.node_rank, generation=r.generation,
-                             end_cause=EndCause(r.end_cause) if r.end_cause else None, drain_until=r.drain_until,
-                             launch_price_hr=r.price_hr, actual_price_hr=r.actual_price_hr,
-                             heard_at=r.heard_at, unreachable_since=r.unreachable_since, heard_beat=r.heard_beat)
-
-    def _attempts(self, read: Callable[[Session], list[AttemptColumns]]) -> list[AttemptRecord]:
-        with self.store.transaction() as tx:
-            rows = read(tx)
-        return [self._record(r) for r in rows]
-
-    def live_attempts(self) -> Sequence[AttemptRecord]:
-        def load(tx: Session) -> list[AttemptRecord]:
-            found = queries.live_attempt_columns(tx, self._leased_to)
-            return [self._record(r) for r in found if self._mine(r.job_id)]
-
-        return list(self._cached(reads.LIVE_ATTEMPTS, load))
-
-    def draining_attempts(self, now: datetime) -> Sequence[AttemptRecord]:
-        # Kept as the live attempts are (every tick asked again for the same few rows, or none): the attempts
-        # draining after the read's time, narrowed to ``now`` here; read again if the clock went back.
-        def load(tx: Session) -> tuple[datetime, list[AttemptRecord]]:
-            return now, [self._record(r) for r in queries.draining_attempt_columns(tx, now, self._leased_to)]
-
-        read_at, found = self._cached(reads.DRAINING, load)
-        if now < read_at:
-            self._reads.pop(reads.DRAINING, None)
-            read_at, found = self._cached(reads.DRAINING, load)
-        return [a for a in found if self._mine(a.job_id) and a.drain_until is not None and a.drain_until > now]
-
-    def all_live_launch_ids(self) -> set[str]:
-        if self.store.dialect != "postgresql":
-            return set(self._cached(reads.LIVE_LAUNCH_IDS, queries.live_launch_ids))
-        # Every daemon's: the jobs' token does not cover them. Their own token (read first: a commit after it
-        # changes the next one) tells whether the kept set still holds; it is digested again only when the
-        # server's count of attempt writers moved (orchestrator/store/changes.py), so a steady tick reads one row.
-        with self.store.transaction() as tx:
-            token = self._counted.get(tx, "live attempts", ATTEMPTS, lambda: change_tokens.live_attempts_token(tx))
-            if self._live_ids is None or self._live_ids[0] != token:
-                self._live_ids = (token, queries.live_launch_ids(tx))
-        return set(self._live_ids[1])
-
-    def attempts_for_job(self, job_id: int) -> Sequence[AttemptRecord]:
-        return self._attempts(lambda tx: queries.job_attempt_columns(tx, job_id))
-
-    def attempt_by_launch_id(self, launch_id: str) -> AttemptRecord | None:
-        found = self._attempts(lambda tx: queries.attempt_columns_by_launch_ids(tx, [launch_id]))
-        return found[0] if found else None
-
-    def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]:
-        found = self._attempts(lambda tx: queries.attempt_columns_by_launch_ids(tx, launch_ids))
-        return {a.launch_id: a for a in found}
 
     def last_checkpoint(self, job_id: int) -> str | None:
         with self.store.transaction() as tx:
