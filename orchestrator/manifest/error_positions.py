@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.inputs.durations import HintedValueError
-from orchestrator.inputs.yamlread import Document, Path_, Pos
+from orchestrator.inputs.yamldoc import Document, Path_, Pos
 from orchestrator.manifest.errors import ManifestError
 from orchestrator.manifest.schema import Manifest
 from orchestrator.redaction import shown

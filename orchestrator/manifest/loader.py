@@ -1,6 +1,6 @@
 """Read manifests from files and directories, reporting every problem at its line and column.
 
-The YAML is built from the parser's events so that each value keeps its position (yamlread); text
+The YAML is built from the parser's events so that each value keeps its position (yamlread, yamldoc); text
 values are screened for credentials and control characters (screen); pydantic's error locations are
 then mapped back to the key or value at fault (error_positions). The work is bounded whatever the input: file size,
 documents, values, depth, errors reported, and the names the did-you-mean search compares.
@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from orchestrator.inputs.files import os_error_text
 from orchestrator.inputs.yaml12 import YamlInputError
-from orchestrator.inputs.yamlread import MAX_BYTES, Document, Path_, Pos, parse_yaml, read_regular_file
+from orchestrator.inputs.yamldoc import Document, Path_, Pos
+from orchestrator.inputs.yamlread import MAX_BYTES, parse_yaml, read_regular_file
 from orchestrator.manifest.error_positions import Suggester, error_from_pydantic, field_text, nearest, yaml_type
 from orchestrator.manifest.errors import ManifestError, raise_all
 from orchestrator.manifest.schema import Manifest
