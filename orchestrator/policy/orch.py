@@ -6,8 +6,9 @@ having paid on-demand for them. orch spends the slack where a forecast says it i
 Safety Net, which alone guarantees the deadline (on-demand once the time left holds no more than the work,
 two overheads and the tick's rounding).
 
-The forecast (``forecast.py``): per zone, and for "some zone has spot", the lengths of the available runs and
-outages seen so far (the two weeks before the job and the job itself; only the past). From them:
+The forecast (``orch_forecasts.py``, over ``forecast.py``'s run tables): per zone, and for "some zone has spot",
+the lengths of the available runs and outages seen so far (the two weeks before the job and the job itself;
+only the past). From them:
 
 * spot's productive rate rho = E[(U - d)^+] / (mean available run + mean outage) (every run pays one
   overhead; in a zone set, every zone lost while others have spot costs one more);
@@ -63,17 +64,15 @@ from __future__ import annotations
 import math
 
 from orchestrator.policy.base import SpotPolicy, new_planner
-from orchestrator.policy.forecast import RunTables, excess_mean, mean_run, residual, survival
-from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, ZoneStats, spot
+from orchestrator.policy.forecast import RunTables, survival
+from orchestrator.policy.model import ON_DEMAND, WAIT, Action, Mode, Observation, ProblemSpec, spot
+from orchestrator.policy.orch_forecasts import ZoneForecasts
 from orchestrator.policy.policies import paper_safety_net
 
 _EPS = 1e-9
 #: The slack to spare, in break-evens d / (1 - k) of shortfall below zero, before a zone set's launches are
 #: filtered by their odds of paying the overhead (a constant of the method, not fitted per trace).
 SPARE_BREAK_EVENS = 4.0
-#: The opening share of the window in which an outage is not covered while the shortfall fits in the slack
-#: (``early_wait``; a constant of the method, not fitted per trace: 0.1-0.3 measured alike, docs/policy.md).
-EARLY_WINDOW = 0.2
 #: The overhead from which a zone set's job is planned by orch-mdp (``set_plan``): two of its 15-minute steps.
 #: Measured at d = 0.2 h (orch's rules closed more) and 0.5 h (the plan closed more in every zone-set row).
 SET_PLAN_MIN_OVERHEAD_H = 0.5
@@ -92,7 +91,7 @@ def finishes_on_demand(obs: Observation) -> bool:
     return obs.overhead_left_h + r <= k * (obs.spec.overhead_h + r) + _EPS
 
 
-class OrchPolicy:
+class OrchPolicy(ZoneForecasts):
     """See the module docstring. Per-job state: the caches of sorted run tables (cleared by ``reset``).
 
     The switches turn single rules off, for measuring each (docs/policy.md); the defaults are orch.
@@ -154,87 +153,6 @@ class OrchPolicy:
             self._planner = new_planner()
             self._planner.reset(spec, zones)
 
-    # --- forecasts -------------------------------------------------------------------------------------
-    def lifetime(self, obs: Observation, z: int, cautious: bool = False) -> float:
-        """Predicted hours of spot from now in zone z (available now): this tick, and the expected rest of
-        its current run (which has lasted ``streak`` so far, this tick included). ``cautious``: the lower of
-        that over all runs kept and over the last ``recent_check`` (a zone flapping lately is not trusted
-        on its longer past: used before leaving on-demand, where a short run costs two overheads)."""
-        if not obs.history:
-            return math.inf
-        stats = obs.history[z]
-        age = stats.streak_h if stats.available else obs.gap_h
-        life = residual(self._tables, stats, True, age)
-        if cautious and self.recent_check:
-            life = min(life, residual(self._recent, stats, True, age))
-        return obs.gap_h + life
-
-    def set_spot_life(self, obs: Observation, cautious: bool = False) -> float:
-        """Predicted hours of spot somewhere in the set from now (this tick and the residual of the set's
-        current spot run), the cautious way as ``lifetime``; 0 when the set's history is not known."""
-        stats = obs.any_zone
-        if stats is None or not stats.available:
-            return 0.0
-        life = residual(self._tables, stats, True, stats.streak_h)
-        if cautious and self.recent_check:
-            life = min(life, residual(self._recent, stats, True, stats.streak_h))
-        return obs.gap_h + life
-
-    def set_stats(self, obs: Observation) -> ZoneStats | None:
-        """The history of "some zone has spot": the simulator's (or the daemon's) any-zone stats."""
-        if obs.any_zone is not None:
-            return obs.any_zone
-        return obs.history[0] if len(obs.history) == 1 else None
-
-    def shortfall(self, obs: Observation) -> float | None:
-        """X: on-demand hours the job needs if the future looks like the past (None: no history)."""
-        stats = self.set_stats(obs)
-        if stats is None:
-            return None
-        d = obs.spec.overhead_h
-        up, down = mean_run(self._tables, stats, True), mean_run(self._tables, stats, False)
-        cycle = up + down
-        # Productive spot per hour: each available run worth riding pays one overhead, E[(U - d)^+] per cycle;
-        # in a zone set, each zone lost while others still have spot costs one more overhead (a hop).
-        rho = excess_mean(self._tables, stats, True, d) / cycle
-        if len(obs.history) > 1:
-            zone_up = sum(mean_run(self._tables, h, True) for h in obs.history) / len(obs.history)
-            if zone_up < up:
-                rho -= (up / cycle) * d * (1 / zone_up - 1 / up)
-        return obs.remaining_h - max(rho, 0.0) * max(obs.time_left_h, 0.0)
-
-    def covers_now(self, obs: Observation, shortfall: float) -> bool:
-        """Whether this outage (of its age now) is one of those on-demand should cover (module docstring)."""
-        stats = self.set_stats(obs)
-        if shortfall <= 0 or stats is None:
-            return False
-        if self.early_wait and self.waits_early(obs, shortfall):
-            return False
-        d = obs.spec.overhead_h
-        age = stats.streak_h if not stats.available else 0.0
-        if self.cover_pays and len(obs.history) == 1 and not self.session_pays(obs, stats, age):
-            return False
-        if not self.cover_longest:
-            return True
-        cycle = mean_run(self._tables, stats, True) + mean_run(self._tables, stats, False)
-        outages = max(obs.time_left_h, 0.0) / cycle
-        return outages * excess_mean(self._tables, stats, False, age + d) <= shortfall
-
-    def session_pays(self, obs: Observation, stats: ZoneStats, age: float) -> bool:
-        """Whether this outage (of ``age``) is expected to last the restart break-even d / (1 - k) more: an
-        on-demand session started in it pays its overhead d at on-demand's price before it makes progress, and
-        spot coming back sooner leaves it mostly overhead (module docstring, ``cover_pays``)."""
-        k = min(obs.spot_prices) if obs.spot_prices else obs.spec.spot_price
-        return residual(self._tables, stats, False, age) >= obs.spec.overhead_h / max(1 - k, _EPS)
-
-    def waits_early(self, obs: Observation, shortfall: float) -> bool:
-        """In the window's first ``EARLY_WINDOW``, whether the shortfall still fits in the slack left beyond
-        the Safety Net's two overheads: then no outage is covered yet (module docstring)."""
-        spec = obs.spec
-        if obs.elapsed_h >= EARLY_WINDOW * spec.deadline_h:
-            return False
-        return shortfall < obs.slack_h - 2 * spec.overhead_h
-
     # --- the decision --------------------------------------------------------------------------------
     def best_zone(self, obs: Observation, threshold_h: float, cautious: bool = False) -> int | None:
         """The available zone (none noticed) with the largest expected saving, if its lifetime beats
@@ -251,22 +169,6 @@ class OrchPolicy:
             if score > best_score + _EPS or (self.tie_life and score > best_score - _EPS and life > best_life):
                 best, best_score, best_life = z, score, life
         return best
-
-    def set_spot_pays(self, obs: Observation, k: float) -> bool:
-        """Whether leaving on-demand for the set's spot pays, hops included (zone sets only).
-
-        The set keeps spot for S more hours (``set_spot_life``, cautious); on it the job hops about S / L times
-        (L: a zone's mean available run, the lower of that over all runs kept and over the last ones), each hop
-        one more overhead, and goes back to on-demand once (one more). Spot pays over staying on on-demand when
-        (1 - k) S > (S / L + 1) d, i.e. S (1 - k - d / L) > d; for one zone (S = L) that is 2d / (1 - k).
-        """
-        d = obs.spec.overhead_h
-        life = self.set_spot_life(obs, cautious=True)
-        zone_up = min(
-            sum(mean_run(tables, h, True) for h in obs.history) / len(obs.history)
-            for tables in ((self._tables, self._recent) if self.recent_check else (self._tables,))
-        )
-        return life * (1 - k - d / zone_up) > d
 
     def decide(self, obs: Observation) -> Action:
         if self._planner is not None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.policy.model import ProblemSpec
-from orchestrator.policy.orch import EARLY_WINDOW, OrchPolicy
+from orchestrator.policy.orch import OrchPolicy
+from orchestrator.policy.orch_forecasts import EARLY_WINDOW
 from orchestrator.policy.simulator import SimResult, simulate
 from tests.policy._helpers import zones
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from orchestrator.policy import forecast, mdp, mdp_model, orch
+from orchestrator.policy import forecast, mdp, mdp_model, orch, orch_forecasts
 from orchestrator.policy.hybrid import HybridPolicy
 from orchestrator.policy.model import ProblemSpec
 from orchestrator.policy.orch import OrchPolicy
@@ -25,12 +25,12 @@ from tests.policy._helpers import zones
 
 
 def constants() -> dict[str, object]:
-    """Every constant orch decides by: the module constants of orch.py and forecast.py, and of mdp.py and
-    mdp_model.py (the plan orch decides single zones by, v3.3, and hands a zone set at a large overhead,
-    ``set_plan``)."""
+    """Every constant orch decides by: the module constants of orch.py, orch_forecasts.py and forecast.py, and
+    of mdp.py and mdp_model.py (the plan orch decides single zones by, v3.3, and hands a zone set at a large
+    overhead, ``set_plan``)."""
     return {
         f"{m.__name__}.{k}": v
-        for m in (orch, forecast, mdp, mdp_model)
+        for m in (orch, orch_forecasts, forecast, mdp, mdp_model)
         for k, v in vars(m).items()
         if k.isupper() and isinstance(v, (int, float))
     }
