@@ -78,11 +78,14 @@ def run_quote(a: QuoteArgs) -> None:
     # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
     if not gpus:
-        from orchestrator.offers.gpu_list import machine_counts, offers_any_count
+        from orchestrator.offers.gpu_list import catalog_by_count, machine_counts, offers_any_count
 
         # Every count (unless --count): the same sources as `--gpu X --count N`, asked per count.
         counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
-        offers = offers_any_count(lambda r: _offers(r, catalog.offers, a.live), req, counts)
+        # Each count's request is matched against that count's rows only: a row of another count never matches
+        # (``offer_matches``), and a 10k-row refreshed catalog is then scanned once, not once per count.
+        by_count = catalog_by_count(catalog.offers)
+        offers = offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), a.live), req, counts)
         _print_gpus(offers, req, machine_gpus is None, catalog, a.as_json)
         return
     from orchestrator.offers.quote import SortKey, relaxations
