@@ -20,13 +20,9 @@ pytest.importorskip("azure.mgmt.network")
 
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
 
-from providers.azure.adapter import (
-    EVICTION_REASON,
-    TAG_STOPPED,
-    AzureProvider,
-    map_state,
-    translate_error,
-)
+from providers.azure.adapter import AzureProvider
+from providers.azure.errors import translate_error
+from providers.azure.instances import EVICTION_REASON, TAG_STOPPED, map_state, to_instance
 from providers.azure.settings import Settings
 from providers.base import TAG_JOB, TAG_LAUNCH_ID, TAG_OWNER, InstanceState, LaunchSpec, Market, ResourceKind
 from providers.errors import (
@@ -325,7 +321,7 @@ def test_eviction_reads_preempted_and_orch_stop_reads_stopped(fake: FakeArm, pro
 def test_simulate_eviction_api(fake: FakeArm, provider: AzureProvider) -> None:
     s = spec(market=Market.SPOT)
     provider.launch(s)
-    provider.compute().virtual_machines.simulate_eviction(RG, s.name)
+    provider.arm.compute().virtual_machines.simulate_eviction(RG, s.name)
     got = provider.get(s.name)
     assert got is not None and got.state is InstanceState.PREEMPTED
 
@@ -575,7 +571,8 @@ def test_published_vm_get_and_instance_view_parse(fake: FakeArm) -> None:
     vm = cm.VirtualMachine(_example("VirtualMachine_Get.json"))
     view = cm.VirtualMachineInstanceView(_example("VirtualMachine_Get_InstanceView.json"))
     p = _provider(fake)
-    inst = p._to_instance(vm, view, private_ip="172.20.2.4", public_ip=None)
+    inst = to_instance(vm, view, resource_group=p.arm.rg, ssh_user=p.settings.admin_username, private_ip="172.20.2.4",
+                       public_ip=None)
     assert inst.instance_id == "myVM" and inst.state is InstanceState.RUNNING and inst.raw_state == "PowerState/running"
     assert inst.instance_type == "Standard_DS3_v2" and inst.region == "West US" and inst.market is Market.ON_DEMAND
     assert inst.created_at is not None and inst.created_at.year == 2021
@@ -591,13 +588,12 @@ def test_published_nic_public_ip_and_nsg_parse() -> None:
     from azure.mgmt.network import models as nm
 
     from providers.azure import network as anet
-    from providers.azure.adapter import _first_private_ip
 
     nic = nm.NetworkInterface(_example("NetworkInterfaceGet.json"))
     pip = nm.PublicIPAddress(_example("PublicIpAddressGet.json"))
     static = nm.PublicIPAddress(_example("PublicIpAddressCreateCustomizedValues.json"))
     nsg = nm.NetworkSecurityGroup(_example("NetworkSecurityGroupGet.json"))
-    assert _first_private_ip(nic) == "172.20.2.4"
+    assert anet.first_private_ip(nic) == "172.20.2.4"
     assert static.sku is not None and static.sku.name == "Standard"
     assert static.properties is not None and static.properties.public_ip_allocation_method == "Static"
     assert not anet.nsg_admits(nsg, ["0.0.0.0/0"]), "rule1 (port 80) is not orch's SSH rule"

@@ -11,7 +11,8 @@ so it is removed by garbage collection once no NIC holds it. A Standard public I
 NSG rule (secure by default): with ``ssh_ingress_cidrs: []`` the VM has an address but no inbound port from
 outside the virtual network.
 
-Pure functions only (names, bodies, and reading listings into ``CloudResource``); the adapter calls ARM.
+Pure functions only (names, bodies, and reading listings into addresses and ``CloudResource``); the
+adapter calls ARM.
 """
 
 from __future__ import annotations
@@ -52,6 +53,28 @@ def public_ip_body(location: str, tags: dict[str, str]) -> nm.PublicIPAddress:
                                                       public_ip_address_version="IPv4", delete_option="Delete"))
 
 
+def nic_body(location: str, tags: dict[str, str], *, subnet_id: str | None, public_ip_id: str | None,
+             nsg_id: str | None) -> nm.NetworkInterface:
+    """The VM's NIC in ``subnet_id`` (dynamic private address), carrying its public IP and NSG when given."""
+    return nm.NetworkInterface(
+        location=location,
+        tags=tags,
+        properties=nm.NetworkInterfacePropertiesFormat(
+            ip_configurations=[
+                nm.NetworkInterfaceIPConfiguration(
+                    name="ipconfig1",
+                    properties=nm.NetworkInterfaceIPConfigurationPropertiesFormat(
+                        subnet=nm.Subnet(id=subnet_id),
+                        private_ip_allocation_method="Dynamic",
+                        public_ip_address=nm.PublicIPAddress(id=public_ip_id) if public_ip_id else None,
+                    ),
+                ),
+            ],
+            network_security_group=nm.NetworkSecurityGroup(id=nsg_id) if nsg_id else None,
+        ),
+    )
+
+
 def _ssh_rules(cidrs: list[str]) -> list[nm.SecurityRule]:
     families = [("orch-ssh", [c for c in cidrs if ":" not in c]), ("orch-ssh-v6", [c for c in cidrs if ":" in c])]
     return [nm.SecurityRule(name=name, properties=nm.SecurityRulePropertiesFormat(
@@ -84,6 +107,30 @@ def nsg_admits(nsg: nm.NetworkSecurityGroup, cidrs: list[str]) -> bool:
             for r in (nsg.properties.security_rules if nsg.properties else None) or [] if r.properties}
     want = {r.name: sorted(r.properties.source_address_prefixes or []) for r in _rules(cidrs) if r.properties}
     return have == want
+
+
+def first_private_ip(nic: nm.NetworkInterface) -> str | None:
+    configs = nic.properties.ip_configurations if nic.properties and nic.properties.ip_configurations else []
+    for cfg in configs:
+        if cfg.properties and cfg.properties.private_ip_address:
+            return str(cfg.properties.private_ip_address)
+    return None
+
+
+def private_ips(nics: list[nm.NetworkInterface]) -> dict[str, str]:
+    """VM name -> private address, from a listing of ``<vm>-nic`` NICs."""
+    ips: dict[str, str] = {}
+    for nic in nics:
+        ip = first_private_ip(nic)
+        if nic.name and nic.name.endswith("-nic") and ip:
+            ips[nic.name[: -len("-nic")]] = ip
+    return ips
+
+
+def public_ips(pips: list[nm.PublicIPAddress]) -> dict[str, str]:
+    """VM name -> public address, from a listing of ``<vm>-pip`` public IPs."""
+    return {p.name[: -len("-pip")]: p.properties.ip_address for p in pips
+            if p.name and p.name.endswith("-pip") and p.properties and p.properties.ip_address}
 
 
 def _tags(resource: Any) -> dict[str, str]:
