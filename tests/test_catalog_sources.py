@@ -126,7 +126,7 @@ def test_gpuhunt_rows_to_offers() -> None:
         "us-central1", "us-central1-a", "A100-80G", "nvlink", "gpuhunt gcp v")
     n1 = to_offer("gcp", _item(instance_name="n1-standard-8", gpu_name="T4", gpu_count=2, gpu_memory=16.0), day,
                   NOW, "s")
-    assert n1 is not None and n1.instance_type == "n1-standard-8+2xT4"            # providers.gcp.machine_shape
+    assert n1 is not None and n1.instance_type == "n1-standard-8+2xT4"            # providers.gcp.machines.machine_shape
     rp = to_offer("runpod", _item(instance_name="NVIDIA H100 80GB HBM3", location="EU-RO-1", gpu_name="H100",
                                   gpu_count=8), day, None, "s")
     assert rp is not None and (rp.instance_type, rp.region, rp.zone) == ("8x_NVIDIA H100 80GB HBM3_SECURE",

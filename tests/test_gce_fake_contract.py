@@ -82,12 +82,12 @@ def _instance_body(market: Market = Market.SPOT, instance_type: str = "n1-standa
     pytest.importorskip("google.cloud.compute_v1")
     from google.cloud import compute_v1
 
-    from providers.gcp.adapter import GcpProvider
     from providers.gcp.settings import Settings
+    from providers.gcp.vm import instance_body
 
     spec = LaunchSpec(launch_id="l0123456789ab", owner="alice", job="train", offer=catalog_offer(market, instance_type),
                       ssh_public_key="ssh-ed25519 AAAAKEY me", startup_script="#!/bin/sh\n")
-    body = GcpProvider(Settings(project=PROJECT, anonymous_credentials=True, **settings)).instance_body(spec, ZONE)
+    body = instance_body(Settings(project=PROJECT, anonymous_credentials=True, **settings), spec, ZONE)
     as_json: dict[str, Any] = json.loads(compute_v1.Instance.to_json(body))
     return as_json
 
@@ -227,7 +227,7 @@ def test_fake_refuses_a_rule_mixing_ipv4_and_ipv6(fake: GceFake) -> None:
 
 def test_status_enums_come_from_the_document() -> None:
     pytest.importorskip("google.cloud.compute_v1")
-    from providers.gcp.adapter import _STATES
+    from providers.gcp.instances import _STATES
 
     instance_statuses = set(discovery()["schemas"]["Instance"]["properties"]["status"]["enum"])
     assert set(_STATES) == instance_statuses, "every documented Instance.status has a mapping, no invented ones"

@@ -30,16 +30,12 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.gcp.adapter import (
-    PREEMPTED_OPERATION,
-    GcpProvider,
-    OperationError,
-    label_value,
-    machine_shape,
-    request_id,
-    translate_error,
-)
+from providers.gcp.adapter import GcpProvider
+from providers.gcp.errors import OperationError, translate_error
+from providers.gcp.instances import PREEMPTED_OPERATION
+from providers.gcp.machines import machine_shape
 from providers.gcp.settings import Settings
+from providers.gcp.vm import label_value, request_id
 from tests.contract.harness_gcp import catalog_offer
 from tests.fakes.gce import GceServer
 

@@ -122,7 +122,7 @@ def _place(provider: str, location: str) -> tuple[str, str | None]:
 
 def _instance_type(provider: str, item: Any) -> str:
     if provider == "gcp" and item.instance_name.startswith("n1-") and item.gpu_count:
-        return f"{item.instance_name}+{item.gpu_count}x{item.gpu_name}"      # providers.gcp.machine_shape
+        return f"{item.instance_name}+{item.gpu_count}x{item.gpu_name}"      # providers.gcp.machines.machine_shape
     if provider == "runpod":
         cloud = "SECURE" if "-" in item.location else "COMMUNITY"
         return f"{item.gpu_count}x_{item.instance_name}_{cloud}"             # as the RunPod adapter names them
