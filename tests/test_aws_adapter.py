@@ -12,15 +12,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from providers.aws.adapter import (
-    AwsProvider,
-    decode_id,
-    map_state,
-    merge_spot_prices,
-    to_instance,
-    translate_error,
-)
+from providers.aws.adapter import AwsProvider
+from providers.aws.errors import translate_error
+from providers.aws.instances import decode_id, map_state, to_instance
 from providers.aws.settings import Settings
+from providers.aws.spot_prices import merge_spot_prices
 from providers.base import (
     TAG_JOB,
     TAG_LAUNCH_ID,
@@ -567,7 +563,7 @@ def test_the_jobs_container_image_is_never_sent_as_the_ami(fake: FakeAws) -> Non
 
 def test_user_data_is_measured_as_it_is_sent() -> None:
     from orchestrator.runtime.startup import payload_size
-    from providers.aws.adapter import user_data
+    from providers.aws.run_instances import user_data
 
     script = "#!/bin/sh\n" + "echo orch\n" * 500
     assert payload_size("aws", script) == len(user_data(script)) < len(script) // 10

@@ -75,7 +75,7 @@ def payload_size(provider: str, script: str) -> int:
     """The boot script's size as ``provider`` counts it (PAYLOAD_LIMITS' unit)."""
     raw = len(script.encode())
     if provider == "aws":
-        # As providers/aws/adapter.py user_data sends it (not imported here: it would import boto3).
+        # As providers/aws/run_instances.py user_data sends it (not imported here: it would import botocore).
         return len(gzip.compress(script.encode(), compresslevel=9, mtime=0))
     if provider in ("runpod", "vastai"):
         return 4 * ((raw + 2) // 3)   # sent base64-encoded in an environment variable

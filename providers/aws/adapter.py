@@ -10,39 +10,30 @@ retried by providers.retry, so one policy with one deadline governs every call.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    NoRegionError,
-    PartialCredentialsError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import ClientError
 
 from providers.aws import fabric as efa
-from providers.aws import network, placement
+from providers.aws import network, placement, run_instances
+from providers.aws.errors import translate_error
+from providers.aws.instances import decode_id, to_instance
 from providers.aws.settings import Settings
+from providers.aws.spot_prices import merge_spot_prices
 from providers.base import (
-    TAG_JOB,
     TAG_LAUNCH_ID,
     TAG_OWNER,
     Capability,
     CloudResource,
     GpuRequest,
     Instance,
-    InstanceState,
     LaunchSpec,
     Market,
     Offer,
@@ -53,14 +44,8 @@ from providers.catalog import load_catalog, match_offers
 from providers.errors import (
     AuthError,
     InstanceNotFoundError,
-    InsufficientCapacityError,
     InvalidRequestError,
-    PriceTooLowError,
     ProviderError,
-    ProviderUnavailableError,
-    QuotaExceededError,
-    RateLimitedError,
-    ResourceInUseError,
     ResourceNotFoundError,
 )
 from providers.retry import call_with_retry
@@ -68,183 +53,9 @@ from providers.retry import call_with_retry
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-def user_data(script: str) -> bytes | str:
-    """EC2's UserData for a boot script: gzip'd (cloud-init, on every AMI orch boots, decompresses gzip user data
-    and runs the script in it), because EC2 takes 16 KB before base64 and orch's script is mostly base85 text,
-    which gzip brings back by a fifth. Deterministic (mtime 0). Empty stays empty."""
-    return gzip.compress(script.encode(), compresslevel=9, mtime=0) if script else ""
-
-
 PROVIDER = "aws"
-AUTH_HINT = "run `aws configure` or set AWS_PROFILE / AWS_ACCESS_KEY_ID"
 
-# State reason codes EC2 gives an instance the spot market reclaimed (terminate / stop-hibernate behaviour).
-SPOT_REASON_CODES = frozenset({"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"})
-_STATES = {
-    "pending": InstanceState.PENDING,
-    "running": InstanceState.RUNNING,
-    "stopping": InstanceState.STOPPING,
-    "shutting-down": InstanceState.STOPPING,
-    "stopped": InstanceState.STOPPED,
-    "terminated": InstanceState.TERMINATED,
-}
 _ALIVE_STATES = ["pending", "running", "stopping", "stopped"]
-
-_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-                       "InsufficientReservedInstanceCapacity", "MaxSpotInstanceCountExceeded",
-                       "SpotCapacityNotAvailable"})
-_QUOTA = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotFleetRequestCountExceeded",
-                    "ResourceLimitExceeded"})
-_THROTTLE = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
-                       "RequestThrottled", "SlowDown"})
-_AUTH = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
-                   "ExpiredToken", "ExpiredTokenException", "AccessDenied", "AccessDeniedException",
-                   "OptInRequired", "UnrecognizedClientException"})
-_NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
-_RESOURCE_NOT_FOUND = frozenset({"InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidKeyPair.NotFound",
-                                 "InvalidPlacementGroup.Unknown"})
-_IN_USE = frozenset({"DependencyViolation", "InvalidPlacementGroup.InUse"})
-_UNAVAILABLE = frozenset({"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable",
-                          "ServerInternal", "RequestTimeout", "RequestExpired"})
-
-
-def translate_error(exc: BaseException) -> ProviderError:
-    """The ONE place botocore errors become orch's taxonomy. Codes first; HTTP status only as fallback.
-
-    (EC2 sends InsufficientInstanceCapacity with HTTP 500, so the status alone would call it transient.)
-    """
-    if isinstance(exc, ProviderError):
-        return exc
-    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return AuthError(f"no usable AWS credentials: {exc}", provider=PROVIDER, hint=AUTH_HINT)
-    if isinstance(exc, NoRegionError):
-        return InvalidRequestError(f"no AWS region: {exc}", provider=PROVIDER)
-    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)):
-        return ProviderUnavailableError(f"cannot reach AWS: {exc}", provider=PROVIDER)
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        code = str(err.get("Code", ""))
-        message = str(err.get("Message", "")) or str(exc)
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        if code == "SpotMaxPriceTooLow":
-            return PriceTooLowError(message, provider=PROVIDER, code=code)
-        if code in _CAPACITY:
-            return InsufficientCapacityError(message, provider=PROVIDER, code=code)
-        if code in _QUOTA:
-            return QuotaExceededError(message, provider=PROVIDER, code=code)
-        if code in _THROTTLE:
-            return RateLimitedError(message, provider=PROVIDER, code=code)
-        if code in _AUTH:
-            return AuthError(message, provider=PROVIDER, code=code, hint=AUTH_HINT)
-        if code in _NOT_FOUND:
-            return InstanceNotFoundError(message, provider=PROVIDER, code=code)
-        if code in _RESOURCE_NOT_FOUND:
-            return ResourceNotFoundError(message, provider=PROVIDER, code=code)
-        if code in _IN_USE:
-            return ResourceInUseError(message, provider=PROVIDER, code=code)
-        if code in _UNAVAILABLE or status >= 500:
-            return ProviderUnavailableError(message, provider=PROVIDER, code=code or str(status))
-        if status == 429:
-            return RateLimitedError(message, provider=PROVIDER, code=code)
-        if code.startswith(("InvalidParameter", "Invalid", "MissingParameter", "Unsupported")) or 400 <= status < 500:
-            return InvalidRequestError(message, provider=PROVIDER, code=code)
-        return ProviderUnavailableError(message, provider=PROVIDER, code=code or None)
-    if isinstance(exc, BotoCoreError):
-        return ProviderUnavailableError(f"AWS client error: {exc}", provider=PROVIDER)
-    return ProviderUnavailableError(f"unexpected error talking to AWS: {exc!r}", provider=PROVIDER)
-
-
-def encode_id(region: str, ec2_id: str) -> str:
-    return f"{region}/{ec2_id}"
-
-
-def decode_id(instance_id: str) -> tuple[str, str] | None:
-    """(region, ec2 id), or None when the id is not one this adapter made."""
-    region, sep, ec2_id = instance_id.partition("/")
-    if not sep or not region or not ec2_id.startswith("i-"):
-        return None
-    return region, ec2_id
-
-
-def map_state(raw_state: str, reason_code: str | None) -> InstanceState:
-    """EC2 state name (+ StateReason.Code) -> orch's state. A spot reclaim reads PREEMPTED in any end state."""
-    if reason_code in SPOT_REASON_CODES and raw_state in ("shutting-down", "terminated", "stopping", "stopped"):
-        return InstanceState.PREEMPTED
-    try:
-        return _STATES[raw_state]
-    except KeyError:
-        raise ProviderUnavailableError(f"unknown EC2 instance state {raw_state!r}", provider=PROVIDER) from None
-
-
-def to_instance(region: str, raw: dict[str, Any], ssh_user: str = "ubuntu") -> Instance:
-    """One describe_instances item -> Instance."""
-    tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
-    raw_state = raw.get("State", {}).get("Name", "")
-    reason = raw.get("StateReason") or {}
-    code = reason.get("Code") or None
-    launched = raw.get("LaunchTime")
-    return Instance(
-        provider=PROVIDER,
-        instance_id=encode_id(region, raw["InstanceId"]),
-        launch_id=tags.get(TAG_LAUNCH_ID),
-        owner=tags.get(TAG_OWNER),
-        job=tags.get(TAG_JOB),
-        state=map_state(raw_state, code),
-        instance_type=raw.get("InstanceType", ""),
-        region=region,
-        zone=(raw.get("Placement") or {}).get("AvailabilityZone"),
-        market=Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND,
-        raw_state=raw_state,
-        raw_reason=code or raw.get("StateTransitionReason") or None,
-        public_ip=raw.get("PublicIpAddress"),
-        private_ip=raw.get("PrivateIpAddress"),
-        ssh_user=ssh_user,
-        created_at=launched if isinstance(launched, datetime) else None,
-        extra=(("ec2_instance_id", raw["InstanceId"]),),
-        fabric=efa.launched_fabric(tags, raw.get("NetworkInterfaces", [])),
-    )
-
-
-def merge_spot_prices(catalog: Iterable[Offer], history: Iterable[dict[str, Any]]) -> list[Offer]:
-    """Replace catalog spot offers with live per-AZ ones where the spot price history has them.
-
-    ``catalog`` and ``history`` are for ONE region (the history comes from that region's endpoint).
-    ``history`` items are describe_spot_price_history entries; the latest per (type, AZ) wins. A catalog
-    spot offer with live prices for its (type, region) becomes one live offer per AZ; everything else
-    (on-demand rows, types without live prices) passes through unchanged.
-    """
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for h in history:
-        if not str(h.get("ProductDescription", "")).startswith("Linux/UNIX"):
-            continue
-        key = (h["InstanceType"], h.get("AvailabilityZoneId") or h["AvailabilityZone"])
-        if key not in latest or h["Timestamp"] > latest[key]["Timestamp"]:
-            latest[key] = h
-    out: list[Offer] = []
-    replaced: set[tuple[str, str]] = set()
-    for offer in catalog:
-        live = [h for (itype, _), h in sorted(latest.items()) if itype == offer.instance_type]
-        if offer.market is not Market.SPOT or not live:
-            out.append(offer)
-            continue
-        if (offer.instance_type, offer.region) in replaced:
-            continue
-        replaced.add((offer.instance_type, offer.region))
-        for h in live:
-            ts = h["Timestamp"]
-            out.append(_replace_price(offer, zone=h.get("AvailabilityZoneId") or h["AvailabilityZone"],
-                                      price=float(h["SpotPrice"]),
-                                      as_of=ts.date() if isinstance(ts, datetime) else date.today()))
-    return out
-
-
-def _replace_price(o: Offer, *, zone: str, price: float, as_of: date) -> Offer:
-    return Offer(
-        provider=o.provider, instance_type=o.instance_type, region=o.region, zone=zone, gpu=o.gpu,
-        gpu_count=o.gpu_count, vram_gb=o.vram_gb, vcpus=o.vcpus, memory_gb=o.memory_gb,
-        interconnect=o.interconnect, market=o.market, price_hr=price, price_as_of=as_of,
-        price_as_of_approximate=False, source="live", availability=o.availability, offer_id=o.offer_id,
-    )
 
 
 class AwsProvider(Provider):
@@ -404,50 +215,19 @@ class AwsProvider(Provider):
         if existing is not None:
             return to_instance(region, existing, self.settings.ssh_user)
         ec2 = self._client("ec2", region)
-        tags = [{"Key": TAG_LAUNCH_ID, "Value": spec.launch_id}, {"Key": TAG_OWNER, "Value": spec.owner},
-                {"Key": TAG_JOB, "Value": spec.job}, {"Key": "Name", "Value": spec.name}]
-        if spec.gang:   # how garbage collection knows the gang's placement group is still held
-            tags.append({"Key": placement.TAG_GANG, "Value": spec.gang})
         efa_count = efa.efa_interface_count(spec.offer.instance_type, gang=spec.gang)
-        if efa_count:
-            tags.append({"Key": efa.TAG_FABRIC, "Value": "efa"})
-        params: dict[str, Any] = {
-            # The machine image, never the job's container (spec.image runs inside it: docker on this AMI).
-            "ImageId": self._ami(region),
-            "InstanceType": spec.offer.instance_type,
-            "MinCount": 1,
-            "MaxCount": 1,
-            "ClientToken": spec.launch_id,
-            "UserData": user_data(spec.startup_script),
-            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
-                                  {"ResourceType": "volume", "Tags": tags}],
-            "BlockDeviceMappings": [{"DeviceName": self.settings.root_device_name,
-                                     "Ebs": {"VolumeSize": spec.disk_gb, "DeleteOnTermination": True}}],
-        }
+        tags = run_instances.instance_tags(spec, efa_count=efa_count)
+        # Looked up in this order: the AMI, the key pair, the security groups, the AZ's name, the placement group.
+        image_id = self._ami(region)
         key_name = self.settings.key_name or self._import_key(region, spec, tags)
-        if key_name:
-            params["KeyName"] = key_name
         groups = self._security_groups(ec2, spec.owner)
-        if groups:
-            params["SecurityGroupIds"] = groups
-        if self.settings.instance_profile:
-            profile = self.settings.instance_profile
-            params["IamInstanceProfile"] = {"Arn": profile} if profile.startswith("arn:") else {"Name": profile}
-        if self.settings.subnet_id:
-            params["SubnetId"] = self.settings.subnet_id
-        elif spec.offer.zone:
-            params["Placement"] = {"AvailabilityZone": self._zone_name(region, spec.offer.zone)}
-        if spec.gang:   # a multi-node gang: its nodes in one cluster placement group, tagged to find it again
-            params["Placement"] = {**params.get("Placement", {}), "GroupName": placement.ensure_group(
-                ec2, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)}
-        if efa_count:   # the interfaces carry the groups and subnet (EC2 refuses them on both levels)
-            params["NetworkInterfaces"] = efa.efa_interfaces(
-                efa_count, groups=params.pop("SecurityGroupIds", []), subnet_id=params.pop("SubnetId", None))
-        if spec.offer.market is Market.SPOT:
-            spot: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
-            if spec.max_price_hr is not None:
-                spot["MaxPrice"] = f"{spec.max_price_hr:.4f}"
-            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
+        zone_name = (self._zone_name(region, spec.offer.zone)
+                     if not self.settings.subnet_id and spec.offer.zone else None)
+        group_name = (placement.ensure_group(ec2, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)
+                      if spec.gang else None)
+        params = run_instances.params(self.settings, spec, image_id=image_id, tags=tags, key_name=key_name,
+                                      groups=groups, zone_name=zone_name, placement_group=group_name,
+                                      efa_count=efa_count)
         reservation = ec2.run_instances(**params)
         return to_instance(region, reservation["Instances"][0], self.settings.ssh_user)
 

@@ -1,0 +1,96 @@
+"""The ONE place botocore errors become orch's ProviderError taxonomy. Imports botocore: only the adapter
+imports this module."""
+
+from __future__ import annotations
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
+
+from providers.errors import (
+    AuthError,
+    InstanceNotFoundError,
+    InsufficientCapacityError,
+    InvalidRequestError,
+    PriceTooLowError,
+    ProviderError,
+    ProviderUnavailableError,
+    QuotaExceededError,
+    RateLimitedError,
+    ResourceInUseError,
+    ResourceNotFoundError,
+)
+
+PROVIDER = "aws"
+AUTH_HINT = "run `aws configure` or set AWS_PROFILE / AWS_ACCESS_KEY_ID"
+
+_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+                       "InsufficientReservedInstanceCapacity", "MaxSpotInstanceCountExceeded",
+                       "SpotCapacityNotAvailable"})
+_QUOTA = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotFleetRequestCountExceeded",
+                    "ResourceLimitExceeded"})
+_THROTTLE = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
+                       "RequestThrottled", "SlowDown"})
+_AUTH = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
+                   "ExpiredToken", "ExpiredTokenException", "AccessDenied", "AccessDeniedException",
+                   "OptInRequired", "UnrecognizedClientException"})
+_NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+_RESOURCE_NOT_FOUND = frozenset({"InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidKeyPair.NotFound",
+                                 "InvalidPlacementGroup.Unknown"})
+_IN_USE = frozenset({"DependencyViolation", "InvalidPlacementGroup.InUse"})
+_UNAVAILABLE = frozenset({"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable",
+                          "ServerInternal", "RequestTimeout", "RequestExpired"})
+
+
+def translate_error(exc: BaseException) -> ProviderError:
+    """The ONE place botocore errors become orch's taxonomy. Codes first; HTTP status only as fallback.
+
+    (EC2 sends InsufficientInstanceCapacity with HTTP 500, so the status alone would call it transient.)
+    """
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return AuthError(f"no usable AWS credentials: {exc}", provider=PROVIDER, hint=AUTH_HINT)
+    if isinstance(exc, NoRegionError):
+        return InvalidRequestError(f"no AWS region: {exc}", provider=PROVIDER)
+    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)):
+        return ProviderUnavailableError(f"cannot reach AWS: {exc}", provider=PROVIDER)
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        message = str(err.get("Message", "")) or str(exc)
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code == "SpotMaxPriceTooLow":
+            return PriceTooLowError(message, provider=PROVIDER, code=code)
+        if code in _CAPACITY:
+            return InsufficientCapacityError(message, provider=PROVIDER, code=code)
+        if code in _QUOTA:
+            return QuotaExceededError(message, provider=PROVIDER, code=code)
+        if code in _THROTTLE:
+            return RateLimitedError(message, provider=PROVIDER, code=code)
+        if code in _AUTH:
+            return AuthError(message, provider=PROVIDER, code=code, hint=AUTH_HINT)
+        if code in _NOT_FOUND:
+            return InstanceNotFoundError(message, provider=PROVIDER, code=code)
+        if code in _RESOURCE_NOT_FOUND:
+            return ResourceNotFoundError(message, provider=PROVIDER, code=code)
+        if code in _IN_USE:
+            return ResourceInUseError(message, provider=PROVIDER, code=code)
+        if code in _UNAVAILABLE or status >= 500:
+            return ProviderUnavailableError(message, provider=PROVIDER, code=code or str(status))
+        if status == 429:
+            return RateLimitedError(message, provider=PROVIDER, code=code)
+        if code.startswith(("InvalidParameter", "Invalid", "MissingParameter", "Unsupported")) or 400 <= status < 500:
+            return InvalidRequestError(message, provider=PROVIDER, code=code)
+        return ProviderUnavailableError(message, provider=PROVIDER, code=code or None)
+    if isinstance(exc, BotoCoreError):
+        return ProviderUnavailableError(f"AWS client error: {exc}", provider=PROVIDER)
+    return ProviderUnavailableError(f"unexpected error talking to AWS: {exc!r}", provider=PROVIDER)
+
