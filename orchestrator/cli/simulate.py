@@ -136,7 +136,7 @@ def simulate(
         if workers is not None and not 1 <= workers <= 256:
             raise ValueError(f"--workers must be 1 to 256, got {workers}")
         if plot is not None:
-            _check_matplotlib()
+            _check_plot(plot)
         sets = discover(traces, single=zones != "multi", multi=zones != "single", on_demand_price=trace_prices)
         check_sets(spec, sets)
     except (DurationError, ProblemError, UnknownPolicyError, PolicyFileError, TraceError, ValueError) as exc:
@@ -156,11 +156,22 @@ def simulate(
             sys.stdout.write(f"plot: {plot}\n")
 
 
-def _check_matplotlib() -> None:
+def _check_plot(out: Path) -> None:
+    """ValueError unless matplotlib can write ``out``: it is installed, the name ends in a format it writes and
+    its folder exists. Checked before the simulation, which may take minutes: savefig would otherwise fail only
+    after it (an unknown suffix as an internal error), or write ``out.png`` for a name with no suffix."""
     try:
-        import matplotlib  # noqa: F401
+        from matplotlib.backend_bases import FigureCanvasBase
     except ModuleNotFoundError:
         raise ValueError("--plot needs matplotlib: pip install -e '.[plot]'") from None
+    if out.is_dir():
+        raise ValueError(f"--plot {shown(str(out))} is a directory: name the image file (e.g. "
+                         f"{shown(str(out / 'cost.png'))})")
+    if out.suffix.lower().removeprefix(".") not in FigureCanvasBase.get_supported_filetypes():
+        raise ValueError(f"--plot {shown(str(out))}: name a .png, .svg or .pdf file (the format comes from the "
+                         "name's suffix)")
+    if not out.parent.is_dir():
+        raise ValueError(f"--plot {shown(str(out))}: no such directory {shown(str(out.parent))}")
 
 
 def _summaries(names: tuple[str, ...], cases: list[CaseResult]) -> list[PolicySummary]:
