@@ -96,3 +96,17 @@ def test_quote_and_help_import_no_sdk_and_no_database(tmp_path: Path, own_machin
     modules, own = out.stdout.strip().splitlines()
     assert modules == "[]"
     assert own == ("own" if own_machines else "none")
+
+
+def test_the_gpu_list_notes_an_unreadable_config_once(tmp_path: Path) -> None:
+    """The GPU list asks the offer sources once per GPU count; a bad providers section was noted each time
+    (seven identical lines on stderr)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  ssh:\n    hosts:\n      - {name: box, address: 10.0.0.5, gpu: A100-80G, "
+                      "gpu_count: 1, host_key: 'not a key'}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCH_CONFIG": str(config)}
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "quote"], capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    notes = [line for line in out.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "config.yaml:4: providers.ssh.hosts[0].host_key" in notes[0], out.stderr

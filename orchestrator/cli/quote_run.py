@@ -85,7 +85,8 @@ def run_quote(a: QuoteArgs) -> None:
         # Each count's request is matched against that count's rows only: a row of another count never matches
         # (``offer_matches``), and a 10k-row refreshed catalog is then scanned once, not once per count.
         by_count = catalog_by_count(catalog.offers)
-        offers = offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), a.live), req, counts)
+        noted: set[str] = set()   # a config problem is noted once, not once per count
+        offers = offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), a.live, noted), req, counts)
         _print_gpus(offers, req, machine_gpus is None, catalog, a.as_json)
         return
     from orchestrator.offers.quote import SortKey, relaxations
@@ -194,12 +195,13 @@ def _print_history(gpus: tuple[str, ...], count: int | None, as_json: bool) -> N
         raise SystemExit(EXIT_NO_MATCH)
 
 
-def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool) -> list[Offer]:
+def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool, noted: set[str] | None = None) -> list[Offer]:
     """The catalog, your own machines from orch's config, and (``--live``) live offers: the planner's sources.
 
     Without --live no SDK is imported: own machines come from their settings alone (pydantic, and only when
-    the config names such a provider). A config that cannot be read is noted and left out; with --live it is
-    an error, as for every command that builds providers.
+    the config names such a provider). A config that cannot be read is noted and left out (noted once per
+    ``noted``, the notes already written, which the GPU list shares across its counts); with --live it is an
+    error, as for every command that builds providers.
     """
     from orchestrator.config.paths import config_path
     from orchestrator.offers.sources import offer_sources
@@ -213,7 +215,11 @@ def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool) -> list[Offer
         try:
             return offer_sources(catalog, config=load_config()).offers(req)
         except ConfigError as exc:
-            sys.stderr.write(f"note: {exc}; your own machines are not listed\n")
+            note = f"note: {exc}; your own machines are not listed\n"
+            if noted is None or note not in noted:
+                sys.stderr.write(note)
+                if noted is not None:
+                    noted.add(note)
             return offer_sources(catalog).offers(req)
     return _with_live_offers(req, catalog)
 
