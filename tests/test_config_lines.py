@@ -59,6 +59,9 @@ CASES = [
     ("providers", "providers:\n  aws: {}\n  azur: {}\n", 4, "providers.azur: "),
     ("providers", "providers:\n  lambdalabs:\n    api_key: k\n    regoins: [x]\n", 5, "providers.lambda.regoins: "),
     ("owner", "", 1, "owner: "),
+    # A misspelt section was read as none at all: no budget held, and nothing said.
+    ("top", "providers: {}\nbudget:\n  - {name: a, monthly_usd: 1}\n", 3, "budget: unknown key (known: alerts, "
+     "budgets, catalog, daemon, owner, providers)"),
 ]
 
 
