@@ -247,6 +247,16 @@ def test_missing_required_fields(tmp_path: Path) -> None:
     assert by_field["name"].line == 3
 
 
+@pytest.mark.parametrize(("field", "line"), [("name", "name: Eval_Sweep"), ("project", "project: My_Team")])
+def test_a_bad_job_or_project_name_says_the_rule_in_words(field: str, line: str, tmp_path: Path) -> None:
+    """Not pydantic's regular expression (what ``project:`` said), nor a rule cut short ("at most 63")."""
+    e = _one(MINIMAL.replace("name: tiny", "name: tiny\nproject: team").replace(f"{field}: " + (
+        "tiny" if field == "name" else "team"), line), tmp_path)
+    assert e.field == field and "pattern" not in e.message
+    assert e.message.endswith("starting with a letter and ending in a letter or digit, at most 63 characters")
+    assert e.hint is not None and e.hint.startswith(f"e.g. {field}: ")
+
+
 def test_duplicate_key_in_one_mapping(tmp_path: Path) -> None:
     e = _one(MINIMAL + "market: spot\nmarket: on-demand\n", tmp_path)
     assert e.line == 10 and "twice" in e.message

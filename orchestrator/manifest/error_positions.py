@@ -130,8 +130,11 @@ def error_from_pydantic(path: Path, doc: Document, err: Any, suggester: Suggeste
         hint = "write apiVersion: orch/v1"
     elif kind == "literal_error" and field == "kind":
         hint = "write kind: Job"
-    elif kind == "string_pattern_mismatch" and field == "name":
-        message = "a job name is lower-case letters, digits and '-', starting with a letter, at most 63"
+    elif kind == "string_pattern_mismatch" and field in ("name", "project"):
+        # Not pydantic's regular expression; no name made from the value either (it may be a pasted secret).
+        message = (f"a {'job' if field == 'name' else 'project'} name is lower-case letters, digits and '-', "
+                   "starting with a letter and ending in a letter or digit, at most 63 characters")
+        hint = f"e.g. {field}: {'llama-finetune' if field == 'name' else 'team-a'}"
     return ManifestError(path, message.rstrip("."), line=pos.line, col=pos.col, field=field, hint=hint)
 
 
