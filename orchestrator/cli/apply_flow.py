@@ -81,6 +81,13 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         launcher = "orch apply" if here else "the daemon" if running else None
         if not opts.as_json and (launcher is not None or opts.dry_run):
             _print_plan(preview, launcher)
+            if here and not providers and preview.launches:
+                # Every job then reads "no eligible offer": say why before anything is asked or recorded.
+                import textwrap
+
+                out(textwrap.fill("note: no provider is configured, so nothing launches and the jobs wait (`orch "
+                                  "providers` says how to configure one; `orch plan` shows what every provider "
+                                  "offers)", PLAN_WIDTH, subsequent_indent="  ", break_on_hyphens=False))
         if not opts.as_json:
             _print_blind(loaded, config)
             _print_exposed(preview, loaded, config)
