@@ -15,10 +15,10 @@ HEAVY = ("boto3", "botocore", "google", "azure", "sqlmodel", "sqlalchemy", "alem
          "orchestrator.store", "apscheduler", "jinja2", "orchestrator.console")
 
 
-def orch(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def orch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=60)
+                          env=full, cwd=ROOT, timeout=60)
 
 
 def test_quote_table_lists_offers_cheapest_first() -> None:
@@ -110,3 +110,11 @@ def test_the_gpu_list_notes_an_unreadable_config_once(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     notes = [line for line in out.stderr.splitlines() if line.startswith("note: ")]
     assert len(notes) == 1 and "config.yaml:4: providers.ssh.hosts[0].host_key" in notes[0], out.stderr
+
+
+def test_one_offer_and_one_machine_are_singular() -> None:
+    out = orch("quote", "--gpu", "A100-80G", "--all-regions", "--limit", "1", env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    assert "1 offer." in out.stdout.splitlines() and "1 offers" not in out.stdout
+    out = orch("fit", "--params", "1T", "--max-nodes", "1", "--gpu", "T4")
+    assert out.returncode == 1 and out.stderr.startswith("error: nothing fits within 1 machine: "), out.stderr

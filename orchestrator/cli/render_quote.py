@@ -141,7 +141,7 @@ def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot
     notes: list[str] = []
     shown = len(rows)
     grouped = f" ({shown} across places; --all-regions lists each)" if groups < shown else ""
-    notes.append(f"{groups} offers{grouped}.")
+    notes.append(f"{groups} offer{'' if groups == 1 else 's'}{grouped}.")
     oldest: dict[str, QuoteRow] = {}
     for r in rows:
         if r.offer.source in (OfferOrigin.LIVE, OfferOrigin.OWN):
@@ -213,8 +213,8 @@ def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *,
     prices = (f"Refreshed prices: {', '.join(sorted(catalog.refreshed))}; shipped list prices for the rest."
               if catalog.refreshed else "Shipped list prices (approximate dates): `orch catalog refresh` gets "
               "current ones.")
-    for line in _wrap(f"{len(summaries)} GPUs. {prices} `orch quote --gpu NAME[:COUNT]` lists the offers.",
-                      width):
+    gpus = f"{len(summaries)} GPU{'' if len(summaries) == 1 else 's'}"
+    for line in _wrap(f"{gpus}. {prices} `orch quote --gpu NAME[:COUNT]` lists the offers.", width):
         sys.stdout.write(line + "\n")
 
 
