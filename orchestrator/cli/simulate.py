@@ -193,7 +193,7 @@ def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResu
                   f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
     for col in ("policy", "cost/on-demand mean", "worst", "score", "deadline met", "finish h", "preemptions",
                 "switches"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for s in _summaries(names, cases):
         table.add_row(s.policy, f"{s.mean_cost:.3f}", f"{s.worst_cost:.3f}", f"{s.score:.3f}", f"{s.met_pct:.1f}%",
                       "-" if s.mean_finish_h is None else f"{s.mean_finish_h:.1f}",
