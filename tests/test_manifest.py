@@ -148,6 +148,19 @@ def test_wrong_types(tmp_path: Path) -> None:
     assert by_field["setup"].line == 11
 
 
+@pytest.mark.parametrize(("snippet", "field", "got", "fields"), [
+    ("regions: us-east-1\n", "regions", "text", "allow, deny"),
+    ("providers: [aws]\n", "providers", "a list", "allow, deny"),
+    ("checkpoint: /ckpt\n", "checkpoint", "text", "path, store, "),
+])
+def test_a_section_given_as_a_value_names_its_fields_not_orchs_class(snippet: str, field: str, got: str,
+                                                                     fields: str, tmp_path: Path) -> None:
+    """``regions: us-east-1`` said "Input should be a valid dictionary or instance of RegionFilter"."""
+    e = _one(MINIMAL + snippet, tmp_path)
+    assert (e.field, e.message) == (field, f"must be a mapping (got {got})")
+    assert e.hint is not None and e.hint.startswith(f"its fields: {fields}")
+
+
 def test_document_that_is_not_a_mapping(tmp_path: Path) -> None:
     e = _one("- just\n- a list\n", tmp_path)
     assert (e.line, e.col) == (1, 1) and "mapping" in e.message

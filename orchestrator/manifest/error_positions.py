@@ -121,6 +121,11 @@ def error_from_pydantic(path: Path, doc: Document, err: Any, suggester: Suggeste
         hint = suggester.hint(unknown, _field_names(_model_at(clean[:-1]) or Manifest))
     elif kind == "missing":
         message = "required field is missing"
+    elif kind == "model_type" and (model := _model_at(clean)) is not None:
+        # Not "a valid dictionary or instance of RegionFilter": the class is orch's, the fields are the user's
+        # (``regions: us-east-1`` wants ``regions: {allow: [us-east-1]}``).
+        message = f"must be a mapping (got {yaml_type(type(err.get('input')).__name__)})"
+        hint = f"its fields: {', '.join(_field_names(model))}"
     elif kind in ("model_type", "dict_type") or kind.endswith("_type"):
         got = type(err.get("input")).__name__
         message = f"{message.rstrip('.')} (got {yaml_type(got)})"
