@@ -118,3 +118,15 @@ def test_one_offer_and_one_machine_are_singular() -> None:
     assert "1 offer." in out.stdout.splitlines() and "1 offers" not in out.stdout
     out = orch("fit", "--params", "1T", "--max-nodes", "1", "--gpu", "T4")
     assert out.returncode == 1 and out.stderr.startswith("error: nothing fits within 1 machine: "), out.stderr
+
+
+def test_the_gpu_list_says_own_for_a_machine_of_yours(tmp_path: Path) -> None:
+    """As the quote's MARKET column does (it said on-demand)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  ssh:\n    hosts:\n      - {name: box, address: 10.0.0.5, gpu: A100-80G, "
+                      "gpu_count: 2, price_hr: 0.01}\n")
+    out = orch("quote", "--provider", "ssh", env={"ORCH_CONFIG": str(config), "XDG_DATA_HOME": str(tmp_path),
+                                                  "COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    [row] = [line.split() for line in out.stdout.splitlines() if line.startswith("A100-80G")]
+    assert row[3] == "own" and row[-1] == "ssh"

@@ -201,7 +201,8 @@ def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *,
         Column("GPU", lambda s: s.gpu),
         Column("VRAM", lambda s: f"{s.vram_gb}G", right=True),
         Column("FROM $/GPU-H", lambda s: f"{s.cheapest_per_gpu_hr:.2f}", right=True),
-        Column("MARKET", lambda s: s.cheapest.market.value),
+        # As the quote's table says it: a machine of yours is "own", not on-demand.
+        Column("MARKET", lambda s: "own" if s.cheapest.source == OfferOrigin.OWN else s.cheapest.market.value),
         Column("COUNTS", lambda s: ",".join(map(str, s.counts)), min_width=5),
         Column("PROVIDERS", lambda s: ",".join(s.providers), min_width=10),
     ]
