@@ -89,7 +89,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
                                   "providers` says how to configure one; `orch plan` shows what every provider "
                                   "offers)", PLAN_WIDTH, subsequent_indent="  ", break_on_hyphens=False))
         if not opts.as_json:
-            _print_blind(loaded, config)
+            _print_blind(loaded, config, preview)
             _print_exposed(preview, loaded, config)
         if opts.dry_run:
             _finish_dry_run(preview, launcher, opts)
@@ -213,11 +213,14 @@ def _print_exposed(preview: ApplyPreview, loaded: list[LoadedManifest], config: 
                                break_long_words=False, break_on_hyphens=False))
 
 
-def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
+def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None, preview: ApplyPreview) -> None:
     import textwrap
 
+    from providers.offer import OfferOrigin
 
-    for name, note in sorted(blind_notes(loaded, config).items()):
+    own = frozenset(launch.job for launch in preview.launches
+                    if launch.planned is not None and launch.planned.offer.source == OfferOrigin.OWN)
+    for name, note in sorted(blind_notes(loaded, config, own).items()):
         out(textwrap.fill(f"note: {name}: {note}", PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
                            break_on_hyphens=False))
 

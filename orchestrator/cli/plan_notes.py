@@ -11,9 +11,12 @@ if TYPE_CHECKING:
     from orchestrator.manifest import LoadedManifest
 
 
-def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
+def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None,
+                on_own_machines: frozenset[str] = frozenset()) -> dict[str, str]:
     """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
-    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
+    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``). The jobs
+    named in ``on_own_machines`` (their chosen offer is a machine of yours) are never blind: orch reads an own
+    host over SSH with the provider's key (``SshMonitor.listens``)."""
     from orchestrator.config.errors import ConfigError
     from orchestrator.daemon.service_settings import ServiceSettings, load_service_settings
     from orchestrator.runtime.node_state import blind_note
@@ -24,7 +27,7 @@ def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict
         settings = ServiceSettings()      # the daemon's own start reports a bad daemon: section
     notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
                                           ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
-    return {name: note for name, note in notes.items() if note is not None}
+    return {name: note for name, note in notes.items() if note is not None and name not in on_own_machines}
 
 
 def reach_note(jp: JobPlan, config: OrchConfig | None) -> str | None:
