@@ -29,7 +29,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn
 from orchestrator.cli.jsonout import dumps
-from orchestrator.cli.plan_notes import blind_notes
+from orchestrator.cli.plan_notes import print_apply_notes
 from orchestrator.cli.progress import Progress
 from orchestrator.redaction import safe_line
 
@@ -89,8 +89,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
                                   "providers` says how to configure one; `orch plan` shows what every provider "
                                   "offers)", PLAN_WIDTH, subsequent_indent="  ", break_on_hyphens=False))
         if not opts.as_json:
-            _print_blind(loaded, config, preview)
-            _print_exposed(preview, loaded, config)
+            print_apply_notes(preview, loaded, config)
         if opts.dry_run:
             _finish_dry_run(preview, launcher, opts)
             return 0
@@ -196,33 +195,6 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
          + (f", estimated {money(total)} in all" if total is not None and n else ""))
     for launch in preview.launches:
         out(_plan_line(launch))
-
-
-def _print_exposed(preview: ApplyPreview, loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
-    """Per job about to launch, what its node would hold beyond its scoped, expiring store credential."""
-    import textwrap
-
-    from orchestrator.app.preflight import exposure_for
-
-    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
-    for launch in preview.launches:
-        if launch.planned is None or launch.job not in manifests:
-            continue
-        for what in exposure_for(manifests[launch.job], launch.planned.offer.provider, config):
-            out(textwrap.fill(f"exposed on the node: {launch.job}: {what}", PLAN_WIDTH, subsequent_indent="  ",
-                               break_long_words=False, break_on_hyphens=False))
-
-
-def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None, preview: ApplyPreview) -> None:
-    import textwrap
-
-    from providers.offer import OfferOrigin
-
-    own = frozenset(launch.job for launch in preview.launches
-                    if launch.planned is not None and launch.planned.offer.source == OfferOrigin.OWN)
-    for name, note in sorted(blind_notes(loaded, config, own).items()):
-        out(textwrap.fill(f"note: {name}: {note}", PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
-                           break_on_hyphens=False))
 
 
 def _plan_line(launch: PlannedLaunch) -> str:

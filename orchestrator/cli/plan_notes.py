@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from orchestrator.app.apply_preview import ApplyPreview
     from orchestrator.app.plan import JobPlan
     from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
@@ -57,3 +58,27 @@ def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: O
         if notes:
             out[jp.name] = notes
     return out
+
+
+def print_apply_notes(preview: ApplyPreview, loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
+    """Under ``orch apply``'s plan: each job that would be blind (not one going to a machine of yours), then, per
+    job about to launch, what its node would hold beyond its scoped, expiring store credential."""
+    import textwrap
+
+    from orchestrator.app.preflight import exposure_for
+    from orchestrator.cli.common import PLAN_WIDTH, out
+    from providers.offer import OfferOrigin
+
+    def say(text: str) -> None:
+        out(textwrap.fill(text, PLAN_WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+
+    own = frozenset(launch.job for launch in preview.launches
+                    if launch.planned is not None and launch.planned.offer.source == OfferOrigin.OWN)
+    for name, note in sorted(blind_notes(loaded, config, own).items()):
+        say(f"note: {name}: {note}")
+    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
+    for launch in preview.launches:
+        if launch.planned is None or launch.job not in manifests:
+            continue
+        for what in exposure_for(manifests[launch.job], launch.planned.offer.provider, config):
+            say(f"exposed on the node: {launch.job}: {what}")
