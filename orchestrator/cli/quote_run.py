@@ -78,23 +78,8 @@ def run_quote(a: QuoteArgs) -> None:
     # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
     if not gpus:
-        from orchestrator.offers.gpu_list import catalog_by_count, machine_counts, offers_any_count
-
-        # Every count (unless --count): the same sources as `--gpu X --count N`, asked per count.
-        counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
-        # Each count's request is matched against that count's rows only: a row of another count never matches
-        # (``offer_matches``), and a 10k-row refreshed catalog is then scanned once, not once per count.
-        by_count = catalog_by_count(catalog.offers)
-        if a.live:
-            live_offers = _LiveOffers()   # built once: not the providers, their calls and notes once per count
-            try:
-                offers = offers_any_count(lambda r: live_offers.offers(r, by_count.get(r.count, ())), req, counts)
-            finally:
-                live_offers.close()
-        else:
-            noted: set[str] = set()   # a config problem is noted once, not once per count
-            offers = offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), False, noted), req, counts)
-        _print_gpus(offers, req, machine_gpus is None, catalog, a.as_json)
+        _print_gpus(_gpu_list_offers(req, catalog, machine_gpus, a.live), req, machine_gpus is None, catalog,
+                    a.as_json)
         return
     from orchestrator.offers.quote import SortKey, relaxations
     from orchestrator.offers.quote import quote as quote_offers
@@ -121,6 +106,26 @@ def run_quote(a: QuoteArgs) -> None:
     title = f"{req.count}×{'/'.join(gpus)}" + (f" on {a.nodes} nodes" if a.nodes > 1 else "") + \
         f" · {', '.join(sorted(m.value for m in markets))}"
     print_quote_table(rows, catalog, a.nodes, wide=a.wide, all_regions=a.all_regions, title=title)
+
+
+def _gpu_list_offers(req: GpuRequest, catalog: CatalogSnapshot, machine_gpus: int | None,
+                     live: bool) -> list[Offer]:
+    """The offers of every GPU count (``machine_gpus``: that count only): the same sources as ``--gpu X --count
+    N``, asked per count."""
+    from orchestrator.offers.gpu_list import catalog_by_count, machine_counts, offers_any_count
+
+    counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
+    # Each count's request is matched against that count's rows only: a row of another count never matches
+    # (``offer_matches``), and a 10k-row refreshed catalog is then scanned once, not once per count.
+    by_count = catalog_by_count(catalog.offers)
+    if live:
+        live_offers = _LiveOffers()   # built once: not the providers, their calls and notes once per count
+        try:
+            return offers_any_count(lambda r: live_offers.offers(r, by_count.get(r.count, ())), req, counts)
+        finally:
+            live_offers.close()
+    noted: set[str] = set()   # a config problem is noted once, not once per count
+    return offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), False, noted), req, counts)
 
 
 def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...], tuple[str, ...]]:
