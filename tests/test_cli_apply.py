@@ -101,6 +101,19 @@ def test_dry_run_shows_where_and_what_it_costs_and_changes_nothing(tmp_path: Pat
     assert doc["changes"]["created"] == ["train"] and jobs_in_store() == []
 
 
+def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each job reads "no eligible offer: it waits (see `orch plan`)", and `orch plan` shows offers: the
+    missing configuration is what the preview must name."""
+    monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "no-config.yaml"))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    code, out, err = run("apply", str(job(tmp_path)), "--dry-run")
+    assert code == 0, err
+    assert "train                no eligible offer: it waits" in out
+    assert "note: no provider is configured, so nothing launches and the jobs wait" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
 def test_without_a_terminal_and_without_yes_it_refuses_and_records_nothing(tmp_path: Path, env: dict[str, str],
                                                                           clouds: FakeClouds) -> None:
     code, out, err = run("apply", str(job(tmp_path)))

@@ -122,3 +122,15 @@ def test_quote_history_shows_the_trend_per_provider(env: dict[str, str], sources
     assert all(len(line) <= 80 for line in out.stdout.splitlines())
     assert orch(env, "quote", "--history", "--gpu", "B200").returncode == 1
     assert "needs --gpu" in orch(env, "quote", "--history").stderr
+
+
+def test_status_fits_80_columns(env: dict[str, str], sources: RecordedSources) -> None:
+    """The table, a provider's last error and the stale providers' line (84 columns for the shipped catalog)
+    stay within 80 columns."""
+    sources.break_route("/gpuhunt/gcp/", "500")
+    assert orch(env, "catalog", "refresh", "-p", "gcp").returncode == 1
+    out = orch(env, "catalog", "status")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "last error" in out.stdout and "older than a day (run `orch catalog refresh`): aws, gcp" in out.stdout
+    assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)

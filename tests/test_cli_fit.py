@@ -34,6 +34,20 @@ def test_fit_table_fits_80_columns_and_lists_gpus_cheapest_first() -> None:
     assert "cannot run the asked precision: " in flat and "no bf16" in flat   # V100/T4: no bf16
 
 
+def test_a_note_about_some_rows_names_them() -> None:
+    """"no NVLink machine in the catalog" was said of the table while its A100-40G row showed nvlink."""
+    out = orch("fit", "--params", "70B", "--method", "lora", "--precision", "bf16", "--seq-len", "4096")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("GPU "))
+    link = {line.split()[0]: line.split()[4] for line in lines[header + 1:] if "/" in line and "x " not in line
+            and len(line.split()) > 5 and line.split()[4] in ("nvlink", "pcie", "-")}
+    flat = " ".join(out.stdout.split())
+    start = flat.index("no NVLink machine in the catalog: PCIe slows the per-layer gathers of sharding: ")
+    named = [g for g in link if g in flat[start:].split(" Prices:")[0]]
+    assert named and all(link[g] == "pcie" for g in named), (named, link)
+
+
 def test_fit_json_options() -> None:
     out = orch("fit", "--model", "llama-3-8b", "--method", "qlora", "--json", "--hours", "3")
     assert out.returncode == 0, out.stderr

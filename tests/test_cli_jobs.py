@@ -424,8 +424,9 @@ def test_down_bad_input_and_unknown_job(env: dict[str, str]) -> None:
     assert run("down", "--yes")[0] == 2
     assert run("down", "x", "--all", "--yes")[0] == 2
     code, _, err = run("down", "ghost", "--yes")
-    assert code == 1 and "ghost" in err
-    assert run("status", "ghost")[0] == 1
+    assert code == 1 and "no job named 'ghost' (orch status lists the jobs)" in err
+    code, _, err = run("status", "ghost")
+    assert code == 1 and "no job named 'ghost' (orch status lists the jobs)" in err
 
 
 # -- events ---------------------------------------------------------------------------------------------
@@ -439,7 +440,8 @@ def test_events_lists_and_follow_stops_after_max_wait(tmp_path: Path, env: dict[
     assert "job ev created" in out and "apply" in out
     code, out, _ = run("events", "-f", "--max-wait", "0", "--poll", "0.05")
     assert code == 0 and "job ev created" in out
-    assert run("events", "nope")[0] == 1
+    code, _, err = run("events", "nope")
+    assert code == 1 and "no job named 'nope' (orch status lists the jobs)" in err
 
 
 # -- a real process -------------------------------------------------------------------------------------

@@ -39,3 +39,17 @@ def test_table_output_and_bad_config_is_one_clear_line(tmp_path: Path) -> None:
     out = run(config=bad)
     assert out.returncode == 2
     assert "did you mean aws" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_bad_provider_section_is_named_at_its_line_in_the_config(tmp_path: Path) -> None:
+    """``config error``'s detail reads like every other command's refusal of the section (file:line, the field
+    as written, no pydantic "Value error, " prefix), not ``providers.ssh.hosts.0.host_key: Value error, ...``."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  ssh:\n    hosts:\n      - name: box\n        address: 10.0.0.5\n"
+                      "        gpu: A100-80G\n        host_key: 'not a key'\n")
+    out = run("--json", config=config)
+    assert out.returncode == 0, out.stderr
+    ssh = {r["provider"]: r for r in json.loads(out.stdout)}["ssh"]
+    assert ssh["status"] == "config error"
+    assert ssh["detail"].startswith(f"{config}:7: providers.ssh.hosts[0].host_key: host_key must be"), ssh
+    assert "Value error" not in ssh["detail"]

@@ -15,10 +15,10 @@ HEAVY = ("boto3", "botocore", "google", "azure", "sqlmodel", "sqlalchemy", "alem
          "orchestrator.store", "apscheduler", "jinja2", "orchestrator.console")
 
 
-def orch(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def orch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=60)
+                          env=full, cwd=ROOT, timeout=60)
 
 
 def test_quote_table_lists_offers_cheapest_first() -> None:
@@ -96,3 +96,37 @@ def test_quote_and_help_import_no_sdk_and_no_database(tmp_path: Path, own_machin
     modules, own = out.stdout.strip().splitlines()
     assert modules == "[]"
     assert own == ("own" if own_machines else "none")
+
+
+def test_the_gpu_list_notes_an_unreadable_config_once(tmp_path: Path) -> None:
+    """The GPU list asks the offer sources once per GPU count; a bad providers section was noted each time
+    (seven identical lines on stderr)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  ssh:\n    hosts:\n      - {name: box, address: 10.0.0.5, gpu: A100-80G, "
+                      "gpu_count: 1, host_key: 'not a key'}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCH_CONFIG": str(config)}
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "quote"], capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    notes = [line for line in out.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "config.yaml:4: providers.ssh.hosts[0].host_key" in notes[0], out.stderr
+
+
+def test_one_offer_and_one_machine_are_singular() -> None:
+    out = orch("quote", "--gpu", "A100-80G", "--all-regions", "--limit", "1", env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    assert "1 offer." in out.stdout.splitlines() and "1 offers" not in out.stdout
+    out = orch("fit", "--params", "1T", "--max-nodes", "1", "--gpu", "T4")
+    assert out.returncode == 1 and out.stderr.startswith("error: nothing fits within 1 machine: "), out.stderr
+
+
+def test_the_gpu_list_says_own_for_a_machine_of_yours(tmp_path: Path) -> None:
+    """As the quote's MARKET column does (it said on-demand)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  ssh:\n    hosts:\n      - {name: box, address: 10.0.0.5, gpu: A100-80G, "
+                      "gpu_count: 2, price_hr: 0.01}\n")
+    out = orch("quote", "--provider", "ssh", env={"ORCH_CONFIG": str(config), "XDG_DATA_HOME": str(tmp_path),
+                                                  "COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    [row] = [line.split() for line in out.stdout.splitlines() if line.startswith("A100-80G")]
+    assert row[3] == "own" and row[-1] == "ssh"

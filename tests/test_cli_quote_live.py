@@ -60,3 +60,23 @@ def test_quote_live_table_marks_live_rows(clouds: FakeClouds, tmp_path: Path) ->
     rows = [line.split() for line in out.stdout.splitlines()[1:] if line.startswith("vastai")]
     assert any("live" in r for r in rows)          # live rows beside the catalog's own vastai rows
     assert "priced by the provider's API just now" in " ".join(out.stdout.split())
+
+
+def test_the_gpu_list_builds_and_asks_live_providers_once_not_once_per_count(tmp_path: Path) -> None:
+    """``orch quote --live`` with no --gpu asks its sources once per GPU count (1, 2, 4, 8, ...): it built the
+    providers, asked an unreachable one and noted it again for each count (4 identical notes for Vast.ai)."""
+    import socket
+
+    with socket.socket() as s:          # a port nothing listens on: the provider cannot be reached
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "config.yaml"
+    config.write_text(f"providers:\n  vastai:\n    base_url: http://127.0.0.1:{port}\n    min_interval_s: 0\n"
+                      "    retry_attempts: 1\n    retry_deadline_s: 1\n    timeout_s: 2\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCH_CONFIG": str(config), "VAST_API_KEY": "k-test"}
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "quote", "--live"], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    notes = [line for line in out.stderr.splitlines() if line.startswith("note: --live: vastai")]
+    assert len(notes) == 1, out.stderr
+    assert "H100-80G" in out.stdout          # the catalog's rows stay

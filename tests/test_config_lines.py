@@ -58,7 +58,16 @@ CASES = [
     ),
     ("providers", "providers:\n  aws: {}\n  azur: {}\n", 4, "providers.azur: "),
     ("providers", "providers:\n  lambdalabs:\n    api_key: k\n    regoins: [x]\n", 5, "providers.lambda.regoins: "),
+    # Not pydantic's "Extra inputs are not permitted": the key meant, or the known ones.
+    ("providers", "providers:\n  aws:\n    region: [us-east-1]\n", 4,
+     "providers.aws.region: unknown key (did you mean 'regions'?)"),
+    ("providers", "providers:\n  ssh:\n    hosts:\n      - {name: b, address: x, gpu: A100, gpu_count: 1,\n"
+     "         prise_hr: 1}\n", 6, "providers.ssh.hosts[0].prise_hr: unknown key (did you mean 'price_hr'?)"),
+    ("providers", "providers:\n  runpod:\n    colour: blue\n", 4, "providers.runpod.colour: unknown key (known: "),
     ("owner", "", 1, "owner: "),
+    # A misspelt section was read as none at all: no budget held, and nothing said.
+    ("top", "providers: {}\nbudget:\n  - {name: a, monthly_usd: 1}\n", 3, "budget: unknown key (known: alerts, "
+     "budgets, catalog, daemon, owner, providers)"),
 ]
 
 

@@ -74,3 +74,22 @@ def test_plan_and_apply_say_such_a_job_is_blind(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("daemon: {state_store: 's3://bucket/orch-state'}\n")
     planned = runner.invoke(app, ["plan", str(COMMAND)], env={"ORCH_CONFIG": str(tmp_path / "config.yaml")})
     assert planned.exit_code == 0 and "blind" not in planned.output, planned.output
+
+
+def test_a_job_on_a_machine_of_yours_is_not_called_blind(tmp_path: Path) -> None:
+    """orch reads an SSH-provider host over SSH with the provider's key (``SshMonitor.listens``): plan and apply
+    said such a job was blind ("no report channel ... no SSH key")."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  ssh:\n    hosts:\n      - {name: box, address: 10.0.0.5, gpu: T4, gpu_count: 1,"
+                      " price_hr: 0.01}\n")
+    job = tmp_path / "own.yaml"
+    job.write_text("apiVersion: orch/v1\nkind: Job\nname: own-job\nresources: {gpu: T4}\n"
+                   "run: {launcher: command, command: nvidia-smi}\ncode: {enabled: false}\n")
+    env = {"ORCH_CONFIG": str(config), "ORCH_DATABASE_URL": f"sqlite:///{tmp_path / 'orch.db'}"}
+    runner = CliRunner()
+    planned = runner.invoke(app, ["plan", str(job)], env=env)
+    assert planned.exit_code == 0 and "chosen ssh box" in planned.output, planned.output
+    assert "blind" not in planned.output
+    applied = runner.invoke(app, ["apply", str(job), "--dry-run"], env=env)
+    assert applied.exit_code == 0 and "own-job              ssh box" in applied.output, applied.output
+    assert "blind" not in applied.output

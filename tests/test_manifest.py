@@ -148,6 +148,19 @@ def test_wrong_types(tmp_path: Path) -> None:
     assert by_field["setup"].line == 11
 
 
+@pytest.mark.parametrize(("snippet", "field", "got", "fields"), [
+    ("regions: us-east-1\n", "regions", "text", "allow, deny"),
+    ("providers: [aws]\n", "providers", "a list", "allow, deny"),
+    ("checkpoint: /ckpt\n", "checkpoint", "text", "path, store, "),
+])
+def test_a_section_given_as_a_value_names_its_fields_not_orchs_class(snippet: str, field: str, got: str,
+                                                                     fields: str, tmp_path: Path) -> None:
+    """``regions: us-east-1`` said "Input should be a valid dictionary or instance of RegionFilter"."""
+    e = _one(MINIMAL + snippet, tmp_path)
+    assert (e.field, e.message) == (field, f"must be a mapping (got {got})")
+    assert e.hint is not None and e.hint.startswith(f"its fields: {fields}")
+
+
 def test_document_that_is_not_a_mapping(tmp_path: Path) -> None:
     e = _one("- just\n- a list\n", tmp_path)
     assert (e.line, e.col) == (1, 1) and "mapping" in e.message
@@ -245,6 +258,16 @@ def test_missing_required_fields(tmp_path: Path) -> None:
     assert by_field["run"].message == "required field is missing"
     assert by_field["apiVersion"].hint == "write apiVersion: orch/v1"
     assert by_field["name"].line == 3
+
+
+@pytest.mark.parametrize(("field", "line"), [("name", "name: Eval_Sweep"), ("project", "project: My_Team")])
+def test_a_bad_job_or_project_name_says_the_rule_in_words(field: str, line: str, tmp_path: Path) -> None:
+    """Not pydantic's regular expression (what ``project:`` said), nor a rule cut short ("at most 63")."""
+    e = _one(MINIMAL.replace("name: tiny", "name: tiny\nproject: team").replace(f"{field}: " + (
+        "tiny" if field == "name" else "team"), line), tmp_path)
+    assert e.field == field and "pattern" not in e.message
+    assert e.message.endswith("starting with a letter and ending in a letter or digit, at most 63 characters")
+    assert e.hint is not None and e.hint.startswith(f"e.g. {field}: ")
 
 
 def test_duplicate_key_in_one_mapping(tmp_path: Path) -> None:

@@ -187,6 +187,16 @@ def test_plan_names_the_most_it_may_cost_and_takes_an_own_host_as_it_is() -> Non
     assert none.offer is None and none.problem == "the provider lists no offer"
 
 
+def test_an_own_host_of_several_gpus_is_a_target() -> None:
+    """Smoke asked every provider for one-GPU offers only: a configured 2-GPU box was "lists no offer"."""
+    box = replace(offer(0.5, provider="ssh", itype="box1"), gpu_count=2)
+    [target] = plan_targets({"ssh": MemoryProvider("ssh", [box])}, OPTS)
+    assert target.offer == box and target.problem == ""
+    # A cloud is still asked for one-GPU machines only (one listing call, not one per count).
+    [cloud] = plan_targets({"mem": MemoryProvider("mem", [replace(offer(0.5), gpu_count=8)])}, OPTS)
+    assert cloud.offer is None and cloud.problem == "the provider lists no offer"
+
+
 @dataclass
 class Starter:
     """The engine's bootstrapper for an own machine: unreachable ``misses`` times, then started."""

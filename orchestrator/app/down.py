@@ -34,7 +34,7 @@ def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = Fal
         else:
             missing = [n for n in names if repo.get_job(tx, n) is None]
             if missing:
-                raise JobsError(f"no job named {', '.join(repr(n) for n in missing)}")
+                raise JobsError(f"no job named {', '.join(repr(n) for n in missing)} (orch status lists the jobs)")
             targets = list(dict.fromkeys(names))
         for name in targets:
             repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)

@@ -36,6 +36,7 @@ def provider_status(config: OrchConfig, name: str) -> ProviderStatus:
     """
     from pydantic import ValidationError
 
+    from orchestrator.config.providers import settings_error
     from providers.errors import AuthError, ProviderError
     from providers.registry import create_provider, entry, load_settings
 
@@ -45,10 +46,10 @@ def provider_status(config: OrchConfig, name: str) -> ProviderStatus:
     try:
         settings = load_settings(name, config.provider_settings(name))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        # The same words as every other command's refusal of the section: its file and line, the field as
+        # written (``hosts[0]``), no pydantic "Value error, " prefix.
         return ProviderStatus(name, e.display, ProviderReadiness.CONFIG_ERROR,
-                              f"providers.{name}.{where}: {first['msg']}")
+                              str(settings_error(config, name, exc)))
     try:
         provider = create_provider(name, settings)
     except ImportError as exc:

@@ -105,7 +105,7 @@ def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[
     targets = []
     for name, provider in providers.items():
         try:
-            offer = choose_offer(provider.offers(GpuRequest()))
+            offer = choose_offer(_listed(name, provider))
         except ProviderError as exc:
             targets.append(SmokeTarget(name, None, problem=f"listing offers: {exc}"))
             continue
@@ -118,3 +118,13 @@ def plan_targets(providers: Mapping[str, Provider], opts: SmokeOptions) -> list[
         offer = cpu or offer
         targets.append(SmokeTarget(name, offer, round(offer.price_hr * opts.max_hours, 4), note=note))
     return targets
+
+
+def _listed(name: str, provider: Provider) -> list[Offer]:
+    """The provider's one-GPU offers; for your own hosts (listed from the config alone: no call goes out), those
+    of the fewest GPUs any host has, up to 16 (a host of 2 GPUs was "the provider lists no offer")."""
+    for count in range(1, 17) if name in OVER_SSH else (1,):
+        found = provider.offers(GpuRequest(count=count))
+        if found:
+            return found
+    return []

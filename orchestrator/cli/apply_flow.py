@@ -29,7 +29,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn
 from orchestrator.cli.jsonout import dumps
-from orchestrator.cli.plan_notes import blind_notes
+from orchestrator.cli.plan_notes import print_apply_notes
 from orchestrator.cli.progress import Progress
 from orchestrator.redaction import safe_line
 
@@ -81,9 +81,15 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         launcher = "orch apply" if here else "the daemon" if running else None
         if not opts.as_json and (launcher is not None or opts.dry_run):
             _print_plan(preview, launcher)
+            if here and not providers and preview.launches:
+                # Every job then reads "no eligible offer": say why before anything is asked or recorded.
+                import textwrap
+
+                out(textwrap.fill("note: no provider is configured, so nothing launches and the jobs wait (`orch "
+                                  "providers` says how to configure one; `orch plan` shows what every provider "
+                                  "offers)", PLAN_WIDTH, subsequent_indent="  ", break_on_hyphens=False))
         if not opts.as_json:
-            _print_blind(loaded, config)
-            _print_exposed(preview, loaded, config)
+            print_apply_notes(preview, loaded, config)
         if opts.dry_run:
             _finish_dry_run(preview, launcher, opts)
             return 0
@@ -189,30 +195,6 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
          + (f", estimated {money(total)} in all" if total is not None and n else ""))
     for launch in preview.launches:
         out(_plan_line(launch))
-
-
-def _print_exposed(preview: ApplyPreview, loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
-    """Per job about to launch, what its node would hold beyond its scoped, expiring store credential."""
-    import textwrap
-
-    from orchestrator.app.preflight import exposure_for
-
-    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
-    for launch in preview.launches:
-        if launch.planned is None or launch.job not in manifests:
-            continue
-        for what in exposure_for(manifests[launch.job], launch.planned.offer.provider, config):
-            out(textwrap.fill(f"exposed on the node: {launch.job}: {what}", PLAN_WIDTH, subsequent_indent="  ",
-                               break_long_words=False, break_on_hyphens=False))
-
-
-def _print_blind(loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
-    import textwrap
-
-
-    for name, note in sorted(blind_notes(loaded, config).items()):
-        out(textwrap.fill(f"note: {name}: {note}", PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
-                           break_on_hyphens=False))
 
 
 def _plan_line(launch: PlannedLaunch) -> str:

@@ -102,12 +102,18 @@ def status_cmd(
     if as_json:
         sys.stdout.write(dumps([r.to_json() for r in rows], indent=2) + "\n")
         return
+    import textwrap
+
+    def say(text: str) -> None:   # within 80 columns, as the table is
+        sys.stdout.write("".join(f"{line}\n" for line in textwrap.wrap(text, 80, subsequent_indent="    ",
+                                                                       break_on_hyphens=False)))
+
     sys.stdout.write(f"{'PROVIDER':<9}{'FROM':<10}{'ROWS':>6}  {'OLDEST':<8}{'LAST REFRESH':<22}RESULT\n")
     for r in rows:
         sys.stdout.write(f"{r.provider:<9}{r.origin:<10}{r.rows:>6}  {r.oldest_age:<8}"
                          f"{r.last_attempt or '-':<22}{r.outcome or '-'}\n")
         if r.error:
-            sys.stdout.write(f"  last error: {safe_line(str(r.error))}\n")
+            say(f"  last error: {safe_line(str(r.error))}")
     stale = [r.provider for r in rows if r.stale]
     if stale:
-        sys.stdout.write(f"older than a day: {', '.join(stale)}: run `orch catalog refresh`\n")
+        say(f"older than a day (run `orch catalog refresh`): {', '.join(stale)}")

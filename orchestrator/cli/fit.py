@@ -69,7 +69,8 @@ def fit(
         sys.stdout.write(dumps([o.to_json() for o in options], indent=2) + "\n")
     if not any(o.fits for o in options):
         hints = relaxations(query, catalog.offers)
-        sys.stderr.write(f"error: nothing fits within {max_nodes} machines: {describe(query)}\n")
+        machines = f"{max_nodes} machine{'' if max_nodes == 1 else 's'}"
+        sys.stderr.write(f"error: nothing fits within {machines}: {describe(query)}\n")
         sys.stderr.write("".join(f"  {h}\n" for h in hints) or "  (no change of method, sharding or offload helps)\n")
         raise SystemExit(EXIT_NO_MATCH)
     if not as_json:

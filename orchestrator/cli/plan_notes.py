@@ -6,14 +6,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from orchestrator.app.apply_preview import ApplyPreview
     from orchestrator.app.plan import JobPlan
     from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
 
 
-def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict[str, str]:
+def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None,
+                on_own_machines: frozenset[str] = frozenset()) -> dict[str, str]:
     """Per job whose agent could not report to orch (the daemon's settings as the config and env give them),
-    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``)."""
+    why it is watched by the cloud's state alone (orchestrator/runtime/node_state.py ``blind_note``). The jobs
+    named in ``on_own_machines`` (their chosen offer is a machine of yours) are never blind: orch reads an own
+    host over SSH with the provider's key (``SshMonitor.listens``)."""
     from orchestrator.config.errors import ConfigError
     from orchestrator.daemon.service_settings import ServiceSettings, load_service_settings
     from orchestrator.runtime.node_state import blind_note
@@ -24,7 +28,7 @@ def blind_notes(loaded: list[LoadedManifest], config: OrchConfig | None) -> dict
         settings = ServiceSettings()      # the daemon's own start reports a bad daemon: section
     notes = {lm.manifest.name: blind_note(lm.manifest, state_store=settings.state_store,
                                           ssh_key=bool(settings.ssh_private_key)) for lm in loaded}
-    return {name: note for name, note in notes.items() if note is not None}
+    return {name: note for name, note in notes.items() if note is not None and name not in on_own_machines}
 
 
 def reach_note(jp: JobPlan, config: OrchConfig | None) -> str | None:
@@ -54,3 +58,27 @@ def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: O
         if notes:
             out[jp.name] = notes
     return out
+
+
+def print_apply_notes(preview: ApplyPreview, loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
+    """Under ``orch apply``'s plan: each job that would be blind (not one going to a machine of yours), then, per
+    job about to launch, what its node would hold beyond its scoped, expiring store credential."""
+    import textwrap
+
+    from orchestrator.app.preflight import exposure_for
+    from orchestrator.cli.common import PLAN_WIDTH, out
+    from providers.offer import OfferOrigin
+
+    def say(text: str) -> None:
+        out(textwrap.fill(text, PLAN_WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+
+    own = frozenset(launch.job for launch in preview.launches
+                    if launch.planned is not None and launch.planned.offer.source == OfferOrigin.OWN)
+    for name, note in sorted(blind_notes(loaded, config, own).items()):
+        say(f"note: {name}: {note}")
+    manifests = {lm.manifest.name: lm.manifest for lm in loaded}
+    for launch in preview.launches:
+        if launch.planned is None or launch.job not in manifests:
+            continue
+        for what in exposure_for(manifests[launch.job], launch.planned.offer.provider, config):
+            say(f"exposed on the node: {launch.job}: {what}")

@@ -78,15 +78,8 @@ def run_quote(a: QuoteArgs) -> None:
     # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
     if not gpus:
-        from orchestrator.offers.gpu_list import catalog_by_count, machine_counts, offers_any_count
-
-        # Every count (unless --count): the same sources as `--gpu X --count N`, asked per count.
-        counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
-        # Each count's request is matched against that count's rows only: a row of another count never matches
-        # (``offer_matches``), and a 10k-row refreshed catalog is then scanned once, not once per count.
-        by_count = catalog_by_count(catalog.offers)
-        offers = offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), a.live), req, counts)
-        _print_gpus(offers, req, machine_gpus is None, catalog, a.as_json)
+        _print_gpus(_gpu_list_offers(req, catalog, machine_gpus, a.live), req, machine_gpus is None, catalog,
+                    a.as_json)
         return
     from orchestrator.offers.quote import SortKey, relaxations
     from orchestrator.offers.quote import quote as quote_offers
@@ -113,6 +106,26 @@ def run_quote(a: QuoteArgs) -> None:
     title = f"{req.count}×{'/'.join(gpus)}" + (f" on {a.nodes} nodes" if a.nodes > 1 else "") + \
         f" · {', '.join(sorted(m.value for m in markets))}"
     print_quote_table(rows, catalog, a.nodes, wide=a.wide, all_regions=a.all_regions, title=title)
+
+
+def _gpu_list_offers(req: GpuRequest, catalog: CatalogSnapshot, machine_gpus: int | None,
+                     live: bool) -> list[Offer]:
+    """The offers of every GPU count (``machine_gpus``: that count only): the same sources as ``--gpu X --count
+    N``, asked per count."""
+    from orchestrator.offers.gpu_list import catalog_by_count, machine_counts, offers_any_count
+
+    counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
+    # Each count's request is matched against that count's rows only: a row of another count never matches
+    # (``offer_matches``), and a 10k-row refreshed catalog is then scanned once, not once per count.
+    by_count = catalog_by_count(catalog.offers)
+    if live:
+        live_offers = _LiveOffers()   # built once: not the providers, their calls and notes once per count
+        try:
+            return offers_any_count(lambda r: live_offers.offers(r, by_count.get(r.count, ())), req, counts)
+        finally:
+            live_offers.close()
+    noted: set[str] = set()   # a config problem is noted once, not once per count
+    return offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), False, noted), req, counts)
 
 
 def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...], tuple[str, ...]]:
@@ -194,12 +207,13 @@ def _print_history(gpus: tuple[str, ...], count: int | None, as_json: bool) -> N
         raise SystemExit(EXIT_NO_MATCH)
 
 
-def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool) -> list[Offer]:
+def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool, noted: set[str] | None = None) -> list[Offer]:
     """The catalog, your own machines from orch's config, and (``--live``) live offers: the planner's sources.
 
     Without --live no SDK is imported: own machines come from their settings alone (pydantic, and only when
-    the config names such a provider). A config that cannot be read is noted and left out; with --live it is
-    an error, as for every command that builds providers.
+    the config names such a provider). A config that cannot be read is noted and left out (noted once per
+    ``noted``, the notes already written, which the GPU list shares across its counts); with --live it is an
+    error, as for every command that builds providers.
     """
     from orchestrator.config.paths import config_path
     from orchestrator.offers.sources import offer_sources
@@ -213,48 +227,68 @@ def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool) -> list[Offer
         try:
             return offer_sources(catalog, config=load_config()).offers(req)
         except ConfigError as exc:
-            sys.stderr.write(f"note: {exc}; your own machines are not listed\n")
+            note = f"note: {exc}; your own machines are not listed\n"
+            if noted is None or note not in noted:
+                sys.stderr.write(note)
+                if noted is not None:
+                    noted.add(note)
             return offer_sources(catalog).offers(req)
-    return _with_live_offers(req, catalog)
-
-
-def _with_live_offers(req: GpuRequest, catalog: Sequence[Offer]) -> list[Offer]:
-    """Catalog, own machines and live offers (marked source=live) from every configured provider that prices
-    live. Only here are SDKs imported. A provider that cannot be reached is skipped with a note on stderr;
-    its catalog rows stay.
-    """
-    from dataclasses import replace
-
-    from orchestrator.config.errors import ConfigError
-    from orchestrator.config.file import load_config
-    from orchestrator.config.providers import build_providers
-    from orchestrator.offers.sources import offer_sources
-    from providers.errors import ProviderError
-
+    live_offers = _LiveOffers()
     try:
-        config = load_config()
-        providers = build_providers(config)
-        sources = offer_sources(catalog, providers=providers, config=config, live=True)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT)
-    if not sources.live:
-        sys.stderr.write("note: --live: no configured provider prices live (see `orch providers`)\n")
-
-    class _Noting:
-        """Says on stderr which provider could not be asked (the sources then skip it)."""
-
-        def __init__(self, provider: Provider) -> None:
-            self.provider = provider
-
-        def offers(self, r: GpuRequest) -> list[Offer]:
-            try:
-                return self.provider.offers(r)
-            except ProviderError as exc:
-                sys.stderr.write(f"note: --live: {exc}\n")
-                raise
-
-    try:
-        return replace(sources, live=tuple(_Noting(p) for p in sources.live)).offers(req)  # type: ignore[arg-type]
+        return live_offers.offers(req, catalog)
     finally:
-        for p in providers.values():
+        live_offers.close()
+
+
+class _LiveOffers:
+    """Catalog, own machines and live offers (marked source=live) from every configured provider that prices
+    live, for every request of one quote: the providers are built once (the GPU list asks once per GPU count, and
+    was building them, asking each and noting each failure once per count). Only here are SDKs imported. A
+    provider that cannot be reached is noted on stderr once and not asked again; its catalog rows stay.
+    ``close()`` closes the providers.
+    """
+
+    def __init__(self) -> None:
+        from orchestrator.config.errors import ConfigError
+        from orchestrator.config.file import load_config
+        from orchestrator.config.providers import build_providers
+        from orchestrator.offers.sources import offer_sources
+
+        try:
+            config = load_config()
+            self.providers = build_providers(config)
+            self.sources = offer_sources((), providers=self.providers, config=config, live=True)
+        except ConfigError as exc:
+            fail(str(exc), EXIT_BAD_INPUT)
+        if not self.sources.live:
+            sys.stderr.write("note: --live: no configured provider prices live (see `orch providers`)\n")
+        self.failed: set[int] = set()    # id() of each live source that failed
+
+    def offers(self, req: GpuRequest, catalog: Sequence[Offer]) -> list[Offer]:
+        from dataclasses import replace
+
+        live = tuple(_Noting(p, self.failed) for p in self.sources.live if id(p) not in self.failed)
+        return replace(self.sources, catalog=catalog, live=live).offers(req)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        for p in self.providers.values():
             p.close()
+
+
+class _Noting:
+    """One live source, saying on stderr that it could not be asked (the sources then skip it) and marking it
+    failed so that the quote's later requests do not ask it again."""
+
+    def __init__(self, provider: Provider, failed: set[int]) -> None:
+        self.provider = provider
+        self.failed = failed
+
+    def offers(self, r: GpuRequest) -> list[Offer]:
+        from providers.errors import ProviderError
+
+        try:
+            return self.provider.offers(r)
+        except ProviderError as exc:
+            sys.stderr.write(f"note: --live: {exc}\n")
+            self.failed.add(id(self.provider))
+            raise

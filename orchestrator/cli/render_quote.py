@@ -141,7 +141,7 @@ def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot
     notes: list[str] = []
     shown = len(rows)
     grouped = f" ({shown} across places; --all-regions lists each)" if groups < shown else ""
-    notes.append(f"{groups} offers{grouped}.")
+    notes.append(f"{groups} offer{'' if groups == 1 else 's'}{grouped}.")
     oldest: dict[str, QuoteRow] = {}
     for r in rows:
         if r.offer.source in (OfferOrigin.LIVE, OfferOrigin.OWN):
@@ -201,7 +201,8 @@ def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *,
         Column("GPU", lambda s: s.gpu),
         Column("VRAM", lambda s: f"{s.vram_gb}G", right=True),
         Column("FROM $/GPU-H", lambda s: f"{s.cheapest_per_gpu_hr:.2f}", right=True),
-        Column("MARKET", lambda s: s.cheapest.market.value),
+        # As the quote's table says it: a machine of yours is "own", not on-demand.
+        Column("MARKET", lambda s: "own" if s.cheapest.source == OfferOrigin.OWN else s.cheapest.market.value),
         Column("COUNTS", lambda s: ",".join(map(str, s.counts)), min_width=5),
         Column("PROVIDERS", lambda s: ",".join(s.providers), min_width=10),
     ]
@@ -213,8 +214,8 @@ def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *,
     prices = (f"Refreshed prices: {', '.join(sorted(catalog.refreshed))}; shipped list prices for the rest."
               if catalog.refreshed else "Shipped list prices (approximate dates): `orch catalog refresh` gets "
               "current ones.")
-    for line in _wrap(f"{len(summaries)} GPUs. {prices} `orch quote --gpu NAME[:COUNT]` lists the offers.",
-                      width):
+    gpus = f"{len(summaries)} GPU{'' if len(summaries) == 1 else 's'}"
+    for line in _wrap(f"{gpus}. {prices} `orch quote --gpu NAME[:COUNT]` lists the offers.", width):
         sys.stdout.write(line + "\n")
 
 

@@ -136,7 +136,9 @@ def simulate(
         if workers is not None and not 1 <= workers <= 256:
             raise ValueError(f"--workers must be 1 to 256, got {workers}")
         if plot is not None:
-            _check_matplotlib()
+            from orchestrator.cli.simulate_plot import check_plot
+
+            check_plot(plot)
         sets = discover(traces, single=zones != "multi", multi=zones != "single", on_demand_price=trace_prices)
         check_sets(spec, sets)
     except (DurationError, ProblemError, UnknownPolicyError, PolicyFileError, TraceError, ValueError) as exc:
@@ -151,16 +153,11 @@ def simulate(
     else:
         _print_table(spec, names, cases, per_trace)
     if plot is not None:
-        _plot(spec, sets, names, starts, notice, plot, workers)
+        from orchestrator.cli.simulate_plot import draw_plot
+
+        draw_plot(spec, sets, names, starts, notice, plot, workers)
         if not as_json:
             sys.stdout.write(f"plot: {plot}\n")
-
-
-def _check_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ModuleNotFoundError:
-        raise ValueError("--plot needs matplotlib: pip install -e '.[plot]'") from None
 
 
 def _summaries(names: tuple[str, ...], cases: list[CaseResult]) -> list[PolicySummary]:
@@ -182,7 +179,7 @@ def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResu
                   f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
     for col in ("policy", "cost/on-demand mean", "worst", "score", "deadline met", "finish h", "preemptions",
                 "switches"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for s in _summaries(names, cases):
         table.add_row(s.policy, f"{s.mean_cost:.3f}", f"{s.worst_cost:.3f}", f"{s.score:.3f}", f"{s.met_pct:.1f}%",
                       "-" if s.mean_finish_h is None else f"{s.mean_finish_h:.1f}",
@@ -255,41 +252,3 @@ def _to_json(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult])
             for c in cases
         ],
     }
-
-
-def _plot(spec: ProblemSpec, sets: list, names: tuple[str, ...], starts: int, notice: bool, out: Path,
-          workers: int | None) -> None:
-    """Mean normalized cost against deadline slack (D/C from tight to loose), one line per policy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from orchestrator.policy.evaluate import all_results, evaluate, summarize
-    from orchestrator.policy.model import ProblemSpec
-
-    ratios = [r for r in (1.1, 1.25, 1.5, 1.75, 2.0) if spec.work_h * r >= spec.work_h + 2 * spec.overhead_h]
-    series: dict[str, list[float]] = {n: [] for n in names}
-    series["optimum"] = []
-    for r in ratios:
-        s2 = ProblemSpec(spec.work_h, spec.work_h * r, spec.overhead_h, spec.spot_price)
-        cases = evaluate(s2, sets, names, max(2, starts // 2), notice=notice, with_optimum=True, workers=workers)
-        for n in names:
-            series[n].append(summarize(n, all_results(cases, n)).mean_cost)
-        vals = [v for c in cases for v in (c.optimum or ()) if v is not None]
-        series["optimum"].append(sum(vals) / len(vals) if vals else float("nan"))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for n, ys in series.items():
-        ax.plot([100 * (r - 1) for r in ratios], ys, marker="o", label=n, linestyle="--" if n == "optimum" else "-")
-    ax.set_xlabel("deadline slack (D - C) / C, %")
-    ax.set_ylabel("cost / on-demand cost (mean)")
-    ax.set_title(f"work {spec.work_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=120)
-    except OSError as exc:
-        fail(f"--plot: cannot write {out}: {exc.strerror or exc}", EXIT_BAD_INPUT)
-    finally:
-        plt.close(fig)

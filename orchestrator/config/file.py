@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config.errors import ConfigError, ConfigLines
+from orchestrator.config.errors import ConfigError, ConfigLines, refuse_unknown_keys
 from orchestrator.config.paths import config_path, data_dir  # noqa: F401 - re-exported: callers import both from here
 
 if TYPE_CHECKING:
@@ -140,6 +140,9 @@ def _parse(path: Path, raw: dict[str, Any], lines: ConfigLines) -> OrchConfig:
     from providers.base import validate_owner
     from providers.registry import UnknownProviderError, canonical_provider
 
+    # A misspelt section (``budget:``, ``provider:``) would otherwise be read as no section at all: no budget
+    # held, no provider configured, and nothing said.
+    refuse_unknown_keys(raw, _SECTIONS, lines, ())
     owner = str(raw.get("owner") or os.environ.get("ORCH_OWNER") or _default_owner())
     try:
         validate_owner(owner)
@@ -170,6 +173,8 @@ def _parse(path: Path, raw: dict[str, Any], lines: ConfigLines) -> OrchConfig:
 
 #: Sections read by their own modules from the one reading (config/daemon.py: ``daemon``; config/catalog.py).
 _READ_LATER = frozenset({"daemon", "catalog"})
+#: Every top-level key orch reads (docs/configuration.md).
+_SECTIONS = frozenset({"owner", "providers", "budgets", "alerts", *_READ_LATER})
 
 
 def _budgets_and_alerts(raw: dict[str, Any], lines: ConfigLines) -> tuple[tuple[Budget, ...], AlertSettings | None]:

@@ -38,4 +38,33 @@ def settings_error(config: OrchConfig, name: str, exc: ValidationError) -> Confi
     from orchestrator.config.errors import first_problem
 
     at, what, _ = first_problem(exc)
+    if exc.errors()[0]["type"] == "extra_forbidden" and at and isinstance(at[-1], str):
+        # Not pydantic's "Extra inputs are not permitted": the keys that are known there, or the one meant.
+        what = f"unknown key ({_known_keys(name, at[:-1], at[-1])})"
     return config.source().error(("providers", name, *at), what)
+
+
+def _known_keys(name: str, at: tuple[str | int, ...], unknown: str) -> str:
+    """``did you mean 'regions'?``, else ``known: ...``: the keys of provider ``name``'s settings at ``at``."""
+    import difflib
+    import typing
+
+    from pydantic import BaseModel
+
+    from providers.registry import settings_class
+
+    def model_in(annotation: object) -> type[BaseModel] | None:     # Settings, list[HostSettings], X | None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation
+        return next((m for a in typing.get_args(annotation) if (m := model_in(a)) is not None), None)
+
+    model: type[BaseModel] | None = settings_class(name)
+    for part in at:
+        if model is not None and isinstance(part, str):
+            field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+            model = model_in(field.annotation) if field is not None else None
+    if model is None:
+        return "not a key orch knows"
+    known = sorted(f.alias or n for n, f in model.model_fields.items())
+    close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"

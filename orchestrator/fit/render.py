@@ -53,8 +53,13 @@ def fit_table(q: FitQuery, options: Sequence[FitOption], header: str, price_note
         notes.append("LINK: the machine's interconnect (the catalog's, per instance type). Sharded over more than "
                      "2 GPUs, weights are gathered every layer: NVLink helps; plain data parallelism all-reduces "
                      "gradients once a step: PCIe is fine.")
-    extra = sorted({n for o in fitting for n in o.notes})
-    notes += extra
+    # A note is said once, with the GPUs it is about unless it names them ("no NVLink machine in the catalog"
+    # was true of some rows only, while others showed nvlink).
+    about: dict[str, list[str]] = {}
+    for o in fitting:
+        for n in o.notes:
+            about.setdefault(n, []).append(o.gpu.name)
+    notes += sorted(n if any(g in n for g in gpus) else f"{n}: {', '.join(gpus)}" for n, gpus in about.items())
     notes.append(price_note)
     for n in notes:
         lines += textwrap.wrap(n, WIDTH, subsequent_indent="  ")

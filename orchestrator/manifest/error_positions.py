@@ -121,6 +121,11 @@ def error_from_pydantic(path: Path, doc: Document, err: Any, suggester: Suggeste
         hint = suggester.hint(unknown, _field_names(_model_at(clean[:-1]) or Manifest))
     elif kind == "missing":
         message = "required field is missing"
+    elif kind == "model_type" and (model := _model_at(clean)) is not None:
+        # Not "a valid dictionary or instance of RegionFilter": the class is orch's, the fields are the user's
+        # (``regions: us-east-1`` wants ``regions: {allow: [us-east-1]}``).
+        message = f"must be a mapping (got {yaml_type(type(err.get('input')).__name__)})"
+        hint = f"its fields: {', '.join(_field_names(model))}"
     elif kind in ("model_type", "dict_type") or kind.endswith("_type"):
         got = type(err.get("input")).__name__
         message = f"{message.rstrip('.')} (got {yaml_type(got)})"
@@ -130,8 +135,11 @@ def error_from_pydantic(path: Path, doc: Document, err: Any, suggester: Suggeste
         hint = "write apiVersion: orch/v1"
     elif kind == "literal_error" and field == "kind":
         hint = "write kind: Job"
-    elif kind == "string_pattern_mismatch" and field == "name":
-        message = "a job name is lower-case letters, digits and '-', starting with a letter, at most 63"
+    elif kind == "string_pattern_mismatch" and field in ("name", "project"):
+        # Not pydantic's regular expression; no name made from the value either (it may be a pasted secret).
+        message = (f"a {'job' if field == 'name' else 'project'} name is lower-case letters, digits and '-', "
+                   "starting with a letter and ending in a letter or digit, at most 63 characters")
+        hint = f"e.g. {field}: {'llama-finetune' if field == 'name' else 'team-a'}"
     return ManifestError(path, message.rstrip("."), line=pos.line, col=pos.col, field=field, hint=hint)
 
 
