@@ -90,6 +90,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def accepts(host: str, port: int) -> bool:
+    """Whether a server listens on host:port: a connection there reaches another socket.
+
+    The port is one of the kernel's ephemeral ports (``free_port``), and so is each probe's own: while nothing
+    listens yet, a probe whose own port happens to be ``port`` connects to itself (TCP's simultaneous open)
+    and "succeeds". It then holds the port, the server's bind fails, and the server exits after the caller
+    was told it listens (a test saw "cannot connect" on a loaded machine). A self-connection is not a server.
+    """
+    with socket.socket() as s, contextlib.suppress(OSError):
+        s.settimeout(0.5)
+        s.connect((host, port))
+        return s.getsockname() != s.getpeername()
+    return False
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
@@ -294,9 +309,7 @@ class Sshd:
             if self._proc.poll() is not None:
                 self._proc = None
                 raise RuntimeError(f"sshd exited at start: {self.log_path.read_text()[-2000:]}")
-            with socket.socket() as s, contextlib.suppress(OSError):
-                s.settimeout(0.5)
-                s.connect((self.host, self.port))
+            if accepts(self.host, self.port):
                 return self
             if time.monotonic() > end:
                 self.stop()
