@@ -96,6 +96,14 @@ def test_an_ambiguous_short_name_says_did_you_mean() -> None:
     assert "ambiguous GPU '100' (did you mean" in out.stderr and "A100-80G" in out.stderr and "H100-80G" in out.stderr
 
 
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_a_gpu_flag_naming_no_gpu_is_refused_not_read_as_no_flag(value: str) -> None:
+    # `--gpu "$GPU"` with GPU unset: the user asked about a GPU; the list of every GPU would hide the mistake.
+    out = orch("quote", "--gpu", value)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--gpu names no GPU" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
 def test_no_gpu_lists_gpus_with_cheapest_price_and_providers() -> None:
     doc = json.loads(orch("quote", "--json").stdout)
     by = {g["gpu"]: g for g in doc}

@@ -99,6 +99,10 @@ def parse_gpu_specs(values: Sequence[str]) -> tuple[tuple[str, ...], int | None]
             canonical = resolve_gpu_name(name.strip())
             if canonical not in out:
                 out.append(canonical)
+    if values and not out:
+        # `--gpu ""` or `--gpu ,` (an unset shell variable, a stray comma): a GPU was asked for and none named;
+        # answering with the list of every GPU would hide the mistake.
+        raise QuoteInputError("--gpu names no GPU (e.g. --gpu A100-80G, or leave --gpu out to list every GPU)")
     if len(counts) > 1:
         raise QuoteInputError(
             f"--gpu gives different counts ({', '.join(map(str, sorted(counts)))}): one machine shape per quote"
