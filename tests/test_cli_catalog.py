@@ -99,6 +99,12 @@ def test_refresh_bad_input_exits_2(env: dict[str, str], args: list[str], needle:
     assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+def test_an_unknown_provider_to_refresh_is_told_only_the_refreshable_ones(env: dict[str, str]) -> None:
+    out = orch(env, "catalog", "refresh", "--provider", "nope")
+    assert out.returncode == 2 and "unknown provider 'nope'" in out.stderr
+    assert "refreshable: aws, gcp, azure, runpod, vastai, lambda" in out.stderr and "ssh" not in out.stderr
+
+
 def test_bad_catalog_config_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
     Path(env["ORCH_CONFIG"]).write_text("catalog:\n  refresh_every: often\n")
     out = orch(env, "catalog", "refresh")
