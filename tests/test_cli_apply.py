@@ -237,6 +237,16 @@ def test_db_current_json_and_its_error(tmp_path: Path) -> None:
     assert code == 2 and "SQLite or PostgreSQL" in json.loads(out)["error"] and "secret" not in out + err
 
 
+def test_db_current_of_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -> None:
+    where = tmp_path / "no" / "such" / "x.db"
+    code, out, _ = run("db", "current", "--url", f"sqlite:///{where}")
+    assert code == 0 and "no database yet" in out and "orch db upgrade" in out
+    code, out, _ = run("db", "current", "--url", f"sqlite:///{where}", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["exists"] is False and doc["current"] is None and doc["up_to_date"] is False
+    assert not (tmp_path / "no").exists()
+
+
 def test_down_json_refusal_and_result_with_progress_per_provider(tmp_path: Path, env: dict[str, str],
                                                                  clouds: FakeClouds) -> None:
     assert run("apply", str(job(tmp_path)), "--yes")[0] == 0

@@ -50,9 +50,25 @@ def current_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="The revisions as JSON (errors too).")] = False,
 ) -> None:
     """Show the database's schema revision and the newest this orch knows."""
-    from orchestrator.store.db import StoreError, current_revision, database_url, head_revision, make_engine, redact
+    from orchestrator.store.db import (
+        StoreError,
+        current_revision,
+        database_url,
+        head_revision,
+        make_engine,
+        missing_sqlite_file,
+        redact,
+    )
 
     target = url or database_url()
+    if missing_sqlite_file(target) is not None:  # a read: no file (nor its folders) is created for it
+        head = head_revision()
+        if as_json:
+            sys.stdout.write(dumps({"url": redact(target), "current": None, "head": head, "up_to_date": False,
+                                    "exists": False}) + "\n")
+        else:
+            sys.stdout.write(f"{redact(target)}: no database yet (head {head}; `orch db upgrade` creates it)\n")
+        return
     try:
         engine = make_engine(target)
         try:
@@ -67,7 +83,7 @@ def current_cmd(
     if as_json:
 
         sys.stdout.write(dumps({"url": redact(target), "current": current, "head": head,
-                                     "up_to_date": current == head}) + "\n")
+                                     "up_to_date": current == head, "exists": True}) + "\n")
         return
     state = "up to date" if current == head else "run `orch db upgrade`"
     sys.stdout.write(f"{redact(target)}: {current or '(empty)'} (head {head}; {state})\n")

@@ -70,6 +70,19 @@ def _create_private(database: Path) -> None:
     os.close(fd)
 
 
+def missing_sqlite_file(url: str) -> Path | None:
+    """The SQLite file ``url`` names when it does not exist yet (None: another backend, memory, or it exists):
+    what reads a store without changing it (``orch db current``) says so rather than create it."""
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return None     # make_engine reports the bad URL
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    path = Path(parsed.database).expanduser()
+    return None if path.exists() else path
+
+
 def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
