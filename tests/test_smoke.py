@@ -247,8 +247,13 @@ def test_cli_refuses_without_a_store_and_for_an_unknown_provider(tmp_path: Any, 
     monkeypatch.delenv("ORCH_STATE_STORE", raising=False)
     shown = CliRunner().invoke(app, ["smoke", "--yes"])
     assert shown.exit_code == 2 and "needs a store" in shown.stderr
-    shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--provider", "nowhere"])
-    assert shown.exit_code == 2 and "not a configured provider: nowhere" in shown.stderr
+    shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--provider", "aws"])
+    assert shown.exit_code == 2 and "not a configured provider: aws (configured: lambda)" in shown.stderr
+    # A misspelt provider is told as such, with or without a store (it was hidden behind the store's
+    # requirement, then "not a configured provider" without a suggestion).
+    for args in (["--provider", "lambdaa"], ["--store", "s3://b/p", "--provider", "lambdaa"]):
+        shown = CliRunner().invoke(app, ["smoke", *args])
+        assert shown.exit_code == 2 and "unknown provider 'lambdaa' (did you mean lambda" in shown.stderr
     shown = CliRunner().invoke(app, ["smoke", "--store", "s3://b/p", "--timeout", "nan"])
     assert shown.exit_code == 2 and "--timeout must be more than 0" in shown.stderr
 

@@ -52,6 +52,12 @@ def smoke(
                               ("--poll", poll, 3600.0)):
         if not (math.isfinite(value) and 0 < value <= most):
             fail(f"{flag} must be more than 0 and at most {most:g} seconds", EXIT_BAD_INPUT, as_json=as_json)
+    from providers.registry import UnknownProviderError, canonical_provider
+
+    try:  # a misspelt --provider is told first, as every command tells it (not behind the store's requirement)
+        provider = [canonical_provider(name) for name in provider] if provider else provider
+    except UnknownProviderError as exc:
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
     try:
         config = load_config()
         settings = load_service_settings(config)
