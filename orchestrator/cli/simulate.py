@@ -168,30 +168,43 @@ def _summaries(names: tuple[str, ...], cases: list[CaseResult]) -> list[PolicySu
     return rows + ([opt] if opt is not None else [])
 
 
+def _head(name: str) -> str:
+    """A column header over two lines at its hyphens (``uniform-progress`` -> ``uniform-`` / ``progress``), so
+    five policies' columns fit 80 (a header is never cut; Rich wraps only at spaces)."""
+    return name.replace("-", "-\n")
+
+
 def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult], per_trace: bool) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     from orchestrator.policy.evaluate import summarize
 
     runs = sum(len(c.starts) for c in cases)
+    # Tables without inner rules (box.SIMPLE_HEAD): every table fits 80 columns with five policies, as kubectl's
+    # and gh's do; the terminal's width, or 80 when the output is not a terminal.
     table = Table(title=f"{len(cases)} zone sets x start times = {runs} jobs; work {spec.work_h:g} h, deadline "
-                  f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
-    for col in ("policy", "cost/on-demand mean", "worst", "score", "deadline met", "finish h", "preemptions",
-                "switches"):
-        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
+                  f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("policy", "cost", "worst", "score", "met", "finish h", "preempt", "switches"):
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for s in _summaries(names, cases):
         table.add_row(s.policy, f"{s.mean_cost:.3f}", f"{s.worst_cost:.3f}", f"{s.score:.3f}", f"{s.met_pct:.1f}%",
                       "-" if s.mean_finish_h is None else f"{s.mean_finish_h:.1f}",
                       f"{s.mean_preemptions:.1f}", f"{s.mean_switches:.1f}")
-    console = Console(width=max(100, Console().width))
+    console = Console()
     console.print(table)
-    console.print("score = mean + 0.25 x std of the runs' costs (the ADRS score; lower is better)")
+    console.print("cost: the mean run's cost / on-demand's; worst: the dearest run's; score = cost + 0.25 x std "
+                  "of the runs' costs (the ADRS score; lower is better); met: deadlines met; preempt, switches: "
+                  "per run")
     console.print(_scenario_table(names, cases))
     if per_trace:
-        detail = Table(title="per zone set (mean over its start times)")
+        detail = Table(title="per zone set (mean over its start times)", box=box.SIMPLE_HEAD, pad_edge=False,
+                       collapse_padding=True)
         for col in ("zone set", "zones", "starts", *names, *(["optimum"] if cases and cases[0].optimum else [])):
-            detail.add_column(col, justify="left" if col == "zone set" else "right")
+            detail.add_column(_head(col), justify="left" if col == "zone set" else "right",
+                              overflow="fold" if col == "zone set" else "ellipsis")
         for c in cases:
             cells = []
             for n in names:
@@ -214,19 +227,23 @@ def _scenario_rows(names: tuple[str, ...], cases: list[CaseResult]) -> list[tupl
 
 
 def _scenario_table(names: tuple[str, ...], cases: list[CaseResult]) -> object:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="per scenario: mean cost (worst run)")
+    table = Table(title="per scenario: mean cost (worst run)", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
     has_opt = bool(cases and cases[0].optimum)
-    for col in ("scenario", "sets", "runs", *names, *(["optimum"] if has_opt else [])):
-        table.add_column(col, justify="left" if col == "scenario" else "right", no_wrap=col == "scenario")
+    table.add_column("scenario", justify="left", overflow="fold")
+    for col in (*names, *(["optimum"] if has_opt else [])):
+        table.add_column(_head(col), justify="right")
     for name, n_sets, n_runs, rows in _scenario_rows(names, cases):
         name = name.rsplit("/", 1)[-1]   # the directory's own name (--json gives the whole path)
         cells = []
         for s in rows:
-            cell = f"{s.mean_cost:.3f} ({s.worst_cost:.3f})"
-            cells.append(cell + ("" if s.policy == "optimum" or s.met_pct == 100 else f" ({s.met_pct:.0f}% met)"))
-        table.add_row(name, str(n_sets), str(n_runs), *cells)
+            cell = f"{s.mean_cost:.3f}\n({s.worst_cost:.3f})"
+            cells.append(cell + ("" if s.policy == "optimum" or s.met_pct == 100 else f"\n{s.met_pct:.0f}% met"))
+        sets = f"{n_sets} set{'' if n_sets == 1 else 's'}, {n_runs} run{'' if n_runs == 1 else 's'}"
+        table.add_row(f"{name}\n{sets}", *cells)
     return table
 
 
