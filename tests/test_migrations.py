@@ -105,8 +105,9 @@ def test_orch_db_upgrade_and_current_cli(tmp_path: Path, monkeypatch: pytest.Mon
     url = f"sqlite:///{tmp_path / 'cli' / 'orch.db'}"
     monkeypatch.setenv("ORCH_DATABASE_URL", url)
     runner = CliRunner()
-    result = runner.invoke(app, ["db", "current"])
-    assert result.exit_code == 0 and "(empty)" in result.stdout and "run `orch db upgrade`" in result.stdout
+    result = runner.invoke(app, ["db", "current"])  # no file yet: said so, and none is made
+    assert result.exit_code == 0 and "no database yet" in result.stdout and "`orch db upgrade`" in result.stdout
+    assert not (tmp_path / "cli").exists()
     result = runner.invoke(app, ["db", "upgrade"])
     assert result.exit_code == 0 and f"upgraded (empty) -> {head_revision()}" in result.stdout
     result = runner.invoke(app, ["db", "upgrade"])
