@@ -19,6 +19,8 @@ from orchestrator.cli.main import app
 from orchestrator.redaction import shown
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from orchestrator.policy.evaluate import CaseResult, PolicySummary
     from orchestrator.policy.model import ProblemSpec
     from orchestrator.policy.traces import ZoneSet
@@ -174,19 +176,24 @@ def _head(name: str) -> str:
     return name.replace("-", "-\n")
 
 
-def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult], per_trace: bool) -> None:
+def _table(title: str) -> Table:
+    """A table without inner rules (box.SIMPLE_HEAD) and one space between columns: every table here fits 80
+    columns with five policies, as kubectl's and gh's do (the terminal's width, or 80 when the output is not a
+    terminal)."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
+
+    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+
+
+def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResult], per_trace: bool) -> None:
+    from rich.console import Console
 
     from orchestrator.policy.evaluate import summarize
 
     runs = sum(len(c.starts) for c in cases)
-    # Tables without inner rules (box.SIMPLE_HEAD): every table fits 80 columns with five policies, as kubectl's
-    # and gh's do; the terminal's width, or 80 when the output is not a terminal.
-    table = Table(title=f"{len(cases)} zone sets x start times = {runs} jobs; work {spec.work_h:g} h, deadline "
-                  f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table = _table(f"{len(cases)} zone sets x start times = {runs} jobs; work {spec.work_h:g} h, deadline "
+                   f"{spec.deadline_h:g} h, overhead {spec.overhead_h:g} h, spot {spec.spot_price:g}")
     for col in ("policy", "cost", "worst", "score", "met", "finish h", "preempt", "switches"):
         table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for s in _summaries(names, cases):
@@ -200,8 +207,7 @@ def _print_table(spec: ProblemSpec, names: tuple[str, ...], cases: list[CaseResu
                   "per run")
     console.print(_scenario_table(names, cases))
     if per_trace:
-        detail = Table(title="per zone set (mean over its start times)", box=box.SIMPLE_HEAD, pad_edge=False,
-                       collapse_padding=True)
+        detail = _table("per zone set (mean over its start times)")
         for col in ("zone set", "zones", "starts", *names, *(["optimum"] if cases and cases[0].optimum else [])):
             detail.add_column(_head(col), justify="left" if col == "zone set" else "right",
                               overflow="fold" if col == "zone set" else "ellipsis")
@@ -226,12 +232,8 @@ def _scenario_rows(names: tuple[str, ...], cases: list[CaseResult]) -> list[tupl
             for name, group in by_scenario(cases).items()]
 
 
-def _scenario_table(names: tuple[str, ...], cases: list[CaseResult]) -> object:
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title="per scenario: mean cost (worst run)", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
+def _scenario_table(names: tuple[str, ...], cases: list[CaseResult]) -> Table:
+    table = _table("per scenario: mean cost (worst run)")
     has_opt = bool(cases and cases[0].optimum)
     table.add_column("scenario", justify="left", overflow="fold")
     for col in (*names, *(["optimum"] if has_opt else [])):
