@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from orchestrator.app.errors import JobsError
+from orchestrator.app.errors import JobsError, no_job_named
 from orchestrator.app.status import InstanceView, instance_view
 from orchestrator.clock import utcnow
 
@@ -34,7 +34,7 @@ def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = Fal
         else:
             missing = [n for n in names if repo.get_job(tx, n) is None]
             if missing:
-                raise JobsError(f"no job named {', '.join(repr(n) for n in missing)} (orch status lists the jobs)")
+                raise JobsError(no_job_named(missing))
             targets = list(dict.fromkeys(names))
         for name in targets:
             repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)

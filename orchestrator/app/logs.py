@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from orchestrator.app.errors import no_job_named
 from orchestrator.runtime.node_state import LOG_CHUNK_BYTES, LOGS_DIR, launch_state_uri
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def log_source(store: Store, job_name: str, node_rank: int = 0, state_store: str
     with store.transaction() as tx:
         job = repo.get_job(tx, job_name)
         if job is None:
-            raise LogsError(f"no job named {job_name!r} (orch status lists the jobs)")
+            raise LogsError(no_job_named([job_name]))
         attempts = [a for a in repo.list_attempts(tx, job.id or 0) if a.node_rank == node_rank]
         if not attempts:
             raise LogsError(f"job {job_name!r} has no node {node_rank} yet: nothing was launched for it")

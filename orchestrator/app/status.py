@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.app.errors import JobsError
+from orchestrator.app.errors import JobsError, no_job_named
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -110,7 +110,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
         if job is not None:
             row = repo.get_job(tx, job)
             if row is None:
-                raise JobsError(f"no job named {job!r} (orch status lists the jobs)")
+                raise JobsError(no_job_named([job]))
             rows = [row]
         else:
             rows = repo.list_jobs(tx)
@@ -197,7 +197,7 @@ def events(store: Store, job: str | None = None, *, after_id: int | None = None,
         if job is not None:
             row = repo.get_job(tx, job)
             if row is None:
-                raise JobsError(f"no job named {job!r} (orch status lists the jobs)")
+                raise JobsError(no_job_named([job]))
             job_id = row.id
         names = command_queries.job_names(tx)
         rows = repo.list_events(tx, job_id=job_id, after_id=after_id, limit=limit)
