@@ -14,7 +14,7 @@ plan`` list those offers without building the adapter. Its adapter has ``Capabil
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,13 +70,17 @@ PROVIDER_ALIASES = {"vast": "vastai", "lambdalabs": "lambda", "lambda-cloud": "l
 
 
 class UnknownProviderError(ValueError):
-    def __init__(self, name: str, suggestions: list[str]):
+    """A provider name orch does not know. ``known``/``label``: the names the message lists, and what it calls
+    them (a command that takes only some providers lists those: ``refreshable: ...``)."""
+
+    def __init__(self, name: str, suggestions: list[str], known: Sequence[str] = PROVIDER_NAMES,
+                 label: str = "known"):
         self.name = name
         self.suggestions = suggestions
         from providers.gpus import short_name
 
         hint = f" (did you mean {' or '.join(suggestions)}?)" if suggestions else ""
-        super().__init__(f"unknown provider {short_name(name)}{hint}; known: {', '.join(PROVIDER_NAMES)}")
+        super().__init__(f"unknown provider {short_name(name)}{hint}; {label}: {', '.join(known)}")
 
 
 def canonical_provider(name: str) -> str:

@@ -22,7 +22,6 @@ app.add_typer(catalog_app, name="catalog")
 
 def _providers(names: list[str]) -> list[str]:
     from providers.catalog.refresh import REFRESH_PROVIDERS
-    from providers.gpus import short_name
     from providers.registry import UnknownProviderError, canonical_provider
 
     out: list[str] = []
@@ -30,9 +29,8 @@ def _providers(names: list[str]) -> list[str]:
         try:
             canonical = canonical_provider(name)
         except UnknownProviderError as exc:
-            # The registry's "known" names every provider, ssh too, which has no price list: name those that do.
-            hint = f" (did you mean {' or '.join(exc.suggestions)}?)" if exc.suggestions else ""
-            fail(f"unknown provider {short_name(exc.name)}{hint}; refreshable: {', '.join(REFRESH_PROVIDERS)}",
+            # Every provider's name is "known", ssh's too, which has no price list: name those that have one.
+            fail(str(UnknownProviderError(exc.name, exc.suggestions, REFRESH_PROVIDERS, "refreshable")),
                  EXIT_BAD_INPUT)
         if canonical not in REFRESH_PROVIDERS:
             fail(f"--provider {name}: {canonical} has no price list to refresh (choose from "
