@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlmodel import Session, create_engine
 
@@ -70,17 +70,21 @@ def _create_private(database: Path) -> None:
     os.close(fd)
 
 
+def _sqlite_file(parsed: URL) -> Path | None:
+    """The file a SQLite URL names (None: another backend, or an in-memory database)."""
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database).expanduser()
+
+
 def missing_sqlite_file(url: str) -> Path | None:
     """The SQLite file ``url`` names when it does not exist yet (None: another backend, memory, or it exists):
     what reads a store without changing it (``orch db current``) says so rather than create it."""
     try:
-        parsed = make_url(url)
+        path = _sqlite_file(make_url(url))
     except Exception:
         return None     # make_engine reports the bad URL
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
-        return None
-    path = Path(parsed.database).expanduser()
-    return None if path.exists() else path
+    return None if path is None or path.exists() else path
 
 
 def make_engine(url: str) -> Engine:
@@ -92,8 +96,9 @@ def make_engine(url: str) -> Engine:
         raise StoreError(f"orch's store runs on SQLite or PostgreSQL, not {parsed.get_backend_name()} "
                          "(sqlite:///path/orch.db or postgresql+psycopg://user@host/db)")
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            _create_private(Path(parsed.database).expanduser())
+        database = _sqlite_file(parsed)
+        if database is not None:
+            _create_private(database)
         engine = create_engine(url, connect_args={"timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
