@@ -228,10 +228,10 @@ def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool, noted: set[st
             return offer_sources(catalog, config=load_config()).offers(req)
         except ConfigError as exc:
             note = f"note: {exc}; your own machines are not listed\n"
-            if noted is None or note not in noted:
+            noted = set() if noted is None else noted
+            if note not in noted:
                 sys.stderr.write(note)
-                if noted is not None:
-                    noted.add(note)
+                noted.add(note)
             return offer_sources(catalog).offers(req)
     live_offers = _LiveOffers()
     try:
