@@ -78,8 +78,7 @@ def run_quote(a: QuoteArgs) -> None:
     # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
     catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
     if not gpus:
-        _print_gpus(_gpu_list_offers(req, catalog, machine_gpus, a.live), req, machine_gpus is None, catalog,
-                    a.as_json)
+        _print_gpus(_gpu_list_offers(req, catalog, machine_gpus, a.live), catalog, a.as_json)
         return
     from orchestrator.offers.quote import SortKey, relaxations
     from orchestrator.offers.quote import quote as quote_offers
@@ -168,12 +167,11 @@ def _canonical_providers(names: tuple[str, ...]) -> tuple[str, ...]:
         fail(str(exc), EXIT_BAD_INPUT)
 
 
-def _print_gpus(offers: list[Offer], req: GpuRequest, any_count: bool, catalog: CatalogSnapshot,
-                as_json: bool) -> None:
+def _print_gpus(offers: list[Offer], catalog: CatalogSnapshot, as_json: bool) -> None:
     """``orch quote`` with no --gpu: the GPUs on offer, cheapest $/GPU-hour first."""
     from orchestrator.offers.gpu_list import gpu_summaries
 
-    summaries = gpu_summaries(offers, req, any_count)
+    summaries = gpu_summaries(offers)
     if as_json:
         sys.stdout.write(dumps([s.to_json() for s in summaries], indent=2) + "\n")
     else:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from providers.catalog.query import offer_matches
 from providers.gpus import gpu_by_name
 from providers.offer import GpuRequest, Offer
 
@@ -70,18 +69,13 @@ def offers_any_count(
     return list(found.values())
 
 
-def gpu_summaries(offers: Iterable[Offer], req: GpuRequest, any_count: bool) -> list[GpuSummary]:
-    """Per GPU with a matching offer (every GPU count when ``any_count``), cheapest $/GPU-hour first."""
+def gpu_summaries(offers: Iterable[Offer]) -> list[GpuSummary]:
+    """Per GPU of ``offers``, cheapest $/GPU-hour first. ``offers`` are already held to the request (what
+    ``offers_any_count`` returns: each count's sources matched against that count's request), so they are not
+    matched again here: a 10k-row catalog's worth of ``offer_matches`` calls would be paid twice."""
     by_gpu: dict[str, list[Offer]] = {}
-    probes: dict[int, GpuRequest] = {}  # one request per count, not one per offer (the whole catalog's worth)
     for o in offers:
-        probe = req
-        if any_count:
-            if o.gpu_count not in probes:
-                probes[o.gpu_count] = replace(req, count=o.gpu_count)
-            probe = probes[o.gpu_count]
-        if offer_matches(o, probe):
-            by_gpu.setdefault(o.gpu, []).append(o)
+        by_gpu.setdefault(o.gpu, []).append(o)
     out = []
     for gpu, found in by_gpu.items():
         best = min(found, key=lambda o: (o.price_per_gpu_hr, o.price_hr))
