@@ -98,7 +98,7 @@ def test_vast_instance_example_dph_total() -> None:
     Instance: the property examples (dph_total 1.0020740740740741 "Total dollars per hour")."""
     import yaml
 
-    from providers.vastai.adapter import parse_instance
+    from providers.vastai.instances import parse_instance
 
     props = yaml.safe_load((SPECS / "vastai-openapi.yaml").read_text())["components"]["schemas"]["Instance"][
         "properties"]

@@ -74,7 +74,7 @@ def _raw_create(vast: VastHarness, body: dict[str, object]) -> httpx.Response:
 
 
 def test_vast_an_onstart_over_4048_characters_is_refused_by_vast_and_typed(vast: VastHarness) -> None:
-    from providers.vastai.adapter import translate_error
+    from providers.vastai.errors import translate_error
 
     answer = _raw_create(vast, {"onstart": "true\n" * 1000})
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_args"
@@ -84,7 +84,7 @@ def test_vast_an_onstart_over_4048_characters_is_refused_by_vast_and_typed(vast:
 
 
 def test_vast_a_body_outside_the_spec_is_refused_and_typed(vast: VastHarness) -> None:
-    from providers.vastai.adapter import translate_error
+    from providers.vastai.errors import translate_error
 
     answer = _raw_create(vast, {"runtype": "telnet"})
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_args"
