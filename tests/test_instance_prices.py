@@ -110,14 +110,14 @@ def test_vast_instance_example_dph_total() -> None:
 def test_runpod_pod_example_cost_per_hr() -> None:
     """runpod/docs @ 01242f8510a3aba07200e152c2e33e07bd0a8e3f, api-reference/openapi.json, Pod.costPerHr: the
     example is the string "0.74" (the GraphQL API answers a number): both read as $0.74/h."""
-    from providers.runpod.adapter import _instance
+    from providers.runpod.instances import to_instance
 
     pod = json.loads((SPECS / "runpod-rest-v1-openapi.json").read_text())["components"]["schemas"]["Pod"]
     example = pod["properties"]["costPerHr"]["example"]
-    assert _instance({"id": "p1", "costPerHr": example}).price_hr == pytest.approx(0.74)
-    assert _instance({"id": "p1", "costPerHr": 0.74}).price_hr == pytest.approx(0.74)
+    assert to_instance({"id": "p1", "costPerHr": example}).price_hr == pytest.approx(0.74)
+    assert to_instance({"id": "p1", "costPerHr": 0.74}).price_hr == pytest.approx(0.74)
     for nonsense in (None, "", "free", -1, float("nan")):
-        assert _instance({"id": "p1", "costPerHr": nonsense}).price_hr is None
+        assert to_instance({"id": "p1", "costPerHr": nonsense}).price_hr is None
 
 
 def test_lambda_instance_example_price_cents_per_hour() -> None:

@@ -181,7 +181,7 @@ _DEPLOY = ("mutation deploy($input: PodFindAndDeployOnDemandInput) "
 @pytest.mark.parametrize("bad", [{"gpuCount": "2"}, {"ports": "22/ssh"}, {"env": [{"key": "A"}]}])
 def test_runpod_an_input_outside_the_schema_is_bad_user_input_and_typed(runpod: RunPodHarness,
                                                                          bad: dict[str, object]) -> None:
-    from providers.runpod.adapter import translate_error
+    from providers.runpod.errors import translate_error
 
     inp = {"name": "raw", "imageName": "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04",
            "gpuTypeId": "NVIDIA A100 80GB PCIe", "cloudType": "SECURE", "gpuCount": 1, **bad}
