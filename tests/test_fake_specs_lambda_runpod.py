@@ -20,7 +20,8 @@ from jsonschema import Draft202012Validator
 
 from providers.base import GpuRequest, LaunchSpec, new_launch_id
 from providers.errors import AuthError, InsufficientCapacityError, QuotaExceededError
-from providers.lambdalabs.adapter import STATES, LambdaProvider
+from providers.lambdalabs.adapter import LambdaProvider
+from providers.lambdalabs.instances import STATES
 from providers.runpod.adapter import RunPodProvider
 from providers.runpod.instances import map_state
 from tests.contract import harness_lambda, harness_runpod

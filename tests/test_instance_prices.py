@@ -123,7 +123,7 @@ def test_runpod_pod_example_cost_per_hr() -> None:
 def test_lambda_instance_example_price_cents_per_hour() -> None:
     """Lambda Cloud API 1.8.3 (tests/fakes/schemas/PROVENANCE.md): an Instance whose instance_type is the
     InstanceType example (gpu_8x_h100_sxm5gdr, 3592 cents per hour)."""
-    from providers.lambdalabs.adapter import _instance
+    from providers.lambdalabs.instances import to_instance
 
     schemas = json.loads(LAMBDA_SPEC.read_text())["components"]["schemas"]
     raw = {k: v["examples"][0] for k, v in schemas["Instance"]["properties"].items() if v.get("examples")}
@@ -131,4 +131,4 @@ def test_lambda_instance_example_price_cents_per_hour() -> None:
                             if v.get("examples")}
     raw["region"] = {k: v["examples"][0] for k, v in schemas["Region"]["properties"].items() if v.get("examples")}
     raw["status"] = "active"
-    assert _instance(raw).price_hr == pytest.approx(35.92)
+    assert to_instance(raw).price_hr == pytest.approx(35.92)

@@ -117,7 +117,7 @@ def _lambda_raw_launch(lam: LambdaHarness, **extra: object) -> httpx.Response:
 
 @pytest.mark.parametrize("image", ["pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime", {"name": "lambda-stack"}])
 def test_lambda_an_image_not_in_the_specs_id_or_family_form_is_invalid(lam: LambdaHarness, image: object) -> None:
-    from providers.lambdalabs.adapter import translate_error
+    from providers.lambdalabs.errors import translate_error
 
     answer = _lambda_raw_launch(lam, image=image)
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "global/invalid-parameters"
