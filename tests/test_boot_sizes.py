@@ -24,7 +24,7 @@ from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.startup import PAYLOAD_LIMITS, ManifestStartupRenderer, credentials_from_env, payload_size
 from providers.base import LaunchSpec, Market, Offer
 from providers.gpus import Interconnect
-from providers.vastai.adapter import ONSTART_MAX, onstart_for
+from providers.vastai.create import ONSTART_MAX, onstart_for
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.yaml"))
 PROVIDERS = ("aws", "gcp", "azure", "lambda", "runpod", "vastai")

@@ -118,7 +118,7 @@ def test_wait_for_ssh_gives_up_at_the_deadline() -> None:
 
 def test_the_wait_for_the_agents_status_is_one_exec_on_the_node(tmp_path: Path) -> None:
     from orchestrator.runtime.bootstrap import await_file
-    from providers.ssh.transport import TransportError
+    from providers.ssh.errors import TransportError
 
     t = LocalTransport(tmp_path)
     # Written by a process of the node's after the wait began: one exec sees it (no poll from here).

@@ -35,7 +35,8 @@ from providers.base import Instance, InstanceState, Market, Offer
 from providers.gpus import Interconnect
 from providers.ssh.errors import TransportUnreachableError
 from providers.ssh.hostkeys import HostKeyStore
-from providers.ssh.transport import ExecResult, LocalTransport
+from providers.ssh.local import LocalTransport
+from providers.ssh.transport import ExecResult
 from tests.support.manifests import manifest
 
 NOW = 1_764_676_200.0

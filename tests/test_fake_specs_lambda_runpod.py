@@ -20,8 +20,10 @@ from jsonschema import Draft202012Validator
 
 from providers.base import GpuRequest, LaunchSpec, new_launch_id
 from providers.errors import AuthError, InsufficientCapacityError, QuotaExceededError
-from providers.lambdalabs.adapter import STATES, LambdaProvider
-from providers.runpod.adapter import RunPodProvider, _state
+from providers.lambdalabs.adapter import LambdaProvider
+from providers.lambdalabs.instances import STATES
+from providers.runpod.adapter import RunPodProvider
+from providers.runpod.instances import map_state
 from tests.contract import harness_lambda, harness_runpod
 from tests.fakes import lambda_cloud
 from tests.fakes.graphql_lite import parse
@@ -236,7 +238,7 @@ def test_fake_accepts_exactly_the_documented_deploy_fields() -> None:
 
 def test_every_documented_desired_status_is_mapped() -> None:
     enum = RUNPOD["$defs"]["DesiredStatus"]["enum"]
-    states = {s: _state({"desiredStatus": s, "runtime": {"ports": []}}) for s in enum}
+    states = {s: map_state({"desiredStatus": s, "runtime": {"ports": []}}) for s in enum}
     assert {s: v.value for s, v in states.items()} == {"RUNNING": "running", "EXITED": "stopped",
                                                         "TERMINATED": "terminated"}
 

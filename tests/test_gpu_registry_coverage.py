@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from providers.gpus import UnknownGpuError, resolve_gpu, resolve_offer_gpu
-from providers.vastai.adapter import VAST_GPU_NAMES
+from providers.vastai.offers import VAST_GPU_NAMES
 from tests.fakes.lambda_cloud import DEFAULT_TYPES
 from tests.fakes.runpod import default_gpu_types
 from tests.fakes.vast import seed_offers

@@ -98,7 +98,7 @@ def test_vast_instance_example_dph_total() -> None:
     Instance: the property examples (dph_total 1.0020740740740741 "Total dollars per hour")."""
     import yaml
 
-    from providers.vastai.adapter import parse_instance
+    from providers.vastai.instances import parse_instance
 
     props = yaml.safe_load((SPECS / "vastai-openapi.yaml").read_text())["components"]["schemas"]["Instance"][
         "properties"]
@@ -110,20 +110,20 @@ def test_vast_instance_example_dph_total() -> None:
 def test_runpod_pod_example_cost_per_hr() -> None:
     """runpod/docs @ 01242f8510a3aba07200e152c2e33e07bd0a8e3f, api-reference/openapi.json, Pod.costPerHr: the
     example is the string "0.74" (the GraphQL API answers a number): both read as $0.74/h."""
-    from providers.runpod.adapter import _instance
+    from providers.runpod.instances import to_instance
 
     pod = json.loads((SPECS / "runpod-rest-v1-openapi.json").read_text())["components"]["schemas"]["Pod"]
     example = pod["properties"]["costPerHr"]["example"]
-    assert _instance({"id": "p1", "costPerHr": example}).price_hr == pytest.approx(0.74)
-    assert _instance({"id": "p1", "costPerHr": 0.74}).price_hr == pytest.approx(0.74)
+    assert to_instance({"id": "p1", "costPerHr": example}).price_hr == pytest.approx(0.74)
+    assert to_instance({"id": "p1", "costPerHr": 0.74}).price_hr == pytest.approx(0.74)
     for nonsense in (None, "", "free", -1, float("nan")):
-        assert _instance({"id": "p1", "costPerHr": nonsense}).price_hr is None
+        assert to_instance({"id": "p1", "costPerHr": nonsense}).price_hr is None
 
 
 def test_lambda_instance_example_price_cents_per_hour() -> None:
     """Lambda Cloud API 1.8.3 (tests/fakes/schemas/PROVENANCE.md): an Instance whose instance_type is the
     InstanceType example (gpu_8x_h100_sxm5gdr, 3592 cents per hour)."""
-    from providers.lambdalabs.adapter import _instance
+    from providers.lambdalabs.instances import to_instance
 
     schemas = json.loads(LAMBDA_SPEC.read_text())["components"]["schemas"]
     raw = {k: v["examples"][0] for k, v in schemas["Instance"]["properties"].items() if v.get("examples")}
@@ -131,4 +131,4 @@ def test_lambda_instance_example_price_cents_per_hour() -> None:
                             if v.get("examples")}
     raw["region"] = {k: v["examples"][0] for k, v in schemas["Region"]["properties"].items() if v.get("examples")}
     raw["status"] = "active"
-    assert _instance(raw).price_hr == pytest.approx(35.92)
+    assert to_instance(raw).price_hr == pytest.approx(35.92)

@@ -35,7 +35,8 @@ from providers.errors import (
     RateLimitedError,
 )
 from providers.lambdalabs import settings as lambda_settings
-from providers.lambdalabs.adapter import LambdaProvider, translate_error
+from providers.lambdalabs.adapter import LambdaProvider
+from providers.lambdalabs.errors import translate_error
 from providers.lambdalabs.settings import Settings
 from providers.registry import create_provider
 from tests.contract.harness_lambda import PUBLIC_KEY, fast_settings, h100_offer
@@ -452,19 +453,19 @@ def test_published_instance_examples_parse() -> None:
     """Lambda Cloud API OpenAPI 1.8.3 (alexandervaneck/lambda-ai-cloud-api-client @
     b6023bc07c0933df459426b281c113844f2571f5, openapi-1.8.3.json): components.schemas.Instance property examples,
     and every InstanceStatus enum value."""
-    from providers.lambdalabs.adapter import _instance
+    from providers.lambdalabs.instances import to_instance
 
     schemas = _lambda_spec()["components"]["schemas"]  # type: ignore[index]
     props = schemas["Instance"]["properties"]
     raw = {k: v["examples"][0] for k, v in props.items() if "examples" in v}
     raw.update(status="active", region={"name": "us-west-1", "description": "California, USA"},
                instance_type=schemas["InstanceTypes"]["example"]["gpu_1x_gh200"]["instance_type"])
-    inst = _instance(raw)
+    inst = to_instance(raw)
     assert inst.instance_id == "0920582c7ff041399e34823a0be62549" and inst.state is InstanceState.RUNNING
     assert (inst.public_ip, inst.private_ip) == ("198.51.100.2", "10.0.2.100")
     assert inst.instance_type == "gpu_1x_gh200" and inst.price_hr == 1.49 and inst.region == "us-west-1"
     assert ("hostname", "headnode1") in inst.extra and inst.owner is None   # "My Instance": not orch's name
-    mapped = {s: _instance({**raw, "status": s}).state for s in schemas["InstanceStatus"]["enum"]}
+    mapped = {s: to_instance({**raw, "status": s}).state for s in schemas["InstanceStatus"]["enum"]}
     assert mapped == {"booting": InstanceState.PENDING, "active": InstanceState.RUNNING,
                       "unhealthy": InstanceState.UNREACHABLE, "terminated": InstanceState.TERMINATED,
                       "terminating": InstanceState.STOPPING, "preempted": InstanceState.PREEMPTED}
@@ -474,14 +475,14 @@ def test_published_instance_types_example_parses() -> None:
     """Same spec: components.schemas.InstanceTypes example (what GET /instance-types answers)."""
     from datetime import date
 
-    from providers.lambdalabs.adapter import _offer
+    from providers.lambdalabs.offers import to_offer
 
     example = _lambda_spec()["components"]["schemas"]["InstanceTypes"]["example"]  # type: ignore[index]
     itype = example["gpu_1x_gh200"]["instance_type"]
     # The only published example is a GH200 (96 GB): the registry knows it, so the offer is kept (issue 27).
-    gh200 = _offer(itype, "us-west-1", date(2026, 1, 1))
+    gh200 = to_offer(itype, "us-west-1", date(2026, 1, 1))
     assert gh200 is not None and (gh200.gpu, gh200.vram_gb, gh200.gpu_count) == ("GH200-96G", 96.0, 1)
-    # Its fields (specs.gpus/vcpus/memory_gib, price_cents_per_hour) are the ones _offer reads, with their types:
+    # Its fields (specs.gpus/vcpus/memory_gib, price_cents_per_hour) are the ones to_offer reads, with their types:
     known = {**itype, "description": "1x H100 (80 GB SXM5)", "gpu_description": "H100 (80 GB SXM5)"}
-    offer = _offer(known, "us-west-1", date(2026, 1, 1))
+    offer = to_offer(known, "us-west-1", date(2026, 1, 1))
     assert offer is not None and (offer.gpu_count, offer.vcpus, offer.memory_gb, offer.price_hr) == (1, 64, 432, 1.49)

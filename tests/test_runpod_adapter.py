@@ -32,7 +32,8 @@ from providers.errors import (
 )
 from providers.registry import create_provider
 from providers.runpod import settings as runpod_settings
-from providers.runpod.adapter import NO_CAPACITY_PREFIXES, RunPodProvider, translate_error
+from providers.runpod.adapter import RunPodProvider
+from providers.runpod.errors import NO_CAPACITY_PREFIXES, translate_error
 from providers.runpod.settings import CloudType, Settings
 from tests.contract.harness_runpod import PUBLIC_KEY, a100_offer, fast_settings
 from tests.fakes.lr_base import FakeServer
@@ -297,15 +298,15 @@ def test_published_pod_example_parses() -> None:
     import json
 
     from providers.base import InstanceState
-    from providers.runpod.adapter import _instance
+    from providers.runpod.instances import to_instance
 
     facts = json.loads((Path(__file__).parent / "fixtures" / "runpod" / "pod_examples.json").read_text())
     pod = {**facts["pod"], "name": "orch-alice-l0123456789ab", "desiredStatus": "RUNNING", "runtime": None}
-    inst = _instance(pod)
+    inst = to_instance(pod)
     assert inst.instance_id == "xedezhzb9la3ye" and inst.owner == "alice" and inst.launch_id == "l0123456789ab"
     assert inst.raw_reason == facts["pod"]["lastStatusChange"] and ("machine_id", "s194cr8pls2z") in inst.extra
     assert inst.price_hr == 0.74, "the example's costPerHr is the string '0.74': read as the price it bills"
     assert inst.state is InstanceState.PENDING            # RUNNING without a runtime yet
-    states = {s: _instance({**pod, "desiredStatus": s}).state for s in facts["desiredStatus_enum"]}
+    states = {s: to_instance({**pod, "desiredStatus": s}).state for s in facts["desiredStatus_enum"]}
     assert states == {"RUNNING": InstanceState.PENDING, "EXITED": InstanceState.STOPPED,
                       "TERMINATED": InstanceState.TERMINATED}

@@ -14,14 +14,15 @@ from pathlib import Path, PurePosixPath
 import paramiko
 import pytest
 
+from providers.ssh.connection import SshTransport
 from providers.ssh.hostkeys import HostKeyStore, HostTrust
-from providers.ssh.transport import LocalTransport, SshTransport
+from providers.ssh.local import LocalTransport
 from tests.support.sshd import Sshd, sshd  # noqa: F401 - fixture
 
 
 def test_local_put_creates_the_file_owner_only_and_never_chmods_it_wider(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import providers.ssh.transport as transport
+    import providers.ssh.local as local
 
     created: list[tuple[str, int, int]] = []
     real_open = os.open
@@ -30,8 +31,8 @@ def test_local_put_creates_the_file_owner_only_and_never_chmods_it_wider(
         created.append((str(path), flags, mode))
         return real_open(path, flags, mode, *args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(transport.os, "open", spy_open)
-    monkeypatch.setattr(transport.os, "chmod", lambda *a, **k: pytest.fail("chmod after creation"))
+    monkeypatch.setattr(local.os, "open", spy_open)
+    monkeypatch.setattr(local.os, "chmod", lambda *a, **k: pytest.fail("chmod after creation"))
     old = os.umask(0)   # no umask to hide a wide creation mode
     try:
         LocalTransport(tmp_path / "node").put(b"export HF_TOKEN=x\n", "work/secrets.env", 0o600)

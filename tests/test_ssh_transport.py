@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from providers.ssh.hostkeys import HostKeyStore, HostTrust, KnownKey
-from providers.ssh.transport import (
+from providers.ssh.connection import SshTransport
+from providers.ssh.errors import (
     ExecTimeoutError,
     HostKeyMismatchError,
-    LocalTransport,
     RemotePathError,
-    SshTransport,
-    Transport,
     TransportAuthError,
     TransportUnreachableError,
     UnknownHostKeyError,
 )
+from providers.ssh.hostkeys import HostKeyStore, HostTrust, KnownKey
+from providers.ssh.local import LocalTransport
+from providers.ssh.transport import Transport
 from tests.support.sshd import FakeGpu, Sshd, free_port, sshd  # noqa: F401 - fixture
 
 

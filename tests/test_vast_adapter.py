@@ -33,7 +33,11 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.vastai.adapter import ONSTART_MAX, VastProvider, map_state, offer_price_hr, translate_error
+from providers.vastai.adapter import VastProvider
+from providers.vastai.create import ONSTART_MAX
+from providers.vastai.errors import translate_error
+from providers.vastai.instances import map_state
+from providers.vastai.offers import offer_price_hr
 from providers.vastai.settings import Settings
 from tests.contract.harness_vastai import fast_settings
 from tests.fakes.vast import VastFake, seed_offers
@@ -457,7 +461,7 @@ def test_key_from_env_then_the_cli_files(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_published_instance_example_parses() -> None:
     """vast-ai/docs @ e758d3501e4308439edcf55424a4360b8c039d1b, api-reference/openapi.yaml,
     components.schemas.Instance: the example value of each field the adapter reads."""
-    from providers.vastai.adapter import parse_instance
+    from providers.vastai.instances import parse_instance
 
     raw = json.loads((Path(__file__).parent / "fixtures" / "vastai" / "instance_examples.json").read_text())["instance"]
     inst = parse_instance(raw)

@@ -6,7 +6,7 @@ config and (0600) the secrets env file; start the agent detached (setsid + nohup
 agent's environment and deletes it, so secret values live only in process memory afterwards.
 Finally read the first status the agent writes.
 
-The Transport is structural (typing.Protocol): providers/ssh/transport.py's SSH transport fits, and
+The Transport is structural (typing.Protocol): providers/ssh/connection.py's SSH transport fits, and
 so does a local one in tests.
 """
 

@@ -19,9 +19,10 @@ from orchestrator.runtime.node_facts import NodeSettings, launch_facts, node_set
 from orchestrator.runtime.render_input import RenderInput
 from orchestrator.runtime.status import AgentStatus, StatusFormatError, parse_status
 from providers.base import Instance, Provider
+from providers.ssh.connection import SshTransport
 from providers.ssh.errors import TransportError
 from providers.ssh.hostkeys import HostKeyStore, HostTrust
-from providers.ssh.transport import SshTransport, Transport
+from providers.ssh.transport import Transport
 
 __all__ = ["TransportPool", "TransportSource", "read_status", "render_input", "status_path"]
 

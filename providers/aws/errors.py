@@ -31,22 +31,27 @@ from providers.errors import (
 PROVIDER = "aws"
 AUTH_HINT = "run `aws configure` or set AWS_PROFILE / AWS_ACCESS_KEY_ID"
 
-_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-                       "InsufficientReservedInstanceCapacity", "MaxSpotInstanceCountExceeded",
-                       "SpotCapacityNotAvailable"})
-_QUOTA = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotFleetRequestCountExceeded",
-                    "ResourceLimitExceeded"})
-_THROTTLE = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
-                       "RequestThrottled", "SlowDown"})
-_AUTH = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
-                   "ExpiredToken", "ExpiredTokenException", "AccessDenied", "AccessDeniedException",
-                   "OptInRequired", "UnrecognizedClientException"})
-_NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
-_RESOURCE_NOT_FOUND = frozenset({"InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidKeyPair.NotFound",
-                                 "InvalidPlacementGroup.Unknown"})
-_IN_USE = frozenset({"DependencyViolation", "InvalidPlacementGroup.InUse"})
-_UNAVAILABLE = frozenset({"InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable",
-                          "ServerInternal", "RequestTimeout", "RequestExpired"})
+#: EC2's error codes, each to the error it is. The groups share no code, so their order does not matter; a code
+#: not here is read by its HTTP status.
+_BY_CODE: dict[str, type[ProviderError]] = {
+    "SpotMaxPriceTooLow": PriceTooLowError,
+    **dict.fromkeys(("InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+                     "InsufficientReservedInstanceCapacity", "MaxSpotInstanceCountExceeded",
+                     "SpotCapacityNotAvailable"), InsufficientCapacityError),
+    **dict.fromkeys(("VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotFleetRequestCountExceeded",
+                     "ResourceLimitExceeded"), QuotaExceededError),
+    **dict.fromkeys(("RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
+                     "RequestThrottled", "SlowDown"), RateLimitedError),
+    **dict.fromkeys(("UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
+                     "ExpiredToken", "ExpiredTokenException", "AccessDenied", "AccessDeniedException",
+                     "OptInRequired", "UnrecognizedClientException"), AuthError),
+    **dict.fromkeys(("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"), InstanceNotFoundError),
+    **dict.fromkeys(("InvalidGroup.NotFound", "InvalidGroupId.NotFound", "InvalidKeyPair.NotFound",
+                     "InvalidPlacementGroup.Unknown"), ResourceNotFoundError),
+    **dict.fromkeys(("DependencyViolation", "InvalidPlacementGroup.InUse"), ResourceInUseError),
+    **dict.fromkeys(("InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable", "ServerInternal",
+                     "RequestTimeout", "RequestExpired"), ProviderUnavailableError),
+}
 
 
 def translate_error(exc: BaseException) -> ProviderError:
@@ -67,23 +72,10 @@ def translate_error(exc: BaseException) -> ProviderError:
         code = str(err.get("Code", ""))
         message = str(err.get("Message", "")) or str(exc)
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        if code == "SpotMaxPriceTooLow":
-            return PriceTooLowError(message, provider=PROVIDER, code=code)
-        if code in _CAPACITY:
-            return InsufficientCapacityError(message, provider=PROVIDER, code=code)
-        if code in _QUOTA:
-            return QuotaExceededError(message, provider=PROVIDER, code=code)
-        if code in _THROTTLE:
-            return RateLimitedError(message, provider=PROVIDER, code=code)
-        if code in _AUTH:
-            return AuthError(message, provider=PROVIDER, code=code, hint=AUTH_HINT)
-        if code in _NOT_FOUND:
-            return InstanceNotFoundError(message, provider=PROVIDER, code=code)
-        if code in _RESOURCE_NOT_FOUND:
-            return ResourceNotFoundError(message, provider=PROVIDER, code=code)
-        if code in _IN_USE:
-            return ResourceInUseError(message, provider=PROVIDER, code=code)
-        if code in _UNAVAILABLE or status >= 500:
+        kind = _BY_CODE.get(code)
+        if kind is not None:
+            return kind(message, provider=PROVIDER, code=code, hint=AUTH_HINT if kind is AuthError else None)
+        if status >= 500:
             return ProviderUnavailableError(message, provider=PROVIDER, code=code or str(status))
         if status == 429:
             return RateLimitedError(message, provider=PROVIDER, code=code)

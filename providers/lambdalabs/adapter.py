@@ -9,10 +9,9 @@ its turn instead of collecting 429s.
 from __future__ import annotations
 
 import hashlib
-import json as json_lib
 import time
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import httpx
@@ -23,71 +22,19 @@ from providers.base import (
     GpuRequest,
     Instance,
     InstanceState,
-    Interconnect,
     LaunchSpec,
     Market,
     Offer,
     Provider,
     instance_name,
-    parse_instance_name,
 )
 from providers.catalog.query import match_offers
-from providers.errors import (
-    AuthError,
-    InstanceNotFoundError,
-    InsufficientCapacityError,
-    InvalidRequestError,
-    ProviderError,
-    ProviderUnavailableError,
-    QuotaExceededError,
-    RateLimitedError,
-)
-from providers.gpus import resolve_offer_gpu
+from providers.errors import AuthError, InstanceNotFoundError, InvalidRequestError, ProviderUnavailableError
 from providers.http import ApiClient, HttpSettings, RateLimiter, SameBody
+from providers.lambdalabs.errors import AUTH_HINT, PROVIDER, translate_error
+from providers.lambdalabs.instances import orch_instances, to_instance
+from providers.lambdalabs.offers import in_region, to_offer
 from providers.lambdalabs.settings import Settings
-
-PROVIDER = "lambda"
-
-STATES = {
-    "booting": InstanceState.PENDING,
-    "active": InstanceState.RUNNING,
-    "unhealthy": InstanceState.UNREACHABLE,  # failing Lambda's health checks: still billed, may recover
-    "terminating": InstanceState.STOPPING,
-    "terminated": InstanceState.TERMINATED,
-    "preempted": InstanceState.PREEMPTED,  # in the 1.8.3 InstanceStatus enum; Lambda sells no spot today
-}
-
-_AUTH_HINT = "set LAMBDA_API_KEY or api_key in ~/.lambda_cloud/lambda_keys (https://cloud.lambda.ai/api-keys)"
-
-
-def translate_error(response: httpx.Response) -> ProviderError | None:
-    """The one place Lambda failures become the taxonomy. Codes are the spec's ApiError* constants."""
-    if response.status_code < 400:
-        return None
-    code, message, suggestion = "", response.text[:200], None
-    try:
-        err = response.json().get("error") or {}
-        code = str(err.get("code") or "")
-        message = str(err.get("message") or message)
-        suggestion = err.get("suggestion")
-    except (ValueError, AttributeError):
-        pass
-    status = response.status_code
-    kw: dict[str, Any] = {"provider": PROVIDER, "code": code or f"HTTP {status}"}
-    if code == "instance-operations/launch/insufficient-capacity":
-        return InsufficientCapacityError(message, **kw, hint=suggestion)
-    if code == "global/quota-exceeded":
-        return QuotaExceededError(message, **kw, hint=suggestion)
-    if code in ("global/invalid-api-key", "global/account-inactive", "global/invalid-address") or status in (401, 403):
-        return AuthError(message, **kw, hint=suggestion or _AUTH_HINT)
-    if status == 429:
-        return RateLimitedError(message, **kw)
-    if status >= 500 or code.startswith("provider/") or code == "global/internal-error":
-        # "provider/..." codes are Lambda's upstream outages (spec info): transient by its own account.
-        return ProviderUnavailableError(message, **kw)
-    if code == "global/object-does-not-exist" or status == 404:
-        return InstanceNotFoundError(message, **kw)
-    return InvalidRequestError(message, **kw, hint=suggestion)
 
 
 class LambdaProvider(Provider):
@@ -110,7 +57,7 @@ class LambdaProvider(Provider):
             transport=transport,
         )
         #: The last listing's machines, while Lambda answers the same bytes (a steady fleet's listing).
-        self._listing = SameBody(_orch_instances)
+        self._listing = SameBody(orch_instances)
 
     # -- calls -------------------------------------------------------------------------------------
 
@@ -122,7 +69,7 @@ class LambdaProvider(Provider):
 
     def check_credentials(self) -> None:
         if self.settings.api_key is None:
-            raise AuthError("no Lambda API key", provider=PROVIDER, hint=_AUTH_HINT)
+            raise AuthError("no Lambda API key", provider=PROVIDER, hint=AUTH_HINT)
         self._data("GET", "/ssh-keys")
 
     # -- offers ------------------------------------------------------------------------------------
@@ -142,12 +89,12 @@ class LambdaProvider(Provider):
         for item in types.values():
             itype = item["instance_type"]
             live = [r["name"] for r in item.get("regions_with_capacity_available", [])]
-            offer = _offer(itype, "", today)
+            offer = to_offer(itype, "", today)
             if offer is None:
                 continue
             dark = sorted(set(catalog_regions.get(itype["name"], ())) - set(live))
-            found += [_replace_region(offer, r, Availability.AVAILABLE) for r in live]
-            found += [_replace_region(offer, r, Availability.NOT_AVAILABLE) for r in dark]
+            found += [in_region(offer, r, Availability.AVAILABLE) for r in live]
+            found += [in_region(offer, r, Availability.NOT_AVAILABLE) for r in dark]
         return match_offers(found, req)
 
     def _catalog_regions(self) -> dict[str, set[str]]:
@@ -195,7 +142,7 @@ class LambdaProvider(Provider):
     def _find_alive(self, name: str) -> Instance | None:
         for raw in self._data("GET", "/instances"):
             if raw.get("name") == name and raw.get("status") not in ("terminating", "terminated"):
-                return _instance(raw)
+                return to_instance(raw)
         return None
 
     def _ensure_ssh_key(self, public_key: str) -> str:
@@ -232,7 +179,7 @@ class LambdaProvider(Provider):
 
     def get(self, instance_id: str) -> Instance | None:
         try:
-            return _instance(self._data("GET", f"/instances/{instance_id}"))
+            return to_instance(self._data("GET", f"/instances/{instance_id}"))
         except InstanceNotFoundError:
             return None
 
@@ -252,7 +199,7 @@ class LambdaProvider(Provider):
         self._client.close()
 
 
-# -- translation of values ----------------------------------------------------------------------------
+# -- ssh keys ----------------------------------------------------------------------------------------
 
 def _key_body(public_key: str) -> str:
     """"ssh-ed25519 AAAA... comment" -> "ssh-ed25519 AAAA...": the comment does not make another key."""
@@ -261,70 +208,3 @@ def _key_body(public_key: str) -> str:
 
 def _same_key(a: str, b: str) -> bool:
     return bool(a.strip()) and _key_body(a) == _key_body(b)
-
-
-GIB_IN_GB = 1.073741824
-
-
-def _offer(itype: dict[str, Any], region: str, today: date) -> Offer | None:
-    """An Offer for a Lambda instance type, or None for a type orch's GPU registry does not know."""
-    specs = itype["specs"]
-    gpus = int(specs.get("gpus") or 0)
-    if gpus < 1:
-        return None
-    model = resolve_offer_gpu(itype.get("description") or itype["gpu_description"], provider=PROVIDER)
-    if model is None:
-        return None
-    sxm = "sxm" in str(itype.get("gpu_description", "")).lower()
-    storage = specs.get("storage_gib")    # the type's fixed local disk (spec: InstanceTypeSpecs.storage_gib)
-    return Offer(
-        provider=PROVIDER, instance_type=itype["name"], region=region, zone=None, gpu=model.name,
-        gpu_count=gpus, vram_gb=float(model.vram_gb), vcpus=float(specs["vcpus"]),
-        memory_gb=float(specs["memory_gib"]),
-        interconnect=Interconnect.NVLINK if sxm and gpus > 1 else Interconnect.PCIE,
-        market=Market.ON_DEMAND, price_hr=itype["price_cents_per_hour"] / 100, price_as_of=today,
-        source="live", max_disk_gb=round(float(storage) * GIB_IN_GB, 1) if storage else None,
-    )
-
-
-def _replace_region(offer: Offer, region: str, availability: Availability) -> Offer:
-    from dataclasses import replace
-
-    return replace(offer, region=region, availability=availability)
-
-
-def _orch_instances(body: bytes) -> tuple[Instance, ...] | None:
-    """The machines of a GET /instances answer named by orch (any owner's), or None when it is not the
-    ``{"data": [...]}`` envelope. A ValueError: not JSON."""
-    doc = json_lib.loads(body)
-    if not isinstance(doc, dict) or "data" not in doc:
-        return None
-    # The name parsed once per machine (a daemon's first listing decodes every machine: ~10% of it twice).
-    return tuple(_named(raw, ids) for raw in doc["data"] if (ids := parse_instance_name(raw.get("name"))))
-
-
-def _instance(raw: dict[str, Any]) -> Instance:
-    return _named(raw, parse_instance_name(raw.get("name")))
-
-
-def _named(raw: dict[str, Any], ids: tuple[str, str] | None) -> Instance:
-    """The machine ``raw`` whose name parsed to ``ids`` (owner, launch id; None: not orch's name)."""
-    status = str(raw.get("status", ""))
-    itype = raw.get("instance_type") or {}
-    price = itype.get("price_cents_per_hour")
-    return Instance(
-        provider=PROVIDER,
-        instance_id=raw["id"],
-        launch_id=ids[1] if ids else None,
-        owner=ids[0] if ids else None,
-        state=STATES.get(status, InstanceState.PENDING),
-        instance_type=itype.get("name", ""),
-        region=(raw.get("region") or {}).get("name", ""),
-        raw_state=status,
-        raw_reason=status if status in ("unhealthy", "preempted") else None,
-        public_ip=raw.get("ip") or None,
-        private_ip=raw.get("private_ip") or None,
-        ssh_user="ubuntu",
-        price_hr=price / 100 if isinstance(price, int | float) else None,
-        extra=(("hostname", str(raw["hostname"])),) if raw.get("hostname") else (),
-    )

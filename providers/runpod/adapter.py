@@ -19,12 +19,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from providers.base import (
-    Availability,
     Capability,
     GpuRequest,
     Instance,
-    InstanceState,
-    Interconnect,
     LaunchSpec,
     Market,
     Offer,
@@ -34,95 +31,13 @@ from providers.base import (
 )
 from providers.boot_env import BOOT_ENV, boot_env_value, run_boot_from_env
 from providers.catalog.query import match_offers
-from providers.errors import (
-    AuthError,
-    InstanceNotFoundError,
-    InsufficientCapacityError,
-    InvalidRequestError,
-    ProviderError,
-    ProviderUnavailableError,
-    QuotaExceededError,
-    RateLimitedError,
-)
-from providers.gpus import GpuModel, UnknownGpuError, resolve_gpu, resolve_offer_gpu
+from providers.errors import AuthError, InstanceNotFoundError, InvalidRequestError, ProviderUnavailableError
 from providers.http import ApiClient, HttpSettings, RateLimiter
+from providers.runpod.errors import AUTH_HINT, PROVIDER, translate_error
+from providers.runpod.instances import to_instance
+from providers.runpod.offers import gpu_model, to_offer
+from providers.runpod.queries import DEPLOY, GET_POD, GPU_TYPE_IDS, GPU_TYPES, MY_PODS, STOP, TERMINATE
 from providers.runpod.settings import CloudType, Settings
-
-PROVIDER = "runpod"
-SSH_PRIVATE_PORTS = (22, 10022)
-_AUTH_HINT = "set RUNPOD_API_KEY or run `runpod config` (https://www.runpod.io/console/user/settings)"
-
-POD_FIELDS = """
-    id name desiredStatus lastStatusChange costPerHr gpuCount imageName machineId
-    runtime { ports { ip isIpPublic privatePort publicPort type } }
-    machine { podHostId gpuDisplayName }
-"""
-GPU_TYPES = """
-query GpuTypes($lowestPriceInput: GpuLowestPriceInput) {
-  gpuTypes {
-    id displayName memoryInGb secureCloud communityCloud securePrice communityPrice
-    maxGpuCount maxGpuCountSecureCloud maxGpuCountCommunityCloud
-    lowestPrice(input: $lowestPriceInput) {
-      minimumBidPrice uninterruptablePrice minVcpu minMemory stockStatus countryCode
-    }
-  }
-}"""
-GPU_TYPE_IDS = "query GpuTypeIds { gpuTypes { id displayName memoryInGb } }"
-MY_PODS = f"query MyPods {{ myself {{ pods {{ {POD_FIELDS} }} }} }}"
-GET_POD = f"query Pod($input: PodFilter!) {{ pod(input: $input) {{ {POD_FIELDS} }} }}"
-DEPLOY = (f"mutation Deploy($input: PodFindAndDeployOnDemandInput!) "
-          f"{{ podFindAndDeployOnDemand(input: $input) {{ {POD_FIELDS} }} }}")
-STOP = "mutation StopPod($input: PodStopInput!) { podStop(input: $input) { id desiredStatus } }"
-TERMINATE = "mutation TerminatePod($input: PodTerminateInput!) { podTerminate(input: $input) }"
-
-# The no-capacity answers of podFindAndDeployOnDemand: a message and no error code. RunPod's current wording
-# ("There are no longer any instances available with the requested specifications. Please refresh and try
-# again.") and the older one ("There are no instances available with the request specifications...") are both
-# still seen, so both are recognised.
-NO_CAPACITY_PREFIXES = ("there are no longer any instances available", "there are no instances available")
-
-
-def translate_error(response: httpx.Response) -> ProviderError | None:
-    """The one place RunPod failures become the taxonomy.
-
-    GraphQL errors arrive with HTTP 200 as ``{"errors": [{"message", "extensions": {"code"}}]}``. The
-    no-capacity refusal has only a message ("There are no longer any instances available with the requested
-    specifications...", formerly "There are no instances available with the request specifications..."),
-    no code, so it is recognised by that documented message here and only here;
-    likewise "pod not found ..." and balance refusals, for which RunPod publishes no codes either.
-    """
-    status = response.status_code
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    errors = body.get("errors") if isinstance(body, dict) else None
-    first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
-    message = str(first.get("message") or response.text[:200] or f"HTTP {status}")
-    code = str((first.get("extensions") or {}).get("code") or "") or None
-    kw: dict[str, Any] = {"provider": PROVIDER, "code": code}
-    lowered = message.lower()
-    if status in (401, 403) or code in ("UNAUTHENTICATED", "FORBIDDEN"):
-        return AuthError(message, **kw, hint=_AUTH_HINT)
-    if status == 429:
-        return RateLimitedError(message, **kw)
-    if status >= 500:
-        return ProviderUnavailableError(message, **kw)
-    if status >= 400:
-        return InvalidRequestError(message, **kw)
-    if not first:
-        return None
-    if lowered.startswith(NO_CAPACITY_PREFIXES):
-        return InsufficientCapacityError(message, **kw)
-    if any(word in lowered for word in ("balance", "enough funds", "quota", "spend limit")):
-        return QuotaExceededError(message, **kw, hint="add funds or raise the spend limit in the RunPod console")
-    if "pod not found" in lowered:
-        return InstanceNotFoundError(message, **kw)
-    if code in ("GRAPHQL_VALIDATION_FAILED", "GRAPHQL_PARSE_FAILED", "BAD_USER_INPUT", "BAD_REQUEST"):
-        return InvalidRequestError(message, **kw)
-    if code == "INTERNAL_SERVER_ERROR":
-        return ProviderUnavailableError(message, **kw)
-    return InvalidRequestError(message, **kw)
 
 
 class RunPodProvider(Provider):
@@ -152,7 +67,7 @@ class RunPodProvider(Provider):
 
     def check_credentials(self) -> None:
         if self.settings.api_key is None:
-            raise AuthError("no RunPod API key", provider=PROVIDER, hint=_AUTH_HINT)
+            raise AuthError("no RunPod API key", provider=PROVIDER, hint=AUTH_HINT)
         self._gql("query Me { myself { id } }")
 
     # -- offers ------------------------------------------------------------------------------------
@@ -176,7 +91,7 @@ class RunPodProvider(Provider):
             secure = cloud == CloudType.SECURE.value
             data = self._gql(GPU_TYPES, {"lowestPriceInput": {"gpuCount": req.count, "secureCloud": secure}})
             for g in data.get("gpuTypes") or []:
-                offer = _offer(g, req.count, cloud, today)
+                offer = to_offer(g, req.count, cloud, today)
                 if offer is not None:
                     found.append(offer)
         return match_offers(found, req)
@@ -190,12 +105,12 @@ class RunPodProvider(Provider):
         name = instance_name(spec.owner, spec.launch_id)
         for pod in self._pods():
             if pod.get("name") == name and pod.get("desiredStatus") != "TERMINATED":
-                return _instance(pod)
+                return to_instance(pod)
         data = self._gql(DEPLOY, {"input": self._deploy_input(spec, name)})
         pod = data.get("podFindAndDeployOnDemand")
         if not isinstance(pod, dict):
             raise ProviderUnavailableError("deploy answered without a pod", provider=PROVIDER)
-        return _instance(pod)
+        return to_instance(pod)
 
     def _deploy_input(self, spec: LaunchSpec, name: str) -> dict[str, Any]:
         offer = spec.offer
@@ -231,7 +146,7 @@ class RunPodProvider(Provider):
     def _gpu_type_id(self, gpu: str) -> str:
         """RunPod's id for a canonical GPU (for catalog offers, which carry no RunPod handle)."""
         for g in self._gql(GPU_TYPE_IDS).get("gpuTypes") or []:
-            model = _model(g)
+            model = gpu_model(g)
             if model is not None and model.name == gpu:
                 return str(g["id"])
         raise InvalidRequestError(f"RunPod has no GPU type for {gpu}", provider=PROVIDER)
@@ -244,14 +159,14 @@ class RunPodProvider(Provider):
             pod = self._gql(GET_POD, {"input": {"podId": instance_id}}).get("pod")
         except InstanceNotFoundError:
             return None
-        return _instance(pod) if isinstance(pod, dict) else None
+        return to_instance(pod) if isinstance(pod, dict) else None
 
     def list_instances(self, owner: str) -> list[Instance]:
         found = []
         for pod in self._pods():
             ids = parse_instance_name(pod.get("name"))
             if ids is not None and ids[0] == owner:
-                found.append(_instance(pod))
+                found.append(to_instance(pod))
         return found
 
     def terminate(self, instance_id: str) -> None:
@@ -274,93 +189,3 @@ _STARTUP_ARGS = "sh -c " + shlex.quote(
     f"({run_boot_from_env('/tmp/orch-boot.sh', '/tmp/orch-boot.log')} &); "
     "if [ -x /start.sh ]; then exec /start.sh; else exec sleep infinity; fi"
 )
-
-
-def _model(g: dict[str, Any]) -> GpuModel | None:
-    vram = g.get("memoryInGb")
-    for spelling in (g.get("id"), g.get("displayName")):
-        if not spelling:
-            continue
-        try:
-            return resolve_gpu(str(spelling), float(vram) if vram else None)
-        except UnknownGpuError:
-            continue
-    # Neither spelling is known: logged (once per name), never silently dropped.
-    return resolve_offer_gpu(str(g.get("id") or g.get("displayName") or ""), provider=PROVIDER)
-
-
-def _offer(g: dict[str, Any], count: int, cloud: str, today: Any) -> Offer | None:
-    secure = cloud == CloudType.SECURE.value
-    lowest = g.get("lowestPrice") or {}
-    per_gpu = g.get("securePrice" if secure else "communityPrice")
-    available = g.get("secureCloud" if secure else "communityCloud")
-    max_count = g.get("maxGpuCountSecureCloud" if secure else "maxGpuCountCommunityCloud") or g.get("maxGpuCount")
-    if not lowest.get("stockStatus") or not per_gpu or not available:
-        return None
-    if isinstance(max_count, int) and count > max_count:
-        return None
-    model = _model(g)
-    if model is None:
-        return None
-    return Offer(
-        provider=PROVIDER, instance_type=f"{count}x_{g['id']}_{cloud}", region=str(lowest.get("countryCode") or "any"),
-        zone=None, gpu=model.name, gpu_count=count, vram_gb=float(g.get("memoryInGb") or model.vram_gb),
-        vcpus=float(lowest.get("minVcpu") or 0), memory_gb=float(lowest.get("minMemory") or 0),
-        interconnect=model.default_interconnect if count > 1 else Interconnect.PCIE,
-        market=Market.ON_DEMAND, price_hr=round(count * float(per_gpu), 4), price_as_of=today, source="live",
-        availability=Availability.AVAILABLE, offer_id=str(g["id"]),
-    )
-
-
-def _state(pod: dict[str, Any]) -> InstanceState:
-    desired = pod.get("desiredStatus")
-    if desired == "RUNNING":
-        return InstanceState.RUNNING if pod.get("runtime") else InstanceState.PENDING
-    if desired in ("EXITED", "PAUSED"):
-        return InstanceState.STOPPED
-    if desired == "TERMINATED":
-        return InstanceState.TERMINATED
-    return InstanceState.PENDING  # CREATED, RESTARTING (older values)
-
-
-def _ssh(pod: dict[str, Any]) -> tuple[str | None, int]:
-    ports = ((pod.get("runtime") or {}).get("ports")) or []
-    for private in SSH_PRIVATE_PORTS:
-        for p in ports:
-            if p.get("privatePort") == private and p.get("isIpPublic") and p.get("type") == "tcp":
-                return p.get("ip"), int(p.get("publicPort") or 22)
-    return None, 22
-
-
-def _instance(pod: dict[str, Any]) -> Instance:
-    ids = parse_instance_name(pod.get("name"))
-    ip, port = _ssh(pod)
-    gpu_name = (pod.get("machine") or {}).get("gpuDisplayName") or ""
-    count = pod.get("gpuCount") or 0
-    cost = pod.get("costPerHr")
-    return Instance(
-        provider=PROVIDER,
-        instance_id=str(pod["id"]),
-        launch_id=ids[1] if ids else None,
-        owner=ids[0] if ids else None,
-        state=_state(pod),
-        instance_type=f"{count}x {gpu_name}".strip() if gpu_name else "",
-        region="",
-        raw_state=str(pod.get("desiredStatus") or ""),
-        raw_reason=pod.get("lastStatusChange"),
-        public_ip=ip,
-        ssh_port=port,
-        ssh_user="root",
-        price_hr=_cost_per_hr(cost),
-        extra=(("machine_id", str(pod["machineId"])),) if pod.get("machineId") else (),
-    )
-
-
-def _cost_per_hr(value: Any) -> float | None:
-    """The pod's ``costPerHr`` as $/h: a number, or a number in a string (RunPod's REST spec shows "0.74");
-    anything else (absent, negative, not a number) is no price."""
-    try:
-        cost = float(value)
-    except (TypeError, ValueError):
-        return None
-    return cost if 0 <= cost < float("inf") else None

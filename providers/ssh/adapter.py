@@ -38,6 +38,7 @@ from providers.errors import (
 )
 from providers.fabric import Fabric
 from providers.ssh.cleanup import clean_command, parse_clean
+from providers.ssh.connection import SshTransport
 from providers.ssh.errors import (
     ExecTimeoutError,
     HostKeyError,
@@ -49,7 +50,7 @@ from providers.ssh.hostkeys import HostKeyStore, HostTrust
 from providers.ssh.offers import host_offers
 from providers.ssh.reservations import HostReservedError, Reservation, ReservationBook
 from providers.ssh.settings import HostSettings, Settings
-from providers.ssh.transport import ExecResult, SshTransport
+from providers.ssh.transport import ExecResult
 
 __all__ = ["SshProvider", "translate_error"]
 

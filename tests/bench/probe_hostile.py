@@ -450,7 +450,7 @@ def spy(path, mode, *a, **k):
         seen.append(oct(stat.S_IMODE(p.stat().st_mode)))
     return real_chmod(path, mode, *a, **k)
 os.chmod = spy
-from providers.ssh.transport import LocalTransport
+from providers.ssh.local import LocalTransport
 t = LocalTransport(Path("node").resolve())
 t.put(b"export TOKEN=x\\n", "work/secrets.env", 0o600)
 final = oct(stat.S_IMODE(Path("node/work/secrets.env").stat().st_mode))

@@ -74,7 +74,7 @@ def _raw_create(vast: VastHarness, body: dict[str, object]) -> httpx.Response:
 
 
 def test_vast_an_onstart_over_4048_characters_is_refused_by_vast_and_typed(vast: VastHarness) -> None:
-    from providers.vastai.adapter import translate_error
+    from providers.vastai.errors import translate_error
 
     answer = _raw_create(vast, {"onstart": "true\n" * 1000})
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_args"
@@ -84,7 +84,7 @@ def test_vast_an_onstart_over_4048_characters_is_refused_by_vast_and_typed(vast:
 
 
 def test_vast_a_body_outside_the_spec_is_refused_and_typed(vast: VastHarness) -> None:
-    from providers.vastai.adapter import translate_error
+    from providers.vastai.errors import translate_error
 
     answer = _raw_create(vast, {"runtype": "telnet"})
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_args"
@@ -117,7 +117,7 @@ def _lambda_raw_launch(lam: LambdaHarness, **extra: object) -> httpx.Response:
 
 @pytest.mark.parametrize("image", ["pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime", {"name": "lambda-stack"}])
 def test_lambda_an_image_not_in_the_specs_id_or_family_form_is_invalid(lam: LambdaHarness, image: object) -> None:
-    from providers.lambdalabs.adapter import translate_error
+    from providers.lambdalabs.errors import translate_error
 
     answer = _lambda_raw_launch(lam, image=image)
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "global/invalid-parameters"
@@ -181,7 +181,7 @@ _DEPLOY = ("mutation deploy($input: PodFindAndDeployOnDemandInput) "
 @pytest.mark.parametrize("bad", [{"gpuCount": "2"}, {"ports": "22/ssh"}, {"env": [{"key": "A"}]}])
 def test_runpod_an_input_outside_the_schema_is_bad_user_input_and_typed(runpod: RunPodHarness,
                                                                          bad: dict[str, object]) -> None:
-    from providers.runpod.adapter import translate_error
+    from providers.runpod.errors import translate_error
 
     inp = {"name": "raw", "imageName": "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04",
            "gpuTypeId": "NVIDIA A100 80GB PCIe", "cloudType": "SECURE", "gpuCount": 1, **bad}

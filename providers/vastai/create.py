@@ -1,0 +1,62 @@
+"""What a launch sends to PUT /asks/<id>/: the ``onstart`` (the ssh key, then the boot script from the
+environment), the interruptible bid and the create body. Pure functions: the adapter finds the live ask first."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from providers.base import LaunchSpec, Market
+from providers.boot_env import BOOT_ENV, boot_env_value, run_boot_from_env
+from providers.errors import InvalidRequestError
+
+from .errors import PROVIDER
+from .offers import disk_cost_hr
+from .settings import Settings
+
+#: The spec: "onstart field is limited to 4048 characters -- gzip+base64 for longer scripts".
+ONSTART_MAX = 4048
+
+
+def onstart_for(spec: LaunchSpec) -> str:
+    """The ``onstart`` a launch of ``spec`` sends: the ssh key installed, then the boot script run from the pod's
+    environment (``create_body`` puts it in ``env``): a few hundred characters whatever the script's size, so
+    always under Vast's ONSTART_MAX."""
+    parts = []
+    if spec.ssh_public_key:
+        key = shlex.quote(spec.ssh_public_key.strip())
+        parts.append(f"mkdir -p ~/.ssh && chmod 700 ~/.ssh && echo {key} >> ~/.ssh/authorized_keys")
+    if spec.startup_script:
+        parts.append(run_boot_from_env("/root/orch-boot.sh", "/root/orch-boot.log"))
+    onstart = "\n".join(parts)
+    if len(onstart) > ONSTART_MAX:
+        raise InvalidRequestError(f"onstart is {len(onstart)} characters; Vast takes {ONSTART_MAX} (a shorter ssh "
+                                  "key)", provider=PROVIDER)
+    return onstart
+
+
+def bid_for(ask: dict[str, Any], spec: LaunchSpec, bid_markup: float) -> float | None:
+    """The interruptible bid ($/h for the machine, disk excluded), or None for on-demand."""
+    if spec.offer.market is not Market.SPOT:
+        return None
+    if spec.max_price_hr is not None:
+        disk_hr = disk_cost_hr(spec.disk_gb, float(ask.get("storage_cost") or 0.0))
+        return round(max(spec.max_price_hr - disk_hr, 0.001), 4)
+    return round(float(ask["min_bid"]) * bid_markup, 4)
+
+
+def create_body(settings: Settings, spec: LaunchSpec, ask: dict[str, Any]) -> dict[str, Any]:
+    """The PUT /asks/<id>/ body that rents ``ask`` for ``spec``."""
+    port = settings.ssh_container_port
+    return {
+        "client_id": "me",
+        "image": spec.image or settings.image,
+        "disk": spec.disk_gb,
+        "label": spec.name,
+        "onstart": onstart_for(spec),
+        "runtype": "ssh",
+        "target_state": "running",
+        "env": {f"-p {port}:{port}": "1",
+                **({BOOT_ENV: boot_env_value(spec.startup_script)} if spec.startup_script else {})},
+        "price": bid_for(ask, spec, settings.bid_markup),
+    }
