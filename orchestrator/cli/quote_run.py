@@ -8,7 +8,6 @@ or Rich.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -19,8 +18,7 @@ from orchestrator.cli.jsonout import dumps
 TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
 
 if TYPE_CHECKING:
-    from providers.base import GpuRequest, Offer, Provider
-    from providers.catalog import CatalogSnapshot
+    pass
 
 
 class InterconnectOpt(StrEnum):
@@ -74,16 +72,19 @@ def run_quote(a: QuoteArgs) -> None:
         max_price_hr=a.max_price, min_vram_gb=a.min_vram,
         interconnect=Interconnect(a.interconnect.value) if a.interconnect else None,
     )
+    if not gpus:
+        from orchestrator.cli.quote_gpus import gpu_list, print_gpus
+
+        print_gpus(*gpu_list(req, machine_gpus, a.live), a.as_json)
+        return
     # One GPU's quote reads only that GPU's rows of a refreshed catalog (tests/bench/bench_quote.py).
     # From the prebuilt index (providers/catalog/quickindex.py), built here when missing or stale.
-    catalog = load_catalog(tuple(sorted(gpus)) if gpus else None, build_index=True)
-    if not gpus:
-        _print_gpus(_gpu_list_offers(req, catalog, machine_gpus, a.live), catalog, a.as_json)
-        return
+    catalog = load_catalog(tuple(sorted(gpus)), build_index=True)
+    from orchestrator.cli.quote_sources import offers_for
     from orchestrator.offers.quote import SortKey, relaxations
     from orchestrator.offers.quote import quote as quote_offers
 
-    offers = _offers(req, catalog.offers, a.live)
+    offers = offers_for(req, catalog.offers, a.live)
     rows = quote_offers(offers, req, SortKey(a.sort.value), a.limit, datetime.now(UTC))
 
     if a.as_json:
@@ -105,26 +106,6 @@ def run_quote(a: QuoteArgs) -> None:
     title = f"{req.count}×{'/'.join(gpus)}" + (f" on {a.nodes} nodes" if a.nodes > 1 else "") + \
         f" · {', '.join(sorted(m.value for m in markets))}"
     print_quote_table(rows, catalog, a.nodes, wide=a.wide, all_regions=a.all_regions, title=title)
-
-
-def _gpu_list_offers(req: GpuRequest, catalog: CatalogSnapshot, machine_gpus: int | None,
-                     live: bool) -> list[Offer]:
-    """The offers of every GPU count (``machine_gpus``: that count only): the same sources as ``--gpu X --count
-    N``, asked per count."""
-    from orchestrator.offers.gpu_list import catalog_by_count, machine_counts, offers_any_count
-
-    counts = machine_counts(catalog.offers) if machine_gpus is None else (req.count,)
-    # Each count's request is matched against that count's rows only: a row of another count never matches
-    # (``offer_matches``), and a 10k-row refreshed catalog is then scanned once, not once per count.
-    by_count = catalog_by_count(catalog.offers)
-    if live:
-        live_offers = _LiveOffers()   # built once: not the providers, their calls and notes once per count
-        try:
-            return offers_any_count(lambda r: live_offers.offers(r, by_count.get(r.count, ())), req, counts)
-        finally:
-            live_offers.close()
-    noted: set[str] = set()   # a config problem is noted once, not once per count
-    return offers_any_count(lambda r: _offers(r, by_count.get(r.count, ()), False, noted), req, counts)
 
 
 def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...], tuple[str, ...]]:
@@ -167,21 +148,6 @@ def _canonical_providers(names: tuple[str, ...]) -> tuple[str, ...]:
         fail(str(exc), EXIT_BAD_INPUT)
 
 
-def _print_gpus(offers: list[Offer], catalog: CatalogSnapshot, as_json: bool) -> None:
-    """``orch quote`` with no --gpu: the GPUs on offer, cheapest $/GPU-hour first."""
-    from orchestrator.offers.gpu_list import gpu_summaries
-
-    summaries = gpu_summaries(offers)
-    if as_json:
-        sys.stdout.write(dumps([s.to_json() for s in summaries], indent=2) + "\n")
-    else:
-        from orchestrator.cli.render_quote import print_gpu_list
-
-        print_gpu_list(summaries, catalog)
-    if not summaries:
-        raise SystemExit(EXIT_NO_MATCH)
-
-
 def _print_history(gpus: tuple[str, ...], count: int | None, as_json: bool) -> None:
     """``--history``: each GPU's price trend per provider, from the refreshes' price history."""
     from providers.catalog.history import trend
@@ -203,90 +169,3 @@ def _print_history(gpus: tuple[str, ...], count: int | None, as_json: bool) -> N
         sys.stderr.write(f"no price history for {', '.join(gpus)} yet: each `orch catalog refresh` (or the "
                          "daemon's scheduled one) records what changed\n")
         raise SystemExit(EXIT_NO_MATCH)
-
-
-def _offers(req: GpuRequest, catalog: Sequence[Offer], live: bool, noted: set[str] | None = None) -> list[Offer]:
-    """The catalog, your own machines from orch's config, and (``--live``) live offers: the planner's sources.
-
-    Without --live no SDK is imported: own machines come from their settings alone (pydantic, and only when
-    the config names such a provider). A config that cannot be read is noted and left out (noted once per
-    ``noted``, the notes already written, which the GPU list shares across its counts); with --live it is an
-    error, as for every command that builds providers.
-    """
-    from orchestrator.config.paths import config_path
-    from orchestrator.offers.sources import offer_sources
-
-    if not live and not config_path().exists():
-        return offer_sources(catalog).offers(req)
-    from orchestrator.config.errors import ConfigError
-    from orchestrator.config.file import load_config
-
-    if not live:
-        try:
-            return offer_sources(catalog, config=load_config()).offers(req)
-        except ConfigError as exc:
-            note = f"note: {exc}; your own machines are not listed\n"
-            noted = set() if noted is None else noted
-            if note not in noted:
-                sys.stderr.write(note)
-                noted.add(note)
-            return offer_sources(catalog).offers(req)
-    live_offers = _LiveOffers()
-    try:
-        return live_offers.offers(req, catalog)
-    finally:
-        live_offers.close()
-
-
-class _LiveOffers:
-    """Catalog, own machines and live offers (marked source=live) from every configured provider that prices
-    live, for every request of one quote: the providers are built once (the GPU list asks once per GPU count, and
-    was building them, asking each and noting each failure once per count). Only here are SDKs imported. A
-    provider that cannot be reached is noted on stderr once and not asked again; its catalog rows stay.
-    ``close()`` closes the providers.
-    """
-
-    def __init__(self) -> None:
-        from orchestrator.config.errors import ConfigError
-        from orchestrator.config.file import load_config
-        from orchestrator.config.providers import build_providers
-        from orchestrator.offers.sources import offer_sources
-
-        try:
-            config = load_config()
-            self.providers = build_providers(config)
-            self.sources = offer_sources((), providers=self.providers, config=config, live=True)
-        except ConfigError as exc:
-            fail(str(exc), EXIT_BAD_INPUT)
-        if not self.sources.live:
-            sys.stderr.write("note: --live: no configured provider prices live (see `orch providers`)\n")
-        self.failed: set[int] = set()    # id() of each live source that failed
-
-    def offers(self, req: GpuRequest, catalog: Sequence[Offer]) -> list[Offer]:
-        from dataclasses import replace
-
-        live = tuple(_Noting(p, self.failed) for p in self.sources.live if id(p) not in self.failed)
-        return replace(self.sources, catalog=catalog, live=live).offers(req)  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        for p in self.providers.values():
-            p.close()
-
-
-class _Noting:
-    """One live source, saying on stderr that it could not be asked (the sources then skip it) and marking it
-    failed so that the quote's later requests do not ask it again."""
-
-    def __init__(self, provider: Provider, failed: set[int]) -> None:
-        self.provider = provider
-        self.failed = failed
-
-    def offers(self, r: GpuRequest) -> list[Offer]:
-        from providers.errors import ProviderError
-
-        try:
-            return self.provider.offers(r)
-        except ProviderError as exc:
-            sys.stderr.write(f"note: --live: {exc}\n")
-            self.failed.add(id(self.provider))
-            raise

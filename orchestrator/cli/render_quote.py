@@ -194,8 +194,9 @@ def print_quote_table(rows: Sequence[QuoteRow], catalog: CatalogSnapshot, nodes:
             out.write(line + "\n")
 
 
-def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *, width: int | None = None) -> None:
-    """``orch quote`` with no --gpu: one line per GPU, cheapest $/GPU-hour first (like ``sky gpus list``)."""
+def print_gpu_list(summaries: Sequence[GpuSummary], refreshed: Sequence[str], *, width: int | None = None) -> None:
+    """``orch quote`` with no --gpu: one line per GPU, cheapest $/GPU-hour first (like ``sky gpus list``);
+    ``refreshed``: the providers priced from a refresh."""
     width = output_width() if width is None else width
     columns = [
         Column("GPU", lambda s: s.gpu),
@@ -211,8 +212,8 @@ def print_gpu_list(summaries: Sequence[GpuSummary], catalog: CatalogSnapshot, *,
     index = [columns.index(c) for c in shown]
     for line in render_table(shown, widths, [[row[i] for i in index] for row in cells]):
         sys.stdout.write(line + "\n")
-    prices = (f"Refreshed prices: {', '.join(sorted(catalog.refreshed))}; shipped list prices for the rest."
-              if catalog.refreshed else "Shipped list prices (approximate dates): `orch catalog refresh` gets "
+    prices = (f"Refreshed prices: {', '.join(sorted(refreshed))}; shipped list prices for the rest."
+              if refreshed else "Shipped list prices (approximate dates): `orch catalog refresh` gets "
               "current ones.")
     gpus = f"{len(summaries)} GPU{'' if len(summaries) == 1 else 's'}"
     for line in _wrap(f"{gpus}. {prices} `orch quote --gpu NAME[:COUNT]` lists the offers.", width):

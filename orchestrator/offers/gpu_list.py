@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from providers.catalog.groups import OfferGroup
 from providers.gpus import gpu_by_name
 from providers.offer import GpuRequest, Offer
 
@@ -44,9 +45,9 @@ class GpuSummary:
 _USUAL_COUNTS = (1, 2, 4, 8, 16)
 
 
-def machine_counts(catalog: Iterable[Offer]) -> tuple[int, ...]:
+def machine_counts(catalog_counts: Iterable[int]) -> tuple[int, ...]:
     """Every GPUs-per-machine count an offer may have: the catalog's, and the usual ones."""
-    return tuple(sorted({o.gpu_count for o in catalog} | set(_USUAL_COUNTS)))
+    return tuple(sorted(set(catalog_counts) | set(_USUAL_COUNTS)))
 
 
 def catalog_by_count(catalog: Iterable[Offer]) -> dict[int, list[Offer]]:
@@ -69,25 +70,25 @@ def offers_any_count(
     return list(found.values())
 
 
-def gpu_summaries(offers: Iterable[Offer]) -> list[GpuSummary]:
-    """Per GPU of ``offers``, cheapest $/GPU-hour first. ``offers`` are already held to the request (what
-    ``offers_any_count`` returns: each count's sources matched against that count's request), so they are not
-    matched again here: a 10k-row catalog's worth of ``offer_matches`` calls would be paid twice."""
-    by_gpu: dict[str, list[Offer]] = {}
-    for o in offers:
-        by_gpu.setdefault(o.gpu, []).append(o)
+def gpu_summaries(groups: Iterable[OfferGroup]) -> list[GpuSummary]:
+    """Per GPU of ``groups`` (``providers.catalog.groups``: the offers ``offers_any_count`` returned, already held
+    to the request, grouped per GPU count), cheapest $/GPU-hour first."""
+    by_gpu: dict[str, list[OfferGroup]] = {}
+    for g in groups:
+        by_gpu.setdefault(g.gpu, []).append(g)
     out = []
     for gpu, found in by_gpu.items():
-        best = min(found, key=lambda o: (o.price_per_gpu_hr, o.price_hr))
+        # Offers of two counts never tie on (price per GPU-hour, price): the group order does not matter.
+        best = min((g.cheapest for g in found), key=lambda o: (o.price_per_gpu_hr, o.price_hr))
         out.append(
             GpuSummary(
                 gpu,
                 gpu_by_name(gpu).vram_gb,
                 best.price_per_gpu_hr,
                 best,
-                tuple(sorted({o.provider for o in found})),
-                len(found),
-                tuple(sorted({o.gpu_count for o in found})),
+                tuple(sorted(frozenset().union(*(g.providers for g in found)))),
+                sum(g.offers for g in found),
+                tuple(sorted(g.count for g in found)),
             )
         )
     out.sort(key=lambda g: (g.cheapest_per_gpu_hr, g.gpu))

@@ -27,12 +27,14 @@ from providers.catalog.snapshot import SHIPPED_DIR, USER_FILE_PREFIX, CatalogErr
 from providers.offer import Offer
 
 __all__ = ["SHIPPED_DIR", "CatalogError", "CatalogSnapshot", "current_price_hr", "default_sources", "load_catalog",
-           "rebuild_index", "user_catalog_dir", "user_catalog_file"]
+           "load_catalog_groups", "rebuild_index", "user_catalog_dir", "user_catalog_file"]
 
 TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
 
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from providers.catalog import quickindex
 
     class CatalogSource(Protocol):
         """Anything that can produce a snapshot. ``load`` raises CatalogError when its data is unusable."""
@@ -79,6 +81,17 @@ def load_catalog(gpus: tuple[str, ...] | None = None, *, build_index: bool = Fal
     if found.rebuild and build_index:
         rebuild_index()
     return found.snapshot or _load_sources(wanted)
+
+
+def load_catalog_groups() -> quickindex.GroupsLookup | None:
+    """The GPU list's groups of the whole catalog from a fresh prebuilt index; None when the catalog is pinned
+    or the index is missing, stale or lacks them (the caller reads ``load_catalog()``, which rebuilds it)."""
+    if os.environ.get("ORCH_CATALOG_DIR"):
+        return None
+    from providers.catalog import quickindex
+
+    found = quickindex.lookup_groups(user_catalog_dir())
+    return found if found.groups is not None and not found.rebuild else None
 
 
 def rebuild_index() -> bool:

@@ -2,7 +2,9 @@
 
 ``load_catalog`` merges the shipped snapshot and the user catalog (parsing CSV, choosing the newest row per offer
 key) on every call. The index stores the *result* of that merge, per single-GPU query and for the whole catalog,
-so a quote decodes only the rows it prints. It is derived data: it lives in orch's cache directory
+so a quote decodes only the rows it prints, and, for the GPU list (``orch quote`` with no ``--gpu``), the whole
+catalog's offer groups (``providers.catalog.groups``: per GPU and count, the cheapest row, its providers, how
+many), so the list decodes a few dozen rows, not every one. It is derived data: it lives in orch's cache directory
 (``$XDG_CACHE_HOME/orch``, else ``~/.cache/orch``), ``orch catalog refresh`` rebuilds it, and a quote that
 finds it missing or stale builds it after answering from the full read (so a fresh install has one after its
 first quote).
@@ -22,20 +24,29 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
+from providers.catalog.groups import OfferGroup, group_offers
+from providers.catalog.query import match_offers
 from providers.catalog.snapshot import SHIPPED_DIR, CatalogSnapshot, _user_files
 from providers.gpus import GPU_MODELS, Interconnect
-from providers.offer import Market, Offer
+from providers.offer import GpuRequest, Market, Offer
 
 #: Bump when the stored shape, or what the loader computes from the same files, changes.
-FORMAT = 1
-MAGIC = b"#orch-quote-index 1 "
+FORMAT = 2
+MAGIC = b"#orch-quote-index 2 "
 #: The key of the whole catalog's section (``load_catalog()`` with no GPU).
 ALL = "*"
+#: The key of the GPU list's section: the whole catalog's offer groups (``providers.catalog.groups``).
+GROUPS = "*groups"
+
+TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _MARKETS = {m.value: m for m in Market}
 _LINKS = {i.value: i for i in Interconnect}
@@ -100,6 +111,22 @@ def _decode_snapshot(d: dict) -> CatalogSnapshot:  # type: ignore[type-arg]
                            d["approximate"], tuple(d["refreshed"]), tuple(d["problems"]))
 
 
+def catalog_groups(offers: Sequence[Offer]) -> list[OfferGroup] | None:
+    """The groups the GPU list makes of the catalog's rows for a quote with no filter: each count's rows in the
+    order ``match_offers`` answers them. None when two rows share an offer key (the GPU list would keep one)."""
+    if len({o.key for o in offers}) != len(offers):
+        return None
+    by_count: dict[int, list[Offer]] = {}
+    for o in offers:
+        by_count.setdefault(o.gpu_count, []).append(o)
+    return group_offers(o for c in sorted(by_count) for o in match_offers(by_count[c], GpuRequest(count=c)))
+
+
+def _encode_groups(snapshot: CatalogSnapshot, groups: list[OfferGroup]) -> dict[str, object]:
+    return {"refreshed": list(snapshot.refreshed), "counts": sorted({o.gpu_count for o in snapshot.offers}),
+            "groups": [[_encode(g.cheapest), sorted(g.providers), g.offers] for g in groups]}
+
+
 def build(load: Callable[[frozenset[str] | None], CatalogSnapshot], user_dir: Path,
           path: Path | None = None) -> bool:
     """Write the index of what ``load`` (the default sources' loader) returns for every single GPU and for the
@@ -135,6 +162,11 @@ def build(load: Callable[[frozenset[str] | None], CatalogSnapshot], user_dir: Pa
         blob = json.dumps(_encode_snapshot(snap), separators=(",", ":")).encode()
         sections[key] = [len(body), len(blob)]
         body += blob
+    groups = catalog_groups(whole.offers)
+    if groups is not None:   # else the GPU list groups the whole catalog's rows (the "*" section)
+        blob = json.dumps(_encode_groups(whole, groups), separators=(",", ":")).encode()
+        sections[GROUPS] = [len(body), len(blob)]
+        body += blob
     header = json.dumps({"stats": before, "sha256": digests, "sections": sections}, separators=(",", ":"))
     try:
         write_atomic(target, MAGIC + header.encode() + b"\n" + bytes(body))
@@ -157,20 +189,54 @@ def lookup(gpus: frozenset[str] | None, user_dir: Path, path: Path | None = None
     snapshot for several GPUs (not indexed) or a GPU the index does not name (no source lists it)."""
     if gpus is not None and len(gpus) != 1:
         return Lookup(None, False)
+    found, rebuild = _section(ALL if gpus is None else next(iter(gpus)), user_dir, path)
+    try:
+        return Lookup(None if found is None else _decode_snapshot(found), rebuild)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return Lookup(None, True)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupsLookup:
+    """The GPU list's groups of the whole catalog (None: not in a fresh index), the catalog's GPU counts and the
+    providers priced from a refresh. ``rebuild``: as ``Lookup``'s."""
+
+    groups: list[OfferGroup] | None
+    counts: tuple[int, ...]
+    refreshed: tuple[str, ...]
+    rebuild: bool
+
+
+def lookup_groups(user_dir: Path, path: Path | None = None) -> GroupsLookup:
+    """The whole catalog's offer groups (``catalog_groups``), from a fresh index."""
+    found, rebuild = _section(GROUPS, user_dir, path)
+    try:
+        if found is None:
+            return GroupsLookup(None, (), (), rebuild)
+        groups = [OfferGroup((o := _decode(v)).gpu, o.gpu_count, o, frozenset(providers), n)
+                  for v, providers, n in found["groups"]]
+        return GroupsLookup(groups, tuple(found["counts"]), tuple(found["refreshed"]), rebuild)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return GroupsLookup(None, (), (), True)
+
+
+def _section(key: str, user_dir: Path, path: Path | None) -> tuple[Any, bool]:
+    """Section ``key``'s JSON value of a fresh index (None: no index, a stale or damaged one, or no such
+    section), and whether the index should be rebuilt (missing, stale, or fresh only by content hash)."""
     files = source_files(user_dir)
     try:
         with (path or index_path()).open("rb") as f:
             first = f.readline()
             if not first.startswith(MAGIC):
-                return Lookup(None, True)
+                return None, True
             header = json.loads(first[len(MAGIC):])
             rehashed = header["stats"] != _stats(files)
             if rehashed and header["sha256"] != _digests(files):
-                return Lookup(None, True)
-            where = header["sections"].get(ALL if gpus is None else next(iter(gpus)))
+                return None, True
+            where = header["sections"].get(key)
             if where is None:
-                return Lookup(None, rehashed)
+                return None, rehashed
             f.seek(f.tell() + where[0])
-            return Lookup(_decode_snapshot(json.loads(f.read(where[1]))), rehashed)
+            return json.loads(f.read(where[1])), rehashed
     except (OSError, ValueError, KeyError, TypeError, IndexError):
-        return Lookup(None, True)
+        return None, True
