@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 
 @app.command()
 def fit(
-    params: Annotated[str | None, typer.Option("--params", help="Parameter count: 7B, 70B, 350M.")] = None,
+    params: Annotated[str | None, typer.Option("--params", help="Parameter count: 7B, 70B, 350M (1000T at "
+                                               "most).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="A well-known model standing for its shape "
                                               "(llama-3-8b, llama-3-70b, mistral-7b, sdxl, ...).")] = None,
     method: Annotated[str, typer.Option("--method", help="full, lora or qlora.")] = "full",
@@ -52,6 +53,7 @@ def fit(
     from providers.base import Market
     from providers.catalog import load_catalog
 
+    check_number("--hours", hours, low=0, above=True)
     markets = frozenset(Market)
     if spot != on_demand:
         markets = frozenset({Market.SPOT if spot else Market.ON_DEMAND})
