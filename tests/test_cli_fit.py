@@ -110,3 +110,8 @@ def test_impossible_fit_exits_1_with_the_nearest_relaxation() -> None:
     assert "fits with --method qlora on 1x RTX4090-24G" in out.stderr
     assert "needs ZeRO-3 across 8 GPUs (--sharding zero3)" in out.stderr
     assert "Traceback" not in out.stderr
+    # What was estimated (200 columns in one line) wraps; each relaxation starts its own line.
+    lines = out.stderr.splitlines()
+    assert max(len(line) for line in lines) <= 80, out.stderr
+    assert "sharding ddp; seq 2048 x micro-batch 1, checkpointing on" in " ".join(out.stderr.split())
+    assert "  fits with --method lora on 1x RTX4090-24G ($0.40/h)" in lines

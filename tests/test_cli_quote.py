@@ -112,6 +112,14 @@ def test_the_gpu_list_notes_an_unreadable_config_once(tmp_path: Path) -> None:
     assert len(notes) == 1 and "config.yaml:4: providers.ssh.hosts[0].host_key" in notes[0], out.stderr
 
 
+def test_quote_history_without_history_says_so_within_80_columns() -> None:
+    out = orch("quote", "--history", "--gpu", "B200", "--gpu", "H100")
+    assert out.returncode == 1 and out.stdout == ""
+    assert " ".join(out.stderr.split()).startswith("no price history for B200-180G, H100-80G yet: each `orch "
+                                                   "catalog refresh`"), out.stderr
+    assert max(len(line) for line in out.stderr.splitlines()) <= 80, out.stderr
+
+
 def test_one_offer_and_one_machine_are_singular() -> None:
     out = orch("quote", "--gpu", "A100-80G", "--all-regions", "--limit", "1", env={"COLUMNS": "80"})
     assert out.returncode == 0, out.stderr

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
@@ -72,8 +72,9 @@ def fit(
     if not any(o.fits for o in options):
         hints = relaxations(query, catalog.offers)
         machines = f"{max_nodes} machine{'' if max_nodes == 1 else 's'}"
-        sys.stderr.write(f"error: nothing fits within {machines}: {describe(query)}\n")
-        sys.stderr.write("".join(f"  {h}\n" for h in hints) or "  (no change of method, sharding or offload helps)\n")
+        sys.stderr.write(wrap(f"error: nothing fits within {machines}: {describe(query)}", "    ") + "\n")
+        for hint in hints or ["(no change of method, sharding or offload helps)"]:
+            sys.stderr.write(wrap(hint, "    ", "  ") + "\n")
         raise SystemExit(EXIT_NO_MATCH)
     if not as_json:
         origin = "shipped catalog" if catalog.origin == "shipped" else f"catalog {catalog.origin}"
