@@ -128,6 +128,20 @@ def test_one_offer_and_one_machine_are_singular() -> None:
     assert out.returncode == 1 and out.stderr.startswith("error: nothing fits within 1 machine: "), out.stderr
 
 
+def test_one_plural_helper_agrees_nouns_with_numbers() -> None:
+    from orchestrator.cli.words import plural
+
+    assert [plural(n, "offer") for n in (0, 1, 2)] == ["0 offers", "1 offer", "2 offers"]
+    assert plural(1, "match", "matches") == "1 match" and plural(3, "match", "matches") == "3 matches"
+    # ... and the CLI spells no plural inline ({n} offer{'' if n == 1 else 's'}) beside it.
+    import re
+
+    inline = re.compile(r"""if [^"'\n]+ [!=]= 1 else ['"]s?['"]""")
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "orchestrator").rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if inline.search(line)]
+    assert found == []
+
+
 def test_the_gpu_list_says_own_for_a_machine_of_yours(tmp_path: Path) -> None:
     """As the quote's MARKET column does (it said on-demand)."""
     config = tmp_path / "config.yaml"

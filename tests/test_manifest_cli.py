@@ -56,7 +56,7 @@ def test_validate_counts_jobs_per_argument(tmp_path: Path) -> None:
     (many / "a.yml").write_text(GOOD.replace("eval-sweep", "a") + "---\n" + GOOD.replace("eval-sweep", "b"))
     result = _runner().invoke(app, ["validate", str(one), str(many)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines() == [f"ok {one} (1 jobs)", f"ok {many} (2 jobs)"]
+    assert result.stdout.splitlines() == [f"ok {one} (1 job)", f"ok {many} (2 jobs)"]
 
 
 def test_validate_reports_every_file_and_exits_2(tmp_path: Path) -> None:

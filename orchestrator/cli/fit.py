@@ -10,6 +10,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.cli.words import plural
 
 
 @app.command()
@@ -71,8 +72,8 @@ def fit(
         sys.stdout.write(dumps([o.to_json() for o in options], indent=2) + "\n")
     if not any(o.fits for o in options):
         hints = relaxations(query, catalog.offers)
-        machines = f"{max_nodes} machine{'' if max_nodes == 1 else 's'}"
-        sys.stderr.write(wrap(f"error: nothing fits within {machines}: {describe(query)}", "    ") + "\n")
+        sys.stderr.write(wrap(f"error: nothing fits within {plural(max_nodes, 'machine')}: {describe(query)}",
+                              "    ") + "\n")
         for hint in hints or ["(no change of method, sharding or offload helps)"]:
             sys.stderr.write(wrap(hint, "    ", "  ") + "\n")
         raise SystemExit(EXIT_NO_MATCH)
