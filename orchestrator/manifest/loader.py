@@ -2,7 +2,8 @@
 
 The YAML is built from the parser's events so that each value keeps its position (yamlread, yamldoc); text
 values are screened for credentials and control characters (screen); pydantic's error locations are
-then mapped back to the key or value at fault (error_positions). The work is bounded whatever the input: file size,
+then mapped back to the key or value at fault (error_positions). A manifest read from a file must also name in
+``code.path`` a directory of its repository (code_path). The work is bounded whatever the input: file size,
 documents, values, depth, errors reported, and the names the did-you-mean search compares.
 """
 
