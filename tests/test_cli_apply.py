@@ -112,6 +112,15 @@ def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path:
     assert "train                no eligible offer: it waits" in out
     assert "note: no provider is configured, so nothing launches and the jobs wait" in out
     assert max(len(line) for line in out.splitlines()) <= 80
+    # Recorded, nothing launched: said within 80 columns, on stdout, or on stderr beside --json.
+    code, out, err = run("apply", str(job(tmp_path)), "--yes")
+    assert code == 1 and "no providers are configured (see `orch providers`): nothing launched" in " ".join(
+        out.split())
+    assert max(len(line) for line in out.splitlines() + err.splitlines()) <= 80, out + err
+    code, out, err = run("apply", str(job(tmp_path, "other")), "--yes", "--json")
+    assert code == 1 and json.loads(out)["changes"]["created"] == ["other"]
+    assert "no providers are configured" in err
+    assert max(len(line) for line in err.splitlines()) <= 80, err
 
 
 def test_without_a_terminal_and_without_yes_it_refuses_and_records_nothing(tmp_path: Path, env: dict[str, str],

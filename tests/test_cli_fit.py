@@ -75,6 +75,13 @@ def test_fit_advises_nvlink_only_when_sharded_over_more_than_two() -> None:
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--params", "-7B"], "negative"),
+    (["--params", "0"], "must be positive"),
+    (["--params", "1e400"], "is not a finite number"),
+    (["--params", "nan"], "is not a parameter count"),
+    (["--params", "1e30"], "is over orch's limit, 1000T"),
+    (["--params", "1001T"], "is over orch's limit, 1000T"),
+    (["--params", "7B", "--hours", "nan"], "--hours must be a finite number"),
+    (["--params", "7B", "--hours", "0"], "--hours must be more than 0"),
     (["--params", "7B", "--method", "lorra"], "did you mean lora"),
     (["--params", "7B", "--precision", "fp4"], "unknown precision"),
     (["--model", "llama-9-7b"], "unknown model"),
@@ -90,6 +97,12 @@ def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+def test_the_largest_size_allowed_is_answered_nothing_fits() -> None:
+    out = orch("fit", "--params", "1000T")
+    assert out.returncode == 1, out.stderr
+    assert "nothing fits within 8 machines" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_impossible_fit_exits_1_with_the_nearest_relaxation() -> None:
     out = orch("fit", "--params", "7B", "--gpu", "RTX4090", "--sharding", "ddp")
     assert out.returncode == 1
@@ -97,3 +110,8 @@ def test_impossible_fit_exits_1_with_the_nearest_relaxation() -> None:
     assert "fits with --method qlora on 1x RTX4090-24G" in out.stderr
     assert "needs ZeRO-3 across 8 GPUs (--sharding zero3)" in out.stderr
     assert "Traceback" not in out.stderr
+    # What was estimated (200 columns in one line) wraps; each relaxation starts its own line.
+    lines = out.stderr.splitlines()
+    assert max(len(line) for line in lines) <= 80, out.stderr
+    assert "sharding ddp; seq 2048 x micro-batch 1, checkpointing on" in " ".join(out.stderr.split())
+    assert "  fits with --method lora on 1x RTX4090-24G ($0.40/h)" in lines

@@ -112,12 +112,34 @@ def test_the_gpu_list_notes_an_unreadable_config_once(tmp_path: Path) -> None:
     assert len(notes) == 1 and "config.yaml:4: providers.ssh.hosts[0].host_key" in notes[0], out.stderr
 
 
+def test_quote_history_without_history_says_so_within_80_columns() -> None:
+    out = orch("quote", "--history", "--gpu", "B200", "--gpu", "H100")
+    assert out.returncode == 1 and out.stdout == ""
+    assert " ".join(out.stderr.split()).startswith("no price history for B200-180G, H100-80G yet: each `orch "
+                                                   "catalog refresh`"), out.stderr
+    assert max(len(line) for line in out.stderr.splitlines()) <= 80, out.stderr
+
+
 def test_one_offer_and_one_machine_are_singular() -> None:
     out = orch("quote", "--gpu", "A100-80G", "--all-regions", "--limit", "1", env={"COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
     assert "1 offer." in out.stdout.splitlines() and "1 offers" not in out.stdout
     out = orch("fit", "--params", "1T", "--max-nodes", "1", "--gpu", "T4")
     assert out.returncode == 1 and out.stderr.startswith("error: nothing fits within 1 machine: "), out.stderr
+
+
+def test_one_plural_helper_agrees_nouns_with_numbers() -> None:
+    from orchestrator.cli.words import plural
+
+    assert [plural(n, "offer") for n in (0, 1, 2)] == ["0 offers", "1 offer", "2 offers"]
+    assert plural(1, "match", "matches") == "1 match" and plural(3, "match", "matches") == "3 matches"
+    # ... and the CLI spells no plural inline ({n} offer{'' if n == 1 else 's'}) beside it.
+    import re
+
+    inline = re.compile(r"""if [^"'\n]+ [!=]= 1 else ['"]s?['"]""")
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "orchestrator").rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if inline.search(line)]
+    assert found == []
 
 
 def test_the_gpu_list_says_own_for_a_machine_of_yours(tmp_path: Path) -> None:

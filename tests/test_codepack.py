@@ -203,3 +203,15 @@ def test_plan_and_apply_refuse_a_pack_over_the_limit_before_anything_launches(tm
         result = _cli(command, str(repo / "train" / "job.yaml"), *(["--yes"] if command == "apply" else []))
         assert result.exit_code == 2, result.output
         assert "over code.limit_mb 1" in result.stderr and "weights.bin" in result.stderr
+
+
+def test_plan_and_apply_refuse_a_missing_code_path_at_its_line_before_packing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, "code: {path: train/src}\n")
+    job = repo / "train" / "job.yaml"
+    line = len(MANIFEST.splitlines()) + 1
+    for command in ("plan", "apply"):
+        result = _cli(command, str(job), *(["--yes"] if command == "apply" else []))
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"{job}:{line}:14: code.path: 'train/src': no such directory"), \
+            result.stderr
+        assert "Traceback" not in result.stderr and "not in commit" not in result.stderr

@@ -46,7 +46,8 @@ def test_written_values_reach_the_settings(tmp_path: Path, monkeypatch: pytest.M
 @pytest.mark.parametrize(
     ("catalog", "message"),
     [
-        ("catalog: {refresh_evry: 6h}", "catalog.refresh_evry: unknown key (known: azure_prices_url, "),
+        ("catalog: {refresh_evry: 6h}", "catalog.refresh_evry: unknown key (did you mean 'refresh_every'?)"),
+        ("catalog: {colour: blue}", "catalog.colour: unknown key (known: azure_prices_url, "),
         ("catalog: {refresh_every: soon}", "catalog.refresh_every: not a duration: 'soon' ("),
         ("catalog: {refresh_every: null}", "catalog.refresh_every: not a duration: None ("),
         ("catalog: {refresh_every: 30s}", "catalog.refresh_every: '30s' is under a minute"),

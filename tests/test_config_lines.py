@@ -49,7 +49,12 @@ CASES = [
         4,
         "daemon.boot_timeout_s (ORCH_BOOT_TIMEOUT_S): not a number of seconds or a duration",
     ),
-    ("daemon", "daemon:\n  lease_ttl_s: 60\n\n  boot_timout_s: 90\n", 5, "daemon.boot_timout_s: unknown key"),
+    # One wording for an unknown key in every section (config/errors.py unknown_key): the key meant, where one
+    # is close, else the known ones.
+    ("daemon", "daemon:\n  lease_ttl_s: 60\n\n  boot_timout_s: 90\n", 5,
+     "daemon.boot_timout_s: unknown key (did you mean 'boot_timeout_s'?)"),
+    ("catalog", "catalog:\n  refresh_evry: 6h\n", 3,
+     "catalog.refresh_evry: unknown key (did you mean 'refresh_every'?)"),
     (
         "providers",
         "providers:\n  aws:\n    regions: [us-east-1]\n    endpoint_url: http://127.0.0.1:9\n    regoins: [x]\n",
@@ -66,8 +71,10 @@ CASES = [
     ("providers", "providers:\n  runpod:\n    colour: blue\n", 4, "providers.runpod.colour: unknown key (known: "),
     ("owner", "", 1, "owner: "),
     # A misspelt section was read as none at all: no budget held, and nothing said.
-    ("top", "providers: {}\nbudget:\n  - {name: a, monthly_usd: 1}\n", 3, "budget: unknown key (known: alerts, "
-     "budgets, catalog, daemon, owner, providers)"),
+    ("top", "providers: {}\nbudget:\n  - {name: a, monthly_usd: 1}\n", 3,
+     "budget: unknown key (did you mean 'budgets'?)"),
+    ("top", "providers: {}\ncolour: blue\n", 3, "colour: unknown key (known: alerts, budgets, catalog, daemon, "
+     "owner, providers)"),
 ]
 
 

@@ -169,8 +169,9 @@ def test_parse_count(text: str, value: float) -> None:
     assert parse_count(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["-7B", "0", "seven", "7X", "12"])
-def test_parse_count_refuses(text: str) -> None:
+@pytest.mark.parametrize("text", ["-7B", "0", "seven", "7X", "12", "1e400", "1e16", "1001T", float("inf"),
+                                  float("nan"), -1e9, 2e15])
+def test_parse_count_refuses(text: str | float) -> None:
     with pytest.raises(ShapeError):
         parse_count(text)
 

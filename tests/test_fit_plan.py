@@ -91,3 +91,13 @@ def test_manifest_needs_a_gpu_or_a_model(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as info:
         load_manifests([path])
     assert "model.method" in str(info.value)
+
+
+@pytest.mark.parametrize(("params", "needle"), [("1e30", "is over orch's limit, 1000T"), (".inf", "not a finite"),
+                                                ("2000T", "is over orch's limit, 1000T")])
+def test_manifest_model_params_must_be_a_size_orch_can_answer(tmp_path: Path, params: str, needle: str) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text(HEAD.format(name="huge") + f"model: {{params: {params}}}\n")
+    with pytest.raises(ManifestError) as info:
+        load_manifests([path])
+    assert "model.params" in str(info.value) and needle in str(info.value), str(info.value)

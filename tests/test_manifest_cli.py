@@ -56,7 +56,7 @@ def test_validate_counts_jobs_per_argument(tmp_path: Path) -> None:
     (many / "a.yml").write_text(GOOD.replace("eval-sweep", "a") + "---\n" + GOOD.replace("eval-sweep", "b"))
     result = _runner().invoke(app, ["validate", str(one), str(many)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines() == [f"ok {one} (1 jobs)", f"ok {many} (2 jobs)"]
+    assert result.stdout.splitlines() == [f"ok {one} (1 job)", f"ok {many} (2 jobs)"]
 
 
 def test_validate_reports_every_file_and_exits_2(tmp_path: Path) -> None:
@@ -74,6 +74,39 @@ def test_validate_reports_every_file_and_exits_2(tmp_path: Path) -> None:
     secrets_line = len(GOOD.splitlines()) + 1
     assert err[3].startswith(f"{tmp_path / 'c.yaml'}:{secrets_line}:11: secrets[0]: give the NAME")
     assert "sk-live" not in result.stderr
+
+
+def _git_repo(root: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
+    return root
+
+
+def test_validate_refuses_a_code_path_that_is_no_directory_of_the_repository(tmp_path: Path) -> None:
+    repo = _git_repo(tmp_path / "repo")
+    (repo / "jobs").mkdir()
+    (repo / "train").mkdir()
+    (repo / "NOTES").write_text("a file, not a folder\n")
+    job = repo / "jobs" / "job.yaml"
+    # code.path is relative to the repository's top, as the code pack reads it: train/ is there, not in jobs/.
+    job.write_text(GOOD.replace("{path: examples}", "{path: train}"))
+    result = _runner().invoke(app, ["validate", str(job)])
+    assert result.exit_code == 0, result.stderr
+    line = GOOD.splitlines().index("code: {path: examples}") + 1
+    job.write_text(GOOD.replace("{path: examples}", "{path: trian}"))
+    result = _runner().invoke(app, ["validate", str(job)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"{job}:{line}:14: code.path: 'trian': no such directory in the repository (did you mean 'train'? "
+        f"the path is relative to the repository's top, {repo.resolve()})"]
+    job.write_text(GOOD.replace("{path: examples}", "{path: NOTES}"))
+    result = _runner().invoke(app, ["validate", str(job), "--json"])
+    assert result.exit_code == 2
+    [error] = json.loads(result.stdout)["errors"]
+    assert (error["line"], error["column"], error["field"]) == (line, 14, "code.path")
+    assert error["message"] == "'NOTES': is not a directory in the repository"
+    # Shipping nothing needs no directory.
+    job.write_text(GOOD.replace("{path: examples}", "{enabled: false, path: gone}"))
+    assert _runner().invoke(app, ["validate", str(job)]).exit_code == 0
 
 
 def test_validate_needs_a_path() -> None:

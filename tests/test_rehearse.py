@@ -106,6 +106,10 @@ def test_resuming_job_is_reported_resumed_with_its_numbers(tmp_path: Path) -> No
     # progress lines while it ran
     for needle in ("preemption notice raised", "machine killed", "relaunching from LATEST"):
         assert needle in out.stderr
+    # within 80 columns: the notes name a long temporary path (a word longer than a line stays whole)
+    flat = " ".join(out.stderr.split())
+    assert "rehearse: note: checkpoint store s3://bucket/rehearsed replaced by the local file://" in flat
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in out.stderr.splitlines()), out.stderr
 
 
 def test_script_that_never_checkpoints_would_lose_all_progress(tmp_path: Path) -> None:
@@ -114,6 +118,9 @@ def test_script_that_never_checkpoints_would_lose_all_progress(tmp_path: Path) -
     assert out.returncode == 1, out.stdout + out.stderr
     assert "WOULD-LOSE-ALL-PROGRESS: would lose all progress (" in out.stdout
     assert "hard kill    at step 2" in out.stdout   # 20 or a step or two past it
+    # within 80 columns, but a word longer than that (the manifest's temporary path) stays whole
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in out.stdout.splitlines()), out.stdout
+    assert "note: checkpoint store s3://bucket/rehearsed replaced" in out.stdout
 
 
 def test_script_that_ignores_its_checkpoint_is_not_resumed(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ import typer
 
 from orchestrator.app.errors import BadInputError
 from orchestrator.cli.common import (
-    PLAN_WIDTH,
     build_providers_or_fail,
     close_provider,
     fail_internal,
@@ -27,7 +26,7 @@ from orchestrator.cli.common import (
     optional_config,
     out,
 )
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.plan_notes import print_apply_notes
 from orchestrator.cli.progress import Progress
@@ -83,11 +82,8 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
             _print_plan(preview, launcher)
             if here and not providers and preview.launches:
                 # Every job then reads "no eligible offer": say why before anything is asked or recorded.
-                import textwrap
-
-                out(textwrap.fill("note: no provider is configured, so nothing launches and the jobs wait (`orch "
-                                  "providers` says how to configure one; `orch plan` shows what every provider "
-                                  "offers)", PLAN_WIDTH, subsequent_indent="  ", break_on_hyphens=False))
+                out(wrap("note: no provider is configured, so nothing launches and the jobs wait (`orch providers` "
+                         "says how to configure one; `orch plan` shows what every provider offers)"))
         if not opts.as_json:
             print_apply_notes(preview, loaded, config)
         if opts.dry_run:
@@ -245,7 +241,8 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
     from providers.catalog import load_catalog
 
     if not providers:
-        message = "no providers are configured (see `orch providers`): nothing launched; the desired state is recorded"
+        message = wrap("no providers are configured (see `orch providers`): nothing launched; the desired state "
+                       "is recorded")
         (sys.stderr.write if opts.as_json else out)(message + ("\n" if opts.as_json else ""))
         return EXIT_NO_MATCH, None
     launched: list[Launch] = []

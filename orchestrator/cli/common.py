@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, WIDTH, fail
 
 if TYPE_CHECKING:
     from orchestrator.config.file import OrchConfig
@@ -79,7 +79,7 @@ def close_provider(provider: Provider) -> None:
 
 
 #: ``orch plan``'s text fits a terminal of this many columns: lines wrap at spaces, never inside a number.
-PLAN_WIDTH = 80
+PLAN_WIDTH = WIDTH
 
 
 def open_store_or_fail(as_json: bool = False) -> Store:

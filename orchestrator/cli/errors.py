@@ -67,6 +67,19 @@ def stdout_closed() -> NoReturn:
     raise SystemExit(EXIT_STDOUT_CLOSED)
 
 
+#: The columns a line orch writes for a person fits in (a terminal's default): text wraps at spaces, so a word
+#: longer than this (a path, a URL) stays whole on its own line.
+WIDTH = 80
+
+
+def wrap(text: str, indent: str = "  ", first: str = "") -> str:
+    """``text`` as lines of at most WIDTH columns: the first starts with ``first``, the others with ``indent``."""
+    import textwrap  # only when something is wrapped: `orch quote` into a pipe imports none of it
+
+    return textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def warn(message: str) -> None:
     """A ``warning:`` line on stderr, redacted like ``fail``."""
     from orchestrator.redaction import safe_line

@@ -7,14 +7,16 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.cli.words import plural
 
 
 @app.command()
 def fit(
-    params: Annotated[str | None, typer.Option("--params", help="Parameter count: 7B, 70B, 350M.")] = None,
+    params: Annotated[str | None, typer.Option("--params", help="Parameter count: 7B, 70B, 350M (1000T at "
+                                               "most).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="A well-known model standing for its shape "
                                               "(llama-3-8b, llama-3-70b, mistral-7b, sdxl, ...).")] = None,
     method: Annotated[str, typer.Option("--method", help="full, lora or qlora.")] = "full",
@@ -52,6 +54,7 @@ def fit(
     from providers.base import Market
     from providers.catalog import load_catalog
 
+    check_number("--hours", hours, low=0, above=True)
     markets = frozenset(Market)
     if spot != on_demand:
         markets = frozenset({Market.SPOT if spot else Market.ON_DEMAND})
@@ -69,9 +72,10 @@ def fit(
         sys.stdout.write(dumps([o.to_json() for o in options], indent=2) + "\n")
     if not any(o.fits for o in options):
         hints = relaxations(query, catalog.offers)
-        machines = f"{max_nodes} machine{'' if max_nodes == 1 else 's'}"
-        sys.stderr.write(f"error: nothing fits within {machines}: {describe(query)}\n")
-        sys.stderr.write("".join(f"  {h}\n" for h in hints) or "  (no change of method, sharding or offload helps)\n")
+        sys.stderr.write(wrap(f"error: nothing fits within {plural(max_nodes, 'machine')}: {describe(query)}",
+                              "    ") + "\n")
+        for hint in hints or ["(no change of method, sharding or offload helps)"]:
+            sys.stderr.write(wrap(hint, "    ", "  ") + "\n")
         raise SystemExit(EXIT_NO_MATCH)
     if not as_json:
         origin = "shipped catalog" if catalog.origin == "shipped" else f"catalog {catalog.origin}"

@@ -11,6 +11,7 @@ import typer
 from orchestrator.cli.errors import fail, fail_manifests
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.cli.words import plural
 
 
 @app.command()
@@ -52,4 +53,4 @@ def validate(
                                     indent=2) + "\n")
         return
     for path, n in files:
-        sys.stdout.write(f"ok {path} ({n} jobs)\n")
+        sys.stdout.write(f"ok {path} ({plural(n, 'job')})\n")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 
 TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
@@ -166,6 +166,6 @@ def _print_history(gpus: tuple[str, ...], count: int | None, as_json: bool) -> N
             if ts:
                 print_history(ts, g)
     if not any(found.values()):
-        sys.stderr.write(f"no price history for {', '.join(gpus)} yet: each `orch catalog refresh` (or the "
-                         "daemon's scheduled one) records what changed\n")
+        sys.stderr.write(wrap(f"no price history for {', '.join(gpus)} yet: each `orch catalog refresh` (or "
+                              "the daemon's scheduled one) records what changed") + "\n")
         raise SystemExit(EXIT_NO_MATCH)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
@@ -77,7 +77,7 @@ def rehearse(
     n = procs or min(m.resources.count, gpus if gpus else 2)
     opts = RehearsalOptions(preempt_at, kill_at, n, f"{gpus} local GPU(s)" if gpus else "CPU", notice_window,
                             timeout, compare, keep)
-    report = run_rehearsal(m, chosen[0].source, opts, lambda line: sys.stderr.write(f"rehearse: {line}\n"))
+    report = run_rehearsal(m, chosen[0].source, opts, lambda line: sys.stderr.write(wrap(f"rehearse: {line}") + "\n"))
     if as_json:
         sys.stdout.write(dumps(report.to_json(), indent=2) + "\n")
     else:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from orchestrator.cli.words import plural
 from providers.catalog import CatalogSnapshot
 from providers.offer import Offer, OfferOrigin
 
@@ -141,7 +142,7 @@ def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot
     notes: list[str] = []
     shown = len(rows)
     grouped = f" ({shown} across places; --all-regions lists each)" if groups < shown else ""
-    notes.append(f"{groups} offer{'' if groups == 1 else 's'}{grouped}.")
+    notes.append(f"{plural(groups, 'offer')}{grouped}.")
     oldest: dict[str, QuoteRow] = {}
     for r in rows:
         if r.offer.source in (OfferOrigin.LIVE, OfferOrigin.OWN):
@@ -215,8 +216,8 @@ def print_gpu_list(summaries: Sequence[GpuSummary], refreshed: Sequence[str], *,
     prices = (f"Refreshed prices: {', '.join(sorted(refreshed))}; shipped list prices for the rest."
               if refreshed else "Shipped list prices (approximate dates): `orch catalog refresh` gets "
               "current ones.")
-    gpus = f"{len(summaries)} GPU{'' if len(summaries) == 1 else 's'}"
-    for line in _wrap(f"{gpus}. {prices} `orch quote --gpu NAME[:COUNT]` lists the offers.", width):
+    for line in _wrap(f"{plural(len(summaries), 'GPU')}. {prices} `orch quote --gpu NAME[:COUNT]` lists the "
+                      "offers.", width):
         sys.stdout.write(line + "\n")
 
 

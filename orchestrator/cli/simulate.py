@@ -16,6 +16,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.cli.words import plural
 from orchestrator.redaction import shown
 
 if TYPE_CHECKING:
@@ -244,8 +245,7 @@ def _scenario_table(names: tuple[str, ...], cases: list[CaseResult]) -> Table:
         for s in rows:
             cell = f"{s.mean_cost:.3f}\n({s.worst_cost:.3f})"
             cells.append(cell + ("" if s.policy == "optimum" or s.met_pct == 100 else f"\n{s.met_pct:.0f}% met"))
-        sets = f"{n_sets} set{'' if n_sets == 1 else 's'}, {n_runs} run{'' if n_runs == 1 else 's'}"
-        table.add_row(f"{name}\n{sets}", *cells)
+        table.add_row(f"{name}\n{plural(n_sets, 'set')}, {plural(n_runs, 'run')}", *cells)
     return table
 
 

@@ -67,13 +67,29 @@ def dotted(at: KeyPath) -> str:
     return text
 
 
+#: Longer unknown keys get no did-you-mean: comparing a megabyte-long key costs more than a typo is worth.
+MAX_SUGGEST_LEN = 64
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """What every section of the config says of a key it does not know: ``unknown key (did you mean
+    'regions'?)`` where a known key is close, else ``unknown key (known: a, b, …)``."""
+    import difflib
+
+    names = sorted(known)
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6) if len(key) <= MAX_SUGGEST_LEN else []
+    if close:
+        return f"unknown key (did you mean {close[0]!r}?)"
+    return f"unknown key (known: {', '.join(names)})" if names else "unknown key"
+
+
 def refuse_unknown_keys(section: Mapping[str, object], known: Iterable[str], lines: ConfigLines, at: KeyPath) -> None:
-    """ConfigError ``<file>:<line>: <at>.<first unknown key>: unknown key (known: …)`` when ``section`` (the
-    mapping at ``at``) names a key not in ``known``."""
+    """ConfigError ``<file>:<line>: <at>.<first unknown key>: unknown key (…)`` (:func:`unknown_key`) when
+    ``section`` (the mapping at ``at``) names a key not in ``known``."""
     names = sorted(known)
     unknown = sorted(str(k) for k in set(section) - set(names))
     if unknown:
-        raise lines.error((*at, unknown[0]), f"unknown key (known: {', '.join(names)})")
+        raise lines.error((*at, unknown[0]), unknown_key(unknown[0], names))
 
 
 def first_problem(exc: ValidationError) -> tuple[KeyPath, str, object]:

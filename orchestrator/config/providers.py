@@ -35,18 +35,17 @@ def build_providers(config: OrchConfig, only: set[str] | None = None) -> dict[st
 
 def settings_error(config: OrchConfig, name: str, exc: ValidationError) -> ConfigError:
     """A provider section's first validation error as one line: file, line, field path, what is wrong."""
-    from orchestrator.config.errors import first_problem
+    from orchestrator.config.errors import first_problem, unknown_key
 
     at, what, _ = first_problem(exc)
     if exc.errors()[0]["type"] == "extra_forbidden" and at and isinstance(at[-1], str):
         # Not pydantic's "Extra inputs are not permitted": the keys that are known there, or the one meant.
-        what = f"unknown key ({_known_keys(name, at[:-1], at[-1])})"
+        what = unknown_key(at[-1], _known_keys(name, at[:-1]))
     return config.source().error(("providers", name, *at), what)
 
 
-def _known_keys(name: str, at: tuple[str | int, ...], unknown: str) -> str:
-    """``did you mean 'regions'?``, else ``known: ...``: the keys of provider ``name``'s settings at ``at``."""
-    import difflib
+def _known_keys(name: str, at: tuple[str | int, ...]) -> list[str]:
+    """The keys of provider ``name``'s settings at ``at`` (none where orch cannot tell)."""
     import typing
 
     from pydantic import BaseModel
@@ -63,8 +62,4 @@ def _known_keys(name: str, at: tuple[str | int, ...], unknown: str) -> str:
         if model is not None and isinstance(part, str):
             field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
             model = model_in(field.annotation) if field is not None else None
-    if model is None:
-        return "not a key orch knows"
-    known = sorted(f.alias or n for n, f in model.model_fields.items())
-    close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+    return sorted(f.alias or n for n, f in model.model_fields.items()) if model is not None else []

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from orchestrator.config.errors import ConfigLines, KeyPath, first_problem
+from orchestrator.config.errors import ConfigLines, KeyPath, first_problem, unknown_key
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -35,10 +35,9 @@ class Section(BaseModel):
     def _known_keys(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             raise refusal(f"must be a mapping, got {type(data).__name__}")
-        known = sorted(cls.model_fields)
         unknown = sorted(str(k) for k in data if k not in cls.model_fields)
         if unknown:
-            raise refusal(f"unknown key (known: {', '.join(known)})", unknown[0])
+            raise refusal(unknown_key(unknown[0], cls.model_fields), unknown[0])
         return data
 
 

@@ -113,8 +113,15 @@ _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*$", re.I
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 
+#: The largest parameter count orch sizes: 1000T. The largest machine of the catalog (8x B200, 1.44 TB of GPU
+#: memory) holds under 3T parameters even at 4 bits, so every size up to this gets an answer ("nothing fits"
+#: within --max-nodes, and what would); a larger one is a typo, refused like zero or a negative one.
+MAX_PARAMS = 1e15
+
+
 def parse_count(text: str | float | int) -> float:
-    """``70B``, ``7.2b``, ``350M``, ``1.5T`` or a plain number -> parameters. Zero or negative is an error."""
+    """``70B``, ``7.2b``, ``350M``, ``1.5T`` or a plain number -> parameters. Zero, negative, not finite or
+    over MAX_PARAMS is an error."""
     if isinstance(text, bool):
         raise ShapeError(f"{text!r} is not a parameter count (write e.g. 7B, 350M or 70e9)")
     if isinstance(text, int | float):
@@ -126,8 +133,12 @@ def parse_count(text: str | float | int) -> float:
         if not m:
             raise ShapeError(f"{text!r} is not a parameter count (write e.g. 7B, 350M or 70e9)")
         value = float(m.group(1)) * _SCALE[m.group(2).lower()]
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value):
+        raise ShapeError(f"parameter count {text!r} is not a finite number (write e.g. 7B, 350M or 70e9)")
+    if value <= 0:
         raise ShapeError(f"parameter count must be positive, got {text!r}")
+    if value > MAX_PARAMS:
+        raise ShapeError(f"parameter count {text!r} is over orch's limit, 1000T (write e.g. 7B or 70B)")
     if value < 1e6:
         raise ShapeError(f"{text!r} parameters is below a million: did you mean {text}B?")
     return value

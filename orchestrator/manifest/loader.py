@@ -2,7 +2,8 @@
 
 The YAML is built from the parser's events so that each value keeps its position (yamlread, yamldoc); text
 values are screened for credentials and control characters (screen); pydantic's error locations are
-then mapped back to the key or value at fault (error_positions). The work is bounded whatever the input: file size,
+then mapped back to the key or value at fault (error_positions). A manifest read from a file must also name in
+``code.path`` a directory of its repository (code_path). The work is bounded whatever the input: file size,
 documents, values, depth, errors reported, and the names the did-you-mean search compares.
 """
 
@@ -20,6 +21,7 @@ from orchestrator.inputs.files import os_error_text
 from orchestrator.inputs.yaml12 import YamlInputError
 from orchestrator.inputs.yamldoc import Document, Path_, Pos
 from orchestrator.inputs.yamlread import MAX_BYTES, parse_yaml, read_regular_file
+from orchestrator.manifest.code_path import code_path_error
 from orchestrator.manifest.error_positions import Suggester, error_from_pydantic, field_text, nearest, yaml_type
 from orchestrator.manifest.errors import ManifestError, raise_all
 from orchestrator.manifest.schema import Manifest
@@ -166,8 +168,12 @@ def _capped(path: Path, errors: list[ManifestError]) -> list[ManifestError]:
                           hint="fix these first")]
 
 
-def parse_text(text: str, path: Path | str = "<string>") -> list[tuple[Manifest, Pos]]:
-    """Validate every document of one YAML text; raise ManifestError (all problems) if any is bad."""
+def parse_text(text: str, path: Path | str = "<string>", *, check_code: bool = False
+               ) -> list[tuple[Manifest, Pos]]:
+    """Validate every document of one YAML text; raise ManifestError (all problems) if any is bad.
+
+    ``check_code``: ``path`` is the manifest's file, and each job's ``code.path`` must be a directory of the
+    repository holding it (orchestrator/manifest/code_path.py)."""
     path = Path(path)
     out: list[tuple[Manifest, Pos]] = []
     errors: list[ManifestError] = []
@@ -180,6 +186,10 @@ def parse_text(text: str, path: Path | str = "<string>") -> list[tuple[Manifest,
             manifest = _validate_document(path, doc)
         except ManifestError as exc:
             errors.extend(exc.errors)
+            continue
+        missing = code_path_error(path, doc, manifest) if check_code else None
+        if missing is not None:
+            errors.append(missing)
             continue
         out.append((manifest, doc.values.get(("name",), doc.start)))
     raise_all(_capped(path, errors))
@@ -197,7 +207,7 @@ def load_manifests(paths: Iterable[Path | str]) -> list[LoadedManifest]:
     first_seen: dict[str, tuple[Path, Pos]] = {}
     for path in files:
         try:
-            results = parse_text(_read(path), path)
+            results = parse_text(_read(path), path, check_code=True)
         except ManifestError as exc:
             errors.extend(exc.errors)
             continue

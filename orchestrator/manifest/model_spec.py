@@ -31,7 +31,7 @@ def _count(value: object) -> object:
 ParamCount = Annotated[
     float, BeforeValidator(_count),
     WithJsonSchema({"anyOf": [{"type": "string", "pattern": r"^\s*[0-9]*\.?[0-9]+(e[0-9]+)?\s*[kKmMbBtT]?\s*$"},
-                              {"type": "number", "exclusiveMinimum": 0}],
+                              {"type": "number", "exclusiveMinimum": 0, "maximum": 1e15}],
                     "description": "Parameters: 8B, 70B, 350M, or a number."}),
 ]
 

@@ -21,6 +21,9 @@ class FinalState(StrEnum):
     NOT_COMPARED = "not-compared"
 
 
+#: The columns of the report's lines (the CLI's width: a terminal's default).
+WIDTH = 80
+
 #: How "equal to an uninterrupted run" is decided (also in docs/cli.md).
 COMPARE_RULE = ("the final committed checkpoint of the interrupted run and of an uninterrupted reference run "
                 "(same manifest, same machine) are at the same step and every file in them has the same bytes "
@@ -78,11 +81,19 @@ class RehearsalReport:
         }
 
     def lines(self) -> list[str]:
-        out = [f"rehearse {self.job} ({self.manifest})"]
-        out += [f"  note: {n}" for n in self.notes]
+        """The report for a person, within WIDTH columns (wrapped at spaces: a long path stays whole)."""
+        import textwrap
+
+        def wrap(text: str, first: str, rest: str) -> list[str]:
+            return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest,
+                                 break_long_words=False, break_on_hyphens=False)
+
+        out = wrap(f"rehearse {self.job} ({self.manifest})", "", "  ")
+        for n in self.notes:
+            out += wrap(f"note: {n}", "  ", "        ")
 
         def row(label: str, text: str) -> None:
-            out.append(f"  {label:<13}{text}")
+            out.extend(wrap(text, f"  {label:<13}", " " * 15))
 
         if self.notice_step is not None:
             row("notice", f"at step {self.notice_step} (GCP-style preemption on 127.0.0.1); " + (
@@ -107,6 +118,6 @@ class RehearsalReport:
             out.append("  job.log (last lines):")
             out += [f"    {line}" for line in self.log_tail.splitlines()]
         if self.kept_dir:
-            out.append(f"  files kept in {self.kept_dir}")
-        out.append(f"{self.verdict.value.upper()}: {self.detail}")
+            out += wrap(f"files kept in {self.kept_dir}", "  ", "    ")
+        out += wrap(f"{self.verdict.value.upper()}: {self.detail}", "", "  ")
         return out

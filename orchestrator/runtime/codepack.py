@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.manifest.code_path import find_repo
 from orchestrator.manifest.code_spec import Code, CodePin
 from orchestrator.manifest.loader import LoadedManifest, content_hash
 from orchestrator.manifest.schema import Manifest
@@ -82,13 +83,6 @@ def _git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
     if done.returncode != 0:
         raise CodePackError(f"git {' '.join(args[:2])} in {repo}: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout
-
-
-def find_repo(directory: Path) -> Path | None:
-    """The top of the git work tree holding ``directory``, or None."""
-    done = subprocess.run(["git", "-C", str(directory), "rev-parse", "--show-toplevel"], capture_output=True,
-                          text=True, timeout=60, check=False)
-    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
 
 
 def _matches(rel: str, pattern: str) -> bool:
