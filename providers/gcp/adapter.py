@@ -18,16 +18,10 @@ providers.retry, so the test fake's fault switches are deterministic and deadlin
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
-import google.auth
-import google.auth.exceptions
-from google.api_core.client_options import ClientOptions
-from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud import compute_v1
 
 from providers.base import (
@@ -42,22 +36,17 @@ from providers.base import (
     ResourceKind,
 )
 from providers.catalog import load_catalog, match_offers
-from providers.errors import (
-    AuthError,
-    InstanceNotFoundError,
-    InvalidRequestError,
-    ProviderUnavailableError,
-)
+from providers.errors import InstanceNotFoundError, InvalidRequestError, ProviderUnavailableError
 from providers.gcp import network, placement
-from providers.gcp.errors import OperationError, translate_error
+from providers.gcp.clients import GceClients
+from providers.gcp.errors import translate_error
 from providers.gcp.instances import PREEMPTED_OPERATION, split_instance_id, to_instance
+from providers.gcp.operations import wait_done
 from providers.gcp.settings import Settings
 from providers.gcp.vm import instance_body, label_value, request_id
 from providers.retry import call_with_retry
 
 T = TypeVar("T")
-
-_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 
 class GcpProvider(Provider):
@@ -72,107 +61,32 @@ class GcpProvider(Provider):
         self.settings = settings
         self._policy = settings.retry_policy()
         self._clock = clock
-        self._lock = threading.Lock()
-        self._project: str | None = settings.project
-        self._credentials: Credentials | None = None
-        self._instances_client: compute_v1.InstancesClient | None = None
-        self._operations_client: compute_v1.ZoneOperationsClient | None = None
-        self._firewalls_client: compute_v1.FirewallsClient | None = None
-        self._global_operations_client: compute_v1.GlobalOperationsClient | None = None
-        self._policies_client: compute_v1.ResourcePoliciesClient | None = None
-        self._region_operations_client: compute_v1.RegionOperationsClient | None = None
+        self._sdk = GceClients(settings)
 
     # --- plumbing ------------------------------------------------------------------------------------
-    def _resolve(self) -> tuple[Credentials, str]:
-        """Credentials and project, looked up once and lazily (never at import or settings time)."""
-        with self._lock:
-            if self._credentials is None:
-                project: str | None = None
-                if self.settings.anonymous_credentials:
-                    self._credentials = AnonymousCredentials()
-                else:
-                    try:
-                        creds, project = google.auth.default(scopes=list(_SCOPES))
-                    except google.auth.exceptions.DefaultCredentialsError as exc:
-                        raise translate_error(exc) from exc
-                    self._credentials = creds
-                self._project = self._project or project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-            if not self._project:
-                raise AuthError("no GCP project configured", provider="gcp",
-                                hint="set providers.gcp.project in orch's config, or GOOGLE_CLOUD_PROJECT, "
-                                     "or `gcloud config set project P` before the ADC login")
-            return self._credentials, self._project
-
-    def _clients(self) -> tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient, str]:
-        creds, project = self._resolve()
-        with self._lock:
-            if self._instances_client is None or self._operations_client is None:
-                options = ClientOptions(api_endpoint=self.settings.api_endpoint) if self.settings.api_endpoint else None
-                self._instances_client = compute_v1.InstancesClient(
-                    credentials=creds, client_options=options, transport="rest")
-                self._operations_client = compute_v1.ZoneOperationsClient(
-                    credentials=creds, client_options=options, transport="rest")
-            return self._instances_client, self._operations_client, project
-
-    def _network_clients(self) -> tuple[compute_v1.FirewallsClient, compute_v1.GlobalOperationsClient, str]:
-        creds, project = self._resolve()
-        with self._lock:
-            if self._firewalls_client is None or self._global_operations_client is None:
-                options = ClientOptions(api_endpoint=self.settings.api_endpoint) if self.settings.api_endpoint else None
-                self._firewalls_client = compute_v1.FirewallsClient(
-                    credentials=creds, client_options=options, transport="rest")
-                self._global_operations_client = compute_v1.GlobalOperationsClient(
-                    credentials=creds, client_options=options, transport="rest")
-            return self._firewalls_client, self._global_operations_client, project
-
     def _firewall_rules(self) -> network.FirewallRules:
-        firewalls, _, project = self._network_clients()
+        firewalls, _, project = self._sdk.firewalls()
         return network.FirewallRules(firewalls, project, call=self._call, wait=self._wait_global,
                                      timeout_s=self.settings.timeout_s)
 
-    def _placement_clients(self) -> tuple[compute_v1.ResourcePoliciesClient, compute_v1.RegionOperationsClient, str]:
-        creds, project = self._resolve()
-        with self._lock:
-            if self._policies_client is None or self._region_operations_client is None:
-                options = ClientOptions(api_endpoint=self.settings.api_endpoint) if self.settings.api_endpoint else None
-                self._policies_client = compute_v1.ResourcePoliciesClient(
-                    credentials=creds, client_options=options, transport="rest")
-                self._region_operations_client = compute_v1.RegionOperationsClient(
-                    credentials=creds, client_options=options, transport="rest")
-            return self._policies_client, self._region_operations_client, project
-
     def _placement_policies(self) -> placement.PlacementPolicies:
-        policies, _, project = self._placement_clients()
+        policies, _, project = self._sdk.policies()
         return placement.PlacementPolicies(policies, project, call=self._call, wait=self._wait_region,
                                            timeout_s=self.settings.timeout_s)
 
     def _wait_region(self, region: str, op: compute_v1.Operation) -> compute_v1.Operation:
         """``_wait`` for a region operation (resource policy changes)."""
-        _, ops, project = self._placement_clients()
-        deadline = self._clock() + self.settings.operation_timeout_s
-        while op.status != compute_v1.Operation.Status.DONE:
-            if self._clock() > deadline:
-                raise ProviderUnavailableError(f"operation {op.name} still {op.status.name} after "
-                                               f"{self.settings.operation_timeout_s:.0f}s", provider="gcp")
-            op = self._call(lambda name=op.name: ops.wait(project=project, region=region, operation=name,
-                                                          retry=None, timeout=self.settings.timeout_s))
-        if op.error.errors:
-            raise translate_error(OperationError(op))
-        return op
+        _, ops, project = self._sdk.policies()
+        return wait_done(op, lambda name: self._call(lambda: ops.wait(
+            project=project, region=region, operation=name, retry=None, timeout=self.settings.timeout_s)),
+            clock=self._clock, timeout_s=self.settings.operation_timeout_s)
 
     def _wait_global(self, op: compute_v1.Operation) -> compute_v1.Operation:
         """``_wait`` for a global operation (firewall changes)."""
-        _, ops, project = self._network_clients()
-        deadline = self._clock() + self.settings.operation_timeout_s
-        while op.status != compute_v1.Operation.Status.DONE:
-            if self._clock() > deadline:
-                raise ProviderUnavailableError(f"operation {op.name} still {op.status.name} after "
-                                               f"{self.settings.operation_timeout_s:.0f}s", provider="gcp")
-            op = self._call(lambda name=op.name: ops.wait(project=project, operation=name, retry=None,
-                                                          timeout=self.settings.timeout_s))
-        if op.error.errors:
-            raise translate_error(OperationError(op))
-        return op
+        _, ops, project = self._sdk.firewalls()
+        return wait_done(op, lambda name: self._call(lambda: ops.wait(
+            project=project, operation=name, retry=None, timeout=self.settings.timeout_s)),
+            clock=self._clock, timeout_s=self.settings.operation_timeout_s)
 
     def _once(self, fn: Callable[[], T]) -> T:
         try:
@@ -185,20 +99,13 @@ class GcpProvider(Provider):
 
     def _wait(self, zone: str, op: compute_v1.Operation) -> compute_v1.Operation:
         """Wait for a zone operation to be DONE (bounded by operation_timeout_s); raise its error translated."""
-        _, ops, project = self._clients()
-        deadline = self._clock() + self.settings.operation_timeout_s
-        while op.status != compute_v1.Operation.Status.DONE:
-            if self._clock() > deadline:
-                raise ProviderUnavailableError(f"operation {op.name} still {op.status.name} after "
-                                               f"{self.settings.operation_timeout_s:.0f}s", provider="gcp")
-            op = self._call(lambda name=op.name: ops.wait(project=project, zone=zone, operation=name,
-                                                          retry=None, timeout=self.settings.timeout_s))
-        if op.error.errors:
-            raise translate_error(OperationError(op))
-        return op
+        _, ops, project = self._sdk.instances()
+        return wait_done(op, lambda name: self._call(lambda: ops.wait(
+            project=project, zone=zone, operation=name, retry=None, timeout=self.settings.timeout_s)),
+            clock=self._clock, timeout_s=self.settings.operation_timeout_s)
 
     def _fetch(self, zone: str, name: str) -> compute_v1.Instance | None:
-        instances, _, project = self._clients()
+        instances, _, project = self._sdk.instances()
         try:
             return self._call(lambda: instances.get(project=project, zone=zone, instance=name, retry=None,
                                                     timeout=self.settings.timeout_s))
@@ -206,7 +113,7 @@ class GcpProvider(Provider):
             return None
 
     def _was_preempted(self, zone: str, raw: compute_v1.Instance) -> bool:
-        _, ops, project = self._clients()
+        _, ops, project = self._sdk.instances()
         request = compute_v1.ListZoneOperationsRequest(
             project=project, zone=zone,
             filter=f'(operationType = "{PREEMPTED_OPERATION}") (targetLink = "{raw.self_link}")')
@@ -223,7 +130,7 @@ class GcpProvider(Provider):
     # --- Provider ------------------------------------------------------------------------------------
     def check_credentials(self) -> None:
         """ADC and a project must resolve, and the credentials may list instances in a configured zone."""
-        instances, _, project = self._clients()
+        instances, _, project = self._sdk.instances()
         zone = self.settings.zones[0] if self.settings.zones else "us-central1-a"
         request = compute_v1.ListInstancesRequest(project=project, zone=zone, max_results=1)
         self._call(lambda: next(iter(instances.list(request=request, retry=None, timeout=self.settings.timeout_s)
@@ -278,7 +185,7 @@ class GcpProvider(Provider):
 
     def _insert(self, spec: LaunchSpec, zone: str, policy: str | None) -> None:
         """Insert the VM and wait for the operation; ``alreadyExists`` (an earlier try made it) is success."""
-        instances, _, project = self._clients()
+        instances, _, project = self._sdk.instances()
         request = compute_v1.InsertInstanceRequest(
             project=project, zone=zone, request_id=request_id(spec.launch_id),
             instance_resource=instance_body(self.settings, spec, zone, placement_policy=policy))
@@ -300,7 +207,7 @@ class GcpProvider(Provider):
         return self._to_instance(raw) if raw is not None else None
 
     def _owned_raw(self, owner: str) -> list[compute_v1.Instance]:
-        instances, _, project = self._clients()
+        instances, _, project = self._sdk.instances()
         request = compute_v1.AggregatedListInstancesRequest(
             project=project, filter=f'labels.{LABEL_OWNER} = "{label_value(owner)}"')
 
@@ -331,7 +238,7 @@ class GcpProvider(Provider):
             zone, name = split_instance_id(instance_id)
         except InstanceNotFoundError:
             return
-        instances, _, project = self._clients()
+        instances, _, project = self._sdk.instances()
         try:
             self._call(lambda: instances.delete_unary(project=project, zone=zone, instance=name, retry=None,
                                                       timeout=self.settings.timeout_s))
@@ -341,16 +248,9 @@ class GcpProvider(Provider):
     def stop(self, instance_id: str) -> None:
         """Stop the VM, keeping its disk (GCE then reports it TERMINATED, orch STOPPED)."""
         zone, name = split_instance_id(instance_id)
-        instances, _, project = self._clients()
+        instances, _, project = self._sdk.instances()
         self._call(lambda: instances.stop_unary(project=project, zone=zone, instance=name, retry=None,
                                                 timeout=self.settings.timeout_s))
 
     def close(self) -> None:
-        with self._lock:
-            for client in (self._instances_client, self._operations_client, self._firewalls_client,
-                           self._global_operations_client, self._policies_client, self._region_operations_client):
-                if client is not None:
-                    client.transport.close()
-            self._instances_client = self._operations_client = None
-            self._firewalls_client = self._global_operations_client = None
-            self._policies_client = self._region_operations_client = None
+        self._sdk.close()

@@ -1,0 +1,108 @@
+"""The google-cloud-compute clients of one GcpProvider: credentials and project resolved once and lazily (never
+at import or settings time), and one client pair per kind of resource (instances, firewalls, resource
+policies), each with the operations client that waits on its changes, built on first use over REST with the
+configured endpoint and closed together. Only the adapter imports this module."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import google.auth
+import google.auth.exceptions
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials, Credentials
+from google.cloud import compute_v1
+
+from providers.errors import AuthError
+
+from .errors import translate_error
+from .settings import Settings
+
+_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+
+
+class GceClients:
+    """The lazily built clients; thread-safe (one lock guards credentials, project and every client)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._project: str | None = settings.project
+        self._credentials: Credentials | None = None
+        self._instances_client: compute_v1.InstancesClient | None = None
+        self._operations_client: compute_v1.ZoneOperationsClient | None = None
+        self._firewalls_client: compute_v1.FirewallsClient | None = None
+        self._global_operations_client: compute_v1.GlobalOperationsClient | None = None
+        self._policies_client: compute_v1.ResourcePoliciesClient | None = None
+        self._region_operations_client: compute_v1.RegionOperationsClient | None = None
+
+    def resolve(self) -> tuple[Credentials, str]:
+        """Credentials and project, looked up once and lazily (never at import or settings time)."""
+        with self._lock:
+            if self._credentials is None:
+                project: str | None = None
+                if self.settings.anonymous_credentials:
+                    self._credentials = AnonymousCredentials()
+                else:
+                    try:
+                        creds, project = google.auth.default(scopes=list(_SCOPES))
+                    except google.auth.exceptions.DefaultCredentialsError as exc:
+                        raise translate_error(exc) from exc
+                    self._credentials = creds
+                self._project = self._project or project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+            if not self._project:
+                raise AuthError("no GCP project configured", provider="gcp",
+                                hint="set providers.gcp.project in orch's config, or GOOGLE_CLOUD_PROJECT, "
+                                     "or `gcloud config set project P` before the ADC login")
+            return self._credentials, self._project
+
+    def _options(self) -> ClientOptions | None:
+        return ClientOptions(api_endpoint=self.settings.api_endpoint) if self.settings.api_endpoint else None
+
+    def instances(self) -> tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient, str]:
+        """The instances client, the zone operations client and the project."""
+        creds, project = self.resolve()
+        with self._lock:
+            if self._instances_client is None or self._operations_client is None:
+                options = self._options()
+                self._instances_client = compute_v1.InstancesClient(
+                    credentials=creds, client_options=options, transport="rest")
+                self._operations_client = compute_v1.ZoneOperationsClient(
+                    credentials=creds, client_options=options, transport="rest")
+            return self._instances_client, self._operations_client, project
+
+    def firewalls(self) -> tuple[compute_v1.FirewallsClient, compute_v1.GlobalOperationsClient, str]:
+        """The firewalls client, the global operations client and the project."""
+        creds, project = self.resolve()
+        with self._lock:
+            if self._firewalls_client is None or self._global_operations_client is None:
+                options = self._options()
+                self._firewalls_client = compute_v1.FirewallsClient(
+                    credentials=creds, client_options=options, transport="rest")
+                self._global_operations_client = compute_v1.GlobalOperationsClient(
+                    credentials=creds, client_options=options, transport="rest")
+            return self._firewalls_client, self._global_operations_client, project
+
+    def policies(self) -> tuple[compute_v1.ResourcePoliciesClient, compute_v1.RegionOperationsClient, str]:
+        """The resource policies client, the region operations client and the project."""
+        creds, project = self.resolve()
+        with self._lock:
+            if self._policies_client is None or self._region_operations_client is None:
+                options = self._options()
+                self._policies_client = compute_v1.ResourcePoliciesClient(
+                    credentials=creds, client_options=options, transport="rest")
+                self._region_operations_client = compute_v1.RegionOperationsClient(
+                    credentials=creds, client_options=options, transport="rest")
+            return self._policies_client, self._region_operations_client, project
+
+    def close(self) -> None:
+        """Close every client built so far; the next call builds them again."""
+        with self._lock:
+            for client in (self._instances_client, self._operations_client, self._firewalls_client,
+                           self._global_operations_client, self._policies_client, self._region_operations_client):
+                if client is not None:
+                    client.transport.close()
+            self._instances_client = self._operations_client = None
+            self._firewalls_client = self._global_operations_client = None
+            self._policies_client = self._region_operations_client = None
