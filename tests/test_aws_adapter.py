@@ -329,14 +329,14 @@ def test_offers_drop_rows_whose_gpu_count_the_api_contradicts(aws: AwsProvider, 
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    import providers.aws.adapter as adapter
+    import providers.aws.offers as aws_offers
     from providers.catalog import load_catalog
 
     real = catalog_offer(Market.ON_DEMAND)
     # A stale catalog row claiming g5.48xlarge has 2 GPUs: describe_instance_types says 8, so it is dropped.
     wrong = replace(real, gpu_count=2, price_hr=1.0)
     snap = load_catalog()
-    monkeypatch.setattr(adapter, "load_catalog", lambda: replace(snap, offers=(*snap.offers, wrong)))
+    monkeypatch.setattr(aws_offers, "load_catalog", lambda: replace(snap, offers=(*snap.offers, wrong)))
     assert aws.offers(GpuRequest(gpus=("A10G-24G",), count=2, markets=frozenset({Market.ON_DEMAND}))) == []
     assert aws.offers(GpuRequest(gpus=("A10G-24G",), count=8, markets=frozenset({Market.ON_DEMAND}))) == [real]
 

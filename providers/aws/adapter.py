@@ -10,11 +10,8 @@ retried by providers.retry, so one policy with one deadline governs every call.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 import boto3
@@ -25,8 +22,8 @@ from providers.aws import fabric as efa
 from providers.aws import network, placement, run_instances
 from providers.aws.errors import translate_error
 from providers.aws.instances import decode_id, to_instance
+from providers.aws.offers import live_offers, with_spot_price
 from providers.aws.settings import Settings
-from providers.aws.spot_prices import merge_spot_prices
 from providers.base import (
     TAG_LAUNCH_ID,
     TAG_OWNER,
@@ -40,17 +37,9 @@ from providers.base import (
     Provider,
     ResourceKind,
 )
-from providers.catalog import load_catalog, match_offers
-from providers.errors import (
-    AuthError,
-    InstanceNotFoundError,
-    InvalidRequestError,
-    ProviderError,
-    ResourceNotFoundError,
-)
+from providers.errors import InstanceNotFoundError, InvalidRequestError, ResourceNotFoundError
 from providers.retry import call_with_retry
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PROVIDER = "aws"
@@ -120,56 +109,10 @@ class AwsProvider(Provider):
         self._call(lambda: sts.get_caller_identity())
 
     def offers(self, req: GpuRequest) -> list[Offer]:
-        """Catalog offers in the configured regions, GPU counts confirmed and spot prices made live.
-
-        Live data is best effort: a region whose API fails keeps its catalog rows (a quote should not
-        fail because one region throttles), but auth errors are raised.
-        """
-        if req.providers and PROVIDER not in req.providers:
-            return []
-        regions = set(self.settings.regions)
-        # Spot prices are replaced per AZ below, so match on markets/region first, price after merging.
-        loose = GpuRequest(gpus=req.gpus, count=req.count, nodes=req.nodes, markets=req.markets,
-                           providers=(PROVIDER,), regions=req.regions, min_vram_gb=req.min_vram_gb,
-                           interconnect=req.interconnect)
-        base = [o for o in match_offers(load_catalog().offers, loose) if o.region in regions]
-        base = list(dict.fromkeys(base))  # the shipped catalog repeats some rows
-        merged: list[Offer] = []
-        for region in sorted({o.region for o in base}):
-            rows = [o for o in base if o.region == region]
-            types = sorted({o.instance_type for o in rows})
-            try:
-                gpu_counts = self._gpu_counts(region, types)
-                rows = [o for o in rows if gpu_counts.get(o.instance_type, o.gpu_count) == o.gpu_count]
-                if Market.SPOT in req.markets:
-                    rows = merge_spot_prices(rows, self._spot_history(region, types))
-            except AuthError:
-                raise
-            except ProviderError as exc:
-                log.warning("aws %s: live offer data unavailable, using the catalog: %s", region, exc)
-            merged.extend(rows)
-        return match_offers(merged, req)
-
-    def _gpu_counts(self, region: str, types: list[str]) -> dict[str, int]:
-        ec2 = self._client("ec2", region)
-        try:
-            found = self._call(lambda: ec2.describe_instance_types(InstanceTypes=types)["InstanceTypes"])
-        except InvalidRequestError:  # a type this region does not have: skip confirmation, keep the catalog
-            return {}
-        return {t["InstanceType"]: sum(g.get("Count", 0) for g in t["GpuInfo"]["Gpus"])
-                for t in found if t.get("GpuInfo")}
-
-    def _spot_history(self, region: str, types: list[str]) -> list[dict[str, Any]]:
-        ec2 = self._client("ec2", region)
-        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-
-        def fetch() -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
-            for page in ec2.get_paginator("describe_spot_price_history").paginate(
-                    InstanceTypes=types, ProductDescriptions=["Linux/UNIX"], StartTime=start):
-                out.extend(page.get("SpotPriceHistory", []))
-            return out
-        return self._call(fetch)
+        """Catalog offers in the configured regions, GPU counts confirmed and spot prices made live (best
+        effort: providers.aws.offers)."""
+        return live_offers(req, self.settings.regions, ec2_for=lambda region: self._client("ec2", region),
+                           call=self._call)
 
     def launch(self, spec: LaunchSpec) -> Instance:
         region = spec.offer.region
@@ -186,21 +129,9 @@ class AwsProvider(Provider):
             # Garbage collection removed the unused group (security or placement) between ensure and
             # RunInstances: ensure again.
             instance = self._call(lambda: self._launch_once(spec, region))
-        return self._with_spot_price(instance) if instance.market is Market.SPOT else instance
-
-    def _with_spot_price(self, instance: Instance) -> Instance:
-        """A spot instance priced at its zone's current spot price (what AWS bills it), from
-        DescribeSpotPriceHistory; without an answer the instance carries no price (the offer's is charged)."""
-        try:
-            history = self._spot_history(instance.region, [instance.instance_type])
-        except ProviderError as exc:
-            log.warning("aws %s: no spot price for %s at launch: %s", instance.region, instance.instance_id, exc)
+        if instance.market is not Market.SPOT:
             return instance
-        mine = [h for h in history if instance.zone in (h.get("AvailabilityZone"), h.get("AvailabilityZoneId"))]
-        if not mine:
-            return instance
-        latest = max(mine, key=lambda h: h["Timestamp"])
-        return replace(instance, price_hr=float(latest["SpotPrice"]))
+        return with_spot_price(instance, self._client("ec2", instance.region), self._call)
 
     def _find_by_launch_id(self, region: str, launch_id: str) -> dict[str, Any] | None:
         found = self._describe(region, Filters=[
