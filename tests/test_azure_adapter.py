@@ -23,6 +23,7 @@ from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, 
 from providers.azure.adapter import AzureProvider
 from providers.azure.errors import translate_error
 from providers.azure.instances import EVICTION_REASON, TAG_STOPPED, map_state, to_instance
+from providers.azure.launch_resources import create_nic, ensure_public_ip, launch_tags
 from providers.azure.settings import Settings
 from providers.base import TAG_JOB, TAG_LAUNCH_ID, TAG_OWNER, InstanceState, LaunchSpec, Market, ResourceKind
 from providers.errors import (
@@ -238,8 +239,8 @@ def test_terminate_removes_vm_nic_public_ip_and_disk(fake: FakeArm, provider: Az
 
 def test_terminate_deletes_an_orphaned_nic(fake: FakeArm, provider: AzureProvider) -> None:
     s = spec()
-    pip = provider._ensure_public_ip(s, provider._tags(s))  # a launch that died between the NIC and the VM
-    provider._create_nic(s, provider._tags(s), public_ip_id=pip.id, nsg_id=None)
+    pip = ensure_public_ip(provider.arm, s, launch_tags(s))  # a launch that died between the NIC and the VM
+    create_nic(provider.arm, s, launch_tags(s), public_ip_id=pip.id, nsg_id=None)
     assert [k[1] for k in fake.state.nics] == [f"{s.name}-nic"]
     provider.terminate(s.name)
     assert not fake.state.nics and not fake.state.pips
@@ -513,8 +514,8 @@ def test_network_leftovers_are_listed_and_deleted(fake: FakeArm, provider: Azure
 
 def test_a_half_done_launch_leaves_collectable_pieces(fake: FakeArm, provider: AzureProvider) -> None:
     s = spec()
-    pip = provider._ensure_public_ip(s, provider._tags(s))   # died between the NIC and the VM
-    provider._create_nic(s, provider._tags(s), public_ip_id=pip.id, nsg_id=None)
+    pip = ensure_public_ip(provider.arm, s, launch_tags(s))   # died between the NIC and the VM
+    create_nic(provider.arm, s, launch_tags(s), public_ip_id=pip.id, nsg_id=None)
     found = {r.kind: r for r in provider.list_network_resources(OWNER)}
     assert not found[ResourceKind.NETWORK_INTERFACE].in_use and found[ResourceKind.PUBLIC_IP].in_use
     with pytest.raises(ResourceInUseError):

@@ -23,11 +23,8 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from azure.mgmt.compute import models as cm
-from azure.mgmt.network import models as nm
 
 from providers.base import (
-    TAG_JOB,
-    TAG_LAUNCH_ID,
     TAG_OWNER,
     Capability,
     CloudResource,
@@ -52,6 +49,7 @@ from . import network, placement
 from .arm import Arm
 from .errors import AUTH_HINT
 from .instances import TAG_STOPPED, to_instance
+from .launch_resources import create_nic, ensure_avset, ensure_nsg, ensure_ppg, ensure_public_ip, launch_tags
 from .settings import Settings
 from .vm import vm_body
 
@@ -109,19 +107,19 @@ class AzureProvider(Provider):
         if not self.settings.subnet_id:
             raise InvalidRequestError("providers.azure.subnet_id is not set", provider=NAME,
                                       hint="the full resource id of an existing subnet for the NICs")
-        tags = self._tags(spec)
-        pip = self._ensure_public_ip(spec, tags) if self.settings.public_ip else None
+        tags = launch_tags(spec)
+        pip = ensure_public_ip(self.arm, spec, tags) if self.settings.public_ip else None
         # With a public address the NIC always gets orch's NSG: intra-network traffic allowed, port 22 only
         # from ssh_ingress_cidrs (none by default), everything else from outside refused.
-        nsg = self._ensure_nsg(spec.owner, spec.offer.region) if self.settings.public_ip else None
-        nic = self._create_nic(spec, tags, public_ip_id=pip.id if pip else None, nsg_id=nsg.id if nsg else None)
+        nsg = ensure_nsg(self.arm, spec.owner, spec.offer.region) if self.settings.public_ip else None
+        nic = create_nic(self.arm, spec, tags, public_ip_id=pip.id if pip else None, nsg_id=nsg.id if nsg else None)
         body = vm_body(self.settings, spec, nic_id=nic.id or "", tags=tags)
         if spec.gang:   # a multi-node gang: its VMs in one proximity placement group
-            ppg_id = self._ensure_ppg(spec)
+            ppg_id = ensure_ppg(self.arm, spec)
             body.properties.proximity_placement_group = cm.SubResource(id=ppg_id)
             if placement.uses_infiniband(spec.offer.instance_type, gang=spec.gang):
                 # One InfiniBand fabric needs one availability set (which takes no zone).
-                body.properties.availability_set = cm.SubResource(id=self._ensure_avset(spec, ppg_id))
+                body.properties.availability_set = cm.SubResource(id=ensure_avset(self.arm, spec, ppg_id))
                 body.zones = None
         vm_ops = self.arm.compute().virtual_machines
         try:
@@ -237,65 +235,6 @@ class AzureProvider(Provider):
             return
 
     # -- pieces -------------------------------------------------------------------------------------
-
-    def _ensure_public_ip(self, spec: LaunchSpec, tags: dict[str, str]) -> nm.PublicIPAddress:
-        rg, ops = self.arm.rg, self.arm.network().public_ip_addresses
-        name = network.pip_name(spec.name)
-        body = network.public_ip_body(spec.offer.region, tags)
-        self.arm.wait(self.arm.call(lambda: ops.begin_create_or_update(rg, name, body)), self.settings.create_wait_s)
-        pip: nm.PublicIPAddress = self.arm.call(lambda: ops.get(rg, name))
-        return pip
-
-    def _ensure_ppg(self, spec: LaunchSpec) -> str:
-        """The id of ``spec.gang``'s proximity placement group, PUT when missing (providers.azure.placement)."""
-        rg, ops = self.arm.rg, self.arm.compute().proximity_placement_groups
-        name = placement.ppg_name(spec.owner, spec.gang)
-        current: cm.ProximityPlacementGroup | None = self.arm.absent_ok(lambda: ops.get(rg, name))
-        if current is None:
-            body = placement.ppg_body(spec.offer.region, owner=spec.owner, gang=spec.gang, launch_id=spec.launch_id)
-            current = self.arm.call(lambda: ops.create_or_update(rg, name, body))
-        assert current is not None
-        return current.id or ""
-
-    def _ensure_avset(self, spec: LaunchSpec, ppg_id: str) -> str:
-        """The id of an InfiniBand gang's availability set, PUT when missing (providers.azure.placement)."""
-        rg, ops = self.arm.rg, self.arm.compute().availability_sets
-        name = placement.avset_name(spec.owner, spec.gang)
-        current: cm.AvailabilitySet | None = self.arm.absent_ok(lambda: ops.get(rg, name))
-        if current is None:
-            body = placement.avset_body(spec.offer.region, ppg_id=ppg_id, owner=spec.owner, gang=spec.gang,
-                                        launch_id=spec.launch_id)
-            current = self.arm.call(lambda: ops.create_or_update(rg, name, body))
-        assert current is not None
-        return current.id or ""
-
-    def _ensure_nsg(self, owner: str, region: str) -> nm.NetworkSecurityGroup:
-        """The owner's shared SSH NSG in ``region``: PUT only when missing or its rules differ."""
-        rg, ops = self.arm.rg, self.arm.network().network_security_groups
-        name = network.nsg_name(owner, region)
-        cidrs = self.settings.ssh_ingress_cidrs
-        current: nm.NetworkSecurityGroup | None = self.arm.absent_ok(lambda: ops.get(rg, name))
-        if current is not None and network.nsg_admits(current, cidrs):
-            return current
-        body = network.nsg_body(owner, region, cidrs)
-        self.arm.wait(self.arm.call(lambda: ops.begin_create_or_update(rg, name, body)), self.settings.create_wait_s)
-        nsg: nm.NetworkSecurityGroup = self.arm.call(lambda: ops.get(rg, name))
-        return nsg
-
-    @staticmethod
-    def _tags(spec: LaunchSpec) -> dict[str, str]:
-        return {TAG_LAUNCH_ID: spec.launch_id, TAG_OWNER: spec.owner, TAG_JOB: spec.job}
-
-    def _create_nic(self, spec: LaunchSpec, tags: dict[str, str], *, public_ip_id: str | None,
-                    nsg_id: str | None) -> nm.NetworkInterface:
-        rg = self.arm.rg
-        nic_body = network.nic_body(spec.offer.region, tags, subnet_id=self.settings.subnet_id,
-                                    public_ip_id=public_ip_id, nsg_id=nsg_id)
-        nic_ops = self.arm.network().network_interfaces
-        poller = self.arm.call(lambda: nic_ops.begin_create_or_update(rg, f"{spec.name}-nic", nic_body))
-        self.arm.wait(poller, self.settings.create_wait_s)
-        nic: nm.NetworkInterface = self.arm.call(lambda: nic_ops.get(rg, f"{spec.name}-nic"))
-        return nic
 
     def _cleanup_failed_launch(self, name: str) -> None:
         """Best effort after a refused or failed create: no VM, NIC or disk left behind."""

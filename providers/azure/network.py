@@ -12,7 +12,7 @@ NSG rule (secure by default): with ``ssh_ingress_cidrs: []`` the VM has an addre
 outside the virtual network.
 
 Pure functions only (names, bodies, and reading listings into addresses and ``CloudResource``); the
-adapter calls ARM.
+adapter and providers.azure.launch_resources call ARM.
 """
 
 from __future__ import annotations
