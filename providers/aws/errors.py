@@ -1,5 +1,5 @@
-"""The ONE place botocore errors become orch's ProviderError taxonomy. Imports botocore: only the adapter
-imports this module."""
+"""The ONE place botocore errors become orch's ProviderError taxonomy. Imports botocore: only this package's
+modules import it."""
 
 from __future__ import annotations
 

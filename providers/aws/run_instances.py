@@ -1,6 +1,6 @@
 """What ``launch`` sends to RunInstances: the tags, the gzip'd user data and the request's parameters. Pure
 functions: the adapter looks up the AMI, key pair, security groups, zone name and placement group first and
-passes them in. Imports botocore (through providers.aws.placement): only the adapter imports this module."""
+passes them in. Imports botocore (through providers.aws.placement): only this package's modules import it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How the adapter reaches ARM: the resource group's compute and network clients, built lazily, and every call
 to them: its errors translated (providers.azure.errors), transient ones retried under orch's one retry policy,
-long-running operations waited for. Imports the Azure SDK: only the adapter imports this module.
+long-running operations waited for. Imports the Azure SDK: only this package's modules import it.
 """
 
 from __future__ import annotations

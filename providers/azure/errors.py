@@ -1,6 +1,6 @@
 """The one place Azure SDK errors become orch's ProviderError taxonomy (ARM's error code first, then status).
 
-Imports azure.core: only the adapter imports this module.
+Imports azure.core: only this package's modules import it.
 """
 
 from __future__ import annotations

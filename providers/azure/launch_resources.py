@@ -1,7 +1,7 @@
 """What a launch puts in place before the VM, through Arm: the public IP, the owner's shared SSH NSG and the NIC
 (bodies from providers.azure.network), and a multi-node gang's proximity placement group and availability set
 (bodies from providers.azure.placement), each PUT when missing and read back; and the tags they all carry.
-Imports the Azure SDK: only the adapter imports this module."""
+Imports the Azure SDK: only this package's modules import it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The google-cloud-compute clients of one GcpProvider: credentials and project resolved once and lazily (never
 at import or settings time), and one client pair per kind of resource (instances, firewalls, resource
 policies), each with the operations client that waits on its changes, built on first use over REST with the
-configured endpoint and closed together. Only the adapter imports this module."""
+configured endpoint and closed together. Only this package's modules import it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The one place GCE errors (HTTP errors, failed operations, auth, transport) become orch's ProviderError
-taxonomy. Imports google.* and requests: only the adapter imports this module."""
+taxonomy. Imports google.* and requests: only this package's modules import it."""
 
 from __future__ import annotations
 

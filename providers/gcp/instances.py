@@ -1,6 +1,6 @@
 """Reading a GCE instance back as orch's ``Instance``: ids ``<zone>/<name>``, GCE's status mapped to orch's
 states (a spot VM GCE preempted reads PREEMPTED), the labels orch set, the catalog's instance type and the
-GPUDirect-TCPX fabric. Pure functions on the SDK's models: only the adapter imports this module."""
+GPUDirect-TCPX fabric. Pure functions on the SDK's models: only this package's modules import it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Waiting for a GCE operation (zone, region or global): poll until it is DONE, bounded by the configured
-operation timeout, and raise its error translated. Only the adapter imports this module."""
+operation timeout, and raise its error translated. Only this package's modules import it."""
 
 from __future__ import annotations
 

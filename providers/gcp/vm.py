@@ -1,6 +1,6 @@
 """What ``launch`` inserts: the Instance resource for a LaunchSpec (machine and accelerators, boot disk, NICs,
-metadata, scheduling, labels) and the insert's requestId. Pure functions on the SDK's models: only the adapter
-imports this module."""
+metadata, scheduling, labels) and the insert's requestId. Pure functions on the SDK's models: only this
+package's modules import it."""
 
 from __future__ import annotations
 
