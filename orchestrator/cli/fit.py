@@ -10,7 +10,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
-from orchestrator.cli.words import plural
+from orchestrator.words import plural
 
 
 @app.command()
