@@ -85,7 +85,7 @@ def test_dry_run_shows_where_and_what_it_costs_and_changes_nothing(tmp_path: Pat
                                                                    clouds: FakeClouds) -> None:
     code, out, err = run("apply", str(job(tmp_path)), "--dry-run")
     assert code == 0, err
-    assert "plan: 1 job(s) to launch by orch apply, $" in out and "estimated $" in out
+    assert "plan: 1 job to launch by orch apply, $" in out and "estimated $" in out
     assert "train" in out and "vastai" in out and "on-demand" in out and "for 2 h" in out
     assert "would be created   train" in out and "dry run: nothing recorded, nothing launched" in out
     assert jobs_in_store() == [] and machines(clouds) == 0
@@ -127,8 +127,8 @@ def test_without_a_terminal_and_without_yes_it_refuses_and_records_nothing(tmp_p
                                                                           clouds: FakeClouds) -> None:
     code, out, err = run("apply", str(job(tmp_path)))
     assert code == 2
-    assert "refusing to launch 1 job(s) at $" in err and "no terminal to ask on" in err and "--yes" in err
-    assert "plan: 1 job(s) to launch" in out           # the plan is still shown
+    assert "refusing to launch 1 job at $" in err and "no terminal to ask on" in err and "--yes" in err
+    assert "plan: 1 job to launch" in out           # the plan is still shown
     assert jobs_in_store() == [] and machines(clouds) == 0
     code, out, err = run("apply", str(job(tmp_path)), "--json")
     assert code == 2 and "--json never asks" in json.loads(out)["error"]
@@ -138,7 +138,7 @@ def test_on_a_terminal_it_asks_and_no_launches_nothing(tmp_path: Path, env: dict
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(apply_flow, "stdin_is_terminal", lambda: True)
     code, out, err = run("apply", str(job(tmp_path)), stdin="n\n")
-    assert code == 1 and "Launch 1 job(s) at $" in out + err and "[y/N]" in out + err
+    assert code == 1 and "Launch 1 job at $" in out + err and "[y/N]" in out + err
     assert "nothing recorded, nothing launched" in err
     assert jobs_in_store() == [] and machines(clouds) == 0
 
@@ -179,7 +179,7 @@ def test_no_launch_without_a_daemon_records_without_asking(tmp_path: Path, env: 
     assert jobs_in_store() == ["train"] and machines(clouds) == 0
     # the recorded job is pending: the next apply (here, or a daemon) launches it, so that one asks
     code, out, err = run("apply", str(job(tmp_path)))
-    assert code == 2 and "plan: 1 job(s) to launch" in out
+    assert code == 2 and "plan: 1 job to launch" in out
 
 
 def test_the_plan_shows_a_launch_a_budget_would_refuse(tmp_path: Path, env: dict[str, str]) -> None:
@@ -189,7 +189,7 @@ def test_the_plan_shows_a_launch_a_budget_would_refuse(tmp_path: Path, env: dict
     config.write_text(yaml.safe_dump(doc))
     code, out, err = run("apply", str(job(tmp_path)), "--dry-run")
     assert code == 0, err
-    assert "plan: 0 job(s) to launch" in out
+    assert "plan: 0 jobs to launch" in out
     assert "refused, it waits: budget nlp: $0.00/h running + $" in out and "ceiling of $0.01/h" in out
 
 
@@ -199,7 +199,8 @@ def test_bad_manifests_with_json_are_a_json_error(tmp_path: Path, env: dict[str,
     for cmd in (("apply", str(bad), "--json"), ("validate", str(bad), "--json")):
         code, out, err = run(*cmd)
         doc = json.loads(out)
-        assert code == 2 and doc["error"].endswith("problem(s) in the manifests")
+        assert code == 2 and len(doc["errors"]) >= 2
+        assert doc["error"] == f"{len(doc['errors'])} problems in the manifests"
         assert all(e["path"] == str(bad) and e["line"] for e in doc["errors"])
         assert err.startswith(f"{bad}:")
 
@@ -224,7 +225,7 @@ def test_a_real_terminal_is_asked_before_anything_is_recorded(tmp_path: Path, en
         if proc.poll() is None:
             proc.kill()
         os.close(leader)
-    assert b"plan: 1 job(s) to launch" in seen
+    assert b"plan: 1 job to launch" in seen
     assert jobs_in_store() == [] and machines(clouds) == 0
 
 
@@ -264,10 +265,29 @@ def test_down_json_refusal_and_result_with_progress_per_provider(tmp_path: Path,
     code, out, err = run("down", "train", "--yes", "--json", "--poll", "0.05", "--timeout", "30")
     doc = json.loads(out)
     assert code == 0 and doc == {"jobs": ["train"], "machines": 1, "confirmed": True, "remaining": [], "errors": []}
-    assert "terminating 1 machine(s)…" in err and "none left" in err
+    assert "terminating 1 machine…" in err and "none left" in err
     assert machines(clouds) == 0
     code, out, _ = run("down", "ghost", "--yes", "--json")
     assert code == 1 and "ghost" in json.loads(out)["error"]
+
+
+@pytest.mark.parametrize(("names", "machines_said"), [(["train"], "1 machine"), (["train", "eval"], "2 machines")])
+def test_down_says_one_machine_and_two_machines(tmp_path: Path, env: dict[str, str], clouds: FakeClouds,
+                                                names: list[str], machines_said: str) -> None:
+    for name in names:   # the fake has one RTX 4090 that passes the careful filters: eval asks for an A100
+        path = job(tmp_path, name)
+        if name == "eval":
+            path.write_text(path.read_text().replace("gpu: RTX4090", "gpu: A100-80G"))
+        code, out, err = run("apply", str(path), "--yes")
+        assert code == 0, out + err
+    assert machines(clouds) == len(names)
+    code, out, err = run("down", *names, "--yes", "--poll", "0.05", "--timeout", "30")
+    assert code == 0, out + err
+    targets = ", ".join(names)
+    assert f"marked for teardown: {targets} ({machines_said})\n" in out
+    assert f"down: {targets}; {machines_said} terminated, confirmed by the providers\n" in out
+    assert f"terminating {machines_said}…" in err
+    assert "(s)" not in out + err and machines(clouds) == 0
 
 
 def test_machines_left_counts_per_provider() -> None:
@@ -277,7 +297,8 @@ def test_machines_left_counts_per_provider() -> None:
     def view(provider: str) -> InstanceView:
         return InstanceView("j", provider, "i", "l", "t", "r", "spot", "running", 1.0)
 
-    assert machines_left([view("gcp"), view("aws"), view("gcp")]) == "3 machine(s) left: aws 1, gcp 2"
+    assert machines_left([view("gcp"), view("aws"), view("gcp")]) == "3 machines left: aws 1, gcp 2"
+    assert machines_left([view("aws")]) == "1 machine left: aws 1"
     assert machines_left([]) == "none left"
 
 
@@ -304,7 +325,7 @@ def test_status_watch_redraws_until_interrupted(tmp_path: Path, env: dict[str, s
     assert run("apply", str(job(tmp_path)), "--no-launch")[0] == 0
     code, out, _ = run("status", "--watch", "--interval", "0.5")
     assert code == 0 and frames.waits == [0.5, 0.5, 0.5]
-    assert out.count("total: 0 live instance(s)") == 3 and out.count("\n\nJOB ") == 2
+    assert out.count("total: 0 live instances") == 3 and out.count("\n\nJOB ") == 2
     frames = Frames(2)
     monkeypatch.setattr(watch, "sleep", frames)
     code, out, _ = run("status", "--watch", "--json")
@@ -385,7 +406,7 @@ def test_a_job_whose_machine_could_not_start_is_said_up_front_and_not_launched(
     assert any(w.startswith("boot: ") and "HF_TOKEN" in w for w in plan["warnings"]), plan["warnings"]
     code, out, err = run("apply", str(path), "--dry-run")
     assert code == 0, err
-    assert "plan: 0 job(s) to launch" in out and "not launched, it waits:" in out and "HF_TOKEN" in out
+    assert "plan: 0 jobs to launch" in out and "not launched, it waits:" in out and "HF_TOKEN" in out
     code, out, err = run("apply", str(path), "--yes")
     assert machines(clouds) == 0                       # recorded, but no machine that could not start
     monkeypatch.setenv("HF_TOKEN", "hf-value")

@@ -89,6 +89,9 @@ def test_fit_advises_nvlink_only_when_sharded_over_more_than_two() -> None:
     (["--params", "7B", "--offload", "optimizer", "--sharding", "ddp"], "needs ZeRO"),
     ([], "say how big the model is"),
     (["--params", "7B", "--gpu", "H1OO"], "unknown GPU"),
+    (["--params", "7B", "--max-nodes", "0"], "--max-nodes must be 1 to 256 (the most machines orch runs a job on)"),
+    (["--params", "7B", "--max-nodes", "257"], "--max-nodes must be 1 to 256"),
+    (["--params", "1000T", "--max-nodes", str(10**9)], "a job on), got 1000000000"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
     out = orch("fit", *args)
@@ -101,6 +104,12 @@ def test_the_largest_size_allowed_is_answered_nothing_fits() -> None:
     out = orch("fit", "--params", "1000T")
     assert out.returncode == 1, out.stderr
     assert "nothing fits within 8 machines" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_most_machines_allowed_are_searched_and_answered() -> None:
+    out = orch("fit", "--params", "1000T", "--max-nodes", "256")
+    assert out.returncode == 1, out.stderr
+    assert "nothing fits within 256 machines" in out.stderr and "--max-nodes" not in out.stderr
 
 
 def test_impossible_fit_exits_1_with_the_nearest_relaxation() -> None:

@@ -129,7 +129,7 @@ def test_one_offer_and_one_machine_are_singular() -> None:
 
 
 def test_one_plural_helper_agrees_nouns_with_numbers() -> None:
-    from orchestrator.cli.words import plural
+    from orchestrator.words import plural
 
     assert [plural(n, "offer") for n in (0, 1, 2)] == ["0 offers", "1 offer", "2 offers"]
     assert plural(1, "match", "matches") == "1 match" and plural(3, "match", "matches") == "3 matches"
@@ -139,6 +139,24 @@ def test_one_plural_helper_agrees_nouns_with_numbers() -> None:
     inline = re.compile(r"""if [^"'\n]+ [!=]= 1 else ['"]s?['"]""")
     found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "orchestrator").rglob("*.py"))
              for i, line in enumerate(p.read_text().splitlines(), 1) if inline.search(line)]
+    assert found == []
+
+
+def test_no_message_hedges_a_plural_with_s_in_brackets() -> None:
+    """``3 machine(s)``: orchestrator/words.py's ``plural`` says ``1 machine`` and ``2 machines`` instead, in every
+    layer (the CLI, the engine's events, the daemon's log lines). Only the strings are read: ``f(s)`` is code."""
+    import re
+    import tokenize
+
+    hedged = re.compile(r"[A-Za-z]\((?:s|es)\)")
+    kinds = {tokenize.STRING} | ({tokenize.FSTRING_MIDDLE} if hasattr(tokenize, "FSTRING_MIDDLE") else set())
+    found = []
+    for path in sorted([*(ROOT / "orchestrator").rglob("*.py"), *(ROOT / "providers").rglob("*.py")]):
+        with path.open("rb") as f:
+            for tok in tokenize.tokenize(f.readline):
+                text = tok.string.replace("http(s)", "").replace("HTTP(S)", "")
+                if tok.type in kinds and hedged.search(text):
+                    found.append(f"{path.relative_to(ROOT)}:{tok.start[0]}: {hedged.search(text)[0]}")
     assert found == []
 
 

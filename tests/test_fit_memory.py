@@ -199,3 +199,75 @@ def test_relaxations_name_the_nearest_change() -> None:
     hints = relaxations(q, offers)
     assert any(h.startswith("needs ZeRO-3 across") for h in hints)
     assert any("--method qlora on 1x H100-80G" in h for h in hints)
+
+
+# -- the search over machine counts ---------------------------------------------------------------------
+
+def _linear_fit(q: FitQuery, gpu_name: str, offers: list) -> tuple[int, int, bool, str | None]:
+    """The search as it was: every shape up to ``q.max_nodes`` machines of 8, one after the other."""
+    from orchestrator.fit import search
+
+    gpu = gpu_by_name(gpu_name)
+    q, _ = q.for_gpu(gpu)
+    if search.precision_problem(gpu, q.setup.precision):
+        return 1, 1, False, None
+    counts = {1, 2, 4, 8} | {o.gpu_count for o in offers if o.gpu == gpu.name}
+    shapes = sorted([(c, 1) for c in counts] + [(8, m) for m in range(2, q.max_nodes + 1)],
+                    key=lambda cm: (cm[0] * cm[1], cm[1]))
+    first_fit = last = None
+    for count, nodes in shapes:
+        last = search._option(q, gpu, count, nodes, offers)
+        if last.fits and last.offer is not None:
+            break
+        if last.fits:
+            first_fit = first_fit or last
+    else:
+        last = first_fit or last
+    assert last is not None
+    return last.count, last.nodes, last.fits, last.offer.instance_type if last.offer else None
+
+
+@pytest.mark.parametrize("max_nodes", [1, 2, 3, 8, 37])
+def test_the_bisected_search_answers_as_the_walk_over_every_machine_count(max_nodes: int) -> None:
+    offers = list(load_catalog().offers)
+    for size, method, sharding in (("7B", Method.FULL, Sharding.DDP), ("70B", Method.FULL, Sharding.ZERO3),
+                                   ("405B", Method.FULL, Sharding.DDP), ("405B", Method.LORA, Sharding.DDP),
+                                   ("2T", Method.FULL, Sharding.ZERO3), ("1000T", Method.FULL, Sharding.DDP)):
+        for auto in (True, False):
+            q = FitQuery(setup(size, method=method, sharding=sharding), auto_sharding=auto, max_nodes=max_nodes,
+                         auto_precision=True)
+            for gpu in ("T4-16G", "A10G-24G", "A100-40G", "H100-80G", "B200-180G"):
+                o = fit_gpu(q, gpu_by_name(gpu), offers)
+                found = (o.count, o.nodes, o.fits, o.offer.instance_type if o.offer else None)
+                assert found == _linear_fit(q, gpu, offers), (size, method, sharding, auto, gpu)
+
+
+def test_the_search_does_not_grow_with_max_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model no machine count fits: 256 machines cost a bisection (about log2 256 = 8 more estimates a strategy
+    than 8 machines), not 248 more tries."""
+    from orchestrator.fit import search
+
+    calls: list[int] = []
+
+    def counting(s: TrainingSetup, gpus: int = 1):  # type: ignore[no-untyped-def]
+        calls.append(gpus)
+        return estimate(s, gpus)
+
+    monkeypatch.setattr(search, "estimate", counting)
+    offers = list(load_catalog().offers)
+    cost = {}
+    for max_nodes in (8, 256):
+        calls.clear()
+        found = fit_gpu(FitQuery(setup("1000T"), max_nodes=max_nodes), gpu_by_name("H100-80G"), offers)
+        assert not found.fits and (found.count, found.nodes) == (8, max_nodes)
+        cost[max_nodes] = len(calls)
+    assert cost[256] <= cost[8] + 3 * 8, cost    # 3 strategies (DDP, ZeRO-2, ZeRO-3)
+
+
+def test_more_machines_are_hinted_with_the_count_that_fits() -> None:
+    q = FitQuery(setup("405B"), gpus=("A100-40G",), max_nodes=2)
+    offers = load_catalog().offers
+    assert not any(o.fits for o in fit_all(q, offers))
+    [hint] = [h for h in relaxations(q, offers) if "--max-nodes" in h]
+    nodes = fit_gpu(replace(q, max_nodes=256), gpu_by_name("A100-40G"), offers).nodes
+    assert hint.startswith(f"fits with --max-nodes {nodes} on 8x A100-40G x{nodes} nodes"), hint

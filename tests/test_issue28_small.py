@@ -69,7 +69,7 @@ def test_prune_with_an_empty_file_is_refused_without_yes_and_done_with_it(cli_en
     empty = cli_env / "empty.yaml"
     empty.write_text("")
     code, out, err = run("apply", str(empty), "--no-launch", "--prune")
-    assert code == 2 and "refusing to prune 2 job(s) (a, b) without confirmation" in err and "--yes" in err
+    assert code == 2 and "refusing to prune 2 jobs (a, b) without confirmation" in err and "--yes" in err
     code, out, _ = run("status", "--json")
     assert '"desired_state": "pruned"' not in out                    # nothing was recorded
     code, out, err = run("apply", str(empty), "--no-launch", "--prune", "--yes")
@@ -83,7 +83,7 @@ def test_prune_asks_on_a_terminal(cli_env: Path, monkeypatch: pytest.MonkeyPatch
     empty = cli_env / "empty.yaml"
     empty.write_text("")
     result = CliRunner().invoke(app, ["apply", str(empty), "--no-launch", "--prune"], input="n\n")
-    assert result.exit_code == 1 and "Prune 1 job(s) (a)?" in result.stdout
+    assert result.exit_code == 1 and "Prune 1 job (a)?" in result.stdout
     assert "nothing recorded, nothing pruned" in result.stderr
 
 

@@ -134,7 +134,7 @@ def test_a_job_with_a_checkpoint_store_is_asked_to_checkpoint_first_then_ended(t
         # The machine is left its drain to checkpoint and upload; the sweep ends it after, not before.
         assert attempt.drain_until is not None and len(aws.live()) == 1
         [said] = world.events("budget-stop")
-        assert "1 machine(s) asked to checkpoint first" in said
+        assert "1 machine asked to checkpoint first, checkpoint uploads from 1 machine until" in said
         while clock.now <= attempt.drain_until + TICK:
             world.tick()
         assert aws.live() == []

@@ -31,6 +31,7 @@ from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.plan_notes import print_apply_notes
 from orchestrator.cli.progress import Progress
 from orchestrator.redaction import safe_line
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.app.apply_preview import ApplyPreview, PlannedLaunch
@@ -131,7 +132,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
 
 def _confirm(preview: ApplyPreview, here: bool, opts: ApplyOptions) -> None:
     n = len(preview.will_launch)
-    what = f"{n} job(s) at {money(preview.price_hr)}/h"
+    what = f"{plural(n, 'job')} at {money(preview.price_hr)}/h"
     if opts.as_json or not stdin_is_terminal():
         fix = "pass --yes to launch, or --dry-run to only see the plan"
         if here:
@@ -149,7 +150,7 @@ def _confirm_prune(pruned: tuple[str, ...] | list[str], opts: ApplyOptions) -> N
     """Pruning ends jobs and their machines (an empty file with --prune would end every one): it is asked
     for like a launch, and refused without a terminal unless --yes."""
     names = ", ".join(list(pruned)[:5]) + (f" and {len(pruned) - 5} more" if len(pruned) > 5 else "")
-    what = f"{len(pruned)} job(s) ({names})"
+    what = f"{plural(len(pruned), 'job')} ({names})"
     if opts.as_json or not stdin_is_terminal():
         fail(safe_line(f"refusing to prune {what} without confirmation: "
                        f"{'--json never asks' if opts.as_json else 'no terminal to ask on'}; pass --yes to prune "
@@ -187,7 +188,7 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
     total = preview.estimated_total_usd
     n = len(preview.will_launch)
     who = f" by {launcher}" if launcher else " (by `orch apply` or a daemon, later)"
-    out(f"plan: {n} job(s) to launch{who}, {money(preview.price_hr)}/h"
+    out(f"plan: {plural(n, 'job')} to launch{who}, {money(preview.price_hr)}/h"
          + (f", estimated {money(total)} in all" if total is not None and n else ""))
     for launch in preview.launches:
         out(_plan_line(launch))
@@ -269,7 +270,7 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
     for err in outcome.errors[:10]:
         warn(str(err))
     if outcome.failed:      # the tick's errors were said above, as warnings (as before): not a verdict
-        sys.stderr.write(f"error: {len(outcome.waiting)} job(s) not launched\n")
+        sys.stderr.write(f"error: {plural(len(outcome.waiting), 'job')} not launched\n")
         return EXIT_NO_MATCH, outcome
     if outcome.waiting and not opts.as_json:
         # Waiting (no offer now, a busy host, a budget) is what the engine does, not an error: exit 0.

@@ -17,6 +17,7 @@ from orchestrator.cli.errors import check_number, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.redaction import safe_line, shown
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.daemon.assembly import Service
@@ -104,7 +105,8 @@ def tick_cmd(
     max_ticks: Annotated[int, typer.Option("--max-ticks", min=1, max=100_000, help="At most this many ticks.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per tick.")] = False,
 ) -> None:
-    """Run reconcile tick(s) now: list the clouds, adopt, launch, recover, idle, collect orphans."""
+    """Run a reconcile tick now (--until-quiet: until nothing changes): list the clouds, adopt, launch, recover,
+    idle, collect orphans."""
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock
 
     service = _build()
@@ -128,7 +130,7 @@ def tick_cmd(
             else:
                 if until_quiet:
                     _leave(service)
-                    fail(f"not quiet after {max_ticks} ticks", code=1)
+                    fail(f"not quiet after {plural(max_ticks, 'tick')}", code=1)
             _leave(service)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc))

@@ -21,6 +21,7 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, c
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.progress import Progress
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.app.down import DownOutcome
@@ -71,7 +72,7 @@ def down_cmd(
             _down_result([], before, None, as_json)
             return
         if not as_json:
-            out(f"marked for teardown: {', '.join(targets)} ({len(before)} machine(s))")
+            out(f"marked for teardown: {', '.join(targets)} ({plural(len(before), 'machine')})")
         outcome = _wait_down(store, targets, before, timeout, poll, as_json)
     finally:
         store.close()
@@ -79,7 +80,7 @@ def down_cmd(
         warn(str(err))
     _down_result(targets, before, outcome, as_json)
     if not outcome.confirmed:
-        sys.stderr.write(f"error: {len(outcome.remaining)} machine(s) not confirmed gone after {timeout:g}s:\n")
+        sys.stderr.write(f"error: {plural(len(outcome.remaining), 'machine')} not confirmed gone after {timeout:g}s:\n")
         for i in outcome.remaining:
             sys.stderr.write(f"  {i.provider} {i.instance_id or '?'} (launch {i.launch_id}, {i.state}) job {i.job}\n")
         raise SystemExit(EXIT_NO_MATCH)
@@ -104,7 +105,7 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
                                   use_live_offers=False)
         elif not as_json:
             out("a daemon is running: waiting for it to terminate the machines")
-        with Progress(f"terminating {len(before)} machine(s)") as progress:
+        with Progress(f"terminating {plural(len(before), 'machine')}") as progress:
             return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
                              on_tick=lambda left: progress.update(machines_left(left)))
     except DaemonAlreadyRunningError as exc:
@@ -117,11 +118,11 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
 
 
 def machines_left(left: Sequence[InstanceView]) -> str:
-    """``3 machine(s) left: aws 2, gcp 1`` (``none left`` once the providers confirm them all gone)."""
+    """``3 machines left: aws 2, gcp 1`` (``none left`` once the providers confirm them all gone)."""
     if not left:
         return "none left"
     counts = Counter(i.provider for i in left)
-    return f"{len(left)} machine(s) left: " + ", ".join(f"{p} {n}" for p, n in sorted(counts.items()))
+    return f"{plural(len(left), 'machine')} left: " + ", ".join(f"{p} {n}" for p, n in sorted(counts.items()))
 
 
 def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOutcome | None, as_json: bool) -> None:
@@ -133,4 +134,4 @@ def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOu
     elif not targets:
         out("no jobs to tear down")
     elif outcome is not None and outcome.confirmed:
-        out(f"down: {', '.join(targets)}; {len(before)} machine(s) terminated, confirmed by the providers")
+        out(f"down: {', '.join(targets)}; {plural(len(before), 'machine')} terminated, confirmed by the providers")

@@ -42,8 +42,10 @@ def fail_manifests(errors: Sequence[ManifestError], *, as_json: bool = False) ->
     for error in errors:
         sys.stderr.write(error.format() + "\n")
     if as_json:
+        from orchestrator.words import plural
+
         sys.stdout.write(json.dumps({
-            "error": f"{len(errors)} problem(s) in the manifests",
+            "error": f"{plural(len(errors), 'problem')} in the manifests",
             "errors": [{"path": str(e.path), "line": e.line, "column": e.col, "field": e.field or None,
                         "message": e.message, "hint": e.hint} for e in errors]}) + "\n")
     raise SystemExit(EXIT_BAD_INPUT)

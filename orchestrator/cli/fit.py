@@ -10,7 +10,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
-from orchestrator.cli.words import plural
+from orchestrator.words import plural
 
 
 @app.command()
@@ -39,7 +39,7 @@ def fit(
                                                   "(no FlashAttention/SDPA).")] = False,
     gpu: Annotated[list[str], typer.Option("--gpu", "-g", help="Only these GPUs (repeat or comma-separate).")]
     = [],  # noqa: B006
-    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Most machines to consider.")] = 8,
+    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Most machines to consider (1 to 256).")] = 8,
     headroom: Annotated[float, typer.Option("--headroom", help="Fraction of GPU memory kept free.")] = 0.10,
     spot: Annotated[bool, typer.Option("--spot", help="Spot offers only.")] = False,
     on_demand: Annotated[bool, typer.Option("--on-demand", help="On-demand offers only.")] = False,

@@ -28,6 +28,7 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, fail_ma
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.plan_notes import blind_notes, exposure_notes, reach_note
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.app.plan import JobPlan
@@ -175,11 +176,11 @@ def _print_plan(jp: JobPlan) -> None:
         _say(f"note: {note}", "  ", "        ")
     rest = len(jp.plan.eligible) - len(jp.options)
     if rest > 0:
-        out(f"  ... {rest} more eligible offer(s)")
+        out(f"  ... {plural(rest, 'more eligible offer')}")
     counts = jp.plan.exclusion_counts()
     if counts:
         by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value))
-        _say(f"excluded {len(jp.plan.rejected)} offer(s): {', '.join(f'{n} {c.value}' for c, n in by_count)}")
+        _say(f"excluded {plural(len(jp.plan.rejected), 'offer')}: {', '.join(f'{n} {c.value}' for c, n in by_count)}")
         for p in jp.plan.near_misses(NEAR_MISSES):
             _print_offer("near", p)
             _say(f"excluded: {'; '.join(e.detail for e in p.excluded)}", "           ")

@@ -11,7 +11,7 @@ import typer
 from orchestrator.cli.errors import fail, fail_manifests
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
-from orchestrator.cli.words import plural
+from orchestrator.words import plural
 
 
 @app.command()

@@ -13,6 +13,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.words import plural
 
 
 def _local_gpus() -> int:
@@ -75,7 +76,7 @@ def rehearse(
     m = chosen[0].manifest
     gpus = _local_gpus()
     n = procs or min(m.resources.count, gpus if gpus else 2)
-    opts = RehearsalOptions(preempt_at, kill_at, n, f"{gpus} local GPU(s)" if gpus else "CPU", notice_window,
+    opts = RehearsalOptions(preempt_at, kill_at, n, plural(gpus, "local GPU") if gpus else "CPU", notice_window,
                             timeout, compare, keep)
     report = run_rehearsal(m, chosen[0].source, opts, lambda line: sys.stderr.write(wrap(f"rehearse: {line}") + "\n"))
     if as_json:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from orchestrator.cli.words import plural
+from orchestrator.words import plural
 from providers.catalog import CatalogSnapshot
 from providers.offer import Offer, OfferOrigin
 

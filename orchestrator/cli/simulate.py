@@ -16,8 +16,8 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
-from orchestrator.cli.words import plural
 from orchestrator.redaction import shown
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from rich.table import Table

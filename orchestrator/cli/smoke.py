@@ -17,6 +17,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.app.smoke import SmokeResult
@@ -143,8 +144,9 @@ def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
                 notes.append(f"{t.provider}: $/h from {t.offer.price_source}, as of {t.offer.price_as_of}")
         out += [w for line in notes for w in textwrap.wrap(line, 78, initial_indent="  ", subsequent_indent="    ",
                                                            break_on_hyphens=False)]   # keeps a URL whole
-        out += textwrap.wrap(f"would launch {sum(1 for t in targets if t.offer)} machine(s), at most ${total:.2f} in "
-                             "all; nothing launched: run again with --yes", 79)
+        machines = plural(sum(1 for t in targets if t.offer), "machine")
+        out += textwrap.wrap(f"would launch {machines}, at most ${total:.2f} in all; nothing launched: run again "
+                             "with --yes", 79)
         sys.stdout.write("\n".join(out) + "\n")
 
 

@@ -10,6 +10,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from orchestrator.redaction import safe_line
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.app.status import InstanceView, JobView, StatusReport
@@ -37,7 +38,7 @@ def status_lines(report: StatusReport) -> list[str]:
     if report.instances:
         lines += ["", f"  {'PROVIDER':<9}{'INSTANCE':<20}{'STATE':<12}{'QUOTED':>9}{'ACTUAL':>9}  JOB"]
         lines += [_instance_line(i) for i in report.instances]
-    lines += ["", _fit(f"total: {len(report.instances)} live instance(s), burning {money(report.burn_hr)}/h, "
+    lines += ["", _fit(f"total: {plural(len(report.instances), 'live instance')}, burning {money(report.burn_hr)}/h, "
                        f"spent {money(report.spent_usd)}", WIDTH).rstrip()]
     return lines
 

@@ -23,6 +23,7 @@ from orchestrator.alerts.redact import WebhookUrl
 from orchestrator.config.alerts import AlertSettings, Webhook, WebhookFormat
 from orchestrator.daemon.alert_events import EVENT_KINDS, AlertMapper
 from orchestrator.store.listen import CommittedEvent
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     import httpx
@@ -80,8 +81,8 @@ class SinkWorker:
         except queue.Full:
             dropped = self._count("dropped")
             if dropped == 1 or dropped % _DROP_LOG_EVERY == 0:
-                log.warning("alerts to %s (%s): queue full (%d), %d alert(s) dropped so far", self.hook.name,
-                            self.url.host_only, self._settings.queue_size, dropped)
+                log.warning("alerts to %s (%s): queue full (%d), %s dropped so far", self.hook.name,
+                            self.url.host_only, self._settings.queue_size, plural(dropped, "alert"))
             return False
 
     def stats(self) -> SinkStats:
@@ -108,8 +109,8 @@ class SinkWorker:
 
         self._thread.join(max(deadline - time.monotonic(), 0.0))
         if self._thread.is_alive():
-            log.warning("alerts to %s (%s): gave up on %d queued alert(s) at exit", self.hook.name,
-                        self.url.host_only, self._queue.qsize())
+            log.warning("alerts to %s (%s): gave up on %s at exit", self.hook.name,
+                        self.url.host_only, plural(self._queue.qsize(), "queued alert"))
 
     # --- the worker thread ---------------------------------------------------------------------------
     def _count(self, key: str) -> int:

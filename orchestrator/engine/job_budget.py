@@ -26,6 +26,7 @@ from orchestrator.engine.hooks import ask_checkpoint
 from orchestrator.engine.ports import JobRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
+from orchestrator.words import plural
 
 
 class JobBudgetStep:
@@ -68,8 +69,9 @@ def _stop(deps: EngineDeps, job: JobRecord, held: list[Observed], spent: float, 
     drain = now + deps.config.notice_drain if draining else None
     told = ""
     if drain is not None:
-        told = (f", {len(asked)} machine(s) asked to checkpoint first" if asked else "") + (
-            f", {len(draining)} machine(s) upload their checkpoints until {drain.isoformat(timespec='seconds')}")
+        told = (f", {plural(len(asked), 'machine')} asked to checkpoint first" if asked else "") + (
+            f", checkpoint uploads from {plural(len(draining), 'machine')} until "
+            f"{drain.isoformat(timespec='seconds')}")
     deps.store.event(EventKind.BUDGET_STOP, why + told, now, job_id=job.id,
                      data={"budget_usd": job.spec.budget_usd, "spent_usd": round(spent, 4),
                            "checkpoint_asked": len(asked)})

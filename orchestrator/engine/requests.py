@@ -20,6 +20,7 @@ from orchestrator.engine.launch import LaunchOrder
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from orchestrator.engine.values import RelaunchRequest
+from orchestrator.words import plural
 
 
 def run(deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[LaunchOrder]:
@@ -49,6 +50,6 @@ def _honour(deps: EngineDeps, facts: TickFacts, log: TickLog, request: RelaunchR
                     f"relaunch requested by the {request.requested_by}", facts.now, log)
     deps.store.set_job_status(job.id, JobStatus.PENDING, facts.now)
     deps.store.event(EventKind.RELAUNCH_NOW, f"job {job.name}: relaunching now as the {request.requested_by} asked "
-                     f"({len(ended)} machine(s) ended)", facts.now, job_id=job.id,
+                     f"({plural(len(ended), 'machine')} ended)", facts.now, job_id=job.id,
                      data={"request_id": request.id, "ended": [a.launch_id for a in ended]})
     return LaunchOrder(job.id, relaunch=True)

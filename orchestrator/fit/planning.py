@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from orchestrator.fit.compat import compat_warnings
 from orchestrator.fit.memory import GB, usable_bytes
 from orchestrator.fit.search import FitQuery, best_strategy, fit_all, fit_gpu, precision_problem
+from orchestrator.words import plural
 from providers.base import Offer
 from providers.gpus import GPU_MODELS, gpu_by_name
 
@@ -132,10 +133,11 @@ def plan_warnings(query: FitQuery, requested: Sequence[str], count: int, nodes: 
 def _no_fit(query: FitQuery, nodes: int, offers: list[Offer]) -> list[str]:
     best = next((o for o in fit_all(replace(query, gpus=()), offers) if o.fits and o.offer is not None), None)
     if best is None:
-        return [f"the model fits on no offer within {query.max_nodes} machines (try orch fit for relaxations)"]
+        return [f"the model fits on no offer within {plural(query.max_nodes, 'machine')} "
+                "(try orch fit for relaxations)"]
     price = f" at {_money(best.price_hr)}/h" if best.price_hr is not None else ""
     if best.nodes != nodes:
-        return [f"the model needs {best.nodes} machines: set resources.nodes: {best.nodes} "
+        return [f"the model needs {plural(best.nodes, 'machine')}: set resources.nodes: {best.nodes} "
                 f"(e.g. {best.shape_text()}{price}, {best.sharding.value})"]
     return [f"the model fits on {best.shape_text()}{price} ({best.sharding.value})"]
 

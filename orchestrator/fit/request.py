@@ -18,7 +18,7 @@ from orchestrator.fit.memory import (
     TrainingSetup,
 )
 from orchestrator.fit.search import FitQuery
-from orchestrator.fit.shapes import ShapeError, parse_count, shape_from
+from orchestrator.fit.shapes import MAX_NODES, ShapeError, parse_count, shape_from
 from providers.base import Market
 
 AUTO = "auto"
@@ -71,8 +71,9 @@ def build_query(words: FitWords, *, gpus: tuple[str, ...] = (), markets: frozens
     """Validate ``words`` and the search bounds; raises FitInputError with one line."""
     if hours is not None and hours <= 0:
         raise FitInputError(f"--hours must be positive, got {hours:g}")
-    if max_nodes < 1:
-        raise FitInputError(f"--max-nodes must be 1 or more, got {max_nodes}")
+    if not 1 <= max_nodes <= MAX_NODES:
+        raise FitInputError(f"--max-nodes must be 1 to {MAX_NODES} (the most machines orch runs a job on), "
+                            f"got {max_nodes}")
     if not 0 <= headroom < 1:
         raise FitInputError(f"--headroom is a fraction of GPU memory kept free, 0 to 0.9, got {headroom:g}")
     for flag, value in (("--seq-len", words.seq_len), ("--micro-batch", words.micro_batch),

@@ -1,7 +1,8 @@
 """Which GPUs, how many, and the cheapest offer: the memory model applied to every GPU in the registry.
 
 For each GPU model the search walks machine shapes from small to large (1, 2, 4, 8 GPUs in one machine,
-then 2, 3, ... machines of 8) and takes the first one on which the job fits with headroom and that some
+then 2, 3, ... machines of 8, up to ``max_nodes``; the fewest machines that fit are found by bisection, see
+``fewest_nodes``) and takes the first one on which the job fits with headroom and that some
 offer in the catalog rents; with ``sharding`` left to orch it tries, on each shape, plain data parallelism,
 then ZeRO-2, then ZeRO-3 (least communication first). Pure functions over values: no I/O.
 """
@@ -24,6 +25,7 @@ from orchestrator.fit.memory import (
     estimate,
     usable_bytes,
 )
+from orchestrator.fit.shapes import MAX_NODES
 from providers.base import Interconnect, Market, Offer
 from providers.gpus import GPU_MODELS, GpuModel, gpu_by_name
 
@@ -149,10 +151,29 @@ def best_strategy(q: FitQuery, gpu: GpuModel, total_gpus: int) -> tuple[Sharding
     return z, est, False
 
 
-def _shapes(gpu: GpuModel, offers: Sequence[Offer], max_nodes: int) -> list[tuple[int, int]]:
-    counts = {1, 2, 4, MAX_GPUS_PER_NODE} | {o.gpu_count for o in offers if o.gpu == gpu.name}
-    single = sorted(c for c in counts if c <= max(MAX_GPUS_PER_NODE, *counts))
-    multi = [(MAX_GPUS_PER_NODE, m) for m in range(2, max_nodes + 1)]
+def fewest_nodes(q: FitQuery, gpu: GpuModel, max_nodes: int) -> int | None:
+    """The fewest machines of 8 ``gpu`` (2 to ``max_nodes``) the job fits on, or None: by bisection, as from 2
+    GPUs on the memory one GPU needs only falls as GPUs are added (each sharded part is divided by their number,
+    the rest is the same), so the search costs log2(max_nodes) estimates, not one per machine count."""
+    if max_nodes < 2 or not best_strategy(q, gpu, MAX_GPUS_PER_NODE * max_nodes)[2]:
+        return None
+    low, high = 2, max_nodes          # it fits on ``high`` machines
+    while low < high:
+        mid = (low + high) // 2
+        if best_strategy(q, gpu, MAX_GPUS_PER_NODE * mid)[2]:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _shapes(q: FitQuery, gpu: GpuModel, offers: Sequence[Offer]) -> list[tuple[int, int]]:
+    """The machine shapes worth trying, fewest GPUs first: every size of one machine, and of several machines of
+    8 only the fewest the job fits on (more of them fit too, on the same offer, so they cannot be a better
+    answer), or, where none fits, the most (the largest shape searched, said as the reason)."""
+    single = {1, 2, 4, MAX_GPUS_PER_NODE} | {o.gpu_count for o in offers if o.gpu == gpu.name}
+    nodes = fewest_nodes(q, gpu, q.max_nodes) or q.max_nodes
+    multi = [(MAX_GPUS_PER_NODE, nodes)] if nodes > 1 else []
     return sorted([(c, 1) for c in single] + multi, key=lambda cm: (cm[0] * cm[1], cm[1]))
 
 
@@ -207,7 +228,7 @@ def _fit_gpu(q: FitQuery, gpu: GpuModel, offers: Sequence[Offer]) -> FitOption:
                          problem)
     first_fit: FitOption | None = None
     last: FitOption | None = None
-    for count, nodes in _shapes(gpu, offers, q.max_nodes):
+    for count, nodes in _shapes(q, gpu, offers):
         last = _option(q, gpu, count, nodes, offers)
         if not last.fits:
             continue
@@ -256,13 +277,16 @@ def relaxations(q: FitQuery, offers: Sequence[Offer]) -> list[str]:
         trials.append(("--micro-batch 1", replace(q, setup=replace(s, micro_batch=1))))
     if q.gpus:
         trials.append(("without --gpu", replace(q, gpus=())))
-    trials.append((f"--max-nodes {q.max_nodes * 4}", replace(q, max_nodes=q.max_nodes * 4)))
+    if q.max_nodes < MAX_NODES:
+        trials.append(("--max-nodes", replace(q, max_nodes=MAX_NODES)))
     hints: list[str] = []
     for label, trial in trials:
         found = _cheapest_fit(trial, offers)
         if found is None:
             continue
-        if label == "zero3":
+        if label == "--max-nodes":
+            hints.append(f"fits with --max-nodes {found.nodes} on {_where(found)}")
+        elif label == "zero3":
             hints.append(f"needs ZeRO-3 across {found.total_gpus} GPUs (--sharding zero3): {_where(found)}")
         elif label == "without --gpu":
             hints.append(f"fits on {_where(found)} without --gpu")

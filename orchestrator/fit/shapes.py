@@ -118,6 +118,10 @@ _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 #: within --max-nodes, and what would); a larger one is a typo, refused like zero or a negative one.
 MAX_PARAMS = 1e15
 
+#: The most machines orch sizes or runs one job on: a manifest's ``resources.nodes`` and ``orch fit --max-nodes``
+#: stop here (256 machines of 8 GPUs: 2048 GPUs).
+MAX_NODES = 256
+
 
 def parse_count(text: str | float | int) -> float:
     """``70B``, ``7.2b``, ``350M``, ``1.5T`` or a plain number -> parameters. Zero, negative, not finite or

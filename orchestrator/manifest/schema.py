@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.fit.shapes import MAX_NODES
 from orchestrator.inputs.durations import HintedValueError
 from orchestrator.manifest.code_spec import Code
 from orchestrator.manifest.field_types import (
@@ -77,7 +78,7 @@ class Resources(_Model):
         description="A GPU name or a list of acceptable ones (any alias; stored canonical). "
         "Optional with a model: block (orch then picks the GPUs that fit).")
     count: int = Field(1, ge=1, le=64, description="GPUs per node.")
-    nodes: int = Field(1, ge=1, le=256, description="Machines.")
+    nodes: int = Field(1, ge=1, le=MAX_NODES, description="Machines.")
     min_vram_gb: float | None = Field(None, ge=0, description="Least memory per GPU, GB.")
     interconnect: Literal["nvlink", "pcie"] | None = Field(None, description="GPU-to-GPU link within a node.")
     infiniband: bool | None = Field(None, description="Multi-node: whether NCCL may use an InfiniBand/RoCE fabric "

@@ -12,6 +12,7 @@ from orchestrator.rehearse.local import NoticeServer
 from orchestrator.rehearse.observe import RehearsalTimeout, log_tail, logged_steps, progress, store_latest
 from orchestrator.rehearse.report import FinalState, RehearsalReport, Verdict
 from orchestrator.rehearse.runner import Rehearsal, RehearsalError, RehearsalOptions, Say
+from orchestrator.words import plural
 
 
 def _digests(directory: Path) -> dict[str, str]:
@@ -29,7 +30,7 @@ def compare_final(store: Path, reference: Path) -> tuple[FinalState, str]:
     a, b = _digests(store / f"step-{mine}"), _digests(reference / f"step-{theirs}")
     differ = sorted(n for n in a.keys() | b.keys() if a.get(n) != b.get(n))
     if not differ:
-        return FinalState.EQUAL, f"step-{mine} matches an uninterrupted run byte for byte ({len(a)} files)"
+        return FinalState.EQUAL, f"step-{mine} matches an uninterrupted run byte for byte ({plural(len(a), 'file')})"
     return FinalState.DIFFERENT, f"step-{mine} differs from an uninterrupted run in {', '.join(differ[:4])}"
 
 
@@ -106,6 +107,6 @@ def _scenario(r: Rehearsal, label: str) -> RehearsalReport:
     if opts.compare:
         state, state_text = compare_final(r.world.store, r.reference())
     lost = (kill.step - committed) if kill.step is not None else None
-    text = f"resumed from step {committed}" + (f", {lost} step(s) lost" if lost is not None else "")
+    text = f"resumed from step {committed}" + (f", {plural(lost, 'step')} lost" if lost is not None else "")
     return RehearsalReport(verdict=Verdict.RESUMED, detail=text, final_state=state, final_state_detail=state_text,
                            **base, **facts)

@@ -21,6 +21,7 @@ from pathlib import Path
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
 from orchestrator.runtime.render_input import CloudKind, RenderInput
+from orchestrator.words import plural
 
 PLACEHOLDER_SECRET = "orch-rehearsal-placeholder"
 STEPS_LOG = "steps.log"
@@ -107,12 +108,12 @@ class World:
             out.append(f"checkpoint store {m.checkpoint.store} replaced by the local file://{self.store} "
                        "for the rehearsal")
         r = m.resources
-        out.append(f"{r.nodes} node(s) x {r.count} GPU(s) rehearsed as 1 node x {self.procs} process(es) on "
-                   f"{device}")
+        out.append(f"{plural(r.nodes, 'node')} x {plural(r.count, 'GPU')} rehearsed as 1 node x "
+                   f"{plural(self.procs, 'process', 'processes')} on {device}")
         if m.image:
             out.append(f"image {m.image} not used: the job runs with this machine's Python")
         if m.setup:
-            out.append(f"setup not run ({len(m.setup)} line(s)): install what the job needs here first")
+            out.append(f"setup not run ({plural(len(m.setup), 'line')}): install what the job needs here first")
         if m.data:
             out.append("data not staged: " + ", ".join(d.source for d in m.data))
         missing = sorted(n for n in m.secrets if n not in os.environ)

@@ -35,6 +35,7 @@ from orchestrator.manifest.code_path import find_repo
 from orchestrator.manifest.code_spec import Code, CodePin
 from orchestrator.manifest.loader import LoadedManifest, content_hash
 from orchestrator.manifest.schema import Manifest
+from orchestrator.words import plural
 
 __all__ = ["CodePackError", "Pack", "cache_dir", "pack_bytes", "pack_file_name", "pin_loaded", "pin_manifest"]
 
@@ -180,13 +181,13 @@ def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -
             " large data belongs in data:")
     notes: tuple[str, ...] = ()
     if dirty:
-        notes = (f"job {job}: shipping UNCOMMITTED changes of {len(changed)} tracked file(s): "
+        notes = (f"job {job}: shipping UNCOMMITTED changes of {plural(len(changed), 'tracked file')}: "
                  + ", ".join(changed[:5]),)
     elif changed:
-        notes = (f"job {job}: {len(changed)} tracked file(s) have uncommitted changes that are NOT shipped "
+        notes = (f"job {job}: uncommitted changes of {plural(len(changed), 'tracked file')} are NOT shipped "
                  f"(commit them, or apply with --dirty): " + ", ".join(changed[:5]),)
     if untracked:
-        notes += (f"job {job}: {len(untracked)} untracked file(s) are not shipped (git add and commit them): "
+        notes += (f"job {job}: not shipped, {plural(len(untracked), 'untracked file')} (git add and commit them): "
                   + ", ".join(untracked[:5]),)
     pin = CodePin(repo=str(repo), commit=commit, path=code.path, sha256=hashlib.sha256(data).hexdigest(),
                   files=len(entries), bytes=len(data), dirty=dirty)

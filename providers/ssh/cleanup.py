@@ -120,7 +120,7 @@ class CleanResult:
         return not self.remaining and not self.busy
 
     def describe(self) -> str:
-        text = f"{self.found} process(es) of the launch stopped ({self.killed} needed SIGKILL)"
+        text = f"processes of the launch stopped: {self.found} ({self.killed} needed SIGKILL)"
         if self.remaining:
             text += f"; still running after SIGKILL: pids {', '.join(map(str, self.remaining))}"
         if self.busy:

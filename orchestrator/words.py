@@ -1,4 +1,5 @@
-"""Words the CLI agrees with a number: ``1 offer``, ``2 offers``. No imports: ``orch quote`` loads it."""
+"""Words agreeing with a number: ``1 offer``, ``2 offers``. Loose at the top, like clock.py: the CLI, the engine,
+the daemon, the runtime and the rehearsal all say counts. No imports: ``orch quote`` loads it."""
 
 from __future__ import annotations
 
