@@ -129,6 +129,22 @@ def test_every_repository_path_and_module_the_docs_name_exists() -> None:
     assert found == [], "the docs name what is not in the repository:\n" + "\n".join(f"{a}: {p}" for a, p in found)
 
 
+
+def test_a_provider_page_names_modules_of_that_provider() -> None:
+    """docs/providers/<name>.md names the provider's modules alone (`errors.py`, `offers.py`): each is in that
+    provider's package, not merely somewhere (there are several `offers.py`)."""
+    from providers.registry import PROVIDER_NAMES, entry
+
+    found = []
+    for doc in sorted((ROOT / "docs" / "providers").glob("*.md")):
+        assert doc.stem in PROVIDER_NAMES, f"{doc.name}: no provider {doc.stem}"
+        package = ROOT.joinpath(*entry(doc.stem).package.split("."))
+        for n, line in enumerate(doc.read_text().splitlines(), 1):
+            found += [f"{doc.name}:{n}: {m.group(1)} is not in {package.relative_to(ROOT)}/"
+                      for m in PY_FILE.finditer(line)
+                      if "/" not in m.group(1) and m.group(1) not in NOT_OURS and not (package / m.group(1)).is_file()]
+    assert found == []
+
 def test_the_check_finds_paths_modules_and_settings_that_do_not_exist(tmp_path: Path) -> None:
     """It bites: a module moved away (orchestrator/cli/words.py went to orchestrator/words.py), a file named
     alone that no folder holds, a module or name that is not there, a provider setting that does not exist."""
