@@ -23,6 +23,7 @@ import os
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -90,19 +91,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def accepts(host: str, port: int) -> bool:
-    """Whether a server listens on host:port: a connection there reaches another socket.
+_TCP_LISTEN = "0A"  # the LISTEN state in /proc/net/tcp
 
-    The port is one of the kernel's ephemeral ports (``free_port``), and so is each probe's own: while nothing
-    listens yet, a probe whose own port happens to be ``port`` connects to itself (TCP's simultaneous open)
-    and "succeeds". It then holds the port, the server's bind fails, and the server exits after the caller
-    was told it listens (a test saw "cannot connect" on a loaded machine). A self-connection is not a server.
+
+def listening_sockets(host: str, port: int) -> set[int]:
+    """The inodes of the sockets in LISTEN state on host:port (IPv4), from /proc/net/tcp."""
+    local = f"{struct.unpack('=I', socket.inet_aton(host))[0]:08X}:{port:04X}"
+    found: set[int] = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == local and fields[3] == _TCP_LISTEN:
+            found.add(int(fields[9]))
+    return found
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return set()
+    inodes: set[int] = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"{fd_dir}/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(int(target[len("socket:["):-1]))
+    return inodes
+
+
+def listens(pid: int, host: str, port: int) -> bool:
+    """Whether process ``pid`` ITSELF holds a socket listening on host:port.
+
+    This, not a connection that succeeds, is when a (re)started sshd is ready: sshd loads its host key before it
+    listens, and a connection proves only that SOME socket listens there. After a stop the old server's socket
+    can outlive it (see ``Sshd.stop``), and a probe that connects spawns a child of the server it reaches.
     """
-    with socket.socket() as s, contextlib.suppress(OSError):
-        s.settimeout(0.5)
-        s.connect((host, port))
-        return s.getsockname() != s.getpeername()
-    return False
+    return bool(listening_sockets(host, port) & _socket_inodes(pid))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -309,7 +334,7 @@ class Sshd:
             if self._proc.poll() is not None:
                 self._proc = None
                 raise RuntimeError(f"sshd exited at start: {self.log_path.read_text()[-2000:]}")
-            if accepts(self.host, self.port):
+            if listens(self._proc.pid, self.host, self.port):
                 return self
             if time.monotonic() > end:
                 self.stop()
@@ -326,7 +351,15 @@ class Sshd:
                 os.kill(p, signal.SIGTERM)
         _wait_gone(victims)
 
-    def stop(self) -> None:
+    def stop(self, deadline_s: float = 10.0) -> None:
+        """Stop the listener and its sessions; return once nothing listens on the port any more.
+
+        sshd forks a child for each connection it accepts, and the child holds a copy of the listening socket
+        until it closes it, just after the fork. A connection the listener accepts as it is told to stop (on a
+        loaded machine, one made well before) leaves such a child behind it, still listening: a restart then
+        either cannot bind the port or is taken as ready while clients reach the old server's socket, which is
+        closed under them (a test saw "cannot connect" right after ``restart``).
+        """
         if self._proc is None:
             return
         self.drop_connections()  # first, so the listener reaps its session children
@@ -337,6 +370,11 @@ class Sshd:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+        end = time.monotonic() + deadline_s
+        while listening_sockets(self.host, self.port):
+            if time.monotonic() > end:
+                raise RuntimeError(f"port {self.port} still listened on {deadline_s}s after sshd exited")
+            time.sleep(0.01)
 
     def restart(self, *, new_host_key: bool = False) -> Sshd:
         """Stop (dropping connections) and start again on the same port, optionally with a new host key."""
