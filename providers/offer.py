@@ -82,7 +82,7 @@ class Offer:
     price_hr: float
     price_as_of: date
     price_as_of_approximate: bool = False
-    source: str = OfferOrigin.CATALOG  # an OfferOrigin value
+    source: OfferOrigin = OfferOrigin.CATALOG
     availability: Availability = Availability.UNKNOWN
     offer_id: str | None = None  # a provider's own handle (a Vast ask id, a RunPod gpu type)
     captured_at: datetime | None = None

@@ -17,7 +17,7 @@ from orchestrator.engine.states import AttemptState
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Attempt, InstanceRow, Job
-from providers.base import Availability, Instance, Interconnect, LaunchSpec, Market, Offer, new_launch_id
+from providers.base import Availability, Instance, Interconnect, LaunchSpec, Market, Offer, OfferOrigin, new_launch_id
 from providers.lambdalabs.adapter import LambdaProvider
 from providers.vastai.adapter import VastProvider
 from tests.contract import harness_lambda, harness_vastai
@@ -32,10 +32,10 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 #: Vast spot A100-80G in Bavaria (the fake's ask 7002001) is the cheapest; Lambda's 1x A100 (40 GB) in
 #: us-west-2 is the next eligible offer, on another provider.
 VAST_BAVARIA = Offer("vastai", "1x-A100_SXM4-32-257000", "Bavaria, DE", None, "A100-80G", 1, 80, 32, 251,
-                     Interconnect.PCIE, Market.SPOT, 0.70, date(2026, 12, 1), True, "catalog",
+                     Interconnect.PCIE, Market.SPOT, 0.70, date(2026, 12, 1), True, OfferOrigin.CATALOG,
                      Availability.AVAILABLE, offer_id="7002001")
 LAMBDA_A100 = Offer("lambda", "gpu_1x_a100_sxm4", "us-west-2", None, "A100-40G", 1, 40, 30, 200,
-                    Interconnect.PCIE, Market.ON_DEMAND, 1.29, date(2026, 12, 1), True, "catalog",
+                    Interconnect.PCIE, Market.ON_DEMAND, 1.29, date(2026, 12, 1), True, OfferOrigin.CATALOG,
                     Availability.AVAILABLE)
 CATALOG = [VAST_BAVARIA, LAMBDA_A100]
 GPUS = ["A100-80G", "A100-40G"]

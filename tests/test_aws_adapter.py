@@ -25,6 +25,7 @@ from providers.base import (
     InstanceState,
     LaunchSpec,
     Market,
+    OfferOrigin,
     ResourceKind,
     new_launch_id,
 )
@@ -357,7 +358,7 @@ def test_merge_spot_prices_latest_linux_price_per_zone() -> None:
     ]
     merged = merge_spot_prices([spot, on_demand, spot], history)
     assert on_demand in merged
-    live = [o for o in merged if o.source == "live"]
+    live = [o for o in merged if o.source is OfferOrigin.LIVE]
     assert [(o.zone, o.price_hr, o.price_as_of.isoformat()) for o in live] == [("use1-az6", 3.5, "2026-01-01")]
     assert merge_spot_prices([spot], []) == [spot]
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from providers.base import Availability, GpuRequest, Interconnect, LaunchSpec, Market, Offer, new_launch_id
+from providers.base import Availability, GpuRequest, Interconnect, LaunchSpec, Market, Offer, OfferOrigin, new_launch_id
 from providers.errors import ProviderError
 from providers.vastai.adapter import VastProvider
 from tests.contract.harness_vastai import fast_settings
@@ -64,7 +64,7 @@ def fake() -> Iterator[tuple[VastFake, str, list[Exchange]]]:
 def _spec(ask_id: int, market: Market, launch_id: str, max_price: float | None = None) -> LaunchSpec:
     offer = Offer(provider="vastai", instance_type="x", region="r", zone=None, gpu="RTX4090-24G", gpu_count=1,
                   vram_gb=24, vcpus=16, memory_gb=64, interconnect=Interconnect.PCIE, market=market, price_hr=0.4,
-                  price_as_of=date.today(), source="live", availability=Availability.AVAILABLE,
+                  price_as_of=date.today(), source=OfferOrigin.LIVE, availability=Availability.AVAILABLE,
                   offer_id=str(ask_id))
     return LaunchSpec(launch_id=launch_id, owner="spec", job="j", offer=offer, startup_script="echo hi",
                       ssh_public_key="ssh-ed25519 AAAA test", disk_gb=40, max_price_hr=max_price)

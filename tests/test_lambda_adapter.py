@@ -22,6 +22,7 @@ from providers.base import (
     LaunchSpec,
     Market,
     Offer,
+    OfferOrigin,
     instance_name,
     new_launch_id,
 )
@@ -115,7 +116,8 @@ def test_offers_are_live_and_per_region_with_capacity(provider: LambdaProvider) 
     assert sorted(o.region for o in offers) == ["us-east-1", "us-south-1"]
     for o in offers:
         assert (o.instance_type, o.gpu_count, o.vram_gb, o.price_hr) == ("gpu_8x_h100_sxm5", 8, 80, 23.92)
-        assert o.source == "live" and o.availability is Availability.AVAILABLE and o.market is Market.ON_DEMAND
+        assert o.source is OfferOrigin.LIVE and o.availability is Availability.AVAILABLE
+        assert o.market is Market.ON_DEMAND
         assert o.interconnect is Interconnect.NVLINK and o.vcpus == 208
         # the type's fixed local disk (InstanceTypeSpecs.storage_gib in the Lambda spec), in GB
         [h100] = [t for t in DEFAULT_TYPES if t.name == "gpu_8x_h100_sxm5"]
@@ -123,8 +125,8 @@ def test_offers_are_live_and_per_region_with_capacity(provider: LambdaProvider) 
 
 
 def test_offers_mark_catalog_regions_without_capacity(cloud: tuple[LambdaFake, FakeServer]) -> None:
-    catalog = (replace(h100_offer("us-west-2"), source="catalog", availability=Availability.UNKNOWN, price_hr=30.0),
-               replace(h100_offer("us-east-1"), source="catalog", availability=Availability.UNKNOWN, price_hr=30.0))
+    catalog = tuple(replace(h100_offer(region), source=OfferOrigin.CATALOG, availability=Availability.UNKNOWN,
+                            price_hr=30.0) for region in ("us-west-2", "us-east-1"))
     p = LambdaProvider(fast_settings(f"{cloud[1].url}/api/v1"), catalog=catalog)
     by_region = {o.region: o for o in p.offers(GpuRequest(gpus=("H100-80G",), count=8))}
     assert by_region["us-west-2"].availability is Availability.NOT_AVAILABLE

@@ -9,14 +9,14 @@ import pytest
 
 from orchestrator.offers.planner import Constraint, DataSource, PlanRequest, plan, without_zone
 from orchestrator.offers.sources import gather_offers
-from providers.base import Availability, GpuRequest, Market, Offer
+from providers.base import Availability, GpuRequest, Market, Offer, OfferOrigin
 from providers.errors import ProviderUnavailableError
 from providers.gpus import Interconnect
 
 
 def offer(provider: str, itype: str, price: float, region: str = "us-east-1", zone: str | None = None,
           market: Market = Market.ON_DEMAND, gpu: str = "A100-80G", vram: float = 80, count: int = 4,
-          vcpus: float = 12, mem: float = 48, source: str = "catalog") -> Offer:
+          vcpus: float = 12, mem: float = 48, source: OfferOrigin = OfferOrigin.CATALOG) -> Offer:
     return Offer(provider, itype, region, zone, gpu, count, vram, vcpus, mem, Interconnect.NVLINK, market, price,
                  date(2025, 12, 1), True, source)
 
@@ -81,10 +81,11 @@ class Live:
 
 
 def test_live_offers_replace_catalog_rows_and_a_failing_source_is_skipped() -> None:
-    live = replace(offer("aws", "p", 12.0, zone="use1-az1", source="live"), availability=Availability.AVAILABLE)
+    live = replace(offer("aws", "p", 12.0, zone="use1-az1", source=OfferOrigin.LIVE),
+                   availability=Availability.AVAILABLE)
     merged = gather_offers(GpuRequest(gpus=("A100-80G",), count=4), OFFERS, [Live([live]), Live(fail=True)])
     aws = [o for o in merged if o.provider == "aws"]
-    assert len(aws) == 1 and aws[0].price_hr == 12.0 and aws[0].source == "live"
+    assert len(aws) == 1 and aws[0].price_hr == 12.0 and aws[0].source is OfferOrigin.LIVE
     assert len(merged) == len(OFFERS)
 
 
@@ -93,7 +94,7 @@ def test_every_resource_constraint_excludes_with_its_reason_in_words() -> None:
         offer("aws", "ok", 9.0, vcpus=48, mem=800),
         offer("runpod", "few-cpus", 4.0, vcpus=12, mem=800),              # 3 vCPU/GPU
         offer("gcp", "little-ram", 5.0, region="us-central1", vcpus=48, mem=64),   # 16 GB/GPU
-        replace(offer("vastai", "small-disk", 3.0, vcpus=48, mem=800, source="live"), max_disk_gb=80),
+        replace(offer("vastai", "small-disk", 3.0, vcpus=48, mem=800, source=OfferOrigin.LIVE), max_disk_gb=80),
         replace(offer("azure", "pcie", 6.0, region="us-east", vcpus=48, mem=800), interconnect=Interconnect.PCIE),
         offer("lambda", "dear", 50.0, vcpus=48, mem=800),
         offer("aws", "far", 2.0, region="eu-west-1", vcpus=48, mem=800),
@@ -126,7 +127,7 @@ def test_vcpus_per_gpu_100_leaves_no_offer_with_fewer() -> None:
 
 def test_unknown_facts_are_notes_not_exclusions() -> None:
     """A machine of yours without vcpus/memory_gb/disk_gb in the config, a Vast catalog row: not checkable."""
-    mine = offer("ssh", "box", 0.0, region="onprem", vcpus=0, mem=0, source="own")
+    mine = offer("ssh", "box", 0.0, region="onprem", vcpus=0, mem=0, source=OfferOrigin.OWN)
     vast = offer("vastai", "cat", 3.0, vcpus=48, mem=800)
     aws = offer("aws", "p", 9.0, vcpus=48, mem=800)
     req = PlanRequest(gpus=("A100-80G",), count=4, vcpus_per_gpu=8, ram_gb_per_gpu=64, disk_gb=500)

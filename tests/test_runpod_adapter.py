@@ -18,6 +18,7 @@ from providers.base import (
     LaunchSpec,
     Market,
     Offer,
+    OfferOrigin,
     instance_name,
     new_launch_id,
 )
@@ -116,7 +117,7 @@ def test_offers_price_count_times_the_per_gpu_price(provider: RunPodProvider, fa
     assert set(offers) == {"A100-80G", "H100-80G", "RTX4090-24G"}  # A40: no secure stock
     a100 = offers["A100-80G"]
     assert a100.price_hr == pytest.approx(3.28) and a100.offer_id == "NVIDIA A100 80GB PCIe"
-    assert a100.instance_type == "2x_NVIDIA A100 80GB PCIe_SECURE" and a100.source == "live"
+    assert a100.instance_type == "2x_NVIDIA A100 80GB PCIe_SECURE" and a100.source is OfferOrigin.LIVE
     assert a100.vcpus == 16 and a100.market is Market.ON_DEMAND
     [query] = fake.operations()
     assert query["variables"] == {"lowestPriceInput": {"gpuCount": 2, "secureCloud": True}}

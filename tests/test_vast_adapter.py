@@ -20,6 +20,7 @@ from providers.base import (
     LaunchSpec,
     Market,
     Offer,
+    OfferOrigin,
     instance_name,
     new_launch_id,
 )
@@ -75,7 +76,7 @@ def spec_for(ask_id: int | None, market: Market = Market.ON_DEMAND, *, gpu: str 
              max_price: float | None = None, script: str = "echo hi", key: str = "") -> LaunchSpec:
     offer = Offer(provider="vastai", instance_type="t", region="r", zone=None, gpu=gpu, gpu_count=1, vram_gb=24,
                   vcpus=8, memory_gb=32, interconnect=Interconnect.PCIE, market=market, price_hr=1.0,
-                  price_as_of=date.today(), source="live" if ask_id else "catalog",
+                  price_as_of=date.today(), source=OfferOrigin.LIVE if ask_id else OfferOrigin.CATALOG,
                   availability=Availability.AVAILABLE if ask_id else Availability.UNKNOWN,
                   offer_id=str(ask_id) if ask_id else None)
     return LaunchSpec(launch_id=new_launch_id(), owner=OWNER, job="j", offer=offer, startup_script=script,
@@ -101,7 +102,7 @@ def test_search_sends_the_careful_filters_and_the_server_applies_them(fake: Vast
     assert body["type"] == "on-demand"
     # the unreliable, unverified and port-less 4090s were dropped by those filters; the 2x by the count
     assert [o.offer_id for o in offers] == [str(RTX_1X)]
-    assert all(o.source == "live" and o.availability is Availability.AVAILABLE for o in offers)
+    assert all(o.source is OfferOrigin.LIVE and o.availability is Availability.AVAILABLE for o in offers)
 
 
 def test_looser_filters_bring_back_what_the_defaults_drop(url: str) -> None:

@@ -171,6 +171,7 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
     from orchestrator.money.budgets import check_launch
     from orchestrator.money.spend import would_break_budget
     from orchestrator.store.budget_watch import read_ledger
+    from providers.offer import OfferOrigin
 
     ledger: BudgetLedger | None = None
     if budgets:
@@ -185,7 +186,7 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
         refusal: str | None = None
         for option in jp.plan.eligible:
             o = option.offer
-            if o.source == "own" and o.key in taken:
+            if o.source is OfferOrigin.OWN and o.key in taken:
                 continue
             so_far = spent.get(jp.name, 0.0)
             if would_break_budget(so_far, option.total_price_hr, hours, own_budget):
@@ -204,7 +205,7 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
                                             chosen.total_price_hr, owner)
             else:
                 refusal = verdict.reason()
-        if chosen is not None and refusal is None and chosen.offer.source == "own":
+        if chosen is not None and refusal is None and chosen.offer.source is OfferOrigin.OWN:
             taken.add(chosen.offer.key)
         out.append(PlannedLaunch(jp.name, chosen or jp.plan.chosen, jp.estimated_hours, refusal))
     return out

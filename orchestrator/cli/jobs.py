@@ -114,7 +114,7 @@ def plan_cmd(
     from providers.offer import OfferOrigin
 
     blind = blind_notes(loaded, config, frozenset(
-        jp.name for jp in plans if jp.plan.chosen is not None and jp.plan.chosen.offer.source == OfferOrigin.OWN))
+        jp.name for jp in plans if jp.plan.chosen is not None and jp.plan.chosen.offer.source is OfferOrigin.OWN))
     reach = {jp.name: reach_note(jp, config) for jp in plans}
     exposed = exposure_notes(loaded, plans, config)
     if as_json:

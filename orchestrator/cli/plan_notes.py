@@ -73,7 +73,7 @@ def print_apply_notes(preview: ApplyPreview, loaded: list[LoadedManifest], confi
         out(textwrap.fill(text, PLAN_WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
 
     own = frozenset(launch.job for launch in preview.launches
-                    if launch.planned is not None and launch.planned.offer.source == OfferOrigin.OWN)
+                    if launch.planned is not None and launch.planned.offer.source is OfferOrigin.OWN)
     for name, note in sorted(blind_notes(loaded, config, own).items()):
         say(f"note: {name}: {note}")
     manifests = {lm.manifest.name: lm.manifest for lm in loaded}

@@ -69,7 +69,7 @@ def _columns(nodes: int, wide: bool) -> list[Column]:
         Column("INSTANCE", lambda g: g.first.offer.instance_type, min_width=12),
         place,
         Column("GPUS", lambda g: f"{g.first.offer.gpu_count}×{g.first.offer.gpu}"),
-        Column("MARKET", lambda g: "own" if g.first.offer.source == OfferOrigin.OWN else g.first.offer.market.value),
+        Column("MARKET", lambda g: "own" if g.first.offer.source is OfferOrigin.OWN else g.first.offer.market.value),
         Column(price, lambda g: f"{g.first.total_price_hr:.2f}", right=True),
         Column("$/GPU-H", lambda g: f"{g.first.offer.price_per_gpu_hr:.2f}", right=True),
         Column("AGE", lambda g: g.oldest.age_text, right=True),
@@ -158,9 +158,9 @@ def quote_footer(rows: Sequence[QuoteRow], groups: int, catalog: CatalogSnapshot
     stale = [f"{p} ({oldest[p].age_text})" for p in sorted(oldest) if oldest[p].age > STALE_AFTER]
     if stale:
         notes.append(f"Older than a day: {', '.join(stale)}; run `orch catalog refresh` (or --live).")
-    if any(r.offer.source == OfferOrigin.LIVE for r in rows):
+    if any(r.offer.source is OfferOrigin.LIVE for r in rows):
         notes.append("AGE 'live': priced by the provider's API just now.")
-    if any(r.offer.source == OfferOrigin.OWN for r in rows):
+    if any(r.offer.source is OfferOrigin.OWN for r in rows):
         notes.append("MARKET 'own': your machines from orch's config, at the price set there.")
     if flagged:
         notes.append("FLAGS: fewer than 2 vCPU (low-cpu) or 8 GB RAM (low-ram) per GPU.")
@@ -204,7 +204,7 @@ def print_gpu_list(summaries: Sequence[GpuSummary], refreshed: Sequence[str], *,
         Column("VRAM", lambda s: f"{s.vram_gb}G", right=True),
         Column("FROM $/GPU-H", lambda s: f"{s.cheapest_per_gpu_hr:.2f}", right=True),
         # As the quote's table says it: a machine of yours is "own", not on-demand.
-        Column("MARKET", lambda s: "own" if s.cheapest.source == OfferOrigin.OWN else s.cheapest.market.value),
+        Column("MARKET", lambda s: "own" if s.cheapest.source is OfferOrigin.OWN else s.cheapest.market.value),
         Column("COUNTS", lambda s: ",".join(map(str, s.counts)), min_width=5),
         Column("PROVIDERS", lambda s: ",".join(s.providers), min_width=10),
     ]

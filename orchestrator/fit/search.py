@@ -123,7 +123,7 @@ class FitOption:
             "offer": None if o is None else {
                 "provider": o.provider, "instance_type": o.instance_type, "region": o.region, "zone": o.zone,
                 "market": o.market.value, "interconnect": o.interconnect.value, "price_hr": round(o.price_hr, 4),
-                "source": o.source},
+                "source": o.source.value},
             "price_hr": round(self.price_hr, 4) if self.price_hr is not None else None,
             "estimated_hours": self.hours,
             "estimated_cost_usd": round(self.cost_usd, 2) if self.cost_usd is not None else None,

@@ -21,7 +21,7 @@ from orchestrator.offers.quote_input import (
 )
 from providers.catalog.query import match_offers
 from providers.gpus import GPU_MODELS, gpu_by_name
-from providers.offer import GpuRequest, Market, Offer
+from providers.offer import GpuRequest, Market, Offer, OfferOrigin
 
 
 class SortKey(StrEnum):
@@ -73,9 +73,9 @@ class QuoteRow:
 
     @property
     def age_text(self) -> str:
-        if self.offer.source == "live":
+        if self.offer.source is OfferOrigin.LIVE:
             return "live"
-        if self.offer.source == "own":
+        if self.offer.source is OfferOrigin.OWN:
             return "-"            # your machine: a price you set, not a market's
         return format_age(self.age, self.offer.captured_at is None)
 
@@ -103,7 +103,7 @@ class QuoteRow:
             "price_as_of": o.price_as_of.isoformat(),
             "price_as_of_approximate": o.price_as_of_approximate,
             "price_age_days": self.age_days,
-            "source": o.source,
+            "source": o.source.value,
             "availability": o.availability.value,
             "flags": list(self.flags),
             "price_captured_at": o.captured_at.isoformat() if o.captured_at else None,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from orchestrator.store.queries import AttemptColumns
-from providers.base import Market, Offer
+from providers.base import Market, Offer, OfferOrigin
 from providers.gpus import Interconnect, gpu_by_name
 
 
@@ -37,6 +37,6 @@ class OfferBook:
         except KeyError:
             vram, link = 0.0, Interconnect.PCIE
         offer = Offer(provider, instance_type, region, zone, gpu, max(gpu_count, 1), vram, 0.0, 0.0, link, market,
-                      price_hr, created_at.date(), True, "store")
+                      price_hr, created_at.date(), True, OfferOrigin.STORE)
         self._built[key] = offer
         return offer

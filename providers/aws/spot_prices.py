@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import date, datetime
 from typing import Any
 
-from providers.base import Market, Offer
+from providers.base import Market, Offer, OfferOrigin
 
 
 def merge_spot_prices(catalog: Iterable[Offer], history: Iterable[dict[str, Any]]) -> list[Offer]:
@@ -47,5 +47,5 @@ def _replace_price(o: Offer, *, zone: str, price: float, as_of: date) -> Offer:
         provider=o.provider, instance_type=o.instance_type, region=o.region, zone=zone, gpu=o.gpu,
         gpu_count=o.gpu_count, vram_gb=o.vram_gb, vcpus=o.vcpus, memory_gb=o.memory_gb,
         interconnect=o.interconnect, market=o.market, price_hr=price, price_as_of=as_of,
-        price_as_of_approximate=False, source="live", availability=o.availability, offer_id=o.offer_id,
+        price_as_of_approximate=False, source=OfferOrigin.LIVE, availability=o.availability, offer_id=o.offer_id,
     )

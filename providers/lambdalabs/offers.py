@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
-from providers.base import Availability, Interconnect, Market, Offer
+from providers.base import Availability, Interconnect, Market, Offer, OfferOrigin
 from providers.gpus import resolve_offer_gpu
 
 from .errors import PROVIDER
@@ -32,7 +32,7 @@ def to_offer(itype: dict[str, Any], region: str, today: date) -> Offer | None:
         memory_gb=float(specs["memory_gib"]),
         interconnect=Interconnect.NVLINK if sxm and gpus > 1 else Interconnect.PCIE,
         market=Market.ON_DEMAND, price_hr=itype["price_cents_per_hour"] / 100, price_as_of=today,
-        source="live", max_disk_gb=round(float(storage) * GIB_IN_GB, 1) if storage else None,
+        source=OfferOrigin.LIVE, max_disk_gb=round(float(storage) * GIB_IN_GB, 1) if storage else None,
     )
 
 

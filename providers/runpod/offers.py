@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import Availability, Interconnect, Market, Offer
+from providers.base import Availability, Interconnect, Market, Offer, OfferOrigin
 from providers.gpus import GpuModel, UnknownGpuError, resolve_gpu, resolve_offer_gpu
 
 from .errors import PROVIDER
@@ -43,6 +43,6 @@ def to_offer(g: dict[str, Any], count: int, cloud: str, today: Any) -> Offer | N
         zone=None, gpu=model.name, gpu_count=count, vram_gb=float(g.get("memoryInGb") or model.vram_gb),
         vcpus=float(lowest.get("minVcpu") or 0), memory_gb=float(lowest.get("minMemory") or 0),
         interconnect=model.default_interconnect if count > 1 else Interconnect.PCIE,
-        market=Market.ON_DEMAND, price_hr=round(count * float(per_gpu), 4), price_as_of=today, source="live",
+        market=Market.ON_DEMAND, price_hr=round(count * float(per_gpu), 4), price_as_of=today, source=OfferOrigin.LIVE,
         availability=Availability.AVAILABLE, offer_id=str(g["id"]),
     )

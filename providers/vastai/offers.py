@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-from providers.base import Availability, GpuRequest, Interconnect, Market, Offer
+from providers.base import Availability, GpuRequest, Interconnect, Market, Offer, OfferOrigin
 from providers.gpus import resolve_offer_gpu
 
 from .errors import PROVIDER
@@ -99,6 +99,6 @@ def to_offer(raw: dict[str, Any], market: Market, disk_gb: float, today: Callabl
         memory_gb=round(float(raw.get("cpu_ram") or 0) / 1024.0, 1),
         interconnect=Interconnect.NVLINK if float(raw.get("bw_nvlink") or 0) > 0 else Interconnect.PCIE,
         market=market, price_hr=offer_price_hr(raw, market, disk_gb),
-        price_as_of=today(), source="live", availability=Availability.AVAILABLE,
+        price_as_of=today(), source=OfferOrigin.LIVE, availability=Availability.AVAILABLE,
         offer_id=str(raw["id"]), max_disk_gb=float(raw["disk_space"]) if raw.get("disk_space") else None,
     )

@@ -6,7 +6,7 @@ from datetime import date
 
 from pydantic import SecretStr
 
-from providers.base import Availability, Interconnect, LaunchSpec, Market, Offer
+from providers.base import Availability, Interconnect, LaunchSpec, Market, Offer, OfferOrigin
 from providers.lambdalabs.adapter import LambdaProvider
 from providers.lambdalabs.settings import Settings
 from providers.retry import RetryPolicy
@@ -30,7 +30,7 @@ def fast_settings(base_url: str, api_key: str = "test-key") -> Settings:
 def h100_offer(region: str = "us-east-1") -> Offer:
     return Offer(provider="lambda", instance_type="gpu_8x_h100_sxm5", region=region, zone=None, gpu="H100-80G",
                  gpu_count=8, vram_gb=80, vcpus=208, memory_gb=1800, interconnect=Interconnect.NVLINK,
-                 market=Market.ON_DEMAND, price_hr=23.92, price_as_of=date(2026, 12, 1), source="live",
+                 market=Market.ON_DEMAND, price_hr=23.92, price_as_of=date(2026, 12, 1), source=OfferOrigin.LIVE,
                  availability=Availability.AVAILABLE)
 
 

@@ -6,7 +6,7 @@ from datetime import date
 
 from pydantic import SecretStr
 
-from providers.base import Availability, Interconnect, LaunchSpec, Market, Offer
+from providers.base import Availability, Interconnect, LaunchSpec, Market, Offer, OfferOrigin
 from providers.retry import RetryPolicy
 from providers.runpod.adapter import RunPodProvider
 from providers.runpod.settings import Settings
@@ -31,7 +31,7 @@ def a100_offer(count: int = 2) -> Offer:
     return Offer(provider="runpod", instance_type=f"{count}x_NVIDIA A100 80GB PCIe_SECURE", region="US", zone=None,
                  gpu="A100-80G", gpu_count=count, vram_gb=80, vcpus=8 * count, memory_gb=117 * count,
                  interconnect=Interconnect.PCIE, market=Market.ON_DEMAND, price_hr=1.64 * count,
-                 price_as_of=date(2026, 12, 1), source="live", availability=Availability.AVAILABLE,
+                 price_as_of=date(2026, 12, 1), source=OfferOrigin.LIVE, availability=Availability.AVAILABLE,
                  offer_id="NVIDIA A100 80GB PCIe")
 
 

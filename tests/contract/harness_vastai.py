@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from providers.base import Availability, Interconnect, LaunchSpec, Market, Offer
+from providers.base import Availability, Interconnect, LaunchSpec, Market, Offer, OfferOrigin
 from providers.vastai.adapter import VastProvider
 from providers.vastai.settings import Settings
 from tests.contract.harness import Fault, ProviderHarness
@@ -43,7 +43,7 @@ class VastHarness(ProviderHarness):
         offer = Offer(provider="vastai", instance_type="1x-RTX_4090-16-64300", region="Texas, US", zone=None,
                       gpu="RTX4090-24G", gpu_count=1, vram_gb=24.0, vcpus=16.0, memory_gb=62.8,
                       interconnect=Interconnect.PCIE, market=market, price_hr=0.36, price_as_of=date.today(),
-                      source="live", availability=Availability.AVAILABLE, offer_id=str(ASK_ID))
+                      source=OfferOrigin.LIVE, availability=Availability.AVAILABLE, offer_id=str(ASK_ID))
         return LaunchSpec(launch_id=launch_id, owner=owner, job="contract", offer=offer,
                           startup_script="echo hello", disk_gb=50)
 
