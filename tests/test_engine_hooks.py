@@ -22,6 +22,7 @@ from orchestrator.engine.hooks import Notice
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, JobStatus
+from orchestrator.engine.wake import WatchFor
 from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.bootstrap import BootstrapError
 from orchestrator.runtime.engine_hooks import SshBootstrapper
@@ -346,25 +347,25 @@ def test_await_report_waits_on_the_node_for_an_ending_notice_or_the_commit(machi
     work.mkdir(parents=True)
     status = work / "status.json"
 
-    def says(why: str, limit_s: float = 0.2, **over: Any) -> bool:
+    def says(why: WatchFor, limit_s: float = 0.2, **over: Any) -> bool:
         status.write_text(json.dumps(_status(**{"launch_id": "labc123", **over})))
         return monitor.await_report(_job(), _attempt(), _instance(), why, limit_s)
 
     ending = [{"cloud": "aws", "kind": "spot-interruption", "key": "k", "detail": {}, "seen_at": NOW}]
     advisory = [{"cloud": "aws", "kind": "rebalance-recommendation", "key": "r", "detail": {}, "seen_at": NOW}]
-    assert says("notice") is False                                  # nothing heard: the node's limit ends it
-    assert says("notice", notices=advisory) is False                # an advisory ends nothing
-    assert says("notice", notices=ending) is True
-    assert says("notice", notices=ending, launch_id="lother00") is False   # another launch's status
+    assert says(WatchFor.NOTICE) is False                                  # nothing heard: the node's limit ends it
+    assert says(WatchFor.NOTICE, notices=advisory) is False                # an advisory ends nothing
+    assert says(WatchFor.NOTICE, notices=ending) is True
+    assert says(WatchFor.NOTICE, notices=ending, launch_id="lother00") is False   # another launch's status
     drained = {"state": "running", "pid": 1, "exit_code": None, "drained": True}
-    assert says("commit", job=drained, pending_uploads=1) is False  # stopped, its upload not in yet
-    assert says("commit", job=drained, pending_uploads=0) is True
-    assert says("commit", job={"state": "exited", "pid": 1, "exit_code": 0}) is True
+    assert says(WatchFor.COMMIT, job=drained, pending_uploads=1) is False  # stopped, its upload not in yet
+    assert says(WatchFor.COMMIT, job=drained, pending_uploads=0) is True
+    assert says(WatchFor.COMMIT, job={"state": "exited", "pid": 1, "exit_code": 0}) is True
     # The event itself: a waiter already on the node returns when the notice lands, not at its limit.
     status.write_text(json.dumps(_status(launch_id="labc123")))
     heard: list[bool] = []
     waiter = threading.Thread(target=lambda: heard.append(
-        monitor.await_report(_job(), _attempt(), _instance(), "notice", 600.0)))
+        monitor.await_report(_job(), _attempt(), _instance(), WatchFor.NOTICE, 600.0)))
     waiter.start()
     _poll(lambda: any("python3 -c" in c for c in machine.commands[-1:]), 60)
     status.write_text(json.dumps(_status(launch_id="labc123", notices=ending)))

@@ -15,7 +15,7 @@ from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.states import AttemptState
 from orchestrator.engine.tick import TickReport
-from orchestrator.engine.wake import WakeWatch, watch_list
+from orchestrator.engine.wake import WakeWatch, WatchFor, watch_list
 from providers.base import Market
 from tests.test_engine import live, notice, settle, spec, world  # noqa: F401
 
@@ -43,8 +43,8 @@ def test_a_notice_then_the_commit_each_make_one_tick_due(world) -> None:  # type
     rec.tick()
     assert new.instance_id not in [iid for iid, *_ in rec.hooks.bootstrapper.started]   # B waits for A
     # Watched: A for its commit, and B (spot, up) for a notice of its own.
-    assert {(w.why, w.attempt.instance_id) for w in rec.wake.watched} == {("commit", old.instance_id),
-                                                                          ("notice", new.instance_id)}
+    assert {(w.why, w.attempt.instance_id) for w in rec.wake.watched} == {(WatchFor.COMMIT, old.instance_id),
+                                                                          (WatchFor.NOTICE, new.instance_id)}
     assert rec.wake.due() is None                                  # A still uploading
     monitor.reports[old.instance_id] = AgentReport(notice=NOTICE, exit_code=-15, pending_uploads=1)
     assert rec.wake.due() is None                                  # stopped, upload not done
@@ -61,7 +61,7 @@ def test_no_read_while_a_tick_runs_and_on_demand_machines_are_not_watched(world)
     store.add_job(spec(), clock())
     settle(rec, clock)
     [watched] = rec.wake.watched
-    assert watched.why == "notice"
+    assert watched.why is WatchFor.NOTICE
     [old] = live(aws, gcp)
     monitor.reports[old.instance_id] = AgentReport(notice=NOTICE)
     with rec.wake.ticking:                                         # a tick holds it: it reads every agent itself
@@ -141,7 +141,7 @@ class _AwaitingMonitor:
     ``why``; ``read`` counts the polls it is asked for (a covered agent must not be polled)."""
 
     def __init__(self) -> None:
-        self.released: dict[str, threading.Event] = {"notice": threading.Event(), "commit": threading.Event()}
+        self.released: dict[WatchFor, threading.Event] = {w: threading.Event() for w in WatchFor}
         self.armed = threading.Event()
         self.reads = 0
 
@@ -149,7 +149,7 @@ class _AwaitingMonitor:
         self.reads += 1
         return None
 
-    def await_report(self, job: Any, attempt: Any, instance: Any, why: str, timeout_s: float) -> bool:
+    def await_report(self, job: Any, attempt: Any, instance: Any, why: WatchFor, timeout_s: float) -> bool:
         self.armed.set()
         return self.released[why].wait()
 
@@ -159,7 +159,7 @@ def test_a_waiter_signals_the_moment_its_agent_hears_a_notice_and_the_poll_leave
     store.add_job(spec(), clock())
     settle(rec, clock)
     watched = rec.wake.watched
-    assert [w.why for w in watched] == ["notice"]
+    assert [w.why for w in watched] == [WatchFor.NOTICE]
     monitor = _AwaitingMonitor()
     wake = WakeWatch(monitor)  # type: ignore[arg-type]
     heard: list[str] = []
@@ -170,7 +170,7 @@ def test_a_waiter_signals_the_moment_its_agent_hears_a_notice_and_the_poll_leave
         assert monitor.armed.wait(60)                       # a failure guard: the waiter is on the node now
         assert wake.due() is None and monitor.reads == 0    # the waiter covers it: no poll of that agent
         assert wake.take() is None
-        monitor.released["notice"].set()                    # the notice lands on the node
+        monitor.released[WatchFor.NOTICE].set()                    # the notice lands on the node
         assert called.wait(60) and heard == ["notice: train"]
         assert wake.wait(60) == "notice: train"             # once
         assert wake.take() is None
@@ -191,7 +191,7 @@ def test_a_waiter_that_fires_during_a_tick_is_kept_for_after_it(world) -> None: 
         with wake.ticking:                                  # a tick runs: moving it now would be lost
             wake.after_tick(rec.wake.watched)
             assert monitor.armed.wait(60)
-            monitor.released["notice"].set()
+            monitor.released[WatchFor.NOTICE].set()
             assert wake.wait(60) == "notice: train"         # the daemon's run takes it right after its tick
         assert heard == []
     finally:

@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from orchestrator.engine.facts import Draining, TickFacts
 from orchestrator.engine.hooks import AgentReport, Monitor
@@ -34,15 +35,23 @@ _LAUNCHED = "launched: its start is next"
 log = logging.getLogger("orch.engine.wake")
 
 
+class WatchFor(StrEnum):
+    """What a watched agent's next report may say that makes a tick due (its value is the word the monitor's
+    waiter on the node is given, and the start of ``due``'s reason)."""
+
+    NOTICE = "notice"   # a running spot attempt: a notice that ends it
+    COMMIT = "commit"   # a draining machine a replacement waits for: the job stopped, its upload done
+
+
 @dataclass(frozen=True, slots=True)
 class Watched:
-    """One agent whose next report may make a tick due: ``notice`` (a running spot attempt: a notice would
-    be due) or ``commit`` (a draining machine a replacement waits for: its commit would be due)."""
+    """One agent whose next report may make a tick due: ``NOTICE`` (a running spot attempt: a notice would
+    be due) or ``COMMIT`` (a draining machine a replacement waits for: its commit would be due)."""
 
     job: JobRecord
     attempt: AttemptRecord
     instance: Instance
-    why: str
+    why: WatchFor
 
 
 def watch_list(facts: TickFacts) -> tuple[Watched, ...]:
@@ -54,20 +63,20 @@ def watch_list(facts: TickFacts) -> tuple[Watched, ...]:
         if (a.state in _HOLDING and a.offer.market is Market.SPOT and seen.machine_running
                 and seen.instance is not None and seen.job.desired_active
                 and (seen.agent is None or seen.agent.notice is None)):
-            out.append(Watched(seen.job, a, seen.instance, "notice"))
+            out.append(Watched(seen.job, a, seen.instance, WatchFor.NOTICE))
     waiting = {s.attempt.job_id for s in facts.observed
                if s.attempt.state in (AttemptState.LAUNCHED, AttemptState.BOOTSTRAPPING)}
     for d in facts.draining:
         job = facts.jobs.get(d.attempt.job_id)
         if job is not None and d.instance is not None and d.holds_successor and job.id in waiting:
-            out.append(Watched(job, d.attempt, d.instance, "commit"))
+            out.append(Watched(job, d.attempt, d.instance, WatchFor.COMMIT))
     return tuple(out)
 
 
 def _fires(w: Watched, report: AgentReport | None) -> bool:
     if report is None:
         return False
-    if w.why == "notice":
+    if w.why is WatchFor.NOTICE:
         return report.notice is not None
     # The start step's own rule (Draining.holds_successor) on the fresh report.
     return not Draining(attempt=w.attempt, instance=w.instance, agent=report).holds_successor
@@ -90,7 +99,7 @@ class WakeWatch:
         self._watched: tuple[Watched, ...] = ()
         self._why: str | None = None
         self._fired = threading.Event()
-        self._waiters: dict[tuple[int, str], threading.Thread] = {}
+        self._waiters: dict[tuple[int, WatchFor], threading.Thread] = {}
         self._lock = threading.Lock()
         self.ticking = threading.Lock()
 
@@ -148,7 +157,7 @@ class WakeWatch:
                 if _fires(w, report):
                     with self._lock:  # once: the tick that handles it sets a new list
                         self._watched = ()
-                    return f"{w.why}: {w.job.name}"
+                    return f"{w.why.value}: {w.job.name}"
             return None
         finally:
             self.ticking.release()
@@ -171,15 +180,15 @@ class WakeWatch:
             if key in self._waiters or len(self._waiters) >= self.max_waiters:
                 return
             thread = threading.Thread(target=self._wait_on, args=(w, key, wait), daemon=True,
-                                      name=f"orch-wake-{w.why}-{w.attempt.id}")
+                                      name=f"orch-wake-{w.why.value}-{w.attempt.id}")
             self._waiters[key] = thread
         thread.start()
 
-    def _still_watched(self, key: tuple[int, str]) -> bool:
+    def _still_watched(self, key: tuple[int, WatchFor]) -> bool:
         with self._lock:
             return any((w.attempt.id, w.why) == key for w in self._watched)
 
-    def _wait_on(self, w: Watched, key: tuple[int, str], wait: Callable[..., bool]) -> None:
+    def _wait_on(self, w: Watched, key: tuple[int, WatchFor], wait: Callable[..., bool]) -> None:
         """One waiter: block on the agent (``wait_s`` at a time) while it is watched; signal once when it fires.
         An error ends it (the poll covers that agent; the next tick arms a new waiter)."""
         try:
@@ -191,7 +200,7 @@ class WakeWatch:
                     return
                 if fired:
                     if self._still_watched(key):
-                        self._signal(f"{w.why}: {w.job.name}")
+                        self._signal(f"{w.why.value}: {w.job.name}")
                     return
         finally:
             with self._lock:

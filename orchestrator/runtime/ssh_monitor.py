@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 
 from orchestrator.engine.hooks import AgentReport, Monitor, Notice
 from orchestrator.engine.ports import AttemptRecord, JobRecord
+from orchestrator.engine.wake import WatchFor
 from orchestrator.runtime.bootstrap import text_of
 from orchestrator.runtime.node_facts import NodeSettings
 from orchestrator.runtime.render_input import RenderInput
@@ -66,18 +67,18 @@ class SshMonitor(Monitor):
             report = replace(report, last_words=_last_words(t, ri, status))
         return report
 
-    def await_report(self, job: JobRecord, attempt: AttemptRecord, instance: Instance, why: str,
+    def await_report(self, job: JobRecord, attempt: AttemptRecord, instance: Instance, why: WatchFor,
                      timeout_s: float) -> bool:
         """Wait ON THE NODE, in one exec, until the attempt's agent status says what ``why`` watches for (the
-        wake watch's waiters: orchestrator/engine/wake.py), at most ``timeout_s``; True when it does. "notice":
-        a notice that ends the attempt; "commit": the job stopped (exited, or drained) with no upload pending
+        wake watch's waiters: orchestrator/engine/wake.py), at most ``timeout_s``; True when it does. NOTICE:
+        a notice that ends the attempt; COMMIT: the job stopped (exited, or drained) with no upload pending
         (``Draining.holds_successor``'s own rule). The node looks every ``AWAIT_STEP_S`` (a local read, no round
         trip); it decides nothing: the tick reads the status again. TransportError when it cannot be reached."""
         ri = render_input(job, attempt, instance, self.node_settings)
         t = self.pool.get(instance)
         advisory = ",".join(sorted(k.value for k in NoticeKind if not k.ends_attempt))
         stopped = ",".join(s.value for s in _STOPPED_STATES)
-        args = " ".join(shlex.quote(a) for a in (status_path(ri), why, attempt.launch_id, advisory, stopped,
+        args = " ".join(shlex.quote(a) for a in (status_path(ri), why.value, attempt.launch_id, advisory, stopped,
                                                   f"{timeout_s:g}", f"{AWAIT_STEP_S:g}"))
         res = t.exec(f"python3 -c {shlex.quote(_AWAIT_STATUS)} {args}", timeout=timeout_s + 15)
         return res.exit_code == 0
@@ -93,9 +94,9 @@ _STOPPED_STATES = (JobState.EXITED, JobState.FAILED)
 #: How often ``await_report``'s waiter on the node reads the agent's status file (a local read).
 AWAIT_STEP_S = 0.05
 #: ``await_report``'s waiter, run by the node's python3 (the agent's own interpreter; standard library only):
-#: argv = status path, "notice"|"commit", launch id, the advisory notice kinds and the job states that mean it
-#: stopped (each comma-separated), the limit in seconds, the step. Exit 0 once the status says it (another
-#: launch's status says nothing), 1 at the limit.
+#: argv = status path, a WatchFor value ("notice"|"commit"), launch id, the advisory notice kinds and the job
+#: states that mean it stopped (each comma-separated), the limit in seconds, the step. Exit 0 once the status
+#: says it (another launch's status says nothing), 1 at the limit.
 _AWAIT_STATUS = """
 import json, sys, time
 path, why, launch, advisory, stopped_states, limit, step = sys.argv[1:8]
