@@ -15,7 +15,7 @@ from orchestrator.app import launching as app_launching
 from orchestrator.app import plan as app_plan
 from orchestrator.app import status as app_status
 from orchestrator.engine.events import EventKind
-from orchestrator.engine.states import AttemptState
+from orchestrator.engine.states import AttemptState, DesiredState
 from orchestrator.store import Store, repo
 from tests._store_db import BACKENDS, open_test_store
 
@@ -74,7 +74,7 @@ def test_apply_is_one_transaction(tmp_path: Path, store: Store, monkeypatch: pyt
         app_jobs.apply(store, manifests(tmp_path, "a", "c"), prune=True)
     monkeypatch.undo()
     report = app_status.status(store)
-    assert {(j.name, j.desired_state) for j in report.jobs} == {("a", "active"), ("b", "active")}
+    assert {(j.name, j.desired_state) for j in report.jobs} == {("a", DesiredState.ACTIVE), ("b", DesiredState.ACTIVE)}
 
 
 def test_daemon_detection(tmp_path: Path, store: Store) -> None:
@@ -99,7 +99,7 @@ def test_mark_down(tmp_path: Path, store: Store) -> None:
     app_jobs.apply(store, manifests(tmp_path, "x", "y"))
     with pytest.raises(app_errors.JobsError, match="nope"):
         app_down.mark_down(store, ["x", "nope"])
-    assert {j.desired_state for j in app_status.status(store).jobs} == {"active"}   # nothing half-done
+    assert {j.desired_state for j in app_status.status(store).jobs} == {DesiredState.ACTIVE}   # nothing half-done
     assert app_down.mark_down(store, ["x"]) == ["x"]
     assert [j.name for j in app_status.status(store).jobs] == ["y"]
     assert app_down.mark_down(store, everything=True) == ["y"]

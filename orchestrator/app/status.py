@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from orchestrator.engine.failure import Failure
+    from orchestrator.engine.states import DesiredState, JobStatus
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow, Job
 
@@ -55,8 +56,8 @@ class InstanceView:
 @dataclass(frozen=True, slots=True)
 class JobView:
     name: str
-    status: str
-    desired_state: str
+    status: JobStatus
+    desired_state: DesiredState
     instances: tuple[InstanceView, ...]
     burn_hr: float
     spent_usd: float
@@ -71,7 +72,7 @@ class JobView:
 
     def to_json(self) -> dict[str, Any]:
         cur = self.current
-        return {"name": self.name, "status": self.status, "desired_state": self.desired_state,
+        return {"name": self.name, "status": self.status.value, "desired_state": self.desired_state.value,
                 "provider": cur.provider if cur else None, "instance_id": cur.instance_id if cur else None,
                 "region": cur.region if cur else None, "market": cur.market if cur else None,
                 "burn_usd_per_hour": round(self.burn_hr, 4), "spent_usd": round(self.spent_usd, 4),
@@ -104,6 +105,7 @@ class StatusReport:
 def status(store: Store, job: str | None = None) -> StatusReport:
     """Jobs (all not deleted, or the one named; a named deleted job is shown too), their live machines,
     money burning now and spent so far. Raises JobsError when ``job`` names no job."""
+    from orchestrator.engine.states import DesiredState, JobStatus
     from orchestrator.store import command_queries, repo
 
     with store.transaction() as tx:
@@ -121,7 +123,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
         for r in rows:
             mine = tuple(i for i in live if i.job == r.name)
             last = command_queries.last_event(tx, r.id or 0)
-            views.append(JobView(r.name, r.status, r.desired_state, mine,
+            views.append(JobView(r.name, JobStatus(r.status), DesiredState(r.desired_state), mine,
                                  sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
                                  r.relaunch_count, _event_view(last, names) if last else None,
                                  failures.get(r.id or 0)))
@@ -130,19 +132,21 @@ def status(store: Store, job: str | None = None) -> StatusReport:
     return StatusReport(tuple(views), tuple(live))
 
 
-def failures_by_job(tx: Session, jobs: Sequence[tuple[int, str]]) -> dict[int, Failure]:
+def failures_by_job(tx: Session, jobs: Sequence[tuple[int, JobStatus]]) -> dict[int, Failure]:
     """The typed failure (orchestrator/engine/failure.py) of each ``(job id, status)`` for which it is still
     news (failed, or waiting after it), from the newest failure event's data."""
     from orchestrator.engine.failure import FAILURE_EVENTS, FAILURE_STATUSES, Failure
     from orchestrator.store.command_queries import last_failures
 
-    ids = [job_id for job_id, status in jobs if str(status) in FAILURE_STATUSES]
+    ids = [job_id for job_id, status in jobs if status in FAILURE_STATUSES]
     found = {job_id: Failure.from_data(e.data) for job_id, e in last_failures(tx, ids, FAILURE_EVENTS).items()}
     return {job_id: f for job_id, f in found.items() if f is not None}
 
 
 def _failures(tx: Session, rows: Sequence[Job]) -> dict[int, Failure]:
-    return failures_by_job(tx, [(r.id, r.status) for r in rows if r.id is not None])
+    from orchestrator.engine.states import JobStatus
+
+    return failures_by_job(tx, [(r.id, JobStatus(r.status)) for r in rows if r.id is not None])
 
 
 def job_failure(store: Store, name: str) -> Failure | None:

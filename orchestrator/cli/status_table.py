@@ -44,9 +44,12 @@ def status_lines(report: StatusReport) -> list[str]:
 
 
 def _job_lines(j: JobView) -> list[str]:
+    from orchestrator.engine.states import DesiredState
+
     cur = j.current
     where = f"{cur.provider} {cur.region} {cur.market}" if cur else "-"
-    status = j.status if j.desired_state == "active" else f"{j.status}*"   # *: no longer wanted (down, pruned)
+    # *: no longer wanted (down, pruned)
+    status = j.status.value if j.desired_state is DesiredState.ACTIVE else f"{j.status.value}*"
     lines = [f"{_fit(j.name, 17)} {_fit(status, 10)} {_fit(where, 23)} {money(j.burn_hr):>8}"
              f"{money(j.spent_usd):>12}{j.relaunches:>4}".rstrip()]
     if j.last_event:

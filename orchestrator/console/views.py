@@ -72,7 +72,7 @@ def fleet_page(store: Store, chrome: Chrome) -> Page:
 
     with store.transaction() as tx:
         fleet = q.fleet(tx, now=chrome.now)
-        failures = failures_by_job(tx, [(j.id, j.status.value) for j in fleet.jobs])
+        failures = failures_by_job(tx, [(j.id, j.status) for j in fleet.jobs])
     start = chrome.now - timedelta(hours=1)
 
     def spark(node: FleetNode) -> Any:
@@ -208,7 +208,7 @@ def job_page(store: Store, chrome: Chrome, name: str, *, done: str | None = None
 
     with store.transaction() as tx:
         detail = q.job_detail(tx, name)
-        failure = failures_by_job(tx, [(detail.id, detail.status.value)]).get(detail.id) if detail else None
+        failure = failures_by_job(tx, [(detail.id, detail.status)]).get(detail.id) if detail else None
     if detail is None:
         return not_found(chrome, f"no job named {name!r}")
     timeline = build_timeline(detail, chrome.now)

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import JobStatus
 from providers.errors import (
     AuthError,
     InsufficientCapacityError,
@@ -34,9 +35,9 @@ _DRIVER_WORDS = ("nvidia-smi has failed", "couldn't communicate with the nvidia 
 
 
 #: The events whose data may carry a typed failure (``Failure.to_data``).
-FAILURE_EVENTS: tuple[str, ...] = (EventKind.NODE_FAILED.value, "launch-failed", "launch-refused")
+FAILURE_EVENTS: tuple[EventKind, ...] = (EventKind.NODE_FAILED, EventKind.LAUNCH_FAILED, EventKind.LAUNCH_REFUSED)
 #: Job statuses for which the latest failure is still news (a running job's old refusals are not).
-FAILURE_STATUSES = frozenset({"failed", "pending", "recovering"})
+FAILURE_STATUSES = frozenset({JobStatus.FAILED, JobStatus.PENDING, JobStatus.RECOVERING})
 
 
 class FailureCause(StrEnum):

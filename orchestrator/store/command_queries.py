@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.engine.events import EventKind
 from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, Attempt, DaemonRow, Event, InstanceRow, Job
 from orchestrator.store.queries import LIVE_ATTEMPT_STATE_VALUES, live_launch_ids
 
@@ -26,11 +27,12 @@ def last_event(tx: Session, job_id: int) -> Event | None:
     return tx.exec(select(Event).where(Event.job_id == job_id).order_by(col(Event.id).desc()).limit(1)).first()
 
 
-def last_failures(tx: Session, job_ids: Sequence[int], kinds: Sequence[str]) -> dict[int, Event]:
+def last_failures(tx: Session, job_ids: Sequence[int], kinds: Sequence[EventKind]) -> dict[int, Event]:
     """Per job, its newest event of ``kinds`` (the failure events, whose data carries a typed cause)."""
     if not job_ids:
         return {}
-    newest = (select(func.max(Event.id)).where(col(Event.job_id).in_(list(job_ids)), col(Event.kind).in_(list(kinds)))
+    newest = (select(func.max(Event.id))
+              .where(col(Event.job_id).in_(list(job_ids)), col(Event.kind).in_([k.value for k in kinds]))
               .group_by(col(Event.job_id)))
     return {e.job_id: e for e in tx.exec(select(Event).where(col(Event.id).in_(newest))) if e.job_id is not None}
 
