@@ -38,6 +38,11 @@ class InsufficientCapacityError(ProviderError):
     """The cloud has no capacity for this offer now. Not retried in place: try another offer."""
 
 
+class GpuCheckFailedError(InsufficientCapacityError):
+    """The machine answers but its own GPU check (an SSH host's ``verify_command``) failed: it cannot serve GPUs
+    now (a driver problem), so the planner moves on as for capacity; the engine names the cause ``driver``."""
+
+
 class RateLimitedError(ProviderError):
     """Throttled. Retried with backoff inside the adapter; raised when the deadline passes."""
 
@@ -52,6 +57,11 @@ class ProviderUnavailableError(ProviderError):
 
 class InvalidRequestError(ProviderError):
     """The request is wrong (bad instance type, bad parameter): a bug or a bad manifest, never retried."""
+
+
+class MissingWorkdirError(InvalidRequestError):
+    """The machine lacks the working directory orch's config names for it (an SSH host's ``workdir``): a
+    configuration error, not capacity; the engine names the cause ``workdir``."""
 
 
 class ResourceNotFoundError(ProviderError):

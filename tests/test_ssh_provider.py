@@ -23,7 +23,14 @@ from providers.base import (
     OfferOrigin,
     new_launch_id,
 )
-from providers.errors import AuthError, InsufficientCapacityError, InvalidRequestError, ProviderUnavailableError
+from providers.errors import (
+    AuthError,
+    GpuCheckFailedError,
+    InsufficientCapacityError,
+    InvalidRequestError,
+    MissingWorkdirError,
+    ProviderUnavailableError,
+)
 from providers.fabric import Fabric
 from providers.registry import PROVIDERS, config_offers_function, create_provider
 from providers.ssh.adapter import SshProvider
@@ -143,8 +150,9 @@ def test_launch_of_an_unknown_host_is_invalid(tmp_path: Path, sshd: Sshd) -> Non
 def test_failing_verify_command_releases_the_reservation(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
     p = _provider(tmp_path, sshd)
     sshd.fail_nvidia_smi("NVIDIA-SMI has failed: driver not loaded")
-    with pytest.raises(InsufficientCapacityError) as info:
+    with pytest.raises(GpuCheckFailedError) as info:     # an InsufficientCapacityError: the planner moves on
         p.launch(_spec(p))
+    assert isinstance(info.value, InsufficientCapacityError)
     assert info.value.code == "verify-failed" and "driver not loaded" in str(info.value)
     assert p.get("box1") is None and p.list_instances(OWNER) == []
     sshd.fail_nvidia_smi(None)
@@ -328,7 +336,8 @@ def test_a_host_that_cannot_be_cleaned_stays_reserved_and_unusable(tmp_path: Pat
 
 def test_a_missing_workdir_is_a_configuration_error_not_capacity(tmp_path: Path, sshd: Sshd) -> None:  # noqa: F811
     p = _provider(tmp_path, sshd, hosts=[_host(sshd, workdir=str(sshd.workdir / "not-there"))])
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(MissingWorkdirError) as info:
         p.launch(_spec(p))
+    assert isinstance(info.value, InvalidRequestError) and not isinstance(info.value, InsufficientCapacityError)
     assert info.value.code == "workdir-missing" and "not-there does not exist" in str(info.value)
     assert "GPU driver" not in str(info.value) and p.get("box1") is None

@@ -18,7 +18,9 @@ from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import JobStatus
 from providers.errors import (
     AuthError,
+    GpuCheckFailedError,
     InsufficientCapacityError,
+    MissingWorkdirError,
     PriceTooLowError,
     ProviderError,
     QuotaExceededError,
@@ -105,9 +107,9 @@ class Failure:
 def of_provider_error(exc: ProviderError) -> Failure | None:
     """The typed cause of a provider's error, with its words (None: a cause this taxonomy does not name)."""
     words = str(exc)
-    if exc.code == "workdir-missing":
+    if isinstance(exc, MissingWorkdirError):
         return Failure(FailureCause.WORKDIR, words)
-    if exc.code == "verify-failed":         # the SSH host's GPU check (verify_command) failed
+    if isinstance(exc, GpuCheckFailedError):    # the SSH host's GPU check (verify_command) failed
         return Failure(FailureCause.DRIVER, words)
     if isinstance(exc, InsufficientCapacityError | PriceTooLowError):
         return Failure(FailureCause.CAPACITY, words)

@@ -31,8 +31,10 @@ from providers.base import (
 from providers.catalog.query import match_offers
 from providers.errors import (
     AuthError,
+    GpuCheckFailedError,
     InsufficientCapacityError,
     InvalidRequestError,
+    MissingWorkdirError,
     ProviderError,
     ProviderUnavailableError,
 )
@@ -85,12 +87,12 @@ def translate_error(exc: Exception, host: str = "") -> ProviderError:
     if isinstance(exc, HostReservedError):
         return InsufficientCapacityError(str(exc), provider=NAME, code="reserved")
     if isinstance(exc, WorkdirMissingError):
-        return InvalidRequestError(str(exc), provider=NAME, code="workdir-missing",
+        return MissingWorkdirError(str(exc), provider=NAME, code="workdir-missing",
                                    hint="create the directory on the host, or fix workdir in providers.ssh.hosts")
     if isinstance(exc, VerifyFailedError):
         # The machine answers but cannot serve GPUs now: the planner should move on to another offer.
-        return InsufficientCapacityError(str(exc), provider=NAME, code="verify-failed",
-                                         hint="check the GPU driver on the host, or set verify_command")
+        return GpuCheckFailedError(str(exc), provider=NAME, code="verify-failed",
+                                   hint="check the GPU driver on the host, or set verify_command")
     if isinstance(exc, HostKeyError):
         code = "host-key-changed" if isinstance(exc, HostKeyMismatchError) else "host-key-unknown"
         return AuthError(f"{where}{exc}", provider=NAME, code=code,
