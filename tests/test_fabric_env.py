@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runtime.fabric_env import docker_args, host_lines, inner_lines, nccl_env
+from providers.fabric import Fabric
 
 A3_ADDRS = ("1: lo    inet 127.0.0.1/8\n2: ens4    inet 10.128.0.5/32\n3: enp6s0    inet 10.0.1.2/32\n"
             "4: enp12s0    inet 10.0.2.2/32\n5: docker0    inet 172.17.0.1/16\n6: enp134s0    inet 10.0.3.2/32\n"
@@ -30,7 +31,7 @@ def _bin(tmp: Path, addrs: str) -> Path:
 
 def _run(tmp: Path, addrs: str, extra: str = "") -> subprocess.CompletedProcess[str]:
     b = _bin(tmp, addrs)
-    lines = [line.replace("/run/tcpx", str(tmp / "uds")) for line in host_lines("gpudirect-tcpx")]
+    lines = [line.replace("/run/tcpx", str(tmp / "uds")) for line in host_lines(Fabric.GPUDIRECT_TCPX)]
     script = "set -eu\n" + "\n".join(lines) + "\n" + extra
     env = {**os.environ, "PATH": f"{b}:{os.environ['PATH']}", "ORCH_TEST_LOG": str(tmp / "docker.log")}
     return subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=30)
@@ -52,13 +53,14 @@ def test_tcpx_stops_with_a_reason_when_the_gpu_nics_are_missing(tmp_path: Path) 
 
 
 def test_a_name_the_manifest_sets_is_left_to_it() -> None:
-    lines = host_lines("gpudirect-tcpx", user_env=frozenset({"NCCL_SOCKET_IFNAME"}))
+    lines = host_lines(Fabric.GPUDIRECT_TCPX, user_env=frozenset({"NCCL_SOCKET_IFNAME"}))
     assert not any(line.startswith("export NCCL_SOCKET_IFNAME=") for line in lines)
     assert any(line.startswith("export NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=") for line in lines)
 
 
-@pytest.mark.parametrize("fabric", ["efa", "infiniband", "roce"])
-def test_rdma_fabrics_give_the_container_the_devices_only_where_the_host_has_them(fabric: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fabric", [Fabric.EFA, Fabric.INFINIBAND, Fabric.ROCE])
+def test_rdma_fabrics_give_the_container_the_devices_only_where_the_host_has_them(fabric: Fabric,
+                                                                                  tmp_path: Path) -> None:
     script = "\n".join(host_lines(fabric)).replace("/dev/infiniband", str(tmp_path / "ib"))
     probe = ["sh", "-c", script + '\necho "[$ORCH_RDMA_ARGS]"']
     assert subprocess.run(probe, capture_output=True, text=True, timeout=30).stdout.strip() == "[]"
@@ -69,4 +71,4 @@ def test_rdma_fabrics_give_the_container_the_devices_only_where_the_host_has_the
 
 
 def test_plain_tcp_gets_nothing() -> None:
-    assert (nccl_env(""), host_lines(""), docker_args(""), inner_lines("")) == ([], [], [], [])
+    assert (nccl_env(None), host_lines(None), docker_args(None), inner_lines(None)) == ([], [], [], [])

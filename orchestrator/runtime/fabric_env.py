@@ -18,10 +18,12 @@ interface hint stay as render.py sets them.
 
 from __future__ import annotations
 
+from providers.fabric import Fabric
+
 __all__ = ["RDMA_FABRICS", "TCPX", "docker_args", "host_lines", "inner_lines", "nccl_env"]
 
-TCPX = "gpudirect-tcpx"
-RDMA_FABRICS = frozenset({"efa", "infiniband", "roce"})
+TCPX = Fabric.GPUDIRECT_TCPX
+RDMA_FABRICS = frozenset({Fabric.EFA, Fabric.INFINIBAND, Fabric.ROCE})
 TCPX_LIB = "/var/lib/tcpx/lib64"
 TCPX_UDS = "/run/tcpx"
 TCPX_REGISTRY = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx"
@@ -41,16 +43,16 @@ TCPX_NIC_ENV = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NCCL_GPUDIRECTTCPX_
                 "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME")
 
 
-def nccl_env(fabric: str) -> list[tuple[str, str]]:
-    """The fixed NCCL settings for ``fabric`` ("" and unknown fabrics: none)."""
-    if fabric == "efa":
+def nccl_env(fabric: Fabric | None) -> list[tuple[str, str]]:
+    """The fixed NCCL settings for ``fabric`` (None, plain TCP, and the IB-verbs fabrics: none)."""
+    if fabric is Fabric.EFA:
         return [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1")]
-    if fabric == TCPX:
+    if fabric is TCPX:
         return list(_TCPX_ENV)
     return []
 
 
-def host_lines(fabric: str, *, user_env: frozenset[str] = frozenset()) -> list[str]:
+def host_lines(fabric: Fabric | None, *, user_env: frozenset[str] = frozenset()) -> list[str]:
     """Shell run on the host before the job: RDMA devices for the container; for TCPX the plugin, RxDM
     and the NIC names NCCL is pointed at (a name the manifest's env sets is left to it)."""
     lines: list[str] = []
@@ -58,7 +60,7 @@ def host_lines(fabric: str, *, user_env: frozenset[str] = frozenset()) -> list[s
         lines += ['ORCH_RDMA_ARGS=""',
                   "if [ -d /dev/infiniband ]; then "
                   'ORCH_RDMA_ARGS="--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1"; fi']
-    if fabric == TCPX:
+    if fabric is TCPX:
         lines += [
             f"docker run --rm -v /var/lib:/var/lib {TCPX_REGISTRY}/nccl-plugin-gpudirecttcpx install --install-nccl",
             f"mkdir -p {TCPX_UDS}",
@@ -81,17 +83,17 @@ def host_lines(fabric: str, *, user_env: frozenset[str] = frozenset()) -> list[s
     return lines
 
 
-def docker_args(fabric: str) -> list[str]:
+def docker_args(fabric: Fabric | None) -> list[str]:
     """What the job's ``docker run`` adds for ``fabric`` (shell words; ``$ORCH_RDMA_ARGS`` splits on purpose)."""
     if fabric in RDMA_FABRICS:
         return ["$ORCH_RDMA_ARGS"]
-    if fabric == TCPX:
+    if fabric is TCPX:
         return [f"-v {TCPX_LIB}:{TCPX_LIB}", f"-v {TCPX_UDS}:{TCPX_UDS}"]
     return []
 
 
-def inner_lines(fabric: str) -> list[str]:
+def inner_lines(fabric: Fabric | None) -> list[str]:
     """The first lines where the job runs (in its container or on the host): TCPX's NCCL and plugin first."""
-    if fabric == TCPX:
+    if fabric is TCPX:
         return [f'export LD_LIBRARY_PATH="{TCPX_LIB}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"']
     return []

@@ -97,7 +97,7 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
         node_rank=facts.node_rank, master_addr=facts.master_addr, master_port=facts.master_port,
         interconnect=facts.interconnect or manifest.resources.interconnect or "pcie", work_dir=facts.work_dir,
         socket_ifname=facts.socket_ifname, infiniband=uses_infiniband(manifest, facts),
-        fabric=facts.fabric.value if facts.fabric is not None else "",
+        fabric=facts.fabric,
         agent=AgentSettings(
             sample_interval_s=facts.sample_interval_s, notice_interval_s=facts.notice_interval_s,
             cloud=facts.cloud, aws_metadata_url=facts.metadata_urls.get("aws", ""),

@@ -82,7 +82,7 @@ def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
     # PCIe: leave P2P to NCCL's topology detection. Disabling it costs bandwidth on healthy machines;
     # where a VM's P2P hangs, the manifest's env can set NCCL_P2P_DISABLE=1 (it overrides these).
     if ri.is_multi_node:
-        if ri.fabric == fabric_env.TCPX:
+        if ri.fabric is fabric_env.TCPX:
             pass   # the NICs are found at boot (fabric_env.host_lines)
         elif ri.socket_ifname:
             env += [("GLOO_SOCKET_IFNAME", ri.socket_ifname), ("NCCL_SOCKET_IFNAME", ri.socket_ifname)]
@@ -146,7 +146,7 @@ def render_script(ri: RenderInput) -> str:
     if ri.image:
         # ``-e NAME`` passes the host's value through without writing it on the command line.
         passed = {*(k for k, _ in orch_env), *(k for k, _ in nccl), *(k for k, _ in ri.env), *ri.secrets}
-        if node_fabric(ri) == fabric_env.TCPX:
+        if node_fabric(ri) is fabric_env.TCPX:
             passed |= set(fabric_env.TCPX_NIC_ENV)
         if ri.master_from_start:
             passed.add("ORCH_MASTER_ADDR")

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import urlsplit
 
+from providers.fabric import Fabric
+
 __all__ = [
     "AgentSettings",
     "CheckpointSpec",
@@ -204,9 +206,9 @@ class RenderInput:
     interconnect: str = "pcie"  # nvlink | pcie
     socket_ifname: str = ""  # multi-node: NCCL/Gloo interface; empty = a hint that excludes lo/docker
     infiniband: bool = False
-    #: The node-to-node fabric the machine is launched on ("efa", "infiniband", "roce", "gpudirect-tcpx";
-    #: "": plain TCP). What the startup script does for it: orchestrator/runtime/fabric_env.py.
-    fabric: str = ""
+    #: The node-to-node fabric the machine is launched on (``Instance.fabric``; None: plain TCP). What the
+    #: startup script does for it: orchestrator/runtime/fabric_env.py.
+    fabric: Fabric | None = None
     #: A gang's rank > 0 rendered before node 0 exists (a boot script): the launcher reads node 0's address from
     #: ``ORCH_MASTER_ADDR_GIVEN``, which the agent sets from orch's start.json, instead of ``master_addr``.
     master_from_start: bool = False

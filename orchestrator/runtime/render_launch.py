@@ -9,6 +9,7 @@ import shlex
 from orchestrator.engine.failure import SETUP_FAILED_EXIT
 from orchestrator.runtime import fabric_env
 from orchestrator.runtime.render_input import Launcher, RenderInput, ResumeVia
+from providers.fabric import Fabric
 
 __all__ = ["PIPEFAIL", "docker_lines", "given_master", "launch_lines", "launcher_argv", "node_fabric"]
 
@@ -77,9 +78,9 @@ def given_master(ri: RenderInput) -> list[str]:
     return ['export ORCH_MASTER_ADDR="${ORCH_MASTER_ADDR_GIVEN:?orch gave no master address (start.json)}"']
 
 
-def node_fabric(ri: RenderInput) -> str:
+def node_fabric(ri: RenderInput) -> Fabric | None:
     """The fabric the startup script prepares: only a multi-node job's (one node talks to no peer)."""
-    return ri.fabric if ri.is_multi_node else ""
+    return ri.fabric if ri.is_multi_node else None
 
 
 def docker_lines(ri: RenderInput, inner: list[str], passed_env: list[str]) -> list[str]:
