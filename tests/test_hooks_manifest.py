@@ -36,7 +36,7 @@ def test_a_stored_manifest_renders_with_the_offer_and_machine_facts() -> None:
     attempt = AttemptRecord(7, 1, "labcdefabcdef", AttemptState.LAUNCHED, offer, "us-east-1/i-1")
     ri = render_input_for(job.manifest, launch_facts(job, attempt, NodeSettings(
         store_endpoint="http://127.0.0.1:9000", aws_metadata_url="http://127.0.0.1:8111")))
-    assert ri.gpus_per_node == 8 and ri.interconnect == "nvlink"          # the machine's, not the manifest's 4
+    assert ri.gpus_per_node == 8 and ri.interconnect is Interconnect.NVLINK   # the machine's, not the manifest's 4
     assert ri.agent.cloud is CloudKind.AWS and ri.agent.aws_metadata_url == "http://127.0.0.1:8111"
     assert ri.checkpoint is not None and ri.checkpoint.store_endpoint == "http://127.0.0.1:9000"
     assert ri.checkpoint.resume_via is ResumeVia.ENV and ri.checkpoint.resume_name == "RESUME_FROM"

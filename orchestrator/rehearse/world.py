@@ -22,6 +22,7 @@ from orchestrator.manifest.schema import Manifest
 from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
 from orchestrator.runtime.render_input import CloudKind, RenderInput
 from orchestrator.words import plural
+from providers.gpus import Interconnect
 
 PLACEHOLDER_SECRET = "orch-rehearsal-placeholder"
 STEPS_LOG = "steps.log"
@@ -82,7 +83,7 @@ class World:
     def render_input(self, life: LifePaths, port: int) -> RenderInput:
         """The node's RenderInput for ``life`` (see the module docstring for every substitution)."""
         facts = LaunchFacts(node_rank=0, master_addr="127.0.0.1", master_port=port, gpus_per_node=self.procs,
-                            interconnect="pcie", cloud=CloudKind.GCP, metadata_urls={"gcp": self.notice_url},
+                            interconnect=Interconnect.PCIE, cloud=CloudKind.GCP, metadata_urls={"gcp": self.notice_url},
                             work_dir=str(life.work), sample_interval_s=2.0, notice_interval_s=0.25)
         ri = render_input_for(self.manifest, facts)
         ckpt = ri.checkpoint

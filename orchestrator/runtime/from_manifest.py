@@ -20,6 +20,7 @@ from orchestrator.runtime.render_input import (
     ResumeVia,
 )
 from providers.fabric import Fabric
+from providers.gpus import Interconnect
 
 #: torchrun's default rendezvous port, used unless a machine needs another.
 DEFAULT_MASTER_PORT = 29500
@@ -33,7 +34,7 @@ class LaunchFacts:
     master_addr: str = "127.0.0.1"
     master_port: int = DEFAULT_MASTER_PORT
     gpus_per_node: int | None = None          # the offer's; default the manifest's count
-    interconnect: str | None = None           # the offer's; default the manifest's (or pcie)
+    interconnect: Interconnect | None = None  # the offer's; default the manifest's (or pcie)
     cloud: CloudKind = CloudKind.NONE
     metadata_urls: dict[str, str] = field(default_factory=dict)   # cloud -> base URL override (tests)
     store_endpoint: str = ""                  # S3-compatible endpoint for the checkpoint store
@@ -95,7 +96,8 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
         data=tuple(DataStage(d.source, d.path) for d in manifest.data), checkpoint=ckpt,
         nodes=manifest.resources.nodes, gpus_per_node=facts.gpus_per_node or manifest.resources.count,
         node_rank=facts.node_rank, master_addr=facts.master_addr, master_port=facts.master_port,
-        interconnect=facts.interconnect or manifest.resources.interconnect or "pcie", work_dir=facts.work_dir,
+        interconnect=facts.interconnect or Interconnect(manifest.resources.interconnect or Interconnect.PCIE),
+        work_dir=facts.work_dir,
         socket_ifname=facts.socket_ifname, infiniband=uses_infiniband(manifest, facts),
         fabric=facts.fabric,
         agent=AgentSettings(

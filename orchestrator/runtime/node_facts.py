@@ -74,7 +74,7 @@ def launch_facts(job: JobRecord, attempt: AttemptRecord, node: NodeSettings = No
     return LaunchFacts(
         node_rank=attempt.node_rank, master_addr=attempt.master_addr or "127.0.0.1",
         master_port=port_from.master_port or DEFAULT_MASTER_PORT, gpus_per_node=attempt.offer.gpu_count,
-        interconnect=attempt.offer.interconnect.value, cloud=node.cloud or _cloud_of(attempt.offer.provider),
+        interconnect=attempt.offer.interconnect, cloud=node.cloud or _cloud_of(attempt.offer.provider),
         metadata_urls={k: v for k, v in urls.items() if v}, store_endpoint=node.store_endpoint,
         socket_ifname=node.socket_ifname, fabric=fabric, sample_interval_s=node.sample_interval_s,
         notice_interval_s=node.notice_interval_s, launch_id=attempt.launch_id,

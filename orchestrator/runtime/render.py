@@ -26,6 +26,7 @@ from orchestrator.runtime.render_staging import (
     restore_lines,
     stores,
 )
+from providers.gpus import Interconnect
 
 __all__ = [
     "AGENT_CONFIG_NAME",
@@ -76,7 +77,7 @@ class RenderedNode:
 
 def _nccl_env(ri: RenderInput) -> list[tuple[str, str]]:
     env: list[tuple[str, str]] = []
-    if ri.interconnect == "nvlink":
+    if ri.interconnect is Interconnect.NVLINK:
         # Use GPU peer-to-peer only where GPUs share NVLink; never route P2P through the CPU.
         env.append(("NCCL_P2P_LEVEL", "NVL"))
     # PCIe: leave P2P to NCCL's topology detection. Disabling it costs bandwidth on healthy machines;
@@ -140,13 +141,14 @@ def render_script(ri: RenderInput) -> str:
         notify.append(f"trap '' {c.notify_signal.removeprefix('SIG')}")
     if c is not None and c.notify_via is NotifyVia.FILE:
         notify.append('rm -f "$ORCH_CHECKPOINT_NOW_FILE"')
-    inner = fabric_env.inner_lines(node_fabric(ri)) + launch_lines(ri)
+    fabric = node_fabric(ri)
+    inner = fabric_env.inner_lines(fabric) + launch_lines(ri)
     user_env = frozenset(k for k, _ in ri.env)
-    fabric_host = fabric_env.host_lines(node_fabric(ri), user_env=user_env)
+    fabric_host = fabric_env.host_lines(fabric, user_env=user_env)
     if ri.image:
         # ``-e NAME`` passes the host's value through without writing it on the command line.
         passed = {*(k for k, _ in orch_env), *(k for k, _ in nccl), *(k for k, _ in ri.env), *ri.secrets}
-        if node_fabric(ri) is fabric_env.TCPX:
+        if fabric is fabric_env.TCPX:
             passed |= set(fabric_env.TCPX_NIC_ENV)
         if ri.master_from_start:
             passed.add("ORCH_MASTER_ADDR")
@@ -166,9 +168,9 @@ def render_script(ri: RenderInput) -> str:
         pipefail=PIPEFAIL,
         exports=_section("orch and job environment", _exports(orch_env) + _exports(list(ri.env)) + given_master(ri)),
         secrets=_section("secrets (by name; values come from the launch environment)", secrets),
-        nccl=_section(f"NCCL for {ri.interconnect}" + (", multi-node" if ri.is_multi_node else "")
+        nccl=_section(f"NCCL for {ri.interconnect.value}" + (", multi-node" if ri.is_multi_node else "")
                       + (" over InfiniBand" if ri.is_multi_node and ri.infiniband else "")
-                      + (f", fabric {node_fabric(ri)}" if node_fabric(ri) else ""), fabric_host + _exports(nccl)),
+                      + (f", fabric {fabric.value}" if fabric else ""), fabric_host + _exports(nccl)),
         rclone=_section("rclone remotes (configuration only; credentials come from the environment)",
                         _exports(rclone_env(ckpt, data))),
         data=_section("data staging", data_lines(ri)),

@@ -13,6 +13,7 @@ from enum import StrEnum
 from urllib.parse import urlsplit
 
 from providers.fabric import Fabric
+from providers.gpus import Interconnect
 
 __all__ = [
     "AgentSettings",
@@ -203,7 +204,7 @@ class RenderInput:
     node_rank: int = 0
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
-    interconnect: str = "pcie"  # nvlink | pcie
+    interconnect: Interconnect = Interconnect.PCIE
     socket_ifname: str = ""  # multi-node: NCCL/Gloo interface; empty = a hint that excludes lo/docker
     infiniband: bool = False
     #: The node-to-node fabric the machine is launched on (``Instance.fabric``; None: plain TCP). What the
@@ -231,7 +232,7 @@ class RenderInput:
             raise RenderInputError(f"node rank {self.node_rank} is outside 0..{self.nodes - 1}")
         if not 0 < self.master_port < 65536:
             raise RenderInputError(f"master port {self.master_port} is not a TCP port")
-        if self.interconnect not in ("nvlink", "pcie"):
+        if not isinstance(self.interconnect, Interconnect):
             raise RenderInputError(f"interconnect {self.interconnect!r} must be nvlink or pcie")
         names = [k for k, _ in self.env]
         for name in [*names, *self.secrets]:
