@@ -290,6 +290,25 @@ def test_down_says_one_machine_and_two_machines(tmp_path: Path, env: dict[str, s
     assert "(s)" not in out + err and machines(clouds) == 0
 
 
+def test_status_shows_a_deleted_job_whose_machine_down_could_not_end(tmp_path: Path, env: dict[str, str],
+                                                                     clouds: FakeClouds,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A down that fails (here: the cloud refuses the key) leaves a machine billing: status must not say
+    "no jobs" then."""
+    assert run("apply", str(job(tmp_path)), "--yes")[0] == 0
+    monkeypatch.setenv("VAST_API_KEY", "not-the-key")
+    code, _, err = run("down", "train", "--yes", "--poll", "0.05", "--timeout", "0.2")
+    assert code == 1 and "1 machine not confirmed gone" in err and machines(clouds) == 1
+    code, out, _ = run("status")
+    assert code == 0 and "no jobs" not in out and "train" in out and "stopped*" in out
+    assert "total: 1 live instance" in out
+    assert [j["desired_state"] for j in json.loads(run("status", "--json")[1])["jobs"]] == ["deleted"]
+    monkeypatch.setenv("VAST_API_KEY", env["VAST_API_KEY"])
+    assert run("down", "train", "--yes", "--poll", "0.05", "--timeout", "30")[0] == 0 and machines(clouds) == 0
+    code, out, _ = run("status")
+    assert code == 0 and "no jobs" in out
+
+
 def test_machines_left_counts_per_provider() -> None:
     from orchestrator.app.status import InstanceView
     from orchestrator.cli.down import machines_left

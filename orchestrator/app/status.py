@@ -102,8 +102,9 @@ class StatusReport:
 
 
 def status(store: Store, job: str | None = None) -> StatusReport:
-    """Jobs (all not deleted, or the one named; a named deleted job is shown too), their live machines,
-    money burning now and spent so far. Raises JobsError when ``job`` names no job."""
+    """Jobs (all not deleted, or the one named; a named deleted job is shown too, and so is a deleted job
+    whose machines are not confirmed gone), their live machines, money burning now and spent so far. Raises
+    JobsError when ``job`` names no job."""
     from orchestrator.store import command_queries, repo
 
     with store.transaction() as tx:
@@ -115,7 +116,15 @@ def status(store: Store, job: str | None = None) -> StatusReport:
         else:
             rows = repo.list_jobs(tx)
         names = command_queries.job_names(tx)
-        live = [instance_view(i, names) for i in command_queries.machine_rows(tx)]
+        machines = command_queries.machine_rows(tx)
+        live = [instance_view(i, names) for i in machines]
+        if job is None:
+            # A deleted job whose machine is not confirmed gone (a failed `orch down`) still bills: shown.
+            shown = {r.id for r in rows}
+            billing = {i.job_id for i in machines if i.job_id is not None and i.job_id not in shown}
+            if billing:
+                rows = sorted([*rows, *(r for r in repo.list_jobs(tx, include_deleted=True) if r.id in billing)],
+                              key=lambda r: r.name)
         failures = _failures(tx, rows)
         views: list[JobView] = []
         for r in rows:
