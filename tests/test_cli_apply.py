@@ -299,6 +299,10 @@ def test_status_shows_a_deleted_job_whose_machine_down_could_not_end(tmp_path: P
     monkeypatch.setenv("VAST_API_KEY", "not-the-key")
     code, _, err = run("down", "train", "--yes", "--poll", "0.05", "--timeout", "0.2")
     assert code == 1 and "1 machine not confirmed gone" in err and machines(clouds) == 1
+    # Each poll meets the refused key again: it is said once, before the verdict, with what to do next.
+    assert err.count("warning: vastai: list failed: vastai: API key refused") == 1
+    assert err.index("API key refused") < err.index("not confirmed gone")
+    assert "hint: they may still bill: fix what the warnings above say, then run `orch down train --yes` again" in err
     code, out, _ = run("status")
     assert code == 0 and "no jobs" not in out and "train" in out and "stopped*" in out
     assert "total: 1 live instance" in out

@@ -72,10 +72,12 @@ def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
 
 def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeout_s: float = 300.0,
               poll_s: float = 1.0, on_tick: Callable[[list[InstanceView]], None] | None = None,
+              on_error: Callable[[str], None] | None = None,
               monotonic: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
               ) -> DownOutcome:
     """Tick the engine (or, with ``engine=None``, let a running daemon work) until every machine of
-    ``jobs`` is confirmed gone by its provider, or ``timeout_s`` passes."""
+    ``jobs`` is confirmed gone by its provider, or ``timeout_s`` passes. Each distinct error is kept once
+    (a refused key fails every tick alike) and handed to ``on_error`` when first met."""
     deadline = monotonic() + timeout_s
     outcome = DownOutcome(list(jobs), live_machines(store, jobs))
     ctx: AbstractContextManager[None] = engine.lock if engine is not None else nullcontext()
@@ -83,7 +85,11 @@ def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeo
         while True:
             if engine is not None:
                 report = engine.tick()
-                outcome.errors.extend(report.errors)
+                for error in report.errors:
+                    if error not in outcome.errors:
+                        outcome.errors.append(error)
+                        if on_error:
+                            on_error(error)
             outcome.remaining = live_machines(store, jobs)
             if on_tick:
                 on_tick(outcome.remaining)
