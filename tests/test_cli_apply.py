@@ -290,11 +290,11 @@ def test_down_says_one_machine_and_two_machines(tmp_path: Path, env: dict[str, s
     assert "(s)" not in out + err and machines(clouds) == 0
 
 
-def test_status_shows_a_deleted_job_whose_machine_down_could_not_end(tmp_path: Path, env: dict[str, str],
-                                                                     clouds: FakeClouds,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_down_leaves_its_job_in_status_and_down_all_takes_it(tmp_path: Path, env: dict[str, str],
+                                                                       clouds: FakeClouds,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A down that fails (here: the cloud refuses the key) leaves a machine billing: status must not say
-    "no jobs" then."""
+    "no jobs" then, and `down --all` must take it."""
     assert run("apply", str(job(tmp_path)), "--yes")[0] == 0
     monkeypatch.setenv("VAST_API_KEY", "not-the-key")
     code, _, err = run("down", "train", "--yes", "--poll", "0.05", "--timeout", "0.2")
@@ -308,7 +308,12 @@ def test_status_shows_a_deleted_job_whose_machine_down_could_not_end(tmp_path: P
     assert "total: 1 live instance" in out
     assert [j["desired_state"] for j in json.loads(run("status", "--json")[1])["jobs"]] == ["deleted"]
     monkeypatch.setenv("VAST_API_KEY", env["VAST_API_KEY"])
-    assert run("down", "train", "--yes", "--poll", "0.05", "--timeout", "30")[0] == 0 and machines(clouds) == 0
+    # --all takes it too (not "no jobs to tear down", leaving it billing), and a job down already ended is left be.
+    assert run("apply", str(job(tmp_path, "done")), "--no-launch")[0] == 0
+    assert run("down", "done", "--yes", "--poll", "0.05", "--timeout", "30")[0] == 0
+    code, out, err = run("down", "--all", "--yes", "--poll", "0.05", "--timeout", "30")
+    assert code == 0 and "marked for teardown: train (1 machine)" in out, out + err
+    assert machines(clouds) == 0
     code, out, _ = run("status")
     assert code == 0 and "no jobs" in out
 

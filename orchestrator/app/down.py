@@ -21,16 +21,24 @@ if TYPE_CHECKING:
 
 def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = False,
               now: datetime | None = None) -> list[str]:
-    """Mark jobs for teardown (desired state DELETED) in one transaction; return their names.
+    """Mark jobs for teardown (desired state DELETED) in one transaction; return their names. ``everything``:
+    every job not deleted, and every deleted job whose machines are not confirmed gone.
 
     Raises JobsError when a named job does not exist or nothing matches."""
     from orchestrator.engine.states import DesiredState
-    from orchestrator.store import repo
+    from orchestrator.store import command_queries, repo
 
     now = now or utcnow()
     with store.transaction() as tx:
         if everything:
-            targets = [j.name for j in repo.list_jobs(tx)]
+            # Every job not deleted, and every deleted one whose machines are not confirmed gone (an earlier
+            # down that failed): --all must not leave a billing machine behind as "no jobs to tear down".
+            rows = repo.list_jobs(tx, include_deleted=True)
+            deleted = [j.id for j in rows if j.desired_state == DesiredState.DELETED.value and j.id is not None]
+            unfinished = ({i.job_id for i in command_queries.machine_rows(tx, deleted)}
+                          | {a.job_id for a in command_queries.live_attempts_of(tx, deleted)}) if deleted else set()
+            targets = [j.name for j in rows
+                       if j.desired_state != DesiredState.DELETED.value or j.id in unfinished]
         else:
             missing = [n for n in names if repo.get_job(tx, n) is None]
             if missing:
