@@ -101,6 +101,20 @@ def test_dry_run_shows_where_and_what_it_costs_and_changes_nothing(tmp_path: Pat
     assert doc["changes"]["created"] == ["train"] and jobs_in_store() == []
 
 
+def test_a_live_provider_that_cannot_be_asked_is_said_once_not_planned_around_in_silence(
+        tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Vast.ai key found: the plan and apply's preview go on without its live offers, and say why on stderr
+    (once, however many jobs), instead of a bare "no eligible offer"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("VAST_API_KEY")
+    paths = [str(job(tmp_path, "a")), str(job(tmp_path, "b"))]
+    _, _, err = run("plan", *paths, "--live")
+    assert err.count("note: --live: vastai: no API key found (set VAST_API_KEY") == 1, err
+    code, out, err = run("apply", *paths, "--dry-run")
+    assert code == 0 and err.count("note: live offers: vastai: no API key found (set VAST_API_KEY") == 1, out + err
+
+
 def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each job reads "no eligible offer: it waits (see `orch plan`)", and `orch plan` shows offers: the

@@ -114,6 +114,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
     from orchestrator.app.apply_preview import preview_apply
     from orchestrator.app.plan import launchable_providers
     from orchestrator.app.preflight import boot_check_for
+    from orchestrator.cli.quote_sources import noting_live
     from orchestrator.clock import utcnow
     from orchestrator.config.errors import ConfigError
     from orchestrator.offers.sources import offer_sources
@@ -121,7 +122,8 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
 
     try:
         # What the engine will plan from: this command launches with live offers (build_engine's default).
-        sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
+        sources = noting_live(offer_sources(load_catalog().offers, providers=providers, config=config, live=here),
+                              "live offers")
         return preview_apply(store, loaded, sources, prune=opts.prune,
                              only_providers=launchable_providers(config), boot_check=boot_check_for(config),
                              budgets=config.budgets if config is not None else (),

@@ -137,12 +137,13 @@ def plan_cmd(
 
 def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
     """What the engine plans from: the catalog, your own machines, and (``--live``) live offers."""
+    from orchestrator.cli.quote_sources import noting_live
     from orchestrator.config.errors import ConfigError
     from orchestrator.offers.sources import offer_sources
     from providers.catalog import load_catalog
 
     try:
-        return offer_sources(load_catalog().offers, providers=providers, config=config, live=live)
+        return noting_live(offer_sources(load_catalog().offers, providers=providers, config=config, live=live))
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
 
