@@ -42,7 +42,7 @@ def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = Fal
         else:
             missing = [n for n in names if repo.get_job(tx, n) is None]
             if missing:
-                raise JobsError(no_job_named(missing))
+                raise JobsError(no_job_named(missing, command_queries.job_names(tx).values()))
             targets = list(dict.fromkeys(names))
         for name in targets:
             repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)

@@ -111,7 +111,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
         if job is not None:
             row = repo.get_job(tx, job)
             if row is None:
-                raise JobsError(no_job_named([job]))
+                raise JobsError(no_job_named([job], command_queries.job_names(tx).values()))
             rows = [row]
         else:
             rows = repo.list_jobs(tx)
@@ -206,7 +206,7 @@ def events(store: Store, job: str | None = None, *, after_id: int | None = None,
         if job is not None:
             row = repo.get_job(tx, job)
             if row is None:
-                raise JobsError(no_job_named([job]))
+                raise JobsError(no_job_named([job], command_queries.job_names(tx).values()))
             job_id = row.id
         names = command_queries.job_names(tx)
         rows = repo.list_events(tx, job_id=job_id, after_id=after_id, limit=limit)
