@@ -163,6 +163,7 @@ def test_on_a_terminal_it_asks_and_no_launches_nothing(tmp_path: Path, env: dict
         assert machines(clouds) == 1
         # progress on stderr, stdout keeps the result
         assert "launching pending jobs…" in err and "round 1: 1 launched" in err
+        assert "round 2" not in err       # the round that found nothing more to do is not said
     finally:
         down_all()
 

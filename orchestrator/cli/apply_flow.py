@@ -258,8 +258,14 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
                     out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
                          f"{launch.region}, {launch.market}) {money(launch.price_hr)}/h")
 
-            outcome = launch_pending(engine, max_ticks=opts.max_ticks, on_launch=on_launch,
-                                     on_tick=lambda n: progress.update(f"round {n}: {len(launched)} launched"))
+            said = [-1]
+
+            def on_tick(n: int) -> None:     # a round that launched nothing more is not news
+                if len(launched) != said[0]:
+                    said[0] = len(launched)
+                    progress.update(f"round {n}: {len(launched)} launched")
+
+            outcome = launch_pending(engine, max_ticks=opts.max_ticks, on_launch=on_launch, on_tick=on_tick)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=opts.as_json)
     except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
