@@ -115,6 +115,18 @@ def test_a_live_provider_that_cannot_be_asked_is_said_once_not_planned_around_in
     assert code == 0 and err.count("note: live offers: vastai: no API key found (set VAST_API_KEY") == 1, out + err
 
 
+def test_a_plan_the_catalog_leaves_without_offer_points_at_live_prices(tmp_path: Path, env: dict[str, str]) -> None:
+    """Vast.ai's catalog rows have no L4 spot, its live search has one: `orch plan` finds none, apply would launch.
+    The plan says where the difference is."""
+    path = job(tmp_path)
+    path.write_text(path.read_text().replace("gpu: RTX4090", "gpu: L4").replace("market: on-demand", "market: spot"))
+    code, out, _ = run("plan", str(path))
+    assert code == 1 and "no eligible offer" in out
+    assert "hint: planned from the catalog alone; `orch plan --live` also asks" in out
+    code, out, _ = run("plan", str(path), "--live")
+    assert code == 0 and "chosen vastai" in out and "--live` also asks" not in out
+
+
 def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each job reads "no eligible offer: it waits (see `orch plan`)", and `orch plan` shows offers: the
