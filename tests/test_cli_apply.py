@@ -345,6 +345,16 @@ def test_a_failed_down_leaves_its_job_in_status_and_down_all_takes_it(tmp_path: 
     assert code == 0 and "no jobs" in out
 
 
+def test_logs_of_a_job_with_no_report_channel_say_how_to_get_one(tmp_path: Path, env: dict[str, str]) -> None:
+    assert run("apply", str(job(tmp_path)), "--yes")[0] == 0
+    try:
+        code, out, err = run("logs", "train")
+        assert code == 1 and out == ""
+        assert "its machine is not reachable over SSH" in err and "hint: set daemon.state_store" in err, err
+    finally:
+        down_all()
+
+
 def test_machines_left_counts_per_provider() -> None:
     from orchestrator.app.status import InstanceView
     from orchestrator.cli.down import machines_left
