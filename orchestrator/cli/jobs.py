@@ -121,21 +121,21 @@ def plan_cmd(
         out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name],
                      "exposed": exposed.get(p.name, [])} for p in plans], indent=2))
     else:
-        # apply launches with live prices: a job the catalog alone leaves without an offer may have one there.
-        ask_live = not live and any(p != "ssh" for p in launchable)
         for i, jp in enumerate(plans):
             if i:
                 out()
             _print_plan(jp)
-            if ask_live and jp.plan.chosen is None:
-                _say("hint: planned from the catalog alone; `orch plan --live` also asks the configured providers "
-                     "that price live, as `orch apply` does when it launches", "  ", "        ")
             if jp.name in blind:
                 _say(f"note: {blind[jp.name]}", "  ", "        ")
             if reach[jp.name]:
                 _say(f"note: {reach[jp.name]}", "  ", "        ")
             for what in exposed.get(jp.name, []):
                 _say(f"exposed on the node: {what}", "  ", "        ")
+        # apply launches with live prices: a job the catalog alone leaves without an offer may have one there.
+        if not live and any(p != "ssh" for p in launchable) and any(jp.plan.chosen is None for jp in plans):
+            out()
+            _say("hint: planned from the catalog alone; `orch plan --live` also asks the configured providers that "
+                 "price live, as `orch apply` does when it launches", "", "  ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
 
