@@ -217,8 +217,9 @@ def test_the_plan_shows_a_launch_a_budget_would_refuse(tmp_path: Path, env: dict
     config.write_text(yaml.safe_dump(doc))
     code, out, err = run("apply", str(job(tmp_path)), "--dry-run")
     assert code == 0, err
-    assert "plan: 0 jobs to launch" in out
-    assert "refused, it waits: budget nlp: $0.00/h running + $" in out and "ceiling of $0.01/h" in out
+    assert "plan: 0 jobs to launch" in out and max(len(line) for line in out.splitlines()) <= 80
+    said = " ".join(out.split())        # wrapped within 80 columns
+    assert "refused, it waits: budget nlp: $0.00/h running + $" in said and "ceiling of $0.01/h" in said
 
 
 def test_bad_manifests_with_json_are_a_json_error(tmp_path: Path, env: dict[str, str]) -> None:

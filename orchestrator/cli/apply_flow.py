@@ -203,11 +203,12 @@ def _plan_line(launch: PlannedLaunch) -> str:
     o = p.offer
     nodes = f" x{p.nodes}" if p.nodes > 1 else ""
     place = o.region + (f"/{o.zone}" if o.zone else "")
-    line = f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})"
+    # Within 80 columns like the rest of the plan: a refusal or a boot problem is a sentence or three.
+    line = wrap(f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})", "    ")
     if launch.refusal:
-        return f"{line}\n    refused, it waits: {launch.refusal}"
+        return f"{line}\n{wrap(f'refused, it waits: {launch.refusal}', '      ', '    ')}"
     if launch.boot_problem:
-        return f"{line}\n    not launched, it waits: {launch.boot_problem}"
+        return f"{line}\n{wrap(f'not launched, it waits: {launch.boot_problem}', '      ', '    ')}"
     hours = f" for {launch.estimated_hours:g} h" if launch.estimated_hours else ""
     total = f", ~{money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
     return f"{line}\n    {money(p.total_price_hr)}/h{total}"
@@ -255,8 +256,9 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             def on_launch(launch: Launch) -> None:
                 launched.append(launch)
                 if not opts.as_json:
-                    out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
-                         f"{launch.region}, {launch.market}) {money(launch.price_hr)}/h")
+                    out(wrap(f"launched  {launch.job} on {launch.provider} {launch.instance_id} "
+                             f"({launch.instance_type}, {launch.region}, {launch.market}) {money(launch.price_hr)}/h",
+                             "          "))
 
             said = [-1]
 
