@@ -357,6 +357,18 @@ def test_logs_of_a_job_with_no_report_channel_say_how_to_get_one(tmp_path: Path,
         down_all()
 
 
+def test_down_of_many_jobs_fits_80_columns(tmp_path: Path, env: dict[str, str]) -> None:
+    names = ["pretrain-llama-stage-one", "pretrain-llama-stage-two", "pretrain-llama-stage-three"]
+    for name in names:
+        assert run("apply", str(job(tmp_path, name)), "--no-launch")[0] == 0
+    code, out, err = run("down", *names, "--yes", "--poll", "0.05", "--timeout", "30")
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    said = " ".join(out.split())
+    assert f"marked for teardown: {', '.join(names)} (0 machines)" in said
+    assert f"down: {', '.join(names)}; 0 machines terminated, confirmed by the providers" in said
+
+
 def test_machines_left_counts_per_provider() -> None:
     from orchestrator.app.status import InstanceView
     from orchestrator.cli.down import machines_left

@@ -17,7 +17,7 @@ from orchestrator.cli.common import (
     open_store_or_fail,
     out,
 )
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, warn
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, warn, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.progress import Progress
@@ -72,7 +72,7 @@ def down_cmd(
             _down_result([], before, None, as_json)
             return
         if not as_json:
-            out(f"marked for teardown: {', '.join(targets)} ({plural(len(before), 'machine')})")
+            out(wrap(f"marked for teardown: {', '.join(targets)} ({plural(len(before), 'machine')})"))
         outcome = _wait_down(store, targets, before, timeout, poll, as_json)
     finally:
         store.close()
@@ -143,4 +143,5 @@ def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOu
     elif not targets:
         out("no jobs to tear down")
     elif outcome is not None and outcome.confirmed:
-        out(f"down: {', '.join(targets)}; {plural(len(before), 'machine')} terminated, confirmed by the providers")
+        out(wrap(f"down: {', '.join(targets)}; {plural(len(before), 'machine')} terminated, confirmed by the "
+                 "providers"))
