@@ -199,6 +199,30 @@ def test_yes_launches_and_json_reports_it(tmp_path: Path, env: dict[str, str], c
     assert machines(clouds) == 0
 
 
+def test_an_update_to_a_running_job_says_it_takes_effect_at_the_next_launch(tmp_path: Path, env: dict[str, str],
+                                                                            clouds: FakeClouds) -> None:
+    path = job(tmp_path)
+    assert run("apply", str(path), "--yes")[0] == 0
+    try:
+        path.write_text(path.read_text().replace("estimated_hours: 2", "estimated_hours: 3"))
+        code, out, err = run("apply", str(path), "--dry-run")
+        assert code == 0 and "would be updated   train" in out, err
+        assert "note: train keeps running as launched: the change takes effect at its next launch" in " ".join(
+            out.split())
+        code, out, _ = run("apply", str(path), "--yes", "--json")
+        doc = json.loads(out)
+        assert code == 0 and doc["changes"]["updated"] == ["train"] and doc["updated_running"] == ["train"]
+        assert machines(clouds) == 1     # not relaunched: the machine runs as launched
+        path.write_text(path.read_text().replace("estimated_hours: 3", "estimated_hours: 4"))
+        assert run("apply", str(path), "--no-launch", "--json")[0] == 0
+        assert run("down", "train", "--yes", "--poll", "0.05", "--timeout", "30")[0] == 0
+        path.write_text(path.read_text().replace("estimated_hours: 4", "estimated_hours: 5"))
+        code, out, _ = run("apply", str(path), "--dry-run")
+        assert code == 0 and "keeps running" not in out     # down: nothing runs on the old manifest
+    finally:
+        down_all()
+
+
 def test_no_launch_without_a_daemon_records_without_asking(tmp_path: Path, env: dict[str, str],
                                                           clouds: FakeClouds) -> None:
     code, out, err = run("apply", str(job(tmp_path)), "--no-launch")

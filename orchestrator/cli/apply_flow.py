@@ -97,6 +97,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         result = _record(store, loaded, opts)
         if not opts.as_json:
             _print_changes(result)
+            _print_updated_running(preview)
             if running:
                 out("a daemon is running: it launches and tears down from here")
         code, outcome = (_launch(store, config, providers, opts) if here and config is not None
@@ -183,6 +184,13 @@ def _print_changes(result: ApplyResult, prefix: str = "") -> None:
          f"{len(result.pruned)} pruned")
 
 
+def _print_updated_running(preview: ApplyPreview) -> None:
+    """An updated job already on a machine keeps running as launched (orch does not roll it out): say so."""
+    for name in preview.updated_running:
+        out(wrap(f"note: {name} keeps running as launched: the change takes effect at its next launch (to "
+                 f"relaunch it now: `orch down {name} --yes`, then `orch apply` again)"))
+
+
 def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
     if not preview.launches:
         out("plan: no job waits for a machine: nothing to launch")
@@ -219,6 +227,7 @@ def _finish_dry_run(preview: ApplyPreview, launcher: str | None, opts: ApplyOpti
         out(dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
         return
     _print_changes(preview.changes, prefix="would be ")
+    _print_updated_running(preview)
     out("dry run: nothing recorded, nothing launched")
 
 
