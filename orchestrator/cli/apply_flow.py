@@ -265,9 +265,8 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             def on_launch(launch: Launch) -> None:
                 launched.append(launch)
                 if not opts.as_json:
-                    out(wrap(f"launched  {launch.job} on {launch.provider} {launch.instance_id} "
-                             f"({launch.instance_type}, {launch.region}, {launch.market}) {money(launch.price_hr)}/h",
-                             "          "))
+                    out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
+                         f"{launch.region}, {launch.market}) {money(launch.price_hr)}/h")
 
             said = [-1]
 
