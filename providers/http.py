@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from providers.errors import ProviderError, ProviderUnavailableError, RateLimitedError
+from providers.errors import AuthError, ProviderError, ProviderUnavailableError, RateLimitedError
 from providers.retry import RetryPolicy, call_with_retry
 
 T = TypeVar("T")
@@ -72,11 +72,14 @@ class ApiClient:
     """A small JSON client over httpx with retries, limiting and error translation."""
 
     def __init__(self, provider: str, settings: HttpSettings, translate: Translator,
-                 limiter: RateLimiter | None = None, transport: httpx.BaseTransport | None = None) -> None:
+                 limiter: RateLimiter | None = None, transport: httpx.BaseTransport | None = None,
+                 key_hint: str | None = None) -> None:
         self.provider = provider
         self.settings = settings
         self._translate = translate
         self._limiter = limiter
+        #: Where a key comes from: said when the cloud refuses a request sent without one (no key was found).
+        self._key_hint = key_hint
         headers = {"Accept": "application/json", "User-Agent": "orch/0.1"}
         if settings.api_key:
             headers["Authorization"] = f"Bearer {settings.api_key}"
@@ -106,6 +109,10 @@ class ApiClient:
             error = self._translate(response)
             if error is None and response.status_code >= 400:
                 error = default_http_error(self.provider, response)
+            if isinstance(error, AuthError) and not self.settings.api_key:
+                # Not "key refused" (the cloud's words): there was none to refuse.
+                raise AuthError("no API key found", provider=self.provider,
+                                hint=self._key_hint or error.hint) from error
             if error is not None:
                 raise error
             if not response.content:

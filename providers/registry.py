@@ -38,18 +38,22 @@ class ProviderEntry:
     #: True where a machine's local disk is what it is (Vast asks, Lambda types, your machines), rather than
     #: created at the launch's disk_gb (AWS, GCP, Azure, RunPod): the planner can only check known sizes.
     fixed_disk: bool = False
+    #: True where orch launches a job of several machines there (the adapter's ``Capability.MULTI_NODE``, which
+    #: tests/test_planner.py holds this to): the planner excludes the others' offers for a multi-node job.
+    multi_node: bool = False
 
 
 PROVIDERS: tuple[ProviderEntry, ...] = (
     ProviderEntry("aws", "providers.aws", "AwsProvider", "AWS EC2", "aws",
                   "add `aws: {regions: [us-east-1]}` under providers in orch's config; credentials from "
-                  "`aws configure`, AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"),
+                  "`aws configure`, AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", multi_node=True),
     ProviderEntry("gcp", "providers.gcp", "GcpProvider", "Google Compute Engine", "gcp",
                   "add `gcp: {project: P, zones: [us-central1-a]}` under providers; credentials from "
-                  "`gcloud auth application-default login` or GOOGLE_APPLICATION_CREDENTIALS"),
+                  "`gcloud auth application-default login` or GOOGLE_APPLICATION_CREDENTIALS", multi_node=True),
     ProviderEntry("azure", "providers.azure", "AzureProvider", "Azure Virtual Machines", "azure",
                   "add `azure: {subscription_id: S, resource_group: RG, subnet_id: ...}` under providers; "
-                  "credentials from `az login` or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET"),
+                  "credentials from `az login` or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET",
+                  multi_node=True),
     ProviderEntry("runpod", "providers.runpod", "RunPodProvider", "RunPod", None,
                   "add `runpod: {}` under providers and export RUNPOD_API_KEY"),
     ProviderEntry("vastai", "providers.vastai", "VastProvider", "Vast.ai", None,
@@ -59,7 +63,7 @@ PROVIDERS: tuple[ProviderEntry, ...] = (
                   "add `lambda: {}` under providers and export LAMBDA_API_KEY", fixed_disk=True),
     ProviderEntry("ssh", "providers.ssh", "SshProvider", "Your own machines (SSH)", None,
                   "declare hosts under providers.ssh.hosts (address, user, key_path, gpu, gpu_count, host_key)",
-                  config_offers="providers.ssh.offers:host_offers", fixed_disk=True),
+                  config_offers="providers.ssh.offers:host_offers", fixed_disk=True, multi_node=True),
 )
 
 PROVIDER_NAMES: tuple[str, ...] = tuple(e.name for e in PROVIDERS)
@@ -126,6 +130,12 @@ def has_fixed_disk(provider: str) -> bool:
     """Whether ``provider``'s machines come with the disk they have (unknown names: no)."""
     e = _BY_NAME.get(PROVIDER_ALIASES.get(provider, provider))
     return e is not None and e.fixed_disk
+
+
+def launches_multi_node(provider: str) -> bool:
+    """Whether orch launches a job of several machines on ``provider`` (unknown names: no)."""
+    e = _BY_NAME.get(PROVIDER_ALIASES.get(provider, provider))
+    return e is not None and e.multi_node
 
 
 def create_provider(name: str, settings: BaseModel | Mapping[str, Any] | None = None) -> Provider:

@@ -101,6 +101,33 @@ def test_dry_run_shows_where_and_what_it_costs_and_changes_nothing(tmp_path: Pat
     assert doc["changes"]["created"] == ["train"] and jobs_in_store() == []
 
 
+def test_a_live_provider_that_cannot_be_asked_is_said_once_not_planned_around_in_silence(
+        tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Vast.ai key found: the plan and apply's preview go on without its live offers, and say why on stderr
+    (once, however many jobs), instead of a bare "no eligible offer"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("VAST_API_KEY")
+    paths = [str(job(tmp_path, "a")), str(job(tmp_path, "b"))]
+    _, _, err = run("plan", *paths, "--live")
+    assert err.count("note: --live: vastai: no API key found (set VAST_API_KEY") == 1, err
+    code, out, err = run("apply", *paths, "--dry-run")
+    assert code == 0 and err.count("note: live offers: vastai: no API key found (set VAST_API_KEY") == 1, out + err
+
+
+def test_a_plan_the_catalog_leaves_without_offer_points_at_live_prices(tmp_path: Path, env: dict[str, str]) -> None:
+    """Vast.ai's catalog rows have no L4 spot, its live search has one: `orch plan` finds none, apply would launch.
+    The plan says where the difference is."""
+    path = job(tmp_path)
+    path.write_text(path.read_text().replace("gpu: RTX4090", "gpu: L4").replace("market: on-demand", "market: spot"))
+    code, out, _ = run("plan", str(path), str(job(tmp_path, "other")))
+    assert code == 1 and "no eligible offer" in out
+    # Said once, after the plans, however many jobs it concerns.
+    assert out.count("hint: planned from the catalog alone; `orch plan --live` also asks") == 1
+    code, out, _ = run("plan", str(path), "--live")
+    assert code == 0 and "chosen vastai" in out and "--live` also asks" not in out
+
+
 def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each job reads "no eligible offer: it waits (see `orch plan`)", and `orch plan` shows offers: the
@@ -149,6 +176,7 @@ def test_on_a_terminal_it_asks_and_no_launches_nothing(tmp_path: Path, env: dict
         assert machines(clouds) == 1
         # progress on stderr, stdout keeps the result
         assert "launching pending jobs…" in err and "round 1: 1 launched" in err
+        assert "round 2" not in err       # the round that found nothing more to do is not said
     finally:
         down_all()
 
@@ -171,6 +199,30 @@ def test_yes_launches_and_json_reports_it(tmp_path: Path, env: dict[str, str], c
     assert machines(clouds) == 0
 
 
+def test_an_update_to_a_running_job_says_it_takes_effect_at_the_next_launch(tmp_path: Path, env: dict[str, str],
+                                                                            clouds: FakeClouds) -> None:
+    path = job(tmp_path)
+    assert run("apply", str(path), "--yes")[0] == 0
+    try:
+        path.write_text(path.read_text().replace("estimated_hours: 2", "estimated_hours: 3"))
+        code, out, err = run("apply", str(path), "--dry-run")
+        assert code == 0 and "would be updated   train" in out, err
+        assert "note: train keeps running as launched: the change takes effect at its next launch" in " ".join(
+            out.split())
+        code, out, _ = run("apply", str(path), "--yes", "--json")
+        doc = json.loads(out)
+        assert code == 0 and doc["changes"]["updated"] == ["train"] and doc["updated_running"] == ["train"]
+        assert machines(clouds) == 1     # not relaunched: the machine runs as launched
+        path.write_text(path.read_text().replace("estimated_hours: 3", "estimated_hours: 4"))
+        assert run("apply", str(path), "--no-launch", "--json")[0] == 0
+        assert run("down", "train", "--yes", "--poll", "0.05", "--timeout", "30")[0] == 0
+        path.write_text(path.read_text().replace("estimated_hours: 4", "estimated_hours: 5"))
+        code, out, _ = run("apply", str(path), "--dry-run")
+        assert code == 0 and "keeps running" not in out     # down: nothing runs on the old manifest
+    finally:
+        down_all()
+
+
 def test_no_launch_without_a_daemon_records_without_asking(tmp_path: Path, env: dict[str, str],
                                                           clouds: FakeClouds) -> None:
     code, out, err = run("apply", str(job(tmp_path)), "--no-launch")
@@ -189,8 +241,9 @@ def test_the_plan_shows_a_launch_a_budget_would_refuse(tmp_path: Path, env: dict
     config.write_text(yaml.safe_dump(doc))
     code, out, err = run("apply", str(job(tmp_path)), "--dry-run")
     assert code == 0, err
-    assert "plan: 0 jobs to launch" in out
-    assert "refused, it waits: budget nlp: $0.00/h running + $" in out and "ceiling of $0.01/h" in out
+    assert "plan: 0 jobs to launch" in out and max(len(line) for line in out.splitlines()) <= 80
+    said = " ".join(out.split())        # wrapped within 80 columns
+    assert "refused, it waits: budget nlp: $0.00/h running + $" in said and "ceiling of $0.01/h" in said
 
 
 def test_bad_manifests_with_json_are_a_json_error(tmp_path: Path, env: dict[str, str]) -> None:
@@ -288,6 +341,56 @@ def test_down_says_one_machine_and_two_machines(tmp_path: Path, env: dict[str, s
     assert f"down: {targets}; {machines_said} terminated, confirmed by the providers\n" in out
     assert f"terminating {machines_said}…" in err
     assert "(s)" not in out + err and machines(clouds) == 0
+
+
+def test_a_failed_down_leaves_its_job_in_status_and_down_all_takes_it(tmp_path: Path, env: dict[str, str],
+                                                                       clouds: FakeClouds,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A down that fails (here: the cloud refuses the key) leaves a machine billing: status must not say
+    "no jobs" then, and `down --all` must take it."""
+    assert run("apply", str(job(tmp_path)), "--yes")[0] == 0
+    monkeypatch.setenv("VAST_API_KEY", "not-the-key")
+    code, _, err = run("down", "train", "--yes", "--poll", "0.05", "--timeout", "0.2")
+    assert code == 1 and "1 machine not confirmed gone" in err and machines(clouds) == 1
+    # Each poll meets the refused key again: it is said once, before the verdict, with what to do next.
+    assert err.count("warning: vastai: list failed: vastai: API key refused") == 1
+    assert err.index("API key refused") < err.index("not confirmed gone")
+    assert "hint: they may still bill: fix what the warnings above say, then run `orch down train --yes` again" in err
+    code, out, _ = run("status")
+    assert code == 0 and "no jobs" not in out and "train" in out and "stopped*" in out
+    assert "total: 1 live instance" in out
+    assert [j["desired_state"] for j in json.loads(run("status", "--json")[1])["jobs"]] == ["deleted"]
+    monkeypatch.setenv("VAST_API_KEY", env["VAST_API_KEY"])
+    # --all takes it too (not "no jobs to tear down", leaving it billing), and a job down already ended is left be.
+    assert run("apply", str(job(tmp_path, "done")), "--no-launch")[0] == 0
+    assert run("down", "done", "--yes", "--poll", "0.05", "--timeout", "30")[0] == 0
+    code, out, err = run("down", "--all", "--yes", "--poll", "0.05", "--timeout", "30")
+    assert code == 0 and "marked for teardown: train (1 machine)" in out, out + err
+    assert machines(clouds) == 0
+    code, out, _ = run("status")
+    assert code == 0 and "no jobs" in out
+
+
+def test_logs_of_a_job_with_no_report_channel_say_how_to_get_one(tmp_path: Path, env: dict[str, str]) -> None:
+    assert run("apply", str(job(tmp_path)), "--yes")[0] == 0
+    try:
+        code, out, err = run("logs", "train")
+        assert code == 1 and out == ""
+        assert "its machine is not reachable over SSH" in err and "hint: set daemon.state_store" in err, err
+    finally:
+        down_all()
+
+
+def test_down_of_many_jobs_fits_80_columns(tmp_path: Path, env: dict[str, str]) -> None:
+    names = ["pretrain-llama-stage-one", "pretrain-llama-stage-two", "pretrain-llama-stage-three"]
+    for name in names:
+        assert run("apply", str(job(tmp_path, name)), "--no-launch")[0] == 0
+    code, out, err = run("down", *names, "--yes", "--poll", "0.05", "--timeout", "30")
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    said = " ".join(out.split())
+    assert f"marked for teardown: {', '.join(names)} (0 machines)" in said
+    assert f"down: {', '.join(names)}; 0 machines terminated, confirmed by the providers" in said
 
 
 def test_machines_left_counts_per_provider() -> None:

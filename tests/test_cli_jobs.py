@@ -429,6 +429,17 @@ def test_down_bad_input_and_unknown_job(env: dict[str, str]) -> None:
     assert code == 1 and "no job named 'ghost' (orch status lists the jobs)" in err
 
 
+def test_a_mistyped_job_name_gets_the_close_one(tmp_path: Path, env: dict[str, str]) -> None:
+    assert run("apply", str(write(tmp_path, "eval-sweep")), "--no-launch")[0] == 0
+    for args in (["status", "eval-swep"], ["events", "eval_sweep"], ["logs", "evalsweep"],
+                 ["down", "eval-swep", "--yes"]):
+        code, _, err = run(*args)
+        assert code == 1 and "did you mean 'eval-sweep'? (orch status lists the jobs)" in err, (args, err)
+    code, _, err = run("status", "ghost")
+    assert code == 1 and "no job named 'ghost' (orch status lists the jobs)" in err
+    assert status_json()["jobs"][0]["desired_state"] == "active"     # the mistyped down touched nothing
+
+
 # -- events ---------------------------------------------------------------------------------------------
 
 def test_events_lists_and_follow_stops_after_max_wait(tmp_path: Path, env: dict[str, str]) -> None:

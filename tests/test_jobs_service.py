@@ -134,10 +134,13 @@ def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> Non
     app_down.mark_down(store, ["stuck"])
     clock = [0.0]
     engine = _StuckEngine(store)
+    said: list[str] = []
     outcome = app_down.wait_down(engine, store, ["stuck"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
-                           monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s))
+                           monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+                           on_error=said.append)
     assert not outcome.confirmed and [i.instance_id for i in outcome.remaining] == ["42"]
-    assert engine.ticks == 11 and outcome.errors
+    # The same error on each of the 11 ticks is one error, said when first met.
+    assert engine.ticks == 11 and outcome.errors == said == ["terminate: still there"]
     with store.transaction() as tx:
         repo.transition_attempt(tx, repo.get_attempt_by_launch_id(tx, "lstuck0000001"),
                                 AttemptState.TERMINATED)

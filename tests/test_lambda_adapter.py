@@ -411,6 +411,17 @@ def test_no_key_is_an_auth_error_with_a_hint(monkeypatch: pytest.MonkeyPatch, tm
     p.close()
 
 
+def test_no_key_found_is_said_so_not_an_invalid_key(cloud: tuple[LambdaFake, FakeServer]) -> None:
+    """A call made with no key: "no API key found" and where a key comes from, not the cloud's "API key was
+    invalid, expired, or deleted"."""
+    p = LambdaProvider(fast_settings(f"{cloud[1].url}/api/v1").model_copy(update={"api_key": None}), catalog=())
+    with pytest.raises(AuthError) as info:
+        p.list_instances("tester")
+    p.close()
+    said = str(info.value)
+    assert said.startswith("lambda: no API key found (set LAMBDA_API_KEY") and "invalid" not in said
+
+
 def test_key_from_env_then_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     key_file = tmp_path / "lambda_keys"
     key_file.write_text("# keys\napi_key = secret_from_file\n")

@@ -32,9 +32,10 @@ OFFERS = [
 def test_ranked_by_expected_cost_with_estimate() -> None:
     req = PlanRequest(gpus=("A100-80G",), count=4, nodes=2, estimated_hours=10)
     p = plan(req, gather_offers(req.gpu_request(), OFFERS))
-    assert [x.offer.provider for x in p.eligible] == ["runpod", "gcp", "azure", "aws"]
-    assert p.chosen is not None and p.chosen.expected_cost_usd == pytest.approx(5.5 * 2 * 10)
-    assert p.chosen.total_price_hr == pytest.approx(11.0)
+    # runpod, the cheapest, launches single machines only: not for 2 nodes.
+    assert [x.offer.provider for x in p.eligible] == ["gcp", "azure", "aws"]
+    assert p.chosen is not None and p.chosen.expected_cost_usd == pytest.approx(15.0 * 2 * 10)
+    assert p.chosen.total_price_hr == pytest.approx(30.0)
 
 
 def test_flags_rule_of_thumb_egress_budget_and_spot_note() -> None:
@@ -187,6 +188,31 @@ def test_the_fabric_between_the_nodes_is_a_note_for_multi_node_jobs() -> None:
             assert bool(notes) is noted, (o.instance_type, nodes, chosen.notes)
             if noted:
                 assert all(s in notes[0] for s in says), notes[0]
+
+
+def test_a_multi_node_job_is_planned_only_where_orch_launches_several_machines() -> None:
+    """The engine launches a multi-node job only on a MULTI_NODE provider: the plan (and apply's preview) must
+    not choose a Lambda, RunPod or Vast.ai offer the engine then passes over ("no eligible offer")."""
+    offers = [offer("lambda", "gpu_8x_a100", 14.0, count=8), offer("aws", "p4de", 40.0, count=8, vcpus=96, mem=1152)]
+    two = PlanRequest(gpus=("A100-80G",), count=8, nodes=2)
+    result = plan(two, gather_offers(two.gpu_request(), offers))
+    assert [p.offer.provider for p in result.eligible] == ["aws"]
+    [out] = result.rejected
+    assert out.excluded[0].constraint is Constraint.SINGLE_NODE
+    assert out.excluded[0].detail == "orch launches single machines on lambda, not 2 nodes"
+    one = PlanRequest(gpus=("A100-80G",), count=8)
+    assert [p.offer.provider for p in plan(one, gather_offers(one.gpu_request(), offers)).eligible] == ["lambda", "aws"]
+
+
+def test_the_registry_says_multi_node_exactly_where_the_adapter_has_the_capability() -> None:
+    import importlib
+
+    from providers.base import Capability
+    from providers.registry import PROVIDERS, launches_multi_node
+
+    for e in PROVIDERS:
+        adapter = getattr(importlib.import_module(f"{e.package}.adapter"), e.adapter_class)
+        assert launches_multi_node(e.name) is (Capability.MULTI_NODE in adapter.capabilities), e.name
 
 
 def test_every_fabric_fact_names_a_catalog_instance_type() -> None:

@@ -245,6 +245,15 @@ def test_wrong_key(cloud: tuple[RunPodFake, FakeServer]) -> None:
     p.close()
 
 
+def test_no_key_found_is_said_so(cloud: tuple[RunPodFake, FakeServer]) -> None:
+    """A call made with no key: "no API key found" and where a key comes from, not the cloud's "Unauthorized"."""
+    p = RunPodProvider(fast_settings(f"{cloud[1].url}/graphql").model_copy(update={"api_key": None}))
+    with pytest.raises(AuthError) as info:
+        p.list_instances("tester")
+    p.close()
+    assert str(info.value).startswith("runpod: no API key found (set RUNPOD_API_KEY")
+
+
 def test_key_from_env_then_cli_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[default]\napi_key = "rp_from_file"\n')

@@ -359,6 +359,23 @@ def test_bad_key_is_auth_error_with_a_hint(url: str) -> None:
     assert "VAST_API_KEY" in str(err.value) and "nope" not in str(err.value)
 
 
+def test_no_key_found_is_said_so_not_a_refused_key(url: str, monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """With no key anywhere a call goes out without one: the cloud's 401 is "no API key found" and where a key
+    comes from, not "API key refused" (there was none to refuse)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("VAST_API_KEY", raising=False)
+    p = VastProvider(fast_settings(url, api_key=None))
+    try:
+        with pytest.raises(AuthError) as err:
+            p.list_instances("tester")
+    finally:
+        p.close()
+    said = str(err.value)
+    assert said.startswith("vastai: no API key found (set VAST_API_KEY") and "refused" not in said
+
+
 # ---- status mapping -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(

@@ -52,6 +52,8 @@ class PlannedLaunch:
 class ApplyPreview:
     changes: ApplyResult
     launches: tuple[PlannedLaunch, ...]
+    #: Updated jobs with a machine (a live attempt): it runs as launched; the new manifest is for the next launch.
+    updated_running: tuple[str, ...] = ()
 
     @property
     def will_launch(self) -> tuple[PlannedLaunch, ...]:
@@ -75,14 +77,15 @@ class ApplyPreview:
                             "pruned": list(c.pruned)},
                 "launches": [launch.to_json() for launch in self.launches],
                 "total_price_hr": round(self.price_hr, 4),
-                "estimated_total_usd": None if total is None else round(total, 2)}
+                "estimated_total_usd": None if total is None else round(total, 2),
+                "updated_running": list(self.updated_running)}
 
 
 class _Rollback(Exception):
     def __init__(self, result: ApplyResult, pending: list[LoadedManifest], ids: dict[str, int],
-                 spent: dict[str, float]) -> None:
+                 spent: dict[str, float], running: tuple[str, ...]) -> None:
         super().__init__("preview only")
-        self.result, self.pending, self.ids, self.spent = result, pending, ids, spent
+        self.result, self.pending, self.ids, self.spent, self.running = result, pending, ids, spent, running
 
 
 def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: OfferSources, *, prune: bool = False,
@@ -101,15 +104,25 @@ def preview_apply(store: Store, loaded: Sequence[LoadedManifest], sources: Offer
             pending, ids = _awaiting_launch(tx, loaded)
             # A relaunched job's own budget counts what it has spent already, as the engine's check does.
             spent = {name: repo.total_spend(tx, job_id) for name, job_id in ids.items()}
-            raise _Rollback(result, pending, ids, spent)
+            raise _Rollback(result, pending, ids, spent, _with_machines(tx, result.updated))
     except _Rollback as done:
         result, pending, ids, spent = done.result, done.pending, done.ids, done.spent
+        running = done.running
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
     plans = plan_jobs(pending, sources, alternatives=0, only_providers=only_providers, now=now,
                       boot_check=boot_check)
     launches = _with_budgets(store, plans, pending, ids, budgets, owner, now, spent)
-    return ApplyPreview(result, tuple(_with_boot(launches, plans)))
+    return ApplyPreview(result, tuple(_with_boot(launches, plans)), running)
+
+
+def _with_machines(tx: Session, names: Sequence[str]) -> tuple[str, ...]:
+    """Those of ``names`` with a live attempt: a machine launched (or launching) on the manifest as it was."""
+    from orchestrator.store import command_queries
+
+    ids = command_queries.jobs_named(tx, names) if names else {}
+    busy = {a.job_id for a in command_queries.live_attempts_of(tx, list(ids))} if ids else set()
+    return tuple(name for job_id, name in sorted(ids.items(), key=lambda kv: kv[1]) if job_id in busy)
 
 
 def _with_boot(launches: Sequence[PlannedLaunch], plans: Sequence[JobPlan]) -> list[PlannedLaunch]:

@@ -21,20 +21,28 @@ if TYPE_CHECKING:
 
 def mark_down(store: Store, names: Sequence[str] = (), *, everything: bool = False,
               now: datetime | None = None) -> list[str]:
-    """Mark jobs for teardown (desired state DELETED) in one transaction; return their names.
+    """Mark jobs for teardown (desired state DELETED) in one transaction; return their names. ``everything``:
+    every job not deleted, and every deleted job whose machines are not confirmed gone.
 
     Raises JobsError when a named job does not exist or nothing matches."""
     from orchestrator.engine.states import DesiredState
-    from orchestrator.store import repo
+    from orchestrator.store import command_queries, repo
 
     now = now or utcnow()
     with store.transaction() as tx:
         if everything:
-            targets = [j.name for j in repo.list_jobs(tx)]
+            # Every job not deleted, and every deleted one whose machines are not confirmed gone (an earlier
+            # down that failed): --all must not leave a billing machine behind as "no jobs to tear down".
+            rows = repo.list_jobs(tx, include_deleted=True)
+            deleted = [j.id for j in rows if j.desired_state == DesiredState.DELETED.value and j.id is not None]
+            unfinished = ({i.job_id for i in command_queries.machine_rows(tx, deleted)}
+                          | {a.job_id for a in command_queries.live_attempts_of(tx, deleted)}) if deleted else set()
+            targets = [j.name for j in rows
+                       if j.desired_state != DesiredState.DELETED.value or j.id in unfinished]
         else:
             missing = [n for n in names if repo.get_job(tx, n) is None]
             if missing:
-                raise JobsError(no_job_named(missing))
+                raise JobsError(no_job_named(missing, command_queries.job_names(tx).values()))
             targets = list(dict.fromkeys(names))
         for name in targets:
             repo.set_desired_state(tx, name, DesiredState.DELETED, now=now)
@@ -72,10 +80,12 @@ def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
 
 def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeout_s: float = 300.0,
               poll_s: float = 1.0, on_tick: Callable[[list[InstanceView]], None] | None = None,
+              on_error: Callable[[str], None] | None = None,
               monotonic: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
               ) -> DownOutcome:
     """Tick the engine (or, with ``engine=None``, let a running daemon work) until every machine of
-    ``jobs`` is confirmed gone by its provider, or ``timeout_s`` passes."""
+    ``jobs`` is confirmed gone by its provider, or ``timeout_s`` passes. Each distinct error is kept once
+    (a refused key fails every tick alike) and handed to ``on_error`` when first met."""
     deadline = monotonic() + timeout_s
     outcome = DownOutcome(list(jobs), live_machines(store, jobs))
     ctx: AbstractContextManager[None] = engine.lock if engine is not None else nullcontext()
@@ -83,7 +93,11 @@ def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeo
         while True:
             if engine is not None:
                 report = engine.tick()
-                outcome.errors.extend(report.errors)
+                for error in report.errors:
+                    if error not in outcome.errors:
+                        outcome.errors.append(error)
+                        if on_error:
+                            on_error(error)
             outcome.remaining = live_machines(store, jobs)
             if on_tick:
                 on_tick(outcome.remaining)

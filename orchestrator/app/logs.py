@@ -53,12 +53,12 @@ def log_source(store: Store, job_name: str, node_rank: int = 0, state_store: str
     """The latest attempt of ``job_name``'s node ``node_rank``, and where its output can be read."""
     from orchestrator.engine.states import AttemptState
     from orchestrator.manifest.schema import Manifest
-    from orchestrator.store import repo
+    from orchestrator.store import command_queries, repo
 
     with store.transaction() as tx:
         job = repo.get_job(tx, job_name)
         if job is None:
-            raise LogsError(no_job_named([job_name]))
+            raise LogsError(no_job_named([job_name], command_queries.job_names(tx).values()))
         attempts = [a for a in repo.list_attempts(tx, job.id or 0) if a.node_rank == node_rank]
         if not attempts:
             raise LogsError(f"job {job_name!r} has no node {node_rank} yet: nothing was launched for it")

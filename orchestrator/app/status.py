@@ -103,8 +103,9 @@ class StatusReport:
 
 
 def status(store: Store, job: str | None = None) -> StatusReport:
-    """Jobs (all not deleted, or the one named; a named deleted job is shown too), their live machines,
-    money burning now and spent so far. Raises JobsError when ``job`` names no job."""
+    """Jobs (all not deleted, or the one named; a named deleted job is shown too, and so is a deleted job
+    whose machines are not confirmed gone), their live machines, money burning now and spent so far. Raises
+    JobsError when ``job`` names no job."""
     from orchestrator.engine.states import DesiredState, JobStatus
     from orchestrator.store import command_queries, repo
 
@@ -112,12 +113,20 @@ def status(store: Store, job: str | None = None) -> StatusReport:
         if job is not None:
             row = repo.get_job(tx, job)
             if row is None:
-                raise JobsError(no_job_named([job]))
+                raise JobsError(no_job_named([job], command_queries.job_names(tx).values()))
             rows = [row]
         else:
             rows = repo.list_jobs(tx)
         names = command_queries.job_names(tx)
-        live = [instance_view(i, names) for i in command_queries.machine_rows(tx)]
+        machines = command_queries.machine_rows(tx)
+        live = [instance_view(i, names) for i in machines]
+        if job is None:
+            # A deleted job whose machine is not confirmed gone (a failed `orch down`) still bills: shown.
+            shown = {r.id for r in rows}
+            billing = {i.job_id for i in machines if i.job_id is not None and i.job_id not in shown}
+            if billing:
+                rows = sorted([*rows, *(r for r in repo.list_jobs(tx, include_deleted=True) if r.id in billing)],
+                              key=lambda r: r.name)
         failures = _failures(tx, rows)
         views: list[JobView] = []
         for r in rows:
@@ -201,7 +210,7 @@ def events(store: Store, job: str | None = None, *, after_id: int | None = None,
         if job is not None:
             row = repo.get_job(tx, job)
             if row is None:
-                raise JobsError(no_job_named([job]))
+                raise JobsError(no_job_named([job], command_queries.job_names(tx).values()))
             job_id = row.id
         names = command_queries.job_names(tx)
         rows = repo.list_events(tx, job_id=job_id, after_id=after_id, limit=limit)

@@ -97,6 +97,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         result = _record(store, loaded, opts)
         if not opts.as_json:
             _print_changes(result)
+            _print_updated_running(preview)
             if running:
                 out("a daemon is running: it launches and tears down from here")
         code, outcome = (_launch(store, config, providers, opts) if here and config is not None
@@ -114,6 +115,7 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
     from orchestrator.app.apply_preview import preview_apply
     from orchestrator.app.plan import launchable_providers
     from orchestrator.app.preflight import boot_check_for
+    from orchestrator.cli.quote_sources import noting_live
     from orchestrator.clock import utcnow
     from orchestrator.config.errors import ConfigError
     from orchestrator.offers.sources import offer_sources
@@ -121,7 +123,8 @@ def _preview(store: Store, loaded: list[LoadedManifest], config: OrchConfig | No
 
     try:
         # What the engine will plan from: this command launches with live offers (build_engine's default).
-        sources = offer_sources(load_catalog().offers, providers=providers, config=config, live=here)
+        sources = noting_live(offer_sources(load_catalog().offers, providers=providers, config=config, live=here),
+                              "live offers")
         return preview_apply(store, loaded, sources, prune=opts.prune,
                              only_providers=launchable_providers(config), boot_check=boot_check_for(config),
                              budgets=config.budgets if config is not None else (),
@@ -181,6 +184,13 @@ def _print_changes(result: ApplyResult, prefix: str = "") -> None:
          f"{len(result.pruned)} pruned")
 
 
+def _print_updated_running(preview: ApplyPreview) -> None:
+    """An updated job already on a machine keeps running as launched (orch does not roll it out): say so."""
+    for name in preview.updated_running:
+        out(wrap(f"note: {name} keeps running as launched: the change takes effect at its next launch (to "
+                 f"relaunch it now: `orch down {name} --yes`, then `orch apply` again)"))
+
+
 def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
     if not preview.launches:
         out("plan: no job waits for a machine: nothing to launch")
@@ -201,11 +211,12 @@ def _plan_line(launch: PlannedLaunch) -> str:
     o = p.offer
     nodes = f" x{p.nodes}" if p.nodes > 1 else ""
     place = o.region + (f"/{o.zone}" if o.zone else "")
-    line = f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})"
+    # Within 80 columns like the rest of the plan: a refusal or a boot problem is a sentence or three.
+    line = wrap(f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})", "    ")
     if launch.refusal:
-        return f"{line}\n    refused, it waits: {launch.refusal}"
+        return f"{line}\n{wrap(f'refused, it waits: {launch.refusal}', '      ', '    ')}"
     if launch.boot_problem:
-        return f"{line}\n    not launched, it waits: {launch.boot_problem}"
+        return f"{line}\n{wrap(f'not launched, it waits: {launch.boot_problem}', '      ', '    ')}"
     hours = f" for {launch.estimated_hours:g} h" if launch.estimated_hours else ""
     total = f", ~{money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
     return f"{line}\n    {money(p.total_price_hr)}/h{total}"
@@ -216,6 +227,7 @@ def _finish_dry_run(preview: ApplyPreview, launcher: str | None, opts: ApplyOpti
         out(dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
         return
     _print_changes(preview.changes, prefix="would be ")
+    _print_updated_running(preview)
     out("dry run: nothing recorded, nothing launched")
 
 
@@ -256,8 +268,14 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
                     out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
                          f"{launch.region}, {launch.market}) {money(launch.price_hr)}/h")
 
-            outcome = launch_pending(engine, max_ticks=opts.max_ticks, on_launch=on_launch,
-                                     on_tick=lambda n: progress.update(f"round {n}: {len(launched)} launched"))
+            said = [-1]
+
+            def on_tick(n: int) -> None:     # a round that launched nothing more is not news
+                if len(launched) != said[0]:
+                    said[0] = len(launched)
+                    progress.update(f"round {n}: {len(launched)} launched")
+
+            outcome = launch_pending(engine, max_ticks=opts.max_ticks, on_launch=on_launch, on_tick=on_tick)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=opts.as_json)
     except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set

@@ -17,7 +17,7 @@ from orchestrator.cli.common import (
     open_store_or_fail,
     out,
 )
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, warn
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, warn, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.progress import Progress
@@ -72,17 +72,19 @@ def down_cmd(
             _down_result([], before, None, as_json)
             return
         if not as_json:
-            out(f"marked for teardown: {', '.join(targets)} ({plural(len(before), 'machine')})")
+            out(wrap(f"marked for teardown: {', '.join(targets)} ({plural(len(before), 'machine')})"))
         outcome = _wait_down(store, targets, before, timeout, poll, as_json)
     finally:
         store.close()
-    for err in outcome.errors[:10]:
-        warn(str(err))
     _down_result(targets, before, outcome, as_json)
     if not outcome.confirmed:
         sys.stderr.write(f"error: {plural(len(outcome.remaining), 'machine')} not confirmed gone after {timeout:g}s:\n")
         for i in outcome.remaining:
             sys.stderr.write(f"  {i.provider} {i.instance_id or '?'} (launch {i.launch_id}, {i.state}) job {i.job}\n")
+        again = "--all" if everything else " ".join(targets)
+        first = "fix what the warnings above say, then run" if outcome.errors else "run"
+        sys.stderr.write(f"hint: they may still bill: {first} `orch down {again} --yes` again (`orch status` lists "
+                         "them)\n")
         raise SystemExit(EXIT_NO_MATCH)
 
 
@@ -106,8 +108,15 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
         elif not as_json:
             out("a daemon is running: waiting for it to terminate the machines")
         with Progress(f"terminating {plural(len(before), 'machine')}") as progress:
+            said: list[str] = []
+
+            def say(error: str) -> None:     # as it happens, not after the wait: a refused key is news now
+                if len(said) < 10:
+                    said.append(error)
+                    warn(error)
+
             return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
-                             on_tick=lambda left: progress.update(machines_left(left)))
+                             on_tick=lambda left: progress.update(machines_left(left)), on_error=say)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
     except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
@@ -134,4 +143,5 @@ def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOu
     elif not targets:
         out("no jobs to tear down")
     elif outcome is not None and outcome.confirmed:
-        out(f"down: {', '.join(targets)}; {plural(len(before), 'machine')} terminated, confirmed by the providers")
+        out(wrap(f"down: {', '.join(targets)}; {plural(len(before), 'machine')} terminated, confirmed by the "
+                 "providers"))

@@ -131,18 +131,24 @@ def plan_cmd(
                 _say(f"note: {reach[jp.name]}", "  ", "        ")
             for what in exposed.get(jp.name, []):
                 _say(f"exposed on the node: {what}", "  ", "        ")
+        # apply launches with live prices: a job the catalog alone leaves without an offer may have one there.
+        if not live and any(p != "ssh" for p in launchable) and any(jp.plan.chosen is None for jp in plans):
+            out()
+            _say("hint: planned from the catalog alone; `orch plan --live` also asks the configured providers that "
+                 "price live, as `orch apply` does when it launches", "", "  ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
 
 
 def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
     """What the engine plans from: the catalog, your own machines, and (``--live``) live offers."""
+    from orchestrator.cli.quote_sources import noting_live
     from orchestrator.config.errors import ConfigError
     from orchestrator.offers.sources import offer_sources
     from providers.catalog import load_catalog
 
     try:
-        return offer_sources(load_catalog().offers, providers=providers, config=config, live=live)
+        return noting_live(offer_sources(load_catalog().offers, providers=providers, config=config, live=live))
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
 

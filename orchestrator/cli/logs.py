@@ -127,10 +127,15 @@ def _ssh_reader(source: LogSource, config: OrchConfig, settings: ServiceSettings
     pool = TransportPool(providers, key_path=key, host_keys=HostKeyStore(data_dir() / "known_hosts") if key else None)
     path = f".orch/jobs/{source.job}/job.log"
 
+    # What makes output readable, for jobs launched from now on (a running agent keeps the channel it booted with).
+    fix = "" if key is not None else (
+        " (hint: set daemon.state_store, or a checkpoint store in the manifest, and the jobs launched from then on "
+        "ship their output there; or daemon.ssh_private_key)")
+
     def read(start: int) -> bytes:
         try:
             return pool.get(inst).get(path)[start:]
         except TransportError as exc:
-            raise LogsError(f"job {source.job!r}: its machine is not reachable over SSH: {exc}") from None
+            raise LogsError(f"job {source.job!r}: its machine is not reachable over SSH: {exc}{fix}") from None
 
     return read

@@ -12,6 +12,7 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
 TYPE_CHECKING = False  # not typing's: `orch quote` imports this module, and typing costs it ~3 ms
 
 if TYPE_CHECKING:
+    from orchestrator.offers.sources import OfferSources
     from providers.base import GpuRequest, Offer, Provider
 
 
@@ -85,18 +86,31 @@ class LiveOffers:
 
 class Noting:
     """One live source, saying on stderr that it could not be asked (the sources then skip it) and marking it
-    failed so that the quote's later requests do not ask it again."""
+    failed so that later requests (the quote's other counts, the plan's other jobs) do not ask it again."""
 
-    def __init__(self, provider: Provider, failed: set[int]) -> None:
+    def __init__(self, provider: Provider, failed: set[int], label: str = "--live") -> None:
         self.provider = provider
         self.failed = failed
+        self.label = label
 
     def offers(self, r: GpuRequest) -> list[Offer]:
         from providers.errors import ProviderError
 
+        if id(self.provider) in self.failed:
+            return []
         try:
             return self.provider.offers(r)
         except ProviderError as exc:
-            sys.stderr.write(f"note: --live: {exc}\n")
+            sys.stderr.write(f"note: {self.label}: {exc}\n")
             self.failed.add(id(self.provider))
             raise
+
+
+def noting_live(sources: OfferSources, label: str = "--live") -> OfferSources:
+    """``sources`` whose live providers each say once on stderr why they could not be asked (no key found, the
+    API down) and are then skipped: ``orch plan --live`` and apply's preview, which would otherwise plan
+    without them in silence ("no eligible offer", and not why)."""
+    from dataclasses import replace
+
+    failed: set[int] = set()
+    return replace(sources, live=tuple(Noting(p, failed, label) for p in sources.live))  # type: ignore[arg-type]

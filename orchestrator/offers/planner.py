@@ -85,6 +85,7 @@ class Constraint(StrEnum):
     VRAM = "vram-below-need"
     INTERCONNECT = "interconnect-mismatch"
     FABRIC = "fabric-mismatch"                  # multi-node: not the node-to-node fabric resources.fabric asks
+    SINGLE_NODE = "single-node-provider"        # multi-node: orch launches single machines only there
     VCPUS = "vcpus-below-need"
     RAM = "ram-below-need"
     DISK = "disk-below-need"
@@ -217,9 +218,13 @@ def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
     def no(constraint: Constraint, detail: str) -> None:
         out.append(Exclusion(constraint, detail))
 
+    from providers.registry import launches_multi_node
+
     place = offer.zone or offer.region
     if offer.provider in req.providers_deny:
         no(Constraint.PROVIDER_DENIED, f"provider {offer.provider} is denied")
+    if req.nodes > 1 and not launches_multi_node(offer.provider):
+        no(Constraint.SINGLE_NODE, f"orch launches single machines on {offer.provider}, not {req.nodes} nodes")
     if req.regions_allow and not region_matches(offer, req.regions_allow):
         no(Constraint.REGION_NOT_ALLOWED, f"{place} is not in regions.allow ({_globs(req.regions_allow)})")
     if req.regions_deny and region_matches(offer, req.regions_deny):

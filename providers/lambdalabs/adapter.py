@@ -54,7 +54,7 @@ class LambdaProvider(Provider):
                          timeout_s=settings.timeout_s, retry=settings.retry_policy()),
             translate_error,
             limiter=RateLimiter(settings.min_interval_s, clock=clock, sleep=sleep),
-            transport=transport,
+            transport=transport, key_hint=AUTH_HINT,
         )
         #: The last listing's machines, while Lambda answers the same bytes (a steady fleet's listing).
         self._listing = SameBody(orch_instances)

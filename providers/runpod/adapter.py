@@ -55,7 +55,7 @@ class RunPodProvider(Provider):
             HttpSettings(base_url=f"{url.scheme}://{url.netloc}",
                          api_key=settings.api_key.get_secret_value() if settings.api_key else None,
                          timeout_s=settings.timeout_s, retry=settings.retry_policy()),
-            translate_error, limiter=limiter, transport=transport,
+            translate_error, limiter=limiter, transport=transport, key_hint=AUTH_HINT,
         )
 
     def _gql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -65,13 +65,14 @@ class VastProvider(Provider):
         http = HttpSettings(base_url=settings.base_url.rstrip("/"), api_key=key, timeout_s=settings.timeout_s,
                             retry=self._policy)
         limiter = RateLimiter(settings.min_interval_s)
-        self._api = ApiClient(PROVIDER, http, translate_error, limiter=limiter, transport=transport)
+        self._api = ApiClient(PROVIDER, http, translate_error, limiter=limiter, transport=transport, key_hint=AUTH_HINT)
         # Creating is not idempotent on Vast's side: that client never retries; launch() retries around a
         # label lookup instead, so a create that did land is found rather than repeated.
         once = HttpSettings(base_url=http.base_url, api_key=key, timeout_s=settings.timeout_s,
                             retry=RetryPolicy(attempts=1, initial_wait_s=0.0, max_wait_s=0.0,
                                               deadline_s=settings.retry_deadline_s))
-        self._create_api = ApiClient(PROVIDER, once, translate_error, limiter=limiter, transport=transport)
+        self._create_api = ApiClient(PROVIDER, once, translate_error, limiter=limiter, transport=transport,
+                                     key_hint=AUTH_HINT)
         self._v1 = self._api.settings.base_url.removesuffix("/api/v0") + "/api/v1"
 
     # ---- credentials -----------------------------------------------------------------------------------
