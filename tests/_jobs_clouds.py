@@ -28,7 +28,7 @@ L4_ASK = 7004001
 ARM_SUB = "00000000-0000-0000-0000-000000000000"
 ARM_SUBNET = (f"/subscriptions/{ARM_SUB}/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v"
               "/subnets/default")
-_FAST = {"retry_attempts": 2, "retry_initial_wait_s": 0.001, "retry_max_wait_s": 0.01, "retry_deadline_s": 2.0,
+_FAST = {"retry_attempts": 2, "retry_initial_wait_s": 0.001, "retry_max_wait_s": 0.01, "retry_deadline_s": 600.0,
          "timeout_s": 5.0}
 
 

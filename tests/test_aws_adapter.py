@@ -138,7 +138,7 @@ def _settings(fake: FakeAws, **kw: object) -> Settings:
     base: dict[str, object] = dict(regions=[REGION], endpoint_url=fake.endpoint_url, ami_owners=["099720109477"],
                                    ami_name_pattern="ubuntu/images/hvm-ssd/ubuntu-*-amd64-server-*",
                                    retry_attempts=4, retry_initial_wait_s=0.001, retry_max_wait_s=0.01,
-                                   retry_deadline_s=5.0)
+                                   retry_deadline_s=600.0)
     base.update(kw)
     return Settings.model_validate(base)
 

@@ -49,7 +49,7 @@ def aws(fake: FakeAws) -> Iterator[AwsProvider]:
     fake.reset()
     settings = Settings(regions=[REGION], endpoint_url=fake.endpoint_url, ami_owners=["099720109477"],
                         ami_name_pattern="ubuntu/images/hvm-ssd/ubuntu-*-amd64-server-*", retry_attempts=2,
-                        retry_initial_wait_s=0.001, retry_max_wait_s=0.01, retry_deadline_s=5.0)
+                        retry_initial_wait_s=0.001, retry_max_wait_s=0.01, retry_deadline_s=600.0)
     p = AwsProvider(settings, session=_session())
     yield p
     p.close()

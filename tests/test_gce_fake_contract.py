@@ -291,7 +291,7 @@ def _provider_over_http(**settings: Any) -> Any:
     server = GceServer().start()
     provider = GcpProvider(Settings(project=PROJECT, zones=[ZONE], api_endpoint=server.endpoint,
                                     anonymous_credentials=True, retry_attempts=2, retry_initial_wait_s=0.001,
-                                    retry_max_wait_s=0.01, retry_deadline_s=5.0, operation_timeout_s=10.0,
+                                    retry_max_wait_s=0.01, retry_deadline_s=600.0, operation_timeout_s=10.0,
                                     **settings))
     return server, provider
 

@@ -53,7 +53,7 @@ def server() -> Iterator[GceServer]:
 def _settings(server: GceServer, **overrides: Any) -> Settings:
     base: dict[str, Any] = dict(project=PROJECT, zones=[ZONE, "us-east1-b"], api_endpoint=server.endpoint,
                                 anonymous_credentials=True, retry_attempts=4, retry_initial_wait_s=0.001,
-                                retry_max_wait_s=0.01, retry_deadline_s=5.0, operation_timeout_s=10.0)
+                                retry_max_wait_s=0.01, retry_deadline_s=600.0, operation_timeout_s=10.0)
     return Settings(**(base | overrides))
 
 

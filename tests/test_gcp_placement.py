@@ -37,7 +37,7 @@ def _provider(server: GceServer, **overrides: Any) -> GcpProvider:
     server.fake.reset()
     base: dict[str, Any] = dict(project=PROJECT, zones=[ZONE], api_endpoint=server.endpoint,
                                 anonymous_credentials=True, retry_attempts=3, retry_initial_wait_s=0.001,
-                                retry_max_wait_s=0.01, retry_deadline_s=5.0, operation_timeout_s=10.0)
+                                retry_max_wait_s=0.01, retry_deadline_s=600.0, operation_timeout_s=10.0)
     return GcpProvider(Settings(**(base | overrides)))
 
 

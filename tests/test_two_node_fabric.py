@@ -103,7 +103,7 @@ def _gcp(instance_type: str) -> Launched:
                                subnetwork=f"regions/us-central1/subnetworks/gpu-{i}") for i in range(4)]
     p = GcpProvider(Settings(project="orch-test", zones=["us-central1-a"], api_endpoint=server.endpoint,
                              anonymous_credentials=True, retry_attempts=3, retry_initial_wait_s=0.001,
-                             retry_max_wait_s=0.01, retry_deadline_s=5.0, operation_timeout_s=10.0,
+                             retry_max_wait_s=0.01, retry_deadline_s=600.0, operation_timeout_s=10.0,
                              gpu_networks=gpu_networks))
     offer = replace(catalog_offer(Market.ON_DEMAND, "g2-standard-24", "us-central1"), instance_type=instance_type)
     nodes = [p.launch(_spec(offer, "alice", rank)) for rank in (0, 1)]

@@ -43,7 +43,7 @@ class AwsHarness(ProviderHarness):
             regions=[REGION], endpoint_url=self.fake.endpoint_url,
             # moto's image list has Canonical's Ubuntu images; this exercises the newest-match AMI lookup.
             ami_owners=["099720109477"], ami_name_pattern="ubuntu/images/hvm-ssd/ubuntu-*-amd64-server-*",
-            retry_attempts=4, retry_initial_wait_s=0.001, retry_max_wait_s=0.01, retry_deadline_s=5.0,
+            retry_attempts=4, retry_initial_wait_s=0.001, retry_max_wait_s=0.01, retry_deadline_s=600.0,
         )
         self._provider = AwsProvider(settings, session=session)
 

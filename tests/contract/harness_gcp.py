@@ -34,7 +34,7 @@ class GcpHarness(ProviderHarness):
         self.fake = self.server.fake
         self.settings = Settings(project=PROJECT, zones=[ZONE], api_endpoint=self.server.endpoint,
                                  anonymous_credentials=True, retry_attempts=4, retry_initial_wait_s=0.001,
-                                 retry_max_wait_s=0.01, retry_deadline_s=5.0, operation_timeout_s=10.0)
+                                 retry_max_wait_s=0.01, retry_deadline_s=600.0, operation_timeout_s=10.0)
         self._provider = GcpProvider(self.settings)
 
     def provider(self) -> Provider:

@@ -17,7 +17,7 @@ ASK_ID = 7001001
 def fast_settings(base_url: str, **overrides: object) -> Settings:
     values: dict[str, object] = dict(api_key=DEFAULT_API_KEY, base_url=base_url, timeout_s=5.0, min_interval_s=0.0,
                                      retry_attempts=4, retry_initial_wait_s=0.001, retry_max_wait_s=0.01,
-                                     retry_deadline_s=5.0)
+                                     retry_deadline_s=600.0)
     values.update(overrides)
     return Settings.model_validate(values)
 
