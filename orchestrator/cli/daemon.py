@@ -121,7 +121,12 @@ def tick_cmd(
                 else:
                     changed = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("tick", "quiet", "errors")
                                        and v)
-                    sys.stdout.write(f"tick {n}: {changed or 'quiet'}\n")
+                    # "quiet" only when the tick also met no error: a cloud it could not list may hold a
+                    # machine the store does not know is billing.
+                    said = changed or ("nothing changed" if report.errors else "quiet")
+                    if report.errors:
+                        said += f", {plural(len(report.errors), 'error')}"
+                    sys.stdout.write(f"tick {n}: {said}\n")
                     for err in report.errors:
                         sys.stdout.write(f"  error: {safe_line(str(err))}\n")
                 sys.stdout.flush()
