@@ -323,9 +323,11 @@ def test_transient_errors_are_retried(provider: LambdaProvider, fake: LambdaFake
 
 def test_a_slow_answer_times_out_and_is_retried(cloud: tuple[LambdaFake, FakeServer]) -> None:
     fake, server = cloud
-    fake.slow_s = 0.5
+    fake.slow_s = 60.0                 # held until the retry arrives (the fake's ``slow``), never this long
     fake.faults.arm("slow", 1)
-    p = LambdaProvider(replace_settings(fast_settings(f"{server.url}/api/v1"), timeout_s=0.1), catalog=())
+    # The timeout is the client's own, in real time: 1 s leaves a loaded machine room for the fake's second,
+    # prompt answer (0.1 s did not always), and the slow one waits for the retry, not for a clock.
+    p = LambdaProvider(replace_settings(fast_settings(f"{server.url}/api/v1"), timeout_s=1.0), catalog=())
     assert p.offers(GpuRequest(gpus=("H100-80G",), count=8))
     assert len([r for r in fake.requests if r.path == f"{API}/instance-types"]) == 2
     p.close()

@@ -8,9 +8,9 @@ Modelled: instance types with per-region capacity, launch (one instance per call
 SSH keys (list/add), Bearer auth, the launch rate limit (429 when launches come faster than
 ``launch_interval_s``), booting -> active after the instance is read once, terminating -> terminated -> gone.
 Switches (``faults.arm(name, times)``; times=-1: until cleared): ``capacity`` and ``quota`` (launch
-only), ``throttle`` (429), ``auth`` (401), ``server_error`` (500), ``slow`` (every answer delayed by
-``slow_s``). Not modelled: filesystems, images, firewall rules, restart, tags, user_data execution,
-the general 1 request/s limit, Basic auth.
+only), ``throttle`` (429), ``auth`` (401), ``server_error`` (500), ``slow`` (an answer held until the next
+request arrives, at most ``slow_s``). Not modelled: filesystems, images, firewall rules, restart, tags,
+user_data execution, the general 1 request/s limit, Basic auth.
 
 Run standalone: ``python -m tests.fakes.lambda_cloud --port 8088`` (API key ``test-key``).
 """
@@ -141,9 +141,13 @@ class LambdaFake:
     _last_launch: float | None = None
     _ips: itertools.count = field(default_factory=lambda: itertools.count(2))  # type: ignore[type-arg]
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _held: threading.Event | None = None                 # the slow answer waiting for the next request
 
     def reset(self) -> None:
         with self._lock:
+            if self._held is not None:
+                self._held.set()
+                self._held = None
             self.faults.clear()
             self.requests.clear()
             self.instances.clear()
@@ -162,10 +166,18 @@ class LambdaFake:
         path = path.split("?", 1)[0]
         authorized = bearer_ok(headers, self.api_key)
         with self._lock:
+            held, self._held = self._held, None
             reply = self._dispatch(method, path, body, authorized)
             self.requests.append(Recorded(method, path, body, authorized, reply.status, reply.body, self.clock()))
+        if held is not None:
+            held.set()   # the client gave up on the slow answer and asked again: it may go now
         if self.slow_s and self.faults.take("slow"):
-            time.sleep(self.slow_s)  # the switch models a slow server; tests use it with a client timeout
+            # A slow server: the answer waits until the next request arrives (the client timed out and
+            # retried), at most ``slow_s``; an event, so a loaded machine cannot make it too fast or too slow.
+            wait = threading.Event()
+            with self._lock:
+                self._held = wait
+            wait.wait(self.slow_s)
         return reply
 
     def _dispatch(self, method: str, path: str, body: Any, authorized: bool) -> Reply:
