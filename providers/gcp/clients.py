@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any, TypeVar
 
 import google.auth
 import google.auth.exceptions
@@ -20,6 +21,8 @@ from .errors import translate_error
 from .settings import Settings
 
 _SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+Client = TypeVar("Client")
+Operations = TypeVar("Operations")
 
 
 class GceClients:
@@ -30,12 +33,8 @@ class GceClients:
         self._lock = threading.Lock()
         self._project: str | None = settings.project
         self._credentials: Credentials | None = None
-        self._instances_client: compute_v1.InstancesClient | None = None
-        self._operations_client: compute_v1.ZoneOperationsClient | None = None
-        self._firewalls_client: compute_v1.FirewallsClient | None = None
-        self._global_operations_client: compute_v1.GlobalOperationsClient | None = None
-        self._policies_client: compute_v1.ResourcePoliciesClient | None = None
-        self._region_operations_client: compute_v1.RegionOperationsClient | None = None
+        # The client pairs built so far, by the resource client's class: (resource client, operations client).
+        self._pairs: dict[type, tuple[Any, Any]] = {}
 
     def resolve(self) -> tuple[Credentials, str]:
         """Credentials and project, looked up once and lazily (never at import or settings time)."""
@@ -60,49 +59,34 @@ class GceClients:
     def _options(self) -> ClientOptions | None:
         return ClientOptions(api_endpoint=self.settings.api_endpoint) if self.settings.api_endpoint else None
 
-    def instances(self) -> tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient, str]:
-        """The instances client, the zone operations client and the project."""
+    def _pair(self, client: type[Client], operations: type[Operations]) -> tuple[Client, Operations, str]:
+        """``client``'s instance, the ``operations`` client that waits on its changes, and the project; the pair
+        is built on first use over REST with the configured endpoint."""
         creds, project = self.resolve()
         with self._lock:
-            if self._instances_client is None or self._operations_client is None:
+            pair = self._pairs.get(client)
+            if pair is None:
                 options = self._options()
-                self._instances_client = compute_v1.InstancesClient(
-                    credentials=creds, client_options=options, transport="rest")
-                self._operations_client = compute_v1.ZoneOperationsClient(
-                    credentials=creds, client_options=options, transport="rest")
-            return self._instances_client, self._operations_client, project
+                pair = self._pairs[client] = (client(credentials=creds, client_options=options, transport="rest"),
+                                              operations(credentials=creds, client_options=options, transport="rest"))
+            return pair[0], pair[1], project
+
+    def instances(self) -> tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient, str]:
+        """The instances client, the zone operations client and the project."""
+        return self._pair(compute_v1.InstancesClient, compute_v1.ZoneOperationsClient)
 
     def firewalls(self) -> tuple[compute_v1.FirewallsClient, compute_v1.GlobalOperationsClient, str]:
         """The firewalls client, the global operations client and the project."""
-        creds, project = self.resolve()
-        with self._lock:
-            if self._firewalls_client is None or self._global_operations_client is None:
-                options = self._options()
-                self._firewalls_client = compute_v1.FirewallsClient(
-                    credentials=creds, client_options=options, transport="rest")
-                self._global_operations_client = compute_v1.GlobalOperationsClient(
-                    credentials=creds, client_options=options, transport="rest")
-            return self._firewalls_client, self._global_operations_client, project
+        return self._pair(compute_v1.FirewallsClient, compute_v1.GlobalOperationsClient)
 
     def policies(self) -> tuple[compute_v1.ResourcePoliciesClient, compute_v1.RegionOperationsClient, str]:
         """The resource policies client, the region operations client and the project."""
-        creds, project = self.resolve()
-        with self._lock:
-            if self._policies_client is None or self._region_operations_client is None:
-                options = self._options()
-                self._policies_client = compute_v1.ResourcePoliciesClient(
-                    credentials=creds, client_options=options, transport="rest")
-                self._region_operations_client = compute_v1.RegionOperationsClient(
-                    credentials=creds, client_options=options, transport="rest")
-            return self._policies_client, self._region_operations_client, project
+        return self._pair(compute_v1.ResourcePoliciesClient, compute_v1.RegionOperationsClient)
 
     def close(self) -> None:
         """Close every client built so far; the next call builds them again."""
         with self._lock:
-            for client in (self._instances_client, self._operations_client, self._firewalls_client,
-                           self._global_operations_client, self._policies_client, self._region_operations_client):
-                if client is not None:
+            for pair in self._pairs.values():
+                for client in pair:
                     client.transport.close()
-            self._instances_client = self._operations_client = None
-            self._firewalls_client = self._global_operations_client = None
-            self._policies_client = self._region_operations_client = None
+            self._pairs.clear()
