@@ -15,7 +15,7 @@ from orchestrator.offers import sources
 from orchestrator.offers.gpu_list import gpu_summaries
 from providers.catalog import loader, quickindex
 from providers.catalog.fileformat import render, write_atomic
-from providers.catalog.groups import group_offers, merge_groups
+from providers.catalog.groups import catalog_groups, group_offers, merge_groups
 from providers.catalog.loader import _load_sources, load_catalog, user_catalog_dir, user_catalog_file
 from providers.gpus import Interconnect
 from providers.offer import GpuRequest, Market, Offer, OfferOrigin
@@ -146,8 +146,8 @@ def test_a_filtered_list_is_read_from_every_offer(homes: Path, monkeypatch: pyte
 
 def test_an_index_of_a_catalog_with_a_repeated_key_keeps_no_groups() -> None:
     offers = [_offer("aws", "p4", "A100-80G", 8, 30.0), _offer("aws", "p4", "A100-80G", 8, 32.0)]
-    assert quickindex.catalog_groups(offers) is None
-    assert quickindex.catalog_groups(offers[:1]) == group_offers(offers[:1])
+    assert catalog_groups(offers) is None
+    assert catalog_groups(offers[:1]) == group_offers(offers[:1])
 
 
 def test_a_stale_index_gives_no_groups(homes: Path) -> None:

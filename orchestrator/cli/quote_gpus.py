@@ -33,7 +33,8 @@ def gpu_list(req: GpuRequest, machine_gpus: int | None, live: bool) -> tuple[lis
     if not live and machine_gpus is None and replace(req, nodes=1) == GpuRequest():   # no filter
         indexed = load_catalog_groups()
     if indexed is not None and indexed.groups is not None:
-        own = offers_any_count(lambda r: offers_for(r, (), False, noted), req, machine_counts(indexed.counts))
+        counts = machine_counts(g.count for g in indexed.groups)   # every catalog row is in a group
+        own = offers_any_count(lambda r: offers_for(r, (), False, noted), req, counts)
         sold = frozenset().union(*(g.providers for g in indexed.groups))
         # An own offer of a provider the catalog lists could replace a catalog row (the same offer key):
         # only the full read knows which, so that case takes it.
@@ -47,7 +48,8 @@ def _every_offer(req: GpuRequest, catalog: CatalogSnapshot, machine_gpus: int | 
                  noted: set[str]) -> list[Offer]:
     """The offers of every GPU count (``machine_gpus``: that count only): the same sources as ``--gpu X --count
     N``, asked per count."""
-    from orchestrator.offers.gpu_list import catalog_by_count, machine_counts, offers_any_count
+    from orchestrator.offers.gpu_list import machine_counts, offers_any_count
+    from providers.catalog.groups import catalog_by_count
 
     counts = machine_counts(o.gpu_count for o in catalog.offers) if machine_gpus is None else (req.count,)
     # Each count's request is matched against that count's rows only: a row of another count never matches

@@ -13,7 +13,7 @@ from providers.catalog.groups import OfferGroup
 from providers.gpus import gpu_by_name
 from providers.offer import GpuRequest, Offer
 
-__all__ = ["GpuSummary", "catalog_by_count", "gpu_summaries", "machine_counts", "offers_any_count"]
+__all__ = ["GpuSummary", "gpu_summaries", "machine_counts", "offers_any_count"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,14 +48,6 @@ _USUAL_COUNTS = (1, 2, 4, 8, 16)
 def machine_counts(catalog_counts: Iterable[int]) -> tuple[int, ...]:
     """Every GPUs-per-machine count an offer may have: the catalog's, and the usual ones."""
     return tuple(sorted(set(catalog_counts) | set(_USUAL_COUNTS)))
-
-
-def catalog_by_count(catalog: Iterable[Offer]) -> dict[int, list[Offer]]:
-    """The catalog's rows by GPUs per machine, each list in the catalog's order."""
-    out: dict[int, list[Offer]] = {}
-    for o in catalog:
-        out.setdefault(o.gpu_count, []).append(o)
-    return out
 
 
 def offers_any_count(

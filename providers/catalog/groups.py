@@ -8,18 +8,19 @@ the same summaries as grouping every offer, from a few dozen rows.
 Why merging is exact: within one GPU count, the cheapest by (price per GPU-hour, price) is the first such offer
 in the order the sources answer (the catalog's rows, then your own machines'), and ``merge_groups`` keeps the
 first group's offer on a tie; across counts two offers cannot tie (the same price per GPU-hour and the same
-price mean the same count), so which count's group comes first does not matter. Standard library only: ``orch
+price mean the same count), so which count's group comes first does not matter. No third-party imports: ``orch
 quote`` runs this on every call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from providers.offer import Offer
+from providers.catalog.query import match_offers
+from providers.offer import GpuRequest, Offer
 
-__all__ = ["OfferGroup", "group_offers", "merge_groups"]
+__all__ = ["OfferGroup", "catalog_by_count", "catalog_groups", "group_offers", "merge_groups"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +68,20 @@ def merge_groups(first: Iterable[OfferGroup], then: Iterable[OfferGroup]) -> lis
             merged[key] = replace(old, cheapest=g.cheapest if _cheaper(g.cheapest, old.cheapest) else old.cheapest,
                                   providers=old.providers | g.providers, offers=old.offers + g.offers)
     return list(merged.values())
+
+
+def catalog_by_count(catalog: Iterable[Offer]) -> dict[int, list[Offer]]:
+    """The catalog's rows by GPUs per machine, each list in the catalog's order."""
+    out: dict[int, list[Offer]] = {}
+    for o in catalog:
+        out.setdefault(o.gpu_count, []).append(o)
+    return out
+
+
+def catalog_groups(offers: Sequence[Offer]) -> list[OfferGroup] | None:
+    """The groups the GPU list makes of the catalog's rows for a quote with no filter: each count's rows in the
+    order ``match_offers`` answers them. None when two rows share an offer key (the GPU list would keep one)."""
+    if len({o.key for o in offers}) != len(offers):
+        return None
+    by_count = catalog_by_count(offers)
+    return group_offers(o for c in sorted(by_count) for o in match_offers(by_count[c], GpuRequest(count=c)))

@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
-from providers.catalog.groups import OfferGroup, group_offers
-from providers.catalog.query import match_offers
+from providers.catalog.groups import OfferGroup, catalog_groups
 from providers.catalog.snapshot import SHIPPED_DIR, CatalogSnapshot, _user_files
 from providers.gpus import GPU_MODELS, Interconnect
-from providers.offer import GpuRequest, Market, Offer
+from providers.offer import Market, Offer
 
 #: Bump when the stored shape, or what the loader computes from the same files, changes.
 FORMAT = 2
@@ -111,19 +110,8 @@ def _decode_snapshot(d: dict) -> CatalogSnapshot:  # type: ignore[type-arg]
                            d["approximate"], tuple(d["refreshed"]), tuple(d["problems"]))
 
 
-def catalog_groups(offers: Sequence[Offer]) -> list[OfferGroup] | None:
-    """The groups the GPU list makes of the catalog's rows for a quote with no filter: each count's rows in the
-    order ``match_offers`` answers them. None when two rows share an offer key (the GPU list would keep one)."""
-    if len({o.key for o in offers}) != len(offers):
-        return None
-    by_count: dict[int, list[Offer]] = {}
-    for o in offers:
-        by_count.setdefault(o.gpu_count, []).append(o)
-    return group_offers(o for c in sorted(by_count) for o in match_offers(by_count[c], GpuRequest(count=c)))
-
-
 def _encode_groups(snapshot: CatalogSnapshot, groups: list[OfferGroup]) -> dict[str, object]:
-    return {"refreshed": list(snapshot.refreshed), "counts": sorted({o.gpu_count for o in snapshot.offers}),
+    return {"refreshed": list(snapshot.refreshed),
             "groups": [[_encode(g.cheapest), sorted(g.providers), g.offers] for g in groups]}
 
 
@@ -198,26 +186,25 @@ def lookup(gpus: frozenset[str] | None, user_dir: Path, path: Path | None = None
 
 @dataclass(frozen=True, slots=True)
 class GroupsLookup:
-    """The GPU list's groups of the whole catalog (None: not in a fresh index), the catalog's GPU counts and the
-    providers priced from a refresh. ``rebuild``: as ``Lookup``'s."""
+    """The GPU list's groups of the whole catalog (None: not in a fresh index) and the providers priced from a
+    refresh. ``rebuild``: as ``Lookup``'s."""
 
     groups: list[OfferGroup] | None
-    counts: tuple[int, ...]
     refreshed: tuple[str, ...]
     rebuild: bool
 
 
 def lookup_groups(user_dir: Path, path: Path | None = None) -> GroupsLookup:
-    """The whole catalog's offer groups (``catalog_groups``), from a fresh index."""
+    """The whole catalog's offer groups (``groups.catalog_groups``), from a fresh index."""
     found, rebuild = _section(GROUPS, user_dir, path)
     try:
         if found is None:
-            return GroupsLookup(None, (), (), rebuild)
+            return GroupsLookup(None, (), rebuild)
         groups = [OfferGroup((o := _decode(v)).gpu, o.gpu_count, o, frozenset(providers), n)
                   for v, providers, n in found["groups"]]
-        return GroupsLookup(groups, tuple(found["counts"]), tuple(found["refreshed"]), rebuild)
+        return GroupsLookup(groups, tuple(found["refreshed"]), rebuild)
     except (ValueError, KeyError, TypeError, IndexError):
-        return GroupsLookup(None, (), (), True)
+        return GroupsLookup(None, (), True)
 
 
 def _section(key: str, user_dir: Path, path: Path | None) -> tuple[Any, bool]:
