@@ -57,13 +57,12 @@ def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False
         fail_manifests(exc.errors, as_json=as_json)
     except BadInputError as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
-    import textwrap
+    from orchestrator.cli.errors import wrap
 
     for m, pack in zip(loaded, packs, strict=True):
         if pack is not None:
             for line in (f"code {m.manifest.name}: {pack.summary()}", *(f"note: {n}" for n in pack.notes)):
-                sys.stderr.write(textwrap.fill(line, PLAN_WIDTH, subsequent_indent="  ", break_long_words=False,
-                                               break_on_hyphens=False) + "\n")
+                sys.stderr.write(wrap(line) + "\n")
     return loaded
 
 
@@ -95,11 +94,10 @@ def plan_cmd(
     launchable = launchable_providers(config)
     only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
     if only is None and not all_providers and not as_json:
-        import textwrap
+        from orchestrator.cli.errors import wrap
 
-        sys.stderr.write(textwrap.fill("note: no provider is configured, so `orch apply` launches nothing; planned "
-                                       "on every provider's offers (`orch providers` says how to configure one)",
-                                       PLAN_WIDTH, subsequent_indent="  ") + "\n")
+        sys.stderr.write(wrap("note: no provider is configured, so `orch apply` launches nothing; planned on every "
+                              "provider's offers (`orch providers` says how to configure one)") + "\n")
     providers = build_providers_or_fail(config) if live and config is not None else {}
     try:
         from orchestrator.app.preflight import boot_check_for

@@ -63,14 +63,13 @@ def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: O
 def print_apply_notes(preview: ApplyPreview, loaded: list[LoadedManifest], config: OrchConfig | None) -> None:
     """Under ``orch apply``'s plan: each job that would be blind (not one going to a machine of yours), then, per
     job about to launch, what its node would hold beyond its scoped, expiring store credential."""
-    import textwrap
-
     from orchestrator.app.preflight import exposure_for
-    from orchestrator.cli.common import PLAN_WIDTH, out
+    from orchestrator.cli.common import out
+    from orchestrator.cli.errors import wrap
     from providers.offer import OfferOrigin
 
     def say(text: str) -> None:
-        out(textwrap.fill(text, PLAN_WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+        out(wrap(text))
 
     own = frozenset(launch.job for launch in preview.launches
                     if launch.planned is not None and launch.planned.offer.source is OfferOrigin.OWN)
