@@ -1,14 +1,16 @@
 """``orch status`` as text that fits 80 columns: one line per job (where it runs, $/h burning now at the
 charged price, spent) with its last event beneath (and, for a failed or waiting job, its typed failure: the
 cause, the first line of the node's words, and the fix), then one line per live machine with its QUOTED $/h (the
-offer it was launched on) beside the ACTUAL $/h its cloud reports ("-" where the cloud reports none).
-Instance types, launch ids and every other field are in ``orch status --json``."""
+offer it was launched on) beside the ACTUAL $/h its cloud reports ("-" where the cloud reports none), then the
+totals (the spend counts the deleted jobs' too: it is what was paid). Instance types, launch ids and every other
+field are in ``orch status --json``."""
 
 from __future__ import annotations
 
 import textwrap
 from typing import TYPE_CHECKING
 
+from orchestrator.cli.errors import wrap
 from orchestrator.redaction import safe_line
 from orchestrator.words import plural
 
@@ -38,9 +40,17 @@ def status_lines(report: StatusReport) -> list[str]:
     if report.instances:
         lines += ["", f"  {'PROVIDER':<9}{'INSTANCE':<20}{'STATE':<12}{'QUOTED':>9}{'ACTUAL':>9}  JOB"]
         lines += [_instance_line(i) for i in report.instances]
-    lines += ["", _fit(f"total: {plural(len(report.instances), 'live instance')}, burning {money(report.burn_hr)}/h, "
-                       f"spent {money(report.spent_usd)}", WIDTH).rstrip()]
-    return lines
+    return [*lines, "", *_total_lines(report)]
+
+
+def _total_lines(report: StatusReport) -> list[str]:
+    """The totals, wrapped (never cut: they are money). The spend is the bill's: the jobs listed and the deleted
+    ones, whose machines are gone but whose hours were paid; the deleted jobs' part is said where there is one."""
+    spent = f"spent {money(report.spent_usd)}"
+    if report.deleted_spent_usd > 0:
+        spent += f" (deleted jobs: {money(report.deleted_spent_usd)})"
+    return wrap(f"total: {plural(len(report.instances), 'live instance')}, burning {money(report.burn_hr)}/h, "
+                f"{spent}").splitlines()
 
 
 def _job_lines(j: JobView) -> list[str]:
