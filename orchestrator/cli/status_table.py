@@ -24,7 +24,7 @@ def money(usd: float) -> str:
     return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
 
 
-def _fit(text: str, width: int) -> str:
+def cell(text: str, width: int) -> str:
     """``text`` in ``width`` columns: padded, or cut with a '~' where it is longer."""
     return text.ljust(width) if len(text) <= width else text[:width - 1] + "~"
 
@@ -60,10 +60,10 @@ def _job_lines(j: JobView) -> list[str]:
     where = f"{cur.provider} {cur.region} {cur.market}" if cur else "-"
     # *: no longer wanted (down, pruned)
     status = j.status.value if j.desired_state is DesiredState.ACTIVE else f"{j.status.value}*"
-    lines = [f"{_fit(j.name, 17)} {_fit(status, 10)} {_fit(where, 23)} {money(j.burn_hr):>8}"
+    lines = [f"{cell(j.name, 17)} {cell(status, 10)} {cell(where, 23)} {money(j.burn_hr):>8}"
              f"{money(j.spent_usd):>12}{j.relaunches:>4}".rstrip()]
     if j.last_event:
-        lines.append(_fit(f"  {j.last_event.kind}: {j.last_event.message}", WIDTH).rstrip())
+        lines.append(cell(f"  {j.last_event.kind}: {j.last_event.message}", WIDTH).rstrip())
     if j.failure is not None:
         # The typed cause and the node's first line, then the fix: wrapped, never cut.
         lines += textwrap.wrap(safe_line(f"cause {j.failure.headline()}"), WIDTH, initial_indent="  ",
@@ -74,5 +74,5 @@ def _job_lines(j: JobView) -> list[str]:
 
 def _instance_line(i: InstanceView) -> str:
     actual = "-" if i.actual_price_hr is None else money(i.actual_price_hr)
-    return _fit(f"  {_fit(i.provider, 8)} {_fit(i.instance_id or '?', 19)} {_fit(i.state, 11)} "
+    return cell(f"  {cell(i.provider, 8)} {cell(i.instance_id or '?', 19)} {cell(i.state, 11)} "
                 f"{money(i.price_hr):>9} {actual:>8}  {i.job or '-'}", WIDTH).rstrip()
