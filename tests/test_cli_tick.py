@@ -36,6 +36,7 @@ def test_a_tick_that_could_not_list_a_cloud_says_its_errors_not_quiet(tmp_path: 
     lines = text.stdout.splitlines()
     assert lines[0] == "tick 1: nothing changed, 1 error", text.stdout
     assert lines[1].startswith("  error: lambda: list failed: ")
+    assert max(map(len, lines)) <= 80 and all(line.startswith("    ") for line in lines[2:]), text.stdout
     # From cron or CI only the exit code is read: a tick that met errors is a failed tick, in text and in JSON.
     assert text.returncode == 1, text.stderr
     assert text.stderr.splitlines()[-1] == "error: tick 1 met 1 error", text.stderr

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_NO_MATCH, check_number, fail
+from orchestrator.cli.errors import EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.redaction import safe_line, shown
@@ -127,9 +127,10 @@ def tick_cmd(
                     said = changed or ("nothing changed" if report.errors else "quiet")
                     if report.errors:
                         said += f", {plural(len(report.errors), 'error')}"
-                    sys.stdout.write(f"tick {n}: {said}\n")
+                    # In 80 columns: a cloud's error is a sentence or three; it goes on indented, never cut.
+                    sys.stdout.write(wrap(f"tick {n}: {said}", "    ") + "\n")
                     for err in report.errors:
-                        sys.stdout.write(f"  error: {safe_line(str(err))}\n")
+                        sys.stdout.write(wrap(safe_line(str(err)), "    ", "  error: ") + "\n")
                 sys.stdout.flush()
                 if report.quiet and not report.errors:
                     break
