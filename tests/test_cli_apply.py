@@ -515,3 +515,28 @@ def test_a_job_whose_machine_could_not_start_is_said_up_front_and_not_launched(
     monkeypatch.setenv("HF_TOKEN", "hf-value")
     code, out, err = run("apply", str(path), "--dry-run", "--json")
     assert [launch["boot_problem"] for launch in json.loads(out)["launches"]] == [None]
+
+
+#: A long but valid job name (at most 63): the result lines that name it must still fit 80 columns.
+LONG_NAME = "llama-3-70b-instruct-finetune-on-long-context-data"
+
+
+def test_apply_result_lines_with_a_long_job_name_fit_80_columns(tmp_path: Path, env: dict[str, str],
+                                                                clouds: FakeClouds) -> None:
+    waits = tmp_path / "jobs" / f"{LONG_NAME}-x.yaml"
+    waits.parent.mkdir(exist_ok=True)
+    waits.write_text(MANIFEST.format(name=f"{LONG_NAME}-x").replace("{gpu: RTX4090}", "{gpu: RTX4090}\n"
+                                                                     "regions: {allow: [nowhere-*]}"))
+    code, out, err = run("apply", str(job(tmp_path, LONG_NAME)), str(waits), "--no-launch", "--dry-run")
+    assert code == 0 and max(map(len, out.splitlines())) <= 80, out + err
+    assert "plan: 1 job to launch (by `orch apply` or a daemon, later), $" in " ".join(out.split())
+    code, out, err = run("apply", str(job(tmp_path, LONG_NAME)), str(waits), "--yes")
+    try:
+        assert code == 0, out + err
+        assert max(map(len, out.splitlines())) <= 80, out
+        said = " ".join(out.split())                    # wrapped, never cut: every word is there
+        assert f"launched {LONG_NAME} on vastai " in said
+        assert f"{LONG_NAME}-x no eligible offer: it waits (see `orch plan`)" in said
+        assert f"waiting {LONG_NAME}-x: " in said and f"1 launched, 1 waits: {LONG_NAME}-x: " in said
+    finally:
+        down_all()

@@ -351,7 +351,9 @@ def test_examples_launch_on_cheapest_offer_then_status_then_down(env: dict[str, 
     code, out, err = run("plan", str(EXAMPLES), "--configured", "--live", "--json")
     expected = {p["job"]: p["chosen"] for p in json.loads(out)}
     code, out, err = run("apply", str(EXAMPLES), "--launch", "--yes")
-    launched = {m.group(1): m.group(0) for m in re.finditer(r"^launched\s+(\S+) on .*$", out, re.M)}
+    # A result line longer than 80 columns goes on in lines indented 10 spaces (under the job's name).
+    launched = {m.group(1): " ".join(m.group(0).split())
+                for m in re.finditer(r"^launched\s+(\S+) on .*(?:\n {10}\S.*)*", out, re.M)}
     waiting = {m.group(1) for m in re.finditer(r"^waiting\s+(\S+):", out, re.M)}
     assert launched, out + err
     for name, choice in expected.items():
@@ -477,7 +479,8 @@ def test_subprocess_apply_status_follow_down(tmp_path: Path, env: dict[str, str]
     try:
         done = _orch(env, "apply", str(path), "--launch", "--yes")
         assert done.returncode == 0, done.stderr
-        assert re.search(r"^launched\s+proc on \S+ \S+ .*\$\d+\.\d\d/h$", done.stdout, re.M), done.stdout
+        unwrapped = re.sub(r"\n {10}(?=\S)", " ", done.stdout)      # a long result line goes on indented 10
+        assert re.search(r"^launched\s+proc on \S+ \S+ .*\$\d+\.\d\d/h$", unwrapped, re.M), done.stdout
         seen: list[str] = []
         deadline = time.monotonic() + 60
         assert follower.stdout is not None

@@ -1,4 +1,4 @@
-"""``orch tick``'s text report: a tick that met errors is never called quiet."""
+"""``orch tick``'s report: a tick that met errors is never called quiet, and it exits 1 (a script reads that)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,31 @@ def test_a_tick_that_could_not_list_a_cloud_says_its_errors_not_quiet(tmp_path: 
                               text=True, env=env, cwd=ROOT, timeout=120)
 
     text = tick()
-    assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0] == "tick 1: nothing changed, 1 error", text.stdout
     assert lines[1].startswith("  error: lambda: list failed: ")
-    doc = json.loads(tick("--json").stdout.splitlines()[0])
+    assert max(map(len, lines)) <= 80 and all(line.startswith("    ") for line in lines[2:]), text.stdout
+    # From cron or CI only the exit code is read: a tick that met errors is a failed tick, in text and in JSON.
+    assert text.returncode == 1, text.stderr
+    assert text.stderr.splitlines()[-1] == "error: tick 1 met 1 error", text.stderr
+    as_json = tick("--json")
+    assert as_json.returncode == 1, as_json.stderr
+    [line] = as_json.stdout.splitlines()                # stdout stays one JSON object per tick
+    doc = json.loads(line)
     assert doc["quiet"] and len(doc["errors"]) == 1   # --json keeps both facts apart, as before
+    assert as_json.stderr.splitlines()[-1] == "error: tick 1 met 1 error", as_json.stderr
+
+
+def test_a_tick_that_met_no_error_exits_0(tmp_path: Path) -> None:
+    """The other side of the exit code: a tick with no cloud to list and nothing to do is quiet, exit 0."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"owner": "alice"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+    env.update(ORCH_CONFIG=str(config), ORCH_DATABASE_URL=f"sqlite:///{tmp_path / 'orch.db'}",
+               XDG_DATA_HOME=str(tmp_path / "d"), XDG_CACHE_HOME=str(tmp_path / "k"), PYTHONPATH=str(ROOT))
+    for args in ((), ("--json",), ("--until-quiet",)):
+        done = subprocess.run([sys.executable, "-m", "orchestrator", "tick", *args], capture_output=True,
+                              text=True, env=env, cwd=ROOT, timeout=120)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        assert done.stderr == "", (args, done.stderr)
+    assert done.stdout == "tick 1: quiet\n"

@@ -195,5 +195,9 @@ def test_the_console_and_logs_show_the_cause_the_first_line_and_the_fix(tmp_path
         assert said.exit_code == 1          # it never ran anywhere: nothing to read, but the why is said first
         assert said.stderr.startswith("orch: job train: cause setup: orch: setup failed (exit 1)")
         assert "orch: fix: a setup: line of the manifest failed" in said.stderr
+        # In 80 columns (the last line is the error's, one line by convention), wrapped, never cut.
+        why = said.stderr.splitlines()[:-1]
+        assert why and max(map(len, why)) <= 80 and said.stderr.splitlines()[-1].startswith("error: "), said.stderr
+        assert f"orch: fix: {FailureCause.SETUP.fix}" in " ".join(" ".join(why).split())
     finally:
         store.close()

@@ -87,25 +87,37 @@ class JobView:
 class StatusReport:
     jobs: tuple[JobView, ...]
     instances: tuple[InstanceView, ...]   # live ones
+    #: What the jobs not listed spent: deleted ones (``orch down``, ``apply --prune``) whose machines are gone.
+    #: Their money was paid all the same, so the whole store's total counts it (0.0 for one named job's report).
+    deleted_spent_usd: float = 0.0
 
     @property
     def burn_hr(self) -> float:
         return sum(i.charged_price_hr for i in self.instances if i.burning)
 
     @property
-    def spent_usd(self) -> float:
+    def jobs_spent_usd(self) -> float:
+        """What the jobs listed spent."""
         return sum(j.spent_usd for j in self.jobs)
+
+    @property
+    def spent_usd(self) -> float:
+        """Everything the report covers spent: the jobs listed and the deleted ones (the bill)."""
+        return self.jobs_spent_usd + self.deleted_spent_usd
 
     def to_json(self) -> dict[str, Any]:
         return {"jobs": [j.to_json() for j in self.jobs], "instances": [i.to_json() for i in self.instances],
                 "totals": {"burn_usd_per_hour": round(self.burn_hr, 4), "spent_usd": round(self.spent_usd, 4),
+                           "jobs_spent_usd": round(self.jobs_spent_usd, 4),
+                           "deleted_spent_usd": round(self.deleted_spent_usd, 4),
                            "jobs": len(self.jobs), "live_instances": len(self.instances)}}
 
 
 def status(store: Store, job: str | None = None) -> StatusReport:
     """Jobs (all not deleted, or the one named; a named deleted job is shown too, and so is a deleted job
-    whose machines are not confirmed gone), their live machines, money burning now and spent so far. Raises
-    JobsError when ``job`` names no job."""
+    whose machines are not confirmed gone), their live machines, money burning now and spent so far (for the
+    whole store, the deleted jobs not shown count in ``deleted_spent_usd``). Raises JobsError when ``job`` names
+    no job."""
     from orchestrator.engine.states import DesiredState, JobStatus
     from orchestrator.store import command_queries, repo
 
@@ -128,17 +140,19 @@ def status(store: Store, job: str | None = None) -> StatusReport:
                 rows = sorted([*rows, *(r for r in repo.list_jobs(tx, include_deleted=True) if r.id in billing)],
                               key=lambda r: r.name)
         failures = _failures(tx, rows)
+        spent = repo.spend_by_job(tx)
         views: list[JobView] = []
         for r in rows:
             mine = tuple(i for i in live if i.job == r.name)
             last = command_queries.last_event(tx, r.id or 0)
             views.append(JobView(r.name, JobStatus(r.status), DesiredState(r.desired_state), mine,
-                                 sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
+                                 sum(i.charged_price_hr for i in mine if i.burning), spent.get(r.id or 0, 0.0),
                                  r.relaunch_count, _event_view(last, names) if last else None,
                                  failures.get(r.id or 0)))
     if job is not None:
-        live = [i for i in live if i.job == job]
-    return StatusReport(tuple(views), tuple(live))
+        return StatusReport(tuple(views), tuple(i for i in live if i.job == job))
+    listed = {r.id for r in rows}
+    return StatusReport(tuple(views), tuple(live), sum(usd for i, usd in spent.items() if i not in listed))
 
 
 def failures_by_job(tx: Session, jobs: Sequence[tuple[int, JobStatus]]) -> dict[int, Failure]:

@@ -30,7 +30,7 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, warn, w
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.plan_notes import print_apply_notes
 from orchestrator.cli.progress import Progress
-from orchestrator.redaction import safe_line
+from orchestrator.redaction import safe_line, terminal_safe
 from orchestrator.words import plural
 
 if TYPE_CHECKING:
@@ -175,6 +175,10 @@ def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> A
 
 # -- printing -------------------------------------------------------------------------------------------
 
+#: Where a result line ("launched  JOB ...", "waiting   JOB: why") goes on past 80 columns: under the job's name.
+_UNDER_NAME = " " * 10
+
+
 def _print_changes(result: ApplyResult, prefix: str = "") -> None:
     for change, names in (("created", result.created), ("updated", result.updated),
                           ("unchanged", result.unchanged), ("pruned", result.pruned)):
@@ -198,8 +202,8 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
     total = preview.estimated_total_usd
     n = len(preview.will_launch)
     who = f" by {launcher}" if launcher else " (by `orch apply` or a daemon, later)"
-    out(f"plan: {plural(n, 'job')} to launch{who}, {money(preview.price_hr)}/h"
-         + (f", estimated {money(total)} in all" if total is not None and n else ""))
+    out(wrap(f"plan: {plural(n, 'job')} to launch{who}, {money(preview.price_hr)}/h"
+             + (f", estimated {money(total)} in all" if total is not None and n else "")))
     for launch in preview.launches:
         out(_plan_line(launch))
 
@@ -207,7 +211,7 @@ def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
 def _plan_line(launch: PlannedLaunch) -> str:
     p = launch.planned
     if p is None:
-        return f"  {launch.job:<20} no eligible offer: it waits (see `orch plan`)"
+        return wrap(f"  {launch.job:<20} no eligible offer: it waits (see `orch plan`)", "    ")
     o = p.offer
     nodes = f" x{p.nodes}" if p.nodes > 1 else ""
     place = o.region + (f"/{o.zone}" if o.zone else "")
@@ -265,8 +269,10 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
             def on_launch(launch: Launch) -> None:
                 launched.append(launch)
                 if not opts.as_json:
-                    out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
-                         f"{launch.region}, {launch.market}) {money(launch.price_hr)}/h")
+                    # The cloud's words (its id, type, region) escaped before wrapping, so the escapes count.
+                    out(wrap(terminal_safe(f"launched  {launch.job} on {launch.provider} {launch.instance_id} "
+                                           f"({launch.instance_type}, {launch.region}, {launch.market}) "
+                                           f"{money(launch.price_hr)}/h"), _UNDER_NAME))
 
             said = [-1]
 
@@ -284,7 +290,7 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
         fail_internal("launch", exc, opts.as_json)
     if not opts.as_json:
         for name, why in sorted(outcome.waiting.items()):
-            out(safe_line(f"waiting   {name}: {why}"))
+            out(wrap(safe_line(f"waiting   {name}: {why}"), _UNDER_NAME))
     for err in outcome.errors[:10]:
         warn(str(err))
     if outcome.failed:      # the tick's errors were said above, as warnings (as before): not a verdict
@@ -294,5 +300,5 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
         # Waiting (no offer now, a busy host, a budget) is what the engine does, not an error: exit 0.
         why = "; ".join(f"{name}: {reason}" for name, reason in sorted(outcome.waiting.items()))
         waits = "waits" if len(outcome.waiting) == 1 else "wait"
-        out(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}"))
+        out(wrap(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}")))
     return 0, outcome

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, WIDTH, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
@@ -55,10 +55,14 @@ def budgets_cmd(
         return
     sys.stdout.write(f"{'BUDGET':<14}{'COUNTS':<16}{'SPENT IN ' + month_label(now):>22}  {'$/H NOW':>17}  STATE\n")
     for s in review.standings:
-        sys.stdout.write(_line(s) + "\n")
+        sys.stdout.write("".join(line + "\n" for line in budget_lines(s)))
 
 
-def _line(s: Standing) -> str:
+def budget_lines(s: Standing) -> list[str]:
+    """One budget in 80 columns: a name or a match too long for its column ends in '~' (``--json`` has them
+    whole); money is never cut; the state goes on the line beneath, indented, where it does not fit beside."""
+    from orchestrator.cli.status_table import cell
+
     b = s.budget
     spent = _money(s.spent_usd) + (f" of {_money(b.monthly_usd)}" if b.monthly_usd is not None else "")
     burn = _money(s.burn_hr) + (f" of {_money(b.max_usd_per_hour)}" if b.max_usd_per_hour is not None else "")
@@ -68,4 +72,8 @@ def _line(s: Standing) -> str:
         state = "over $/h: no launches"
     else:
         state = f"{s.fraction:.0%}" if s.fraction is not None else "ok"
-    return f"{b.name[:13]:<14}{b.match.describe()[:15]:<16}{spent:>22}  {burn:>17}  {state}"
+    row = f"{cell(b.name, 13)} {cell(b.match.describe(), 15)} {spent:>22}  {burn:>17}"
+    if len(row) + 2 + len(state) <= WIDTH:
+        return [f"{row}  {state}"]
+    # Amounts in the millions push the row past 80 too: it wraps between the amounts' words, never inside one.
+    return [*wrap(row, " " * 32).splitlines(), f"  {state}"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import check_number, fail
+from orchestrator.cli.errors import EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.redaction import safe_line, shown
@@ -106,7 +106,8 @@ def tick_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per tick.")] = False,
 ) -> None:
     """Run a reconcile tick now (--until-quiet: until nothing changes): list the clouds, adopt, launch, recover,
-    idle, collect orphans."""
+    idle, collect orphans. Exit 0 when the last tick met no error; 1 when it met errors (a cloud that could not
+    be listed, say) or, with --until-quiet, when still not quiet after --max-ticks."""
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock
 
     service = _build()
@@ -126,17 +127,20 @@ def tick_cmd(
                     said = changed or ("nothing changed" if report.errors else "quiet")
                     if report.errors:
                         said += f", {plural(len(report.errors), 'error')}"
-                    sys.stdout.write(f"tick {n}: {said}\n")
+                    # In 80 columns: a cloud's error is a sentence or three; it goes on indented, never cut.
+                    sys.stdout.write(wrap(f"tick {n}: {said}", "    ") + "\n")
                     for err in report.errors:
-                        sys.stdout.write(f"  error: {safe_line(str(err))}\n")
+                        sys.stdout.write(wrap(safe_line(str(err)), "    ", "  error: ") + "\n")
                 sys.stdout.flush()
                 if report.quiet and not report.errors:
                     break
-            else:
-                if until_quiet:
-                    _leave(service)
-                    fail(f"not quiet after {plural(max_ticks, 'tick')}", code=1)
             _leave(service)
+            if report.errors:
+                # A script (cron, CI) reads the exit code: a cloud this tick could not list may hold a machine
+                # that bills. The errors themselves are on stdout above (text lines, or the tick's JSON object).
+                fail(f"tick {n} met {plural(len(report.errors), 'error')}", EXIT_NO_MATCH)
+            if until_quiet and not report.quiet:
+                fail(f"not quiet after {plural(max_ticks, 'tick')}", EXIT_NO_MATCH)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc))
     finally:

@@ -11,12 +11,25 @@ from orchestrator.cli.common import (
     open_store_or_fail,
     out,
 )
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
 if TYPE_CHECKING:
-    pass
+    from orchestrator.app.status import EventView
+
+#: The indent of an event's continuation lines: a line that starts with a date is a new event, one that starts
+#: with spaces goes on with the event above.
+CONTINUATION = "    "
+
+
+def event_text(e: EventView) -> str:
+    """``e``'s line in 80 columns: a long message (a cloud's error, say) goes on in lines indented by
+    CONTINUATION, never cut (a word longer than a line, a URL, stays whole). Control characters are escaped
+    first, so the escapes' width counts."""
+    from orchestrator.redaction import terminal_safe
+
+    return wrap(terminal_safe(e.line()), indent=CONTINUATION)
 
 
 # -- events --------------------------------------------------------------------------------------------
@@ -34,7 +47,7 @@ def events_cmd(
 ) -> None:
     """The event log: what orch did and saw, oldest first (a repeated condition once, with its count)."""
     from orchestrator.app.errors import JobsError
-    from orchestrator.app.status import EventView, events
+    from orchestrator.app.status import events
     from orchestrator.app.status import follow as follow_events
 
     if limit is not None and limit < 1:
@@ -43,7 +56,7 @@ def events_cmd(
     check_number("--max-wait", max_wait, low=0, high=365 * 86400)
 
     def emit(e: EventView) -> None:
-        out(dumps(e.to_json()) if as_json else e.line())
+        out(dumps(e.to_json()) if as_json else event_text(e))
         sys.stdout.flush()
 
     store = open_store_or_fail()

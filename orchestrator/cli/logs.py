@@ -81,15 +81,21 @@ def logs_cmd(
 
 def _say_failure(store: object, job: str) -> None:
     """A failed (or waiting) job's typed cause, the first line of its node's words and the fix, on stderr
-    before its output (which stays stdout's alone)."""
+    before its output (which stays stdout's alone), in 80 columns: each goes on in lines indented under it."""
     from orchestrator.app.status import job_failure
 
     failure = job_failure(store, job)      # type: ignore[arg-type]
     if failure is not None:
+        from orchestrator.cli.errors import wrap
         from orchestrator.redaction import safe_line
 
-        said = safe_line(f"orch: job {job}: cause {failure.headline()}")
-        sys.stderr.write(f"{said}\norch: fix: {failure.cause.fix}\n")
+        # safe_line first: the node's words are escaped (and redacted) before the width is counted.
+        said = wrap(safe_line(f"orch: job {job}: cause {failure.headline()}"), _UNDER)
+        sys.stderr.write(f"{said}\n{wrap(f'orch: fix: {failure.cause.fix}', _UNDER)}\n")
+
+
+#: Where the cause and fix lines go on: past "orch: ", so each reads as one block under its first line.
+_UNDER = " " * 6
 
 
 def _write(data: bytes) -> None:

@@ -1,14 +1,16 @@
 """``orch status`` as text that fits 80 columns: one line per job (where it runs, $/h burning now at the
 charged price, spent) with its last event beneath (and, for a failed or waiting job, its typed failure: the
 cause, the first line of the node's words, and the fix), then one line per live machine with its QUOTED $/h (the
-offer it was launched on) beside the ACTUAL $/h its cloud reports ("-" where the cloud reports none).
-Instance types, launch ids and every other field are in ``orch status --json``."""
+offer it was launched on) beside the ACTUAL $/h its cloud reports ("-" where the cloud reports none), then the
+totals (the spend counts the deleted jobs' too: it is what was paid). Instance types, launch ids and every other
+field are in ``orch status --json``."""
 
 from __future__ import annotations
 
 import textwrap
 from typing import TYPE_CHECKING
 
+from orchestrator.cli.errors import wrap
 from orchestrator.redaction import safe_line
 from orchestrator.words import plural
 
@@ -22,7 +24,7 @@ def money(usd: float) -> str:
     return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
 
 
-def _fit(text: str, width: int) -> str:
+def cell(text: str, width: int) -> str:
     """``text`` in ``width`` columns: padded, or cut with a '~' where it is longer."""
     return text.ljust(width) if len(text) <= width else text[:width - 1] + "~"
 
@@ -38,9 +40,17 @@ def status_lines(report: StatusReport) -> list[str]:
     if report.instances:
         lines += ["", f"  {'PROVIDER':<9}{'INSTANCE':<20}{'STATE':<12}{'QUOTED':>9}{'ACTUAL':>9}  JOB"]
         lines += [_instance_line(i) for i in report.instances]
-    lines += ["", _fit(f"total: {plural(len(report.instances), 'live instance')}, burning {money(report.burn_hr)}/h, "
-                       f"spent {money(report.spent_usd)}", WIDTH).rstrip()]
-    return lines
+    return [*lines, "", *_total_lines(report)]
+
+
+def _total_lines(report: StatusReport) -> list[str]:
+    """The totals, wrapped (never cut: they are money). The spend is the bill's: the jobs listed and the deleted
+    ones, whose machines are gone but whose hours were paid; the deleted jobs' part is said where there is one."""
+    spent = f"spent {money(report.spent_usd)}"
+    if report.deleted_spent_usd > 0:
+        spent += f" (deleted jobs: {money(report.deleted_spent_usd)})"
+    return wrap(f"total: {plural(len(report.instances), 'live instance')}, burning {money(report.burn_hr)}/h, "
+                f"{spent}").splitlines()
 
 
 def _job_lines(j: JobView) -> list[str]:
@@ -50,10 +60,10 @@ def _job_lines(j: JobView) -> list[str]:
     where = f"{cur.provider} {cur.region} {cur.market}" if cur else "-"
     # *: no longer wanted (down, pruned)
     status = j.status.value if j.desired_state is DesiredState.ACTIVE else f"{j.status.value}*"
-    lines = [f"{_fit(j.name, 17)} {_fit(status, 10)} {_fit(where, 23)} {money(j.burn_hr):>8}"
+    lines = [f"{cell(j.name, 17)} {cell(status, 10)} {cell(where, 23)} {money(j.burn_hr):>8}"
              f"{money(j.spent_usd):>12}{j.relaunches:>4}".rstrip()]
     if j.last_event:
-        lines.append(_fit(f"  {j.last_event.kind}: {j.last_event.message}", WIDTH).rstrip())
+        lines.append(cell(f"  {j.last_event.kind}: {j.last_event.message}", WIDTH).rstrip())
     if j.failure is not None:
         # The typed cause and the node's first line, then the fix: wrapped, never cut.
         lines += textwrap.wrap(safe_line(f"cause {j.failure.headline()}"), WIDTH, initial_indent="  ",
@@ -64,5 +74,5 @@ def _job_lines(j: JobView) -> list[str]:
 
 def _instance_line(i: InstanceView) -> str:
     actual = "-" if i.actual_price_hr is None else money(i.actual_price_hr)
-    return _fit(f"  {_fit(i.provider, 8)} {_fit(i.instance_id or '?', 19)} {_fit(i.state, 11)} "
+    return cell(f"  {cell(i.provider, 8)} {cell(i.instance_id or '?', 19)} {cell(i.state, 11)} "
                 f"{money(i.price_hr):>9} {actual:>8}  {i.job or '-'}", WIDTH).rstrip()

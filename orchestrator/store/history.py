@@ -128,6 +128,12 @@ def total_spend(tx: Session, job_id: int) -> float:
     return float(tx.exec(select(func.coalesce(func.sum(Spend.usd), 0.0)).where(Spend.job_id == job_id)).one())
 
 
+def spend_by_job(tx: Session) -> dict[int, float]:
+    """Every job's whole recorded spend, by job id, deleted jobs included (a job with none is absent)."""
+    sums = tx.exec(select(Spend.job_id, func.sum(Spend.usd)).group_by(col(Spend.job_id)))  # type: ignore[call-overload]
+    return {int(job_id): float(usd or 0.0) for job_id, usd in sums}
+
+
 def last_spend_until(tx: Session, attempt_id: int) -> datetime | None:
     """Up to when an attempt's spend is recorded: the next record should start here."""
     return tx.exec(select(func.max(Spend.to_ts)).where(Spend.attempt_id == attempt_id)).first()

@@ -40,6 +40,7 @@ from orchestrator.store.history import (
     record_checkpoint,
     record_event,
     record_spend,
+    spend_by_job,
     total_spend,
 )
 from orchestrator.store.instance_rows import (
@@ -91,6 +92,7 @@ __all__ = [
     "require_job",
     "set_desired_state",
     "set_job_status",
+    "spend_by_job",
     "total_spend",
     "transition_attempt",
     "update_instances",
