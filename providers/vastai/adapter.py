@@ -88,7 +88,7 @@ class VastProvider(Provider):
         found: list[Offer] = []
         for market in sorted(req.markets):
             for raw in self._search(search_body(self.settings, req, market)):
-                offer = to_offer(raw, market, self.settings.disk_gb, self._today)
+                offer = to_offer(raw, market, self.settings.disk_gb, self._today, bid_markup=self.settings.bid_markup)
                 if offer is not None and offer_matches(offer, _ignore_provider(req)):
                     found.append(offer)
         found.sort(key=lambda o: (o.price_hr, o.market, o.offer_id or ""))
@@ -132,9 +132,9 @@ class VastProvider(Provider):
 
     def _create(self, spec: LaunchSpec) -> Instance:
         ask = self._live_ask(spec)
+        body = create_body(self.settings, spec, ask)     # refuses (typed) what must not be rented: before any create
         try:
-            answer = self._create_api.request("PUT", f"/asks/{int(ask['id'])}/",
-                                              json=create_body(self.settings, spec, ask))
+            answer = self._create_api.request("PUT", f"/asks/{int(ask['id'])}/", json=body)
         except ProviderError as exc:
             if not exc.retryable:
                 # A refused create (a bid too low above all) can leave a stopped, disk-billing instance.
