@@ -225,6 +225,11 @@ class VastFake:
     def _r_search(self, _ident: int | None, _query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         if not isinstance(body, dict):
             return 400, {"error": "invalid_request", "msg": "Invalid json body"}
+        # The body against the vendored spec's search_request (types, order pairs, known keys) before any use.
+        wrong = spec_errors("vast_fields.json", "#/$defs/search_request", body)
+        if wrong:
+            self.state.refusals.append(wrong[0])
+            return 400, {"error": "invalid_request", "msg": wrong[0]}
         kind = body.get("type", "on-demand")
         if kind not in SEARCH_TYPES:
             return 400, {"error": "invalid_request", "msg": f"invalid type {kind!r}"}
@@ -356,6 +361,10 @@ class VastFake:
             return 404, {"success": False, "error": "no_such_instance", "msg": "Instance with that ID does not exist."}
         if not isinstance(body, dict) or not ({"state", "label"} & set(body)):
             return 400, {"success": False, "error": "invalid_args", "msg": "state or label required"}
+        wrong = spec_errors("vast_fields.json", "#/$defs/manage_request", body)     # state enum, label maxLength
+        if wrong:
+            self.state.refusals.append(wrong[0])
+            return 400, {"success": False, "error": "invalid_args", "msg": wrong[0]}
         if "label" in body:
             inst["label"] = body["label"]
         if body.get("state") == "stopped":
@@ -382,6 +391,10 @@ class VastFake:
         price = body.get("price") if isinstance(body, dict) else None
         if not isinstance(price, int | float) or not 0.001 <= price <= 32.0:
             return 400, {"success": False, "error": "invalid_args", "msg": "Please set a bid price >= 0.001."}
+        wrong = spec_errors("vast_fields.json", "#/$defs/bid_request", body)        # client_id is required
+        if wrong:
+            self.state.refusals.append(wrong[0])
+            return 400, {"success": False, "error": "invalid_args", "msg": wrong[0]}
         inst["_bid"] = price
         if inst["is_bid"] and inst["cur_state"] == "stopped" and price >= inst["min_bid"]:
             inst.update(actual_status="loading", intended_status="running", cur_state="running",
