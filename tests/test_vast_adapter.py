@@ -189,6 +189,18 @@ def test_a_spot_launch_is_billed_the_price_its_quote_showed(fake: VastFake, vast
     assert inst.price_hr == pytest.approx(quote.price_hr, abs=1e-6)
 
 
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_offers_are_priced_with_the_disk_the_job_will_rent(fake: VastFake, vast: VastProvider, market: Market) -> None:
+    """Vast bills the disk by the hour (storage_cost $/GB/month): a job asking 500 GB is quoted with 500 GB, not
+    the adapter's default, and its launch is billed what it was quoted."""
+    req = GpuRequest(gpus=("A100-80G",), count=1, markets=frozenset({market}), disk_gb=500)
+    (quote,) = vast.offers(req)
+    (default,) = vast.offers(GpuRequest(gpus=("A100-80G",), count=1, markets=frozenset({market})))
+    assert quote.price_hr - default.price_hr == pytest.approx(400 * SEED[A100_1X]["storage_cost"] / 720, abs=1e-6)
+    inst = vast.launch(LaunchSpec(launch_id=new_launch_id(), owner=OWNER, job="j", offer=quote, disk_gb=500))
+    assert inst.price_hr == pytest.approx(quote.price_hr, abs=1e-6)
+
+
 def test_a_max_price_caps_the_bid_and_never_raises_it(fake: VastFake, vast: VastProvider) -> None:
     """A cap above the bid leaves the bid at the quoted min_bid x markup: bidding the cap would bill the cap."""
     inst = vast.launch(spec_for(A100_1X, Market.SPOT, max_price=5.0))

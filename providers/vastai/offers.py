@@ -64,8 +64,9 @@ def offer_price_hr(raw: dict[str, Any], market: Market, disk_gb: float, *, bid_m
     return round(base + disk_cost_hr(disk_gb, float(raw.get("storage_cost") or 0.0)), 6)
 
 
-def search_body(settings: Settings, req: GpuRequest, market: Market) -> dict[str, Any]:
-    """The POST /bundles/ body for ``req`` in ``market``: the careful filters plus what ``req`` pins."""
+def search_body(settings: Settings, req: GpuRequest, market: Market, disk_gb: float) -> dict[str, Any]:
+    """The POST /bundles/ body for ``req`` in ``market``, asks priced with ``disk_gb`` of disk: the careful
+    filters plus what ``req`` pins."""
     s = settings
     body: dict[str, Any] = {
         "rentable": {"eq": s.rentable},
@@ -73,7 +74,7 @@ def search_body(settings: Settings, req: GpuRequest, market: Market) -> dict[str
         "reliability": {"gte": s.min_reliability},
         "num_gpus": {"eq": req.count},
         "type": "bid" if market is Market.SPOT else "on-demand",
-        "allocated_storage": s.disk_gb,
+        "allocated_storage": disk_gb,
         "order": [["min_bid" if market is Market.SPOT else "dph_total", "asc"]],
         "limit": s.offer_limit,
     }
