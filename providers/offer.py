@@ -42,7 +42,9 @@ class OfferOrigin(StrEnum):
 class GpuRequest:
     """What a caller wants: ``count`` GPUs in ONE machine, ``nodes`` such machines.
 
-    Empty tuples mean "any". ``max_price_hr`` is for the whole request (all nodes).
+    Empty tuples mean "any". ``max_price_hr`` is for the whole request (all nodes). ``disk_gb`` is the disk each
+    machine will carry, for a provider whose hourly price depends on it (Vast.ai bills disk by the hour): its
+    offers are priced with that disk; None: the provider's configured default.
     """
 
     gpus: tuple[str, ...] = ()  # canonical GPU names (providers.gpus)
@@ -55,6 +57,7 @@ class GpuRequest:
     min_vram_gb: float | None = None
     interconnect: Interconnect | None = None
     exclude_zones: frozenset[str] = frozenset()
+    disk_gb: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,23 @@ def test_vast_search_example_from_the_published_spec() -> None:
     assert (offer.gpu, offer.gpu_count, offer.vcpus, offer.memory_gb) == ("RTX4090-24G", 4, 32.0, 32.0)
     assert offer.price_hr == pytest.approx(0.123456 + 100 * 0.987654 / 720)   # dph_base + the disk's $/h
     spot = ask_to_offer({**example, "gpu_name": "RTX 4090"}, Market.SPOT, CTX)
-    assert spot is not None and spot.price_hr == pytest.approx(0.111111 + 100 * 0.987654 / 720)   # min_bid
+    # spot: the bid a launch places (min_bid 0.111111 x the adapter's default markup), which Vast bills
+    assert spot is not None and spot.price_hr == pytest.approx(0.1222 + 100 * 0.987654 / 720)
+
+
+def test_vast_catalog_spot_rows_quote_the_adapters_bid() -> None:
+    """The refreshed catalog and the live adapter price an interruptible alike: at the bid a launch places."""
+    from providers.catalog.refresh.vast_source import BID_MARKUP, DISK_GB
+    from providers.vastai.offers import offer_price_hr
+    from providers.vastai.settings import Settings
+
+    defaults = Settings(api_key=None)
+    assert (defaults.bid_markup, defaults.disk_gb) == (BID_MARKUP, DISK_GB)
+    ask = {"id": 1, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_base": 0.4, "min_bid": 0.1537,
+           "storage_cost": 0.15, "cpu_cores": 16, "cpu_cores_effective": 8.0, "cpu_ram": 64000}
+    row = ask_to_offer(ask, Market.SPOT, CTX)
+    assert row is not None
+    assert row.price_hr == pytest.approx(offer_price_hr(ask, Market.SPOT, DISK_GB, bid_markup=BID_MARKUP))
 
 
 def test_lambda_instance_types_from_the_published_spec() -> None:

@@ -189,3 +189,36 @@ def test_the_schema_rejects_what_vast_would_not_send() -> None:
     assert list(validator(DEFS["create_request"]).iter_errors(create))
     list_ok = SCHEMA["responses"]["get /api/v1/instances"]["200"]
     assert list(validator(list_ok).iter_errors({"instances": [{"id": "seven"}]}))
+
+
+def test_the_fake_refuses_search_manage_and_bid_bodies_outside_the_spec(
+        fake: tuple[VastFake, str, list[Exchange]]) -> None:
+    """POST /api/v0/bundles, PUT /api/v0/instances/{id} and PUT /api/v0/instances/bid_price/{id} (vast_fields.json
+    search_request / manage_request / bid_request, from vast-ai/docs openapi.yaml @ e758d350): a body outside
+    them is answered 400 in that route's error shape, never taken (nor a dropped connection)."""
+    f, url, seen = fake
+    p = VastProvider(fast_settings(url))
+    raw = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {DEFAULT_API_KEY}"})
+    try:
+        iid = p.launch(_spec(7002001, Market.SPOT, new_launch_id())).instance_id
+        refused = [
+            raw.post("/bundles/", json={"order": [["score"]]}),                  # order entries are pairs
+            raw.post("/bundles/", json={"limit": "64"}),                         # limit is an integer
+            raw.post("/bundles/", json={"allocated_storage": "lots"}),           # a number
+            raw.put(f"/instances/{iid}/", json={"label": "x" * 1025}),           # label maxLength 1024
+            raw.put(f"/instances/{iid}/", json={"state": "paused"}),             # state: stopped | running
+            raw.put(f"/instances/bid_price/{iid}/", json={"price": 1.0}),        # client_id is required
+            raw.put(f"/instances/bid_price/{iid}/", json={"client_id": "me", "price": 33.0}),   # maximum 32
+        ]
+    finally:
+        p.close()
+        raw.close()
+    assert [r.status_code for r in refused] == [400] * len(refused)
+    assert all(r.json()["error"] in ("invalid_request", "invalid_args") for r in refused)
+    inst = f.state.instances[int(iid)]
+    assert len(inst["label"]) < 1025 and inst["actual_status"] != "paused" and inst["_bid"] != 33.0
+    for ex in seen:
+        route = spec_route(ex.method, ex.path)
+        assert route is not None
+        schema = SCHEMA["responses"][f"{route[0]} {route[1]}"][str(ex.status)]
+        assert not [e.message for e in validator(schema).iter_errors(ex.answer)]

@@ -156,6 +156,25 @@ def test_lambda_error_codes_are_the_specs(lambda_requests: list[Recorded]) -> No
 
 # -- RunPod -------------------------------------------------------------------------------------------
 
+def test_lambda_fake_refuses_ssh_key_and_terminate_bodies_outside_the_spec() -> None:
+    """POST /api/v1/ssh-keys (AddSSHKeyRequest: name 1-64 characters, public_key at most 4096) and POST
+    /api/v1/instance-operations/terminate (InstanceTerminateRequest: instance_ids required), Lambda OpenAPI 1.8.3:
+    a body outside them is a 400 global/invalid-parameters, and nothing is registered."""
+    fake = LambdaFake()
+    auth = {"Authorization": "Bearer test-key"}
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+Eslvmtt60T me"
+    bad_keys = [{"name": "k" * 65, "public_key": key}, {"name": "k", "public_key": "ssh-rsa " + "A" * 4096},
+                {"name": "", "public_key": key}]
+    for body in bad_keys:
+        reply = fake.handle("POST", "/api/v1/ssh-keys", body, auth)
+        assert reply.status == 400, body
+        assert not _errors(response_validator(LAMBDA_SPEC, "/api/v1/ssh-keys", "post", "400"), reply.body)
+    assert fake.ssh_keys == []
+    assert fake.handle("POST", "/api/v1/ssh-keys", {"name": "k" * 64, "public_key": key}, auth).status == 200
+    reply = fake.handle("POST", "/api/v1/instance-operations/terminate", {"ids": ["x"]}, auth)
+    assert reply.status == 400 and reply.body["error"]["code"] == "global/invalid-parameters"
+
+
 @pytest.fixture(scope="module")
 def runpod_requests() -> Iterator[list[Recorded]]:
     fake: RunPodFake

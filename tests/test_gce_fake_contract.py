@@ -260,6 +260,13 @@ def test_the_adapter_s_insert_bodies_are_accepted(fake: GceFake) -> None:
      413, "fieldSizeTooLarge", "Value for field 'resource.metadata' is too large"),
     (lambda b: b["metadata"]["items"].append({"key": "bad key!", "value": "v"}), 400, "invalid", "items"),
     (lambda b: b.update(bogusField=1), 400, "badRequest", 'Unknown name "bogusField"'),
+    # Labels (Compute Engine docs, "Organize resources using labels"): the Discovery schema alone takes these.
+    (lambda b: b.update(labels={"orch-job": "My.Run"}), 400, "invalid", "Label value 'My.Run' violates"),
+    (lambda b: b.update(labels={"orch-job": "x" * 64}), 400, "invalid", "at most 63 characters"),
+    (lambda b: b.update(labels={"Orch-Job": "x"}), 400, "invalid", "Label key 'Orch-Job' violates"),
+    (lambda b: b.update(labels={f"k{i}": "v" for i in range(65)}), 400, "invalid", "at most 64"),
+    (lambda b: b["disks"][0]["initializeParams"].update(labels={"orch-job": "A"}), 400, "invalid",
+     "resource.disks[0].initializeParams.labels"),
     (lambda b: b["scheduling"].update(provisioningModel="CHEAP"), 400, "invalid", "scheduling.provisioningModel"),
 ])
 def test_fake_refuses_what_gce_refuses(fake: GceFake, change: Any, status: int, reason: str, words: str) -> None:

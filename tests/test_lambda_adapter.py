@@ -184,6 +184,28 @@ def test_a_different_key_under_the_name_gets_its_own_name(provider: LambdaProvid
     assert {b["ssh_key_names"][0] for b in posts(fake, "/instance-operations/launch")} == {added["name"]}
 
 
+def test_a_suffixed_key_name_stays_within_lambdas_64_characters(cloud: tuple[LambdaFake, FakeServer]) -> None:
+    """AddSSHKeyRequest.name is 1-64 characters (Lambda OpenAPI 1.8.3): a configured name at that limit, taken by
+    another key, still registers this one (the fingerprint suffix replaces its tail), and the launch goes on."""
+    fake, server = cloud
+    long_name = "k" * 64
+    fake.ssh_keys.append({"id": "k0", "name": long_name, "public_key": "ssh-ed25519 AAAAOtherMachine me@other"})
+    p = LambdaProvider(fast_settings(f"{server.url}/api/v1").model_copy(update={"ssh_key_name": long_name}),
+                       catalog=())
+    try:
+        p.launch(spec())
+    finally:
+        p.close()
+    [added] = posts(fake, "/ssh-keys")
+    assert len(added["name"]) <= 64 and added["name"] != long_name
+    assert [b["ssh_key_names"] for b in posts(fake, "/instance-operations/launch")] == [[added["name"]]]
+
+
+def test_a_key_name_lambda_would_refuse_is_a_settings_error() -> None:
+    with pytest.raises(ValueError, match="64"):
+        Settings(api_key=SecretStr("k"), ssh_key_name="k" * 65)
+
+
 def test_a_key_registered_by_another_daemon_meanwhile_is_used(cloud: tuple[LambdaFake, FakeServer]) -> None:
     """Several daemons on one account: each reads the keys (none yet), one adds it first, the others' add is
     refused as a duplicate name; their launch goes on with the key now there, the same one."""

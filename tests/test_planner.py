@@ -249,3 +249,9 @@ def test_fabric_labels_for_quote_wide() -> None:
     assert fabric_label("gcp", "a3-ultragpu-8g", 2) == "roce 3200G, tcp"
     assert fabric_label("gcp", "a3-highgpu-8g", 1) == "gpudirect-tcpx 800G"
     assert fabric_label("aws", "g5.48xlarge", 2) == "ethernet"
+
+
+def test_the_offer_query_carries_the_jobs_disk() -> None:
+    """A cloud that bills disk by the hour (Vast) prices its offers with the job's disk: the query says it."""
+    assert PlanRequest(gpus=("A100-80G",), disk_gb=500).gpu_request().disk_gb == 500
+    assert PlanRequest(gpus=("A100-80G",)).gpu_request().disk_gb is None

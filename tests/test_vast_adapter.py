@@ -132,9 +132,11 @@ def test_price_is_base_plus_disk_per_hour_as_the_cli_computes(vast: VastProvider
     ask = SEED[A100_1X]
     disk_hr = vast.settings.disk_gb * ask["storage_cost"] / 720
     assert by_market[Market.ON_DEMAND].price_hr == pytest.approx(ask["dph_base"] + disk_hr)
-    assert by_market[Market.SPOT].price_hr == pytest.approx(ask["min_bid"] + disk_hr)
+    # spot: the bid a launch places (min_bid x bid_markup), which is what Vast bills, not the ask's floor
+    assert by_market[Market.SPOT].price_hr == pytest.approx(round(ask["min_bid"] * vast.settings.bid_markup, 4)
+                                                             + disk_hr)
     assert by_market[Market.SPOT].price_hr < by_market[Market.ON_DEMAND].price_hr
-    assert offer_price_hr(ask, Market.ON_DEMAND, 0) == pytest.approx(ask["dph_base"])
+    assert offer_price_hr(ask, Market.ON_DEMAND, 0, bid_markup=1.1) == pytest.approx(ask["dph_base"])
 
 
 def test_offers_resolve_gpus_and_shapes(vast: VastProvider) -> None:
@@ -173,10 +175,46 @@ def test_interruptible_bids_min_bid_times_markup(fake: VastFake, vast: VastProvi
     assert inst.market is Market.SPOT
 
 
-def test_interruptible_bid_is_the_cap_minus_disk_when_the_spec_sets_one(fake: VastFake, vast: VastProvider) -> None:
-    vast.launch(spec_for(A100_1X, Market.SPOT, max_price=0.9))
+def test_a_spot_launch_is_billed_the_price_its_quote_showed(fake: VastFake, vast: VastProvider) -> None:
+    """Vast bills an interruptible at the bid its renter set (PUT /api/v0/asks/{id} ``price``: "Bid price per
+    machine (in $/hour)", shared/reference/specs/vastai-openapi.yaml; docs.vast.ai rental types: "you set a bid
+    price"). The quote, the bid sent and the instance's reported dph_total (what spend accrues) must agree."""
+    (quote,) = vast.offers(GpuRequest(gpus=("A100-80G",), count=1, markets=frozenset({Market.SPOT})))
+    spec = LaunchSpec(launch_id=new_launch_id(), owner=OWNER, job="j", offer=quote, startup_script="echo hi",
+                      disk_gb=vast.settings.disk_gb)
+    inst = vast.launch(spec)
     (body,) = bodies(fake, "PUT", "/asks/")
-    assert body["price"] == pytest.approx(0.9 - 40 * SEED[A100_1X]["storage_cost"] / 720, abs=1e-4)
+    disk_hr = vast.settings.disk_gb * SEED[A100_1X]["storage_cost"] / 720
+    assert body["price"] + disk_hr == pytest.approx(quote.price_hr, abs=1e-6)
+    assert inst.price_hr == pytest.approx(quote.price_hr, abs=1e-6)
+
+
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_offers_are_priced_with_the_disk_the_job_will_rent(fake: VastFake, vast: VastProvider, market: Market) -> None:
+    """Vast bills the disk by the hour (storage_cost $/GB/month): a job asking 500 GB is quoted with 500 GB, not
+    the adapter's default, and its launch is billed what it was quoted."""
+    req = GpuRequest(gpus=("A100-80G",), count=1, markets=frozenset({market}), disk_gb=500)
+    (quote,) = vast.offers(req)
+    (default,) = vast.offers(GpuRequest(gpus=("A100-80G",), count=1, markets=frozenset({market})))
+    assert quote.price_hr - default.price_hr == pytest.approx(400 * SEED[A100_1X]["storage_cost"] / 720, abs=1e-6)
+    inst = vast.launch(LaunchSpec(launch_id=new_launch_id(), owner=OWNER, job="j", offer=quote, disk_gb=500))
+    assert inst.price_hr == pytest.approx(quote.price_hr, abs=1e-6)
+
+
+def test_a_max_price_caps_the_bid_and_never_raises_it(fake: VastFake, vast: VastProvider) -> None:
+    """A cap above the bid leaves the bid at the quoted min_bid x markup: bidding the cap would bill the cap."""
+    inst = vast.launch(spec_for(A100_1X, Market.SPOT, max_price=5.0))
+    (body,) = bodies(fake, "PUT", "/asks/")
+    assert body["price"] == pytest.approx(round(SEED[A100_1X]["min_bid"] * vast.settings.bid_markup, 4))
+    assert inst.price_hr is not None and inst.price_hr < 1.0
+
+
+def test_a_max_price_under_the_bid_is_refused_before_any_create(fake: VastFake, vast: VastProvider) -> None:
+    bid = round(SEED[A100_1X]["min_bid"] * vast.settings.bid_markup, 4)
+    with pytest.raises(PriceTooLowError) as err:
+        vast.launch(spec_for(A100_1X, Market.SPOT, max_price=bid))      # the bid fits, the bid plus disk does not
+    assert err.value.code == "max_price_below_bid"
+    assert bodies(fake, "PUT", "/asks/") == [] and fake.state.instances == {}
 
 
 def test_relaunch_finds_the_instance_by_label(fake: VastFake, vast: VastProvider) -> None:
@@ -245,7 +283,8 @@ def test_outbid_reads_as_preempted_and_a_winning_rebid_resumes(fake: VastFake, v
 
 def test_refused_low_bid_destroys_the_stopped_leftover(fake: VastFake, vast: VastProvider) -> None:
     fake.state.low_bid_creates_stopped = True
-    spec = spec_for(A100_1X, Market.SPOT, max_price=0.05)
+    fake.state.min_bid_rises[A100_1X] = 0.9             # another renter raised the floor after our search
+    spec = spec_for(A100_1X, Market.SPOT)
     with pytest.raises(PriceTooLowError):
         vast.launch(spec)
     assert len(bodies(fake, "PUT", "/asks/")) == 1
@@ -285,8 +324,10 @@ def test_a_spot_create_that_rents_on_demand_is_destroyed_and_typed(fake: VastFak
 
 
 def test_refused_low_bid_without_a_leftover_is_price_too_low(fake: VastFake, vast: VastProvider) -> None:
-    with pytest.raises(PriceTooLowError):
-        vast.launch(spec_for(A100_1X, Market.SPOT, max_price=0.05))
+    fake.state.min_bid_rises[A100_1X] = 0.9
+    with pytest.raises(PriceTooLowError) as err:
+        vast.launch(spec_for(A100_1X, Market.SPOT))
+    assert err.value.code == "invalid_price"
     assert fake.state.instances == {}
 
 

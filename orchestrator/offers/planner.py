@@ -73,6 +73,7 @@ class PlanRequest:
         return GpuRequest(
             gpus=self.gpus, count=self.count, nodes=self.nodes, markets=self.markets,
             providers=self.providers_allow, exclude_zones=self.exclude_zones,
+            disk_gb=self.disk_gb,     # a cloud that bills disk by the hour (Vast) prices its offers with it
         )
 
 

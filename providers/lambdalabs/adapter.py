@@ -34,7 +34,7 @@ from providers.http import ApiClient, HttpSettings, RateLimiter, SameBody
 from providers.lambdalabs.errors import AUTH_HINT, PROVIDER, translate_error
 from providers.lambdalabs.instances import orch_instances, to_instance
 from providers.lambdalabs.offers import in_region, to_offer
-from providers.lambdalabs.settings import Settings
+from providers.lambdalabs.settings import SSH_KEY_NAME_MAX, Settings
 
 
 class LambdaProvider(Provider):
@@ -161,7 +161,9 @@ class LambdaProvider(Provider):
         if _same_key(keys.get(wanted, ""), public_key):
             return wanted
         if wanted in keys:
-            wanted = f"{wanted}-{hashlib.sha256(_key_body(public_key).encode()).hexdigest()[:8]}"
+            # The suffix replaces the name's tail where needed: Lambda takes at most SSH_KEY_NAME_MAX characters.
+            suffix = f"-{hashlib.sha256(_key_body(public_key).encode()).hexdigest()[:8]}"
+            wanted = wanted[: SSH_KEY_NAME_MAX - len(suffix)] + suffix
             if _same_key(keys.get(wanted, ""), public_key):
                 return wanted
         try:

@@ -35,6 +35,10 @@ def default_api_key() -> SecretStr | None:
     return SecretStr(value) if value else None
 
 
+#: The longest SSH key name Lambda takes (AddSSHKeyRequest.name maxLength, OpenAPI 1.8.3).
+SSH_KEY_NAME_MAX = 64
+
+
 class Settings(RetrySettings):
     """The ``providers.lambda`` section of orch's config."""
 
@@ -42,7 +46,8 @@ class Settings(RetrySettings):
 
     api_key: SecretStr | None = Field(default_factory=default_api_key)
     base_url: str = "https://cloud.lambda.ai/api/v1"
-    ssh_key_name: str = "orch"
+    #: AddSSHKeyRequest.name: 1-64 characters (Lambda OpenAPI 1.8.3); a longer one is refused at every launch.
+    ssh_key_name: str = Field("orch", min_length=1, max_length=SSH_KEY_NAME_MAX)
     timeout_s: float = 30.0
     # Lambda's documented limits (OpenAPI 1.8.3 info): about one request per second, and one launch per
     # 12 seconds (five a minute). orch waits for its turn rather than collecting 429s.

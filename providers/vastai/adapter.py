@@ -86,9 +86,11 @@ class VastProvider(Provider):
         if req.providers and PROVIDER not in req.providers and "vast" not in req.providers:
             return []
         found: list[Offer] = []
+        # Priced with the disk the launch will rent (Vast bills it by the hour): the request's, else the default.
+        disk = req.disk_gb if req.disk_gb is not None else self.settings.disk_gb
         for market in sorted(req.markets):
-            for raw in self._search(search_body(self.settings, req, market)):
-                offer = to_offer(raw, market, self.settings.disk_gb, self._today)
+            for raw in self._search(search_body(self.settings, req, market, disk)):
+                offer = to_offer(raw, market, disk, self._today, bid_markup=self.settings.bid_markup)
                 if offer is not None and offer_matches(offer, _ignore_provider(req)):
                     found.append(offer)
         found.sort(key=lambda o: (o.price_hr, o.market, o.offer_id or ""))
@@ -123,7 +125,8 @@ class VastProvider(Provider):
             return asks[0]
         # A catalog offer: find the cheapest live ask for the same GPU, count and market, with room for the disk
         # (an ask's disk_space is all the machine has).
-        req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count, markets=frozenset({market}))
+        req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count, markets=frozenset({market}),
+                         disk_gb=spec.disk_gb)
         live = [o for o in self.offers(req) if o.max_disk_gb is None or o.max_disk_gb >= spec.disk_gb]
         if not live:
             raise InsufficientCapacityError(f"no live Vast offer for {spec.offer.gpu_count}x {spec.offer.gpu}",
@@ -132,9 +135,9 @@ class VastProvider(Provider):
 
     def _create(self, spec: LaunchSpec) -> Instance:
         ask = self._live_ask(spec)
+        body = create_body(self.settings, spec, ask)     # refuses (typed) what must not be rented: before any create
         try:
-            answer = self._create_api.request("PUT", f"/asks/{int(ask['id'])}/",
-                                              json=create_body(self.settings, spec, ask))
+            answer = self._create_api.request("PUT", f"/asks/{int(ask['id'])}/", json=body)
         except ProviderError as exc:
             if not exc.retryable:
                 # A refused create (a bid too low above all) can leave a stopped, disk-billing instance.

@@ -8,10 +8,10 @@ from typing import Any
 
 from providers.base import LaunchSpec, Market
 from providers.boot_env import BOOT_ENV, boot_env_value, run_boot_from_env
-from providers.errors import InvalidRequestError
+from providers.errors import InvalidRequestError, PriceTooLowError
 
 from .errors import PROVIDER
-from .offers import disk_cost_hr
+from .offers import disk_cost_hr, spot_bid
 from .settings import Settings
 
 #: The spec: "onstart field is limited to 4048 characters -- gzip+base64 for longer scripts".
@@ -36,13 +36,21 @@ def onstart_for(spec: LaunchSpec) -> str:
 
 
 def bid_for(ask: dict[str, Any], spec: LaunchSpec, bid_markup: float) -> float | None:
-    """The interruptible bid ($/h for the machine, disk excluded), or None for on-demand."""
+    """The interruptible bid ($/h for the machine, disk excluded), or None for on-demand.
+
+    Always the quoted bid (``spot_bid`` of the live ``min_bid``): Vast bills an interruptible at its bid, so a bid
+    raised toward ``max_price_hr`` would bill the cap, not the price the quote showed. ``max_price_hr`` is a cap
+    only: a bid (plus the disk) above it is refused here, before any create, so nothing is rented or billed."""
     if spec.offer.market is not Market.SPOT:
         return None
+    bid = spot_bid(float(ask["min_bid"]), bid_markup)
     if spec.max_price_hr is not None:
-        disk_hr = disk_cost_hr(spec.disk_gb, float(ask.get("storage_cost") or 0.0))
-        return round(max(spec.max_price_hr - disk_hr, 0.001), 4)
-    return round(float(ask["min_bid"]) * bid_markup, 4)
+        total = bid + disk_cost_hr(spec.disk_gb, float(ask.get("storage_cost") or 0.0))
+        if total > spec.max_price_hr + 1e-9:
+            raise PriceTooLowError(f"ask {ask.get('id')} needs a bid of ${bid:.4f}/h (${total:.4f}/h with the disk), "
+                                   f"over max_price_hr ${spec.max_price_hr:.4f}/h: not rented", provider=PROVIDER,
+                                   code="max_price_below_bid")
+    return bid
 
 
 def create_body(settings: Settings, spec: LaunchSpec, ask: dict[str, Any]) -> dict[str, Any]:

@@ -49,14 +49,24 @@ def disk_cost_hr(disk_gb: float, storage_cost: float) -> float:
     return disk_gb * storage_cost / HOURS_PER_MONTH
 
 
-def offer_price_hr(raw: dict[str, Any], market: Market, disk_gb: float) -> float:
-    """$/h for an ask: on-demand dph_base (or spot min_bid) plus the disk it will carry."""
-    base = float(raw["min_bid"] if market is Market.SPOT else raw["dph_base"])
+def spot_bid(min_bid: float, bid_markup: float) -> float:
+    """The interruptible bid orch places on an ask ($/h for the machine, disk excluded): its ``min_bid`` times
+    ``bid_markup``. Vast bills an interruptible at the bid its renter set, not at the ask's floor ("you set a bid
+    price", docs.vast.ai rental types; PUT /api/v0/asks/{id} ``price``: "Bid price per machine (in $/hour)"), so
+    this one figure is both what a spot offer is quoted at and what its launch bids."""
+    return max(round(min_bid * bid_markup, 4), 0.001)
+
+
+def offer_price_hr(raw: dict[str, Any], market: Market, disk_gb: float, *, bid_markup: float) -> float:
+    """$/h for an ask as Vast will bill it: on-demand dph_base (spot: the bid orch places, ``spot_bid``) plus the
+    disk it will carry."""
+    base = spot_bid(float(raw["min_bid"]), bid_markup) if market is Market.SPOT else float(raw["dph_base"])
     return round(base + disk_cost_hr(disk_gb, float(raw.get("storage_cost") or 0.0)), 6)
 
 
-def search_body(settings: Settings, req: GpuRequest, market: Market) -> dict[str, Any]:
-    """The POST /bundles/ body for ``req`` in ``market``: the careful filters plus what ``req`` pins."""
+def search_body(settings: Settings, req: GpuRequest, market: Market, disk_gb: float) -> dict[str, Any]:
+    """The POST /bundles/ body for ``req`` in ``market``, asks priced with ``disk_gb`` of disk: the careful
+    filters plus what ``req`` pins."""
     s = settings
     body: dict[str, Any] = {
         "rentable": {"eq": s.rentable},
@@ -64,7 +74,7 @@ def search_body(settings: Settings, req: GpuRequest, market: Market) -> dict[str
         "reliability": {"gte": s.min_reliability},
         "num_gpus": {"eq": req.count},
         "type": "bid" if market is Market.SPOT else "on-demand",
-        "allocated_storage": s.disk_gb,
+        "allocated_storage": disk_gb,
         "order": [["min_bid" if market is Market.SPOT else "dph_total", "asc"]],
         "limit": s.offer_limit,
     }
@@ -83,8 +93,10 @@ def search_body(settings: Settings, req: GpuRequest, market: Market) -> dict[str
     return body
 
 
-def to_offer(raw: dict[str, Any], market: Market, disk_gb: float, today: Callable[[], date]) -> Offer | None:
-    """The ask as an orch ``Offer`` (priced with ``disk_gb`` of disk), or None for a GPU orch does not sell."""
+def to_offer(raw: dict[str, Any], market: Market, disk_gb: float, today: Callable[[], date], *,
+             bid_markup: float) -> Offer | None:
+    """The ask as an orch ``Offer`` (priced with ``disk_gb`` of disk; spot at the bid a launch places), or None
+    for a GPU orch does not sell."""
     vram = float(raw.get("gpu_ram") or 0) / 1024.0
     model = resolve_offer_gpu(str(raw.get("gpu_name") or ""), vram_gb=vram or None, provider=PROVIDER)
     if model is None:
@@ -98,7 +110,7 @@ def to_offer(raw: dict[str, Any], market: Market, disk_gb: float, today: Callabl
         vcpus=float(raw.get("cpu_cores_effective") or raw.get("cpu_cores") or 0),
         memory_gb=round(float(raw.get("cpu_ram") or 0) / 1024.0, 1),
         interconnect=Interconnect.NVLINK if float(raw.get("bw_nvlink") or 0) > 0 else Interconnect.PCIE,
-        market=market, price_hr=offer_price_hr(raw, market, disk_gb),
+        market=market, price_hr=offer_price_hr(raw, market, disk_gb, bid_markup=bid_markup),
         price_as_of=today(), source=OfferOrigin.LIVE, availability=Availability.AVAILABLE,
         offer_id=str(raw["id"]), max_disk_gb=float(raw["disk_space"]) if raw.get("disk_space") else None,
     )

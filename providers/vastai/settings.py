@@ -59,10 +59,13 @@ class Settings(RetrySettings):
     offer_limit: int = Field(64, ge=1, le=1000)
 
     # What a launch asks for.
-    disk_gb: int = Field(100, ge=8)                 # used when a LaunchSpec leaves it at its default
+    #: the disk offers are priced with when the request names none (GpuRequest.disk_gb). A launch rents its
+    #: LaunchSpec's disk_gb (the job's resources.disk_gb, 100 GB when unset), never this.
+    disk_gb: int = Field(100, ge=8)
     image: str = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
     ssh_container_port: int = 10022                 # mapped with "-p 10022:10022" (direct ssh)
-    #: interruptible bid = min_bid * bid_markup, unless the spec sets max_price_hr
+    #: interruptible bid = min_bid * bid_markup: what a spot offer is quoted at and what Vast bills (pay-as-bid);
+    #: a spec's max_price_hr only caps it (offers.spot_bid)
     bid_markup: float = Field(1.1, ge=1.0)
 
     # Client behaviour.

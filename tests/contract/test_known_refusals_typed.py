@@ -61,9 +61,9 @@ def test_vast_capacity_and_quota(vast: VastHarness, fault: str, error: type, vas
 
 def test_vast_a_bid_below_the_asks_minimum_is_price_too_low(vast: VastHarness) -> None:
     spec = vast.launch_spec(new_launch_id(), OWNER, Market.SPOT)
-    low = replace(spec, max_price_hr=0.05)     # the ask's min_bid is 0.18
+    vast.fake.state.min_bid_rises[ASK_ID] = 0.5     # min_bid 0.18 when searched, 0.5 when the bid (0.198) lands
     with pytest.raises(PriceTooLowError) as err:
-        vast.provider().launch(low)
+        vast.provider().launch(spec)
     assert err.value.code == "invalid_price" and "below the minimum bid" in err.value.message
     assert vast.fake.state.instances == {}
 

@@ -14,7 +14,11 @@ way GCE refuses it:
 * a metadata value over 262,144 characters -> 413 ``fieldSizeTooLarge`` ("Value for field
   'metadata.items[N].value' is too large: maximum size 262144 character(s); actual size M."), all metadata
   over 512 KB -> the same shape on 'resource.metadata'; a key over 128 characters or outside [a-zA-Z0-9-_]
-  -> 400 ``invalid`` (GCE docs, "About VM metadata": limits).
+  -> 400 ``invalid`` (GCE docs, "About VM metadata": limits);
+* labels (the instance's and its boot disk's) outside GCE's label rules: at most 64 labels, keys 1-63 and values
+  0-63 characters, lowercase letters, digits, '_' and '-' only, a key starting with a lowercase letter -> 400
+  ``invalid`` (Compute Engine docs, "Organize resources using labels": requirements for labels). The Discovery
+  document types ``labels`` as a plain string map, so its schema alone takes ``{"Job": "My.Run"}``.
 """
 
 from __future__ import annotations
@@ -136,7 +140,41 @@ def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
         if image is not None and not _IMAGE.match(image):
             return GceRefusal(400, "invalid", f"Invalid value for field 'resource.disks[{i}].initializeParams."
                                               f"sourceImage': '{image[:120]}'. The URL is malformed.")
+    for where, labels in [("resource.labels", body.get("labels"))] + [
+            (f"resource.disks[{i}].initializeParams.labels", (d.get("initializeParams") or {}).get("labels"))
+            for i, d in enumerate(body.get("disks") or [])]:
+        refusal = _labels(where, labels or {})
+        if refusal is not None:
+            return refusal
     return _metadata(body.get("metadata") or {})
+
+
+LABELS_MAX = 64
+LABEL_TEXT_MAX = 63
+
+
+def _label_text_ok(text: str) -> bool:
+    """Lowercase letters (international ones too), digits, '_' and '-', at most 63 characters."""
+    return len(text) <= LABEL_TEXT_MAX and all(
+        c in "_-" or c.isdigit() or (c.isalpha() and not c.isupper() and (c.islower() or ord(c) > 127)) for c in text)
+
+
+def _labels(where: str, labels: dict[str, Any]) -> GceRefusal | None:
+    if len(labels) > LABELS_MAX:
+        return GceRefusal(400, "invalid", f"Invalid value for field '{where}': {len(labels)} labels; at most "
+                                          f"{LABELS_MAX} are allowed.")
+    for key, value in labels.items():
+        if not key or not _label_text_ok(key) or not (key[0].isalpha() and not key[0].isupper()):
+            return GceRefusal(400, "invalid", f"Invalid value for field '{where}': ''. Label key '{key[:80]}' "
+                              "violates format constraints. The key must start with a lowercase character, can only "
+                              "contain lowercase letters, numeric characters, underscores and dashes. The key can "
+                              "be at most 63 characters long. International characters are allowed.")
+        if not _label_text_ok(str(value)):
+            return GceRefusal(400, "invalid", f"Invalid value for field '{where}': ''. Label value "
+                              f"'{str(value)[:80]}' violates format constraints. The value can only contain "
+                              "lowercase letters, numeric characters, underscores and dashes. The value can be at "
+                              "most 63 characters long. International characters are allowed.")
+    return None
 
 
 def _metadata(metadata: dict[str, Any]) -> GceRefusal | None:

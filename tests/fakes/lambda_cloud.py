@@ -272,6 +272,10 @@ class LambdaFake:
         return Reply(200, {"data": {"instance_ids": [inst.id]}})
 
     def _terminate(self, body: Any) -> Reply:
+        wrong = spec_errors(SPEC, "#/components/schemas/InstanceTerminateRequest", body)
+        if wrong:
+            self.refusals.append(wrong[0])
+            return self._invalid(f"Invalid request data: {wrong[0]}")
         ids = body.get("instance_ids") if isinstance(body, dict) else None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             return self._invalid("instance_ids must be a list of strings.")
@@ -287,6 +291,11 @@ class LambdaFake:
         return Reply(200, {"data": {"terminated_instances": done}})
 
     def _add_key(self, body: Any) -> Reply:
+        # The spec's AddSSHKeyRequest: name 1-64 characters (required), public_key at most 4096.
+        wrong = spec_errors(SPEC, "#/components/schemas/AddSSHKeyRequest", body)
+        if wrong:
+            self.refusals.append(wrong[0])
+            return self._invalid(f"Invalid request data: {wrong[0]}")
         if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not body["name"]:
             return self._invalid("name is required.")
         if any(k["name"] == body["name"] for k in self.ssh_keys):

@@ -14,10 +14,12 @@ Behaviour: Bearer key check on every route; asks leave the inventory while rente
 destroy; a new instance reads ``loading`` on its first read and ``running`` after; ``outbid(id)`` stops an
 interruptible the way Vast does (cur_state == intended_status == next_state == "stopped"); a bid below the
 ask's ``min_bid`` answers ``invalid_price`` and, with ``low_bid_creates_stopped``, also leaves a stopped
-instance under the requested label (the leak dstack#4025 describes); with ``bid_ignored``, a create that carried a
-bid rents on-demand (``is_bid`` false), as a spot create without a bid does. Switches inject faults on the create
-route: capacity, quota, throttle, auth, server-error; ``slow_s`` delays every answer. Every request is
-recorded in ``requests``.
+instance under the requested label (the leak dstack#4025 describes); ``min_bid_rises`` moves an ask's floor
+between a search and the create (how a bid that cleared the search comes to be refused); an interruptible
+reports ``dph_total`` = its bid plus its disk (Vast bills the bid its renter set, not the ask's floor); with
+``bid_ignored``, a create that carried a bid rents on-demand (``is_bid`` false), as a spot create without a
+bid does. Switches inject faults on the create route: capacity, quota, throttle, auth, server-error;
+``slow_s`` delays every answer. Every request is recorded in ``requests``.
 
 Run standalone: ``python -m tests.fakes.vast --port 8765 [--api-key KEY]``.
 """
@@ -128,6 +130,9 @@ class FakeState:
     # Vast's create answer does not say which rental it made; with this set, a create that carried a bid
     # rents on-demand anyway (what a spot create without a bid does), so the adapter's check can be tested.
     bid_ignored: bool = False
+    # ask id -> the min_bid that ask has by the time the next create for it arrives: another renter's bid raised
+    # the floor between orch's search and its create, the way a real bid comes to be refused (invalid_price).
+    min_bid_rises: dict[int, float] = field(default_factory=dict)
     slow_s: float = 0.0
     validated: int = 0                                         # create bodies checked against the vendored spec
     refusals: list[str] = field(default_factory=list)          # each create the spec (or a limit) refused
@@ -220,6 +225,11 @@ class VastFake:
     def _r_search(self, _ident: int | None, _query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         if not isinstance(body, dict):
             return 400, {"error": "invalid_request", "msg": "Invalid json body"}
+        # The body against the vendored spec's search_request (types, order pairs, known keys) before any use.
+        wrong = spec_errors("vast_fields.json", "#/$defs/search_request", body)
+        if wrong:
+            self.state.refusals.append(wrong[0])
+            return 400, {"error": "invalid_request", "msg": wrong[0]}
         kind = body.get("type", "on-demand")
         if kind not in SEARCH_TYPES:
             return 400, {"error": "invalid_request", "msg": f"invalid type {kind!r}"}
@@ -266,6 +276,8 @@ class VastFake:
             return 404, {"success": False, "error": "no_such_ask",
                          "msg": f"error 404/3603: no_such_ask Instance type by id {ask_id} is not available.",
                          "ask_id": ask_id}
+        if offer["id"] in self.state.min_bid_rises:
+            offer["min_bid"] = self.state.min_bid_rises.pop(offer["id"])
         if not isinstance(body, dict) or not isinstance(body.get("image"), str):
             return 400, {"success": False, "error": "invalid_args", "msg": "'image' is required", "ask_id": ask_id}
         onstart = body.get("onstart")
@@ -349,6 +361,10 @@ class VastFake:
             return 404, {"success": False, "error": "no_such_instance", "msg": "Instance with that ID does not exist."}
         if not isinstance(body, dict) or not ({"state", "label"} & set(body)):
             return 400, {"success": False, "error": "invalid_args", "msg": "state or label required"}
+        wrong = spec_errors("vast_fields.json", "#/$defs/manage_request", body)     # state enum, label maxLength
+        if wrong:
+            self.state.refusals.append(wrong[0])
+            return 400, {"success": False, "error": "invalid_args", "msg": wrong[0]}
         if "label" in body:
             inst["label"] = body["label"]
         if body.get("state") == "stopped":
@@ -375,6 +391,10 @@ class VastFake:
         price = body.get("price") if isinstance(body, dict) else None
         if not isinstance(price, int | float) or not 0.001 <= price <= 32.0:
             return 400, {"success": False, "error": "invalid_args", "msg": "Please set a bid price >= 0.001."}
+        wrong = spec_errors("vast_fields.json", "#/$defs/bid_request", body)        # client_id is required
+        if wrong:
+            self.state.refusals.append(wrong[0])
+            return 400, {"success": False, "error": "invalid_args", "msg": wrong[0]}
         inst["_bid"] = price
         if inst["is_bid"] and inst["cur_state"] == "stopped" and price >= inst["min_bid"]:
             inst.update(actual_status="loading", intended_status="running", cur_state="running",

@@ -21,6 +21,9 @@ from providers.gpus import Interconnect, UnknownGpuError, resolve_gpu
 #: it per hour on top of the machine, so the catalog's price includes it, as the adapter's live prices do.
 DISK_GB = 100.0
 HOURS_PER_MONTH = 720.0
+#: An interruptible is billed at its renter's bid, and a launch bids min_bid x this (providers.vastai Settings
+#: bid_markup, offers.spot_bid): a spot row shows that bid, so the catalog quotes what a launch would be billed.
+BID_MARKUP = 1.1
 SEARCH_LIMIT = 1000
 
 
@@ -47,7 +50,8 @@ def ask_to_offer(raw: dict[str, Any], market: Market, ctx: RefreshContext) -> Of
         vram = float(raw.get("gpu_ram") or 0) / 1024.0
         model = resolve_gpu(str(raw.get("gpu_name") or ""), vram_gb=vram or None)
         count = int(raw.get("num_gpus") or 0)
-        base = float(raw["min_bid"] if market is Market.SPOT else raw["dph_base"])
+        base = (max(round(float(raw["min_bid"]) * BID_MARKUP, 4), 0.001) if market is Market.SPOT
+                else float(raw["dph_base"]))
         disk = DISK_GB * float(raw.get("storage_cost") or 0.0) / HOURS_PER_MONTH
     except (UnknownGpuError, KeyError, TypeError, ValueError):
         return None
