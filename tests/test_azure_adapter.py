@@ -409,7 +409,7 @@ def _try_post(url: str) -> httpx.Response | None:
         return None
 
 
-def _poll(fn: Any, ok: Any, deadline_s: float = 10.0) -> Any:
+def _poll(fn: Any, ok: Any, deadline_s: float = 60.0) -> Any:
     end = time.monotonic() + deadline_s
     value = fn()
     while not ok(value) and time.monotonic() < end:

@@ -213,7 +213,7 @@ def machine(tmp_path: Path) -> Iterator[RecordingTransport]:
 
 def _hooks(t: RecordingTransport, environ: Mapping[str, str] | None = None) -> tuple[SshBootstrapper, SshMonitor]:
     pool = TransportPool({"ssh": OwnMachines(t)})  # type: ignore[dict-item]
-    boot = SshBootstrapper(pool, FAST, environ=environ or {}, status_deadline_s=20)
+    boot = SshBootstrapper(pool, FAST, environ=environ or {}, status_deadline_s=60)   # hang guards only
     return boot, SshMonitor(pool, FAST)
 
 
@@ -259,7 +259,7 @@ def test_secret_values_come_from_the_environment_by_name(machine: RecordingTrans
         r = monitor.read(job, _attempt(), _instance())
         return r if r is not None and r.exit_code is not None else None
 
-    assert _poll(exited, 20.0).exit_code == 0
+    assert _poll(exited, 60.0).exit_code == 0
     seen = (machine.root / ".orch" / "jobs" / "tiny" / "tok.sha").read_text().split()[0]
     assert seen == hashlib.sha256(b"s3cr3t").hexdigest()            # the job got the value...
     assert not [p for p in machine.root.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # ...no file did
@@ -281,7 +281,7 @@ def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(ma
     [started] = [c for c in machine.commands if "orch_agent.py --config" in c]
     assert "--await-go start.go" in started
     # Started without a wait for its Python: its first status comes when it comes (the go waits on the node).
-    waiting = _poll(lambda: parse_status(p.read_bytes()) if (p := work / "status.json").exists() else None, 20.0)
+    waiting = _poll(lambda: parse_status(p.read_bytes()) if (p := work / "status.json").exists() else None, 60.0)
     assert waiting.awaits_go and waiting.job.state is JobState.PENDING and waiting.launch_id == "lstaged0"
     assert not (work / "job.log").exists()
     staged_at = len(machine.commands)
@@ -318,7 +318,7 @@ def test_a_start_never_runs_beside_its_launchs_staging(machine: RecordingTranspo
     assert len(machine.commands) == before                                      # nothing ran beside it
     go.set()
     assert boot.join_stage(attempt.launch_id) is True
-    boot.status_deadline_s = 20                                                 # the go's wait on the node
+    boot.status_deadline_s = 60                                                 # the go's wait on the node
     assert boot.start(_job(), attempt, _instance()) is True
     assert sum("orch_agent.py --config" in c for c in machine.commands) == 1    # one agent, given the go
     work = machine.root / ".orch" / "jobs" / "tiny"
@@ -347,9 +347,9 @@ def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: Recordi
     boot.stage(job, attempt, _instance())
     assert boot.join_stage(attempt.launch_id) is True
     work = machine.root / ".orch" / "jobs" / "tiny"
-    pid = _poll(lambda: parse_status(p.read_bytes()).agent_pid if (p := work / "status.json").exists() else None, 20)
+    pid = _poll(lambda: parse_status(p.read_bytes()).agent_pid if (p := work / "status.json").exists() else None, 60)
     os.killpg(pid, signal.SIGKILL)
-    _poll(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 10)
+    _poll(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 60)
     assert boot.start(job, attempt, _instance()) is True                   # a fresh agent, files uploaded again
     assert sum("orch_agent.py --config" in c for c in machine.commands) == 2
 
@@ -357,7 +357,7 @@ def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: Recordi
         r = monitor.read(job, attempt, _instance())
         return r if r is not None and r.exit_code is not None else None
 
-    assert _poll(exited, 20.0).exit_code == 0
+    assert _poll(exited, 60.0).exit_code == 0
     assert (work / "tok.sha").read_text().split()[0] == hashlib.sha256(b"s3cr3t").hexdigest()
 
 
