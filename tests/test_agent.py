@@ -55,7 +55,7 @@ class ScriptedPoller:
         return list(self.current)
 
 
-def _wait(cond: Callable[[], bool], what: str, deadline_s: float = 20.0) -> None:
+def _wait(cond: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
     end = time.monotonic() + deadline_s
     while not cond():
         if time.monotonic() > end:
@@ -731,7 +731,7 @@ class GatedStore:
         self.calls: list[str] = []
 
     def upload_dir(self, local: str, name: str, marker: str) -> None:
-        assert self.read.wait(20), "LATEST was not read while the upload ran"
+        assert self.read.wait(60), "LATEST was not read while the upload ran"
         self.calls.append(f"upload {name}")
 
     def read_latest(self) -> str | None:

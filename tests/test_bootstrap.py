@@ -5,8 +5,11 @@ A local Transport (bash in a temp "home") stands in for SSH; the SSH transport h
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -31,8 +34,9 @@ class Result:
 
 
 class LocalTransport:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, path: str = f"{Path(sys.executable).parent}:/usr/bin:/bin") -> None:
         self.home = home
+        self.path = path
         self.commands: list[str] = []
 
     def _path(self, remote: str) -> Path:
@@ -41,7 +45,7 @@ class LocalTransport:
     def exec(self, cmd: str, timeout: float, *, stdin: bytes | None = None) -> Result:
         self.commands.append(cmd)
         out = subprocess.run(["bash", "-c", cmd], cwd=self.home, capture_output=True, timeout=timeout, input=stdin,
-                             env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(self.home)})
+                             env={"PATH": self.path, "HOME": str(self.home)})
         return Result(out.returncode, out.stdout.decode(), out.stderr.decode())
 
     def put(self, data_or_path: bytes | str, remote_path: str, mode: int) -> None:
@@ -92,6 +96,45 @@ def test_bootstrap_starts_agent_and_job_detached(tmp_path: Path) -> None:
     assert (work / "seen.txt").read_text() == "tok=v@lue with 'quotes'\n"
     assert not (work / "secrets.env").exists()  # loaded into the agent's memory, then deleted
     assert any("setsid nohup python3 orch_agent.py" in c for c in transport.commands)
+
+
+def _left_status(home: Path, pid: int) -> bytes:
+    """The status an earlier agent of the launch left in the work dir (it is dead; a new one restores from it)."""
+    work = home / ".orch" / "jobs" / "boot"
+    work.mkdir(parents=True)
+    doc = {"version": 1, "job_name": "boot", "agent": {"pid": pid, "started_at": 1.0, "heartbeat": 2.0},
+           "job": {"state": "running", "pid": pid + 1}, "gpu": {"available": False, "samples": [], "summary": {
+               "samples": 0, "gpus": 0, "window_s": 0.0, "mean_util": None, "max_util": None,
+               "last_mean_util": None, "max_mem_used_mib": None}}}
+    (work / "status.json").write_text(json.dumps(doc))
+    parse_status((work / "status.json").read_bytes())          # a whole status: only its writer is wrong
+    return (work / "status.json").read_bytes()
+
+
+def test_a_status_left_by_an_earlier_agent_is_not_taken_for_the_new_ones(tmp_path: Path) -> None:
+    """The start's wait answers with a status the started agent wrote, never the one already there. The agent
+    here never starts (python3 is a stub that exits), so nothing but the old status is ever there: the outcome
+    is decided by what was written, and the short deadline only says when to stop waiting."""
+    home, stub = tmp_path / "home", tmp_path / "bin"
+    stub.mkdir()
+    (stub / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (stub / "python3").chmod(0o755)
+    left = _left_status(home, 999999)
+    transport = LocalTransport(home, path=f"{stub}:/usr/bin:/bin")
+    with pytest.raises(BootstrapError, match="wrote no status"):
+        bootstrap(transport, _render_input("true"), {"TOK": "x"}, ssh_deadline_s=5, status_deadline_s=0.2)
+    assert (home / ".orch" / "jobs" / "boot" / "status.json").read_bytes() == left
+
+
+def test_the_start_answers_with_the_new_agents_own_status(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _left_status(home, 999999)
+    transport = LocalTransport(home)
+    result = bootstrap(transport, _render_input("true"), {"TOK": "x"}, ssh_deadline_s=5, status_deadline_s=60)
+    assert result.status.agent_pid != 999999 and result.status.agent_started_at > 1.0
+    status = parse_status(transport.get(result.status_path))
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(status.agent_pid, signal.SIGKILL)                 # its job is done; the agent need not linger
 
 
 def test_missing_secret_value_fails_before_anything_starts(tmp_path: Path) -> None:

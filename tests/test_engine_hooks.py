@@ -173,12 +173,18 @@ class RecordingTransport(LocalTransport):
         super().__init__(root)
         self.commands: list[str] = []
         self.down = False
+        #: (entered, go): the next upload (a ``tar -x`` exec) sets ``entered`` and waits for ``go`` first.
+        self.hold_upload: tuple[threading.Event, threading.Event] | None = None
 
     def exec(self, cmd: str, timeout: float, env: Mapping[str, str] | None = None,
              stdin: bytes | str | None = None) -> ExecResult:
         if self.down:
             raise TransportUnreachableError("connection refused", endpoint="test")
         self.commands.append(cmd)
+        if self.hold_upload is not None and "tar -x" in cmd:
+            (entered, go), self.hold_upload = self.hold_upload, None
+            entered.set()
+            assert go.wait(60), "the test never let the upload go on"
         return super().exec(cmd, timeout, env, stdin)
 
 
@@ -207,7 +213,7 @@ def machine(tmp_path: Path) -> Iterator[RecordingTransport]:
 
 def _hooks(t: RecordingTransport, environ: Mapping[str, str] | None = None) -> tuple[SshBootstrapper, SshMonitor]:
     pool = TransportPool({"ssh": OwnMachines(t)})  # type: ignore[dict-item]
-    boot = SshBootstrapper(pool, FAST, environ=environ or {}, status_deadline_s=20)
+    boot = SshBootstrapper(pool, FAST, environ=environ or {}, status_deadline_s=60)   # hang guards only
     return boot, SshMonitor(pool, FAST)
 
 
@@ -253,7 +259,7 @@ def test_secret_values_come_from_the_environment_by_name(machine: RecordingTrans
         r = monitor.read(job, _attempt(), _instance())
         return r if r is not None and r.exit_code is not None else None
 
-    assert _poll(exited, 20.0).exit_code == 0
+    assert _poll(exited, 60.0).exit_code == 0
     seen = (machine.root / ".orch" / "jobs" / "tiny" / "tok.sha").read_text().split()[0]
     assert seen == hashlib.sha256(b"s3cr3t").hexdigest()            # the job got the value...
     assert not [p for p in machine.root.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # ...no file did
@@ -275,7 +281,7 @@ def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(ma
     [started] = [c for c in machine.commands if "orch_agent.py --config" in c]
     assert "--await-go start.go" in started
     # Started without a wait for its Python: its first status comes when it comes (the go waits on the node).
-    waiting = _poll(lambda: parse_status(p.read_bytes()) if (p := work / "status.json").exists() else None, 20.0)
+    waiting = _poll(lambda: parse_status(p.read_bytes()) if (p := work / "status.json").exists() else None, 60.0)
     assert waiting.awaits_go and waiting.job.state is JobState.PENDING and waiting.launch_id == "lstaged0"
     assert not (work / "job.log").exists()
     staged_at = len(machine.commands)
@@ -292,6 +298,31 @@ def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(ma
     assert report is not None and report.notice is None
     assert boot.start(_job(), attempt, _instance()) is True                           # found started
     assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
+
+
+def test_a_start_never_runs_beside_its_launchs_staging(machine: RecordingTransport) -> None:
+    """A staging that outlasts the start's wait for it (a big code pack on a slow link) is not raced: beside
+    it the start's probe finds no agent yet and its upload starts a second agent of the launch. The staging's
+    upload is held by an event until the start has answered, so this is the slow interleaving on any machine;
+    the start's 0.05 s wait only says when it stops waiting, the held upload decides what it finds."""
+    entered, go = threading.Event(), threading.Event()
+    machine.hold_upload = (entered, go)
+    boot, _ = _hooks(machine)
+    boot.status_deadline_s = 0.05
+    attempt = _attempt(launch_id="lslow000")
+    assert boot.stage(_job(), attempt, _instance()) is False
+    assert entered.wait(60)                                                     # the staging is uploading
+    before = len(machine.commands)
+    assert boot.start(_job(), attempt, _instance()) is False                    # not yet: the next tick asks
+    assert boot.stage(_job(), attempt, _instance()) is False                    # no second staging beside it
+    assert len(machine.commands) == before                                      # nothing ran beside it
+    go.set()
+    assert boot.join_stage(attempt.launch_id) is True
+    boot.status_deadline_s = 60                                                 # the go's wait on the node
+    assert boot.start(_job(), attempt, _instance()) is True
+    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1    # one agent, given the go
+    work = machine.root / ".orch" / "jobs" / "tiny"
+    assert parse_status((work / "status.json").read_bytes()).job.state is not JobState.PENDING
 
 
 def test_a_restarted_daemon_gives_the_go_to_the_waiting_agent(machine: RecordingTransport) -> None:
@@ -316,9 +347,9 @@ def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: Recordi
     boot.stage(job, attempt, _instance())
     assert boot.join_stage(attempt.launch_id) is True
     work = machine.root / ".orch" / "jobs" / "tiny"
-    pid = _poll(lambda: parse_status(p.read_bytes()).agent_pid if (p := work / "status.json").exists() else None, 20)
+    pid = _poll(lambda: parse_status(p.read_bytes()).agent_pid if (p := work / "status.json").exists() else None, 60)
     os.killpg(pid, signal.SIGKILL)
-    _poll(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 10)
+    _poll(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 60)
     assert boot.start(job, attempt, _instance()) is True                   # a fresh agent, files uploaded again
     assert sum("orch_agent.py --config" in c for c in machine.commands) == 2
 
@@ -326,7 +357,7 @@ def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: Recordi
         r = monitor.read(job, attempt, _instance())
         return r if r is not None and r.exit_code is not None else None
 
-    assert _poll(exited, 20.0).exit_code == 0
+    assert _poll(exited, 60.0).exit_code == 0
     assert (work / "tok.sha").read_text().split()[0] == hashlib.sha256(b"s3cr3t").hexdigest()
 
 

@@ -378,14 +378,14 @@ def test_missing_instances(vast: VastProvider) -> None:
 
 
 def test_slow_answers_time_out_as_unavailable(fake: VastFake, url: str) -> None:
-    fake.state.slow_s = 0.2
+    fake.slow(120)          # every answer held until slow(0): the client's timeout is the only way out
     p = VastProvider(fast_settings(url, timeout_s=0.05, retry_attempts=2))
     try:
         with pytest.raises(ProviderUnavailableError):
             p.offers(GpuRequest(count=1))
     finally:
         p.close()
-        fake.state.slow_s = 0.0
+        fake.slow(0)
 
 
 def test_bad_key_is_auth_error_with_a_hint(url: str) -> None:

@@ -12,7 +12,6 @@ so does a local one in tests.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import shlex
 import tarfile
@@ -192,13 +191,23 @@ _START_FAILED = 97
 _PUT_FAILED = 96
 
 
+def _remember(path: str) -> str:
+    """Shell: keep ``path``'s content as it is before the start (empty when there is none) in ``$was``, for
+    ``_await_here``."""
+    return f"was=$({{ cat {shlex.quote(path)}; }} 2>/dev/null)"
+
+
 def _await_here(path: str, deadline_s: float) -> str:
-    """Shell: wait (on the node, in the exec it is part of) until ``path`` is a non-empty file, at most
-    ``deadline_s``; then print it, or fail."""
+    """Shell: wait (on the node, in the exec it is part of) until ``path`` is a non-empty file whose content is
+    not ``$was`` (``_remember``: what was there before the start), at most ``deadline_s``; then print it, or
+    fail. A status left by an earlier agent of the launch (which the new one restores from) is there from the
+    start: taken for the new agent's, it would answer before that agent wrote anything, or whether it ever
+    does. The new agent's first status always differs from it (its pid, start time and heartbeat)."""
     q = shlex.quote(path)
     looks = max(1, int(deadline_s / AWAIT_STEP_S))
-    return (f"i=0; while [ ! -s {q} ] && [ $i -lt {looks} ]; do sleep {AWAIT_STEP_S}; i=$((i+1)); done; "
-            f"[ -s {q} ] && cat {q}")
+    new = f'[ -s {q} ] && [ "$(cat {q})" != "$was" ]'
+    return (f"i=0; while ! {{ {new}; }} && [ $i -lt {looks} ]; do sleep {AWAIT_STEP_S}; i=$((i+1)); done; "
+            f"{new} && cat {q}")
 
 
 def _bundle(files: list[tuple[str, bytes, int]]) -> bytes:
@@ -278,23 +287,26 @@ def bootstrap(transport: Transport, ri: RenderInput, secret_values: Mapping[str,
     # the job): one exec, one round trip.
     line = start_command(work, dict(ri.env).get("ORCH_LAUNCH_ID", ""))
     put = f"{_put_files(work)} || exit {_PUT_FAILED}; " if files is not None else ""
-    res = transport.exec(f"{put}{{ {line}; }} >/dev/null || exit {_START_FAILED}; "
+    # The status file's content is remembered (from the exec's own directory, before the start's cd) so that
+    # the wait takes only a status the started agent wrote.
+    res = transport.exec(f"{put}{_remember(status_path)}; {{ {line}; }} >/dev/null || exit {_START_FAILED}; "
                          f"{_await_here(ri.agent.status_path, status_deadline_s)}", timeout=status_deadline_s + 120,
                          stdin=files)
     if res.exit_code == _PUT_FAILED:
         raise BootstrapError(f"putting the launch's files in {work}: {text_of(res.stderr).strip()}")
     if res.exit_code == _START_FAILED:
         raise BootstrapError(f"starting the agent: {text_of(res.stderr).strip()}")
-    if res.exit_code == 0:
-        with contextlib.suppress(StatusFormatError):
-            return BootstrapResult(work, status_path, parse_status(res.stdout))
-    # No (whole) status within the wait: one more read from here, then the deadline's error.
-    end = clock()
-    while True:
-        try:
-            return BootstrapResult(work, status_path, parse_status(transport.get(status_path)))
-        except (*_NOT_READY, StatusFormatError) as exc:
-            if clock() >= end:
-                raise BootstrapError(f"agent wrote no status at {status_path} within "
-                                     f"{status_deadline_s:.0f}s: {exc}") from None
-        sleep(0.5)
+    if res.exit_code != 0:
+        # The node waited the whole deadline: no read from here could tell a new status from the one before.
+        raise BootstrapError(f"agent wrote no status at {status_path} within {status_deadline_s:.0f}s "
+                             f"(its log: {PurePosixPath(work) / 'agent.log'})")
+    try:
+        return BootstrapResult(work, status_path, parse_status(res.stdout))
+    except StatusFormatError:
+        pass
+    # A new status that is not a whole one: one more read (the agent rewrites it each round), then the error.
+    try:
+        return BootstrapResult(work, status_path, parse_status(transport.get(status_path)))
+    except (*_NOT_READY, StatusFormatError) as exc:
+        raise BootstrapError(f"agent wrote no status at {status_path} within "
+                             f"{status_deadline_s:.0f}s: {exc}") from None

@@ -48,6 +48,14 @@ class _Found(Enum):
     AWAITING = "awaiting"
 
 
+class _Stage(Enum):
+    """Where a launch's staging stands once a start has waited for it."""
+
+    NONE = "none"          # none ran, or it could not stage: the start does it all
+    STAGED = "staged"      # its files are there and its agent waits for the go
+    STAGING = "staging"    # still running: the start must not run beside it
+
+
 
 class SshBootstrapper(Bootstrapper):
     """Starts the job over SSH (see the module docstring). ``environ``: where secret values come from."""
@@ -91,12 +99,22 @@ class SshBootstrapper(Bootstrapper):
 
     def join_stage(self, launch_id: str, timeout: float | None = None) -> bool:
         """Wait for a staging of ``launch_id`` in progress (if any); True when its files are staged."""
+        return self._join(launch_id, timeout) is _Stage.STAGED
+
+    def _join(self, launch_id: str, timeout: float | None) -> _Stage:
+        """Wait at most ``timeout`` for a staging of ``launch_id`` in progress. One still running then stays
+        registered: the next call joins it again, and ``stage`` starts no second one beside it."""
         with self._stage_lock:
-            thread = self._staging.pop(launch_id, None)
+            thread = self._staging.get(launch_id)
         if thread is not None:
             thread.join(timeout)
+            if thread.is_alive():
+                return _Stage.STAGING
+            with self._stage_lock:
+                if self._staging.get(launch_id) is thread:
+                    del self._staging[launch_id]
         with self._stage_lock:
-            return launch_id in self._staged
+            return _Stage.STAGED if launch_id in self._staged else _Stage.NONE
 
     def _stage_now(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> None:
         ri = render_input(job, attempt, instance, self.node_settings)
@@ -131,8 +149,14 @@ class SshBootstrapper(Bootstrapper):
     def start(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         # Staged by this process while it waited: its agent waits for the go, the only step left (one exec).
         # Otherwise (not staged, or its agent is gone): probe, find a started or waiting agent of this launch
-        # (a restarted daemon remembers nothing), else upload and start. Joined first: one transport user.
-        staged = self.join_stage(attempt.launch_id, self.status_deadline_s)
+        # (a restarted daemon remembers nothing), else upload and start. Joined first: one transport user. A
+        # staging that outlasts the wait (a big code pack on a slow link) is not raced: beside it, the probe
+        # finds no agent yet and the upload starts a second agent of the launch. The next tick asks again.
+        stage = self._join(attempt.launch_id, self.status_deadline_s)
+        if stage is _Stage.STAGING:
+            log.info("start %s: its staging still runs; started at a later tick", attempt.launch_id)
+            return False
+        staged = stage is _Stage.STAGED
         ri = render_input(job, attempt, instance, self.node_settings)
         try:
             t = self.pool.get(instance)

@@ -10,7 +10,7 @@ errors as ``{"error": {"code", "message"}}``, long-running operations as 201/202
 Switches (``FakeArm`` methods, or POST /_fake/<switch> with a JSON body when run standalone):
 capacity (SkuNotAvailable 409 at once, or AllocationFailed inside the create LRO), quota
 (OperationNotAllowed 409), price-too-low (SpotPriceGreaterThanProvidedMaxPrice 400), throttle (429),
-auth (401), server_error (500), slow (delay every response),
+auth (401), server_error (500), slow (hold every response until slow 0, at most its seconds),
 evict(name) (a Spot VM is evicted the way its evictionPolicy says). ``python -m tests.fakes.azure_arm``.
 
 Network references are live, as in ARM: a NIC's ipConfiguration names a public IP and the NIC names an NSG
@@ -114,6 +114,8 @@ class FakeArm:
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._unslowed = threading.Event()     # set: answers go at once; clear: ``slow`` holds them
+        self._unslowed.set()
 
     # -- switches ------------------------------------------------------------------------------------
 
@@ -125,8 +127,14 @@ class FakeArm:
             self.state.faults.append(Fault(kind, times, ops))
 
     def slow(self, seconds: float) -> None:
+        """Hold every answer until ``slow(0)``, at most ``seconds`` (a hang guard, not the delay): a client
+        timeout shorter than ``seconds`` fires whatever the machine's load, and ``slow(0)`` lets the held go."""
         with self.lock:
             self.state.slow_s = seconds
+            if seconds:
+                self._unslowed.clear()
+            else:
+                self._unslowed.set()
 
     def evict(self, name: str, rg: str | None = None) -> None:
         """Evict a Spot VM now: Deallocate -> PowerState/deallocated; Delete -> the VM (and its parts) go."""
@@ -144,6 +152,7 @@ class FakeArm:
     def reset(self) -> None:
         with self.lock:
             self.state = State()
+            self._unslowed.set()
             self.refusals.clear()
             self.validated.clear()
 
@@ -187,7 +196,9 @@ class FakeArm:
             self.state.requests.append(Recorded(method, path, query, headers, body))
             slow = self.state.slow_s
         if slow:
-            time.sleep(slow)  # models a slow server, so client timeouts can be exercised
+            # Held until ``slow(0)`` (an event), not slept: a loaded machine cannot make it fast enough to beat
+            # the client's timeout.
+            self._unslowed.wait(slow)
         with self.lock:
             if path.startswith("/_fake/"):
                 return self._control(path[len("/_fake/"):], body or {})

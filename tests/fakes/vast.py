@@ -19,7 +19,8 @@ between a search and the create (how a bid that cleared the search comes to be r
 reports ``dph_total`` = its bid plus its disk (Vast bills the bid its renter set, not the ask's floor); with
 ``bid_ignored``, a create that carried a bid rents on-demand (``is_bid`` false), as a spot create without a
 bid does. Switches inject faults on the create route: capacity, quota, throttle, auth, server-error;
-``slow_s`` delays every answer. Every request is recorded in ``requests``.
+``slow(seconds)`` holds every answer until ``slow(0)``
+(``seconds`` only bounds a hung test). Every request is recorded in ``requests``.
 
 Run standalone: ``python -m tests.fakes.vast --port 8765 [--api-key KEY]``.
 """
@@ -152,6 +153,7 @@ class VastFake:
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._unslowed = threading.Event()     # set: answers go at once; clear: ``slow`` holds them
         self.reset()
 
     # ---- control -------------------------------------------------------------------------------------
@@ -159,6 +161,17 @@ class VastFake:
         with self.lock:
             key = self.state.api_key
             self.state = FakeState(api_key=key, offers={o["id"]: o for o in seed_offers()})
+            self._unslowed.set()
+
+    def slow(self, seconds: float) -> None:
+        """Hold every answer until ``slow(0)``, at most ``seconds`` (a hang guard, not the delay): a client
+        timeout shorter than ``seconds`` fires whatever the machine's load, and ``slow(0)`` lets the held go."""
+        with self.lock:
+            self.state.slow_s = seconds
+            if seconds:
+                self._unslowed.clear()
+            else:
+                self._unslowed.set()
 
     def inject(self, fault: str, times: int = 1) -> None:
         """Fail the next ``times`` create calls (PUT /asks/{id}/) with ``fault``."""
@@ -210,7 +223,9 @@ class VastFake:
             self.state.requests.append(Recorded(method, path, query, copy.deepcopy(body), authorized,
                                                 headers.get("user-agent", "")))
         if self.state.slow_s:
-            time.sleep(self.state.slow_s)   # slowness IS the behaviour under test here (client timeouts)
+            # Held until ``slow(0)`` (an event), not slept: a loaded machine cannot make it fast enough to beat
+            # the client's timeout.
+            self._unslowed.wait(self.state.slow_s)
         route = _route(method, path)
         if route is None:
             return 404, {"success": False, "error": "not_found", "msg": f"no route {method} {path}"}

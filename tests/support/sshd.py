@@ -316,7 +316,7 @@ class Sshd:
         )
         return cfg
 
-    def start(self, deadline_s: float = 10.0) -> Sshd:
+    def start(self, deadline_s: float = 60.0) -> Sshd:
         require_sshd()
         if self.running:
             return self
@@ -351,7 +351,7 @@ class Sshd:
                 os.kill(p, signal.SIGTERM)
         _wait_gone(victims)
 
-    def stop(self, deadline_s: float = 10.0) -> None:
+    def stop(self, deadline_s: float = 60.0) -> None:
         """Stop the listener and its sessions; return once nothing listens on the port any more.
 
         sshd forks a child for each connection it accepts, and the child holds a copy of the listening socket
