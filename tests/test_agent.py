@@ -1,9 +1,9 @@
-"""The on-node agent (orchestrator/runtime/templates/agent/orch_agent.py): GPU sampling, notices, checkpoint-now,
-uploads with a LATEST pointer that only follows completed uploads, atomic status, job supervision."""
+"""The on-node agent (orchestrator/runtime/templates/agent/orch_agent/, shipped as orch_agent.pyz): GPU sampling,
+notices, checkpoint-now, uploads with a LATEST pointer that only follows completed uploads, atomic status, job
+supervision."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -17,21 +17,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator.runtime.agent_app import agent_zipapp
 from orchestrator.runtime.status import JobState, StatusFormatError, parse_status
 from tests.fakes.metadata import metadata_server
+from tests.support.agent import AGENT_DIR, load_agent
 
-AGENT_PATH = Path(__file__).resolve().parents[1] / "orchestrator" / "runtime" / "templates" / "agent" / "orch_agent.py"
-
-
-def _load() -> Any:
-    spec = importlib.util.spec_from_file_location("orch_agent_under_test", AGENT_PATH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-oa = _load()
+oa = load_agent()
 
 
 class Clock:
@@ -212,12 +203,12 @@ def test_a_failed_maintenance_poll_never_hides_a_preemption(monkeypatch: pytest.
     with metadata_server() as (base, state):
         state.raise_gcp_preempted()
         poller = oa.NoticePoller("gcp", {"gcp": base})
-        real = oa._http
+        real = oa.notices._http
 
         def no_maintenance(method: str, url: str, headers: dict, timeout: float) -> tuple[int, str]:
             return (404, "") if url.endswith("/maintenance-event") else real(method, url, headers, timeout)
 
-        monkeypatch.setattr(oa, "_http", no_maintenance)
+        monkeypatch.setattr(oa.notices, "_http", no_maintenance)
         assert [n["kind"] for n in poller.poll()] == ["preempted"]
 
 
@@ -423,7 +414,7 @@ def test_status_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(oa.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     agent.clock.t = 2000.0
     with pytest.raises(OSError):
         agent.write_status()
@@ -455,7 +446,9 @@ def test_job_that_cannot_start_is_failed(tmp_path: Path) -> None:
 def test_cli_once_writes_a_parseable_status(tmp_path: Path) -> None:
     cfg = _config(tmp_path)
     (tmp_path / "agent.json").write_text(json.dumps(cfg))
-    out = subprocess.run([sys.executable, str(AGENT_PATH), "--config", str(tmp_path / "agent.json"), "--once",
+    app = tmp_path / "orch_agent.pyz"           # what orch ships: the zipapp, run by its path
+    app.write_bytes(agent_zipapp())
+    out = subprocess.run([sys.executable, str(app), "--config", str(tmp_path / "agent.json"), "--once",
                           "--no-job"], capture_output=True, text=True, timeout=60, env={"PATH": "/nonexistent"})
     assert out.returncode == 0, out.stderr
     status = parse_status((tmp_path / "status.json").read_bytes())
@@ -475,9 +468,14 @@ def test_status_parser_rejects_foreign_documents() -> None:
 def test_agent_uses_only_the_standard_library() -> None:
     import ast
 
-    tree = ast.parse(AGENT_PATH.read_text())
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    names: set[str] = set()
+    for path in sorted(AGENT_DIR.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        names |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        # Relative imports (level > 0) are the package's own modules.
+        names |= {n.module.split(".")[0] for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+    names.remove("orch_agent")          # __main__.py's import of the package by name (the zipapp's entry)
     assert names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
 
 

@@ -1,16 +1,18 @@
 """The agent's compaction and CPython 3.11's AST state shared by threads (orchestrator/runtime/boot.py,
-``compacted_agent``): another thread's parse can make ours raise SystemError once; it is tried again, and the
-startup renderer makes it when the engine is built, before any daemon thread ticks."""
+``compacted_agent``): another thread's parse can make ours raise SystemError once; the build (one parse per agent
+module) is tried again, and the startup renderer makes it when the engine is built, before any daemon thread
+ticks."""
 
 from __future__ import annotations
 
 import pytest
 
 from orchestrator.runtime import boot
-from orchestrator.runtime.render import agent_source
+from orchestrator.runtime.agent_app import agent_modules, agent_zipapp
 from orchestrator.runtime.startup import ManifestStartupRenderer
 
 MISMATCH = "AST constructor recursion depth mismatch (before=48, after=76)"
+MODULES = len(agent_modules())     # one compaction per module per build
 
 
 def _flaky_compact(monkeypatch: pytest.MonkeyPatch, failures: list[str]) -> list[int]:
@@ -28,11 +30,11 @@ def _flaky_compact(monkeypatch: pytest.MonkeyPatch, failures: list[str]) -> list
 
 
 def test_a_tripped_parse_is_tried_again_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    expected = boot._compact(agent_source())
-    calls = _flaky_compact(monkeypatch, [MISMATCH, MISMATCH])
+    expected = agent_zipapp(boot._compact)
+    calls = _flaky_compact(monkeypatch, [MISMATCH, MISMATCH])       # each failed build stops at its first module
     made = boot.compacted_agent()
-    assert made == expected and len(calls) == 3
-    assert boot.compacted_agent() is made and len(calls) == 3        # once per process
+    assert made == expected and len(calls) == 2 + MODULES
+    assert boot.compacted_agent() is made and len(calls) == 2 + MODULES       # once per process
 
 
 def test_it_gives_up_after_its_tries_and_other_system_errors_are_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,4 +50,4 @@ def test_it_gives_up_after_its_tries_and_other_system_errors_are_not_retried(mon
 def test_the_startup_renderer_makes_it_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _flaky_compact(monkeypatch, [])
     ManifestStartupRenderer()
-    assert boot._compact_agent_bytes is not None and len(calls) == 1
+    assert boot._compact_agent_bytes is not None and len(calls) == MODULES

@@ -95,7 +95,7 @@ def test_bootstrap_starts_agent_and_job_detached(tmp_path: Path) -> None:
     assert status.job.exit_code == 0
     assert (work / "seen.txt").read_text() == "tok=v@lue with 'quotes'\n"
     assert not (work / "secrets.env").exists()  # loaded into the agent's memory, then deleted
-    assert any("setsid nohup python3 orch_agent.py" in c for c in transport.commands)
+    assert any("setsid nohup python3 orch_agent.pyz --config agent.json" in c for c in transport.commands)
 
 
 def _left_status(home: Path, pid: int) -> bytes:
@@ -187,5 +187,5 @@ def test_staging_puts_every_file_in_one_exec_with_its_mode(tmp_path: Path) -> No
     work = tmp_path / stage(transport, _render_input("true"), {"TOK": "s3cr3t"})
     assert len(transport.commands) == 1 and "tar -x" in transport.commands[0]
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in work.iterdir()}
-    assert modes == {"orch_agent.py": 0o755, "startup.sh": 0o755, "agent.json": 0o644, "secrets.env": 0o600}
+    assert modes == {"orch_agent.pyz": 0o755, "startup.sh": 0o755, "agent.json": 0o644, "secrets.env": 0o600}
     assert (work / "secrets.env").read_text() == "export TOK=s3cr3t\n"

@@ -4,7 +4,6 @@ tracked files, filtered, deterministic, size-limited, and the same bytes after t
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -21,18 +20,9 @@ from orchestrator.manifest.code_spec import Code
 from orchestrator.runtime.codepack import CodePackError, pack_bytes, pin_manifest
 from orchestrator.runtime.from_manifest import LaunchFacts, render_input_for
 from orchestrator.runtime.render import render_agent_config
-from tests.test_agent import AGENT_PATH
+from tests.support.agent import load_agent
 
-
-def _agent() -> Any:
-    spec = importlib.util.spec_from_file_location("orch_agent_codepack", AGENT_PATH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-orch_agent = _agent()
+orch_agent = load_agent()
 
 MANIFEST = """\
 apiVersion: orch/v1

@@ -228,7 +228,7 @@ def test_second_start_finds_the_running_agent(machine: RecordingTransport) -> No
     boot, monitor = _hooks(machine)
     assert boot.start(_job(), _attempt(), _instance()) is True
     assert boot.start(_job(), _attempt(), _instance()) is True
-    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
+    assert sum("orch_agent.pyz --config" in c for c in machine.commands) == 1
     report = monitor.read(_job(), _attempt(), _instance())
     assert report is not None and report.exit_code is None
 
@@ -275,10 +275,10 @@ def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(ma
     attempt = _attempt(launch_id="lstaged0")
     assert boot.stage(_job(), attempt, _instance()) is False                          # on its own thread
     assert boot.join_stage(attempt.launch_id) is True
-    assert (work / "orch_agent.py").exists() and (work / "startup.sh").exists()
+    assert (work / "orch_agent.pyz").exists() and (work / "startup.sh").exists()
     assert (work / "status.json.previous").exists()
     # Its agent is up ahead of the go: it reports itself waiting, its job has not started.
-    [started] = [c for c in machine.commands if "orch_agent.py --config" in c]
+    [started] = [c for c in machine.commands if "orch_agent.pyz --config" in c]
     assert "--await-go start.go" in started
     # Started without a wait for its Python: its first status comes when it comes (the go waits on the node).
     waiting = _poll(lambda: parse_status(p.read_bytes()) if (p := work / "status.json").exists() else None, 60.0)
@@ -289,7 +289,7 @@ def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(ma
     assert len(machine.commands) == staged_at
     assert boot.start(_job(), attempt, _instance()) is True
     [go] = machine.commands[staged_at:]                                               # the go: one exec
-    assert ": > start.go" in go and "orch_agent.py" not in go
+    assert ": > start.go" in go and "orch_agent.pyz" not in go
     running = parse_status((work / "status.json").read_bytes())
     assert running.job.state is not JobState.PENDING and not running.awaits_go
     assert running.agent_pid == waiting.agent_pid                                     # the same agent
@@ -297,7 +297,7 @@ def test_staged_while_waiting_the_agent_waits_and_the_start_only_gives_the_go(ma
     report = monitor.read(_job(), attempt, _instance())
     assert report is not None and report.notice is None
     assert boot.start(_job(), attempt, _instance()) is True                           # found started
-    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
+    assert sum("orch_agent.pyz --config" in c for c in machine.commands) == 1
 
 
 def test_a_start_never_runs_beside_its_launchs_staging(machine: RecordingTransport) -> None:
@@ -336,7 +336,7 @@ def test_a_restarted_daemon_gives_the_go_to_the_waiting_agent(machine: Recording
     assert again.start(_job(), attempt, _instance()) is True
     work = machine.root / ".orch" / "jobs" / "tiny"
     assert parse_status((work / "status.json").read_bytes()).job.state is not JobState.PENDING
-    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1
+    assert sum("orch_agent.pyz --config" in c for c in machine.commands) == 1
 
 
 def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: RecordingTransport) -> None:
@@ -351,7 +351,7 @@ def test_a_waiting_agent_that_died_is_replaced_with_its_secrets(machine: Recordi
     os.killpg(pid, signal.SIGKILL)
     _poll(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], 60)
     assert boot.start(job, attempt, _instance()) is True                   # a fresh agent, files uploaded again
-    assert sum("orch_agent.py --config" in c for c in machine.commands) == 2
+    assert sum("orch_agent.pyz --config" in c for c in machine.commands) == 2
 
     def exited() -> Any:
         r = monitor.read(job, attempt, _instance())

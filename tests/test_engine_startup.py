@@ -42,7 +42,7 @@ def test_each_node_boots_with_its_rendered_startup_script() -> None:
         assert sent.startup_script.startswith("#!/bin/sh\n")
         assert "exec python3 - <<'ORCH_BOOT'" in sent.startup_script.splitlines()
         files = boot_files(sent.startup_script)
-        assert sorted(files) == ["agent.json", "orch_agent.py", "startup.sh"]
+        assert sorted(files) == ["agent.json", "orch_agent.pyz", "startup.sh"]
         script = files["startup.sh"].decode()
         assert "python train.py" in script
         assert f"export ORCH_LAUNCH_ID={sent.launch_id}" in script.splitlines()

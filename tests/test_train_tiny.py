@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.agent import load_agent
+
 # torch runs in the training processes; this one imports it only to compare the final weights, inside that
 # test: imported here it would cost every pytest worker seconds at collection, whatever it runs.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -25,15 +27,10 @@ SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 STEPS = 10
 DEADLINE_S = 60.0
-AGENT = Path(__file__).resolve().parents[1] / "orchestrator" / "runtime" / "templates" / "agent" / "orch_agent.py"
 
 
 def _agent_module() -> Any:
-    spec = importlib.util.spec_from_file_location("orch_agent_for_train", AGENT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_agent()
 
 
 def _port() -> int:

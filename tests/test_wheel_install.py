@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runtime.agent_app import agent_dir, agent_zipapp
+
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = """\
 apiVersion: orch/v1
@@ -28,6 +30,11 @@ run: {launcher: torchrun, script: train.py}
 checkpoint: {path: /ckpt, store: s3://bucket/wheel-check}
 policies: {estimated_hours: 2}
 """
+
+
+def _outside_env() -> dict[str, str]:
+    """This environment without PYTHON* (PYTHONPATH would put a checkout on the installed venv's path)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +54,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # so the editable install of the checkout stays out.
     (site / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-                           "--no-deps", "--no-index", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+                           "--no-deps", "--no-index", "-q", str(wheel)], capture_output=True, text=True, timeout=300,
+                          env=_outside_env())
     assert done.returncode == 0, done.stderr[-2000:]
     return venv / "bin"
 
@@ -65,7 +73,7 @@ def test_the_installed_wheel_runs_orch_from_another_directory(installed: Path, t
     work.mkdir()
     (work / "job.yaml").write_text(MANIFEST)
     where = subprocess.run([str(installed / "python"), "-c", "import orchestrator, sys; print(orchestrator.__file__)"],
-                           cwd=work, capture_output=True, text=True, check=True).stdout.strip()
+                           cwd=work, env=_outside_env(), capture_output=True, text=True, check=True).stdout.strip()
     assert str(ROOT) not in where and "site-packages" in where, where
 
     quote = _orch(installed, work, "quote", "--gpu", "A100-80G", "--count", "4")
@@ -89,8 +97,19 @@ def test_the_installed_wheel_runs_orch_from_another_directory(installed: Path, t
 def test_the_wheel_carries_the_templates_and_the_migrations(installed: Path) -> None:
     site = installed.parent / "lib"
     names = {p.relative_to(site).as_posix().split("site-packages/", 1)[-1] for p in site.rglob("*") if p.is_file()}
-    for needed in ("orchestrator/runtime/templates/startup.sh.tmpl",
-                   "orchestrator/runtime/templates/agent/orch_agent.py",
+    # Every module of the agent's package: the installed orch builds the node's zipapp from them.
+    agent = sorted(f"orchestrator/runtime/templates/agent/orch_agent/{p.name}" for p in agent_dir().glob("*.py"))
+    assert len(agent) > 10 and "orchestrator/runtime/templates/agent/orch_agent/__main__.py" in agent
+    for needed in ("orchestrator/runtime/templates/startup.sh.tmpl", *agent,
                    "orchestrator/store/migrations/env.py", "orchestrator/store/migrations/alembic.ini",
                    "orchestrator/store/migrations/versions/0001_initial.py"):
         assert needed in names, needed
+    # The installed orch ships the node the very zipapp this checkout builds (same bytes: nothing in it depends
+    # on where orch is installed).
+    build = ("import sys; from orchestrator.runtime import agent_app as a; "
+             "sys.stdout.buffer.write(str(a.agent_dir()).encode() + b'\\n' + a.agent_zipapp())")
+    out = subprocess.run([str(installed / "python"), "-c", build], cwd=installed, env=_outside_env(),
+                         capture_output=True, check=True, timeout=120).stdout
+    where, shipped = out.split(b"\n", 1)
+    assert str(ROOT).encode() not in where and b"site-packages" in where, where
+    assert shipped == agent_zipapp()

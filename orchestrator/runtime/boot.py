@@ -27,12 +27,12 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from orchestrator.runtime.agent_app import agent_zipapp
 from orchestrator.runtime.objectstore import StoreKind, parse_store
 from orchestrator.runtime.render import (
     AGENT_CONFIG_NAME,
     AGENT_SCRIPT_NAME,
     STARTUP_SCRIPT_NAME,
-    agent_source,
     render_node,
 )
 from orchestrator.runtime.render_input import RenderInput
@@ -71,9 +71,9 @@ RCLONE = _release("v1.75.0", {
 
 
 def _compact(source: bytes) -> bytes:
-    """The agent without docstrings, comments and type annotations (``ast.unparse``: the same code; the agent
-    imports ``annotations`` from __future__, so annotations are never evaluated), so that the boot script fits
-    EC2's 16 KB of user data. The unpacked file is what runs; the full source is the package's."""
+    """One agent module without docstrings, comments and type annotations (``ast.unparse``: the same code; each
+    module imports ``annotations`` from __future__, so annotations are never evaluated), so that the boot script
+    fits EC2's 16 KB of user data. The shipped zipapp is what runs; the full source is the package's."""
     import ast
 
     tree = ast.parse(source)
@@ -107,18 +107,19 @@ _COMPACT_TRIES = 3
 
 
 def compacted_agent() -> bytes:
-    """The compacted agent, made once per process under a lock. CPython 3.11 keeps one AST recursion counter
-    for all threads (python/cpython gh-106905): a parse in another thread at the same moment (3.11's traceback
-    formatting parses source lines for its carets, e.g. a daemon thread logging an exception) makes ours raise
-    SystemError("AST constructor recursion depth mismatch"). The parse is pure, so it is tried again; and the
-    startup renderer makes it when it is built (orchestrator/runtime/startup.py), before any tick runs."""
+    """The agent's zipapp of compacted modules (``_compact``), made once per process under a lock. CPython 3.11
+    keeps one AST recursion counter for all threads (python/cpython gh-106905): a parse in another thread at the
+    same moment (3.11's traceback formatting parses source lines for its carets, e.g. a daemon thread logging an
+    exception) makes ours raise SystemError("AST constructor recursion depth mismatch"). The parses are pure, so
+    the whole build is tried again; and the startup renderer makes it when it is built
+    (orchestrator/runtime/startup.py), before any tick runs."""
     global _compact_agent_bytes
     with _COMPACT_LOCK:
         for tries_left in range(_COMPACT_TRIES - 1, -1, -1):
             if _compact_agent_bytes is not None:
                 break
             try:
-                _compact_agent_bytes = _compact(agent_source())
+                _compact_agent_bytes = agent_zipapp(_compact)
             except SystemError as exc:
                 if tries_left == 0 or "recursion depth mismatch" not in str(exc):
                     raise

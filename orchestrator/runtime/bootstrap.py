@@ -22,12 +22,12 @@ from enum import Enum
 from pathlib import PurePosixPath
 from typing import Protocol
 
+from orchestrator.runtime.agent_app import agent_zipapp
 from orchestrator.runtime.render import (
     AGENT_CONFIG_NAME,
     AGENT_SCRIPT_NAME,
     SECRETS_ENV_NAME,
     STARTUP_SCRIPT_NAME,
-    agent_source,
     render_node,
 )
 from orchestrator.runtime.render_input import RenderInput
@@ -250,7 +250,7 @@ def _files(ri: RenderInput, secret_values: Mapping[str, str], code_pack: bytes |
     if ri.code is not None and code_pack is None:
         raise BootstrapError(f"job {ri.job_name} ships code {ri.code.sha256[:12]} but no pack was given")
     node = render_node(ri)
-    files = [(AGENT_SCRIPT_NAME, agent_source(), 0o755), (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755),
+    files = [(AGENT_SCRIPT_NAME, agent_zipapp(), 0o755), (STARTUP_SCRIPT_NAME, node.script.encode(), 0o755),
              (AGENT_CONFIG_NAME, node.agent_config.encode(), 0o644)]
     if ri.code is not None and code_pack is not None:
         files.append((ri.code.file, code_pack, 0o644))

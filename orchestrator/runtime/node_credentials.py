@@ -22,7 +22,7 @@ GetFederationToken, an Azure SAS URL orch cannot narrow), the daemon's own value
 
 Renewal: the daemon renews a launch's credential through the store (``CREDENTIALS_OBJECT`` in the launch's report
 prefix, which only this job's credential and the daemon can read) once half its lifetime has passed; the agent
-reads that object and switches to the new values (orchestrator/runtime/templates/agent/orch_agent.py).
+reads that object and switches to the new values (orchestrator/runtime/templates/agent/orch_agent/rounds.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Before the go (``start.json``), the StoreBootstrapper puts the job's secrets (``secrets.json``) and a fresh
 credential (``credentials.json``) in the launch's report prefix; the StoreMonitor renews the credential there once
-half its lifetime has passed (``renew``), and the agent switches to what it finds (orch_agent.py,
+half its lifetime has passed (``renew``), and the agent switches to what it finds (the agent's rounds.py,
 ``refresh_credentials``). Both objects lie under the job's own prefix: the node's scoped credential and the
 daemon's keys can read them, another job's node cannot (orchestrator/runtime/node_credentials.py).
 

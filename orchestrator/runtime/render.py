@@ -36,7 +36,6 @@ __all__ = [
     "SECRETS_ENV_NAME",
     "STARTUP_SCRIPT_NAME",
     "RenderedNode",
-    "agent_source",
     "render_agent_config",
     "render_node",
     "render_script",
@@ -44,7 +43,8 @@ __all__ = [
 ]
 
 STARTUP_SCRIPT_NAME = "startup.sh"
-AGENT_SCRIPT_NAME = "orch_agent.py"
+#: The agent on the node: one zipapp (orchestrator/runtime/agent_app.py), run as ``python3 orch_agent.pyz``.
+AGENT_SCRIPT_NAME = "orch_agent.pyz"
 AGENT_CONFIG_NAME = "agent.json"
 SECRETS_ENV_NAME = "secrets.env"
 JOB_LOG_NAME = "job.log"
@@ -60,11 +60,6 @@ def templates_dir() -> Path:
 @cache
 def _template() -> Template:
     return Template((templates_dir() / "startup.sh.tmpl").read_text(encoding="utf-8"))
-
-
-def agent_source() -> bytes:
-    """The agent's source, uploaded verbatim to every node."""
-    return (templates_dir() / "agent" / AGENT_SCRIPT_NAME).read_bytes()
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,7 @@ def agents_on(machine: Sshd) -> int:
     agents = set()
     for pid in machine_processes(machine):
         with contextlib.suppress(OSError):
-            if b"orch_agent.py" in Path(f"/proc/{pid}/cmdline").read_bytes() and not _gone(pid):
+            if b"orch_agent.pyz" in Path(f"/proc/{pid}/cmdline").read_bytes() and not _gone(pid):
                 agents.add(pid)
     return len({p for p in agents if _ppid(p) not in agents})
 
