@@ -320,7 +320,7 @@ def test_a_start_never_runs_beside_its_launchs_staging(machine: RecordingTranspo
     assert boot.join_stage(attempt.launch_id) is True
     boot.status_deadline_s = 60                                                 # the go's wait on the node
     assert boot.start(_job(), attempt, _instance()) is True
-    assert sum("orch_agent.py --config" in c for c in machine.commands) == 1    # one agent, given the go
+    assert sum("orch_agent.pyz --config" in c for c in machine.commands) == 1    # one agent, given the go
     work = machine.root / ".orch" / "jobs" / "tiny"
     assert parse_status((work / "status.json").read_bytes()).job.state is not JobState.PENDING
 
