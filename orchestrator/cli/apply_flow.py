@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from orchestrator.app.errors import BadInputError
+from orchestrator.cli.apply_print import print_changes, print_plan, print_updated_running
 from orchestrator.cli.common import (
     build_providers_or_fail,
     close_provider,
@@ -34,7 +35,7 @@ from orchestrator.redaction import safe_line, terminal_safe
 from orchestrator.words import plural
 
 if TYPE_CHECKING:
-    from orchestrator.app.apply_preview import ApplyPreview, PlannedLaunch
+    from orchestrator.app.apply_preview import ApplyPreview
     from orchestrator.app.launching import LaunchOutcome
     from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
@@ -80,7 +81,7 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         preview = _preview(store, loaded, config, providers, here, opts)
         launcher = "orch apply" if here else "the daemon" if running else None
         if not opts.as_json and (launcher is not None or opts.dry_run):
-            _print_plan(preview, launcher)
+            print_plan(preview, launcher)
             if here and not providers and preview.launches:
                 # Every job then reads "no eligible offer": say why before anything is asked or recorded.
                 out(wrap("note: no provider is configured, so nothing launches and the jobs wait (`orch providers` "
@@ -96,8 +97,8 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
             _confirm(preview, here, opts)
         result = _record(store, loaded, opts)
         if not opts.as_json:
-            _print_changes(result)
-            _print_updated_running(preview)
+            print_changes(result)
+            print_updated_running(preview)
             if running:
                 out("a daemon is running: it launches and tears down from here")
         code, outcome = (_launch(store, config, providers, opts) if here and config is not None
@@ -179,59 +180,12 @@ def _record(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> A
 _UNDER_NAME = " " * 10
 
 
-def _print_changes(result: ApplyResult, prefix: str = "") -> None:
-    for change, names in (("created", result.created), ("updated", result.updated),
-                          ("unchanged", result.unchanged), ("pruned", result.pruned)):
-        for name in names:
-            out(f"{prefix}{change:<10}{name}")
-    out(f"{prefix}{len(result.created)} created, {len(result.updated)} updated, {len(result.unchanged)} unchanged, "
-         f"{len(result.pruned)} pruned")
-
-
-def _print_updated_running(preview: ApplyPreview) -> None:
-    """An updated job already on a machine keeps running as launched (orch does not roll it out): say so."""
-    for name in preview.updated_running:
-        out(wrap(f"note: {name} keeps running as launched: the change takes effect at its next launch (to "
-                 f"relaunch it now: `orch down {name} --yes`, then `orch apply` again)"))
-
-
-def _print_plan(preview: ApplyPreview, launcher: str | None) -> None:
-    if not preview.launches:
-        out("plan: no job waits for a machine: nothing to launch")
-        return
-    total = preview.estimated_total_usd
-    n = len(preview.will_launch)
-    who = f" by {launcher}" if launcher else " (by `orch apply` or a daemon, later)"
-    out(wrap(f"plan: {plural(n, 'job')} to launch{who}, {money(preview.price_hr)}/h"
-             + (f", estimated {money(total)} in all" if total is not None and n else "")))
-    for launch in preview.launches:
-        out(_plan_line(launch))
-
-
-def _plan_line(launch: PlannedLaunch) -> str:
-    p = launch.planned
-    if p is None:
-        return wrap(f"  {launch.job:<20} no eligible offer: it waits (see `orch plan`)", "    ")
-    o = p.offer
-    nodes = f" x{p.nodes}" if p.nodes > 1 else ""
-    place = o.region + (f"/{o.zone}" if o.zone else "")
-    # Within 80 columns like the rest of the plan: a refusal or a boot problem is a sentence or three.
-    line = wrap(f"  {launch.job:<20} {o.provider} {o.instance_type}{nodes} ({place}, {o.market.value})", "    ")
-    if launch.refusal:
-        return f"{line}\n{wrap(f'refused, it waits: {launch.refusal}', '      ', '    ')}"
-    if launch.boot_problem:
-        return f"{line}\n{wrap(f'not launched, it waits: {launch.boot_problem}', '      ', '    ')}"
-    hours = f" for {launch.estimated_hours:g} h" if launch.estimated_hours else ""
-    total = f", ~{money(p.expected_cost_usd)}{hours}" if p.expected_cost_usd is not None else ""
-    return f"{line}\n    {money(p.total_price_hr)}/h{total}"
-
-
 def _finish_dry_run(preview: ApplyPreview, launcher: str | None, opts: ApplyOptions) -> None:
     if opts.as_json:
         out(dumps({**_json(preview, launcher, None, None), "dry_run": True}, indent=2))
         return
-    _print_changes(preview.changes, prefix="would be ")
-    _print_updated_running(preview)
+    print_changes(preview.changes, prefix="would be ")
+    print_updated_running(preview)
     out("dry run: nothing recorded, nothing launched")
 
 
