@@ -94,6 +94,10 @@ class InstanceState(StrEnum):
 GONE_INSTANCE_STATES: frozenset[InstanceState] = frozenset({InstanceState.TERMINATED, InstanceState.PREEMPTED})
 
 
+#: The disk a launch rents when neither the job (resources.disk_gb) nor the provider's settings name one.
+DEFAULT_DISK_GB = 100
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
     """Everything a provider needs to launch one instance.
@@ -103,6 +107,9 @@ class LaunchSpec:
     ``max_price_hr`` caps a spot/bid price where the market takes one (Azure maxPrice, Vast bid).
     ``gang``: for a job on more than one node, the key its nodes of one start share (the same on every
     node, different for the next start); a cloud that can places them together under it. Empty: one node.
+    ``disk_gb``: the job's ``resources.disk_gb``; None when the job names none, and then the provider rents
+    its own setting's disk where it has one, else DEFAULT_DISK_GB (:meth:`disk_size`), the disk its offers
+    were priced with.
     """
 
     launch_id: str
@@ -112,7 +119,7 @@ class LaunchSpec:
     ssh_public_key: str = ""
     startup_script: str = ""
     image: str | None = None
-    disk_gb: int = 100
+    disk_gb: int | None = None
     max_price_hr: float | None = None
     node_rank: int = 0
     gang: str = ""
@@ -120,6 +127,13 @@ class LaunchSpec:
     @property
     def name(self) -> str:
         return instance_name(self.owner, self.launch_id)
+
+    def disk_size(self, setting: int | None = None) -> int:
+        """The boot/local disk to rent, GB: the job's, else the provider's ``setting``, else DEFAULT_DISK_GB.
+        One rule for every provider, so the disk a quote priced is the disk the launch rents."""
+        if self.disk_gb is not None:
+            return self.disk_gb
+        return setting if setting is not None else DEFAULT_DISK_GB
 
 
 @dataclass(frozen=True, slots=True)

@@ -491,3 +491,19 @@ def test_an_ssh_rule_no_longer_configured_is_removed_at_the_next_launch(server: 
     GcpProvider(_settings(server)).launch(_spec("l0000000000e2"))
     assert server.fake.firewall("orch-alice-ssh-default") is None
     assert server.fake.firewall("orch-alice-intra-default") is not None
+
+
+@pytest.mark.parametrize(("setting", "job_disk", "rented"), [(None, None, "100"), (250, None, "250"),
+                                                              (250, 500, "500"), (None, 40, "40")])
+def test_the_jobs_disk_wins_then_the_setting_then_100(server: GceServer, setting: int | None, job_disk: int | None,
+                                                      rented: str) -> None:
+    """One rule on every cloud (LaunchSpec.disk_size): the job's resources.disk_gb, else gcp.disk_gb, else 100 GB
+    (the setting used to beat the job's own disk)."""
+    server.fake.reset()
+    p = GcpProvider(_settings(server, disk_gb=setting))
+    try:
+        p.launch(_spec("l0000000000d1", disk_gb=job_disk))
+    finally:
+        p.close()
+    assert _inserts(server)[0].body["disks"][0]["initializeParams"]["diskSizeGb"] == rented
+    server.fake.reset()

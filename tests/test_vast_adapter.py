@@ -532,3 +532,19 @@ def test_published_instance_example_parses() -> None:
     assert inst.launch_id is None, "label null: not orch's"
     lost = parse_instance({**raw, "actual_status": "offline"})
     assert lost.state is InstanceState.UNREACHABLE and not lost.state.is_gone
+
+
+@pytest.mark.parametrize("market", [Market.ON_DEMAND, Market.SPOT])
+def test_a_job_naming_no_disk_rents_the_disk_its_offers_were_priced_with(fake: VastFake, url: str,
+                                                                          market: Market) -> None:
+    """vastai.disk_gb prices the offers of a job that names no resources.disk_gb; the launch rents that disk too
+    (it rented 100 GB while the quote priced the setting's), so the machine is billed what it was quoted."""
+    p = VastProvider(fast_settings(url, disk_gb=300))
+    try:
+        (quote,) = p.offers(GpuRequest(gpus=("A100-80G",), count=1, markets=frozenset({market})))
+        inst = p.launch(LaunchSpec(launch_id=new_launch_id(), owner=OWNER, job="j", offer=quote))
+    finally:
+        p.close()
+    (body,) = bodies(fake, "PUT", "/asks/")
+    assert body["disk"] == 300
+    assert inst.price_hr == pytest.approx(quote.price_hr, abs=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,7 +27,8 @@ class JobSpec:
     cooldown: timedelta = timedelta(minutes=30)
     budget_usd: float | None = None
     deadline: datetime | None = None
-    disk_gb: int = 100
+    #: The job's resources.disk_gb, rounded up; None: the provider's default (LaunchSpec.disk_size).
+    disk_gb: int | None = None
     image: str | None = None
     max_price_hr: float | None = None
     #: The manifest's own liveness deadlines (None: the daemon's, ``EngineConfig.deadlines``).
@@ -68,7 +70,7 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
         name=manifest.name, plan=plan,
         idle=IdlePolicy(p.idle.min_gpu_util_pct, p.idle.window, IdleAction(p.idle.action.value)),
         max_relaunches=p.max_relaunches, cooldown=p.preempted_zone_cooldown, budget_usd=p.budget_usd,
-        deadline=p.deadline_at(applied_at), disk_gb=int(r.disk_gb or 100), image=manifest.image,
+        deadline=p.deadline_at(applied_at), disk_gb=math.ceil(r.disk_gb) if r.disk_gb else None, image=manifest.image,
         max_price_hr=manifest.max_price_hr / r.nodes if manifest.max_price_hr else None,
         boot_timeout=p.boot_timeout, heartbeat_timeout=p.heartbeat_timeout, unreachable_grace=p.unreachable_grace,
     )

@@ -48,7 +48,7 @@ def params(settings: Settings, spec: LaunchSpec, *, image_id: str, tags: list[di
         "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
                               {"ResourceType": "volume", "Tags": tags}],
         "BlockDeviceMappings": [{"DeviceName": settings.root_device_name,
-                                 "Ebs": {"VolumeSize": spec.disk_gb, "DeleteOnTermination": True}}],
+                                 "Ebs": {"VolumeSize": spec.disk_size(), "DeleteOnTermination": True}}],
     }
     if key_name:
         result["KeyName"] = key_name

@@ -30,7 +30,7 @@ def vm_body(settings: Settings, spec: LaunchSpec, *, nic_id: str, tags: dict[str
             image_reference=cm.ImageReference(publisher=img.publisher, offer=img.offer, sku=img.sku,
                                               version=img.version),
             os_disk=cm.OSDisk(
-                name=f"{spec.name}-osdisk", create_option="FromImage", disk_size_gb=spec.disk_gb,
+                name=f"{spec.name}-osdisk", create_option="FromImage", disk_size_gb=spec.disk_size(),
                 delete_option="Delete", managed_disk=cm.ManagedDiskParameters(storage_account_type=s.os_disk_type),
             ),
         ),

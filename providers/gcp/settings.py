@@ -50,7 +50,7 @@ class Settings(RetrySettings, SshIngressSettings):
     gpu_networks: list[GpuNetwork] = Field(default_factory=list)   # A3 High GPUDirect-TCPX: four, in order
     external_ip: bool = True                   # an ephemeral public IP, so orch can SSH in
     image: str = DEFAULT_IMAGE
-    disk_gb: int | None = None                 # None: LaunchSpec.disk_gb
+    disk_gb: int | None = None                 # when the job names no resources.disk_gb; None: 100
     disk_type: str = "pd-balanced"
     spot_termination_action: str = Field(default="STOP", pattern="^(STOP|DELETE)$")
     ssh_user: str = "root"

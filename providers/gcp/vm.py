@@ -69,7 +69,7 @@ def instance_body(settings: Settings, spec: LaunchSpec, zone: str, *, placement_
             initialize_params=compute_v1.AttachedDiskInitializeParams(
                 # The boot image (a GPU-ready DL VM); spec.image is the job's container, run on it by docker.
                 source_image=settings.image,
-                disk_size_gb=settings.disk_gb or spec.disk_gb,
+                disk_size_gb=spec.disk_size(settings.disk_gb),
                 disk_type=f"zones/{zone}/diskTypes/{settings.disk_type}", labels=labels))],
         network_interfaces=[nic, *gpu_nics],
         metadata=compute_v1.Metadata(items=items),

@@ -127,7 +127,7 @@ class RunPodProvider(Provider):
             "cloudType": cloud,
             "gpuCount": offer.gpu_count,
             "containerDiskInGb": self.settings.container_disk_gb,
-            "volumeInGb": self.settings.volume_gb if self.settings.volume_gb is not None else spec.disk_gb,
+            "volumeInGb": spec.disk_size(self.settings.volume_gb),
             "volumeMountPath": self.settings.volume_mount_path,
             "ports": self.settings.ports,
             "startSsh": True,

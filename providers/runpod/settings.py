@@ -52,7 +52,7 @@ class Settings(RetrySettings):
     cloud_type: CloudType = CloudType.SECURE
     image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
     container_disk_gb: int = 50
-    volume_gb: int | None = None           # None: the launch's disk_gb
+    volume_gb: int | None = None           # when the job names no resources.disk_gb; None: 100 GB
     volume_mount_path: str = "/workspace"
     # The images' sshd listens on 22 (startSsh); 10022 is kept for images that run their own sshd there.
     ports: str = "22/tcp,10022/tcp"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import date
 from typing import Any, ClassVar
 
@@ -114,11 +115,12 @@ class VastProvider(Provider):
     def _live_ask(self, spec: LaunchSpec) -> dict[str, Any]:
         """The ask to rent, fresh from the API (its min_bid moves): the spec's, or the cheapest live match."""
         market = spec.offer.market
+        disk = spec.disk_size(self.settings.disk_gb)
         kind = "bid" if market is Market.SPOT else "on-demand"
         if spec.offer.offer_id and spec.offer.offer_id.isdigit():
             asks = self._search({"id": {"eq": int(spec.offer.offer_id)}, "rentable": {"eq": True},
-                                 "rented": {"eq": False}, "type": kind, "allocated_storage": spec.disk_gb,
-                                 "disk_space": {"gte": spec.disk_gb}, "limit": 1})
+                                 "rented": {"eq": False}, "type": kind, "allocated_storage": disk,
+                                 "disk_space": {"gte": disk}, "limit": 1})
             if not asks:
                 raise InsufficientCapacityError(f"ask {spec.offer.offer_id} is no longer available",
                                                 provider=PROVIDER, code="no_such_ask")
@@ -126,8 +128,8 @@ class VastProvider(Provider):
         # A catalog offer: find the cheapest live ask for the same GPU, count and market, with room for the disk
         # (an ask's disk_space is all the machine has).
         req = GpuRequest(gpus=(spec.offer.gpu,), count=spec.offer.gpu_count, markets=frozenset({market}),
-                         disk_gb=spec.disk_gb)
-        live = [o for o in self.offers(req) if o.max_disk_gb is None or o.max_disk_gb >= spec.disk_gb]
+                         disk_gb=disk)
+        live = [o for o in self.offers(req) if o.max_disk_gb is None or o.max_disk_gb >= disk]
         if not live:
             raise InsufficientCapacityError(f"no live Vast offer for {spec.offer.gpu_count}x {spec.offer.gpu}",
                                             provider=PROVIDER)
@@ -249,13 +251,9 @@ class VastProvider(Provider):
 
 
 def _ignore_provider(req: GpuRequest) -> GpuRequest:
-    from dataclasses import replace
-
     return replace(req, providers=())
 
 
 def _with_offer(spec: LaunchSpec, offer: Offer) -> LaunchSpec:
-    from dataclasses import replace
-
     return replace(spec, offer=offer)
 

@@ -35,7 +35,7 @@ def onstart_for(spec: LaunchSpec) -> str:
     return onstart
 
 
-def bid_for(ask: dict[str, Any], spec: LaunchSpec, bid_markup: float) -> float | None:
+def bid_for(ask: dict[str, Any], spec: LaunchSpec, settings: Settings) -> float | None:
     """The interruptible bid ($/h for the machine, disk excluded), or None for on-demand.
 
     Always the quoted bid (``spot_bid`` of the live ``min_bid``): Vast bills an interruptible at its bid, so a bid
@@ -43,9 +43,9 @@ def bid_for(ask: dict[str, Any], spec: LaunchSpec, bid_markup: float) -> float |
     only: a bid (plus the disk) above it is refused here, before any create, so nothing is rented or billed."""
     if spec.offer.market is not Market.SPOT:
         return None
-    bid = spot_bid(float(ask["min_bid"]), bid_markup)
+    bid = spot_bid(float(ask["min_bid"]), settings.bid_markup)
     if spec.max_price_hr is not None:
-        total = bid + disk_cost_hr(spec.disk_gb, float(ask.get("storage_cost") or 0.0))
+        total = bid + disk_cost_hr(spec.disk_size(settings.disk_gb), float(ask.get("storage_cost") or 0.0))
         if total > spec.max_price_hr + 1e-9:
             raise PriceTooLowError(f"ask {ask.get('id')} needs a bid of ${bid:.4f}/h (${total:.4f}/h with the disk), "
                                    f"over max_price_hr ${spec.max_price_hr:.4f}/h: not rented", provider=PROVIDER,
@@ -59,12 +59,12 @@ def create_body(settings: Settings, spec: LaunchSpec, ask: dict[str, Any]) -> di
     return {
         "client_id": "me",
         "image": spec.image or settings.image,
-        "disk": spec.disk_gb,
+        "disk": spec.disk_size(settings.disk_gb),
         "label": spec.name,
         "onstart": onstart_for(spec),
         "runtype": "ssh",
         "target_state": "running",
         "env": {f"-p {port}:{port}": "1",
                 **({BOOT_ENV: boot_env_value(spec.startup_script)} if spec.startup_script else {})},
-        "price": bid_for(ask, spec, settings.bid_markup),
+        "price": bid_for(ask, spec, settings),
     }

@@ -59,8 +59,8 @@ class Settings(RetrySettings):
     offer_limit: int = Field(64, ge=1, le=1000)
 
     # What a launch asks for.
-    #: the disk offers are priced with when the request names none (GpuRequest.disk_gb). A launch rents its
-    #: LaunchSpec's disk_gb (the job's resources.disk_gb, 100 GB when unset), never this.
+    #: the disk a job that names no resources.disk_gb rents, and its offers are priced with (Vast bills disk
+    #: by the hour, so the quote and the launch use the same one).
     disk_gb: int = Field(100, ge=8)
     image: str = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
     ssh_container_port: int = 10022                 # mapped with "-p 10022:10022" (direct ssh)
