@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["FABRICS", "Fabric", "FabricFact", "FabricSetup", "attached_fabric", "fabric_label", "fabric_note",
-           "fabric_shortfall", "instance_fabric", "setup_missing", "setup_needed"]
+__all__ = ["FABRICS", "Fabric", "FabricFact", "FabricSetup", "FabricWant", "attached_fabric", "fabric_label",
+           "fabric_note", "fabric_shortfall", "instance_fabric", "setup_missing", "setup_needed"]
 
 
 class Fabric(StrEnum):
@@ -171,20 +171,25 @@ def fabric_label(provider: str, instance_type: str, nodes: int) -> str:
     return label if attached or nodes < 2 else f"{label}, tcp"
 
 
-#: What ``resources.fabric`` asks of a multi-node job's machines.
-FABRIC_WANTS = ("any", "fast", "infiniband")
+class FabricWant(StrEnum):
+    """What ``resources.fabric`` asks of a multi-node job's machines (the manifest's words)."""
+
+    ANY = "any"                 # whatever the machines have, plain TCP included
+    FAST = "fast"               # a fabric orch attaches (EFA, InfiniBand, RoCE, TCPX), not plain TCP
+    INFINIBAND = "infiniband"   # one NCCL reaches through IB verbs (InfiniBand or RoCE)
 
 
-def fabric_shortfall(provider: str, instance_type: str, nodes: int, wanted: str) -> str | None:
+def fabric_shortfall(provider: str, instance_type: str, nodes: int, wanted: FabricWant) -> str | None:
     """Why an offer does not give a job of ``nodes`` machines the fabric it asks (``resources.fabric``),
-    or None when it does. ``fast``: a fabric orch attaches (EFA, InfiniBand, RoCE, TCPX), not plain TCP;
-    ``infiniband``: one NCCL reaches through IB verbs (InfiniBand or RoCE). One node needs none."""
-    if wanted == "any" or nodes < 2:
+    or None when it does. One node needs none."""
+    if not isinstance(wanted, FabricWant):     # decided on by member: text would pass as FAST unseen
+        raise TypeError(f"wanted must be a FabricWant, not {wanted!r}")
+    if wanted is FabricWant.ANY or nodes < 2:
         return None
     attached = attached_fabric(provider, instance_type, nodes)
     fact = instance_fabric(provider, instance_type)
     have = "plain TCP" if fact is None else (
         fact.fabric.value if attached is not None else f"{fact.fabric.value}, which orch does not attach yet: TCP")
-    if attached is None or (wanted == "infiniband" and not attached.ib_verbs):
-        return f"nodes talk over {have}; resources.fabric asks {wanted}"
+    if attached is None or (wanted is FabricWant.INFINIBAND and not attached.ib_verbs):
+        return f"nodes talk over {have}; resources.fabric asks {wanted.value}"
     return None

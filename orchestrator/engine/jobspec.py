@@ -43,6 +43,7 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
     """
     from orchestrator.engine.idle_rule import IdleAction
     from orchestrator.offers.planner import DataSource
+    from providers.fabric import FabricWant
     from providers.gpus import Interconnect
 
     r = manifest.resources
@@ -58,7 +59,7 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
         providers_allow=tuple(manifest.providers.allow), providers_deny=tuple(manifest.providers.deny),
         regions_allow=tuple(manifest.regions.allow), regions_deny=tuple(manifest.regions.deny),
         max_price_hr=manifest.max_price_hr, min_vram_gb=r.min_vram_gb,
-        interconnect=Interconnect(r.interconnect) if r.interconnect else None, fabric=r.fabric,
+        interconnect=Interconnect(r.interconnect) if r.interconnect else None, fabric=FabricWant(r.fabric),
         estimated_hours=p.estimated_hours, budget_usd=p.budget_usd,
         data=tuple(DataSource(d.source, d.region, d.size_gb) for d in manifest.data),
         vcpus_per_gpu=r.vcpus_per_gpu, ram_gb_per_gpu=r.ram_gb_per_gpu, disk_gb=r.disk_gb,
