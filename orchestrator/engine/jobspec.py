@@ -42,16 +42,17 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
     the GPUs and count are chosen from ``catalog`` (default: the loaded catalog), see orchestrator.fit.planning.
     """
     from orchestrator.engine.idle_rule import IdleAction
+    from orchestrator.manifest.schema import MarketChoice
     from orchestrator.offers.planner import DataSource
     from providers.fabric import FabricWant
     from providers.gpus import Interconnect
 
     r = manifest.resources
     markets = {
-        "spot": frozenset({Market.SPOT}),
-        "on-demand": frozenset({Market.ON_DEMAND}),
-        "auto": frozenset(Market),
-    }[manifest.market.value]
+        MarketChoice.SPOT: frozenset({Market.SPOT}),
+        MarketChoice.ON_DEMAND: frozenset({Market.ON_DEMAND}),
+        MarketChoice.AUTO: frozenset(Market),
+    }[manifest.market]
     p = manifest.policies
     gpus, count, fit = _model_fit(manifest, markets, catalog)
     plan = PlanRequest(
