@@ -43,7 +43,7 @@ def test_status_views_are_typed_and_their_json_is_the_stored_text(tmp_path: Path
     assert (doc["instances"][0]["state"], doc["instances"][0]["market"]) == ("unreachable", "spot")
     assert doc["jobs"][0]["market"] == "spot"
     assert all(type(e.kind) is EventKind for e in app_status.events(store, "a"))
-    assert [e.to_json()["kind"] for e in app_status.events(store, "a")][0] == "job.created"
+    assert app_status.events(store, "a")[0].to_json()["kind"] == "job.created"
 
 
 def test_down_lists_a_live_attempt_without_a_machine_row_by_its_attempt_state(tmp_path: Path,
@@ -77,3 +77,17 @@ def test_a_stored_event_kind_that_names_no_member_is_refused_where_the_row_is_re
     assert app_status._event_view(Event(id=1, ts=now, kind="no-offer", message="m"), {}).kind is EventKind.NO_OFFER
     with pytest.raises(ValueError, match="'no_offer' is not a valid EventKind"):
         app_status._event_view(Event(id=1, ts=now, kind="no_offer", message="m"), {})
+
+
+def test_the_consoles_rows_are_typed_where_read_and_refuse_text_that_names_no_member() -> None:
+    from orchestrator.store import console_queries
+
+    node = console_queries._node(_row(state="unreachable", market="spot"), None, {})
+    assert (node.state, node.market) == (InstanceState.UNREACHABLE, Market.SPOT)
+    with pytest.raises(ValueError, match="'gone' is not a valid InstanceState"):
+        console_queries._node(_row(state="gone"), None, {})
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    assert console_queries._event_row(Event(id=1, ts=now, kind="launched", message="m"), {}).kind \
+        is EventKind.LAUNCHED
+    with pytest.raises(ValueError, match="is not a valid EventKind"):
+        console_queries._event_row(Event(id=1, ts=now, kind="Launched", message="m"), {})

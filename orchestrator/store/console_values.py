@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import AttemptState, DesiredState, JobStatus
 from orchestrator.engine.values import RelaunchRequest
+from providers.base import InstanceState, Market
 
-_BURNING = frozenset({"pending", "running", "stopping"})   # instance states that bill
+_BURNING = frozenset({InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING})   # states that bill
 
 # -- values --------------------------------------------------------------------------------------------
 
@@ -17,7 +19,7 @@ class EventRow:
     id: int
     ts: datetime
     job: str | None
-    kind: str
+    kind: EventKind
     message: str
     count: int = 1                       # times this condition was seen (one row, counted: models.Event)
     last_ts: datetime | None = None      # when it was last seen (None: only at ts)
@@ -44,10 +46,10 @@ class FleetNode:
     instance_type: str
     region: str
     zone: str | None
-    market: str
+    market: Market
     gpu: str
     gpu_count: int
-    state: str                       # the instance's normalized state (pending, running, ...)
+    state: InstanceState
     quoted_hr: float                 # the offer's $/h
     actual_hr: float | None          # what the cloud reports, where it does
     util: tuple[UtilPoint, ...] = ()  # per minute, oldest first
@@ -140,7 +142,7 @@ class AttemptView:
     instance_type: str
     region: str
     zone: str | None
-    market: str
+    market: Market | None            # None: no instance row (the cloud never answered the launch)
     quoted_hr: float
     actual_hr: float | None
     created_at: datetime
