@@ -84,6 +84,9 @@ def test_the_consoles_rows_are_typed_where_read_and_refuse_text_that_names_no_me
 
     node = console_queries._node(_row(state="unreachable", market="spot"), None, {})
     assert (node.state, node.market) == (InstanceState.UNREACHABLE, Market.SPOT)
+    # The console's fleet and `orch status` burn on one definition: an unreachable machine still bills.
+    assert node.burning and app_status.instance_view(_row(state="unreachable"), {}).burning
+    assert not console_queries._node(_row(state="stopped"), None, {}).burning
     with pytest.raises(ValueError, match="'gone' is not a valid InstanceState"):
         console_queries._node(_row(state="gone"), None, {})
     now = datetime(2026, 12, 1, tzinfo=UTC)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.app.errors import JobsError, no_job_named
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import AttemptState
-from providers.base import InstanceState, Market
+from providers.base import BURNING_INSTANCE_STATES, InstanceState, Market
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from orchestrator.engine.states import DesiredState, JobStatus
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow, Job
-
-#: Machine states that bill (an unreachable machine is still the cloud's, and still billed).
-_BURNING_STATES = frozenset({InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING,
-                             InstanceState.UNREACHABLE})
-
 
 @dataclass(frozen=True, slots=True)
 class InstanceView:
@@ -46,7 +41,7 @@ class InstanceView:
 
     @property
     def burning(self) -> bool:
-        return self.state in _BURNING_STATES
+        return self.state in BURNING_INSTANCE_STATES
 
     @property
     def charged_price_hr(self) -> float:

@@ -8,9 +8,7 @@ from datetime import datetime
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import AttemptState, DesiredState, JobStatus
 from orchestrator.engine.values import RelaunchRequest
-from providers.base import InstanceState, Market
-
-_BURNING = frozenset({InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING})   # states that bill
+from providers.base import BURNING_INSTANCE_STATES, InstanceState, Market
 
 # -- values --------------------------------------------------------------------------------------------
 
@@ -61,7 +59,7 @@ class FleetNode:
 
     @property
     def burning(self) -> bool:
-        return self.state in _BURNING
+        return self.state in BURNING_INSTANCE_STATES
 
 
 @dataclass(frozen=True, slots=True)
