@@ -266,7 +266,7 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
                 launched.append(launch)
                 if not opts.as_json:
                     out(f"launched  {launch.job} on {launch.provider} {launch.instance_id} ({launch.instance_type}, "
-                         f"{launch.region}, {launch.market}) {money(launch.price_hr)}/h")
+                         f"{launch.region}, {launch.market.value}) {money(launch.price_hr)}/h")
 
             said = [-1]
 
