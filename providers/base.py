@@ -93,6 +93,11 @@ class InstanceState(StrEnum):
 #: The one definition of "gone": the machine no longer runs (the store's queries use these values too).
 GONE_INSTANCE_STATES: frozenset[InstanceState] = frozenset({InstanceState.TERMINATED, InstanceState.PREEMPTED})
 
+#: The states whose machine is shown burning money now (``orch status``, the console's fleet): asked for, running,
+#: stopping, or unreachable (the cloud's still, and still billed). The engine's spend accrual counts its own set.
+BURNING_INSTANCE_STATES: frozenset[InstanceState] = frozenset({
+    InstanceState.PENDING, InstanceState.RUNNING, InstanceState.STOPPING, InstanceState.UNREACHABLE})
+
 
 #: The disk a launch rents when neither the job (resources.disk_gb) nor the provider's settings name one.
 DEFAULT_DISK_GB = 100

@@ -34,13 +34,15 @@ Sources (the providers' own pages):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-__all__ = ["FABRICS", "Fabric", "FabricFact", "attached_fabric", "fabric_label", "fabric_note", "fabric_shortfall",
-           "instance_fabric", "setup_missing"]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = ["FABRICS", "Fabric", "FabricFact", "FabricSetup", "FabricWant", "attached_fabric", "fabric_label",
+           "fabric_note", "fabric_shortfall", "instance_fabric", "setup_missing", "setup_needed"]
 
 
 class Fabric(StrEnum):
@@ -100,16 +102,35 @@ NEEDS: dict[tuple[str, Fabric], str] = {
 }
 
 
-def setup_missing(provider: str, instance_type: str, nodes: int, settings: Mapping[str, Any] | None) -> str | None:
-    """What the provider's settings (its config section) lack for orch to attach the fabric a gang of
-    ``nodes`` machines of this type is launched on, or None. The launch refuses such a gang; ``orch plan`` and
-    ``orch apply`` say so before anything is launched (orchestrator/app/preflight.py)."""
+@runtime_checkable
+class FabricSetup(Protocol):
+    """A provider's validated settings that name what attaching a fabric takes (``NEEDS``): the GCP settings'
+    ``gpu_networks`` for GPUDirect-TCPX (providers/gcp/settings.py)."""
+
+    def fabric_ready(self, fabric: Fabric) -> bool:
+        """Whether these settings name what orch needs to attach ``fabric`` at launch."""
+        ...
+
+
+def setup_needed(provider: str, instance_type: str, nodes: int) -> str | None:
+    """What the provider's settings must name for orch to attach the fabric a gang of ``nodes`` machines of
+    this type is launched on (``NEEDS``), or None when the launch needs nothing from them."""
     fabric = attached_fabric(provider, instance_type, nodes)
-    if fabric is Fabric.GPUDIRECT_TCPX:
-        networks = (settings or {}).get("gpu_networks") or []
-        if not isinstance(networks, list) or len(networks) != 4:
-            return f"{instance_type} on several nodes needs {NEEDS[(provider, fabric)]}"
-    return None
+    return None if fabric is None else NEEDS.get((provider, fabric))
+
+
+def setup_missing(provider: str, instance_type: str, nodes: int, settings: BaseModel | None) -> str | None:
+    """What the provider's validated settings (its ``Settings``; None: none given) lack for orch to attach the
+    fabric a gang of ``nodes`` machines of this type is launched on, or None. Settings that are no
+    ``FabricSetup`` name nothing. The launch refuses such a gang; ``orch plan`` and ``orch apply`` say so before
+    anything is launched (orchestrator/app/preflight.py)."""
+    need = setup_needed(provider, instance_type, nodes)
+    fabric = attached_fabric(provider, instance_type, nodes)
+    if need is None or fabric is None:
+        return None
+    if isinstance(settings, FabricSetup) and settings.fabric_ready(fabric):
+        return None
+    return f"{instance_type} on several nodes needs {need}"
 
 
 def attached_fabric(provider: str, instance_type: str, nodes: int) -> Fabric | None:
@@ -150,20 +171,25 @@ def fabric_label(provider: str, instance_type: str, nodes: int) -> str:
     return label if attached or nodes < 2 else f"{label}, tcp"
 
 
-#: What ``resources.fabric`` asks of a multi-node job's machines.
-FABRIC_WANTS = ("any", "fast", "infiniband")
+class FabricWant(StrEnum):
+    """What ``resources.fabric`` asks of a multi-node job's machines (the manifest's words)."""
+
+    ANY = "any"                 # whatever the machines have, plain TCP included
+    FAST = "fast"               # a fabric orch attaches (EFA, InfiniBand, RoCE, TCPX), not plain TCP
+    INFINIBAND = "infiniband"   # one NCCL reaches through IB verbs (InfiniBand or RoCE)
 
 
-def fabric_shortfall(provider: str, instance_type: str, nodes: int, wanted: str) -> str | None:
+def fabric_shortfall(provider: str, instance_type: str, nodes: int, wanted: FabricWant) -> str | None:
     """Why an offer does not give a job of ``nodes`` machines the fabric it asks (``resources.fabric``),
-    or None when it does. ``fast``: a fabric orch attaches (EFA, InfiniBand, RoCE, TCPX), not plain TCP;
-    ``infiniband``: one NCCL reaches through IB verbs (InfiniBand or RoCE). One node needs none."""
-    if wanted == "any" or nodes < 2:
+    or None when it does. One node needs none."""
+    if not isinstance(wanted, FabricWant):     # decided on by member: text would pass as FAST unseen
+        raise TypeError(f"wanted must be a FabricWant, not {wanted!r}")
+    if wanted is FabricWant.ANY or nodes < 2:
         return None
     attached = attached_fabric(provider, instance_type, nodes)
     fact = instance_fabric(provider, instance_type)
     have = "plain TCP" if fact is None else (
         fact.fabric.value if attached is not None else f"{fact.fabric.value}, which orch does not attach yet: TCP")
-    if attached is None or (wanted == "infiniband" and not attached.ib_verbs):
-        return f"nodes talk over {have}; resources.fabric asks {wanted}"
+    if attached is None or (wanted is FabricWant.INFINIBAND and not attached.ib_verbs):
+        return f"nodes talk over {have}; resources.fabric asks {wanted.value}"
     return None

@@ -138,13 +138,17 @@ def launches_multi_node(provider: str) -> bool:
     return e is not None and e.multi_node
 
 
-def create_provider(name: str, settings: BaseModel | Mapping[str, Any] | None = None) -> Provider:
-    """Import the adapter (and so its SDK) and build it. ImportError means the SDK extra is missing."""
-    from pydantic import BaseModel
-
+def create_provider(name: str, settings: BaseModel | None = None) -> Provider:
+    """Import the adapter (and so its SDK) and build it from its validated settings (``load_settings``; None:
+    the defaults). ImportError means the SDK extra is missing."""
     e = entry(name)
-    if not isinstance(settings, BaseModel):
-        settings = load_settings(e.name, settings)
+    if settings is None:
+        settings = load_settings(e.name)
+    elif not isinstance(settings, wanted := settings_class(e.name)):
+        # A mapping (or another provider's settings) is refused: a section is validated once, by load_settings.
+        got = type(settings)
+        raise TypeError(f"{e.name}'s adapter takes {wanted.__module__}.{wanted.__qualname__}, not "
+                        f"{got.__module__}.{got.__qualname__}")
     module = importlib.import_module(f"{e.package}.adapter")
     cls = getattr(module, e.adapter_class)
     provider: Provider = cls(settings)

@@ -51,3 +51,9 @@ class SshIngressSettings(BaseModel):
             if str(net) not in out:
                 out.append(str(net))
         return out
+
+    @property
+    def login_user(self) -> str:
+        """The user orch's key logs in as on a node (each cloud's settings name it: ``ssh_user``,
+        ``admin_username``)."""
+        raise NotImplementedError(f"{type(self).__name__} names no login user")

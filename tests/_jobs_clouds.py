@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from providers.base import Instance, Provider
-from providers.registry import create_provider
+from providers.registry import create_provider, load_settings
 from tests.fakes.azure_arm import FakeArm
 from tests.fakes.gce import GceServer
 from tests.fakes.lambda_cloud import DEFAULT_CAPACITY, LambdaFake, start_lambda_fake
@@ -83,7 +83,7 @@ class FakeClouds:
         for name, section in self.sections().items():
             key = {"vastai": DEFAULT_API_KEY, "lambda": self.lambda_fake.api_key, "runpod": self.runpod.api_key}
             extra = {"api_key": key[name]} if name in key else {}
-            out[name] = create_provider(name, {**section, **extra})
+            out[name] = create_provider(name, load_settings(name, {**section, **extra}))
         return out
 
     def live_instances(self) -> dict[str, list[Instance]]:

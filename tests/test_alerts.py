@@ -155,7 +155,15 @@ def test_a_webhook_url_shows_its_host_only(url: str) -> None:
 
 
 def committed(kind: str, job_id: int | None = 1, data: dict[str, object] | None = None) -> CommittedEvent:
-    return CommittedEvent(1, T0, kind, job_id, "train" if job_id else None, "gcp", f"{kind} happened", data or {})
+    return CommittedEvent(1, T0, EventKind(kind), job_id, "train" if job_id else None, "gcp", f"{kind} happened",
+                          data or {})
+
+
+def test_a_committed_events_kind_is_a_member_never_its_text() -> None:
+    """Alerts are decided on the kind: the store hands it over typed, and text (even a member's) is refused."""
+    with pytest.raises(TypeError, match="must be an EventKind"):
+        CommittedEvent(1, T0, "preempted", 1, "train", "gcp", "m")  # type: ignore[arg-type]
+    assert all(type(k) is EventKind for k in EVENT_KINDS)
 
 
 def test_events_map_to_alerts_in_one_place() -> None:

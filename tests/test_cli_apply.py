@@ -396,9 +396,10 @@ def test_down_of_many_jobs_fits_80_columns(tmp_path: Path, env: dict[str, str]) 
 def test_machines_left_counts_per_provider() -> None:
     from orchestrator.app.status import InstanceView
     from orchestrator.cli.down import machines_left
+    from providers.base import InstanceState, Market
 
     def view(provider: str) -> InstanceView:
-        return InstanceView("j", provider, "i", "l", "t", "r", "spot", "running", 1.0)
+        return InstanceView("j", provider, "i", "l", "t", "r", Market.SPOT, InstanceState.RUNNING, 1.0)
 
     assert machines_left([view("gcp"), view("aws"), view("gcp")]) == "3 machines left: aws 1, gcp 2"
     assert machines_left([view("aws")]) == "1 machine left: aws 1"

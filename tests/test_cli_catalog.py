@@ -140,3 +140,12 @@ def test_status_fits_80_columns(env: dict[str, str], sources: RecordedSources) -
     lines = out.stdout.splitlines()
     assert "last error" in out.stdout and "older than a day (run `orch catalog refresh`): aws, gcp" in out.stdout
     assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
+
+
+def test_the_state_files_outcome_is_read_as_its_member_and_anything_else_as_none() -> None:
+    from orchestrator.app.catalog_status import _outcome
+    from providers.catalog.refresh.model import Outcome
+
+    assert _outcome("failed") is Outcome.FAILED and _outcome("refreshed") is Outcome.REFRESHED
+    for junk in ("Failed", "ok", 1, None, ["failed"]):
+        assert _outcome(junk) is None, junk

@@ -12,6 +12,7 @@ from orchestrator.console.timeline import MarkKind, build_timeline, relaunches
 from orchestrator.engine.states import AttemptState, DesiredState, JobStatus
 from orchestrator.store.console_values import AttemptView, CheckpointView, JobBudget, JobDetail, UtilPoint
 from orchestrator.store.spend_series import Series, bucket_starts
+from providers.base import Market
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 M = timedelta(minutes=1)
@@ -20,9 +21,9 @@ M = timedelta(minutes=1)
 def _a(id_: int, gen: int, rank: int, state: AttemptState, created: datetime, started: datetime | None = None,
        ended: datetime | None = None, instance: str | None = "i") -> AttemptView:
     return AttemptView(id=id_, generation=gen, node_rank=rank, launch_id=f"L{id_}", state=state, provider="aws",
-                       instance_id=instance, instance_type="x", region="r", zone=None, market="spot", quoted_hr=1.0,
-                       actual_hr=None, created_at=created, started_at=started, ended_at=ended, reason=None,
-                       checkpoint_restored=None)
+                       instance_id=instance, instance_type="x", region="r", zone=None, market=Market.SPOT,
+                       quoted_hr=1.0, actual_hr=None, created_at=created, started_at=started, ended_at=ended,
+                       reason=None, checkpoint_restored=None)
 
 
 def test_a_relaunch_follows_a_preemption_once_per_gang_and_not_a_refused_launch() -> None:

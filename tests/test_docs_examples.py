@@ -55,7 +55,7 @@ def test_a_config_example_loads(at: str, text: str, tmp_path: Path) -> None:
     read_daemon_section(config.sections.get("daemon") or {}, config.source())
     for name in config.enabled_providers():
         try:
-            settings_class(name).model_validate(config.provider_settings(name))
+            settings_class(name).model_validate(config.provider_section(name))
         except ValidationError as exc:
             raise AssertionError(f"{at}: {settings_error(config, name, exc)}") from None
 

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import ServiceSettings, build_service
-from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice, StartupRenderer
+from orchestrator.engine.hooks import AgentReport, Bootstrapper, Monitor, Notice, NoticeKind, StartupRenderer
 from orchestrator.engine.idle_rule import IdlePolicy
 from orchestrator.engine.jobspec import JobSpec
 from orchestrator.engine.ports import AttemptRecord, EngineStore, JobRecord
@@ -77,7 +77,7 @@ class RecordingBootstrapper(Bootstrapper):
         return True
 
 
-def notice(kind: str = "spot-interruption", cloud: str = "aws", key: str = "k1") -> Notice:
+def notice(kind: NoticeKind = NoticeKind.SPOT_INTERRUPTION, cloud: str = "aws", key: str = "k1") -> Notice:
     return Notice(cloud, kind, key, datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
 
 
@@ -209,7 +209,7 @@ def test_notice_launches_the_replacement_and_drains_the_old_machine(world) -> No
     clock.advance(seconds=30)
     rec.tick()
     [old] = live(aws, gcp)
-    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice=notice("spot/instance-action"))
+    monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(90.0,), notice=notice(NoticeKind.SPOT_INTERRUPTION))
     clock.advance(seconds=10)
     rec.tick()
     assert len(live(aws, gcp)) == 2                  # the old one drains while the new one starts
@@ -427,7 +427,7 @@ def test_an_advisory_notice_is_one_event_and_never_ends_the_attempt(world) -> No
     rec.tick()
     [machine] = live(aws, gcp)
     monitor.reports[machine.instance_id] = AgentReport(
-        gpu_util_pct=(90.0,), advisories=(notice("rebalance-recommendation", key="aws:rebalance:t1"),))
+        gpu_util_pct=(90.0,), advisories=(notice(NoticeKind.REBALANCE, key="aws:rebalance:t1"),))
     for _ in range(3):
         clock.advance(seconds=10)
         rec.tick()
@@ -435,8 +435,8 @@ def test_an_advisory_notice_is_one_event_and_never_ends_the_attempt(world) -> No
     assert store.kinds().count("advisory-notice") == 1
     assert "preempted" not in store.kinds()
     monitor.reports[machine.instance_id] = AgentReport(gpu_util_pct=(90.0,), advisories=(
-        notice("rebalance-recommendation", key="aws:rebalance:t1"),
-        notice("maintenance-event", cloud="gcp", key="gcp:maintenance:MIGRATE_ON_HOST_MAINTENANCE")))
+        notice(NoticeKind.REBALANCE, key="aws:rebalance:t1"),
+        notice(NoticeKind.MAINTENANCE, cloud="gcp", key="gcp:maintenance:MIGRATE_ON_HOST_MAINTENANCE")))
     clock.advance(seconds=10)
     rec.tick()
     assert store.kinds().count("advisory-notice") == 2

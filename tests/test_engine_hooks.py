@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engine.hooks import Notice
+from orchestrator.engine.hooks import Notice, NoticeKind
 from orchestrator.engine.jobspec import jobspec_from_manifest
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, JobStatus
@@ -97,8 +97,10 @@ def test_report_without_latest_has_no_checkpoints_and_a_stale_agent_no_utilizati
 def test_report_notice_with_its_source_and_exit_codes() -> None:
     notice = {"cloud": "aws", "kind": "spot-interruption", "key": "aws:instance-action:terminate:t",
               "detail": {"action": "terminate"}, "seen_at": NOW - 3}
-    assert _report(notices=[notice]).notice == Notice("aws", "spot-interruption", "aws:instance-action:terminate:t",
-                                                      datetime.fromtimestamp(NOW - 3, UTC))
+    heard = _report(notices=[notice]).notice
+    assert heard == Notice("aws", NoticeKind.SPOT_INTERRUPTION, "aws:instance-action:terminate:t",
+                           datetime.fromtimestamp(NOW - 3, UTC))
+    assert heard is not None and heard.describe() == "aws spot-interruption (agent, aws:instance-action:terminate:t)"
     exited = {"state": "exited", "pid": 1, "exit_code": 3, "started_at": NOW - 9, "ended_at": NOW - 2}
     assert _report(job=exited).exit_code == 3
     failed = {"state": "failed", "pid": None, "exit_code": None, "started_at": None, "ended_at": NOW}
@@ -110,8 +112,19 @@ def test_report_carries_an_advisory_apart_from_the_ending_notice() -> None:
                 "detail": {"noticeTime": "t"}, "seen_at": NOW - 3}
     r = _report(notices=[advisory])
     assert r.notice is None      # nothing ends the attempt
-    assert r.advisories == (Notice("aws", "rebalance-recommendation", "aws:rebalance:t",
+    assert r.advisories == (Notice("aws", NoticeKind.REBALANCE, "aws:rebalance:t",
                                    datetime.fromtimestamp(NOW - 3, UTC)),)
+
+
+def test_a_notice_kind_is_a_member_never_its_text() -> None:
+    """The engine decides on the kind (ends the attempt or not): text, even a member's, is refused."""
+    seen = datetime.fromtimestamp(NOW, UTC)
+    assert Notice("aws", NoticeKind.parse("spot-interruption"), "k", seen).kind.ends_attempt
+    for text in ("spot-interruption", "spot/instance-action"):
+        with pytest.raises(TypeError, match="must be a NoticeKind"):
+            Notice("aws", text, "k", seen)  # type: ignore[arg-type]
+    unknown = _report(notices=[{"cloud": "aws", "kind": "a-newer-kind", "key": "n", "detail": {}, "seen_at": NOW}])
+    assert unknown.notice is not None and unknown.notice.kind is NoticeKind.UNKNOWN   # a newer agent's: ends it
 
 
 # --- render input per attempt -----------------------------------------------------------------------

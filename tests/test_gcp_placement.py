@@ -170,10 +170,30 @@ def test_plan_and_apply_say_up_front_that_an_a3_gang_needs_gpu_networks() -> Non
     check = boot_check_for(OrchConfig(owner="alice", provider_sections={"gcp": {"project": "p"}}), environ={})
     problem = check(manifest, a3)
     assert problem is not None and "providers.gcp.gpu_networks" in problem
-    nets = [g.model_dump() for g in GPU_NETS]
-    assert setup_missing("gcp", "a3-highgpu-8g", 2, {"gpu_networks": nets}) is None
-    assert setup_missing("gcp", "a3-highgpu-8g", 1, {}) is None, "one node: no GPU NICs, nothing needed"
-    assert setup_missing("gcp", "g2-standard-24", 2, {}) is None
+    assert setup_missing("gcp", "a3-highgpu-8g", 2, Settings(gpu_networks=GPU_NETS)) is None
+    assert setup_missing("gcp", "a3-highgpu-8g", 2, Settings(gpu_networks=GPU_NETS[:3])) is not None
+    assert setup_missing("gcp", "a3-highgpu-8g", 2, None) is not None, "no settings name no networks"
+    assert setup_missing("gcp", "a3-highgpu-8g", 1, Settings()) is None, "one node: no GPU NICs, nothing needed"
+    assert setup_missing("gcp", "g2-standard-24", 2, Settings()) is None
+    sections = {"gcp": {"project": "p", "gpu_networks": [g.model_dump() for g in GPU_NETS]}}
+    named = boot_check_for(OrchConfig(owner="alice", provider_sections=sections), environ={})(manifest, a3)
+    assert "gpu_networks" not in (named or ""), named      # (what else it lacks, the store's reach, is no fabric's)
+
+
+def test_a_gcp_section_its_settings_refuse_is_said_by_the_boot_check_with_its_field() -> None:
+    """A gang whose fabric needs the settings: a section they refuse is the check's problem, never read raw."""
+    from pathlib import Path
+
+    from orchestrator.app.preflight import boot_check_for
+    from orchestrator.config.file import OrchConfig
+    from orchestrator.manifest.loader import parse_text
+
+    example = Path(__file__).parent.parent / "examples" / "torchrun-ddp.yaml"
+    [(manifest, _)] = parse_text(example.read_text())
+    a3 = _node("l000000000f01", "a3-highgpu-8g").offer
+    bad = {"gcp": {"project": "p", "gpu_networks": [{"network": "n"}] * 4}}     # no subnetwork
+    problem = boot_check_for(OrchConfig(owner="alice", provider_sections=bad), environ={})(manifest, a3)
+    assert problem is not None and "gpu_networks" in problem and "subnetwork" in problem, problem
 
 
 def test_launch_heals_a_policy_deleted_under_it(server: GceServer) -> None:

@@ -39,7 +39,7 @@ from providers.lambdalabs import settings as lambda_settings
 from providers.lambdalabs.adapter import LambdaProvider
 from providers.lambdalabs.errors import translate_error
 from providers.lambdalabs.settings import Settings
-from providers.registry import create_provider
+from providers.registry import create_provider, load_settings
 from tests.contract.harness_lambda import PUBLIC_KEY, fast_settings, h100_offer
 from tests.fakes.lambda_cloud import API, DEFAULT_TYPES, LambdaFake, _Inst, start_lambda_fake
 from tests.fakes.lr_base import FakeServer
@@ -459,7 +459,8 @@ def test_key_from_env_then_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 
 
 def test_registry_builds_it(cloud: tuple[LambdaFake, FakeServer]) -> None:
-    p = create_provider("lambdalabs", {"api_key": "test-key", "base_url": f"{cloud[1].url}/api/v1"})
+    p = create_provider("lambdalabs", load_settings("lambdalabs", {"api_key": "test-key",
+                                                               "base_url": f"{cloud[1].url}/api/v1"}))
     assert isinstance(p, LambdaProvider) and p.name == "lambda"
     p.check_credentials()
     p.close()

@@ -421,6 +421,6 @@ def test_a_node_that_never_reports_is_relaunched_at_most_max_relaunches_times(wo
     with service.store.transaction() as tx:
         capped = [e for e in repo.list_events(tx) if e.kind == "relaunch-cap"]
     assert len(capped) == 1 and "max relaunches (3) reached" in capped[0].message
-    alert = AlertMapper().alert_for(CommittedEvent(1, clock(), capped[0].kind, job, "train", None,
+    alert = AlertMapper().alert_for(CommittedEvent(1, clock(), EventKind(capped[0].kind), job, "train", None,
                                                    capped[0].message, {}))
     assert alert is not None and alert.kind is AlertKind.RELAUNCH_CAP

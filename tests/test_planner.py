@@ -11,6 +11,7 @@ from orchestrator.offers.planner import Constraint, DataSource, PlanRequest, pla
 from orchestrator.offers.sources import gather_offers
 from providers.base import Availability, GpuRequest, Market, Offer, OfferOrigin
 from providers.errors import ProviderUnavailableError
+from providers.fabric import FabricWant
 from providers.gpus import Interconnect
 
 
@@ -229,16 +230,26 @@ def test_resources_fabric_rejects_offers_without_the_asked_link_between_nodes() 
     g5 = offer("aws", "g5.48xlarge", 16.0, gpu="A100-40G", vram=40, count=8, vcpus=192, mem=768)
 
     def eligible(fabric: str, nodes: int = 2) -> set[str]:
-        req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes, fabric=fabric)
+        req = PlanRequest(gpus=("A100-40G",), count=8, nodes=nodes, fabric=FabricWant(fabric))
         return {x.offer.instance_type for x in plan(req, gather_offers(req.gpu_request(), [p4d, nd, g5])).eligible}
 
     assert eligible("any") == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
     assert eligible("fast") == {"p4d.24xlarge", "Standard_ND96asr_v4"}
     assert eligible("infiniband") == {"Standard_ND96asr_v4"}, "EFA is not IB verbs; ND's InfiniBand is"
     assert eligible("infiniband", nodes=1) == {"p4d.24xlarge", "Standard_ND96asr_v4", "g5.48xlarge"}
-    req = PlanRequest(gpus=("A100-40G",), count=8, nodes=2, fabric="fast")
+    req = PlanRequest(gpus=("A100-40G",), count=8, nodes=2, fabric=FabricWant.FAST)
     [g5_out] = [x for x in plan(req, gather_offers(req.gpu_request(), [g5])).rejected]
     assert g5_out.excluded[0].constraint is Constraint.FABRIC and "plain TCP" in g5_out.excluded[0].detail
+    assert g5_out.excluded[0].detail.endswith("resources.fabric asks fast")
+
+
+def test_a_fabric_asked_is_a_member_never_its_text() -> None:
+    from providers.fabric import fabric_shortfall
+
+    with pytest.raises(ValueError, match="'quick' is not a valid FabricWant"):
+        FabricWant("quick")
+    with pytest.raises(TypeError, match="must be a FabricWant"):
+        fabric_shortfall("aws", "g5.48xlarge", 2, "infiniband")  # type: ignore[arg-type]
 
 
 def test_fabric_labels_for_quote_wide() -> None:

@@ -15,13 +15,30 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "torchrun-ddp.yaml"
 
 @pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
 def test_a_cloud_node_is_closed_by_default_and_the_hint_says_how_to_open_it(provider: str) -> None:
-    closed = reach_hint(provider, {})
+    from providers.registry import load_settings
+
+    closed = reach_hint(provider, load_settings(provider, {}))
     assert "no port is open" in closed and f"providers.{provider}.ssh_ingress_cidrs" in closed
     assert "console" in closed or "Bastion" in closed, "the cloud's own way in, which needs no open port"
-    opened = reach_hint(provider, {"ssh_ingress_cidrs": ["203.0.113.7/32"]})
+    assert reach_hint(provider, None) == closed, "no settings: the cloud's defaults"
+    opened = reach_hint(provider, load_settings(provider, {"ssh_ingress_cidrs": ["203.0.113.7/32"]}))
     assert "from 203.0.113.7/32" in opened and "no port is open" not in opened
-    assert reach_hint("azure", {"admin_username": "ops", "ssh_ingress_cidrs": ["198.51.100.0/24"]}).startswith(
-        "reach a node: ssh ops@")
+    azure = load_settings("azure", {"admin_username": "ops", "ssh_ingress_cidrs": ["198.51.100.0/24"]})
+    assert reach_hint("azure", azure).startswith("reach a node: ssh ops@")
+
+
+@pytest.mark.parametrize(("provider", "user"), [("aws", "ubuntu"), ("gcp", "root"), ("azure", "orch")])
+def test_the_hint_names_the_user_the_clouds_settings_log_in_as(provider: str, user: str) -> None:
+    from providers.registry import load_settings
+
+    assert f"ssh {user}@<its public address>" in reach_hint(provider, load_settings(provider, {}))
+
+
+def test_settings_that_open_no_ssh_port_are_refused_for_a_cloud_hint() -> None:
+    from providers.registry import load_settings
+
+    with pytest.raises(TypeError, match="open no SSH port"):
+        reach_hint("aws", load_settings("lambda", {}))
 
 
 def test_own_hosts_and_pod_clouds() -> None:

@@ -31,7 +31,7 @@ from providers.errors import (
     QuotaExceededError,
     RateLimitedError,
 )
-from providers.registry import create_provider
+from providers.registry import create_provider, load_settings
 from providers.runpod import settings as runpod_settings
 from providers.runpod.adapter import RunPodProvider
 from providers.runpod.errors import NO_CAPACITY_PREFIXES, translate_error
@@ -268,7 +268,8 @@ def test_key_from_env_then_cli_config(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 def test_registry_builds_it(cloud: tuple[RunPodFake, FakeServer]) -> None:
-    p = create_provider("runpod", {"api_key": "test-key", "graphql_url": f"{cloud[1].url}/graphql"})
+    p = create_provider("runpod", load_settings("runpod", {"api_key": "test-key",
+                                                       "graphql_url": f"{cloud[1].url}/graphql"}))
     assert isinstance(p, RunPodProvider)
     p.check_credentials()
     p.close()

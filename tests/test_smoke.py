@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.app.smoke import SmokeSeams, run_smoke
-from orchestrator.app.smoke_targets import SmokeOptions, choose_offer, plan_targets
+from orchestrator.app.smoke_targets import MachineKind, SmokeOptions, choose_offer, plan_targets
 from orchestrator.engine.hooks import AgentReport, StartupScriptError
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from providers.base import Availability, CloudResource, Instance, Market, Offer, ResourceKind
@@ -282,7 +282,7 @@ def test_a_provider_with_cpu_machines_gets_its_small_cpu_type_where_its_cheapest
     place = offer(0.36, provider=cloud)
     [target] = plan_targets({cloud: MemoryProvider(cloud, [offer(0.50, provider=cloud), place])}, OPTS)
     chosen = target.offer
-    assert chosen is not None and target.kind == "cpu" and target.note == ""
+    assert chosen is not None and target.kind is MachineKind.CPU and target.note == ""
     assert (chosen.instance_type, chosen.gpu_count, chosen.gpu) == (machine, 0, "")
     assert (chosen.region, chosen.zone, chosen.market) == (place.region, place.zone, Market.ON_DEMAND)
     assert chosen.price_hr == CPU_TYPES[cloud].price_hr and CPU_TYPES[cloud].source in chosen.price_source
@@ -293,7 +293,7 @@ def test_a_provider_with_cpu_machines_gets_its_small_cpu_type_where_its_cheapest
 def test_a_provider_without_cpu_machines_keeps_its_cheapest_gpu_offer_and_says_why(cloud: str) -> None:
     cheapest = offer(0.36, provider=cloud)
     [target] = plan_targets({cloud: MemoryProvider(cloud, [offer(0.50, provider=cloud), cheapest])}, OPTS)
-    assert target.offer == cheapest and target.kind == "gpu" and target.note.startswith("GPU: ")
+    assert target.offer == cheapest and target.kind is MachineKind.GPU and target.note.startswith("GPU: ")
 
 
 def test_a_cpu_machine_boots_a_job_with_no_gpu_and_tears_down() -> None:
@@ -306,7 +306,7 @@ def test_a_cpu_machine_boots_a_job_with_no_gpu_and_tears_down() -> None:
     assert job.manifest.resources.gpu == [] and job.spec.plan.gpus == ()
     provider = MemoryProvider("gcp", [offer(provider="gcp")])
     result, lines = _run(provider, Agent(after=0), target_offer=cpu)
-    assert result.ok and result.kind == "cpu" and result.offer == cpu
+    assert result.ok and result.kind is MachineKind.CPU and result.offer == cpu
     assert any("e2-standard-2 (CPU)" in line for line in lines)
 
 

@@ -32,7 +32,7 @@ from providers.errors import (
     ProviderUnavailableError,
 )
 from providers.fabric import Fabric
-from providers.registry import PROVIDERS, config_offers_function, create_provider
+from providers.registry import PROVIDERS, config_offers_function, create_provider, load_settings
 from providers.ssh.adapter import SshProvider
 from providers.ssh.hostkeys import HostKeyStore
 from providers.ssh.reservations import HostReservedError, Reservation, ReservationBook
@@ -60,7 +60,7 @@ def _provider(tmp_path: Path, server: Sshd, hosts: list[dict[str, Any]] | None =
         "reconnect_deadline_s": 0.0,
     }
     raw.update(over)
-    p = create_provider("ssh", raw)
+    p = create_provider("ssh", load_settings("ssh", raw))
     assert isinstance(p, SshProvider)
     return p
 
@@ -341,3 +341,12 @@ def test_a_missing_workdir_is_a_configuration_error_not_capacity(tmp_path: Path,
     assert isinstance(info.value, InvalidRequestError) and not isinstance(info.value, InsufficientCapacityError)
     assert info.value.code == "workdir-missing" and "not-there does not exist" in str(info.value)
     assert "GPU driver" not in str(info.value) and p.get("box1") is None
+
+
+def test_an_adapter_is_built_from_its_validated_settings_never_a_mapping() -> None:
+    from providers.registry import load_settings
+
+    with pytest.raises(TypeError, match=r"takes providers\.ssh\.settings\.Settings, not builtins\.dict"):
+        create_provider("ssh", {"hosts": []})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"not providers\.runpod\.settings\.Settings"):
+        create_provider("ssh", load_settings("runpod", {"api_key": "k"}))   # another provider's settings

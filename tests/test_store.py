@@ -16,6 +16,7 @@ from orchestrator.store import repo
 from orchestrator.store.db import Store, StoreError, current_revision, database_url, head_revision, open_store
 from orchestrator.store.models import Job
 from orchestrator.store.repo import AppliedJob, Change, InstanceRecord, InvalidTransitionError
+from providers.base import InstanceState
 from tests._store_db import BACKENDS, open_test_store
 from tests.support.manifests import manifest
 
@@ -183,7 +184,11 @@ def test_instances_upsert_by_launch_id(store: Store) -> None:
         assert row.host_keys == ["ssh-ed25519 AAA"]
         assert repo.get_instance(tx, "aws", "i-123") is not None
         assert len(repo.list_instances(tx, job_id=job.id, live_only=True)) == 1
-        repo.mark_instance_gone(tx, "l0000000000aa", "preempted", "Server.SpotInstanceTermination",
+        with pytest.raises(TypeError, match="must be an InstanceState"):
+            repo.mark_instance_gone(tx, "l0000000000aa", "preempted")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="'stopped' is not a gone state"):
+            repo.mark_instance_gone(tx, "l0000000000aa", InstanceState.STOPPED)
+        repo.mark_instance_gone(tx, "l0000000000aa", InstanceState.PREEMPTED, "Server.SpotInstanceTermination",
                                 now=T0 + timedelta(hours=2))
     with store.transaction() as tx:
         assert repo.list_instances(tx, live_only=True) == []

@@ -62,6 +62,7 @@ class DownOutcome:
 
 def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
     """Machines of these jobs the store still believes may exist: a live attempt, or a live instance row."""
+    from orchestrator.engine.states import AttemptState
     from orchestrator.store import command_queries
 
     with store.transaction() as tx:
@@ -73,8 +74,9 @@ def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
     out = [instance_view(r, ids) for r in rows]
     known = {v.launch_id for v in out}
     for a in live_attempts:
-        if a.launch_id not in known:
-            out.append(InstanceView(ids.get(a.job_id), "?", None, a.launch_id, "", "", "", a.state, 0.0))
+        if a.launch_id not in known:    # no machine row: the cloud has not answered; the attempt says where it is
+            out.append(InstanceView(ids.get(a.job_id), "?", None, a.launch_id, "", "", None, None, 0.0,
+                                    attempt_state=AttemptState(a.state)))
     return out
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.app.errors import JobsError
 from orchestrator.clock import utcnow
 from orchestrator.engine.events import LAUNCH_WAITS, EventKind
+from providers.offer import Market
 
 if TYPE_CHECKING:
     from orchestrator.config.file import OrchConfig
@@ -68,12 +69,12 @@ class Launch:
     instance_id: str
     instance_type: str
     region: str
-    market: str
+    market: Market
     price_hr: float
 
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "provider": self.provider, "instance_id": self.instance_id,
-                "instance_type": self.instance_type, "region": self.region, "market": self.market,
+                "instance_type": self.instance_type, "region": self.region, "market": self.market.value,
                 "price_hr": self.price_hr}
 
 
@@ -241,7 +242,7 @@ def _new_launches(store: Store, seen: set[str]) -> list[Launch]:
             seen.add(inst.launch_id)
             job = repo.get_job_by_id(tx, inst.job_id) if inst.job_id is not None else None
             out.append(Launch(job.name if job else "-", inst.provider, inst.instance_id, inst.instance_type,
-                              inst.region, inst.market, inst.price_hr))
+                              inst.region, Market(inst.market), inst.price_hr))
     return out
 
 

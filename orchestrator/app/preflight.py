@@ -95,12 +95,20 @@ def boot_check_for(config: OrchConfig | None, environ: Mapping[str, str] | None 
     env, state_store, ssh_key, identities = _daemon_view(config, environ)
 
     def check(manifest: Manifest, offer: Offer) -> str | None:
-        from providers.fabric import setup_missing
+        from orchestrator.config.errors import ConfigError
+        from orchestrator.config.providers import provider_settings
+        from providers.fabric import setup_missing, setup_needed
 
-        section = config.provider_settings(offer.provider) if config is not None else None
-        missing = setup_missing(offer.provider, offer.instance_type, manifest.resources.nodes, section)
-        if missing is not None:
-            return f"a machine on {offer.provider} could not start it: {missing}"
+        nodes = manifest.resources.nodes
+        if setup_needed(offer.provider, offer.instance_type, nodes) is not None:
+            # Only then are the settings read: a gang whose fabric orch attaches from what they name.
+            try:
+                settings = provider_settings(config, offer.provider) if config is not None else None
+            except ConfigError as exc:
+                return f"a machine on {offer.provider} could not start it: {exc}"
+            missing = setup_missing(offer.provider, offer.instance_type, nodes, settings)
+            if missing is not None:
+                return f"a machine on {offer.provider} could not start it: {missing}"
         return boot_problem(manifest, offer, environ=env, identities=identities, state_store=state_store,
                             ssh_key=ssh_key)
 

@@ -34,22 +34,20 @@ def provider_status(config: OrchConfig, name: str) -> ProviderStatus:
 
     Never raises for a provider's failure: it is reported. Credentials are never printed.
     """
-    from pydantic import ValidationError
-
-    from orchestrator.config.providers import settings_error
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.providers import provider_settings
     from providers.errors import AuthError, ProviderError
-    from providers.registry import create_provider, entry, load_settings
+    from providers.registry import create_provider, entry
 
     e = entry(name)
     if name not in config.enabled_providers():
         return ProviderStatus(name, e.display, ProviderReadiness.NOT_CONFIGURED, e.setup_hint)
     try:
-        settings = load_settings(name, config.provider_settings(name))
-    except ValidationError as exc:
+        settings = provider_settings(config, name)
+    except ConfigError as exc:
         # The same words as every other command's refusal of the section: its file and line, the field as
         # written (``hosts[0]``), no pydantic "Value error, " prefix.
-        return ProviderStatus(name, e.display, ProviderReadiness.CONFIG_ERROR,
-                              str(settings_error(config, name, exc)))
+        return ProviderStatus(name, e.display, ProviderReadiness.CONFIG_ERROR, str(exc))
     try:
         provider = create_provider(name, settings)
     except ImportError as exc:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from orchestrator.app.smoke_targets import OVER_SSH, SmokeOptions, SmokeTarget
+from orchestrator.app.smoke_targets import OVER_SSH, MachineKind, SmokeOptions, SmokeTarget
 from orchestrator.engine.hooks import Bootstrapper, Monitor, StartupRenderer, StartupScriptError
 from orchestrator.engine.launching import launch_spec_for
 from orchestrator.engine.ports import AttemptRecord, JobRecord
@@ -72,8 +72,8 @@ class SmokeResult:
         return not self.error and self.first_report_s is not None and not self.leftovers
 
     @property
-    def kind(self) -> str:
-        return "-" if self.offer is None else "gpu" if self.offer.gpu_count else "cpu"
+    def kind(self) -> MachineKind | None:
+        return MachineKind.of(self.offer)
 
     @property
     def result(self) -> str:

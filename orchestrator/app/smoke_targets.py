@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
+from enum import StrEnum
 
 from providers.base import Availability, GpuRequest, Market, Offer, Provider
 from providers.errors import ProviderError
@@ -61,6 +62,18 @@ class SmokeOptions:
         return (self.timeout_s + self.teardown_timeout_s) / 3600
 
 
+class MachineKind(StrEnum):
+    """What a smoke machine is: the table's KIND column and the JSON's ``kind``."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+    @classmethod
+    def of(cls, offer: Offer | None) -> MachineKind | None:
+        """The offer's kind; None where there is no machine."""
+        return None if offer is None else cls.GPU if offer.gpu_count else cls.CPU
+
+
 @dataclass(frozen=True, slots=True)
 class SmokeTarget:
     """What smoke would launch on one provider; ``problem`` says why it launches nothing there."""
@@ -72,9 +85,9 @@ class SmokeTarget:
     note: str = ""      # why a GPU machine (the provider has no CPU one)
 
     @property
-    def kind(self) -> str:
-        """``cpu`` or ``gpu``: what the machine is (``-`` when there is none)."""
-        return "-" if self.offer is None else "gpu" if self.offer.gpu_count else "cpu"
+    def kind(self) -> MachineKind | None:
+        """What the machine is (None when there is none)."""
+        return MachineKind.of(self.offer)
 
 
 def choose_offer(offers: Iterable[Offer]) -> Offer | None:

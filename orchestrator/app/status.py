@@ -9,6 +9,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.app.errors import JobsError, no_job_named
+from orchestrator.engine.events import EventKind
+from orchestrator.engine.states import AttemptState
+from providers.base import BURNING_INSTANCE_STATES, InstanceState, Market
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -18,26 +21,27 @@ if TYPE_CHECKING:
     from orchestrator.store import Store
     from orchestrator.store.models import Event, InstanceRow, Job
 
-#: Machine states that bill (an unreachable machine is still the cloud's, and still billed).
-_BURNING_STATES = frozenset({"pending", "running", "stopping", "unreachable"})
-
-
 @dataclass(frozen=True, slots=True)
 class InstanceView:
+    """One machine as the store knows it. ``state`` and ``market`` are the store row's, typed where the row is
+    read (``instance_view``). A live attempt the store has no machine row for (``orch down``: the cloud has not
+    answered yet) has no ``state``, ``market`` or offer: ``attempt_state`` says where its launch is."""
+
     job: str | None
     provider: str
     instance_id: str | None
     launch_id: str
     instance_type: str
     region: str
-    market: str
-    state: str
+    market: Market | None
+    state: InstanceState | None
     price_hr: float                      # quoted: the offer's $/h
     actual_price_hr: float | None = None  # what the cloud reports for the machine, where it does
+    attempt_state: AttemptState | None = None
 
     @property
     def burning(self) -> bool:
-        return self.state in _BURNING_STATES
+        return self.state in BURNING_INSTANCE_STATES
 
     @property
     def charged_price_hr(self) -> float:
@@ -48,9 +52,15 @@ class InstanceView:
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "provider": self.provider, "instance_id": self.instance_id,
                 "launch_id": self.launch_id, "instance_type": self.instance_type, "region": self.region,
-                "market": self.market, "state": self.state, "price_hr": self.price_hr,
-                "actual_price_hr": self.actual_price_hr, "charged_price_hr": self.charged_price_hr,
-                "burning": self.burning}
+                "market": self.market.value if self.market else "", "state": self._state_word(),
+                "price_hr": self.price_hr, "actual_price_hr": self.actual_price_hr,
+                "charged_price_hr": self.charged_price_hr, "burning": self.burning}
+
+    def _state_word(self) -> str:
+        """The JSON's ``state``: the machine's, else (no machine row yet) its attempt's."""
+        if self.state is not None:
+            return self.state.value
+        return self.attempt_state.value if self.attempt_state is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +84,8 @@ class JobView:
         cur = self.current
         return {"name": self.name, "status": self.status.value, "desired_state": self.desired_state.value,
                 "provider": cur.provider if cur else None, "instance_id": cur.instance_id if cur else None,
-                "region": cur.region if cur else None, "market": cur.market if cur else None,
+                "region": cur.region if cur else None,
+                "market": cur.market.value if cur and cur.market else None,
                 "burn_usd_per_hour": round(self.burn_hr, 4), "spent_usd": round(self.spent_usd, 4),
                 "relaunches": self.relaunches,
                 "last_event": self.last_event.to_json() if self.last_event else None,
@@ -182,13 +193,15 @@ def job_failure(store: Store, name: str) -> Failure | None:
 
 
 def instance_view(i: InstanceRow, names: Mapping[int, str]) -> InstanceView:
+    """The row typed: its state and market are the members their stored text names (ValueError otherwise)."""
     return InstanceView(names.get(i.job_id or 0), i.provider, i.instance_id, i.launch_id, i.instance_type, i.region,
-                        i.market, i.state, float(i.price_hr or 0.0), i.actual_price_hr)
+                        Market(i.market), InstanceState(i.state), float(i.price_hr or 0.0), i.actual_price_hr)
 
 
 def _event_view(e: Event, names: Mapping[int, str]) -> EventView:
-    return EventView(int(e.id or 0), e.ts, names.get(e.job_id or 0), e.kind, e.message, dict(e.data or {}),
-                     e.count, e.last_ts)
+    # The store refuses a kind that is not a member when it writes one (orchestrator/store/history.py).
+    return EventView(int(e.id or 0), e.ts, names.get(e.job_id or 0), EventKind(e.kind), e.message,
+                     dict(e.data or {}), e.count, e.last_ts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +209,7 @@ class EventView:
     id: int
     ts: datetime
     job: str | None
-    kind: str
+    kind: EventKind
     message: str
     data: dict[str, Any] = field(default_factory=dict)
     #: How many times this condition was seen (a waiting job's ``no-offer`` is one event, counted) and when last.
@@ -204,13 +217,13 @@ class EventView:
     last_ts: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "ts": self.ts.isoformat(), "job": self.job, "kind": self.kind,
+        return {"id": self.id, "ts": self.ts.isoformat(), "job": self.job, "kind": self.kind.value,
                 "message": self.message, "data": self.data, "count": self.count,
                 "last_ts": (self.last_ts or self.ts).isoformat()}
 
     def line(self) -> str:
         again = f" (x{self.count}, last {self.last_ts or self.ts:%Y-%m-%d %H:%M:%S})" if self.count > 1 else ""
-        return f"{self.ts:%Y-%m-%d %H:%M:%S} {self.job or '-':<16} {self.kind:<16} {self.message}{again}"
+        return f"{self.ts:%Y-%m-%d %H:%M:%S} {self.job or '-':<16} {self.kind.value:<16} {self.message}{again}"
 
 
 def events(store: Store, job: str | None = None, *, after_id: int | None = None,

@@ -225,7 +225,7 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
                 if not opts.as_json:
                     # The cloud's words (its id, type, region) escaped before wrapping, so the escapes count.
                     out(wrap(terminal_safe(f"launched  {launch.job} on {launch.provider} {launch.instance_id} "
-                                           f"({launch.instance_type}, {launch.region}, {launch.market}) "
+                                           f"({launch.instance_type}, {launch.region}, {launch.market.value}) "
                                            f"{money(launch.price_hr)}/h"), _UNDER_NAME))
 
             said = [-1]

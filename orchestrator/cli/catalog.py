@@ -112,8 +112,8 @@ def status_cmd(
 
     sys.stdout.write(f"{'PROVIDER':<9}{'FROM':<10}{'ROWS':>6}  {'OLDEST':<8}{'LAST REFRESH':<22}RESULT\n")
     for r in rows:
-        sys.stdout.write(f"{r.provider:<9}{r.origin:<10}{r.rows:>6}  {r.oldest_age:<8}"
-                         f"{r.last_attempt or '-':<22}{r.outcome or '-'}\n")
+        sys.stdout.write(f"{r.provider:<9}{r.origin.value:<10}{r.rows:>6}  {r.oldest_age:<8}"
+                         f"{r.last_attempt or '-':<22}{r.outcome.value if r.outcome else '-'}\n")
         if r.error:
             say(f"  last error: {safe_line(str(r.error))}")
     stale = [r.provider for r in rows if r.stale]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from orchestrator.app.apply_preview import ApplyPreview
     from orchestrator.app.plan import JobPlan
     from orchestrator.config.file import OrchConfig
@@ -38,8 +40,21 @@ def reach_note(jp: JobPlan, config: OrchConfig | None) -> str | None:
     chosen = jp.plan.chosen
     if chosen is None:
         return None
-    provider = chosen.offer.provider
-    return reach_hint(provider, config.provider_settings(provider) if config is not None else None)
+    return reach_hint(chosen.offer.provider, _settings_or_defaults(config, chosen.offer.provider))
+
+
+def _settings_or_defaults(config: OrchConfig | None, provider: str) -> BaseModel | None:
+    """The provider's validated settings; None (its defaults) with no config or a section its Settings refuse:
+    a hint is no place to refuse a section (the launch does, with its file and line)."""
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.providers import provider_settings
+
+    if config is None:
+        return None
+    try:
+        return provider_settings(config, provider)
+    except ConfigError:
+        return None
 
 
 def exposure_notes(loaded: list[LoadedManifest], plans: list[JobPlan], config: OrchConfig | None

@@ -119,13 +119,15 @@ def _machine(offer: Any) -> str:
 
 
 def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
+    from orchestrator.app.smoke_targets import MachineKind
+
     total = sum(t.max_cost_usd for t in targets)
     if as_json:
         sys.stdout.write(dumps({"launched": False, "max_cost_usd": round(total, 4), "targets": [
             {"provider": t.provider, "instance_type": t.offer.instance_type if t.offer else None,
              "region": t.offer.region if t.offer else None, "zone": t.offer.zone if t.offer else None,
              "market": t.offer.market.value if t.offer else None,
-             "kind": t.kind if t.offer else None, "gpus": t.offer.gpu_count if t.offer else None,
+             "kind": t.kind.value if t.kind else None, "gpus": t.offer.gpu_count if t.offer else None,
              "price_hr": t.offer.price_hr if t.offer else None,
              "price_source": (t.offer.price_source or t.offer.source) if t.offer else None,
              "max_cost_usd": t.max_cost_usd, "note": t.note or None,
@@ -136,11 +138,12 @@ def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
             if t.offer is None:
                 out.append(f"{t.provider:<9} {'cannot: ' + t.problem}"[:79])
                 continue
-            out.append(f"{t.provider:<9} {_machine(t.offer):<26} {t.kind.upper():<4} {t.offer.market.value:<9} "
+            kind = t.kind.value.upper() if t.kind else "-"
+            out.append(f"{t.provider:<9} {_machine(t.offer):<26} {kind:<4} {t.offer.market.value:<9} "
                        f"{t.offer.price_hr:>8.3f} {t.max_cost_usd:>9.2f}")
             if t.note:
                 notes.append(f"{t.provider}: {t.note}")
-            elif t.kind == "cpu":
+            elif t.kind is MachineKind.CPU:
                 notes.append(f"{t.provider}: $/h from {t.offer.price_source}, as of {t.offer.price_as_of}")
         out += [w for line in notes for w in textwrap.wrap(line, 78, initial_indent="  ", subsequent_indent="    ",
                                                            break_on_hyphens=False)]   # keeps a URL whole
@@ -154,7 +157,7 @@ def _print_results(results: list[SmokeResult], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(dumps({"ok": all(r.ok for r in results), "results": [
             {"provider": r.provider, "result": r.result, "instance_type": r.offer.instance_type if r.offer else None,
-             "kind": r.kind if r.offer else None,
+             "kind": r.kind.value if r.kind else None,
              "region": r.offer.region if r.offer else None, "price_hr": r.offer.price_hr if r.offer else None,
              "launch_id": r.launch_id or None, "instance_id": r.instance_id or None, "launched": r.launched,
              "first_report_s": None if r.first_report_s is None else round(r.first_report_s, 2),

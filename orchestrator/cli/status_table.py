@@ -74,5 +74,6 @@ def _job_lines(j: JobView) -> list[str]:
 
 def _instance_line(i: InstanceView) -> str:
     actual = "-" if i.actual_price_hr is None else money(i.actual_price_hr)
-    return cell(f"  {cell(i.provider, 8)} {cell(i.instance_id or '?', 19)} {cell(i.state, 11)} "
+    state = i.state.value if i.state is not None else "?"    # None: no machine row yet (orch down's view)
+    return cell(f"  {cell(i.provider, 8)} {cell(i.instance_id or '?', 19)} {cell(state, 11)} "
                 f"{money(i.price_hr):>9} {actual:>8}  {i.job or '-'}", WIDTH).rstrip()

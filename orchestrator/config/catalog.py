@@ -17,10 +17,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BeforeValidator
 
 from orchestrator.config.file import OrchConfig
-from orchestrator.config.providers import settings_error
+from orchestrator.config.providers import provider_settings
 from orchestrator.config.values import Section, read_section
 from orchestrator.inputs.durations import HintedValueError, setting_duration
 from providers.catalog.refresh.model import LAMBDA_URL, AwsSpotSettings, RefreshSettings
@@ -83,10 +83,8 @@ def _aws_spot(config: OrchConfig) -> AwsSpotSettings | None:
         return None
     from providers.aws.settings import Settings
 
-    try:
-        aws = Settings(**config.provider_settings("aws"))
-    except ValidationError as exc:
-        raise settings_error(config, "aws", exc) from None
+    aws = provider_settings(config, "aws")
+    assert isinstance(aws, Settings)    # the registry's class for "aws"
     return AwsSpotSettings(tuple(aws.regions), aws.endpoint_url, aws.profile)
 
 
@@ -97,10 +95,8 @@ def _lambda(config: OrchConfig) -> tuple[str | None, str | None]:
     if "lambda" not in config.enabled_providers():
         key = default_api_key()
         return (key.get_secret_value() if key else None), None
-    try:
-        settings = Settings(**config.provider_settings("lambda"))
-    except ValidationError as exc:
-        raise settings_error(config, "lambda", exc) from None
+    settings = provider_settings(config, "lambda")
+    assert isinstance(settings, Settings)    # the registry's class for "lambda"
     return (settings.api_key.get_secret_value() if settings.api_key else None), settings.base_url
 
 

@@ -75,7 +75,9 @@ class OrchConfig:
             if n in self.provider_sections and self.provider_sections[n].get("enabled", True) is not False
         ]
 
-    def provider_settings(self, name: str) -> dict[str, Any]:
+    def provider_section(self, name: str) -> dict[str, Any]:
+        """Provider ``name``'s section as written, less ``enabled``: what its Settings validate, and nothing
+        else reads (orchestrator/config/providers.py ``provider_settings`` hands the typed settings on)."""
         section = dict(self.provider_sections.get(name) or {})
         section.pop("enabled", None)
         return section

@@ -8,7 +8,7 @@ from orchestrator.config.errors import ConfigError
 from orchestrator.config.file import OrchConfig
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
     from providers.base import Provider
 
@@ -24,13 +24,26 @@ def build_providers(config: OrchConfig, only: set[str] | None = None) -> dict[st
         if only is not None and name not in only:
             continue
         try:
-            built[name] = create_provider(name, config.provider_settings(name))
-        except ValidationError as exc:
+            built[name] = create_provider(name, provider_settings(config, name))
+        except ValidationError as exc:      # one the adapter's own construction raises
             raise settings_error(config, name, exc) from None
         except ImportError as exc:
             extra = entry(name).extra
             raise ConfigError(f"provider {name} needs {exc.name}: pip install 'orch[{extra}]'") from None
     return built
+
+
+def provider_settings(config: OrchConfig, name: str) -> BaseModel:
+    """Provider ``name``'s section validated by its Settings (no section: its defaults), the one place a
+    section's mapping is read; a bad section raises ConfigError (``settings_error``: file, line, field)."""
+    from pydantic import ValidationError
+
+    from providers.registry import load_settings
+
+    try:
+        return load_settings(name, config.provider_section(name))
+    except ValidationError as exc:
+        raise settings_error(config, name, exc) from None
 
 
 def settings_error(config: OrchConfig, name: str, exc: ValidationError) -> ConfigError:

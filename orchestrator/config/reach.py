@@ -9,8 +9,10 @@ say which applies; they never claim a port is open that the settings keep closed
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["CONSOLE", "reach_hint", "reach_line"]
 
@@ -25,24 +27,24 @@ CONSOLE: dict[str, str] = {
     "lambda": "the Lambda Cloud console's instance page",
 }
 _CLOUDS = ("aws", "gcp", "azure")
-_USERS = {"aws": "ubuntu", "gcp": "root", "azure": "orch"}
 
 
-def _cidrs(section: Mapping[str, Any]) -> list[str]:
-    value = section.get("ssh_ingress_cidrs") or []
-    return [str(c) for c in value] if isinstance(value, Sequence) and not isinstance(value, str) else []
-
-
-def reach_hint(provider: str, section: Mapping[str, Any] | None) -> str:
-    """What ``orch plan`` says about logging in to a node of ``provider``, given its config section."""
-    section = section or {}
+def reach_hint(provider: str, settings: BaseModel | None) -> str:
+    """What ``orch plan`` says about logging in to a node of ``provider``, given its validated settings (None:
+    its defaults). A cloud's settings where orch opens TCP 22 itself (``SshIngressSettings``) say who logs in
+    and from where."""
     if provider == "ssh":
         return "reach a node: ssh to the host as providers.ssh names it (your own machine, orch's key)"
     if provider not in _CLOUDS:
         return f"reach a node: {CONSOLE.get(provider, 'the provider console')}, or ssh with orch's key to the " \
                "address it lists"
-    user = str(section.get("admin_username" if provider == "azure" else "ssh_user") or _USERS[provider])
-    cidrs = _cidrs(section)
+    from providers.registry import load_settings
+    from providers.settings_base import SshIngressSettings
+
+    ingress = settings if settings is not None else load_settings(provider)
+    if not isinstance(ingress, SshIngressSettings):
+        raise TypeError(f"{provider}'s settings open no SSH port: {type(ingress).__name__}")
+    user, cidrs = ingress.login_user, ingress.ssh_ingress_cidrs
     if cidrs:
         return (f"reach a node: ssh {user}@<its public address> from {', '.join(cidrs)} "
                 f"(providers.{provider}.ssh_ingress_cidrs), or {CONSOLE[provider]}")

@@ -100,7 +100,7 @@ def build_timeline(detail: JobDetail, now: datetime) -> Timeline:
         if a.id in numbers:
             marks.append(Mark(MarkKind.RELAUNCH, a.created_at, f"relaunch {numbers[a.id]}"
                               + (f" from {a.checkpoint_restored}" if a.checkpoint_restored else "")))
-        label = f"gen {a.generation} · node {a.node_rank} · {a.provider} {a.market}"
+        label = f"gen {a.generation} · node {a.node_rank} · {a.provider} {a.market.value if a.market else ''}"
         lanes.append(Lane(label, a.state, tuple(spans), tuple(sorted(marks, key=lambda m: m.at))))
     starts = [a.created_at for a in shown] or [detail.created_at]
     ends = [s.end for lane in lanes for s in lane.spans] + [m.at for lane in lanes for m in lane.marks]

@@ -50,7 +50,7 @@ _JOB_STATUS = EventKind.JOB_STATUS
 _FINAL = {JobStatus.SUCCEEDED: AlertKind.JOB_FINISHED, JobStatus.FAILED: AlertKind.JOB_FAILED}
 
 #: Every event kind that can lead to an alert: what the alert listener asks the store for.
-EVENT_KINDS = frozenset(str(k) for k in (*_DIRECT, _RECOVERING, _LAUNCHED, _JOB_STATUS))
+EVENT_KINDS: frozenset[EventKind] = frozenset((*_DIRECT, _RECOVERING, _LAUNCHED, _JOB_STATUS))
 
 
 class AlertMapper:
@@ -68,7 +68,7 @@ class AlertMapper:
         return Alert(kind, event.job, event.provider, event.message, event.ts)
 
     def _stateful(self, event: CommittedEvent) -> AlertKind | None:
-        if event.kind == _JOB_STATUS:
+        if event.kind is _JOB_STATUS:
             try:
                 to = JobStatus(str(event.data.get("to")))
             except ValueError:
@@ -77,10 +77,10 @@ class AlertMapper:
         if event.job_id is None:
             return None
         with self._lock:
-            if event.kind == _RECOVERING:
+            if event.kind is _RECOVERING:
                 self._recovering.add(event.job_id)
                 return None
-            if event.kind == _LAUNCHED and event.job_id in self._recovering:
+            if event.kind is _LAUNCHED and event.job_id in self._recovering:
                 self._recovering.discard(event.job_id)
                 return AlertKind.RELAUNCHED
         return None

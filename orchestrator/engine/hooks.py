@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from orchestrator.engine.notices import NoticeKind
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from providers.base import Instance
 
 __all__ = ["AgentReport", "Bootstrapper", "Monitor", "NoBootstrap", "NoMonitor", "NoStartupScript", "Notice",
-           "StartupRenderer", "StartupScriptError", "ask_checkpoint"]
+           "NoticeKind", "StartupRenderer", "StartupScriptError", "ask_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +27,17 @@ class Notice:
     """A preemption notice the node's agent heard: which cloud said it, its kind, the agent's dedup key, when."""
 
     cloud: str
-    kind: str
+    kind: NoticeKind
     key: str
     seen_at: datetime
 
+    def __post_init__(self) -> None:
+        # The kind is decided on (ends_attempt): a value that is no member is refused here, not carried as text.
+        if not isinstance(self.kind, NoticeKind):
+            raise TypeError(f"Notice.kind must be a NoticeKind, not {self.kind!r}")
+
     def describe(self) -> str:
-        return f"{self.cloud} {self.kind} (agent, {self.key})"
+        return f"{self.cloud} {self.kind.value} (agent, {self.key})"
 
 
 @dataclass(frozen=True, slots=True)

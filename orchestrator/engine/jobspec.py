@@ -44,15 +44,17 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
     the GPUs and count are chosen from ``catalog`` (default: the loaded catalog), see orchestrator.fit.planning.
     """
     from orchestrator.engine.idle_rule import IdleAction
+    from orchestrator.manifest.schema import MarketChoice
     from orchestrator.offers.planner import DataSource
+    from providers.fabric import FabricWant
     from providers.gpus import Interconnect
 
     r = manifest.resources
     markets = {
-        "spot": frozenset({Market.SPOT}),
-        "on-demand": frozenset({Market.ON_DEMAND}),
-        "auto": frozenset(Market),
-    }[manifest.market.value]
+        MarketChoice.SPOT: frozenset({Market.SPOT}),
+        MarketChoice.ON_DEMAND: frozenset({Market.ON_DEMAND}),
+        MarketChoice.AUTO: frozenset(Market),
+    }[manifest.market]
     p = manifest.policies
     gpus, count, fit = _model_fit(manifest, markets, catalog)
     plan = PlanRequest(
@@ -60,7 +62,7 @@ def jobspec_from_manifest(manifest: Manifest, applied_at: datetime, catalog: Ite
         providers_allow=tuple(manifest.providers.allow), providers_deny=tuple(manifest.providers.deny),
         regions_allow=tuple(manifest.regions.allow), regions_deny=tuple(manifest.regions.deny),
         max_price_hr=manifest.max_price_hr, min_vram_gb=r.min_vram_gb,
-        interconnect=Interconnect(r.interconnect) if r.interconnect else None, fabric=r.fabric,
+        interconnect=Interconnect(r.interconnect) if r.interconnect else None, fabric=FabricWant(r.fabric),
         estimated_hours=p.estimated_hours, budget_usd=p.budget_usd,
         data=tuple(DataSource(d.source, d.region, d.size_gb) for d in manifest.data),
         vcpus_per_gpu=r.vcpus_per_gpu, ram_gb_per_gpu=r.ram_gb_per_gpu, disk_gb=r.disk_gb,

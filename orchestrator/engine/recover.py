@@ -92,7 +92,7 @@ class RecoveryStep:
                              f"{attempt.offer.provider} {attempt.instance_id or attempt.launch_id}: "
                              f"{advisory.describe()}; the job was asked to checkpoint now, the machine keeps "
                              "running", now, job_id=attempt.job_id,
-                             data={"attempt_id": attempt.id, "kind": advisory.kind, "key": advisory.key})
+                             data={"attempt_id": attempt.id, "kind": advisory.kind.value, "key": advisory.key})
 
     # --- a machine taken or going -------------------------------------------------------------------
     def _after_loss(self, deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now: datetime,

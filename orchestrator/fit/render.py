@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Sequence
 
 from orchestrator.fit.search import FitOption, FitQuery, LinkAdvice, link_text
+from providers.offer import Market
 
 WIDTH = 80
 _COLUMNS = (("GPU", 14, "<"), ("GPUS", 5, "<"), ("GB/GPU", 10, ">"), ("SHARD", 5, "<"), ("LINK", 7, "<"),
@@ -19,7 +20,7 @@ def _row(cells: Sequence[str]) -> str:
 def _offer_cell(o: FitOption) -> str:
     if o.offer is None:      # the GPU may be in the catalog, only not in machines of this many
         return f"no {o.count}x offer"
-    market = "spot" if o.offer.market.value == "spot" else "on-dem"
+    market = "spot" if o.offer.market is Market.SPOT else "on-dem"
     return f"{o.offer.provider} {market}"[:16]
 
 

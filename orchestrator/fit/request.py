@@ -18,7 +18,7 @@ from orchestrator.fit.memory import (
     TrainingSetup,
 )
 from orchestrator.fit.search import FitQuery
-from orchestrator.fit.shapes import MAX_NODES, ShapeError, parse_count, shape_from
+from orchestrator.fit.shapes import MAX_NODES, ShapeError, ShapeSource, parse_count, shape_from
 from providers.base import Market
 
 AUTO = "auto"
@@ -105,7 +105,7 @@ def build_query(words: FitWords, *, gpus: tuple[str, ...] = (), markets: frozens
 def describe(q: FitQuery) -> str:
     """One line saying what was estimated, e.g. for a table header."""
     s = q.setup
-    shape = s.shape.describe() + (" [shape guessed from the size]" if s.shape.source.value == "guessed" else "")
+    shape = s.shape.describe() + (" [shape guessed from the size]" if s.shape.source is ShapeSource.GUESSED else "")
     sharding = "auto" if q.auto_sharding else s.sharding.value
     extras = [f"offload {s.offload.value}"] if s.offload is not Offload.NONE else []
     if s.method is not Method.FULL:

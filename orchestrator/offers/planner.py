@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.offers.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import Availability, GpuRequest, Market, Offer
 from providers.catalog.query import region_matches
-from providers.fabric import fabric_note, fabric_shortfall
+from providers.fabric import FabricWant, fabric_note, fabric_shortfall
 from providers.gpus import Interconnect, gpu_by_name
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class PlanRequest:
     max_price_hr: float | None = None
     min_vram_gb: float | None = None
     interconnect: Interconnect | None = None
-    fabric: str = "any"              # resources.fabric: any | fast | infiniband (providers.fabric)
+    fabric: FabricWant = FabricWant.ANY   # resources.fabric
     estimated_hours: float | None = None
     budget_usd: float | None = None
     data: tuple[DataSource, ...] = ()

@@ -123,16 +123,9 @@ def _configured_machines(config: OrchConfig, skip: set[str]) -> list[OfferSource
     names = [n for n in config.enabled_providers() if n not in skip and entry(n).config_offers is not None]
     if not names:
         return []   # no pydantic import: `orch quote` without own machines stays as fast as before
-    from pydantic import ValidationError
-
-    from orchestrator.config.providers import settings_error
-    from providers.registry import load_settings
+    from orchestrator.config.providers import provider_settings
 
     found: list[OfferSource] = []
     for name in names:
-        try:
-            settings = load_settings(name, config.provider_settings(name))
-        except ValidationError as exc:
-            raise settings_error(config, name, exc) from None
-        found.append(ConfiguredMachines(name, settings))
+        found.append(ConfiguredMachines(name, provider_settings(config, name)))   # ConfigError for a bad section
     return found

@@ -149,7 +149,7 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
     ending = [n for n in status.notices if n.kind.ends_attempt]   # advisories never end an attempt
     if ending:
         n = ending[-1]
-        notice = Notice(n.cloud, n.kind.value, n.key, datetime.fromtimestamp(n.seen_at, UTC))
+        notice = Notice(n.cloud, n.kind, n.key, datetime.fromtimestamp(n.seen_at, UTC))
     latest_step = _step(status.latest)
     commits = sorted((c for c in status.checkpoints if latest_step is not None and c.step <= latest_step),
                      key=lambda c: c.step)
@@ -158,7 +158,7 @@ def report_from_status(status: AgentStatus, now: float, stale_s: float = 60.0) -
         exit_code = status.job.exit_code if status.job.exit_code is not None else COULD_NOT_START
     elif status.job.state is JobState.FAILED:
         exit_code = COULD_NOT_START
-    advisories = tuple(Notice(n.cloud, n.kind.value, n.key, datetime.fromtimestamp(n.seen_at, UTC))
+    advisories = tuple(Notice(n.cloud, n.kind, n.key, datetime.fromtimestamp(n.seen_at, UTC))
                        for n in status.advisories)
     return AgentReport(gpu_util_pct=util, notice=notice, advisories=advisories,
                        checkpoints=tuple((c.uri, c.step) for c in commits), exit_code=exit_code,

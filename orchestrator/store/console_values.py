@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import AttemptState, DesiredState, JobStatus
 from orchestrator.engine.values import RelaunchRequest
-
-_BURNING = frozenset({"pending", "running", "stopping"})   # instance states that bill
+from providers.base import BURNING_INSTANCE_STATES, InstanceState, Market
 
 # -- values --------------------------------------------------------------------------------------------
 
@@ -17,7 +17,7 @@ class EventRow:
     id: int
     ts: datetime
     job: str | None
-    kind: str
+    kind: EventKind
     message: str
     count: int = 1                       # times this condition was seen (one row, counted: models.Event)
     last_ts: datetime | None = None      # when it was last seen (None: only at ts)
@@ -44,10 +44,10 @@ class FleetNode:
     instance_type: str
     region: str
     zone: str | None
-    market: str
+    market: Market
     gpu: str
     gpu_count: int
-    state: str                       # the instance's normalized state (pending, running, ...)
+    state: InstanceState
     quoted_hr: float                 # the offer's $/h
     actual_hr: float | None          # what the cloud reports, where it does
     util: tuple[UtilPoint, ...] = ()  # per minute, oldest first
@@ -59,7 +59,7 @@ class FleetNode:
 
     @property
     def burning(self) -> bool:
-        return self.state in _BURNING
+        return self.state in BURNING_INSTANCE_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +140,7 @@ class AttemptView:
     instance_type: str
     region: str
     zone: str | None
-    market: str
+    market: Market | None            # None: no instance row (the cloud never answered the launch)
     quoted_hr: float
     actual_hr: float | None
     created_at: datetime

@@ -17,6 +17,7 @@ from orchestrator.clock import utcnow
 from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, InstanceRow
 from orchestrator.store.pg_arrays import pg_array_literal
 from orchestrator.store.row_errors import NotFoundError
+from providers.base import InstanceState
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,15 +165,19 @@ def list_instances(tx: Session, *, job_id: int | None = None, provider: str | No
     return list(tx.exec(query.order_by(col(InstanceRow.id))))
 
 
-def mark_instance_gone(tx: Session, launch_id: str, state: str = "terminated", raw_state: str | None = None, *,
-                       now: datetime | None = None) -> InstanceRow:
+def mark_instance_gone(tx: Session, launch_id: str, state: InstanceState = InstanceState.TERMINATED,
+                       raw_state: str | None = None, *, now: datetime | None = None) -> InstanceRow:
+    """Record the machine of ``launch_id`` gone (``state``: one of ``GONE_INSTANCE_STATES``); its row keeps the
+    state's text. NotFoundError for no such row; TypeError for a state given as text, ValueError for one not gone."""
     row = get_instance_by_launch_id(tx, launch_id)
     if row is None:
         raise NotFoundError(f"no instance with launch id {launch_id}")
-    if state not in GONE_INSTANCE_STATE_VALUES:
-        raise ValueError(f"{state!r} is not a gone state ({', '.join(GONE_INSTANCE_STATE_VALUES)})")
+    if not isinstance(state, InstanceState):
+        raise TypeError(f"state must be an InstanceState, not {state!r}")
+    if not state.is_gone:
+        raise ValueError(f"{state.value!r} is not a gone state ({', '.join(GONE_INSTANCE_STATE_VALUES)})")
     now = now or utcnow()
-    row.state = state
+    row.state = state.value
     if raw_state is not None:
         row.raw_state = raw_state
     row.terminated_at = row.terminated_at or now

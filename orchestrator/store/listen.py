@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, col, select
 
+from orchestrator.engine.events import EventKind
 from orchestrator.store.models import Event, InstanceRow, Job
 
 log = logging.getLogger("orch.store")
@@ -33,17 +34,22 @@ _FOUND = "orch.listen.found"
 class CommittedEvent:
     id: int
     ts: datetime
-    kind: str
+    kind: EventKind
     job_id: int | None
     job: str | None            # the job's name
     provider: str | None       # the event's own ``provider``, else the provider of the job's newest machine
     message: str
     data: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Listeners decide on the kind (alerts): text, even a member's, is refused here, not carried on.
+        if not isinstance(self.kind, EventKind):
+            raise TypeError(f"CommittedEvent.kind must be an EventKind, not {self.kind!r}")
+
 
 class EventListener(Protocol):
     #: The event kinds this listener is given (the rest cost it nothing).
-    kinds: frozenset[str]
+    kinds: frozenset[EventKind]
 
     def __call__(self, events: Sequence[CommittedEvent]) -> None:
         """Take committed events; must return at once (queue, do not send)."""
@@ -69,7 +75,7 @@ class EventFeed:
     def __init__(self) -> None:
         self.listeners: list[EventListener] = []
 
-    def kinds(self) -> frozenset[str]:
+    def kinds(self) -> frozenset[EventKind]:
         return frozenset().union(*(listener.kinds for listener in self.listeners)) if self.listeners else frozenset()
 
     def watch(self, session: Session) -> None:
@@ -123,6 +129,6 @@ def _resolve(rows: Sequence[Event], engine: Engine) -> list[CommittedEvent]:
         data = dict(r.data or {})
         own = data.get("provider")
         provider = own if isinstance(own, str) else providers.get(r.job_id) if r.job_id is not None else None
-        out.append(CommittedEvent(int(r.id or 0), r.ts, r.kind, r.job_id,
+        out.append(CommittedEvent(int(r.id or 0), r.ts, EventKind(r.kind), r.job_id,
                                   names.get(r.job_id) if r.job_id is not None else None, provider, r.message, data))
     return out

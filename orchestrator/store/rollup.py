@@ -19,10 +19,11 @@ from sqlmodel import Session, col, select
 
 from orchestrator.engine.states import FINAL_ATTEMPT_STATES
 from orchestrator.store.models import Attempt, Event, InstanceRow, Job, Spend
+from providers.base import BURNING_INSTANCE_STATES, Market
 
-#: Instance states that bill (a stopped machine keeps only its disk; gone ones nothing; an unreachable one is
-#: still the cloud's and still billed).
-BURNING_STATES = ("pending", "running", "stopping", "unreachable")
+#: ``providers.base.BURNING_INSTANCE_STATES`` as the strings the instances table holds (a stopped machine keeps
+#: only its disk; gone ones nothing; an unreachable one is still the cloud's and still billed).
+BURNING_STATES: tuple[str, ...] = tuple(sorted(s.value for s in BURNING_INSTANCE_STATES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +143,7 @@ def burn_by_job(tx: Session) -> tuple[JobBurn, ...]:
         price = charged_price_hr(r.actual_price_hr, float(r.price_hr or 0.0))
         sums = total.setdefault(r.job_id, [0.0, 0.0])
         sums[0] += price
-        if r.market == "spot":
+        if r.market == Market.SPOT.value:
             sums[1] += price
     return tuple(JobBurn(job, usd, spot) for job, (usd, spot) in sorted(total.items()))
 

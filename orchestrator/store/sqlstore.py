@@ -33,7 +33,7 @@ from orchestrator.store.sqlstore_reads import Kept, KeptReads, ReadKey
 from orchestrator.store.sqlstore_side import SideTables, write_attempt
 from orchestrator.store.sqlstore_spend import RowKey, SpendBuffer
 from orchestrator.store.stored_offers import OfferBook
-from providers.base import Instance, Offer
+from providers.base import Instance, InstanceState, Offer
 
 
 class SqlEngineStore(SpendBuffer, AttemptReads, KeptReads, SideTables):
@@ -245,7 +245,7 @@ class SqlEngineStore(SpendBuffer, AttemptReads, KeptReads, SideTables):
             self._fence(tx, None)
             before = change_tokens.change_token(tx)
             for launch_id in gone:
-                repo.mark_instance_gone(tx, launch_id, "terminated", "not listed", now=now)
+                repo.mark_instance_gone(tx, launch_id, InstanceState.TERMINATED, "not listed", now=now)
             tx.flush()
             repo.update_instances(tx, changed, now=now)     # one statement (a first tick records every price)
             after = change_tokens.change_token(tx)

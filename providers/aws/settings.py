@@ -48,3 +48,7 @@ class Settings(RetrySettings, SshIngressSettings):
     root_device_name: str = "/dev/sda1"
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)
+
+    @property
+    def login_user(self) -> str:
+        return self.ssh_user

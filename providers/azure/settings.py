@@ -81,3 +81,7 @@ class Settings(RetrySettings, SshIngressSettings):
         raise ValueError("managed_identity is 'system' or a user-assigned identity's resource id "
                          "(/subscriptions/S/resourceGroups/G/providers/Microsoft.ManagedIdentity/"
                          "userAssignedIdentities/NAME)")
+
+    @property
+    def login_user(self) -> str:
+        return self.admin_username

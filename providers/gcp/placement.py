@@ -35,11 +35,10 @@ from google.cloud import compute_v1
 from providers.base import CloudResource, ResourceKind
 from providers.errors import InvalidRequestError, ResourceNotFoundError
 from providers.fabric import Fabric, instance_fabric
+from providers.gcp.settings import TCPX_GPU_NICS
 
 T = TypeVar("T")
 COLLOCATED = "COLLOCATED"
-#: How many GPU NICs an A3 High VM takes for GPUDirect-TCPX (one per pair of GPUs).
-TCPX_GPU_NICS = 4
 #: uuid5 namespace for resource policy insert requestIds.
 POLICY_REQUEST_NAMESPACE = uuid.UUID("3c1f6a52-8d0e-4f9b-a7c4-5e2d9b0f1a63")
 _DESCRIPTION = re.compile(r"^orch owner=(?P<owner>\S+) gang=(?P<gang>\S+) launch=(?P<launch>\S+)$")

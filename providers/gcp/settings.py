@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers.fabric import Fabric
 from providers.settings_base import RetrySettings, SshIngressSettings
 
 #: A public Deep Learning VM image family with NVIDIA drivers and CUDA (driver installed at first boot).
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 
+
+#: How many GPU NICs an A3 High VM takes for GPUDirect-TCPX (one per pair of GPUs): ``gpu_networks`` names as many.
+TCPX_GPU_NICS = 4
 
 #: The scope Google recommends with a service account: access is then governed by the account's IAM roles.
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -60,6 +64,14 @@ class Settings(RetrySettings, SshIngressSettings):
     timeout_s: float = 30.0                    # per HTTP call
     operation_timeout_s: float = 300.0         # how long launch waits for the insert operation
 
+
+    @property
+    def login_user(self) -> str:
+        return self.ssh_user
+
+    def fabric_ready(self, fabric: Fabric) -> bool:
+        """providers.fabric.FabricSetup: GPUDirect-TCPX needs its four GPU networks; nothing else needs any."""
+        return fabric is not Fabric.GPUDIRECT_TCPX or len(self.gpu_networks) == TCPX_GPU_NICS
 
     def zone_for(self, region: str, zone: str | None = None) -> str:
         """The zone to launch an offer in: its own zone, else the first configured one in its region."""

@@ -23,6 +23,7 @@ from orchestrator.store import repo
 from orchestrator.store.db import Store
 from orchestrator.store.gpu_util import record_gpu_util
 from orchestrator.store.repo import AppliedJob, InstanceRecord
+from providers.base import InstanceState
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ def _llama(tx: Any, now: datetime) -> tuple[int, int, datetime, datetime]:
         repo.record_checkpoint(tx, job, f"s3://ckpt/llama-ft/step-{step}", attempt_id=a1, step=step, committed_at=at)
     _ticks(tx, job, a1, 12.3, g1_start + 3 * M, preempted_at)
     repo.transition_attempt(tx, a1, AttemptState.PREEMPTED, reason="Server.SpotInstanceTermination", now=preempted_at)
-    repo.mark_instance_gone(tx, "L-llama-1", "preempted", "Server.SpotInstanceTermination", now=preempted_at)
+    repo.mark_instance_gone(tx, "L-llama-1", InstanceState.PREEMPTED, "Server.SpotInstanceTermination",
+                            now=preempted_at)
     repo.set_job_status(tx, job, JobStatus.RECOVERING, now=preempted_at)
     repo.record_event(tx, EventKind.PREEMPTED, "aws i-0a1b2c3d4e5f60718 preempted (Server.SpotInstanceTermination)",
                       job_id=job, ts=preempted_at)
@@ -149,7 +151,7 @@ def _evals(tx: Any, now: datetime) -> None:
                  market="spot", price=0.47, gpu="L4-24G", created=start)
     _launched(tx, a, "L-eval-1", "runpod", "k3l9x0v2", start)
     repo.transition_attempt(tx, a, AttemptState.SUCCEEDED, reason="job exited 0", now=end)
-    repo.mark_instance_gone(tx, "L-eval-1", "terminated", now=end)
+    repo.mark_instance_gone(tx, "L-eval-1", InstanceState.TERMINATED, now=end)
     repo.record_spend(tx, job, start, end, 4.23, attempt_id=a)
     repo.set_job_status(tx, job, JobStatus.SUCCEEDED, now=end)
 
