@@ -12,6 +12,7 @@ from sqlmodel import select
 
 from orchestrator.alerts.model import AlertKind
 from orchestrator.daemon.alert_events import AlertMapper
+from orchestrator.engine.events import EventKind
 from orchestrator.money.budgets import Budget
 from orchestrator.store.listen import CommittedEvent
 from orchestrator.store.models import Job
@@ -54,7 +55,7 @@ def test_an_overrun_is_reported_once_and_its_end_once(url: str, tmp_path: Path) 
 def test_an_overrun_is_a_budget_alert() -> None:
     from datetime import UTC, datetime
 
-    event = CommittedEvent(1, datetime(2026, 12, 1, tzinfo=UTC), "budget-overrun", None, None, None,
+    event = CommittedEvent(1, datetime(2026, 12, 1, tzinfo=UTC), EventKind.BUDGET_OVERRUN, None, None, None,
                            "budget fleet: over")
     alert = AlertMapper().alert_for(event)
     assert alert is not None and alert.kind is AlertKind.BUDGET_THRESHOLD

@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.daemon.assembly import Service, ServiceSettings
 from orchestrator.engine.hooks import AgentReport
+from orchestrator.engine.notices import NoticeKind
 from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import repo
 from tests.daemon_world import (
@@ -205,7 +206,7 @@ def test_notice_to_replacement_launch_latency(fakes: Fakes, tmp_path) -> None:  
             assert time.monotonic() < deadline, "never reached running"
             service.reconciler.tick()
         [old] = fakes.live_instances()["vastai"]
-        monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(95.0,), notice=notice("outbid-soon", cloud="vast"))
+        monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(95.0,), notice=notice(NoticeKind.UNKNOWN, cloud="vast"))
         started = time.perf_counter()
         report = service.reconciler.tick()
         wall = time.perf_counter() - started

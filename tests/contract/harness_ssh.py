@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from providers.base import GpuRequest, LaunchSpec, Market, Provider
-from providers.registry import create_provider
+from providers.registry import create_provider, load_settings
 from providers.ssh.reservations import Reservation, ReservationBook
 from tests.contract.harness import Fault, ProviderHarness
 from tests.support.sshd import Sshd, require_sshd
@@ -52,7 +52,7 @@ class SshHarness(ProviderHarness):
         }
 
     def provider(self) -> Provider:
-        return create_provider("ssh", self._settings())
+        return create_provider("ssh", load_settings("ssh", self._settings()))
 
     def launch_spec(self, launch_id: str, owner: str, market: Market = Market.ON_DEMAND) -> LaunchSpec:
         p = self.provider()

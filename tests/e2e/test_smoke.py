@@ -119,7 +119,7 @@ def world(tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> 
     require_tools()
     import boto3
 
-    from providers.registry import create_provider
+    from providers.registry import create_provider, load_settings
     from tests._jobs_clouds import start_clouds
     from tests.fakes.aws import FakeAws
 
@@ -152,8 +152,8 @@ def world(tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setenv("ORCH_SSH_PUBLIC_KEY", _public_key())   # EC2 (moto) checks the key's format
         monkeypatch.setenv("ORCH_CONFIG", str(config))
         monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'unused.db'}")
-        providers = fakes.providers() | {"aws": create_provider("aws", sections["aws"])}
-        own_provider = create_provider("ssh", sections["ssh"])
+        providers = fakes.providers() | {"aws": create_provider("aws", load_settings("aws", sections["aws"]))}
+        own_provider = create_provider("ssh", load_settings("ssh", sections["ssh"]))
         for p in providers.values():
             stack.callback(getattr(p, "close", lambda: None))
         readers = {"aws": aws_user_data(aws.endpoint_url, "us-east-1"), "gcp": gce_user_data(fakes.gce.fake),
