@@ -206,7 +206,9 @@ def test_notice_to_replacement_launch_latency(fakes: Fakes, tmp_path) -> None:  
             assert time.monotonic() < deadline, "never reached running"
             service.reconciler.tick()
         [old] = fakes.live_instances()["vastai"]
-        monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(95.0,), notice=notice(NoticeKind.UNKNOWN, cloud="vast"))
+        # A kind this orch does not know (Vast's outbid warning) ends the attempt, as a preemption does.
+        outbid = notice(NoticeKind.UNKNOWN, cloud="vast")
+        monitor.reports[old.instance_id] = AgentReport(gpu_util_pct=(95.0,), notice=outbid)
         started = time.perf_counter()
         report = service.reconciler.tick()
         wall = time.perf_counter() - started
