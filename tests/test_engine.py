@@ -102,8 +102,12 @@ class SqlHarness(SqlEngineStore):
                      "window": f"{int(spec.idle.window.total_seconds())}s"}}
         if spec.budget_usd is not None:
             policies["budget_usd"] = spec.budget_usd
+        if spec.max_relaunches != JobSpec.max_relaunches:
+            policies["max_relaunches"] = spec.max_relaunches
+        market = {frozenset({Market.SPOT}): "spot", frozenset({Market.ON_DEMAND}): "on-demand"}.get(
+            spec.plan.markets, "auto")
         m = manifest(spec.name, gpus=list(spec.plan.gpus), count=spec.plan.count, nodes=spec.plan.nodes,
-                     policies=policies)
+                     policies=policies, market=market)
         with self.store.transaction() as tx:
             repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
             row = repo.require_job(tx, m.name)
@@ -441,3 +445,27 @@ def test_an_advisory_notice_is_one_event_and_never_ends_the_attempt(world) -> No
     rec.tick()
     assert store.kinds().count("advisory-notice") == 2
     assert [i.instance_id for i in live(aws, gcp)] == [machine.instance_id]
+
+
+def test_an_on_demand_machine_that_keeps_vanishing_is_relaunched_at_most_max_relaunches_times(world) -> None:  # type: ignore[no-untyped-def]
+    """A lost machine (an on-demand one the cloud no longer lists) is relaunched like a preempted one, and counts
+    against ``max_relaunches``: a job whose machines keep vanishing is failed at the cap (one ``relaunch-cap``
+    event), never relaunched forever, each new machine billed."""
+    clock, store, aws, gcp, _, rec = world
+    job = store.add_job(spec(max_relaunches=2, plan=PlanRequest(gpus=("A100-80G",), count=8, estimated_hours=2,
+                                                                markets=frozenset({Market.ON_DEMAND}))), clock())
+    rec.tick()
+    for _ in range(6):
+        machines = live(aws, gcp)
+        for inst in machines:
+            with gcp.cloud.lock:
+                del gcp.cloud.instances[inst.instance_id]       # vanished: the cloud no longer lists it
+        clock.advance(seconds=30)
+        rec.tick()
+    attempts = store.attempts_for_job(job.id)
+    assert len(attempts) == 3, [(a.state, a.end_cause) for a in attempts]      # the first launch and 2 relaunches
+    assert all(a.end_cause is EndCause.LOST for a in attempts)
+    record = store.job(job.id)
+    assert record.status is JobStatus.FAILED and record.relaunch_count == 2
+    assert live(aws, gcp) == []
+    assert store.kinds().count("relaunch-cap") == 1

@@ -99,9 +99,13 @@ class RecoveryStep:
                     log: TickLog) -> LaunchOrder | None:
         seen_at = deps.clock()
         if attempt.end_cause is EndCause.LOST:
-            # An on-demand machine vanished: the job simply needs a machine again (not a spot preemption).
+            # An on-demand machine vanished: the job simply needs a machine again (not a spot preemption). It
+            # counts as a relaunch all the same: the cap bounds a job whose machines keep vanishing.
             gang.end_others(deps, job, attempt, f"gang: node {attempt.node_rank} lost", now, log)
-            deps.store.set_job_status(job.id, JobStatus.PENDING, now)
+            fresh = deps.store.job(job.id)
+            if fresh.relaunch_count >= fresh.spec.max_relaunches:
+                return _capped(deps, fresh, now)
+            deps.store.set_job_status(job.id, JobStatus.PENDING, now, relaunched=True)
             deps.store.event(EventKind.INSTANCE_LOST, f"{attempt.offer.provider} instance {attempt.instance_id} "
                              "disappeared; relaunching", now, job_id=job.id)
             return None
