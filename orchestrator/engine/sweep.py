@@ -23,6 +23,7 @@ from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts, same_listings
 from orchestrator.engine.leftovers import NetworkSweep
 from orchestrator.engine.ports import AttemptRecord
+from orchestrator.engine.spend import BILLING_STATES
 from orchestrator.engine.states import EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import Instance, InstanceState
@@ -40,7 +41,9 @@ class SweepStep:
         self._scanned: tuple[object, dict[str, tuple[Instance, ...]], set[str], list[tuple[str, Instance]]] | None
         self._scanned = None
 
-    def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+    def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> list[tuple[Instance, AttemptRecord]]:
+        """End stragglers and orphans; returns the stragglers the cloud lists billing, with their ended
+        attempts (still billed until they are gone: the spend step charges them)."""
         live = deps.store.all_live_launch_ids()
         mine = (deps.config.owner, deps.config.store_id)
         if (self._scanned is not None and self._scanned[0] == mine and self._scanned[2] == live
@@ -55,15 +58,19 @@ class SweepStep:
         wanted = [i.launch_id for _, i in candidates if i.launch_id]
         ended = deps.store.attempts_by_launch_ids(wanted) if wanted else {}
         seen_now: set[tuple[str, str]] = set()
+        billing: list[tuple[Instance, AttemptRecord]] = []
         for name, inst in candidates:
             attempt = ended.get(inst.launch_id or "")
             if attempt is not None:
+                if inst.state in BILLING_STATES:
+                    billing.append((inst, attempt))
                 self._straggler(deps, name, inst, attempt, facts.now, log)
                 continue
             seen_now.add((name, inst.instance_id))
             self._orphan(deps, name, inst, facts.now, log)
         self._orphans_seen = {k: v for k, v in self._orphans_seen.items() if k in seen_now}
         self._network.run(deps, facts, live, log)
+        return billing
 
     def _straggler(self, deps: EngineDeps, name: str, inst: Instance, attempt: AttemptRecord, now: datetime,
                    log: TickLog) -> None:
