@@ -469,3 +469,44 @@ def test_an_on_demand_machine_that_keeps_vanishing_is_relaunched_at_most_max_rel
     assert record.status is JobStatus.FAILED and record.relaunch_count == 2
     assert live(aws, gcp) == []
     assert store.kinds().count("relaunch-cap") == 1
+
+
+class _BrokenChannel(ScriptedMonitor):
+    """Reading one machine's agent raises (a channel hiccup, a bug in a reader): the others answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: set[str] = set()
+
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+        if instance.instance_id in self.broken:
+            raise RuntimeError("report channel broke")
+        return super().read(job, attempt, instance)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_an_agent_that_cannot_be_read_stops_no_other_jobs_teardown(backend: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A monitor raising for one machine is that machine's unread report (an error in the tick's report), not
+    the end of the tick: another job's ``orch down`` still ends its machine. Before, the exception left the
+    sync, so every later step (budgets, teardown, sweep) was skipped on every tick while it lasted, and the
+    torn-down job's machine billed on."""
+    clock = Clock()
+    store = MemoryStore() if backend == "memory" else SqlHarness(open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                                                                 OWNER, catalog=CATALOG)
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    monitor = _BrokenChannel()
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)
+    kept = store.add_job(spec(name="kept"), clock())
+    gone = store.add_job(spec(name="gone"), clock())
+    rec.tick()
+    clock.advance(seconds=30)
+    rec.tick()                                          # both started: their agents are read from now on
+    by_job = {a.job_id: a.instance_id for j in (kept, gone) for a in store.attempts_for_job(j.id)}
+    assert all(by_job.values())
+    monitor.broken.add(str(by_job[kept.id]))
+    store.request_down(gone.id)
+    clock.advance(seconds=30)
+    report = rec.tick()
+    assert [i.instance_id for i in live(aws, gcp)] == [by_job[kept.id]]
+    assert any("report channel broke" in e for e in report.errors)
+    assert store.attempts_for_job(kept.id)[0].state is AttemptState.RUNNING
