@@ -63,7 +63,7 @@ def _stop(deps: EngineDeps, job: JobRecord, held: list[Observed], spent: float, 
           log: TickLog) -> None:
     now = facts.now
     why = f"budget ${job.spec.budget_usd:.2f} reached (${spent:.2f} spent): stopped"
-    asked = [o for o in held if _asked_to_checkpoint(deps, job, o, why)]
+    asked = [o for o in held if _asked_to_checkpoint(deps, job, o, why, log)]
     draining = [o for o in held if o in asked or (o.agent is not None and o.agent.pending_uploads > 0
                                                    and o.machine_running)]
     drain = now + deps.config.notice_drain if draining else None
@@ -84,9 +84,14 @@ def _stop(deps: EngineDeps, job: JobRecord, held: list[Observed], spent: float, 
     log.report.terminated += len(held)
 
 
-def _asked_to_checkpoint(deps: EngineDeps, job: JobRecord, seen: Observed, why: str) -> bool:
+def _asked_to_checkpoint(deps: EngineDeps, job: JobRecord, seen: Observed, why: str, log: TickLog) -> bool:
     """Whether the node was asked to checkpoint now, then stop (the channel an interrupting notice drives on
-    the node): only a running machine of a job with a checkpoint store, whose agent orch can reach."""
+    the node): only a running machine of a job with a checkpoint store, whose agent orch can reach. The ask is
+    best effort: one that raises is not asked (an error in the tick's report), so the stop goes on."""
     if job.manifest.checkpoint is None or not seen.machine_running or seen.instance is None:
         return False
-    return ask_checkpoint(deps.hooks.bootstrapper, job, seen.attempt, seen.instance, why)
+    try:
+        return ask_checkpoint(deps.hooks.bootstrapper, job, seen.attempt, seen.instance, why)
+    except Exception as exc:
+        log.report.errors.append(f"ask {seen.attempt.launch_id} to checkpoint: {exc}")
+        return False
