@@ -510,3 +510,27 @@ def test_an_agent_that_cannot_be_read_stops_no_other_jobs_teardown(backend: str,
     assert [i.instance_id for i in live(aws, gcp)] == [by_job[kept.id]]
     assert any("report channel broke" in e for e in report.errors)
     assert store.attempts_for_job(kept.id)[0].state is AttemptState.RUNNING
+
+
+def test_an_idle_window_holds_across_restarts(world) -> None:  # type: ignore[no-untyped-def]
+    """A machine idle for its whole window is ended though the daemon restarted (a crash loop, a deploy, a job
+    moved to another daemon) more often than the window: the new engine reads the utilization the store kept.
+    Before, the window started over with every process, so a daemon restarted every 4 minutes never ended a
+    machine idle for a 10-minute window."""
+    clock, store, aws, gcp, monitor, rec = world
+    store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10))), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
+    for minute in range(1, 21):
+        if minute % 4 == 0:
+            rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)    # a new process
+        clock.advance(minutes=1)
+        rec.tick()
+        if not live(aws, gcp):
+            break
+    assert live(aws, gcp) == [], "an idle machine outlived four windows"
+    # Read first at minute 2 (the tick after its start): idle at minute 12, or 13 where the stored readings (one
+    # per minute, stamped at its last second) are what the new process knows of the window's first minute.
+    assert 12 <= minute <= 13, minute
+    assert "idle-shutdown" in store.kinds()

@@ -167,6 +167,10 @@ class EngineStore(Protocol):
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         """Keep the agents' GPU utilization readings of this tick (per attempt, per minute) for the console."""
         ...
+    def gpu_util_since(self, attempt_ids: Sequence[int], since: datetime) -> Sequence[GpuUtilSample]:
+        """The kept readings of these attempts from ``since`` on (coarser than recorded: at most one per minute,
+        its highest reading, stamped no earlier than the readings it stands for): a new process's idle windows."""
+        ...
     def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
         """The open "relaunch now" requests of these jobs, oldest first (left open)."""
         ...

@@ -212,6 +212,10 @@ class MemoryStore:
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         self.gpu_util.extend(samples)
 
+    def gpu_util_since(self, attempt_ids: Sequence[int], since: datetime) -> Sequence[GpuUtilSample]:
+        wanted = set(attempt_ids)
+        return [s for s in self.gpu_util if s.attempt_id in wanted and s.at >= since]
+
     def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
         wanted = set(job_ids)
         return [r for r in self.relaunch_requests_made if r.taken_at is None and r.job_id in wanted]
