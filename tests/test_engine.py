@@ -106,8 +106,10 @@ class SqlHarness(SqlEngineStore):
             policies["max_relaunches"] = spec.max_relaunches
         market = {frozenset({Market.SPOT}): "spot", frozenset({Market.ON_DEMAND}): "on-demand"}.get(
             spec.plan.markets, "auto")
+        sections: dict[str, object] = {"providers": {"allow": list(spec.plan.providers_allow)}} \
+            if spec.plan.providers_allow else {}
         m = manifest(spec.name, gpus=list(spec.plan.gpus), count=spec.plan.count, nodes=spec.plan.nodes,
-                     policies=policies, market=market)
+                     policies=policies, market=market, **sections)
         with self.store.transaction() as tx:
             repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
             row = repo.require_job(tx, m.name)
@@ -534,3 +536,27 @@ def test_an_idle_window_holds_across_restarts(world) -> None:  # type: ignore[no
     # per minute, stamped at its last second) are what the new process knows of the window's first minute.
     assert 12 <= minute <= 13, minute
     assert "idle-shutdown" in store.kinds()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_live_machine_on_a_provider_no_longer_configured_is_reported_every_tick(backend: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A provider taken out of the config while orch has a machine on it: orch can neither see nor end that
+    machine (nor tear its job down), and it bills on. Each tick says so in its errors, never "quiet". Before,
+    the attempt was skipped without a word, every tick, also after the job was torn down."""
+    clock = Clock()
+    store = MemoryStore() if backend == "memory" else SqlHarness(open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                                                                 OWNER, catalog=CATALOG)
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    job = store.add_job(spec(plan=PlanRequest(gpus=("A100-80G",), count=8, providers_allow=("gcp",))), clock())
+    engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock).tick()
+    [inst] = live(gcp)
+    rec = engine(store, {"aws": aws}, CATALOG, clock)         # gcp taken out of the config
+    for down in (False, True):
+        if down:
+            store.request_down(job.id)
+        clock.advance(seconds=30)
+        report = rec.tick()
+        assert not report.quiet or report.errors
+        [said] = [e for e in report.errors if e.startswith("gcp:")]
+        assert "not configured" in said and "1 live attempt" in said, said
+    assert live(gcp) == [inst]                              # nobody could end it: said, not hidden

@@ -10,7 +10,8 @@ It decides nothing and starts nothing. What it writes is what the clouds and the
   on-demand machine vanished: ``EndCause.LOST``), with a ``preempted`` event;
 * the checkpoints the nodes' agents report as committed.
 
-A cloud whose listing fails is NOT an empty cloud: its attempts are left out of the facts this tick. An agent
+A cloud whose listing fails is NOT an empty cloud: its attempts are left out of the facts this tick. So are
+those of a provider no longer configured, with an error in every tick's report (their machines may bill). An agent
 whose monitor raises is an unread report (an error in the tick's report), never the end of the tick.
 What to do about any of it is for the active steps (orchestrator/engine/reconciler.py lists them).
 
@@ -22,6 +23,7 @@ job are those of the last tick, and whose agent has nothing to report, is not mi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -33,6 +35,7 @@ from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.tick import TickReport
+from orchestrator.words import plural
 from providers.base import Instance, InstanceState, Market
 from providers.errors import ProviderError
 
@@ -66,9 +69,12 @@ def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | N
     observed: list[Observed] = []
     changed: list[int] = []
     held: set[int] = set()
+    unmanaged: Counter[str] = Counter()
     for attempt in deps.store.live_attempts():
         if attempt.offer.provider in unlistable or attempt.offer.provider not in deps.providers:
             held.add(attempt.job_id)
+            if attempt.offer.provider not in deps.providers:
+                unmanaged[attempt.offer.provider] += 1
             continue
         job = jobs.get(attempt.job_id) or deps.store.job(attempt.job_id)
         inst = by_launch.get(attempt.launch_id)
@@ -93,6 +99,11 @@ def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | N
             kept[attempt.id] = seen      # an attempt the sync moved on is read anew next tick: not kept
         if seen.attempt.state.is_live:
             held.add(attempt.job_id)
+    for name, n in sorted(unmanaged.items()):
+        # Nothing here can list, stop or end these machines, and they may bill: said every tick, never quiet.
+        report.errors.append(f"{name}: not configured, yet {plural(n, 'live attempt')} of orch's on it: orch can "
+                             "neither watch nor end their machines, which may bill (configure it again, or end "
+                             "them in its console)")
     if memo is not None:
         memo.seen = kept
         memo.deaf.intersection_update(kept)
