@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
@@ -22,7 +23,12 @@ from orchestrator.store import open_store, repo
 from orchestrator.store.models import Job
 from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Instance, InstanceState, Market, Offer, Provider
-from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
+from providers.errors import (
+    InsufficientCapacityError,
+    InvalidRequestError,
+    ProviderUnavailableError,
+    QuotaExceededError,
+)
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
@@ -560,3 +566,60 @@ def test_a_live_machine_on_a_provider_no_longer_configured_is_reported_every_tic
         [said] = [e for e in report.errors if e.startswith("gcp:")]
         assert "not configured" in said and "1 live attempt" in said, said
     assert live(gcp) == [inst]                              # nobody could end it: said, not hidden
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_machine_billing_on_after_its_attempt_ended_is_charged_once_for_each_minute(backend: str,
+                                                                                     tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A node that never reports is ended at its boot timeout (FAILED at once) while its cloud refuses the
+    terminate for a while: the job is charged for the whole time the cloud listed the machine running, each
+    minute once. Its stretch not settled yet as a live attempt (a quiet machine's meter is settled every few
+    minutes) is charged once: not again as a straggler's in the tick it ended."""
+    clock = Clock()
+    store = MemoryStore() if backend == "memory" else SqlHarness(open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                                                                 OWNER, catalog=CATALOG)
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock,
+                 settings=ServiceSettings(boot_timeout=timedelta(minutes=13)))
+    job = store.add_job(spec(max_relaunches=0), clock())
+    start = clock()
+    rec.tick()
+    aws.fail("terminate", *[InvalidRequestError("refused", provider="aws")] * 1000)
+    while "boot-timeout" not in store.kinds():
+        assert clock() - start < timedelta(minutes=30)
+        clock.advance(minutes=1)
+        rec.tick()
+    for _ in range(5):                                   # the cloud refuses the terminate: the machine bills on
+        clock.advance(minutes=1)
+        rec.tick()
+    aws.cloud.fail_next["terminate"].clear()
+    clock.advance(minutes=1)
+    rec.tick()                                           # listed running at this tick's start; ended in it
+    assert live(aws, gcp) == []
+    assert store.job(job.id).spent_usd == pytest.approx(10.0 * (clock() - start).total_seconds() / 3600)
+
+
+def test_a_straggler_is_not_charged_again_for_what_its_live_meter_charges() -> None:
+    """A quiet machine's meter is settled every few minutes: ended between two settles (a relaunch request
+    here) while its cloud refuses the terminate, its last stretch as a live attempt is charged once, not by its
+    closing meter and again as a straggler's: the charges of one attempt never overlap."""
+    from orchestrator.engine.values import RelaunchRequest
+
+    clock, store = Clock(), MemoryStore()
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, settings=ServiceSettings(
+        boot_timeout=timedelta(hours=5), heartbeat_timeout=timedelta(hours=5)))
+    job = store.add_job(spec(), clock())
+    rec.tick()
+    [first] = store.attempts_for_job(job.id)
+    for _ in range(9):
+        clock.advance(minutes=1)
+        rec.tick()
+    aws.fail("terminate", *[InvalidRequestError("refused", provider="aws")] * 1000)
+    store.relaunch_requests_made.append(RelaunchRequest(1, job.id, "train", clock(), "console"))
+    for _ in range(3):
+        clock.advance(minutes=1)
+        rec.tick()
+    spans = sorted((since, until) for a, since, until, _, _ in store.charges if a == first.id)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
+    assert spans[-1][1] == clock()                      # still billing, still charged

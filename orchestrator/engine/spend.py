@@ -128,6 +128,9 @@ class SpendStep:
         now, at the rate they bill: an attempt ends in the store before its machine does in the cloud, and the
         cloud bills until then. Their meter closed when the attempt left the facts; this goes on from there."""
         for inst, a in stragglers:
+            if a.id in self._meters:        # ended this tick: its meter charges up to now, once, and closes
+                self._settle(store, {}, a.id, now, close=True)
+                continue
             since = self._marks.get(a.id) or store.spend_mark(a.id) or a.ended_at or a.created_at
             if since is None or now <= since:
                 continue
