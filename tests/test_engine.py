@@ -105,7 +105,7 @@ class SqlHarness(SqlEngineStore):
         policies: dict[str, object] = {
             "estimated_hours": spec.plan.estimated_hours,
             "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,
-                     "window": f"{int(spec.idle.window.total_seconds())}s"}}
+                     "window": f"{int(spec.idle.window.total_seconds())}s", "action": spec.idle.action.value}}
         if spec.budget_usd is not None:
             policies["budget_usd"] = spec.budget_usd
         if spec.max_relaunches != JobSpec.max_relaunches:
@@ -623,3 +623,26 @@ def test_a_straggler_is_not_charged_again_for_what_its_live_meter_charges() -> N
     spans = sorted((since, until) for a, since, until, _, _ in store.charges if a == first.id)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
     assert spans[-1][1] == clock()                      # still billing, still charged
+
+
+def test_a_machine_stopped_when_idle_stays_stopped(world) -> None:  # type: ignore[no-untyped-def]
+    """``idle.action: stop`` keeps the disk: the machine is stopped, never terminated. Before, the same tick's
+    sweep read the tick's listing (taken before the stop: running) and terminated the machine it had just
+    stopped, as a straggler of an ended attempt."""
+    from orchestrator.engine.idle_rule import IdleAction
+
+    clock, store, aws, gcp, monitor, rec = world
+    store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10), action=IdleAction.STOP)),
+                  clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
+    while "idle-shutdown" not in store.kinds():
+        assert clock().minute < 30
+        clock.advance(minutes=1)
+        rec.tick()
+    for _ in range(3):
+        clock.advance(minutes=1)
+        rec.tick()
+    assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
+    assert aws.cloud.calls["terminate"] == 0

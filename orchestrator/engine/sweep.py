@@ -62,6 +62,10 @@ class SweepStep:
         for name, inst in candidates:
             attempt = ended.get(inst.launch_id or "")
             if attempt is not None:
+                if attempt.id in log.ended:
+                    # Ended by this tick's steps: the listing predates that end (a machine an idle stop just
+                    # stopped still reads as running). The next tick's listing says what is left.
+                    continue
                 if inst.state in BILLING_STATES:
                     billing.append((inst, attempt))
                 self._straggler(deps, name, inst, attempt, facts.now, log)
