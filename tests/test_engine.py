@@ -646,3 +646,28 @@ def test_a_machine_stopped_when_idle_stays_stopped(world) -> None:  # type: igno
         rec.tick()
     assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
     assert aws.cloud.calls["terminate"] == 0
+
+
+def test_a_machine_stopped_when_idle_is_ended_once_its_job_is_torn_down(world) -> None:  # type: ignore[no-untyped-def]
+    """The stopped machine (its disk bills) is kept for its job; once the job is torn down (``orch down``,
+    pruned) nothing wants that disk and the sweep ends the machine. Before, it was kept, and billed, for good."""
+    from orchestrator.engine.idle_rule import IdleAction
+
+    clock, store, aws, gcp, monitor, rec = world
+    job = store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10),
+                                             action=IdleAction.STOP)), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
+    while "idle-shutdown" not in store.kinds():
+        assert clock().minute < 30
+        clock.advance(minutes=1)
+        rec.tick()
+    clock.advance(minutes=1)
+    rec.tick()
+    assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
+    store.request_down(job.id)
+    for _ in range(2):
+        clock.advance(minutes=1)
+        rec.tick()
+    assert live(aws, gcp) == []

@@ -113,6 +113,9 @@ class EngineStore(Protocol):
         first: the fleet's spot history (orchestrator/engine/recovery_facts.py reads it once per tick)."""
         ...
     def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]: ...
+    def wanted_jobs(self, job_ids: Sequence[int]) -> set[int]:
+        """Those of ``job_ids`` still wanted (desired state active), whichever daemon holds them, if any."""
+        ...
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         """Mirror the cloud's view into the instances table (only rows whose state changed are written);
         an instance row becomes TERMINATED only here, when the cloud says so or no longer lists it."""

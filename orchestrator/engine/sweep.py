@@ -1,7 +1,8 @@
 """The sweep (garbage collection): end machines no live attempt owns.
 
 * Stragglers: machines of ended attempts the cloud still lists. Ended once ``drain_until`` (a notice's
-  drain) has passed; a machine stopped on purpose when idle (``EndCause.IDLE_STOPPED``) is kept.
+  drain) has passed; a machine stopped on purpose when idle (``EndCause.IDLE_STOPPED``) is kept while its job
+  is wanted (not torn down: ``orch down``, pruned), then ended too.
 * Orphans: machines tagged as this owner's with a launch id the store does not know (orch died between
   the cloud's yes and its own write, or another daemon's crash), after the grace period. Only this
   store's: a launch id carrying another store's identity belongs to another store on the same cloud
@@ -57,6 +58,12 @@ class SweepStep:
             self._scanned = (mine, dict(facts.listed), live, candidates)
         wanted = [i.launch_id for _, i in candidates if i.launch_id]
         ended = deps.store.attempts_by_launch_ids(wanted) if wanted else {}
+        # A machine stopped when idle keeps its disk for its job while the job is wanted (asked only when such
+        # a machine is listed: one read a tick).
+        kept_for = sorted({a.job_id for _, i in candidates if i.state is InstanceState.STOPPED
+                           and (a := ended.get(i.launch_id or "")) is not None
+                           and a.end_cause is EndCause.IDLE_STOPPED})
+        wanted_jobs = deps.store.wanted_jobs(kept_for) if kept_for else set()
         seen_now: set[tuple[str, str]] = set()
         billing: list[tuple[Instance, AttemptRecord]] = []
         for name, inst in candidates:
@@ -68,7 +75,7 @@ class SweepStep:
                     continue
                 if inst.state in BILLING_STATES:
                     billing.append((inst, attempt))
-                self._straggler(deps, name, inst, attempt, facts.now, log)
+                self._straggler(deps, name, inst, attempt, facts.now, log, keep=attempt.job_id in wanted_jobs)
                 continue
             seen_now.add((name, inst.instance_id))
             self._orphan(deps, name, inst, facts.now, log)
@@ -77,9 +84,10 @@ class SweepStep:
         return billing
 
     def _straggler(self, deps: EngineDeps, name: str, inst: Instance, attempt: AttemptRecord, now: datetime,
-                   log: TickLog) -> None:
-        if inst.state is InstanceState.STOPPED and attempt.end_cause is EndCause.IDLE_STOPPED:
-            return      # stopped on purpose, keeping its disk
+                   log: TickLog, *, keep: bool) -> None:
+        """``keep``: the machine was stopped when idle and its job is still wanted (it keeps its disk)."""
+        if inst.state is InstanceState.STOPPED and attempt.end_cause is EndCause.IDLE_STOPPED and keep:
+            return      # stopped on purpose, keeping its disk for its job
         if attempt.drain_until is not None and now < attempt.drain_until:
             return      # still draining its notice checkpoint
         key = (name, inst.instance_id)

@@ -117,6 +117,9 @@ class MemoryStore:
         wanted = set(launch_ids)
         return {a.launch_id: a for a in self.attempts.values() if a.launch_id in wanted}
 
+    def wanted_jobs(self, job_ids: Sequence[int]) -> set[int]:
+        return {j for j in job_ids if j in self.jobs and self.jobs[j].desired_active}
+
     def spot_history(self, since: datetime) -> Sequence[FleetSpotRun]:
         self.history_reads += 1
         found = [FleetSpotRun(a.job_id, a.offer.gpu, SpotRun(
