@@ -671,3 +671,25 @@ def test_a_machine_stopped_when_idle_is_ended_once_its_job_is_torn_down(world) -
         clock.advance(minutes=1)
         rec.tick()
     assert live(aws, gcp) == []
+
+
+@pytest.mark.parametrize("count_before", [0, 10])
+def test_a_lost_machine_a_crash_left_undecided_counts_as_a_relaunch(world, count_before: int) -> None:  # type: ignore[no-untyped-def]
+    """Killed after the sync wrote a lost machine (an on-demand one vanished), before the recovery decided: the
+    next process relaunches the job and counts it, and at ``max_relaunches`` fails it, as the recovery would
+    have (the cap holds across a crash). Before, the job was relaunched from PENDING uncounted."""
+    clock, store, _aws, _gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    settle(rec, clock)
+    for _ in range(count_before):
+        store.set_job_status(job.id, store.job(job.id).status, clock(), relaunched=True)
+    [attempt] = store.attempts_for_job(job.id)
+    store.set_attempt_state(attempt.id, AttemptState.FAILED, clock(), reason="killed mid-tick", cause=EndCause.LOST)
+    clock.advance(seconds=30)
+    rec.tick()
+    fresh = store.job(job.id)
+    if count_before < fresh.spec.max_relaunches:
+        assert fresh.relaunch_count == count_before + 1 and len(store.attempts_for_job(job.id)) == 2
+    else:
+        assert fresh.status is JobStatus.FAILED and "relaunch-cap" in store.kinds()
+        assert len(store.attempts_for_job(job.id)) == 1

@@ -185,8 +185,14 @@ class RecoveryStep:
         ended with finish that decision: recover, fail, stop, succeed, or launch again."""
         attempts = deps.store.attempts_for_job(job.id)
         last = max((a.generation for a in attempts), default=0)
-        status = status_after({a.end_cause for a in attempts if a.generation == last and a.end_cause})
-        deps.store.set_job_status(job.id, status, now)
+        causes = {a.end_cause for a in attempts if a.generation == last and a.end_cause}
+        status = status_after(causes)
+        # A lost machine needs one again, counted as ``_after_loss`` counts it (the cap holds across a crash).
+        lost = status is JobStatus.PENDING and EndCause.LOST in causes
+        if lost and job.relaunch_count >= job.spec.max_relaunches:
+            _capped(deps, job, now)
+            return JobStatus.FAILED
+        deps.store.set_job_status(job.id, status, now, relaunched=lost)
         deps.store.event(EventKind.NO_MACHINE, f"{job.status.value} job has no machine left: {status.value}", now,
                          job_id=job.id)
         return status
