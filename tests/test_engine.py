@@ -693,3 +693,32 @@ def test_a_lost_machine_a_crash_left_undecided_counts_as_a_relaunch(world, count
     else:
         assert fresh.status is JobStatus.FAILED and "relaunch-cap" in store.kinds()
         assert len(store.attempts_for_job(job.id)) == 1
+
+
+def test_a_budget_reached_while_the_jobs_cloud_cannot_be_listed_stops_it_once_when_it_answers() -> None:
+    """A job's budget reached (here: lowered under its spend) while its cloud's listing fails: its machine
+    cannot be seen or ended, so the stop waits for the listing, then happens once (one ``budget-stop`` event,
+    an alert). Before, every tick of the outage wrote the event again and set the job STOPPED while its
+    machine ran on."""
+    clock, store = Clock(), MemoryStore()
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=ReportingMonitor())
+    job = store.add_job(spec(budget_usd=100.0), clock())
+    rec.tick()
+    for _ in range(4):
+        clock.advance(minutes=15)
+        rec.tick()
+    assert 0 < store.job(job.id).spent_usd < 100
+    record = store.jobs[job.id]
+    store.jobs[job.id] = replace(record, spec=replace(record.spec, budget_usd=1.0))     # applied lower
+    aws.fail("list_instances", *[InvalidRequestError("down", provider="aws")] * 5)
+    for _ in range(5):
+        clock.advance(seconds=30)
+        rec.tick()
+    assert store.kinds().count("budget-stop") == 0 and len(live(aws, gcp)) == 1
+    clock.advance(seconds=30)
+    rec.tick()                                      # the cloud answers: stopped, once
+    clock.advance(seconds=30)
+    rec.tick()
+    assert store.kinds().count("budget-stop") == 1
+    assert live(aws, gcp) == [] and store.job(job.id).status is JobStatus.STOPPED

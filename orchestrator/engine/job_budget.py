@@ -1,8 +1,9 @@
 """A job's own ``policies.budget_usd``, while it runs (the config's ``budgets:`` are orchestrator/engine/budget.py).
 
 After the spend step, so this tick's money counts: a job holding machines whose spend (the store's total plus
-this tick's charges) has reached its budget is stopped: one ``budget-stop`` event (an alert), its machines
-ended (``EndCause.BUDGET_STOP``), the job STOPPED, so nothing launches it again. Checkpoint first when it can: a
+this tick's charges) has reached its budget is stopped (once a cloud holding them answers its listing): one
+``budget-stop`` event (an alert), its machines ended (``EndCause.BUDGET_STOP``), the job STOPPED, so nothing
+launches it again. Checkpoint first when it can: a
 running machine of a job with a checkpoint store whose agent orch can reach (``Bootstrapper.ask_checkpoint``:
 the report store's ``checkpoint-now.json``, which the agent takes as an interrupting notice: checkpoint now,
 stop the job once it is complete, upload it) is left ``notice_drain`` to do so, as is a machine whose agent
@@ -46,7 +47,8 @@ class JobBudgetStep:
             if spent >= limit:
                 held = [o for o in facts.observed if o.attempt.job_id == job.id and o.attempt.state.is_live
                         and o.attempt.id not in log.ended]
-                _stop(deps, job, held, spent, facts, log)
+                if held:    # else its machines are on a cloud that did not answer: stopped when it does, once
+                    _stop(deps, job, held, spent, facts, log)
 
     def first_refusal(self, job: JobRecord) -> bool:
         """Whether the launch step's refusal of ``job`` by its own budget is new (then remembered)."""
