@@ -722,3 +722,37 @@ def test_a_budget_reached_while_the_jobs_cloud_cannot_be_listed_stops_it_once_wh
     rec.tick()
     assert store.kinds().count("budget-stop") == 1
     assert live(aws, gcp) == [] and store.job(job.id).status is JobStatus.STOPPED
+
+
+def test_a_straggler_whose_accepted_terminate_left_it_running_is_asked_again() -> None:
+    """A cloud may answer a terminate and leave the machine running (a request it dropped): the sweep asks
+    again while the machine is still listed billing, after ``STRAGGLER_ASK_AGAIN``, never every tick. Before,
+    a straggler was asked once per process, so that machine billed on until the daemon restarted."""
+    from orchestrator.engine.sweep import STRAGGLER_ASK_AGAIN
+
+    clock, store = Clock(), MemoryStore()
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock,
+                 settings=ServiceSettings(boot_timeout=timedelta(minutes=5)))
+    store.add_job(spec(max_relaunches=0), clock())
+    rec.tick()
+    assert len(live(aws, gcp)) == 1
+    real_terminate, dropped = aws.terminate, [0]
+
+    def drops_the_first_two(instance_id: str) -> None:
+        if dropped[0] < 2:
+            dropped[0] += 1         # answered, not carried out
+            return
+        real_terminate(instance_id)
+
+    aws.terminate = drops_the_first_two  # type: ignore[method-assign]
+    while "boot-timeout" not in store.kinds():
+        assert clock().minute < 30
+        clock.advance(minutes=1)
+        rec.tick()
+    ended_at = clock()
+    while live(aws, gcp):
+        assert clock() - ended_at <= STRAGGLER_ASK_AGAIN + timedelta(minutes=2), "never asked again"
+        clock.advance(minutes=1)
+        rec.tick()
+    assert dropped[0] == 2 and clock() - ended_at > STRAGGLER_ASK_AGAIN - timedelta(minutes=1)

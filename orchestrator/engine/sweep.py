@@ -2,7 +2,8 @@
 
 * Stragglers: machines of ended attempts the cloud still lists. Ended once ``drain_until`` (a notice's
   drain) has passed; a machine stopped on purpose when idle (``EndCause.IDLE_STOPPED``) is kept while its job
-  is wanted (not torn down: ``orch down``, pruned), then ended too.
+  is wanted (not torn down: ``orch down``, pruned), then ended too. A straggler whose terminate the cloud
+  answered is asked again only while still listed billing, ``STRAGGLER_ASK_AGAIN`` after the last ask.
 * Orphans: machines tagged as this owner's with a launch id the store does not know (orch died between
   the cloud's yes and its own write, or another daemon's crash), after the grace period. Only this
   store's: a launch id carrying another store's identity belongs to another store on the same cloud
@@ -16,7 +17,7 @@ Decided from the attempts' typed causes and the clouds' listings, never from rea
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import terminate
@@ -29,13 +30,17 @@ from orchestrator.engine.states import EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import Instance, InstanceState
 
+#: How long after a straggler's accepted terminate the sweep asks again while the cloud still lists it billing
+#: (a terminate the cloud answered and dropped): idempotent, so asking again is safe; not every tick.
+STRAGGLER_ASK_AGAIN = timedelta(minutes=10)
+
 
 class SweepStep:
     def __init__(self) -> None:
         self._orphans_seen: dict[tuple[str, str], datetime] = {}
-        #: Stragglers already asked to end, once per process: a cloud may keep listing a reclaimed machine
-        #: for a long while (AWS, ~1 h).
-        self._asked_to_end: set[tuple[str, str]] = set()
+        #: Stragglers asked to end, and when: a cloud may keep listing a reclaimed machine for a long while (AWS,
+        #: ~1 h), so one is asked again only while listed billing, ``STRAGGLER_ASK_AGAIN`` after the last ask.
+        self._asked_to_end: dict[tuple[str, str], datetime] = {}
         self._network = NetworkSweep()
         #: The last tick's listings, live launch ids and the machines they left no attempt for: a steady
         #: fleet's every daemon scans the whole listing here, so an unchanged one is not scanned again.
@@ -80,6 +85,8 @@ class SweepStep:
             seen_now.add((name, inst.instance_id))
             self._orphan(deps, name, inst, facts.now, log)
         self._orphans_seen = {k: v for k, v in self._orphans_seen.items() if k in seen_now}
+        listed = {(name, inst.instance_id) for name, inst in candidates}
+        self._asked_to_end = {k: v for k, v in self._asked_to_end.items() if k in listed}
         self._network.run(deps, facts, live, log)
         return billing
 
@@ -91,11 +98,12 @@ class SweepStep:
         if attempt.drain_until is not None and now < attempt.drain_until:
             return      # still draining its notice checkpoint
         key = (name, inst.instance_id)
-        if key in self._asked_to_end:
+        asked = self._asked_to_end.get(key)
+        if asked is not None and (inst.state not in BILLING_STATES or now - asked < STRAGGLER_ASK_AGAIN):
             return
         if not terminate(deps.providers[name], inst.instance_id, log):
             return      # refused (a fault, a throttle): asked again next tick, not remembered as asked
-        self._asked_to_end.add(key)
+        self._asked_to_end[key] = now
         log.report.terminated += 1
 
     def _orphan(self, deps: EngineDeps, name: str, inst: Instance, now: datetime, log: TickLog) -> None:
