@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
@@ -22,7 +23,12 @@ from orchestrator.store import open_store, repo
 from orchestrator.store.models import Job
 from orchestrator.store.sqlstore import SqlEngineStore
 from providers.base import Instance, InstanceState, Market, Offer, Provider
-from providers.errors import InsufficientCapacityError, ProviderUnavailableError, QuotaExceededError
+from providers.errors import (
+    InsufficientCapacityError,
+    InvalidRequestError,
+    ProviderUnavailableError,
+    QuotaExceededError,
+)
 from providers.gpus import Interconnect
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
@@ -99,11 +105,17 @@ class SqlHarness(SqlEngineStore):
         policies: dict[str, object] = {
             "estimated_hours": spec.plan.estimated_hours,
             "idle": {"min_gpu_util_pct": spec.idle.min_gpu_util_pct,
-                     "window": f"{int(spec.idle.window.total_seconds())}s"}}
+                     "window": f"{int(spec.idle.window.total_seconds())}s", "action": spec.idle.action.value}}
         if spec.budget_usd is not None:
             policies["budget_usd"] = spec.budget_usd
+        if spec.max_relaunches != JobSpec.max_relaunches:
+            policies["max_relaunches"] = spec.max_relaunches
+        market = {frozenset({Market.SPOT}): "spot", frozenset({Market.ON_DEMAND}): "on-demand"}.get(
+            spec.plan.markets, "auto")
+        sections: dict[str, object] = {"providers": {"allow": list(spec.plan.providers_allow)}} \
+            if spec.plan.providers_allow else {}
         m = manifest(spec.name, gpus=list(spec.plan.gpus), count=spec.plan.count, nodes=spec.plan.nodes,
-                     policies=policies)
+                     policies=policies, market=market, **sections)
         with self.store.transaction() as tx:
             repo.apply_jobs(tx, [repo.AppliedJob(m, "h-" + m.name)], now=now)
             row = repo.require_job(tx, m.name)
@@ -441,3 +453,306 @@ def test_an_advisory_notice_is_one_event_and_never_ends_the_attempt(world) -> No
     rec.tick()
     assert store.kinds().count("advisory-notice") == 2
     assert [i.instance_id for i in live(aws, gcp)] == [machine.instance_id]
+
+
+def test_an_on_demand_machine_that_keeps_vanishing_is_relaunched_at_most_max_relaunches_times(world) -> None:  # type: ignore[no-untyped-def]
+    """A lost machine (an on-demand one the cloud no longer lists) is relaunched like a preempted one, and counts
+    against ``max_relaunches``: a job whose machines keep vanishing is failed at the cap (one ``relaunch-cap``
+    event), never relaunched forever, each new machine billed."""
+    clock, store, aws, gcp, _, rec = world
+    job = store.add_job(spec(max_relaunches=2, plan=PlanRequest(gpus=("A100-80G",), count=8, estimated_hours=2,
+                                                                markets=frozenset({Market.ON_DEMAND}))), clock())
+    rec.tick()
+    for _ in range(6):
+        machines = live(aws, gcp)
+        for inst in machines:
+            with gcp.cloud.lock:
+                del gcp.cloud.instances[inst.instance_id]       # vanished: the cloud no longer lists it
+        clock.advance(seconds=30)
+        rec.tick()
+    attempts = store.attempts_for_job(job.id)
+    assert len(attempts) == 3, [(a.state, a.end_cause) for a in attempts]      # the first launch and 2 relaunches
+    assert all(a.end_cause is EndCause.LOST for a in attempts)
+    record = store.job(job.id)
+    assert record.status is JobStatus.FAILED and record.relaunch_count == 2
+    assert live(aws, gcp) == []
+    assert store.kinds().count("relaunch-cap") == 1
+
+
+class _BrokenChannel(ScriptedMonitor):
+    """Reading one machine's agent raises (a channel hiccup, a bug in a reader): the others answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: set[str] = set()
+
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+        if instance.instance_id in self.broken:
+            raise RuntimeError("report channel broke")
+        return super().read(job, attempt, instance)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_an_agent_that_cannot_be_read_stops_no_other_jobs_teardown(backend: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A monitor raising for one machine is that machine's unread report (an error in the tick's report), not
+    the end of the tick: another job's ``orch down`` still ends its machine. Before, the exception left the
+    sync, so every later step (budgets, teardown, sweep) was skipped on every tick while it lasted, and the
+    torn-down job's machine billed on."""
+    clock = Clock()
+    store = MemoryStore() if backend == "memory" else SqlHarness(open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                                                                 OWNER, catalog=CATALOG)
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    monitor = _BrokenChannel()
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)
+    kept = store.add_job(spec(name="kept"), clock())
+    gone = store.add_job(spec(name="gone"), clock())
+    rec.tick()
+    clock.advance(seconds=30)
+    rec.tick()                                          # both started: their agents are read from now on
+    by_job = {a.job_id: a.instance_id for j in (kept, gone) for a in store.attempts_for_job(j.id)}
+    assert all(by_job.values())
+    monitor.broken.add(str(by_job[kept.id]))
+    store.request_down(gone.id)
+    clock.advance(seconds=30)
+    report = rec.tick()
+    assert [i.instance_id for i in live(aws, gcp)] == [by_job[kept.id]]
+    assert any("report channel broke" in e for e in report.errors)
+    assert store.attempts_for_job(kept.id)[0].state is AttemptState.RUNNING
+
+
+def test_an_idle_window_holds_across_restarts(world) -> None:  # type: ignore[no-untyped-def]
+    """A machine idle for its whole window is ended though the daemon restarted (a crash loop, a deploy, a job
+    moved to another daemon) more often than the window: the new engine reads the utilization the store kept.
+    Before, the window started over with every process, so a daemon restarted every 4 minutes never ended a
+    machine idle for a 10-minute window."""
+    clock, store, aws, gcp, monitor, rec = world
+    store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10))), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
+    for minute in range(1, 21):
+        if minute % 4 == 0:
+            rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=monitor)    # a new process
+        clock.advance(minutes=1)
+        rec.tick()
+        if not live(aws, gcp):
+            break
+    assert live(aws, gcp) == [], "an idle machine outlived four windows"
+    # Read first at minute 2 (the tick after its start): idle at minute 12, or 13 where the stored readings (one
+    # per minute, stamped at its last second) are what the new process knows of the window's first minute.
+    assert 12 <= minute <= 13, minute
+    assert "idle-shutdown" in store.kinds()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_live_machine_on_a_provider_no_longer_configured_is_reported_every_tick(backend: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A provider taken out of the config while orch has a machine on it: orch can neither see nor end that
+    machine (nor tear its job down), and it bills on. Each tick says so in its errors, never "quiet". Before,
+    the attempt was skipped without a word, every tick, also after the job was torn down."""
+    clock = Clock()
+    store = MemoryStore() if backend == "memory" else SqlHarness(open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                                                                 OWNER, catalog=CATALOG)
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    job = store.add_job(spec(plan=PlanRequest(gpus=("A100-80G",), count=8, providers_allow=("gcp",))), clock())
+    engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock).tick()
+    [inst] = live(gcp)
+    rec = engine(store, {"aws": aws}, CATALOG, clock)         # gcp taken out of the config
+    for down in (False, True):
+        if down:
+            store.request_down(job.id)
+        clock.advance(seconds=30)
+        report = rec.tick()
+        assert not report.quiet or report.errors
+        [said] = [e for e in report.errors if e.startswith("gcp:")]
+        assert "not configured" in said and "1 live attempt" in said, said
+    assert live(gcp) == [inst]                              # nobody could end it: said, not hidden
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_machine_billing_on_after_its_attempt_ended_is_charged_once_for_each_minute(backend: str,
+                                                                                     tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A node that never reports is ended at its boot timeout (FAILED at once) while its cloud refuses the
+    terminate for a while: the job is charged for the whole time the cloud listed the machine running, each
+    minute once. Its stretch not settled yet as a live attempt (a quiet machine's meter is settled every few
+    minutes) is charged once: not again as a straggler's in the tick it ended."""
+    clock = Clock()
+    store = MemoryStore() if backend == "memory" else SqlHarness(open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                                                                 OWNER, catalog=CATALOG)
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock,
+                 settings=ServiceSettings(boot_timeout=timedelta(minutes=13)))
+    job = store.add_job(spec(max_relaunches=0), clock())
+    start = clock()
+    rec.tick()
+    aws.fail("terminate", *[InvalidRequestError("refused", provider="aws")] * 1000)
+    while "boot-timeout" not in store.kinds():
+        assert clock() - start < timedelta(minutes=30)
+        clock.advance(minutes=1)
+        rec.tick()
+    for _ in range(5):                                   # the cloud refuses the terminate: the machine bills on
+        clock.advance(minutes=1)
+        rec.tick()
+    aws.cloud.fail_next["terminate"].clear()
+    clock.advance(minutes=1)
+    rec.tick()                                           # listed running at this tick's start; ended in it
+    assert live(aws, gcp) == []
+    assert store.job(job.id).spent_usd == pytest.approx(10.0 * (clock() - start).total_seconds() / 3600)
+
+
+def test_a_straggler_is_not_charged_again_for_what_its_live_meter_charges() -> None:
+    """A quiet machine's meter is settled every few minutes: ended between two settles (a relaunch request
+    here) while its cloud refuses the terminate, its last stretch as a live attempt is charged once, not by its
+    closing meter and again as a straggler's: the charges of one attempt never overlap."""
+    from orchestrator.engine.values import RelaunchRequest
+
+    clock, store = Clock(), MemoryStore()
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, settings=ServiceSettings(
+        boot_timeout=timedelta(hours=5), heartbeat_timeout=timedelta(hours=5)))
+    job = store.add_job(spec(), clock())
+    rec.tick()
+    [first] = store.attempts_for_job(job.id)
+    for _ in range(9):
+        clock.advance(minutes=1)
+        rec.tick()
+    aws.fail("terminate", *[InvalidRequestError("refused", provider="aws")] * 1000)
+    store.relaunch_requests_made.append(RelaunchRequest(1, job.id, "train", clock(), "console"))
+    for _ in range(3):
+        clock.advance(minutes=1)
+        rec.tick()
+    spans = sorted((since, until) for a, since, until, _, _ in store.charges if a == first.id)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
+    assert spans[-1][1] == clock()                      # still billing, still charged
+
+
+def test_a_machine_stopped_when_idle_stays_stopped(world) -> None:  # type: ignore[no-untyped-def]
+    """``idle.action: stop`` keeps the disk: the machine is stopped, never terminated. Before, the same tick's
+    sweep read the tick's listing (taken before the stop: running) and terminated the machine it had just
+    stopped, as a straggler of an ended attempt."""
+    from orchestrator.engine.idle_rule import IdleAction
+
+    clock, store, aws, gcp, monitor, rec = world
+    store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10), action=IdleAction.STOP)),
+                  clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
+    while "idle-shutdown" not in store.kinds():
+        assert clock().minute < 30
+        clock.advance(minutes=1)
+        rec.tick()
+    for _ in range(3):
+        clock.advance(minutes=1)
+        rec.tick()
+    assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
+    assert aws.cloud.calls["terminate"] == 0
+
+
+def test_a_machine_stopped_when_idle_is_ended_once_its_job_is_torn_down(world) -> None:  # type: ignore[no-untyped-def]
+    """The stopped machine (its disk bills) is kept for its job; once the job is torn down (``orch down``,
+    pruned) nothing wants that disk and the sweep ends the machine. Before, it was kept, and billed, for good."""
+    from orchestrator.engine.idle_rule import IdleAction
+
+    clock, store, aws, gcp, monitor, rec = world
+    job = store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10),
+                                             action=IdleAction.STOP)), clock())
+    rec.tick()
+    [inst] = live(aws, gcp)
+    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
+    while "idle-shutdown" not in store.kinds():
+        assert clock().minute < 30
+        clock.advance(minutes=1)
+        rec.tick()
+    clock.advance(minutes=1)
+    rec.tick()
+    assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
+    store.request_down(job.id)
+    for _ in range(2):
+        clock.advance(minutes=1)
+        rec.tick()
+    assert live(aws, gcp) == []
+
+
+@pytest.mark.parametrize("count_before", [0, 10])
+def test_a_lost_machine_a_crash_left_undecided_counts_as_a_relaunch(world, count_before: int) -> None:  # type: ignore[no-untyped-def]
+    """Killed after the sync wrote a lost machine (an on-demand one vanished), before the recovery decided: the
+    next process relaunches the job and counts it, and at ``max_relaunches`` fails it, as the recovery would
+    have (the cap holds across a crash). Before, the job was relaunched from PENDING uncounted."""
+    clock, store, _aws, _gcp, _, rec = world
+    job = store.add_job(spec(), clock())
+    settle(rec, clock)
+    for _ in range(count_before):
+        store.set_job_status(job.id, store.job(job.id).status, clock(), relaunched=True)
+    [attempt] = store.attempts_for_job(job.id)
+    store.set_attempt_state(attempt.id, AttemptState.FAILED, clock(), reason="killed mid-tick", cause=EndCause.LOST)
+    clock.advance(seconds=30)
+    rec.tick()
+    fresh = store.job(job.id)
+    if count_before < fresh.spec.max_relaunches:
+        assert fresh.relaunch_count == count_before + 1 and len(store.attempts_for_job(job.id)) == 2
+    else:
+        assert fresh.status is JobStatus.FAILED and "relaunch-cap" in store.kinds()
+        assert len(store.attempts_for_job(job.id)) == 1
+
+
+def test_a_budget_reached_while_the_jobs_cloud_cannot_be_listed_stops_it_once_when_it_answers() -> None:
+    """A job's budget reached (here: lowered under its spend) while its cloud's listing fails: its machine
+    cannot be seen or ended, so the stop waits for the listing, then happens once (one ``budget-stop`` event,
+    an alert). Before, every tick of the outage wrote the event again and set the job STOPPED while its
+    machine ran on."""
+    clock, store = Clock(), MemoryStore()
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock, monitor=ReportingMonitor())
+    job = store.add_job(spec(budget_usd=100.0), clock())
+    rec.tick()
+    for _ in range(4):
+        clock.advance(minutes=15)
+        rec.tick()
+    assert 0 < store.job(job.id).spent_usd < 100
+    record = store.jobs[job.id]
+    store.jobs[job.id] = replace(record, spec=replace(record.spec, budget_usd=1.0))     # applied lower
+    aws.fail("list_instances", *[InvalidRequestError("down", provider="aws")] * 5)
+    for _ in range(5):
+        clock.advance(seconds=30)
+        rec.tick()
+    assert store.kinds().count("budget-stop") == 0 and len(live(aws, gcp)) == 1
+    clock.advance(seconds=30)
+    rec.tick()                                      # the cloud answers: stopped, once
+    clock.advance(seconds=30)
+    rec.tick()
+    assert store.kinds().count("budget-stop") == 1
+    assert live(aws, gcp) == [] and store.job(job.id).status is JobStatus.STOPPED
+
+
+def test_a_straggler_whose_accepted_terminate_left_it_running_is_asked_again() -> None:
+    """A cloud may answer a terminate and leave the machine running (a request it dropped): the sweep asks
+    again while the machine is still listed billing, after ``STRAGGLER_ASK_AGAIN``, never every tick. Before,
+    a straggler was asked once per process, so that machine billed on until the daemon restarted."""
+    from orchestrator.engine.sweep import STRAGGLER_ASK_AGAIN
+
+    clock, store = Clock(), MemoryStore()
+    aws, gcp = MemoryProvider("aws", CATALOG), MemoryProvider("gcp", CATALOG)
+    rec = engine(store, {"aws": aws, "gcp": gcp}, CATALOG, clock,
+                 settings=ServiceSettings(boot_timeout=timedelta(minutes=5)))
+    store.add_job(spec(max_relaunches=0), clock())
+    rec.tick()
+    assert len(live(aws, gcp)) == 1
+    real_terminate, dropped = aws.terminate, [0]
+
+    def drops_the_first_two(instance_id: str) -> None:
+        if dropped[0] < 2:
+            dropped[0] += 1         # answered, not carried out
+            return
+        real_terminate(instance_id)
+
+    aws.terminate = drops_the_first_two  # type: ignore[method-assign]
+    while "boot-timeout" not in store.kinds():
+        assert clock().minute < 30
+        clock.advance(minutes=1)
+        rec.tick()
+    ended_at = clock()
+    while live(aws, gcp):
+        assert clock() - ended_at <= STRAGGLER_ASK_AGAIN + timedelta(minutes=2), "never asked again"
+        clock.advance(minutes=1)
+        rec.tick()
+    assert dropped[0] == 2 and clock() - ended_at > STRAGGLER_ASK_AGAIN - timedelta(minutes=1)

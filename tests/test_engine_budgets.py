@@ -273,3 +273,44 @@ def test_an_owner_budget_holds_for_the_engines_owner_only(tmp_path: Path) -> Non
         assert [r["budget"] for r in refused.data["refusals"]] == ["tester"]
     finally:
         svc.close()
+
+
+def test_at_the_cap_a_spot_gang_ends_whole_with_a_node_not_started_yet(tmp_path: Path) -> None:
+    """``stop_spot_at_cap`` ends a gang whole: node 0 running drains and ends, and a rank whose start is still
+    pending (BOOTSTRAPPING: not reachable yet) ends with it. Before, only RUNNING nodes were ended, so the rank
+    left behind (its node 0 gone, it could never start) billed on with no end in sight."""
+    from orchestrator.engine.hooks import Bootstrapper
+
+    class RankZeroOnly(Bootstrapper):
+        def start(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+            return attempt.node_rank == 0
+
+    clock, aws = Clock(), MemoryProvider("aws", [replace(SPOT, price_hr=5.0)])
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, stop_spot_at_cap=True)
+    svc = build_service(config=OrchConfig(owner="tester", budgets=(nlp,)), store_url=f"sqlite:///{tmp_path / 'o.db'}",
+                        providers={"aws": aws}, catalog=[replace(SPOT, price_hr=5.0)], lease_owner=None, clock=clock,
+                        monitor=ReportingMonitor(), bootstrapper=RankZeroOnly())
+    gang = ("apiVersion: orch/v1\nkind: Job\nname: g\nproject: nlp\n"
+            "resources: {gpu: A100-80G, count: 8, nodes: 2}\nmarket: spot\nrun: {launcher: command, command: x}\n")
+    try:
+        submit(svc, tmp_path, clock, ("g", gang))
+        svc.reconciler.tick()
+        assert len(aws.live()) == 2
+        clock.now += timedelta(hours=1)
+        svc.reconciler.tick()                        # $10: under the cap; node 0 runs, node 1 waits to start
+        assert events(svc, "budget-cap-stop") == []
+        clock.now += timedelta(hours=1)
+        svc.reconciler.tick()                        # $20: at the cap
+        assert len(events(svc, "budget-cap-stop")) == 1
+        clock.now += timedelta(minutes=3)
+        svc.reconciler.tick()                        # the drain has passed
+        clock.now += timedelta(minutes=1)
+        svc.reconciler.tick()
+        assert aws.live() == []
+        assert svc.store is not None
+        with svc.store.transaction() as tx:
+            ends = sorted((a.node_rank, a.state, a.end_cause) for a in tx.exec(select(Attempt)).all())
+        assert ends == [(0, "preempted", EndCause.BUDGET_CAP.value), (1, "terminated", EndCause.GANG.value)]
+        assert job_status(svc, "g") == JobStatus.PENDING.value
+    finally:
+        svc.close()

@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 from orchestrator.app.jobs import apply, load
 from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, build_service
+from orchestrator.engine.states import EndCause
 from orchestrator.engine.values import split_at_midnights
 from orchestrator.store import rollup
 from orchestrator.store.db import alembic_config, make_engine, upgrade
@@ -25,6 +26,7 @@ from orchestrator.store.models import Spend
 from orchestrator.store.spend_ledger import SpendCharge, fold, spend_row_count
 from orchestrator.store.sqlstore_spend import SPEND_WRITE_EVERY
 from providers.base import InstanceState, Market, Offer
+from providers.errors import InvalidRequestError
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for
 from tests.fakes.memory_provider import MemoryProvider
@@ -317,3 +319,37 @@ def test_a_catalog_refresh_reaches_the_stores_offers_and_the_planner(tmp_path: P
         assert [(r.attempt_id, r.charged_price_hr, round(r.usd, 6)) for r in rows] == [(1, 10.0, 10.0)]
         launched = [i for i in aws.live() if i.job == "second"]
         assert [i.price_hr for i in launched] == [7.0]      # planned on the refreshed row
+
+
+def test_a_machine_left_running_after_its_attempt_ended_is_still_charged(url: str, tmp_path: Path) -> None:
+    """The job's own budget ends its attempt (TERMINATED at once) while the cloud refuses the terminate for an
+    hour: the machine bills on, listed running, until the sweep's terminate goes through. That hour is charged
+    to the job (the ledger says what the cloud bills), not lost because the attempt had ended."""
+    clock = Clock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    aws = MemoryProvider("aws", [OFFER])
+    svc = engine(url, clock, aws)
+    path = tmp_path / "train.yaml"
+    path.write_text(MANIFEST + "policies: {budget_usd: 15}\n")
+    assert svc.store is not None
+    apply(svc.store, load([path]), now=clock.now)
+    try:
+        svc.reconciler.tick()
+        [inst] = aws.live()
+        aws.fail("terminate", *[InvalidRequestError("refused", provider="aws")] * 100)
+        for _ in range(6):                              # $15 spent at 1.5 h: the budget ends the attempt
+            clock.now += timedelta(minutes=15)
+            svc.reconciler.tick()
+        [attempt] = svc.engine_store.attempts_for_job(1)
+        assert attempt.end_cause is EndCause.BUDGET_STOP and attempt.state.is_final
+        assert [i.instance_id for i in aws.live()] == [inst.instance_id]       # the terminate was refused
+        for _ in range(2):                              # the sweep asks again each tick: refused
+            clock.now += timedelta(minutes=20)
+            svc.reconciler.tick()
+        assert len(aws.live()) == 1
+        aws.cloud.fail_next["terminate"].clear()        # an hour after the stop, the cloud takes the terminate
+        clock.now += timedelta(minutes=20)
+        svc.reconciler.tick()
+        assert aws.live() == []
+        assert sum(r.usd for r in ledger(svc)) == pytest.approx(10.0 * (1.5 + 1.0))
+    finally:
+        svc.close()

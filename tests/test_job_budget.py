@@ -141,3 +141,41 @@ def test_a_job_with_a_checkpoint_store_is_asked_to_checkpoint_first_then_ended(t
         assert len(world.events("budget-stop")) == 1 and len(boot.asked) == 1
     finally:
         service.close()
+
+
+class FailingAskBootstrapper(AskingBootstrapper):
+    """Its "checkpoint now" channel raises (a bug, a store client that fails oddly)."""
+
+    def ask_checkpoint(self, job, attempt, instance, reason: str) -> bool:  # type: ignore[no-untyped-def]
+        self.asked.append((attempt.launch_id, reason))
+        raise RuntimeError("checkpoint channel broke")
+
+
+def test_a_checkpoint_ask_that_raises_does_not_keep_the_budget_from_stopping_the_job(tmp_path: Path) -> None:
+    """Asking the node to checkpoint first is best effort: when the ask raises, the job is stopped all the same
+    (its machine ended at once, as one that cannot be asked), with the error in the tick's report. Before, the
+    exception left the tick at the job budget step, every tick, so the job was never stopped and billed on."""
+    from orchestrator.engine.hooks import NoStartupScript
+    from tests.test_engine import ReportingMonitor
+
+    clock, aws, boot = Clock(), MemoryProvider("aws", [A10G]), FailingAskBootstrapper()
+    service = build_service(config=OrchConfig(owner="tester"), store=open_store(f"sqlite:///{tmp_path / 'o.db'}"),
+                            providers={"aws": aws}, catalog=[A10G], clock=clock, settings=ServiceSettings(),
+                            bootstrapper=boot, monitor=ReportingMonitor(), startup=NoStartupScript())
+    world = World(service, clock, aws)
+    try:
+        m = manifest("ckpt", gpus=["A10G-24G"], policies={"budget_usd": 1.0, "estimated_hours": 0.5},
+                     checkpoint={"path": "/ckpt", "store": "s3://bucket/run"})
+        with service.store.transaction() as tx:      # type: ignore[union-attr]
+            repo.apply_jobs(tx, [repo.AppliedJob(m, "h-ckpt")], now=clock())
+            job = repo.require_job(tx, "ckpt").id or 0
+        while not boot.asked:
+            assert clock.now - T0 < timedelta(hours=2), "never asked"
+            world.tick()
+        assert service.engine_store.job(job).status is JobStatus.STOPPED
+        [attempt] = service.engine_store.attempts_for_job(job)
+        assert attempt.state is AttemptState.TERMINATED and attempt.end_cause is EndCause.BUDGET_STOP
+        assert attempt.drain_until is None and aws.live() == []
+        assert len(world.events("budget-stop")) == 1
+    finally:
+        service.close()

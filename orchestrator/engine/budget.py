@@ -9,6 +9,7 @@ budget_ledger``, ``review_budgets``). With no budgets configured nothing here re
   ``stop_spot_at_cap``, the budget's running spot machines end like a noticed machine: PREEMPTED with
   ``EndCause.BUDGET_CAP`` and ``drain_until`` (``notice_drain``) so the agent can finish an upload and the
   sync records the checkpoints it commits meanwhile; the sweep ends the machine when the drain has passed.
+  The rest of a gang ends with them (``EndCause.GANG``, the same drain), whatever its nodes' state or market.
   Their jobs go back to PENDING, and the gate keeps them there until the month turns.
 * The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break the $/h ceiling or the
   monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
@@ -27,7 +28,8 @@ from datetime import datetime
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
-from orchestrator.engine.facts import TickFacts
+from orchestrator.engine.facts import Observed, TickFacts
+from orchestrator.engine.gang_end import end_others
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
@@ -130,7 +132,7 @@ class BudgetStep:
 def _stop_spot(deps: EngineDeps, facts: TickFacts, log: TickLog, jobs: frozenset[int], capped: str) -> None:
     """End the running spot machines of ``jobs`` after a drain, as a notice would; their jobs wait."""
     drain = facts.now + deps.config.notice_drain
-    stopped: set[int] = set()
+    stopped: dict[int, Observed] = {}
     for seen in facts.observed:
         a = seen.attempt
         if (a.job_id not in jobs or a.state is not AttemptState.RUNNING or a.offer.market is not Market.SPOT
@@ -140,6 +142,10 @@ def _stop_spot(deps: EngineDeps, facts: TickFacts, log: TickLog, jobs: frozenset
         end_attempt(deps, a, AttemptState.PREEMPTED, EndCause.BUDGET_CAP, why, facts.now, log, drain_until=drain)
         deps.store.event(EventKind.BUDGET_CAP_STOP, f"{a.offer.provider} {a.instance_id}: {why}", facts.now,
                          job_id=a.job_id, data={"budgets": capped, "drain_until": drain.isoformat()})
-        stopped.add(a.job_id)
-    for job_id in stopped:
+        stopped.setdefault(a.job_id, seen)
+    for job_id, seen in stopped.items():
+        # The rest of a gang ends with it (after the same drain): a rank not started yet (its node 0 gone, it
+        # never will) or on another market would otherwise bill on with its job PENDING.
+        end_others(deps, seen.job, seen.attempt, f"gang: budget {capped} at its monthly cap", facts.now, log,
+                        drain_until=drain)
         deps.store.set_job_status(job_id, JobStatus.PENDING, facts.now)

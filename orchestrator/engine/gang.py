@@ -13,12 +13,15 @@ from orchestrator.engine.budget import LaunchGate
 from orchestrator.engine.config import EngineDeps
 from orchestrator.engine.ending import request_termination
 from orchestrator.engine.events import EventKind
+from orchestrator.engine.gang_end import end_others, others_live
 from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from orchestrator.money.budgets import BudgetVerdict
 from providers.base import Offer
+
+__all__ = ["abort", "complete", "end_others", "launch", "others_live", "site_offers"]
 
 
 def site_offers(first: Offer, eligible: Sequence[Offer]) -> list[Offer]:
@@ -71,31 +74,6 @@ def _launch_rank(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, offer
         if request_launch(deps, job, retry, now, log):
             return True
     return False
-
-
-def others_live(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, log: TickLog) -> list[AttemptRecord]:
-    """The other live attempts of ``attempt``'s gang (fresh from the store), less those ended this tick."""
-    if job.spec.plan.nodes <= 1:
-        return []
-    return [a for a in deps.store.attempts_for_job(job.id)
-            if a.generation == attempt.generation and a.id != attempt.id and a.state.is_live
-            and a.id not in log.ended]
-
-
-def end_others(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, reason: str, now: datetime,
-               log: TickLog, *, drain_until: datetime | None = None) -> None:
-    """End every other live node of ``attempt``'s gang (``EndCause.GANG``). With ``drain_until`` their
-    machines keep running until then, as for a noticed node (the sweep ends them); else they end now."""
-    for other in others_live(deps, job, attempt, log):
-        log.ended.add(other.id)
-        if other.instance_id is None:
-            # Never launched, or the cloud may still be creating it: the sweep ends what shows up.
-            deps.store.set_attempt_state(other.id, AttemptState.TERMINATED, now, reason=reason, cause=EndCause.GANG)
-        elif drain_until is not None:
-            deps.store.set_attempt_state(other.id, AttemptState.TERMINATED, now, reason=reason, cause=EndCause.GANG,
-                                         drain_until=drain_until)
-        else:
-            request_termination(deps, other, EndCause.GANG, reason, now, log)
 
 
 def abort(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, reason: str, now: datetime,

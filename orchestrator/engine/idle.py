@@ -29,8 +29,11 @@ from providers.errors import ProviderError
 class IdleStep:
     def __init__(self) -> None:
         self._samples: dict[int, list[UtilSample]] = {}     # per attempt, the window's utilization
+        #: Attempts whose stored utilization (an earlier process's) was read into ``_samples``: once each.
+        self._seeded: set[int] = set()
 
     def run(self, deps: EngineDeps, facts: TickFacts, log: TickLog) -> None:
+        self._seed(deps, facts)
         changed, samples = facts.changed, self._samples
         for seen in facts.observed:
             if changed is not None and seen.attempt.id not in changed and not samples.get(seen.attempt.id):
@@ -43,6 +46,26 @@ class IdleStep:
             verdict = idle_verdict(self._samples.get(seen.attempt.id, ()), seen.job.spec.idle, facts.now)
             if verdict.idle:
                 _shut_down(deps, seen, verdict, facts.now, log)
+
+    def _seed(self, deps: EngineDeps, facts: TickFacts) -> None:
+        """The window so far of each attempt reporting utilization for the first time in this process, from the
+        store (what an earlier process, or another daemon that held the job, recorded): a window holds across
+        restarts, as the liveness deadlines do. One read per tick in which such attempts appear; none after."""
+        new = [seen for seen in facts.observed if seen.agent is not None and seen.agent.gpu_util_pct
+               and seen.attempt.id not in self._seeded]
+        if not new:
+            return
+        since = facts.now - max(seen.job.spec.idle.window for seen in new) - timedelta(minutes=5)
+        stored: dict[int, list[UtilSample]] = {}
+        for r in deps.store.gpu_util_since([seen.attempt.id for seen in new], since):
+            stored.setdefault(r.attempt_id, []).append(UtilSample(r.at, r.gpu_util_pct))
+        for seen in new:
+            self._seeded.add(seen.attempt.id)
+            if seen.attempt.id in stored:
+                self._samples[seen.attempt.id] = stored[seen.attempt.id] + self._samples.get(seen.attempt.id, [])
+        live = {seen.attempt.id for seen in facts.observed}
+        if not facts.unlistable:    # an attempt of a cloud that did not answer is still live: kept
+            self._seeded &= live
 
     def samples(self, attempt_id: int) -> tuple[UtilSample, ...]:
         """The utilization the idle verdict sees for an attempt (its window, and five minutes more)."""

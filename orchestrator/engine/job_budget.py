@@ -1,8 +1,9 @@
 """A job's own ``policies.budget_usd``, while it runs (the config's ``budgets:`` are orchestrator/engine/budget.py).
 
 After the spend step, so this tick's money counts: a job holding machines whose spend (the store's total plus
-this tick's charges) has reached its budget is stopped: one ``budget-stop`` event (an alert), its machines
-ended (``EndCause.BUDGET_STOP``), the job STOPPED, so nothing launches it again. Checkpoint first when it can: a
+this tick's charges) has reached its budget is stopped (once a cloud holding them answers its listing): one
+``budget-stop`` event (an alert), its machines ended (``EndCause.BUDGET_STOP``), the job STOPPED, so nothing
+launches it again. Checkpoint first when it can: a
 running machine of a job with a checkpoint store whose agent orch can reach (``Bootstrapper.ask_checkpoint``:
 the report store's ``checkpoint-now.json``, which the agent takes as an interrupting notice: checkpoint now,
 stop the job once it is complete, upload it) is left ``notice_drain`` to do so, as is a machine whose agent
@@ -46,7 +47,8 @@ class JobBudgetStep:
             if spent >= limit:
                 held = [o for o in facts.observed if o.attempt.job_id == job.id and o.attempt.state.is_live
                         and o.attempt.id not in log.ended]
-                _stop(deps, job, held, spent, facts, log)
+                if held:    # else its machines are on a cloud that did not answer: stopped when it does, once
+                    _stop(deps, job, held, spent, facts, log)
 
     def first_refusal(self, job: JobRecord) -> bool:
         """Whether the launch step's refusal of ``job`` by its own budget is new (then remembered)."""
@@ -63,7 +65,7 @@ def _stop(deps: EngineDeps, job: JobRecord, held: list[Observed], spent: float, 
           log: TickLog) -> None:
     now = facts.now
     why = f"budget ${job.spec.budget_usd:.2f} reached (${spent:.2f} spent): stopped"
-    asked = [o for o in held if _asked_to_checkpoint(deps, job, o, why)]
+    asked = [o for o in held if _asked_to_checkpoint(deps, job, o, why, log)]
     draining = [o for o in held if o in asked or (o.agent is not None and o.agent.pending_uploads > 0
                                                    and o.machine_running)]
     drain = now + deps.config.notice_drain if draining else None
@@ -84,9 +86,14 @@ def _stop(deps: EngineDeps, job: JobRecord, held: list[Observed], spent: float, 
     log.report.terminated += len(held)
 
 
-def _asked_to_checkpoint(deps: EngineDeps, job: JobRecord, seen: Observed, why: str) -> bool:
+def _asked_to_checkpoint(deps: EngineDeps, job: JobRecord, seen: Observed, why: str, log: TickLog) -> bool:
     """Whether the node was asked to checkpoint now, then stop (the channel an interrupting notice drives on
-    the node): only a running machine of a job with a checkpoint store, whose agent orch can reach."""
+    the node): only a running machine of a job with a checkpoint store, whose agent orch can reach. The ask is
+    best effort: one that raises is not asked (an error in the tick's report), so the stop goes on."""
     if job.manifest.checkpoint is None or not seen.machine_running or seen.instance is None:
         return False
-    return ask_checkpoint(deps.hooks.bootstrapper, job, seen.attempt, seen.instance, why)
+    try:
+        return ask_checkpoint(deps.hooks.bootstrapper, job, seen.attempt, seen.instance, why)
+    except Exception as exc:
+        log.report.errors.append(f"ask {seen.attempt.launch_id} to checkpoint: {exc}")
+        return False

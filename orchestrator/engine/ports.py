@@ -113,6 +113,9 @@ class EngineStore(Protocol):
         first: the fleet's spot history (orchestrator/engine/recovery_facts.py reads it once per tick)."""
         ...
     def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]: ...
+    def wanted_jobs(self, job_ids: Sequence[int]) -> set[int]:
+        """Those of ``job_ids`` still wanted (desired state active), whichever daemon holds them, if any."""
+        ...
     def observe_instances(self, provider: str, instances: Sequence[Instance], now: datetime) -> None:
         """Mirror the cloud's view into the instances table (only rows whose state changed are written);
         an instance row becomes TERMINATED only here, when the cloud says so or no longer lists it."""
@@ -166,6 +169,10 @@ class EngineStore(Protocol):
         ...
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         """Keep the agents' GPU utilization readings of this tick (per attempt, per minute) for the console."""
+        ...
+    def gpu_util_since(self, attempt_ids: Sequence[int], since: datetime) -> Sequence[GpuUtilSample]:
+        """The kept readings of these attempts from ``since`` on (coarser than recorded: at most one per minute,
+        its highest reading, stamped no earlier than the readings it stands for): a new process's idle windows."""
         ...
     def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
         """The open "relaunch now" requests of these jobs, oldest first (left open)."""

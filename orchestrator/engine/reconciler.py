@@ -17,7 +17,8 @@ Karpenter's controllers), each its own module, each taking the tick's facts as a
    ``requests``: take the console's "relaunch now" requests: end the job's machines, order a launch.
 6. ``idle``: stop or terminate machines idle for their whole window.
 7. ``teardown``: end the machines of jobs no longer wanted; re-ask terminations in flight.
-8. ``sweep``: end stragglers of ended attempts (after a notice's drain) and orphans (after the grace).
+8. ``sweep``: end stragglers of ended attempts (after a notice's drain) and orphans (after the grace); the
+   stragglers the cloud lists billing are charged (``spend``) until they are gone.
 9. ``launch``: re-ask launches the cloud never saw, complete gangs, carry out the recovery's orders,
    launch pending jobs.
 10. ``metrics``: the agents' GPU utilization into the store (the console), Prometheus gauges.
@@ -117,7 +118,7 @@ class Reconciler:
         orders += requests.run(self.deps, facts, log)
         self._idle.run(self.deps, facts, log)
         teardown.run(self.deps, facts, log)
-        self._sweep.run(self.deps, facts, log)
+        self._spend.charge_stragglers(self.deps.store, self._sweep.run(self.deps, facts, log), facts.now)
         launch.run(self.deps, facts, log, orders, self._budget.gate(self.deps, facts.now), self._job_budget)
         self._metrics.run(self.deps, facts)
         return log, watch_list(facts)

@@ -99,9 +99,13 @@ class RecoveryStep:
                     log: TickLog) -> LaunchOrder | None:
         seen_at = deps.clock()
         if attempt.end_cause is EndCause.LOST:
-            # An on-demand machine vanished: the job simply needs a machine again (not a spot preemption).
+            # An on-demand machine vanished: the job simply needs a machine again (not a spot preemption). It
+            # counts as a relaunch all the same: the cap bounds a job whose machines keep vanishing.
             gang.end_others(deps, job, attempt, f"gang: node {attempt.node_rank} lost", now, log)
-            deps.store.set_job_status(job.id, JobStatus.PENDING, now)
+            fresh = deps.store.job(job.id)
+            if fresh.relaunch_count >= fresh.spec.max_relaunches:
+                return _capped(deps, fresh, now)
+            deps.store.set_job_status(job.id, JobStatus.PENDING, now, relaunched=True)
             deps.store.event(EventKind.INSTANCE_LOST, f"{attempt.offer.provider} instance {attempt.instance_id} "
                              "disappeared; relaunching", now, job_id=job.id)
             return None
@@ -181,8 +185,14 @@ class RecoveryStep:
         ended with finish that decision: recover, fail, stop, succeed, or launch again."""
         attempts = deps.store.attempts_for_job(job.id)
         last = max((a.generation for a in attempts), default=0)
-        status = status_after({a.end_cause for a in attempts if a.generation == last and a.end_cause})
-        deps.store.set_job_status(job.id, status, now)
+        causes = {a.end_cause for a in attempts if a.generation == last and a.end_cause}
+        status = status_after(causes)
+        # A lost machine needs one again, counted as ``_after_loss`` counts it (the cap holds across a crash).
+        lost = status is JobStatus.PENDING and EndCause.LOST in causes
+        if lost and job.relaunch_count >= job.spec.max_relaunches:
+            _capped(deps, job, now)
+            return JobStatus.FAILED
+        deps.store.set_job_status(job.id, status, now, relaunched=lost)
         deps.store.event(EventKind.NO_MACHINE, f"{job.status.value} job has no machine left: {status.value}", now,
                          job_id=job.id)
         return status

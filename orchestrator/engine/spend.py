@@ -3,8 +3,10 @@
 Runs first among the active steps, so budget and recovery decisions this tick see the money spent so far.
 A machine is charged while the cloud lists it billing under a live attempt (running, or UNREACHABLE: the
 cloud lost contact but still bills it), and once more when the sync ends its attempt (reclaimed, lost,
-confirmed gone). The marks are kept in memory and, across restarts, in the store (``spend_mark``: the last
-stored interval end), so no interval is charged twice.
+confirmed gone). A machine the cloud still lists billing after its attempt ended (a drain, a terminate refused
+or still in progress) is charged too, from the sweep's stragglers (``charge_stragglers``). The marks are kept
+in memory and, across restarts, in the store (``spend_mark``: the last stored interval end), so no interval is
+charged twice.
 
 The rate is what the cloud charges where it says (the instance's reported $/h this tick, else the one
 recorded for it, e.g. the zone's spot price or the refreshed catalog's price at launch), else the quote the
@@ -27,6 +29,7 @@ charged for it that tick; its meter is settled (charged up to now, as the ticks 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,7 +38,7 @@ from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
 from orchestrator.engine.ports import AttemptRecord, EngineStore, JobRecord
 from orchestrator.engine.values import split_at_midnights
 from orchestrator.money.spend import accrued_usd, charged_price_hr, reported_price_hr
-from providers.base import InstanceState
+from providers.base import Instance, InstanceState
 
 #: Instance states the spend step charges for (UNREACHABLE: not gone, and still billed).
 BILLING_STATES = frozenset({InstanceState.RUNNING, InstanceState.UNREACHABLE})
@@ -117,6 +120,26 @@ class SpendStep:
         if self._last is not None:
             for attempt_id in list(self._meters):
                 self._settle(store, {}, attempt_id, self._last)
+
+    def charge_stragglers(self, store: EngineStore, stragglers: Sequence[tuple[Instance, AttemptRecord]],
+                          now: datetime) -> None:
+        """Charge machines the cloud still lists billing under an ENDED attempt (a notice's or a stop's drain, a
+        terminate the cloud refused or has not carried out yet: the sweep's stragglers) from their mark up to
+        now, at the rate they bill: an attempt ends in the store before its machine does in the cloud, and the
+        cloud bills until then. Their meter closed when the attempt left the facts; this goes on from there."""
+        for inst, a in stragglers:
+            if a.id in self._meters:        # ended this tick: its meter charges up to now, once, and closes
+                self._settle(store, {}, a.id, now, close=True)
+                continue
+            since = self._marks.get(a.id) or store.spend_mark(a.id) or a.ended_at or a.created_at
+            if since is None or now <= since:
+                continue
+            actual = reported_price_hr(inst.price_hr)
+            if actual is None:
+                actual = self._reported.get(a.id, a.actual_price_hr)
+            rate = charged_price_hr(actual, a.launch_price_hr if a.launch_price_hr is not None else a.offer.price_hr)
+            self.accrue(store, a, rate, since, now)
+            self._marks[a.id] = now
 
     def rate(self, seen: Observed) -> float:
         """The $/h to charge ``seen``'s machine at (see the module's docstring)."""

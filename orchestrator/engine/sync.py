@@ -10,7 +10,9 @@ It decides nothing and starts nothing. What it writes is what the clouds and the
   on-demand machine vanished: ``EndCause.LOST``), with a ``preempted`` event;
 * the checkpoints the nodes' agents report as committed.
 
-A cloud whose listing fails is NOT an empty cloud: its attempts are left out of the facts this tick.
+A cloud whose listing fails is NOT an empty cloud: its attempts are left out of the facts this tick. So are
+those of a provider no longer configured, with an error in every tick's report (their machines may bill). An agent
+whose monitor raises is an unread report (an error in the tick's report), never the end of the tick.
 What to do about any of it is for the active steps (orchestrator/engine/reconciler.py lists them).
 
 A steady tick costs what changed: with a ``SyncMemo`` (the reconciler's), an attempt whose record (the store's
@@ -21,6 +23,7 @@ job are those of the last tick, and whose agent has nothing to report, is not mi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -32,6 +35,7 @@ from orchestrator.engine.hooks import AgentReport
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.tick import TickReport
+from orchestrator.words import plural
 from providers.base import Instance, InstanceState, Market
 from providers.errors import ProviderError
 
@@ -65,9 +69,12 @@ def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | N
     observed: list[Observed] = []
     changed: list[int] = []
     held: set[int] = set()
+    unmanaged: Counter[str] = Counter()
     for attempt in deps.store.live_attempts():
         if attempt.offer.provider in unlistable or attempt.offer.provider not in deps.providers:
             held.add(attempt.job_id)
+            if attempt.offer.provider not in deps.providers:
+                unmanaged[attempt.offer.provider] += 1
             continue
         job = jobs.get(attempt.job_id) or deps.store.job(attempt.job_id)
         inst = by_launch.get(attempt.launch_id)
@@ -82,7 +89,7 @@ def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | N
                 deaf.add(attempt.id)
             else:
                 deaf.discard(attempt.id)
-        elif attempt.id not in deaf and (agent := _agent(deps, job, attempt, inst, now)) is not None:
+        elif attempt.id not in deaf and (agent := _agent(deps, job, attempt, inst, now, report)) is not None:
             # Unchanged but for its agent's report: mirroring it again would write nothing (it wrote nothing
             # last tick on the same record and machine).
             seen = Observed(job=job, attempt=attempt, before=attempt.state, instance=inst, agent=agent)
@@ -92,10 +99,15 @@ def sync(deps: EngineDeps, now: datetime, report: TickReport, memo: SyncMemo | N
             kept[attempt.id] = seen      # an attempt the sync moved on is read anew next tick: not kept
         if seen.attempt.state.is_live:
             held.add(attempt.job_id)
+    for name, n in sorted(unmanaged.items()):
+        # Nothing here can list, stop or end these machines, and they may bill: said every tick, never quiet.
+        report.errors.append(f"{name}: not configured, yet {plural(n, 'live attempt')} of orch's on it: orch can "
+                             "neither watch nor end their machines, which may bill (configure it again, or end "
+                             "them in its console)")
     if memo is not None:
         memo.seen = kept
         memo.deaf.intersection_update(kept)
-    draining = tuple(_draining(deps, jobs, by_launch, now))
+    draining = tuple(_draining(deps, jobs, by_launch, now, report))
     for name, instances in listed.items():
         deps.store.observe_instances(name, instances, now)
     return TickFacts(now=now, listed={k: tuple(v) for k, v in listed.items()}, unlistable=frozenset(unlistable),
@@ -145,15 +157,15 @@ def _observe(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Ins
              report: TickReport) -> Observed:
     after = _mirror(deps, attempt, inst, now, report)
     return Observed(job=job, attempt=after, before=attempt.state, instance=inst,
-                    agent=_agent(deps, job, after, inst, now))
+                    agent=_agent(deps, job, after, inst, now, report))
 
 
 def _agent(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance | None,
-           now: datetime) -> AgentReport | None:
+           now: datetime, report: TickReport) -> AgentReport | None:
     """The agent's report, read where one may run the job (a running attempt and machine of an active job)."""
     if (attempt.state is AttemptState.RUNNING and inst is not None and inst.state is InstanceState.RUNNING
             and job.desired_active):
-        return _read(deps, job, attempt, inst, now)
+        return _read(deps, job, attempt, inst, now, report)
     return None
 
 
@@ -208,9 +220,16 @@ def record_preemption(deps: EngineDeps, attempt: AttemptRecord, why: str, now: d
         deps.metrics.preemptions.labels(attempt.offer.provider).inc()
 
 
-def _read(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance,
-          now: datetime) -> AgentReport | None:
-    agent = deps.hooks.monitor.read(job, attempt, inst)
+def _read(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instance, now: datetime,
+          report: TickReport) -> AgentReport | None:
+    """The agent's report (its committed checkpoints recorded), or None. A monitor that raises is an unread
+    report (as an unreachable channel is) and an error in the tick's report: one machine's channel must not
+    stop the tick, whose later steps (budgets, teardown, sweep) end machines for every job."""
+    try:
+        agent = deps.hooks.monitor.read(job, attempt, inst)
+    except Exception as exc:
+        report.errors.append(f"read the agent of {attempt.offer.provider} {inst.instance_id}: {exc}")
+        return None
     if agent is not None:
         for uri, step in agent.checkpoints:
             deps.store.record_checkpoint(job.id, attempt.id, uri, step, now)
@@ -218,7 +237,7 @@ def _read(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, inst: Instan
 
 
 def _draining(deps: EngineDeps, jobs: Mapping[int, JobRecord], by_launch: Mapping[str, Instance],
-              now: datetime) -> list[Draining]:
+              now: datetime, report: TickReport) -> list[Draining]:
     """Machines still draining after a notice, with what their agents say (their checkpoints are recorded)."""
     out = []
     for attempt in deps.store.draining_attempts(now):
@@ -226,6 +245,6 @@ def _draining(deps: EngineDeps, jobs: Mapping[int, JobRecord], by_launch: Mappin
         inst = by_launch.get(attempt.launch_id)
         agent = None
         if job is not None and inst is not None and not inst.state.is_gone:
-            agent = _read(deps, job, attempt, inst, now)
+            agent = _read(deps, job, attempt, inst, now, report)
         out.append(Draining(attempt=attempt, instance=inst, agent=agent))
     return out

@@ -1,8 +1,8 @@
 """Stored GPU utilization: per attempt, per UTC minute, the mean and max of the agent's readings.
 
 The engine keeps its idle windows in memory; this table is what outlives a tick, for the console's
-sparklines (and a restarted daemon's history, later). It stays small: one row per machine per minute,
-pruned after ``DEFAULT_RETENTION``.
+sparklines and for a restarted daemon's idle windows (``readings_since``). It stays small: one row per machine
+per minute, pruned after ``DEFAULT_RETENTION``.
 
 The engine calls ``record_gpu_util`` with the tick's readings (several attempts at once, so a buffered
 flush costs one transaction); readers call ``util_since``.
@@ -101,3 +101,26 @@ def util_since(tx: Session, attempt_ids: Sequence[int], since: datetime) -> list
                           col(GpuUtilMinute.minute) >= minute_of(since))
                    .order_by(col(GpuUtilMinute.attempt_id), col(GpuUtilMinute.minute)))
     return [UtilMinute(r.attempt_id, r.minute, r.samples, r.mean_pct, r.max_pct) for r in rows]
+
+
+def readings_since(tx: Session, attempt_ids: Sequence[int], since: datetime) -> list[GpuUtilSample]:
+    """The stored minutes of these attempts from ``since`` on as readings, for a restarted engine's idle windows:
+    one per minute, its highest reading, at the minute's last second (never earlier than a reading it stands
+    for, so a window it covers was watched at least that long; never lower, so no busy GPU is hidden)."""
+    if not attempt_ids:
+        return []
+    rows = tx.exec(select(GpuUtilMinute)
+                   .where(col(GpuUtilMinute.attempt_id).in_(list(attempt_ids)),
+                          col(GpuUtilMinute.minute) >= minute_of(since))
+                   .order_by(col(GpuUtilMinute.attempt_id), col(GpuUtilMinute.minute)))
+    return [GpuUtilSample(r.attempt_id, r.job_id, _aware(r.minute) + _LAST_SECOND, (r.max_pct,)) for r in rows]
+
+
+_LAST_SECOND = timedelta(seconds=59)
+
+
+def _aware(at: datetime) -> datetime:
+    """SQLite hands back naive datetimes: the store writes UTC."""
+    from datetime import UTC
+
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

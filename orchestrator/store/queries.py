@@ -212,6 +212,12 @@ def attempt_columns_by_launch_ids(tx: Session, launch_ids: Sequence[str]) -> lis
             for a in _attempts(tx, _attempt_columns().where(_one_of(tx, col(Attempt.launch_id), chunk)))]
 
 
+def active_job_ids(tx: Session, job_ids: Sequence[int]) -> set[int]:
+    """Those of ``job_ids`` whose desired state is active (whoever holds them)."""
+    return set(tx.exec(select(Job.id).where(col(Job.id).in_(list(job_ids)),
+                                            Job.desired_state == DesiredState.ACTIVE.value)))
+
+
 def live_launch_ids(tx: Session) -> set[str]:
     return set(tx.exec(select(Attempt.launch_id).where(col(Attempt.state).in_(_LIVE))))
 

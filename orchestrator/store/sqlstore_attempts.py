@@ -89,3 +89,9 @@ class AttemptReads(KeptReads):
     def attempts_by_launch_ids(self, launch_ids: Sequence[str]) -> dict[str, AttemptRecord]:
         found = self._attempts(lambda tx: queries.attempt_columns_by_launch_ids(tx, launch_ids))
         return {a.launch_id: a for a in found}
+
+    def wanted_jobs(self, job_ids: Sequence[int]) -> set[int]:
+        if not job_ids:
+            return set()
+        with self.store.transaction() as tx:
+            return queries.active_job_ids(tx, job_ids)

@@ -70,6 +70,10 @@ class SideTables:
             with self.store.transaction() as tx:
                 gpu_util.record_gpu_util(tx, samples)
 
+    def gpu_util_since(self, attempt_ids: Sequence[int], since: datetime) -> Sequence[GpuUtilSample]:
+        with self.store.transaction() as tx:
+            return gpu_util.readings_since(tx, attempt_ids, since)
+
     def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
         """The open requests of ``job_ids``. On PostgreSQL every open request is kept while the server's counts
         of job and request writers read the same (orchestrator/store/changes.py): a fleet's steady tick checks

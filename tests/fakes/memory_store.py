@@ -117,6 +117,9 @@ class MemoryStore:
         wanted = set(launch_ids)
         return {a.launch_id: a for a in self.attempts.values() if a.launch_id in wanted}
 
+    def wanted_jobs(self, job_ids: Sequence[int]) -> set[int]:
+        return {j for j in job_ids if j in self.jobs and self.jobs[j].desired_active}
+
     def spot_history(self, since: datetime) -> Sequence[FleetSpotRun]:
         self.history_reads += 1
         found = [FleetSpotRun(a.job_id, a.offer.gpu, SpotRun(
@@ -211,6 +214,10 @@ class MemoryStore:
 
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:
         self.gpu_util.extend(samples)
+
+    def gpu_util_since(self, attempt_ids: Sequence[int], since: datetime) -> Sequence[GpuUtilSample]:
+        wanted = set(attempt_ids)
+        return [s for s in self.gpu_util if s.attempt_id in wanted and s.at >= since]
 
     def relaunch_requests(self, job_ids: Sequence[int]) -> Sequence[RelaunchRequest]:
         wanted = set(job_ids)
