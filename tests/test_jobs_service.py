@@ -149,6 +149,39 @@ def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> Non
                         monotonic=lambda: clock[0], sleep=lambda s: None).confirmed
 
 
+def test_wait_down_says_at_once_when_no_configured_provider_can_end_a_machine(tmp_path: Path, store: Store) -> None:
+    """A machine on a provider since removed from orch's config: the engine skips that cloud silently, so
+    waiting out the timeout could never confirm it. It is said at once, naming the fix, and the wait ends."""
+    app_jobs.apply(store, manifests(tmp_path, "gone", "kept"))
+    with store.transaction() as tx:
+        for name, provider, launch in (("gone", "lambda", "lgone00000001"), ("kept", "vastai", "lkept00000001")):
+            job = repo.require_job(tx, name)
+            repo.create_attempt(tx, job.id, launch)
+            repo.record_instance(tx, repo.InstanceRecord(provider=provider, launch_id=launch, owner="t",
+                                                         job_id=job.id, instance_id=f"i-{name}",
+                                                         state="running", price_hr=1.0))
+    app_down.mark_down(store, ["gone", "kept"])
+    clock = [0.0]
+    engine = _StuckEngine(store)
+    said: list[str] = []
+
+    def wait(jobs: list[str]) -> app_down.DownOutcome:
+        return app_down.wait_down(engine, store, jobs, timeout_s=10, poll_s=1,  # type: ignore[arg-type]
+                                  monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+                                  on_error=said.append, configured={"vastai"})
+
+    outcome = wait(["gone"])
+    assert engine.ticks == 1 and not outcome.confirmed and not outcome.timed_out
+    assert [i.instance_id for i in outcome.remaining] == ["i-gone"]
+    [error] = [e for e in outcome.errors if e.startswith("lambda ")]
+    assert "i-gone" in error and "not configured" in error and "providers.lambda" in error and error in said
+    # With a machine the configured providers may still end, it waits for it, to the deadline.
+    engine.ticks, clock[0] = 0, 0.0
+    outcome = wait(["gone", "kept"])
+    assert engine.ticks == 11 and outcome.timed_out
+    assert sorted(i.instance_id or "" for i in outcome.remaining) == ["i-gone", "i-kept"]
+
+
 def test_follow_yields_new_events_and_stops_after_max_wait(tmp_path: Path, store: Store) -> None:
     app_jobs.apply(store, manifests(tmp_path, "f"))
     past = app_status.events(store, "f")

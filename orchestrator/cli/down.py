@@ -78,7 +78,8 @@ def down_cmd(
         store.close()
     _down_result(targets, before, outcome, as_json)
     if not outcome.confirmed:
-        sys.stderr.write(f"error: {plural(len(outcome.remaining), 'machine')} not confirmed gone after {timeout:g}s:\n")
+        waited = f" after {timeout:g}s" if outcome.timed_out else ""
+        sys.stderr.write(f"error: {plural(len(outcome.remaining), 'machine')} not confirmed gone{waited}:\n")
         for i in outcome.remaining:
             sys.stderr.write(f"  {i.provider} {i.instance_id or '?'} (launch {i.launch_id}, {i.state}) job {i.job}\n")
         again = "--all" if everything else " ".join(targets)
@@ -116,7 +117,8 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
                     warn(error)
 
             return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
-                             on_tick=lambda left: progress.update(machines_left(left)), on_error=say)
+                             on_tick=lambda left: progress.update(machines_left(left)), on_error=say,
+                             configured=frozenset(providers) if engine is not None else None)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
     except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
