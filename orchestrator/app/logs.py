@@ -69,7 +69,15 @@ def log_source(store: Store, job_name: str, node_rank: int = 0, state_store: str
     uri = launch_state_uri(manifest, attempt.launch_id, state_store)
     if uri is not None:
         return LogSource(job_name, node_rank, attempt.launch_id, live, Via.STORE, uri=uri)
-    if inst is None or not live:
+    # The launch's instance row is written before the launch call: without an instance id no machine came.
+    if (inst is None or not inst.instance_id) and not live:
+        # Its latest launch ended before the cloud gave it a machine (refused, failed): there never was output.
+        why = f": {attempt.reason}" if attempt.reason else ""
+        raise LogsError(f"job {job_name!r} has no output: its latest launch ended without a machine "
+                        f"({attempt.state}{why}); `orch events {job_name}` says why")
+    if inst is None or not inst.instance_id:
+        raise LogsError(f"job {job_name!r} has no output yet: its machine is still being launched")
+    if not live:
         raise LogsError(f"job {job_name!r} keeps no logs: it has no checkpoint store and daemon.state_store is "
                         "not set, and its machine is gone")
     return LogSource(job_name, node_rank, attempt.launch_id, live, Via.SSH, provider=inst.provider,
