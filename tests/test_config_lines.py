@@ -69,6 +69,8 @@ CASES = [
     ("providers", "providers:\n  ssh:\n    hosts:\n      - {name: b, address: x, gpu: A100, gpu_count: 1,\n"
      "         prise_hr: 1}\n", 6, "providers.ssh.hosts[0].prise_hr: unknown key (did you mean 'price_hr'?)"),
     ("providers", "providers:\n  runpod:\n    colour: blue\n", 4, "providers.runpod.colour: unknown key (known: "),
+    # A list of names configures nothing: it was an AttributeError, "a bug in orch".
+    ("providers", "providers: [aws, runpod]\n", 2, "providers: must be a mapping of provider names"),
     ("owner", "", 1, "owner: "),
     # A misspelt section was read as none at all: no budget held, and nothing said.
     ("top", "providers: {}\nbudget:\n  - {name: a, monthly_usd: 1}\n", 3,

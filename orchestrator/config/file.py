@@ -149,7 +149,11 @@ def _parse(path: Path, raw: dict[str, Any], lines: ConfigLines) -> OrchConfig:
     except ValueError as exc:
         raise lines.error(("owner",), str(exc)) from exc
     sections: dict[str, dict[str, Any]] = {}
-    for name, section in (raw.get("providers") or {}).items():
+    providers = raw.get("providers") or {}
+    if not isinstance(providers, dict):   # ``providers: [aws]``: a list of names configures nothing
+        raise lines.error(("providers",), "must be a mapping of provider names to their settings (e.g. "
+                          "providers: {aws: {regions: [us-east-1]}, runpod: {}})")
+    for name, section in providers.items():
         try:
             canonical = canonical_provider(str(name))
         except UnknownProviderError as exc:
