@@ -128,6 +128,20 @@ def test_a_plan_the_catalog_leaves_without_offer_points_at_live_prices(tmp_path:
     assert code == 0 and "chosen vastai" in out and "--live` also asks" not in out
 
 
+def test_a_bad_daemon_section_is_one_line_from_plan_as_from_apply(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan reads the daemon: section for its boot check; a mistake there was "internal error: ConfigError
+    ... (a bug in orch)" from `orch plan` while `orch apply` said it as bad input."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  vastai: {}\ndaemon:\n  interval_s: 5\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    for command in (["plan"], ["plan", "--json"], ["apply", "--dry-run"]):
+        code, out, err = run(*command, str(job(tmp_path)))
+        assert code == 2, (command, out, err)
+        assert f"{config}:4: daemon.interval_s: unknown key" in err and "internal error" not in err, err
+
+
 def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each job reads "no eligible offer: it waits (see `orch plan`)", and `orch plan` shows offers: the

@@ -86,6 +86,7 @@ def plan_cmd(
     (app.plan.launchable_providers decides both); cheaper offers elsewhere are hints."""
     from orchestrator.app.errors import BadInputError
     from orchestrator.app.plan import launchable_providers, plan_jobs
+    from orchestrator.config.errors import ConfigError
 
     if configured and all_providers:
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
@@ -104,17 +105,19 @@ def plan_cmd(
 
         plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
                           only_providers=only, boot_check=boot_check_for(config))
+        from providers.offer import OfferOrigin
+
+        blind = blind_notes(loaded, config, frozenset(
+            jp.name for jp in plans if jp.plan.chosen is not None and jp.plan.chosen.offer.source is OfferOrigin.OWN))
+        reach = {jp.name: reach_note(jp, config) for jp in plans}
+        exposed = exposure_notes(loaded, plans, config)
     except BadInputError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except ConfigError as exc:   # a bad daemon: section (read for the boot check): apply refuses it alike
         fail(str(exc), EXIT_BAD_INPUT)
     finally:
         for p in providers.values():
             close_provider(p)
-    from providers.offer import OfferOrigin
-
-    blind = blind_notes(loaded, config, frozenset(
-        jp.name for jp in plans if jp.plan.chosen is not None and jp.plan.chosen.offer.source is OfferOrigin.OWN))
-    reach = {jp.name: reach_note(jp, config) for jp in plans}
-    exposed = exposure_notes(loaded, plans, config)
     if as_json:
         out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name],
                      "exposed": exposed.get(p.name, [])} for p in plans], indent=2))
