@@ -258,6 +258,14 @@ def test_the_plan_shows_a_launch_a_budget_would_refuse(tmp_path: Path, env: dict
     assert "plan: 0 jobs to launch" in out and max(len(line) for line in out.splitlines()) <= 80
     said = " ".join(out.split())        # wrapped within 80 columns
     assert "refused, it waits: budget nlp: $0.00/h running + $" in said and "ceiling of $0.01/h" in said
+    # Applied for real, the job waits: its "waiting" line and the summary say the budget's reason within 80
+    # columns too (they ran to 200).
+    code, out, err = run("apply", str(job(tmp_path)), "--yes")
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    said = " ".join(out.split())
+    assert "waiting train: launch refused" in said and "1 waits: train: launch refused" in said
+    assert said.count("ceiling of $0.01/h") == 3     # the plan, the waiting line, the summary
 
 
 def test_bad_manifests_with_json_are_a_json_error(tmp_path: Path, env: dict[str, str]) -> None:

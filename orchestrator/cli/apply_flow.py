@@ -284,7 +284,7 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
         fail_internal("launch", exc, opts.as_json)
     if not opts.as_json:
         for name, why in sorted(outcome.waiting.items()):
-            out(safe_line(f"waiting   {name}: {why}"))
+            out(wrap(safe_line(f"waiting   {name}: {why}"), indent="          "))   # a budget's reasons run long
     for err in outcome.errors[:10]:
         warn(str(err))
     if outcome.failed:      # the tick's errors were said above, as warnings (as before): not a verdict
@@ -294,5 +294,5 @@ def _launch(store: Store, config: OrchConfig, providers: dict[str, Provider],
         # Waiting (no offer now, a busy host, a budget) is what the engine does, not an error: exit 0.
         why = "; ".join(f"{name}: {reason}" for name, reason in sorted(outcome.waiting.items()))
         waits = "waits" if len(outcome.waiting) == 1 else "wait"
-        out(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}"))
+        out(wrap(safe_line(f"{len(launched)} launched, {len(outcome.waiting)} {waits}: {why}")))
     return 0, outcome
