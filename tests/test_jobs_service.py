@@ -139,6 +139,7 @@ def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> Non
                            monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s),
                            on_error=said.append)
     assert not outcome.confirmed and [i.instance_id for i in outcome.remaining] == ["42"]
+    assert outcome.timed_out and outcome.waited_s == 10
     # The same error on each of the 11 ticks is one error, said when first met.
     assert engine.ticks == 11 and outcome.errors == said == ["terminate: still there"]
     with store.transaction() as tx:
@@ -180,6 +181,37 @@ def test_wait_down_says_at_once_when_no_configured_provider_can_end_a_machine(tm
     outcome = wait(["gone", "kept"])
     assert engine.ticks == 11 and outcome.timed_out
     assert sorted(i.instance_id or "" for i in outcome.remaining) == ["i-gone", "i-kept"]
+
+
+def test_a_wait_whose_ticks_are_slow_says_how_long_it_took_not_the_timeout(tmp_path: Path, store: Store) -> None:
+    """A cloud that does not answer is retried inside a tick: `orch down --timeout 10` took 37 s and said
+    "not confirmed gone after 10s"."""
+    from orchestrator.cli.down import not_confirmed
+
+    app_jobs.apply(store, manifests(tmp_path, "slow"))
+    with store.transaction() as tx:
+        job = repo.require_job(tx, "slow")
+        repo.create_attempt(tx, job.id, "lslow00000001")
+        repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lslow00000001", owner="t",
+                                                     job_id=job.id, instance_id="7", state="running",
+                                                     price_hr=1.0))
+    app_down.mark_down(store, ["slow"])
+    clock = [0.0]
+    engine = _StuckEngine(store)
+    real_tick = engine.tick
+
+    def slow_tick():  # type: ignore[no-untyped-def]
+        clock[0] += 18.5          # the cloud's retries
+        return real_tick()
+
+    engine.tick = slow_tick  # type: ignore[method-assign]
+    outcome = app_down.wait_down(engine, store, ["slow"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
+                                 monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s))
+    assert outcome.timed_out and outcome.waited_s == 18.5 and engine.ticks == 1
+    assert not_confirmed(outcome, 10) == ("error: 1 machine not confirmed gone after 18s (--timeout 10: the clouds' "
+                                          "answers took longer):")
+    outcome.waited_s = 10.2
+    assert not_confirmed(outcome, 10) == "error: 1 machine not confirmed gone after 10s:"
 
 
 def test_follow_yields_new_events_and_stops_after_max_wait(tmp_path: Path, store: Store) -> None:

@@ -56,6 +56,8 @@ class DownOutcome:
     errors: list[str] = field(default_factory=list)
     #: The wait ran out its timeout (False: it ended early, as when only machines orch cannot end remain).
     timed_out: bool = False
+    #: Seconds the wait took: past the timeout when a tick itself was slow (a cloud's retries, not cut short).
+    waited_s: float = 0.0
 
     @property
     def confirmed(self) -> bool:
@@ -100,7 +102,8 @@ def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeo
     ``configured``: the providers the engine was built with. A machine on any other provider can never be
     ended by these ticks (the engine skips a cloud it has no client for, silently): each is an error at
     once, and once only such machines remain the wait ends instead of running out the clock."""
-    deadline = monotonic() + timeout_s
+    started = monotonic()
+    deadline = started + timeout_s
     outcome = DownOutcome(list(jobs), live_machines(store, jobs))
     ctx: AbstractContextManager[None] = engine.lock if engine is not None else nullcontext()
     with ctx:
@@ -124,9 +127,11 @@ def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeo
                         on_error(error)
             if on_tick:
                 on_tick(outcome.remaining)
+            now = monotonic()
+            outcome.waited_s = now - started
             if len(stranded) == len(outcome.remaining):
                 return outcome
-            if monotonic() >= deadline:
+            if now >= deadline:
                 outcome.timed_out = True
                 return outcome
             sleep(poll_s)
