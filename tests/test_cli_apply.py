@@ -142,6 +142,20 @@ def test_a_bad_daemon_section_is_one_line_from_plan_as_from_apply(tmp_path: Path
         assert f"{config}:4: daemon.interval_s: unknown key" in err and "internal error" not in err, err
 
 
+def test_a_bad_provider_section_is_refused_by_plan_as_by_apply(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --live the plan built no provider, so a broken section went unsaid: the plan chose among that
+    provider's offers (or said "no eligible offer") while apply refused the config."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  vastai:\n    colour: blue\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    for command in (["plan"], ["apply", "--dry-run"]):
+        code, out, err = run(*command, str(job(tmp_path)))
+        assert code == 2 and "chosen" not in out, (command, out, err)
+        assert f"{config}:3: providers.vastai.colour: unknown key" in err, err
+
+
 def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each job reads "no eligible offer: it waits (see `orch plan`)", and `orch plan` shows offers: the

@@ -92,6 +92,13 @@ def plan_cmd(
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
     loaded = _load(paths)
     config = load_config_or_fail() if live or configured else optional_config()
+    if config is not None:
+        from orchestrator.config.providers import check_provider_settings
+
+        try:   # plan on a provider apply would refuse, and the plan says "chosen" where nothing can launch
+            check_provider_settings(config)
+        except ConfigError as exc:
+            fail(str(exc), EXIT_BAD_INPUT)
     launchable = launchable_providers(config)
     only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
     if only is None and not all_providers and not as_json:

@@ -33,6 +33,20 @@ def build_providers(config: OrchConfig, only: set[str] | None = None) -> dict[st
     return built
 
 
+def check_provider_settings(config: OrchConfig) -> None:
+    """Validate every enabled provider's section as ``build_providers`` would, without building a client (no
+    SDK imported): for commands that plan on the configured providers and must refuse what apply refuses."""
+    from pydantic import ValidationError
+
+    from providers.registry import load_settings
+
+    for name in config.enabled_providers():
+        try:
+            load_settings(name, config.provider_settings(name))
+        except ValidationError as exc:
+            raise settings_error(config, name, exc) from None
+
+
 def settings_error(config: OrchConfig, name: str, exc: ValidationError) -> ConfigError:
     """A provider section's first validation error as one line: file, line, field path, what is wrong."""
     from orchestrator.config.errors import first_problem, unknown_key
