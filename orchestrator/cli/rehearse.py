@@ -69,6 +69,8 @@ def rehearse(
             sys.stderr.write(error.format() + "\n")
         raise SystemExit(EXIT_BAD_INPUT) from None
     chosen = [m for m in loaded if job is None or m.manifest.name == job]
+    if not loaded:   # an empty file, or only comments: "holds : pick one with --job" named nothing to pick
+        fail(f"{manifest} holds no job (apiVersion: orch/v1, kind: Job, ...): nothing to rehearse", EXIT_BAD_INPUT)
     if len(chosen) != 1:
         names = ", ".join(m.manifest.name for m in loaded)
         fail(f"{manifest} holds {names}: pick one with --job" if job is None else f"no job {job!r} in {manifest} "
