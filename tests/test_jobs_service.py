@@ -95,6 +95,18 @@ def test_daemon_detection(tmp_path: Path, store: Store) -> None:
     assert app_launching.daemon_running(store) is (lock_path(store) is None)
 
 
+def test_status_json_money_is_always_a_float(tmp_path: Path, store: Store) -> None:
+    """With nothing burning, `burn_usd_per_hour` was the integer 0 (an empty sum) beside `spent_usd` 0.0: a typed
+    reader of --json (a float field) met an int only when the fleet was idle."""
+    assert app_status.status(store).to_json()["totals"] == {"burn_usd_per_hour": 0.0, "spent_usd": 0.0, "jobs": 0,
+                                                            "live_instances": 0}
+    app_jobs.apply(store, manifests(tmp_path, "idle"))
+    doc = app_status.status(store).to_json()
+    money = [doc["totals"]["burn_usd_per_hour"], doc["totals"]["spent_usd"],
+             doc["jobs"][0]["burn_usd_per_hour"], doc["jobs"][0]["spent_usd"]]
+    assert all(type(v) is float for v in money), money
+
+
 def test_mark_down(tmp_path: Path, store: Store) -> None:
     app_jobs.apply(store, manifests(tmp_path, "x", "y"))
     with pytest.raises(app_errors.JobsError, match="nope"):

@@ -90,11 +90,11 @@ class StatusReport:
 
     @property
     def burn_hr(self) -> float:
-        return sum(i.charged_price_hr for i in self.instances if i.burning)
+        return sum((i.charged_price_hr for i in self.instances if i.burning), 0.0)   # 0.0, not 0: --json types
 
     @property
     def spent_usd(self) -> float:
-        return sum(j.spent_usd for j in self.jobs)
+        return sum((j.spent_usd for j in self.jobs), 0.0)
 
     def to_json(self) -> dict[str, Any]:
         return {"jobs": [j.to_json() for j in self.jobs], "instances": [i.to_json() for i in self.instances],
@@ -133,7 +133,8 @@ def status(store: Store, job: str | None = None) -> StatusReport:
             mine = tuple(i for i in live if i.job == r.name)
             last = command_queries.last_event(tx, r.id or 0)
             views.append(JobView(r.name, JobStatus(r.status), DesiredState(r.desired_state), mine,
-                                 sum(i.charged_price_hr for i in mine if i.burning), repo.total_spend(tx, r.id or 0),
+                                 sum((i.charged_price_hr for i in mine if i.burning), 0.0),
+                                 repo.total_spend(tx, r.id or 0),
                                  r.relaunch_count, _event_view(last, names) if last else None,
                                  failures.get(r.id or 0)))
     if job is not None:
