@@ -233,8 +233,10 @@ def apply_cmd(
                                         "(default: the committed files only).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show what will launch (where, $/h, estimated total) and ask; then record the manifests as the desired
-    state (one transaction) and launch pending jobs (here, or by the running daemon)."""
+    """Show what will launch (where, $/h, estimated total) and ask; then record and launch.
+
+    The manifests are recorded as the desired state (one transaction) and pending jobs launched (here, or by
+    the running daemon)."""
     from orchestrator.cli.apply_flow import ApplyOptions, run_apply
 
     loaded = _load(paths, as_json, allow_dirty=dirty)

@@ -49,8 +49,9 @@ def rehearse(
     keep: Annotated[bool, typer.Option("--keep", help="Keep the rehearsal's directory (logs, stores).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="The report as JSON.")] = False,
 ) -> None:
-    """Run the job here under the real node agent, preempt it, kill it, relaunch it from LATEST; exit 0
-    only if it resumed."""
+    """Run the job here under the real agent, preempt, kill and relaunch it from LATEST: does it resume?
+
+    Exit 0 only if it resumed."""
     from orchestrator.manifest import ManifestError, load_manifests
     from orchestrator.rehearse.runner import RehearsalOptions
     from orchestrator.rehearse.scenario import rehearse as run_rehearsal
