@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.app.errors import no_job_named
 from orchestrator.runtime.node_state import LOG_CHUNK_BYTES, LOGS_DIR, launch_state_uri
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
@@ -59,12 +60,16 @@ def log_source(store: Store, job_name: str, node_rank: int = 0, state_store: str
         job = repo.get_job(tx, job_name)
         if job is None:
             raise LogsError(no_job_named([job_name], command_queries.job_names(tx).values()))
+        manifest: Manifest = Manifest.model_validate(job.manifest)
+        nodes = manifest.resources.nodes
+        if node_rank >= nodes:   # not "no node 1 yet": a job of one node never has one
+            raise LogsError(f"job {job_name!r} runs on {plural(nodes, 'node')}: --node 0"
+                            + (f" to {nodes - 1}" if nodes > 1 else ""))
         attempts = [a for a in repo.list_attempts(tx, job.id or 0) if a.node_rank == node_rank]
         if not attempts:
             raise LogsError(f"job {job_name!r} has no node {node_rank} yet: nothing was launched for it")
         attempt = max(attempts, key=lambda a: (a.generation, a.id or 0))
         inst = repo.get_instance_by_launch_id(tx, attempt.launch_id)
-        manifest: Manifest = Manifest.model_validate(job.manifest)
     live = AttemptState(attempt.state).is_live
     uri = launch_state_uri(manifest, attempt.launch_id, state_store)
     if uri is not None:
