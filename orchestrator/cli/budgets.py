@@ -15,8 +15,15 @@ if TYPE_CHECKING:
     from orchestrator.money.budgets import Standing
 
 
-def _money(usd: float) -> str:
-    return f"${usd:,.2f}"
+def _money(usd: float, compact_from: float = 10_000) -> str:
+    """Dollars and cents below ``compact_from``, else ``$12.3k``/``$4.5M``/``$1.0B``: a monthly cap of $250,000
+    and what was spent of it fit the column."""
+    if usd < compact_from:
+        return f"${usd:,.2f}"
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if round(usd / size, 1) >= 1:      # $999,999,999.99 is $1.0B, not $1,000.0M
+            return f"${usd / size:,.1f}{unit}"
+    return f"${usd:,.0f}"
 
 
 @app.command("budgets")
@@ -53,19 +60,28 @@ def budgets_cmd(
     if as_json:
         sys.stdout.write(dumps([s.to_json() for s in review.standings], indent=2) + "\n")
         return
-    sys.stdout.write(f"{'BUDGET':<14}{'COUNTS':<16}{'SPENT IN ' + month_label(now):>22}  {'$/H NOW':>17}  STATE\n")
+    sys.stdout.write(f"{'BUDGET':<14}{'COUNTS':<16}{'SPENT IN ' + month_label(now):>22}  {'$/H NOW':>18}  STATE\n")
     for s in review.standings:
-        sys.stdout.write(_line(s) + "\n")
+        sys.stdout.write(_lines(s) + "\n")
 
 
-def _line(s: Standing) -> str:
+def _cut(text: str, width: int) -> str:
+    """``text`` within ``width`` columns, ending in ``~`` where cut (as orch status marks a cut field)."""
+    return text if len(text) <= width else text[:width - 1] + "~"
+
+
+def _lines(s: Standing) -> str:
+    """The budget's row (80 columns at most) and, when it stops launches, what it stops on the line beneath
+    (at cap or over its ceiling is the line that matters most, and it was the one past 80 columns)."""
     b = s.budget
     spent = _money(s.spent_usd) + (f" of {_money(b.monthly_usd)}" if b.monthly_usd is not None else "")
-    burn = _money(s.burn_hr) + (f" of {_money(b.max_usd_per_hour)}" if b.max_usd_per_hour is not None else "")
+    burn = _money(s.burn_hr, 1_000) + (f" of {_money(b.max_usd_per_hour, 1_000)}"
+                                        if b.max_usd_per_hour is not None else "")
+    stops = ""
     if s.at_cap:
-        state = "at cap: no launches" + (", spot stops" if b.stop_spot_at_cap else "")
+        stops = "at cap: no launches" + (", spot stops" if b.stop_spot_at_cap else "")
     elif s.over_ceiling:
-        state = "over $/h: no launches"
-    else:
-        state = f"{s.fraction:.0%}" if s.fraction is not None else "ok"
-    return f"{b.name[:13]:<14}{b.match.describe()[:15]:<16}{spent:>22}  {burn:>17}  {state}"
+        stops = "over $/h: no launches"
+    state = f"{s.fraction:.0%}" if s.fraction is not None else ("over" if s.over_ceiling else "ok")
+    row = f"{_cut(b.name, 13):<14}{_cut(b.match.describe(), 15):<16}{spent:>22}  {burn:>18}  {state}"
+    return row + (f"\n  {stops}" if stops else "")
