@@ -142,6 +142,17 @@ def test_a_bad_daemon_section_is_one_line_from_plan_as_from_apply(tmp_path: Path
         assert f"{config}:4: daemon.interval_s: unknown key" in err and "internal error" not in err, err
 
 
+def test_a_plan_of_a_file_holding_no_job_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty manifest file: `orch plan` printed nothing at all and exited 0."""
+    monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "no-config.yaml"))
+    empty = tmp_path / "jobs.yaml"
+    empty.write_text("# jobs go here\n")
+    for extra in ([], ["--json"]):
+        code, out, err = run("plan", str(empty), *extra)
+        assert code == 2 and out == "", (out, err)
+        assert err == f"error: no jobs in {empty}: nothing to plan (a job starts apiVersion: orch/v1, kind: Job)\n"
+
+
 def test_a_bad_provider_section_is_refused_by_plan_as_by_apply(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --live the plan built no provider, so a broken section went unsaid: the plan chose among that

@@ -91,6 +91,9 @@ def plan_cmd(
     if configured and all_providers:
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
     loaded = _load(paths)
+    if not loaded:   # an empty file (or only comments): the plan printed nothing at all, not even why
+        fail(f"no jobs in {', '.join(str(p) for p in paths)}: nothing to plan (a job starts apiVersion: orch/v1, "
+             "kind: Job)", EXIT_BAD_INPUT)
     config = load_config_or_fail() if live or configured else optional_config()
     if config is not None:
         from orchestrator.config.providers import check_provider_settings
