@@ -147,6 +147,9 @@ def _parse(path: Path, raw: dict[str, Any], lines: ConfigLines) -> OrchConfig:
     try:
         validate_owner(owner)
     except ValueError as exc:
+        if not raw.get("owner") and os.environ.get("ORCH_OWNER"):   # not the file's: it has no owner: line
+            raise ConfigError(f"ORCH_OWNER: {exc} (set ORCH_OWNER to such a name, or unset it; or write owner: "
+                              f"in {path})") from None
         raise lines.error(("owner",), str(exc)) from exc
     sections: dict[str, dict[str, Any]] = {}
     providers = raw.get("providers") or {}
