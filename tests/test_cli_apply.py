@@ -128,6 +128,45 @@ def test_a_plan_the_catalog_leaves_without_offer_points_at_live_prices(tmp_path:
     assert code == 0 and "chosen vastai" in out and "--live` also asks" not in out
 
 
+def test_a_bad_daemon_section_is_one_line_from_plan_as_from_apply(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan reads the daemon: section for its boot check; a mistake there was "internal error: ConfigError
+    ... (a bug in orch)" from `orch plan` while `orch apply` said it as bad input."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  vastai: {}\ndaemon:\n  interval_s: 5\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    for command in (["plan"], ["plan", "--json"], ["apply", "--dry-run"]):
+        code, out, err = run(*command, str(job(tmp_path)))
+        assert code == 2, (command, out, err)
+        assert f"{config}:4: daemon.interval_s: unknown key" in err and "internal error" not in err, err
+
+
+def test_a_plan_of_a_file_holding_no_job_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty manifest file: `orch plan` printed nothing at all and exited 0."""
+    monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "no-config.yaml"))
+    empty = tmp_path / "jobs.yaml"
+    empty.write_text("# jobs go here\n")
+    for extra in ([], ["--json"]):
+        code, out, err = run("plan", str(empty), *extra)
+        assert code == 2 and out == "", (out, err)
+        assert err == f"error: no jobs in {empty}: nothing to plan (a job starts apiVersion: orch/v1, kind: Job)\n"
+
+
+def test_a_bad_provider_section_is_refused_by_plan_as_by_apply(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --live the plan built no provider, so a broken section went unsaid: the plan chose among that
+    provider's offers (or said "no eligible offer") while apply refused the config."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  vastai:\n    colour: blue\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    for command in (["plan"], ["apply", "--dry-run"]):
+        code, out, err = run(*command, str(job(tmp_path)))
+        assert code == 2 and "chosen" not in out, (command, out, err)
+        assert f"{config}:3: providers.vastai.colour: unknown key" in err, err
+
+
 def test_with_no_provider_configured_the_plan_says_why_every_job_waits(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each job reads "no eligible offer: it waits (see `orch plan`)", and `orch plan` shows offers: the
@@ -244,6 +283,14 @@ def test_the_plan_shows_a_launch_a_budget_would_refuse(tmp_path: Path, env: dict
     assert "plan: 0 jobs to launch" in out and max(len(line) for line in out.splitlines()) <= 80
     said = " ".join(out.split())        # wrapped within 80 columns
     assert "refused, it waits: budget nlp: $0.00/h running + $" in said and "ceiling of $0.01/h" in said
+    # Applied for real, the job waits: its "waiting" line and the summary say the budget's reason within 80
+    # columns too (they ran to 200).
+    code, out, err = run("apply", str(job(tmp_path)), "--yes")
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    said = " ".join(out.split())
+    assert "waiting train: launch refused" in said and "1 waits: train: launch refused" in said
+    assert said.count("ceiling of $0.01/h") == 3     # the plan, the waiting line, the summary
 
 
 def test_bad_manifests_with_json_are_a_json_error(tmp_path: Path, env: dict[str, str]) -> None:

@@ -82,6 +82,8 @@ def test_fit_advises_nvlink_only_when_sharded_over_more_than_two() -> None:
     (["--params", "1001T"], "is over orch's limit, 1000T"),
     (["--params", "7B", "--hours", "nan"], "--hours must be a finite number"),
     (["--params", "7B", "--hours", "0"], "--hours must be more than 0"),
+    (["--params", "7B", "--hours", "1e300"], "--hours must be at most 87600"),   # else a 300-digit $ EST
+    (["--params", "7B", "--headroom", "0.999"], "--headroom is a fraction of GPU memory kept free, 0 to 0.9"),
     (["--params", "7B", "--method", "lorra"], "did you mean lora"),
     (["--params", "7B", "--precision", "fp4"], "unknown precision"),
     (["--model", "llama-9-7b"], "unknown model"),

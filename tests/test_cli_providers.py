@@ -53,3 +53,17 @@ def test_a_bad_provider_section_is_named_at_its_line_in_the_config(tmp_path: Pat
     assert ssh["status"] == "config error"
     assert ssh["detail"].startswith(f"{config}:7: providers.ssh.hosts[0].host_key: host_key must be"), ssh
     assert "Value error" not in ssh["detail"]
+
+
+def test_own_hosts_are_ready_without_claiming_they_were_reached(tmp_path: Path) -> None:
+    """An SSH host at a port nothing listens on read "ready: credentials accepted": orch only read the key file."""
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"providers:\n  ssh:\n    key_path: {key}\n    hosts:\n      - {{name: box, address: 127.0.0.1, "
+                      "port: 1, gpu: A100-80G}\n")
+    out = run("--json", config=config)
+    assert out.returncode == 0, out.stderr
+    ssh = {r["provider"]: r for r in json.loads(out.stdout)}["ssh"]
+    assert ssh["status"] == "ready" and "credentials accepted" not in ssh["detail"]
+    assert ssh["detail"] == "key readable; 1 host declared, not contacted (`orch smoke --provider ssh` reaches them)"

@@ -48,6 +48,9 @@ def test_quote_json_is_a_list_sorted_by_total_price() -> None:
         (["--gpu", "A100-80G", "--count", "0"], "--count must be 1 or more"),
         (["--gpu", "A100-80G", "--count", "-2"], "--count must be 1 or more"),
         (["--gpu", "A100-80G", "--nodes", "0"], "--nodes must be 1 or more"),
+        # As a manifest's resources.nodes: not a $/h column of 10^8 machines.
+        (["--gpu", "A100-80G", "--nodes", "99999999"], "--nodes must be at most 256"),
+        (["--gpu", "A100-80G", "--nodes", "257", "--json"], "--nodes must be at most 256"),
         (["--gpu", "A100-80G", "--max-price", "-1"], "--max-price must not be negative"),
         (["--gpu", "A100-80G", "--provider", "awz"], "did you mean aws"),
         (["--gpu", "A100-80G", "--region", "us-[east"], "malformed region glob"),

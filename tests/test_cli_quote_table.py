@@ -154,6 +154,32 @@ def test_the_gpu_list_agrees_with_each_gpu_quote_on_the_shipped_catalog() -> Non
         assert line["offers"] == len(rows), gpu
 
 
+def test_the_gpu_list_for_several_nodes_lists_what_such_quotes_find() -> None:
+    """`orch quote --nodes 2` listed RTX 4090s (RunPod, Vast.ai) that `--gpu 4090 --nodes 2` does not offer: orch
+    launches single machines there. The list reads --nodes as the per-GPU quote does."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+    from orchestrator.offers.gpu_list import machine_counts
+    from providers.catalog import load_catalog
+    from providers.registry import launches_multi_node
+
+    runner = CliRunner()
+
+    def run_json(*args: str) -> list[dict[str, object]]:
+        done = runner.invoke(app, ["quote", *args, "--nodes", "2", "--json"])
+        return json.loads(done.stdout) if done.exit_code == 0 else []
+
+    listed = {g["gpu"]: g for g in run_json()}
+    assert "RTX4090-24G" not in listed and "H100-80G" in listed
+    assert all(launches_multi_node(str(p)) for g in listed.values() for p in g["providers"])  # type: ignore[union-attr]
+    counts = machine_counts(o.gpu_count for o in load_catalog().offers)
+    for gpu in ("H100-80G", "A100-80G", "L4-24G"):
+        rows = [r for c in counts for r in run_json("--gpu", gpu, "--count", str(c))]
+        assert listed[gpu]["providers"] == sorted({r["provider"] for r in rows}), gpu
+        assert listed[gpu]["cheapest_price_per_gpu_hr"] == min(r["price_per_gpu_hr"] for r in rows), gpu
+
+
 def test_wide_shows_the_fabric_between_the_nodes() -> None:
     """Per offer, the node-to-node fabric and its bandwidth; for several nodes, one orch does not attach says tcp."""
     out = orch("quote", "--gpu", "H100-80G", "--count", "8", "--nodes", "2", "--wide", "--all-regions",

@@ -69,6 +69,8 @@ CASES = [
     ("providers", "providers:\n  ssh:\n    hosts:\n      - {name: b, address: x, gpu: A100, gpu_count: 1,\n"
      "         prise_hr: 1}\n", 6, "providers.ssh.hosts[0].prise_hr: unknown key (did you mean 'price_hr'?)"),
     ("providers", "providers:\n  runpod:\n    colour: blue\n", 4, "providers.runpod.colour: unknown key (known: "),
+    # A list of names configures nothing: it was an AttributeError, "a bug in orch".
+    ("providers", "providers: [aws, runpod]\n", 2, "providers: must be a mapping of provider names"),
     ("owner", "", 1, "owner: "),
     # A misspelt section was read as none at all: no budget held, and nothing said.
     ("top", "providers: {}\nbudget:\n  - {name: a, monthly_usd: 1}\n", 3,
@@ -123,3 +125,18 @@ def test_a_webhook_whose_variable_is_unset_names_the_line_it_is_written_on(
     hook = load_config(path).alerts.webhooks[1]  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match=rf"^{path}:5: alerts\.webhooks\[1\]: url_env: \$ORCH_TEST_HOOK is not set"):
         hook.source.resolve(hook.where)
+
+
+def test_a_bad_owner_from_orch_owner_names_the_variable_not_a_line_of_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file has no owner: line; the value came from ORCH_OWNER, which the message did not name."""
+    path = tmp_path / "config.yaml"
+    path.write_text("providers: {}\n")
+    monkeypatch.setenv("ORCH_OWNER", "Bad Owner")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value).startswith("ORCH_OWNER: owner 'Bad Owner' must be"), str(caught.value)
+    assert str(path) in str(caught.value)      # where an owner: line would go instead
+    path.write_text("owner: Bad\n")             # the file's own value: its line, as before
+    with pytest.raises(ConfigError, match=rf"^{path}:1: owner: owner 'Bad'"):
+        load_config(path)

@@ -131,6 +131,10 @@ class SqlHarness(SqlEngineStore):
         with self.store.transaction() as tx:
             return [e.kind for e in repo.list_events(tx)]
 
+    def messages(self, kind: str) -> list[str]:
+        with self.store.transaction() as tx:
+            return [e.message for e in repo.list_events(tx) if e.kind == kind]
+
 
 @pytest.fixture(params=["memory", "sqlite"])
 def world(request, tmp_path):  # type: ignore[no-untyped-def]
@@ -188,6 +192,8 @@ def test_ambiguous_launch_failure_leaves_nothing_behind(world) -> None:  # type:
     aws.launch = launch_then_fail  # type: ignore[method-assign]
     rec.tick()
     assert [i.provider for i in live(aws, gcp)] == ["gcp"]
+    # The event names the provider once (the error's own prefix), as `orch apply`'s "waiting JOB: ..." shows it.
+    assert set(store.messages("launch-failed")) == {"aws: timeout after accept"}
 
 
 def test_preemption_relaunches_elsewhere_excluding_the_zone(world) -> None:  # type: ignore[no-untyped-def]

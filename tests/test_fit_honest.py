@@ -4,6 +4,7 @@ catalog (RTX 4090, L4 and A10G machines have no NVLink), and a GPU in the catalo
 
 from __future__ import annotations
 
+import json
 import re
 
 from typer.testing import CliRunner
@@ -47,13 +48,33 @@ def test_an_asked_precision_the_gpu_lacks_is_not_called_a_misfit() -> None:
 
 
 def test_link_is_the_machines_interconnect_and_catalog_gpus_resolve() -> None:
-    code, out, err = _fit("--params", "13B", "--gpu", "A10,A10G,L4,4090")
+    # One machine of 4 (13B full needs 8x2: no RunPod or Vast.ai 4090 machine for a job of 2 nodes).
+    code, out, err = _fit("--params", "20B", "--method", "lora", "--gpu", "A10,A10G,L4,4090")
     assert code == 0, err
     rows = _rows(out)
     for gpu in ("RTX4090-24G", "L4-24G", "A10G-24G"):      # multi-GPU machines of these are all PCIe
         assert rows[gpu][4] == "pcie", rows[gpu]
     assert "not in catalog" not in out
-    assert rows["A10-24G"][4] == "-" and "no 8x offer" in out     # A10 is sold, in machines of 1 or 2
+    assert rows["A10-24G"][4] == "-" and "no 4x offer" in out     # A10 is sold, in machines of 1 or 2
     names = sorted({o.gpu for o in load_catalog().offers})
     assert list(resolve_gpu_names(names)) == names
     assert resolve_gpu_names(["A10"]) == ("A10-24G",)
+
+
+def test_a_shape_of_several_machines_is_priced_where_orch_launches_several() -> None:
+    """70B full fine-tuning on RTX A6000s needs 8x5: RunPod sells the 8x machine, but orch launches single
+    machines there (the planner's single-node-provider), so it was the cheapest offer of a gang nobody could run."""
+    from orchestrator.fit.search import cheapest_offer
+    from providers.base import Market
+    from providers.registry import launches_multi_node
+
+    code, out, err = _fit("--params", "70B", "--gpu", "RTXA6000", "--json")
+    assert code in (0, 1), err
+    [option] = json.loads(out)
+    assert option["nodes"] > 1
+    assert option["offer"] is None or launches_multi_node(option["offer"]["provider"]), option["offer"]
+    offers = load_catalog().offers
+    single = cheapest_offer(offers, "RTXA6000-48G", 8, frozenset(Market), False)
+    assert single is not None and not launches_multi_node(single.provider)   # one machine: RunPod's, as before
+    gang = cheapest_offer(offers, "RTXA6000-48G", 8, frozenset(Market), False, nodes=5)
+    assert gang is None or launches_multi_node(gang.provider)

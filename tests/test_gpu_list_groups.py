@@ -136,11 +136,12 @@ def test_a_filtered_list_is_read_from_every_offer(homes: Path, monkeypatch: pyte
     """The index keeps the groups of a list with no filter only."""
     calls: list[str] = []
     monkeypatch.setattr(loader, "load_catalog_groups", lambda: calls.append("index"))
+    # --nodes 2 filters too: only providers where orch launches several machines (as `--gpu G --nodes 2`).
     for req, count in ((GpuRequest(markets=frozenset({Market.SPOT})), None), (GpuRequest(regions=("us-*",)), None),
-                       (GpuRequest(count=8), 8)):
+                       (GpuRequest(count=8), 8), (GpuRequest(nodes=2), None)):
         quote_gpus.gpu_list(req, count, False)
     assert calls == []
-    quote_gpus.gpu_list(GpuRequest(nodes=2), None, False)
+    quote_gpus.gpu_list(GpuRequest(), None, False)
     assert calls == ["index"]
 
 

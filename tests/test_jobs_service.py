@@ -95,6 +95,18 @@ def test_daemon_detection(tmp_path: Path, store: Store) -> None:
     assert app_launching.daemon_running(store) is (lock_path(store) is None)
 
 
+def test_status_json_money_is_always_a_float(tmp_path: Path, store: Store) -> None:
+    """With nothing burning, `burn_usd_per_hour` was the integer 0 (an empty sum) beside `spent_usd` 0.0: a typed
+    reader of --json (a float field) met an int only when the fleet was idle."""
+    assert app_status.status(store).to_json()["totals"] == {"burn_usd_per_hour": 0.0, "spent_usd": 0.0, "jobs": 0,
+                                                            "live_instances": 0}
+    app_jobs.apply(store, manifests(tmp_path, "idle"))
+    doc = app_status.status(store).to_json()
+    money = [doc["totals"]["burn_usd_per_hour"], doc["totals"]["spent_usd"],
+             doc["jobs"][0]["burn_usd_per_hour"], doc["jobs"][0]["spent_usd"]]
+    assert all(type(v) is float for v in money), money
+
+
 def test_mark_down(tmp_path: Path, store: Store) -> None:
     app_jobs.apply(store, manifests(tmp_path, "x", "y"))
     with pytest.raises(app_errors.JobsError, match="nope"):
@@ -139,6 +151,7 @@ def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> Non
                            monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s),
                            on_error=said.append)
     assert not outcome.confirmed and [i.instance_id for i in outcome.remaining] == ["42"]
+    assert outcome.timed_out and outcome.waited_s == 10
     # The same error on each of the 11 ticks is one error, said when first met.
     assert engine.ticks == 11 and outcome.errors == said == ["terminate: still there"]
     with store.transaction() as tx:
@@ -147,6 +160,70 @@ def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> Non
         repo.mark_instance_gone(tx, "lstuck0000001")
     assert app_down.wait_down(engine, store, ["stuck"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
                         monotonic=lambda: clock[0], sleep=lambda s: None).confirmed
+
+
+def test_wait_down_says_at_once_when_no_configured_provider_can_end_a_machine(tmp_path: Path, store: Store) -> None:
+    """A machine on a provider since removed from orch's config: the engine skips that cloud silently, so
+    waiting out the timeout could never confirm it. It is said at once, naming the fix, and the wait ends."""
+    app_jobs.apply(store, manifests(tmp_path, "gone", "kept"))
+    with store.transaction() as tx:
+        for name, provider, launch in (("gone", "lambda", "lgone00000001"), ("kept", "vastai", "lkept00000001")):
+            job = repo.require_job(tx, name)
+            repo.create_attempt(tx, job.id, launch)
+            repo.record_instance(tx, repo.InstanceRecord(provider=provider, launch_id=launch, owner="t",
+                                                         job_id=job.id, instance_id=f"i-{name}",
+                                                         state="running", price_hr=1.0))
+    app_down.mark_down(store, ["gone", "kept"])
+    clock = [0.0]
+    engine = _StuckEngine(store)
+    said: list[str] = []
+
+    def wait(jobs: list[str]) -> app_down.DownOutcome:
+        return app_down.wait_down(engine, store, jobs, timeout_s=10, poll_s=1,  # type: ignore[arg-type]
+                                  monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s),
+                                  on_error=said.append, configured={"vastai"})
+
+    outcome = wait(["gone"])
+    assert engine.ticks == 1 and not outcome.confirmed and not outcome.timed_out
+    assert [i.instance_id for i in outcome.remaining] == ["i-gone"]
+    [error] = [e for e in outcome.errors if e.startswith("lambda ")]
+    assert "i-gone" in error and "not configured" in error and "providers.lambda" in error and error in said
+    # With a machine the configured providers may still end, it waits for it, to the deadline.
+    engine.ticks, clock[0] = 0, 0.0
+    outcome = wait(["gone", "kept"])
+    assert engine.ticks == 11 and outcome.timed_out
+    assert sorted(i.instance_id or "" for i in outcome.remaining) == ["i-gone", "i-kept"]
+
+
+def test_a_wait_whose_ticks_are_slow_says_how_long_it_took_not_the_timeout(tmp_path: Path, store: Store) -> None:
+    """A cloud that does not answer is retried inside a tick: `orch down --timeout 10` took 37 s and said
+    "not confirmed gone after 10s"."""
+    from orchestrator.cli.down import not_confirmed
+
+    app_jobs.apply(store, manifests(tmp_path, "slow"))
+    with store.transaction() as tx:
+        job = repo.require_job(tx, "slow")
+        repo.create_attempt(tx, job.id, "lslow00000001")
+        repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lslow00000001", owner="t",
+                                                     job_id=job.id, instance_id="7", state="running",
+                                                     price_hr=1.0))
+    app_down.mark_down(store, ["slow"])
+    clock = [0.0]
+    engine = _StuckEngine(store)
+    real_tick = engine.tick
+
+    def slow_tick():  # type: ignore[no-untyped-def]
+        clock[0] += 18.5          # the cloud's retries
+        return real_tick()
+
+    engine.tick = slow_tick  # type: ignore[method-assign]
+    outcome = app_down.wait_down(engine, store, ["slow"], timeout_s=10, poll_s=1,  # type: ignore[arg-type]
+                                 monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s))
+    assert outcome.timed_out and outcome.waited_s == 18.5 and engine.ticks == 1
+    assert not_confirmed(outcome, 10) == ("error: 1 machine not confirmed gone after 18s (--timeout 10: the clouds' "
+                                          "answers took longer):")
+    outcome.waited_s = 10.2
+    assert not_confirmed(outcome, 10) == "error: 1 machine not confirmed gone after 10s:"
 
 
 def test_follow_yields_new_events_and_stops_after_max_wait(tmp_path: Path, store: Store) -> None:

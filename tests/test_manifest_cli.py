@@ -49,11 +49,12 @@ def test_validate_errors_via_subprocess_have_no_traceback(tmp_path: Path) -> Non
 
 
 def test_validate_counts_jobs_per_argument(tmp_path: Path) -> None:
+    good = GOOD.replace("code: {path: examples}", "code: {enabled: false}")   # tmp_path is in no repository
     one = tmp_path / "one.yaml"
-    one.write_text(GOOD)
+    one.write_text(good)
     many = tmp_path / "dir"
     many.mkdir()
-    (many / "a.yml").write_text(GOOD.replace("eval-sweep", "a") + "---\n" + GOOD.replace("eval-sweep", "b"))
+    (many / "a.yml").write_text(good.replace("eval-sweep", "a") + "---\n" + good.replace("eval-sweep", "b"))
     result = _runner().invoke(app, ["validate", str(one), str(many)])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [f"ok {one} (1 job)", f"ok {many} (2 jobs)"]
@@ -106,6 +107,24 @@ def test_validate_refuses_a_code_path_that_is_no_directory_of_the_repository(tmp
     assert error["message"] == "'NOTES': is not a directory in the repository"
     # Shipping nothing needs no directory.
     job.write_text(GOOD.replace("{path: examples}", "{enabled: false, path: gone}"))
+    assert _runner().invoke(app, ["validate", str(job)]).exit_code == 0
+
+
+def test_validate_refuses_code_outside_any_repository_as_apply_does(tmp_path: Path) -> None:
+    """"ok" from validate, then plan and apply refused the file: a code: section has nothing to ship there."""
+    job = tmp_path / "job.yaml"
+    job.write_text(GOOD)
+    line = GOOD.splitlines().index("code: {path: examples}") + 1
+    result = _runner().invoke(app, ["validate", str(job)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"{job}:{line}:7: code: the manifest is in no git repository, so code: has nothing to ship (git init and "
+        "commit, or code: {enabled: false})"]
+    assert _runner().invoke(app, ["plan", str(job)]).exit_code == 2
+    # Without code:, nothing is shipped and nothing is needed; so with code: {enabled: false}.
+    job.write_text(GOOD.replace("code: {path: examples}\n", ""))
+    assert _runner().invoke(app, ["validate", str(job)]).exit_code == 0
+    job.write_text(GOOD.replace("code: {path: examples}", "code: {enabled: false}"))
     assert _runner().invoke(app, ["validate", str(job)]).exit_code == 0
 
 

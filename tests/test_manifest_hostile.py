@@ -205,6 +205,16 @@ def test_infinities_and_nans_are_refused(extra: str, field: str, tmp_path: Path)
     assert e.field == field and "finite" in e.message
 
 
+@pytest.mark.parametrize("hours", ["1e308", "87601"])
+def test_an_estimate_over_ten_years_is_refused_at_its_line(hours: str, tmp_path: Path) -> None:
+    """Else `orch plan` prints its total as a number hundreds of digits long, far past 80 columns."""
+    e = _one(BASE + f"policies:\n  estimated_hours: {hours}\n", tmp_path)
+    assert (e.field, e.line) == ("policies.estimated_hours", 11) and "more than ten years" in e.message
+    assert e.hint is not None and "87,600" in e.hint
+    [(m, _)] = parse_text(BASE + "policies:\n  estimated_hours: 87600\n")
+    assert m.policies.estimated_hours == 87600
+
+
 @pytest.mark.parametrize("when", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-12:00", "1999-12-31T00:00:00Z",
                                   "0001-01-01 00:00:00"])
 def test_out_of_range_deadlines_are_refused_at_their_line(when: str, tmp_path: Path) -> None:

@@ -214,7 +214,41 @@ def test_orch_logs_prints_a_job_output_from_its_store(tmp_path: Path, monkeypatc
     # -f prints what there is, then new output while the machine lives (here: --max-wait ends it).
     result = runner.invoke(app, ["logs", "tiny", "-f", "--poll", "0.05", "--max-wait", "0"])
     assert result.exit_code == 0 and result.output == "step 1\nstep 2\n"
-    assert runner.invoke(app, ["logs", "tiny", "--node", "1"]).exit_code == 1
+    result = runner.invoke(app, ["logs", "tiny", "--node", "1"])
+    # Not "no node 1 yet": a job of one node never has one.
+    assert result.exit_code == 1 and "job 'tiny' runs on 1 node: --node 0" in result.output
+
+
+def test_orch_logs_of_a_launch_that_got_no_machine_says_so_not_that_the_machine_is_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No store to read from, and the latest launch failed before the cloud gave it a machine (its instance
+    row, written before the launch call, has no instance id): the line says that, with the launch's reason."""
+    from orchestrator.cli.main import app
+    from orchestrator.engine.states import AttemptState
+    from orchestrator.store import open_store, repo
+
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    monkeypatch.setenv("ORCH_DATABASE_URL", url)
+    monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "missing.yaml"))
+    monkeypatch.delenv("ORCH_STATE_STORE", raising=False)
+    store = open_store(url)
+    with store.transaction() as tx:
+        repo.apply_jobs(tx, [repo.AppliedJob(Manifest.model_validate(_doc("true")), "h")], now=datetime.now(UTC))
+        job_id = repo.require_job(tx, "tiny").id or 0
+        attempt = repo.create_attempt(tx, job_id, ATTEMPT.launch_id)
+        repo.record_instance(tx, repo.InstanceRecord(provider="runpod", launch_id=ATTEMPT.launch_id, owner="t",
+                                                     job_id=job_id, state="pending", price_hr=1.0))
+        repo.transition_attempt(tx, attempt, AttemptState.LAUNCH_REQUESTED)
+    runner = CliRunner()
+    result = runner.invoke(app, ["logs", "tiny"])
+    assert result.exit_code == 1 and "still being launched" in result.output
+    with store.transaction() as tx:
+        repo.transition_attempt(tx, repo.get_attempt_by_launch_id(tx, ATTEMPT.launch_id), AttemptState.FAILED,
+                                reason="runpod: RunPod has no GPU type for L4-24G")
+    store.close()
+    result = runner.invoke(app, ["logs", "tiny"])
+    assert result.exit_code == 1 and "machine is gone" not in result.output
+    assert "latest launch ended without a machine (failed: runpod: RunPod has no GPU type" in result.output
 
 
 def test_follow_yields_new_output_until_the_machine_ends() -> None:

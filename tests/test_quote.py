@@ -58,6 +58,19 @@ def test_multi_node_totals_cover_every_machine() -> None:
     assert rows == []
 
 
+def test_several_nodes_are_priced_only_where_orch_launches_several_machines() -> None:
+    """The planner excludes RunPod, Vast.ai and Lambda for a job of several nodes (single-node-provider): a quote
+    for --nodes 2 listed their machines, often the cheapest, though no job of that shape could launch there."""
+    rows = quote(PLANTED, GpuRequest(gpus=("A100-80G", "H100-80G"), count=4, nodes=2), SortKey.PRICE, None, TODAY)
+    assert [r.offer.provider for r in rows] == ["gcp", "azure", "aws"]
+    one = quote(PLANTED, GpuRequest(gpus=("A100-80G", "H100-80G"), count=4), SortKey.PRICE, None, TODAY)
+    assert "runpod" in [r.offer.provider for r in one]
+    # Nothing but a single-machine provider's offer: the relaxation says --nodes 1 and why.
+    req = GpuRequest(gpus=("L4-24G",), count=4, nodes=2)
+    assert quote(PLANTED, req, SortKey.PRICE, None, TODAY) == []
+    assert relaxations(PLANTED, req)[0] == "--nodes 1: from $1.00/h (vastai f: single machines only)"
+
+
 @pytest.mark.parametrize(
     ("req", "expected"),
     [

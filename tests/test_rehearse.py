@@ -137,6 +137,11 @@ def test_bad_input_exits_2(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--kill-at must be 1 or more" in out.stderr
     out = orch("rehearse", str(tmp_path / "missing.yaml"))
     assert out.returncode == 2 and "Traceback" not in out.stderr
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    out = orch("rehearse", str(empty))
+    said = f"error: {empty} holds no job (apiVersion: orch/v1, kind: Job, ...): nothing to rehearse\n"
+    assert out.returncode == 2 and out.stderr == said
 
 
 @pytest.mark.slow

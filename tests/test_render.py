@@ -354,6 +354,21 @@ def test_render_input_is_frozen() -> None:
     assert ri.checkpoint.resume_via is ResumeVia.ARG and ri.checkpoint.notify_via is NotifyVia.FILE
 
 
+def test_a_bad_manifest_is_reported_by_render_as_by_validate(tmp_path: Path) -> None:
+    """render said "error: job.yaml:7:7: ..." (one line of str(ManifestError)); validate, plan and apply say each
+    problem as ``path:line:col: field: what (hint)``."""
+    from orchestrator.cli.main import app
+
+    job = tmp_path / "job.yaml"
+    job.write_text("apiVersion: orch/v1\nkind: Job\nname: Bad_Name\nresources: {gpu: NOPE}\n"
+                   "run: {launcher: command, command: x}\n")
+    runner = CliRunner()
+    validated, rendered = runner.invoke(app, ["validate", str(job)]), runner.invoke(app, ["render", str(job)])
+    assert validated.exit_code == rendered.exit_code == 2
+    assert rendered.stderr == validated.stderr and rendered.stderr.startswith(f"{job}:3:")
+    assert len(rendered.stderr.splitlines()) == 2
+
+
 # --- data over HTTP(S) and the shipped examples ----------------------------------------------------
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -62,6 +62,14 @@ def test_unsupported_database_is_refused_clearly() -> None:
         open_store("mysql://user@host/db")
 
 
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:"])
+def test_an_in_memory_store_is_refused(url: str) -> None:
+    """`ORCH_DATABASE_URL=sqlite://` opened a store in memory: `orch apply --yes` launched a machine, the command
+    ended, and nothing anywhere recorded it (no other store's orch ends its machines): it billed on."""
+    with pytest.raises(StoreError, match=r"names no file: an in-memory store forgets every job and machine"):
+        open_store(url)
+
+
 def test_apply_creates_updates_and_leaves_unchanged(store: Store) -> None:
     with store.transaction() as tx:
         result = repo.apply_jobs(tx, [_spec("a"), _spec("b")], now=T0)

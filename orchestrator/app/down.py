@@ -4,7 +4,7 @@ are confirmed gone."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,6 +54,10 @@ class DownOutcome:
     jobs: list[str]
     remaining: list[InstanceView]
     errors: list[str] = field(default_factory=list)
+    #: The wait ran out its timeout (False: it ended early, as when only machines orch cannot end remain).
+    timed_out: bool = False
+    #: Seconds the wait took: past the timeout when a tick itself was slow (a cloud's retries, not cut short).
+    waited_s: float = 0.0
 
     @property
     def confirmed(self) -> bool:
@@ -80,15 +84,28 @@ def live_machines(store: Store, jobs: Sequence[str]) -> list[InstanceView]:
     return out
 
 
+def unmanaged_error(machine: InstanceView) -> str:
+    """Why orch cannot end ``machine``: its provider is not in orch's config, so no tick calls that cloud."""
+    p = machine.provider
+    return (f"{p} {machine.instance_id or machine.launch_id}: {p} is not configured in orch's config, so orch "
+            f"cannot terminate it (it may still bill): add providers.{p} back (`orch providers` shows how), "
+            f"or terminate it in {p}'s own console")
+
+
 def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeout_s: float = 300.0,
               poll_s: float = 1.0, on_tick: Callable[[list[InstanceView]], None] | None = None,
-              on_error: Callable[[str], None] | None = None,
+              on_error: Callable[[str], None] | None = None, configured: Collection[str] | None = None,
               monotonic: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
               ) -> DownOutcome:
     """Tick the engine (or, with ``engine=None``, let a running daemon work) until every machine of
     ``jobs`` is confirmed gone by its provider, or ``timeout_s`` passes. Each distinct error is kept once
-    (a refused key fails every tick alike) and handed to ``on_error`` when first met."""
-    deadline = monotonic() + timeout_s
+    (a refused key fails every tick alike) and handed to ``on_error`` when first met.
+
+    ``configured``: the providers the engine was built with. A machine on any other provider can never be
+    ended by these ticks (the engine skips a cloud it has no client for, silently): each is an error at
+    once, and once only such machines remain the wait ends instead of running out the clock."""
+    started = monotonic()
+    deadline = started + timeout_s
     outcome = DownOutcome(list(jobs), live_machines(store, jobs))
     ctx: AbstractContextManager[None] = engine.lock if engine is not None else nullcontext()
     with ctx:
@@ -101,8 +118,22 @@ def wait_down(engine: Engine | None, store: Store, jobs: Sequence[str], *, timeo
                         if on_error:
                             on_error(error)
             outcome.remaining = live_machines(store, jobs)
+            # "?": a live attempt with no instance row yet, whose provider this view does not know.
+            stranded = [] if configured is None else [
+                m for m in outcome.remaining if m.provider != "?" and m.provider not in configured]
+            for machine in stranded:
+                error = unmanaged_error(machine)
+                if error not in outcome.errors:
+                    outcome.errors.append(error)
+                    if on_error:
+                        on_error(error)
             if on_tick:
                 on_tick(outcome.remaining)
-            if not outcome.remaining or monotonic() >= deadline:
+            now = monotonic()
+            outcome.waited_s = now - started
+            if len(stranded) == len(outcome.remaining):
+                return outcome
+            if now >= deadline:
+                outcome.timed_out = True
                 return outcome
             sleep(poll_s)

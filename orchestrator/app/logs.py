@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.app.errors import no_job_named
 from orchestrator.runtime.node_state import LOG_CHUNK_BYTES, LOGS_DIR, launch_state_uri
+from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.manifest.schema import Manifest
@@ -59,17 +60,29 @@ def log_source(store: Store, job_name: str, node_rank: int = 0, state_store: str
         job = repo.get_job(tx, job_name)
         if job is None:
             raise LogsError(no_job_named([job_name], command_queries.job_names(tx).values()))
+        manifest: Manifest = Manifest.model_validate(job.manifest)
+        nodes = manifest.resources.nodes
+        if node_rank >= nodes:   # not "no node 1 yet": a job of one node never has one
+            raise LogsError(f"job {job_name!r} runs on {plural(nodes, 'node')}: --node 0"
+                            + (f" to {nodes - 1}" if nodes > 1 else ""))
         attempts = [a for a in repo.list_attempts(tx, job.id or 0) if a.node_rank == node_rank]
         if not attempts:
             raise LogsError(f"job {job_name!r} has no node {node_rank} yet: nothing was launched for it")
         attempt = max(attempts, key=lambda a: (a.generation, a.id or 0))
         inst = repo.get_instance_by_launch_id(tx, attempt.launch_id)
-        manifest: Manifest = Manifest.model_validate(job.manifest)
     live = AttemptState(attempt.state).is_live
     uri = launch_state_uri(manifest, attempt.launch_id, state_store)
     if uri is not None:
         return LogSource(job_name, node_rank, attempt.launch_id, live, Via.STORE, uri=uri)
-    if inst is None or not live:
+    # The launch's instance row is written before the launch call: without an instance id no machine came.
+    if (inst is None or not inst.instance_id) and not live:
+        # Its latest launch ended before the cloud gave it a machine (refused, failed): there never was output.
+        why = f": {attempt.reason}" if attempt.reason else ""
+        raise LogsError(f"job {job_name!r} has no output: its latest launch ended without a machine "
+                        f"({attempt.state}{why}); `orch events {job_name}` says why")
+    if inst is None or not inst.instance_id:
+        raise LogsError(f"job {job_name!r} has no output yet: its machine is still being launched")
+    if not live:
         raise LogsError(f"job {job_name!r} keeps no logs: it has no checkpoint store and daemon.state_store is "
                         "not set, and its machine is gone")
     return LogSource(job_name, node_rank, attempt.launch_id, live, Via.SSH, provider=inst.provider,

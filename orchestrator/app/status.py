@@ -104,12 +104,12 @@ class StatusReport:
 
     @property
     def burn_hr(self) -> float:
-        return sum(i.charged_price_hr for i in self.instances if i.burning)
+        return sum((i.charged_price_hr for i in self.instances if i.burning), 0.0)   # 0.0, not 0: --json types
 
     @property
     def jobs_spent_usd(self) -> float:
         """What the jobs listed spent."""
-        return sum(j.spent_usd for j in self.jobs)
+        return sum((j.spent_usd for j in self.jobs), 0.0)
 
     @property
     def spent_usd(self) -> float:
@@ -157,7 +157,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
             mine = tuple(i for i in live if i.job == r.name)
             last = command_queries.last_event(tx, r.id or 0)
             views.append(JobView(r.name, JobStatus(r.status), DesiredState(r.desired_state), mine,
-                                 sum(i.charged_price_hr for i in mine if i.burning), spent.get(r.id or 0, 0.0),
+                                 sum((i.charged_price_hr for i in mine if i.burning), 0.0), spent.get(r.id or 0, 0.0),
                                  r.relaunch_count, _event_view(last, names) if last else None,
                                  failures.get(r.id or 0)))
     if job is not None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, WIDTH, fail, wrap
+from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
@@ -15,8 +15,15 @@ if TYPE_CHECKING:
     from orchestrator.money.budgets import Standing
 
 
-def _money(usd: float) -> str:
-    return f"${usd:,.2f}"
+def _money(usd: float, compact_from: float = 10_000) -> str:
+    """Dollars and cents below ``compact_from``, else ``$12.3k``/``$4.5M``/``$1.0B``: a monthly cap of $250,000
+    and what was spent of it fit the column."""
+    if usd < compact_from:
+        return f"${usd:,.2f}"
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if round(usd / size, 1) >= 1:      # $999,999,999.99 is $1.0B, not $1,000.0M
+            return f"${usd / size:,.1f}{unit}"
+    return f"${usd:,.0f}"
 
 
 @app.command("budgets")
@@ -53,27 +60,25 @@ def budgets_cmd(
     if as_json:
         sys.stdout.write(dumps([s.to_json() for s in review.standings], indent=2) + "\n")
         return
-    sys.stdout.write(f"{'BUDGET':<14}{'COUNTS':<16}{'SPENT IN ' + month_label(now):>22}  {'$/H NOW':>17}  STATE\n")
+    sys.stdout.write(f"{'BUDGET':<14}{'COUNTS':<16}{'SPENT IN ' + month_label(now):>22}  {'$/H NOW':>18}  STATE\n")
     for s in review.standings:
-        sys.stdout.write("".join(line + "\n" for line in budget_lines(s)))
+        sys.stdout.write(_lines(s) + "\n")
 
 
-def budget_lines(s: Standing) -> list[str]:
-    """One budget in 80 columns: a name or a match too long for its column ends in '~' (``--json`` has them
-    whole); money is never cut; the state goes on the line beneath, indented, where it does not fit beside."""
+def _lines(s: Standing) -> str:
+    """The budget's row (80 columns at most) and, when it stops launches, what it stops on the line beneath
+    (at cap or over its ceiling is the line that matters most, and it was the one past 80 columns)."""
     from orchestrator.cli.status_table import cell
 
     b = s.budget
     spent = _money(s.spent_usd) + (f" of {_money(b.monthly_usd)}" if b.monthly_usd is not None else "")
-    burn = _money(s.burn_hr) + (f" of {_money(b.max_usd_per_hour)}" if b.max_usd_per_hour is not None else "")
+    burn = _money(s.burn_hr, 1_000) + (f" of {_money(b.max_usd_per_hour, 1_000)}"
+                                        if b.max_usd_per_hour is not None else "")
+    stops = ""
     if s.at_cap:
-        state = "at cap: no launches" + (", spot stops" if b.stop_spot_at_cap else "")
+        stops = "at cap: no launches" + (", spot stops" if b.stop_spot_at_cap else "")
     elif s.over_ceiling:
-        state = "over $/h: no launches"
-    else:
-        state = f"{s.fraction:.0%}" if s.fraction is not None else "ok"
-    row = f"{cell(b.name, 13)} {cell(b.match.describe(), 15)} {spent:>22}  {burn:>17}"
-    if len(row) + 2 + len(state) <= WIDTH:
-        return [f"{row}  {state}"]
-    # Amounts in the millions push the row past 80 too: it wraps between the amounts' words, never inside one.
-    return [*wrap(row, " " * 32).splitlines(), f"  {state}"]
+        stops = "over $/h: no launches"
+    state = f"{s.fraction:.0%}" if s.fraction is not None else ("over" if s.over_ceiling else "ok")
+    row = f"{cell(b.name, 13)} {cell(b.match.describe(), 15)} {spent:>22}  {burn:>18}  {state}"
+    return row + (f"\n  {stops}" if stops else "")

@@ -78,7 +78,7 @@ def down_cmd(
         store.close()
     _down_result(targets, before, outcome, as_json)
     if not outcome.confirmed:
-        sys.stderr.write(f"error: {plural(len(outcome.remaining), 'machine')} not confirmed gone after {timeout:g}s:\n")
+        sys.stderr.write(not_confirmed(outcome, timeout) + "\n")
         for i in outcome.remaining:
             sys.stderr.write(f"  {i.provider} {i.instance_id or '?'} (launch {i.launch_id}, {i.state}) job {i.job}\n")
         again = "--all" if everything else " ".join(targets)
@@ -116,7 +116,8 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
                     warn(error)
 
             return wait_down(engine, store, targets, timeout_s=timeout, poll_s=poll,
-                             on_tick=lambda left: progress.update(machines_left(left)), on_error=say)
+                             on_tick=lambda left: progress.update(machines_left(left)), on_error=say,
+                             configured=frozenset(providers) if engine is not None else None)
     except DaemonAlreadyRunningError as exc:
         fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
     except ConfigError as exc:     # e.g. an alert webhook's url_env that is not set
@@ -124,6 +125,15 @@ def _wait_down(store: Store, targets: list[str], before: list[InstanceView], tim
     finally:
         for p in providers.values():
             close_provider(p)
+
+
+def not_confirmed(outcome: DownOutcome, timeout: float) -> str:
+    """``error: 2 machines not confirmed gone after 37s (--timeout 10: ...):``, the time it really took: a slow
+    cloud's retries run a tick past ``--timeout``; no time when the wait ended early (nothing left to wait for)."""
+    waited = f" after {outcome.waited_s:.0f}s" if outcome.timed_out else ""
+    if outcome.timed_out and outcome.waited_s >= timeout + 1:
+        waited += f" (--timeout {timeout:g}: the clouds' answers took longer)"
+    return f"error: {plural(len(outcome.remaining), 'machine')} not confirmed gone{waited}:"
 
 
 def machines_left(left: Sequence[InstanceView]) -> str:

@@ -43,18 +43,20 @@ def fit(
     headroom: Annotated[float, typer.Option("--headroom", help="Fraction of GPU memory kept free.")] = 0.10,
     spot: Annotated[bool, typer.Option("--spot", help="Spot offers only.")] = False,
     on_demand: Annotated[bool, typer.Option("--on-demand", help="On-demand offers only.")] = False,
-    hours: Annotated[float | None, typer.Option("--hours", help="Estimated run time, for the $ column.")] = None,
+    hours: Annotated[float | None, typer.Option(
+        "--hours", help="Estimated run time (at most 87600, ten years), for the $ column.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list of options (docs/cli.md).")] = False,
 ) -> None:
     """For each GPU model: the fewest GPUs that fit the training job, GB per GPU, link, cheapest offer."""
     from orchestrator.fit.render import fit_table
     from orchestrator.fit.request import FitInputError, FitWords, build_query, describe
     from orchestrator.fit.search import fit_all, relaxations
+    from orchestrator.inputs.durations import MAX_ESTIMATED_HOURS
     from orchestrator.offers.quote import QuoteInputError, resolve_gpu_names
     from providers.base import Market
     from providers.catalog import load_catalog
 
-    check_number("--hours", hours, low=0, above=True)
+    check_number("--hours", hours, low=0, above=True, high=MAX_ESTIMATED_HOURS)   # ten years: more is a typo
     markets = frozenset(Market)
     if spot != on_demand:
         markets = frozenset({Market.SPOT if spot else Market.ON_DEMAND})

@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli.common import (
-    PLAN_WIDTH,
     JsonOpt,
     build_providers_or_fail,
     close_provider,
     load_config_or_fail,
-    money,
     open_store_or_fail,
     optional_config,
     out,
@@ -28,14 +26,12 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail, fail_ma
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.plan_notes import blind_notes, exposure_notes, reach_note
-from orchestrator.words import plural
+from orchestrator.cli.plan_print import print_plan, say
 
 if TYPE_CHECKING:
-    from orchestrator.app.plan import JobPlan
     from orchestrator.app.status import StatusReport
     from orchestrator.config.file import OrchConfig
     from orchestrator.manifest import LoadedManifest
-    from orchestrator.offers.planner import PlannedOffer
     from orchestrator.offers.sources import OfferSources
     from providers.base import Provider
 
@@ -68,6 +64,21 @@ def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False
 
 # -- plan ----------------------------------------------------------------------------------------------
 
+def _plan_config(required: bool) -> OrchConfig | None:
+    """orch's config for a plan (``required``: --live or --configured), its provider sections checked as apply
+    checks them: a plan on a provider apply would refuse says "chosen" where nothing can launch."""
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.providers import check_provider_settings
+
+    config = load_config_or_fail() if required else optional_config()
+    if config is not None:
+        try:
+            check_provider_settings(config)
+        except ConfigError as exc:
+            fail(str(exc), EXIT_BAD_INPUT)
+    return config
+
+
 @app.command("plan")
 def plan_cmd(
     paths: PathsArg,
@@ -86,11 +97,15 @@ def plan_cmd(
     (app.plan.launchable_providers decides both); cheaper offers elsewhere are hints."""
     from orchestrator.app.errors import BadInputError
     from orchestrator.app.plan import launchable_providers, plan_jobs
+    from orchestrator.config.errors import ConfigError
 
     if configured and all_providers:
         fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
     loaded = _load(paths)
-    config = load_config_or_fail() if live or configured else optional_config()
+    if not loaded:   # an empty file (or only comments): the plan printed nothing at all, not even why
+        fail(f"no jobs in {', '.join(str(p) for p in paths)}: nothing to plan (a job starts apiVersion: orch/v1, "
+             "kind: Job)", EXIT_BAD_INPUT)
+    config = _plan_config(live or configured)
     launchable = launchable_providers(config)
     only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
     if only is None and not all_providers and not as_json:
@@ -104,17 +119,17 @@ def plan_cmd(
 
         plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
                           only_providers=only, boot_check=boot_check_for(config))
-    except BadInputError as exc:
+        from providers.offer import OfferOrigin
+
+        blind = blind_notes(loaded, config, frozenset(
+            jp.name for jp in plans if jp.plan.chosen is not None and jp.plan.chosen.offer.source is OfferOrigin.OWN))
+        reach = {jp.name: reach_note(jp, config) for jp in plans}
+        exposed = exposure_notes(loaded, plans, config)
+    except (BadInputError, ConfigError) as exc:   # ConfigError: a bad daemon: section (the boot check reads it)
         fail(str(exc), EXIT_BAD_INPUT)
     finally:
         for p in providers.values():
             close_provider(p)
-    from providers.offer import OfferOrigin
-
-    blind = blind_notes(loaded, config, frozenset(
-        jp.name for jp in plans if jp.plan.chosen is not None and jp.plan.chosen.offer.source is OfferOrigin.OWN))
-    reach = {jp.name: reach_note(jp, config) for jp in plans}
-    exposed = exposure_notes(loaded, plans, config)
     if as_json:
         out(dumps([{**p.to_json(), "blind": blind.get(p.name), "reach": reach[p.name],
                      "exposed": exposed.get(p.name, [])} for p in plans], indent=2))
@@ -122,17 +137,17 @@ def plan_cmd(
         for i, jp in enumerate(plans):
             if i:
                 out()
-            _print_plan(jp)
+            print_plan(jp)
             if jp.name in blind:
-                _say(f"note: {blind[jp.name]}", "  ", "        ")
+                say(f"note: {blind[jp.name]}", "  ", "        ")
             if reach[jp.name]:
-                _say(f"note: {reach[jp.name]}", "  ", "        ")
+                say(f"note: {reach[jp.name]}", "  ", "        ")
             for what in exposed.get(jp.name, []):
-                _say(f"exposed on the node: {what}", "  ", "        ")
+                say(f"exposed on the node: {what}", "  ", "        ")
         # apply launches with live prices: a job the catalog alone leaves without an offer may have one there.
         if not live and any(p != "ssh" for p in launchable) and any(jp.plan.chosen is None for jp in plans):
             out()
-            _say("hint: planned from the catalog alone; `orch plan --live` also asks the configured providers that "
+            say("hint: planned from the catalog alone; `orch plan --live` also asks the configured providers that "
                  "price live, as `orch apply` does when it launches", "", "  ")
     if any(jp.plan.chosen is None for jp in plans):
         raise SystemExit(EXIT_NO_MATCH)
@@ -149,59 +164,6 @@ def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], li
         return noting_live(offer_sources(load_catalog().offers, providers=providers, config=config, live=live))
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
-
-
-def _say(text: str, indent: str = "  ", more: str = "           ") -> None:
-    import textwrap
-
-    for line in textwrap.wrap(text, PLAN_WIDTH, initial_indent=indent, subsequent_indent=more,
-                              break_long_words=False, break_on_hyphens=False):
-        out(line)
-
-
-def _print_plan(jp: JobPlan) -> None:
-    from orchestrator.app.plan import NEAR_MISSES
-
-    hours = f", estimated {jp.estimated_hours:g} h" if jp.estimated_hours else ""
-    _say(f"{jp.name} ({jp.source}{hours})", "", "  ")
-    if jp.code is not None:
-        dirty = " + uncommitted changes" if jp.code.dirty else ""
-        _say(f"code     commit {jp.code.commit[:12]}{dirty}, path {jp.code.path}: {jp.code.files} files, "
-             f"{jp.code.bytes} bytes")
-    if jp.plan.chosen is None:
-        out("  no eligible offer")
-    notes: list[str] = []          # said once, however many offers they apply to
-    for n, p in enumerate(jp.options):
-        _print_offer("chosen" if n == 0 else f"alt {n}", p)
-        if p.flags:
-            _say(f"flags: {', '.join(p.flags)}", "           ")
-        notes += [note for note in p.notes if note not in notes]
-    for note in notes:
-        _say(f"note: {note}", "  ", "        ")
-    rest = len(jp.plan.eligible) - len(jp.options)
-    if rest > 0:
-        out(f"  ... {plural(rest, 'more eligible offer')}")
-    counts = jp.plan.exclusion_counts()
-    if counts:
-        by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value))
-        _say(f"excluded {plural(len(jp.plan.rejected), 'offer')}: {', '.join(f'{n} {c.value}' for c, n in by_count)}")
-        for p in jp.plan.near_misses(NEAR_MISSES):
-            _print_offer("near", p)
-            _say(f"excluded: {'; '.join(e.detail for e in p.excluded)}", "           ")
-    for warning in jp.warnings:
-        _say(f"warning: {warning}", "  ", "           ")
-    for hint in jp.hints:
-        _say(f"hint: {hint}", "  ", "        ")
-
-
-def _print_offer(label: str, p: PlannedOffer) -> None:
-    """One offer on one line where it fits 80 columns (the place and price line wrap under it otherwise)."""
-    o = p.offer
-    place = o.region + (f"/{o.zone}" if o.zone else "")
-    total = f"  total {money(p.expected_cost_usd)}" if p.expected_cost_usd is not None else ""
-    nodes = f" x{p.nodes} nodes" if p.nodes > 1 else ""
-    _say(f"{label:<7}{o.provider} {o.instance_type} {place} {o.market.value} {o.gpu_count}x{o.gpu}{nodes} "
-         f"{money(p.total_price_hr)}/h{total} [{o.source}]", "  ", "         ")
 
 
 # -- apply ---------------------------------------------------------------------------------------------
@@ -223,8 +185,10 @@ def apply_cmd(
                                         "(default: the committed files only).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show what will launch (where, $/h, estimated total) and ask; then record the manifests as the desired
-    state (one transaction) and launch pending jobs (here, or by the running daemon)."""
+    """Show what will launch (where, $/h, estimated total) and ask; then record and launch.
+
+    The manifests are recorded as the desired state (one transaction) and pending jobs launched (here, or by
+    the running daemon)."""
     from orchestrator.cli.apply_flow import ApplyOptions, run_apply
 
     loaded = _load(paths, as_json, allow_dirty=dirty)

@@ -34,7 +34,7 @@ def validate(
     from orchestrator.manifest import ManifestError, load_manifests
 
     try:
-        loaded = load_manifests(paths)
+        loaded = load_manifests(paths, code_needs_repo=True)   # what apply will pack, it checks
     except ManifestError as exc:
         fail_manifests(exc.errors, as_json=as_json)
     except Exception as exc:   # a bug in orch, not in the manifest: still one line, no traceback

@@ -17,7 +17,7 @@ def quote(
                                            "NAME:COUNT (H100:8, 4090, 'A100 80GB'); repeat or comma-separate "
                                            "for alternatives. None: list the GPUs.")] = [],  # noqa: B006
     count: Annotated[int | None, typer.Option("--count", "-c", help="GPUs in one machine (default 1).")] = None,
-    nodes: Annotated[int, typer.Option("--nodes", "-n", help="Machines; totals and $/h cover all.")] = 1,
+    nodes: Annotated[int, typer.Option("--nodes", "-n", help="Machines (1 to 256); totals and $/h cover all.")] = 1,
     spot: Annotated[bool, typer.Option("--spot", help="Spot/interruptible offers only.")] = False,
     on_demand: Annotated[bool, typer.Option("--on-demand", help="On-demand offers only.")] = False,
     provider: Annotated[list[str], typer.Option("--provider", "-p", help="Only this provider (repeatable).")]

@@ -4,7 +4,6 @@ the list printed (``orchestrator.offers.gpu_list`` summarises; ``render_quote`` 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 
 from orchestrator.cli.errors import EXIT_NO_MATCH
 from orchestrator.cli.jsonout import dumps
@@ -30,7 +29,7 @@ def gpu_list(req: GpuRequest, machine_gpus: int | None, live: bool) -> tuple[lis
 
     noted: set[str] = set()   # a config problem is noted once, not once per count
     indexed = None
-    if not live and machine_gpus is None and replace(req, nodes=1) == GpuRequest():   # no filter
+    if not live and machine_gpus is None and req == GpuRequest():   # no filter (--nodes 2 is one: see below)
         indexed = load_catalog_groups()
     if indexed is not None and indexed.groups is not None:
         counts = machine_counts(g.count for g in indexed.groups)   # every catalog row is in a group
@@ -41,7 +40,12 @@ def gpu_list(req: GpuRequest, machine_gpus: int | None, live: bool) -> tuple[lis
         if not any(o.provider in sold for o in own):
             return merge_groups(indexed.groups, group_offers(own)), indexed.refreshed
     catalog = load_catalog(None, build_index=True)
-    return group_offers(_every_offer(req, catalog, machine_gpus, live, noted)), catalog.refreshed
+    found = _every_offer(req, catalog, machine_gpus, live, noted)
+    if req.nodes > 1:   # as `--gpu G --nodes N` (offers.quote): only where orch launches several machines
+        from providers.registry import launches_multi_node
+
+        found = [o for o in found if launches_multi_node(o.provider)]
+    return group_offers(found), catalog.refreshed
 
 
 def _every_offer(req: GpuRequest, catalog: CatalogSnapshot, machine_gpus: int | None, live: bool,

@@ -122,6 +122,12 @@ def _checked(a: QuoteArgs) -> tuple[tuple[str, ...], int | None, tuple[str, ...]
                                   "--count 4)")
         if a.nodes < 1:
             raise QuoteInputError(f"--nodes must be 1 or more, got {a.nodes}")
+        if a.nodes > 1:   # imported only here: a one-machine quote stays lean
+            from orchestrator.fit.shapes import MAX_NODES
+
+            if a.nodes > MAX_NODES:   # as a manifest's resources.nodes: a $/h for 10^8 machines is a typo's
+                raise QuoteInputError(f"--nodes must be at most {MAX_NODES} (the most machines orch runs a job "
+                                      f"on), got {a.nodes}")
         check_number("--max-price", a.max_price, low=0)
         check_number("--min-vram", a.min_vram, low=0)
         if a.limit is not None and a.limit < 1:

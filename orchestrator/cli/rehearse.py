@@ -49,8 +49,9 @@ def rehearse(
     keep: Annotated[bool, typer.Option("--keep", help="Keep the rehearsal's directory (logs, stores).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="The report as JSON.")] = False,
 ) -> None:
-    """Run the job here under the real node agent, preempt it, kill it, relaunch it from LATEST; exit 0
-    only if it resumed."""
+    """Run the job here under the real agent, preempt, kill and relaunch it from LATEST: does it resume?
+
+    Exit 0 only if it resumed."""
     from orchestrator.manifest import ManifestError, load_manifests
     from orchestrator.rehearse.runner import RehearsalOptions
     from orchestrator.rehearse.scenario import rehearse as run_rehearsal
@@ -69,6 +70,8 @@ def rehearse(
             sys.stderr.write(error.format() + "\n")
         raise SystemExit(EXIT_BAD_INPUT) from None
     chosen = [m for m in loaded if job is None or m.manifest.name == job]
+    if not loaded:   # an empty file, or only comments: "holds : pick one with --job" named nothing to pick
+        fail(f"{manifest} holds no job (apiVersion: orch/v1, kind: Job, ...): nothing to rehearse", EXIT_BAD_INPUT)
     if len(chosen) != 1:
         names = ", ".join(m.manifest.name for m in loaded)
         fail(f"{manifest} holds {names}: pick one with --job" if job is None else f"no job {job!r} in {manifest} "

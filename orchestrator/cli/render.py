@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
+from orchestrator.cli.errors import EXIT_BAD_INPUT, fail, fail_manifests
 from orchestrator.cli.main import app
 
 
@@ -37,8 +37,8 @@ def render(
 
     try:
         loaded, packs = pin_loaded(load_manifests([manifest]))
-    except ManifestError as exc:
-        fail(str(exc), EXIT_BAD_INPUT)
+    except ManifestError as exc:   # each problem as validate, plan and apply say it: path:line:col: field: ...
+        fail_manifests(exc.errors)
     except CodePackError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     if len(loaded) != 1:

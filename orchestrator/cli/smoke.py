@@ -40,9 +40,10 @@ def smoke(
     = 5.0,
     as_json: Annotated[bool, typer.Option("--json", help="The plan or the results as JSON.")] = False,
 ) -> None:
-    """Launch a small machine of each provider (CPU where it has one, else its cheapest GPU offer) with orch's
-    boot script, wait for the agent's first report
-    through the store, tear it down and check nothing is left. Exit 0 only if every provider passed."""
+    """Per provider: boot a small machine, wait for its agent's first report, tear down, check nothing is left.
+
+    The machine is a CPU one where the provider rents one, else its cheapest GPU offer, with orch's boot script;
+    the report comes through the store. Exit 0 only if every provider passed."""
     from orchestrator.app.smoke_targets import SmokeOptions, plan_targets
     from orchestrator.config.errors import ConfigError
     from orchestrator.config.file import load_config

@@ -63,7 +63,19 @@ def _alert_at(value: object) -> tuple[float, ...]:
     return tuple(sorted(fractions))
 
 
-Money = Annotated[float | None, BeforeValidator(positive)]
+#: The largest amount a budget takes: a billion dollars (a month or an hour). More is a typo, and as a cap it
+#: printed as a number hundreds of digits long across `orch budgets` (1e300 ran its table to 864 columns).
+MAX_BUDGET_USD = 1e9
+
+
+def _money(value: object) -> float:
+    amount = positive(value)
+    if amount > MAX_BUDGET_USD:
+        raise ValueError(f"must be at most {MAX_BUDGET_USD:,.0f} (a billion dollars), got {value!r}")
+    return amount
+
+
+Money = Annotated[float | None, BeforeValidator(_money)]
 Projects = Annotated[frozenset[str], _names(_PROJECT, "a project name (lower-case letters, digits, '-')")]
 Owners = Annotated[
     frozenset[str],

@@ -149,9 +149,16 @@ def _parse(path: Path, raw: dict[str, Any], lines: ConfigLines) -> OrchConfig:
     try:
         validate_owner(owner)
     except ValueError as exc:
+        if not raw.get("owner") and os.environ.get("ORCH_OWNER"):   # not the file's: it has no owner: line
+            raise ConfigError(f"ORCH_OWNER: {exc} (set ORCH_OWNER to such a name, or unset it; or write owner: "
+                              f"in {path})") from None
         raise lines.error(("owner",), str(exc)) from exc
     sections: dict[str, dict[str, Any]] = {}
-    for name, section in (raw.get("providers") or {}).items():
+    providers = raw.get("providers") or {}
+    if not isinstance(providers, dict):   # ``providers: [aws]``: a list of names configures nothing
+        raise lines.error(("providers",), "must be a mapping of provider names to their settings (e.g. "
+                          "providers: {aws: {regions: [us-east-1]}, runpod: {}})")
+    for name, section in providers.items():
         try:
             canonical = canonical_provider(str(name))
         except UnknownProviderError as exc:

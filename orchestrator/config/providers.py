@@ -46,6 +46,13 @@ def provider_settings(config: OrchConfig, name: str) -> BaseModel:
         raise settings_error(config, name, exc) from None
 
 
+def check_provider_settings(config: OrchConfig) -> None:
+    """Validate every enabled provider's section as ``build_providers`` would, without building a client (no
+    SDK imported): for commands that plan on the configured providers and must refuse what apply refuses."""
+    for name in config.enabled_providers():
+        provider_settings(config, name)
+
+
 def settings_error(config: OrchConfig, name: str, exc: ValidationError) -> ConfigError:
     """A provider section's first validation error as one line: file, line, field path, what is wrong."""
     from orchestrator.config.errors import first_problem, unknown_key

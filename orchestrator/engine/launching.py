@@ -54,7 +54,9 @@ def request_launch(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, now
         deps.store.set_attempt_state(attempt.id, AttemptState.FAILED, now,
                                      reason=(failure.headline() if failure else str(exc))[:300],
                                      cause=EndCause.LAUNCH_FAILED)
-        deps.store.event(EventKind.LAUNCH_FAILED, f"{provider.name}: {exc}", now, job_id=job.id,
+        # A provider's error names its provider already ("runpod: ..."): said once, not "runpod: runpod: ...".
+        said = str(exc) if exc.provider == provider.name else f"{provider.name}: {exc}"
+        deps.store.event(EventKind.LAUNCH_FAILED, said, now, job_id=job.id,
                          data=failure.to_data() if failure else None)
         log.report.errors.append(f"launch {attempt.launch_id}: {exc}")
         log.ended.add(attempt.id)

@@ -74,7 +74,7 @@ def build_query(words: FitWords, *, gpus: tuple[str, ...] = (), markets: frozens
     if not 1 <= max_nodes <= MAX_NODES:
         raise FitInputError(f"--max-nodes must be 1 to {MAX_NODES} (the most machines orch runs a job on), "
                             f"got {max_nodes}")
-    if not 0 <= headroom < 1:
+    if not 0 <= headroom <= 0.9:   # as the message says: 0.999 left a GPU 0.1% of its memory, and "nothing fits"
         raise FitInputError(f"--headroom is a fraction of GPU memory kept free, 0 to 0.9, got {headroom:g}")
     for flag, value in (("--seq-len", words.seq_len), ("--micro-batch", words.micro_batch),
                         ("--lora-rank", words.lora_rank)):

@@ -190,9 +190,13 @@ def link_advice(sharding: Sharding, count: int) -> LinkAdvice:
 
 
 def cheapest_offer(offers: Iterable[Offer], gpu: str, count: int, markets: frozenset[Market],
-                   want_nvlink: bool) -> Offer | None:
-    """The cheapest offer of ``count`` x ``gpu``; an NVLink machine first when NVLink is advised."""
-    found = [o for o in offers if o.gpu == gpu and o.gpu_count == count and o.market in markets]
+                   want_nvlink: bool, nodes: int = 1) -> Offer | None:
+    """The cheapest offer of ``count`` x ``gpu``; an NVLink machine first when NVLink is advised. For several
+    ``nodes``, only a provider where orch launches several machines (the planner's ``single-node-provider``)."""
+    from providers.registry import launches_multi_node
+
+    found = [o for o in offers if o.gpu == gpu and o.gpu_count == count and o.market in markets
+             and (nodes <= 1 or launches_multi_node(o.provider))]
     if want_nvlink and any(o.interconnect is Interconnect.NVLINK for o in found):
         found = [o for o in found if o.interconnect is Interconnect.NVLINK]
     return min(found, key=lambda o: (o.price_hr, o.provider, o.instance_type, o.region), default=None)
@@ -201,7 +205,7 @@ def cheapest_offer(offers: Iterable[Offer], gpu: str, count: int, markets: froze
 def _option(q: FitQuery, gpu: GpuModel, count: int, nodes: int, offers: Sequence[Offer]) -> FitOption:
     sharding, est, fits = best_strategy(q, gpu, count * nodes)
     link = link_advice(sharding, count)
-    offer = cheapest_offer(offers, gpu.name, count, q.markets, link is LinkAdvice.NVLINK) if fits else None
+    offer = cheapest_offer(offers, gpu.name, count, q.markets, link is LinkAdvice.NVLINK, nodes) if fits else None
     notes: list[str] = []
     if offer is not None and link is LinkAdvice.NVLINK and offer.interconnect is not Interconnect.NVLINK:
         notes.append("no NVLink machine in the catalog: PCIe slows the per-layer gathers of sharding")

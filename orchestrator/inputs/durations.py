@@ -63,6 +63,20 @@ def parse_duration(value: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+#: The longest run a cost estimate takes (a manifest's ``policies.estimated_hours``, ``orch fit --hours``):
+#: ten years, the bound durations have; more is a typo whose total would print as a number hundreds of
+#: digits long.
+MAX_ESTIMATED_HOURS = 10 * 365 * 24
+
+
+def estimated_hours(value: float) -> float:
+    """An estimated run time in hours, at most ``MAX_ESTIMATED_HOURS`` (finite and > 0 are checked before)."""
+    if value > MAX_ESTIMATED_HOURS:
+        raise HintedValueError(f"{value:g} hours is more than ten years, surely a typo",
+                               f"write the expected run time in hours, at most {MAX_ESTIMATED_HOURS:,}")
+    return value
+
+
 def setting_duration(value: object) -> timedelta:
     """A setting's duration: ``parse_duration``, with text of ASCII digits (an env var's ``120``) as seconds."""
     if isinstance(value, str) and _SECONDS_RE.fullmatch(value.strip()):

@@ -45,14 +45,26 @@ def _close_dir(missing: Path) -> str | None:
     return close[0] if close else None
 
 
-def code_path_error(path: Path, doc: Document, manifest: Manifest) -> ManifestError | None:
+def code_path_error(path: Path, doc: Document, manifest: Manifest, *, needs_repo: bool = False
+                    ) -> ManifestError | None:
     """The error for a ``code.path`` that names no directory of the repository holding ``path``; None when
-    it does, when no code is shipped, or when the manifest is in no repository (packing says so)."""
+    it does, when no code is shipped, or when the manifest is in no repository (packing says so). With
+    ``needs_repo`` (``orch validate``, which packs nothing), a ``code:`` section outside any repository is the
+    error packing would raise, at its line: validate said "ok" of a file that plan and apply refuse."""
     code = manifest.code
-    if code is None or not code.enabled or code.path == ".":
+    if code is None or not code.enabled:
+        return None
+    if code.path == "." and not needs_repo:
         return None
     repo = find_repo(path.resolve().parent)
     if repo is None:
+        if not needs_repo:
+            return None
+        pos = nearest(doc, ("code",))
+        return ManifestError(path, "the manifest is in no git repository, so code: has nothing to ship",
+                             line=pos.line, col=pos.col, field="code",
+                             hint="git init and commit, or code: {enabled: false}")
+    if code.path == ".":
         return None
     target = repo / code.path
     if target.is_dir():

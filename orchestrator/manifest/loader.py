@@ -168,7 +168,7 @@ def _capped(path: Path, errors: list[ManifestError]) -> list[ManifestError]:
                           hint="fix these first")]
 
 
-def parse_text(text: str, path: Path | str = "<string>", *, check_code: bool = False
+def parse_text(text: str, path: Path | str = "<string>", *, check_code: bool = False, code_needs_repo: bool = False
                ) -> list[tuple[Manifest, Pos]]:
     """Validate every document of one YAML text; raise ManifestError (all problems) if any is bad.
 
@@ -187,7 +187,7 @@ def parse_text(text: str, path: Path | str = "<string>", *, check_code: bool = F
         except ManifestError as exc:
             errors.extend(exc.errors)
             continue
-        missing = code_path_error(path, doc, manifest) if check_code else None
+        missing = code_path_error(path, doc, manifest, needs_repo=code_needs_repo) if check_code else None
         if missing is not None:
             errors.append(missing)
             continue
@@ -196,8 +196,9 @@ def parse_text(text: str, path: Path | str = "<string>", *, check_code: bool = F
     return out
 
 
-def load_manifests(paths: Iterable[Path | str]) -> list[LoadedManifest]:
-    """Every job in the files and (recursively) directories given, in path order.
+def load_manifests(paths: Iterable[Path | str], *, code_needs_repo: bool = False) -> list[LoadedManifest]:
+    """Every job in the files and (recursively) directories given, in path order. ``code_needs_repo``: a
+    ``code:`` section in a file outside any git repository is an error at its line (``orch validate``).
 
     Raises ManifestError, holding every problem found in all files (``.errors``), if anything is
     wrong, including one job name defined twice anywhere in the set.
@@ -207,7 +208,7 @@ def load_manifests(paths: Iterable[Path | str]) -> list[LoadedManifest]:
     first_seen: dict[str, tuple[Path, Pos]] = {}
     for path in files:
         try:
-            results = parse_text(_read(path), path, check_code=True)
+            results = parse_text(_read(path), path, check_code=True, code_needs_repo=code_needs_repo)
         except ManifestError as exc:
             errors.extend(exc.errors)
             continue

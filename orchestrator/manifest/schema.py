@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -21,7 +22,8 @@ from pydantic import (
 )
 
 from orchestrator.fit.shapes import MAX_NODES
-from orchestrator.inputs.durations import HintedValueError
+from orchestrator.inputs.durations import MAX_ESTIMATED_HOURS, HintedValueError
+from orchestrator.inputs.durations import estimated_hours as check_estimated_hours
 from orchestrator.manifest.code_spec import Code
 from orchestrator.manifest.field_types import (
     NAME_PATTERN,
@@ -161,7 +163,10 @@ class Policies(_Model):
     max_relaunches: int = Field(10, ge=0, description="Give up after this many relaunches.")
     preempted_zone_cooldown: Duration = Field(timedelta(minutes=30),
                                               description="Avoid a zone this long after a preemption there.")
-    estimated_hours: float | None = Field(None, gt=0, description="Expected run time, for cost estimates.")
+    estimated_hours: Annotated[float, Field(gt=0), AfterValidator(check_estimated_hours),
+                               WithJsonSchema({"type": "number", "exclusiveMinimum": 0,
+                                               "maximum": MAX_ESTIMATED_HOURS})] | None = Field(
+        None, description="Expected run time in hours (at most ten years), for cost estimates.")
     boot_timeout: Duration | None = Field(None, description="End a node whose agent has not reported this long "
                                           "after launch, and relaunch elsewhere (default: the daemon's, 20m).")
     heartbeat_timeout: Duration | None = Field(None, description="A node whose agent is silent this long is lost: "

@@ -118,11 +118,21 @@ def _moment(now: datetime | date) -> datetime:
     return datetime.combine(now, time(), UTC)
 
 
+def _launchable(found: list[Offer], nodes: int) -> list[Offer]:
+    """``found`` less, for several nodes, the providers where orch launches single machines only (RunPod, Vast.ai,
+    Lambda): the planner excludes them (``single-node-provider``), so a quote must not price a gang there."""
+    if nodes <= 1:
+        return found
+    from providers.registry import launches_multi_node  # only here: a one-machine quote stays lean
+
+    return [o for o in found if launches_multi_node(o.provider)]
+
+
 def quote(offers: Sequence[Offer], req: GpuRequest, sort: SortKey, limit: int | None,
           now: datetime | date) -> list[QuoteRow]:
     """Matching offers, cheapest first (``now``: the moment ages are measured from; a date means its midnight)."""
     moment = _moment(now)
-    found = match_offers(offers, req)
+    found = _launchable(match_offers(offers, req), req.nodes)
     if sort is SortKey.PRICE_PER_GPU:
         found.sort(key=lambda o: (o.price_per_gpu_hr, o.price_hr))
     rows = [QuoteRow(o, req.nodes, tuple(rule_of_thumb_flags(o)), offer_age(o, moment)) for o in found]
@@ -173,13 +183,19 @@ def relaxations(offers: Sequence[Offer], req: GpuRequest) -> list[str]:
     hints: list[str] = []
 
     def cheapest(r: GpuRequest) -> Offer | None:
-        found = match_offers(offers, r)
+        found = _launchable(match_offers(offers, r), r.nodes)
         return found[0] if found else None
 
     def with_(**changes: object) -> GpuRequest:
         fields = {f: getattr(req, f) for f in req.__dataclass_fields__}
         fields.update(changes)
         return GpuRequest(**fields)  # type: ignore[arg-type]
+
+    if req.nodes > 1:
+        single = match_offers(offers, req)   # the offers only a single-machine provider has
+        if single:
+            o = single[0]
+            hints.append(f"--nodes 1: from ${o.price_hr:.2f}/h ({o.provider} {o.instance_type}: single machines only)")
 
     counts = sorted({o.gpu_count for o in offers if not req.gpus or o.gpu in req.gpus})
     near_counts = sorted((c for c in counts if c != req.count), key=lambda c: (abs(c - req.count), c))

@@ -97,8 +97,15 @@ def make_engine(url: str) -> Engine:
                          "(sqlite:///path/orch.db or postgresql+psycopg://user@host/db)")
     if parsed.get_backend_name() == "sqlite":
         database = _sqlite_file(parsed)
-        if database is not None:
-            _create_private(database)
+        if database is None:
+            # An in-memory store forgets everything when the command ends: a machine `orch apply` launched there
+            # would bill on with no record of it, and no later orch (another store) would ever end it.
+            from orchestrator.redaction import shown
+
+            raise StoreError(f"{shown(url)} names no file: an in-memory store forgets every job and machine when "
+                             "the command ends, and a machine it launched would be left running; name a file "
+                             "(sqlite:///path/orch.db)")
+        _create_private(database)
         engine = create_engine(url, connect_args={"timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

@@ -250,3 +250,6 @@ class MemoryStore:
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
+
+    def messages(self, kind: str) -> list[str]:
+        return [e.message for e in self.events if e.kind == kind]
