@@ -105,9 +105,11 @@ def tick_cmd(
     max_ticks: Annotated[int, typer.Option("--max-ticks", min=1, max=100_000, help="At most this many ticks.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per tick.")] = False,
 ) -> None:
-    """Run a reconcile tick now (--until-quiet: until nothing changes): list the clouds, adopt, launch, recover,
-    idle, collect orphans. Exit 0 when the last tick met no error; 1 when it met errors (a cloud that could not
-    be listed, say) or, with --until-quiet, when still not quiet after --max-ticks."""
+    """Run a reconcile tick now (--until-quiet: until nothing changes).
+
+    A tick lists the clouds, adopts, launches, recovers, ends idle machines and collects orphans. Exit 0 when
+    the last tick met no error; 1 when it met errors (a cloud that could not be listed, say) or, with
+    --until-quiet, when still not quiet after --max-ticks."""
     from orchestrator.store.leases import DaemonAlreadyRunningError, daemon_lock
 
     service = _build()
