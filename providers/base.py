@@ -93,6 +93,11 @@ class InstanceState(StrEnum):
 #: The one definition of "gone": the machine no longer runs (the store's queries use these values too).
 GONE_INSTANCE_STATES: frozenset[InstanceState] = frozenset({InstanceState.TERMINATED, InstanceState.PREEMPTED})
 
+#: The states a machine's compute is billed in, unless its provider says otherwise for the state it lists
+#: (``Instance.billing``): running, or unreachable (the cloud lost contact, and still bills). AWS's own table
+#: bills only ``running`` among pending/running/stopping/stopped/shutting-down.
+COMPUTE_BILLING_STATES: frozenset[InstanceState] = frozenset({InstanceState.RUNNING, InstanceState.UNREACHABLE})
+
 #: The states whose machine is shown burning money now (``orch status``, the console's fleet): asked for, running,
 #: stopping, or unreachable (the cloud's still, and still billed). The engine's spend accrual counts its own set.
 BURNING_INSTANCE_STATES: frozenset[InstanceState] = frozenset({
@@ -171,6 +176,15 @@ class Instance:
     extra: tuple[tuple[str, str], ...] = field(default=())
     #: The RDMA fabric this machine, as launched, shares with its peers (providers/fabric.py); None: none known.
     fabric: Fabric | None = None
+    #: Whether the cloud bills compute for the machine in the state it lists, where the provider's own documentation
+    #: says so state by state (Azure bills a VM Starting, Stopping and Stopped-allocated: states orch's
+    #: ``InstanceState`` folds together with unbilled ones); None: ``COMPUTE_BILLING_STATES`` decides.
+    billing: bool | None = None
+
+    @property
+    def bills(self) -> bool:
+        """Whether the machine's compute is billed now (see ``billing``)."""
+        return self.state in COMPUTE_BILLING_STATES if self.billing is None else self.billing
 
 
 class ResourceKind(StrEnum):

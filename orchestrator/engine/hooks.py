@@ -71,8 +71,8 @@ class Monitor(Protocol):
 
     def listens(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> bool:
         """Whether this machine has a channel its agent reports over (a store, SSH). Without one the engine
-        sets no boot or heartbeat deadline on it: silence there says nothing, only the cloud's state counts
-        (orchestrator/engine/liveness.py). A monitor that does not say listens to every machine."""
+        sets no heartbeat deadline on it and times its boot by orch's own record, not by a report: silence
+        there says nothing (orchestrator/engine/liveness.py). A monitor that does not say listens to every machine."""
         return True
 
 
@@ -108,8 +108,9 @@ class StartupRenderer(Protocol):
 
 
 class NoMonitor:
-    """Reads no node. The engine then hears no agent, so it applies no boot or heartbeat deadline (a cloud's
-    UNREACHABLE still counts after its grace): see orchestrator/engine/liveness.py."""
+    """Reads no node. The engine then hears no agent, so it applies no heartbeat deadline (the boot deadline
+    still ends a machine never started, and a cloud's UNREACHABLE still counts after its grace): see
+    orchestrator/engine/liveness.py."""
 
     def read(self, job: JobRecord, attempt: AttemptRecord, instance: Instance) -> AgentReport | None:
         return None

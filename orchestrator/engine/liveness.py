@@ -14,9 +14,13 @@ Three deadlines (``EngineConfig.deadlines``, a job's manifest may set its own), 
   stopped under a holding attempt was stopped outside orch (by hand, by the cloud); past the same grace the
   node is lost (``EndCause.LOST``, a ``stopped-outside`` event) and recovered, never left holding forever.
 
-Liveness only where a channel exists: a machine whose job has nowhere to report (no checkpoint store, no
-``daemon.state_store``, no SSH key: ``Monitor.listens`` says so) gets no boot or heartbeat deadline, as with the
-``NoMonitor``: silence there says nothing, and only the cloud's state (UNREACHABLE past the grace) counts.
+Agent deadlines only where a channel exists: a machine whose job has nowhere to report (no checkpoint store, no
+``daemon.state_store``, no SSH key: ``Monitor.listens`` says so) gets no heartbeat deadline, as with the
+``NoMonitor``: silence there says nothing, and only the cloud's state counts. Its boot deadline holds all the same,
+read from orch's own record instead of the agent's: an attempt still not started (LAUNCHED or BOOTSTRAPPING: the
+cloud never listed it running, or the job was never started on it) ``boot_timeout`` after its launch is ended
+(``EndCause.BOOT_TIMEOUT``), since a paid machine that never boots must not bill for ever. A started attempt's
+machine rebooting (listed booting again) is not judged by this deadline.
 
 "Heard" means the Monitor (``orchestrator.engine.hooks``) returned a report this tick whose agent heartbeat
 moved on since the last one (a report carrying no heartbeat counts whenever it is read). The agent's clock is
@@ -55,6 +59,8 @@ _EVENTS = {EndCause.BOOT_TIMEOUT: EventKind.BOOT_TIMEOUT, EndCause.SILENT: Event
            EndCause.UNREACHABLE: EventKind.NODE_UNREACHABLE, EndCause.LOST: EventKind.STOPPED_OUTSIDE}
 #: Listed states under which a node cannot run its job: counted from ``unreachable_since`` against the grace.
 _OFF = frozenset({InstanceState.UNREACHABLE, InstanceState.STOPPED})
+#: Attempts whose job was never started on their machine: the boot deadline holds for them with or without a channel.
+_UNSTARTED = frozenset({AttemptState.LAUNCHED, AttemptState.BOOTSTRAPPING})
 
 
 def deadlines_for(deps: EngineDeps, job: JobRecord) -> Deadlines:
@@ -122,6 +128,11 @@ class LivenessStep:
             return Verdict(EndCause.UNREACHABLE, f"{inst.provider} lists it {inst.raw_state or 'unreachable'} "
                            f"since {_at(since)} (grace {_span(limits.unreachable_grace)})")
         if not listening:
+            launched = a.created_at or now
+            if a.state in _UNSTARTED and now - launched >= limits.boot_timeout:
+                return Verdict(EndCause.BOOT_TIMEOUT, f"not started {_span(now - launched)} after launch ("
+                               f"{inst.provider} lists it {inst.raw_state or inst.state.value}; no report channel; "
+                               f"boot timeout {_span(limits.boot_timeout)})")
             return None
         if heard is None:
             launched = a.created_at or now
@@ -176,7 +187,9 @@ def _due(a: AttemptRecord, state: InstanceState, listening: bool, heard: datetim
          limits: Deadlines) -> datetime | None:
     """When a deadline of ``_judge`` can first pass for the attempt if nothing about it changes (None: never)."""
     times = [since + limits.unreachable_grace] if since is not None else []
-    if listening and heard is None:
+    if not listening and a.state in _UNSTARTED and a.created_at is not None:
+        times.append(a.created_at + limits.boot_timeout)
+    elif listening and heard is None:
         if a.created_at is not None:    # without one the boot deadline counts from each judgement: never passes
             times.append(a.created_at + limits.boot_timeout)
     elif listening and state is InstanceState.RUNNING:

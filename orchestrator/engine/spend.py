@@ -1,8 +1,9 @@
 """The spend step: charge each machine's time to its job, from the last recorded mark.
 
 Runs first among the active steps, so budget and recovery decisions this tick see the money spent so far.
-A machine is charged while the cloud lists it billing under a live attempt (running, or UNREACHABLE: the
-cloud lost contact but still bills it), and once more when the sync ends its attempt (reclaimed, lost,
+A machine is charged while the cloud lists it billing under a live attempt (``Instance.bills``: running, or
+UNREACHABLE: the cloud lost contact but still bills it, or a state its provider says it bills in, such as an Azure
+VM starting or stopped but still allocated), and once more when the sync ends its attempt (reclaimed, lost,
 confirmed gone). A machine the cloud still lists billing after its attempt ended (a drain, a terminate refused
 or still in progress) is charged too, from the sweep's stragglers (``charge_stragglers``). The marks are kept
 in memory and, across restarts, in the store (``spend_mark``: the last stored interval end), so no interval is
@@ -38,10 +39,7 @@ from orchestrator.engine.facts import HOLDING_STATES, Observed, TickFacts
 from orchestrator.engine.ports import AttemptRecord, EngineStore, JobRecord
 from orchestrator.engine.values import split_at_midnights
 from orchestrator.money.spend import accrued_usd, charged_price_hr, reported_price_hr
-from providers.base import Instance, InstanceState
-
-#: Instance states the spend step charges for (UNREACHABLE: not gone, and still billed).
-BILLING_STATES = frozenset({InstanceState.RUNNING, InstanceState.UNREACHABLE})
+from providers.base import Instance
 
 #: The longest a live machine's charge waits, unsettled in memory or buffered by the store, before it is written.
 SPEND_WRITE_EVERY = timedelta(minutes=5)
@@ -193,4 +191,4 @@ class _Charged:
 
 def _billable(seen: Observed) -> bool:
     return seen.ended_by_sync or (seen.before in HOLDING_STATES and seen.instance is not None
-                                  and seen.instance.state in BILLING_STATES)
+                                  and seen.instance.bills)

@@ -25,7 +25,6 @@ from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import TickFacts, same_listings
 from orchestrator.engine.leftovers import NetworkSweep
 from orchestrator.engine.ports import AttemptRecord
-from orchestrator.engine.spend import BILLING_STATES
 from orchestrator.engine.states import EndCause
 from orchestrator.engine.tick import TickLog
 from providers.base import Instance, InstanceState
@@ -78,7 +77,7 @@ class SweepStep:
                     # Ended by this tick's steps: the listing predates that end (a machine an idle stop just
                     # stopped still reads as running). The next tick's listing says what is left.
                     continue
-                if inst.state in BILLING_STATES:
+                if inst.bills:
                     billing.append((inst, attempt))
                 self._straggler(deps, name, inst, attempt, facts.now, log, keep=attempt.job_id in wanted_jobs)
                 continue
@@ -99,7 +98,7 @@ class SweepStep:
             return      # still draining its notice checkpoint
         key = (name, inst.instance_id)
         asked = self._asked_to_end.get(key)
-        if asked is not None and (inst.state not in BILLING_STATES or now - asked < STRAGGLER_ASK_AGAIN):
+        if asked is not None and (not inst.bills or now - asked < STRAGGLER_ASK_AGAIN):
             return
         if not terminate(deps.providers[name], inst.instance_id, log):
             return      # refused (a fault, a throttle): asked again next tick, not remembered as asked

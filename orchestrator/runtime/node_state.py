@@ -47,7 +47,7 @@ def job_state_uri(manifest: Manifest, state_store: str = "") -> str | None:
 
 #: What ``orch plan``/``apply`` say of a job whose agent has nowhere to report (orchestrator/engine/liveness.py).
 BLIND = ("blind: no report channel (no checkpoint store, no daemon.state_store, no SSH key): orch watches only "
-         "the cloud's state: no idle detection, no preemption notices, no boot or heartbeat deadline")
+         "the cloud's state: no idle detection, no preemption notices, no heartbeat deadline")
 
 
 def blind_note(manifest: Manifest, *, state_store: str = "", ssh_key: bool = False) -> str | None:

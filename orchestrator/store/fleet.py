@@ -20,6 +20,8 @@
   until its next tick has claimed the job again.
 
 A job needs a driver while it is not finished or still has a live attempt (a machine to watch or end).
+A finished job's machine the cloud still bills (a terminate it accepted and has not carried out) is charged by
+whichever daemons see it in their sweep, held or not: ``lock_unheld`` makes their charges take turns.
 SQLite keeps one daemon (``leases.daemon_lock``) and uses none of this.
 """
 
@@ -233,6 +235,22 @@ def release(tx: Session, owner: str, job_ids: Sequence[int] | None = None) -> in
         done += int(tx.execute(update(Job).where(Job.lease_owner == owner, col(Job.id).in_(chunk))
                                .values(lease_owner=None)).rowcount or 0)
     return done
+
+
+def lock_unheld(tx: Session, job_ids: Sequence[int]) -> list[int]:
+    """Of ``job_ids``, those no daemon holds (no owner, or one whose registration was reaped, as ``claim_free``
+    reads it), their rows locked FOR UPDATE in id order until ``tx`` ends: a finished job's leftover machine is
+    charged by whichever daemon sees it, and the lock makes those charges take turns (each writer reads the
+    stored spend mark after the one before it committed), so no interval is charged twice. A lapsed owner not
+    yet reaped still holds: the reap waits for its fenced writes in flight, so none commits after this reads."""
+    registered = select(DaemonRow.owner)
+    found: list[int] = []
+    for chunk in _chunks(sorted(set(job_ids))):
+        found += [int(i) for i in tx.exec(
+            select(Job.id).where(col(Job.id).in_(chunk), or_(col(Job.lease_owner).is_(None),
+                                                            col(Job.lease_owner).not_in(registered)))
+            .order_by(col(Job.id)).with_for_update())]
+    return found
 
 
 # -- the fence -----------------------------------------------------------------------------------------

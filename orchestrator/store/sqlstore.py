@@ -23,7 +23,7 @@ from orchestrator.store import change_tokens, queries, repo
 from orchestrator.store import sqlstore_reads as reads
 from orchestrator.store.changes import Counted
 from orchestrator.store.db import Store
-from orchestrator.store.fleet import Holding, LeaseLostError
+from orchestrator.store.fleet import Holding, LeaseLostError, lock_unheld
 from orchestrator.store.fleet_member import FleetMember
 from orchestrator.store.models import Attempt, Job
 from orchestrator.store.specs import SpecCache
@@ -103,6 +103,11 @@ class SqlEngineStore(SpendBuffer, AttemptReads, KeptReads, SideTables):
 
     def _mine(self, job_id: int) -> bool:
         return self.fleet is None or self.fleet.holds(job_id)
+
+    def _unheld(self, tx: Session, job_ids: list[int]) -> list[int]:
+        if self.fleet is None:
+            return job_ids          # one daemon holds every job (``_mine``): never asked
+        return lock_unheld(tx, job_ids)
 
     def _fence(self, tx: Session, job_id: int | None) -> None:
         """Within ``tx``: this daemon still holds ``job_id`` (None: is still a live member of the fleet)."""

@@ -24,7 +24,7 @@ row was written each tick. Mixed into ``SqlEngineStore``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 from sqlmodel import Session
 
@@ -57,7 +57,8 @@ class SpendBuffer:
     #: Rows charged since the last ``flush_due`` (only they can have crossed their phase since).
     _touched: set[RowKey]
     #: Attempts' spend marks (up to when their spend is stored), read ahead in chunks and kept while this
-    #: store holds the attempt's job (only the holder accrues).
+    #: store holds the attempt's job (only the holder accrues; a job no daemon holds is charged by any, each
+    #: write cut at the stored mark read under its row lock: ``_unheld_rows``).
     _marks: dict[int, datetime | None]
     #: Each job's total spend, buffered charges included (``add_spend`` keeps it up to date).
     _spent: dict[int, float]
@@ -71,6 +72,10 @@ class SpendBuffer:
         raise NotImplementedError
 
     def _mine(self, job_id: int) -> bool:
+        raise NotImplementedError
+
+    def _unheld(self, tx: Session, job_ids: list[int]) -> list[int]:
+        """Of ``job_ids`` (none this daemon holds), those no live daemon holds, locked until ``tx`` ends."""
         raise NotImplementedError
 
     def settle_before_reads(self, settle: Callable[[], None]) -> None:
@@ -110,13 +115,42 @@ class SpendBuffer:
         self._due.difference_update({r.attempt_id for r in rows})
         with self.store.transaction() as tx:
             self._fence(tx, None)       # jobs leave this daemon only by its own release or its reaping
-            rows = [r for r in rows if self._mine(r.job_id)]
+            others = [r for r in rows if not self._mine(r.job_id)]
+            rows = [r for r in rows if self._mine(r.job_id)] + (self._unheld_rows(tx, others) if others else [])
             if not rows:
                 return
             before = change_tokens.change_token(tx)
             upsert_spend(tx, rows)
             after = change_tokens.change_token(tx)    # holding the write lock: nobody commits before this does
         self.wrote_aside(before, after)
+
+    def _unheld_rows(self, tx: Session, rows: list[SpendCharge]) -> list[SpendCharge]:
+        """Of charges for jobs this daemon does not hold, those to write: a job another live daemon holds is
+        charged by it (dropped here); a job no daemon holds (a finished one whose machine the cloud still
+        bills: it needs no driver, so nobody claims it) is charged by any daemon that sees the machine, each
+        charge cut to what is after the stored mark, read under the job's row lock, so it counts once. A charge
+        that starts after the stored mark on the same UTC day is extended back to it: the interval between was
+        dropped here while the job still had a holder (one lapsed, not yet reaped), and nobody else charges it
+        (an ended attempt's machine is charged from its last mark on, as ``SpendStep.charge_stragglers`` does)."""
+        free = set(self._unheld(tx, sorted({r.job_id for r in rows})))
+        rows = [r for r in rows if r.job_id in free]
+        if not rows:
+            return []
+        marks = queries.spend_marks(tx, sorted({r.attempt_id for r in rows}))
+        out: list[SpendCharge] = []
+        for r in sorted(rows, key=lambda r: r.from_ts):
+            mark = marks.get(r.attempt_id)
+            if mark is not None and mark.tzinfo is None:
+                mark = mark.replace(tzinfo=r.from_ts.tzinfo)
+            if mark is not None and r.to_ts <= mark:
+                continue                # another daemon charged it already
+            if mark is not None and mark != r.from_ts and (mark > r.from_ts or mark.astimezone(UTC).date() == r.day):
+                r = r._replace(from_ts=mark, usd=r.usd * (r.to_ts - mark) / (r.to_ts - r.from_ts))
+            out.append(r)
+            marks[r.attempt_id] = r.to_ts
+        for attempt_id, mark in marks.items():
+            self._marks[attempt_id] = mark
+        return out
 
     def pending_spend(self, job_ids: set[int]) -> dict[int, float]:
         """Buffered (not yet written) charges of ``job_ids``, per job."""

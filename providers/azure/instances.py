@@ -17,6 +17,14 @@ TAG_STOPPED = "orch:stopped"          # set by ``stop`` so a deallocated Spot VM
 EVICTION_REASON = "Azure eviction: Spot VM deallocated by the platform"
 
 
+#: Azure's own table of power states and billing (learn.microsoft.com/azure/virtual-machines/states-billing):
+#: Starting, Running, Stopping and Stopped (allocated on a host) are billed for instance usage; Deallocating and
+#: Deallocated are not. ``map_state`` folds Starting into PENDING and Stopping/Stopped into STOPPING/STOPPED,
+#: states other clouds do not bill in, so the VM says it itself (``Instance.billing``).
+_BILLED_POWER = frozenset({"starting", "running", "stopping", "stopped"})
+_UNBILLED_POWER = frozenset({"deallocating", "deallocated"})
+
+
 def _lower(value: Any) -> str:
     """Lower-case text of an ARM string or SDK enum (whose str() is its class-qualified name)."""
     if value is None:
@@ -53,6 +61,17 @@ def map_state(provisioning_state: str | None, power_state: str | None, *, spot: 
     if prov == "failed":
         return InstanceState.TERMINATED, "ProvisioningState/failed", failure or "provisioning failed"
     return InstanceState.PENDING, raw, None
+
+
+def billing(provisioning_state: str | None, power_state: str | None) -> bool | None:
+    """Whether Azure bills the VM's compute in this state, by its own table (None: it does not say, and orch's
+    default for the mapped state holds: the VM still being created, or being deleted)."""
+    prov, power = _lower(provisioning_state), _lower(power_state)
+    if prov in ("creating", "deleting"):
+        return None
+    if power in _BILLED_POWER:
+        return True
+    return False if power in _UNBILLED_POWER else None
 
 
 def to_instance(vm: cm.VirtualMachine, view: cm.VirtualMachineInstanceView | None, *, resource_group: str,
@@ -100,4 +119,5 @@ def to_instance(vm: cm.VirtualMachine, view: cm.VirtualMachineInstanceView | Non
         created_at=props.time_created if props else None,
         extra=extra,
         fabric=Fabric.INFINIBAND if tags.get(TAG_FABRIC) == Fabric.INFINIBAND.value else None,
+        billing=billing(prov, power),
     )
