@@ -98,8 +98,11 @@ def test_daemon_detection(tmp_path: Path, store: Store) -> None:
 def test_status_json_money_is_always_a_float(tmp_path: Path, store: Store) -> None:
     """With nothing burning, `burn_usd_per_hour` was the integer 0 (an empty sum) beside `spent_usd` 0.0: a typed
     reader of --json (a float field) met an int only when the fleet was idle."""
-    assert app_status.status(store).to_json()["totals"] == {"burn_usd_per_hour": 0.0, "spent_usd": 0.0, "jobs": 0,
-                                                            "live_instances": 0}
+    totals = app_status.status(store).to_json()["totals"]
+    assert totals == {"burn_usd_per_hour": 0.0, "spent_usd": 0.0, "jobs_spent_usd": 0.0, "deleted_spent_usd": 0.0,
+                      "jobs": 0, "live_instances": 0}
+    assert all(type(totals[k]) is float for k in ("burn_usd_per_hour", "spent_usd", "jobs_spent_usd",
+                                                  "deleted_spent_usd"))
     app_jobs.apply(store, manifests(tmp_path, "idle"))
     doc = app_status.status(store).to_json()
     money = [doc["totals"]["burn_usd_per_hour"], doc["totals"]["spent_usd"],

@@ -163,7 +163,7 @@ def status(store: Store, job: str | None = None) -> StatusReport:
     if job is not None:
         return StatusReport(tuple(views), tuple(i for i in live if i.job == job))
     listed = {r.id for r in rows}
-    return StatusReport(tuple(views), tuple(live), sum(usd for i, usd in spent.items() if i not in listed))
+    return StatusReport(tuple(views), tuple(live), sum((usd for i, usd in spent.items() if i not in listed), 0.0))
 
 
 def failures_by_job(tx: Session, jobs: Sequence[tuple[int, JobStatus]]) -> dict[int, Failure]:
