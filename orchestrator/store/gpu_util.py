@@ -92,28 +92,28 @@ def prune_gpu_util(tx: Session, *, before: datetime) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-def util_since(tx: Session, attempt_ids: Sequence[int], since: datetime) -> list[UtilMinute]:
-    """The stored minutes of these attempts from ``since`` on, per attempt oldest first."""
+def _minutes_since(tx: Session, attempt_ids: Sequence[int], since: datetime) -> Sequence[GpuUtilMinute]:
+    """The stored minute rows of these attempts from ``since``'s minute on, per attempt oldest first."""
     if not attempt_ids:
         return []
-    rows = tx.exec(select(GpuUtilMinute)
+    return tx.exec(select(GpuUtilMinute)
                    .where(col(GpuUtilMinute.attempt_id).in_(list(attempt_ids)),
                           col(GpuUtilMinute.minute) >= minute_of(since))
-                   .order_by(col(GpuUtilMinute.attempt_id), col(GpuUtilMinute.minute)))
-    return [UtilMinute(r.attempt_id, r.minute, r.samples, r.mean_pct, r.max_pct) for r in rows]
+                   .order_by(col(GpuUtilMinute.attempt_id), col(GpuUtilMinute.minute))).all()
+
+
+def util_since(tx: Session, attempt_ids: Sequence[int], since: datetime) -> list[UtilMinute]:
+    """The stored minutes of these attempts from ``since`` on, per attempt oldest first."""
+    return [UtilMinute(r.attempt_id, r.minute, r.samples, r.mean_pct, r.max_pct)
+            for r in _minutes_since(tx, attempt_ids, since)]
 
 
 def readings_since(tx: Session, attempt_ids: Sequence[int], since: datetime) -> list[GpuUtilSample]:
     """The stored minutes of these attempts from ``since`` on as readings, for a restarted engine's idle windows:
     one per minute, its highest reading, at the minute's last second (never earlier than a reading it stands
     for, so a window it covers was watched at least that long; never lower, so no busy GPU is hidden)."""
-    if not attempt_ids:
-        return []
-    rows = tx.exec(select(GpuUtilMinute)
-                   .where(col(GpuUtilMinute.attempt_id).in_(list(attempt_ids)),
-                          col(GpuUtilMinute.minute) >= minute_of(since))
-                   .order_by(col(GpuUtilMinute.attempt_id), col(GpuUtilMinute.minute)))
-    return [GpuUtilSample(r.attempt_id, r.job_id, _aware(r.minute) + _LAST_SECOND, (r.max_pct,)) for r in rows]
+    return [GpuUtilSample(r.attempt_id, r.job_id, _aware(r.minute) + _LAST_SECOND, (r.max_pct,))
+            for r in _minutes_since(tx, attempt_ids, since)]
 
 
 _LAST_SECOND = timedelta(seconds=59)
