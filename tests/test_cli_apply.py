@@ -262,6 +262,36 @@ def test_an_update_to_a_running_job_says_it_takes_effect_at_the_next_launch(tmp_
         down_all()
 
 
+def test_prune_says_each_pruned_machine_is_being_ended_and_where_to_watch(tmp_path: Path, env: dict[str, str],
+                                                                           clouds: FakeClouds) -> None:
+    """A pruned job's machine bills until its cloud confirms it gone: apply says it is being ended, by whom, and
+    where to watch; with nobody to end it now (--no-launch, no daemon), it says how to end it."""
+    keep = job(tmp_path, "keep")
+    keep.write_text(keep.read_text().replace("gpu: RTX4090", "gpu: A100-80G"))   # its own machine, not a's
+    try:
+        assert run("apply", str(job(tmp_path, "a")), "--yes")[0] == 0
+        [machine] = json.loads(run("status", "--json")[1])["instances"]
+        code, out, err = run("apply", str(keep), "--prune", "--yes")
+        assert code == 0 and "pruned    a" in out, out + err
+        said = " ".join(out.split())
+        assert (f"ending a: its machine vastai {machine['instance_id']} is being terminated by orch apply; it bills "
+                "until its cloud confirms it gone: watch `orch status`") in said, out
+        assert max(map(len, out.splitlines())) <= 80
+        # (the fake cloud has one RTX 4090 to rent: "a" is applied again on it, and pruned again)
+        assert run("apply", str(job(tmp_path, "a")), "--yes")[0] == 0
+        code, out, err = run("apply", str(keep), "--prune", "--yes", "--json")
+        [ending] = json.loads(out)["ending"]
+        assert (ending["job"], ending["provider"], ending["ended_by"]) == ("a", "vastai", "orch apply"), out
+        assert run("apply", str(job(tmp_path, "a")), "--yes")[0] == 0
+        code, out, err = run("apply", str(keep), "--prune", "--yes", "--no-launch")
+        assert code == 0 and "note: a: its machine vastai" in out, out + err
+        said = " ".join(out.split())
+        assert "nothing ends it now" in said and "run `orch down a --yes` to end it" in said
+        assert "ending " not in out
+    finally:
+        down_all()
+
+
 def test_no_launch_without_a_daemon_records_without_asking(tmp_path: Path, env: dict[str, str],
                                                           clouds: FakeClouds) -> None:
     code, out, err = run("apply", str(job(tmp_path)), "--no-launch")
