@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.common import fail_store
 from orchestrator.cli.errors import EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
@@ -55,8 +56,10 @@ def _build():  # type: ignore[no-untyped-def]
 
     try:
         return build_service()
-    except (ConfigError, StoreError) as exc:
+    except ConfigError as exc:
         fail(str(exc))
+    except StoreError as exc:
+        fail_store(exc)
 
 
 def _budgets() -> tuple[Budget, ...]:

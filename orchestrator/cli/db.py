@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.common import fail_store
 from orchestrator.cli.errors import fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
@@ -35,7 +36,7 @@ def upgrade_cmd(url: UrlOpt = None, revision: Annotated[str, typer.Argument(help
         finally:
             engine.dispose()
     except StoreError as exc:
-        fail(str(exc))
+        fail_store(exc)
     except Exception as exc:
         fail(f"cannot upgrade {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1)
     if before == after:
@@ -77,7 +78,7 @@ def current_cmd(
             engine.dispose()
         head = head_revision()
     except StoreError as exc:
-        fail(str(exc), as_json=as_json)
+        fail_store(exc, as_json)
     except Exception as exc:
         fail(f"cannot read {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1, as_json=as_json)
     if as_json:
