@@ -44,8 +44,10 @@ def build_providers_or_fail(config: OrchConfig, as_json: bool = False) -> dict[s
 
 
 def fail_internal(what: str, exc: BaseException, as_json: bool = False) -> NoReturn:
-    text = str(exc).strip().splitlines()
-    fail(f"{what} failed: {type(exc).__name__}: {text[0] if text else ''}", EXIT_NO_MATCH, as_json=as_json)
+    """``what`` failed for a reason no command foresaw: said in the exception's words, not its class name."""
+    from orchestrator.words import reason
+
+    fail(f"{what} failed: {reason(exc)}", EXIT_NO_MATCH, as_json=as_json)
 
 
 def out(line: str = "") -> None:

@@ -11,6 +11,7 @@ from orchestrator.cli.common import fail_store
 from orchestrator.cli.errors import fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.words import reason
 
 db_app = typer.Typer(help="The state store (SQLite file, or PostgreSQL via ORCH_DATABASE_URL).",
                      no_args_is_help=True)
@@ -38,7 +39,7 @@ def upgrade_cmd(url: UrlOpt = None, revision: Annotated[str, typer.Argument(help
     except StoreError as exc:
         fail_store(exc)
     except Exception as exc:
-        fail(f"cannot upgrade {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1)
+        fail(f"cannot upgrade {redact(target)}: {reason(exc)}", code=1)
     if before == after:
         sys.stdout.write(f"{redact(target)}: already at {after}\n")
     else:
@@ -80,7 +81,7 @@ def current_cmd(
     except StoreError as exc:
         fail_store(exc, as_json)
     except Exception as exc:
-        fail(f"cannot read {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1, as_json=as_json)
+        fail(f"cannot read {redact(target)}: {reason(exc)}", code=1, as_json=as_json)
     if as_json:
 
         sys.stdout.write(dumps({"url": redact(target), "current": current, "head": head,
@@ -88,8 +89,3 @@ def current_cmd(
         return
     state = "up to date" if current == head else "run `orch db upgrade`"
     sys.stdout.write(f"{redact(target)}: {current or '(empty)'} (head {head}; {state})\n")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlmodel import Session, create_engine
 
 from orchestrator.store.listen import EventFeed, EventListener
+from orchestrator.words import reason
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"   # shipped inside the package
 _PG_UPGRADE_LOCK = 0x6F726368   # "orch": one process upgrades a PostgreSQL schema at a time
@@ -308,6 +309,5 @@ def open_store(url: str | None = None, *, auto_upgrade: bool = True) -> Store:
         raise
     except Exception as exc:
         engine.dispose()
-        raise StoreError(f"cannot open the store at {redact(url or database_url())}: "
-                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        raise StoreError(f"cannot open the store at {redact(url or database_url())}: {reason(exc)}") from exc
     return Store(engine)
