@@ -262,6 +262,36 @@ def test_an_update_to_a_running_job_says_it_takes_effect_at_the_next_launch(tmp_
         down_all()
 
 
+def test_prune_says_each_pruned_machine_is_being_ended_and_where_to_watch(tmp_path: Path, env: dict[str, str],
+                                                                           clouds: FakeClouds) -> None:
+    """A pruned job's machine bills until its cloud confirms it gone: apply says it is being ended, by whom, and
+    where to watch; with nobody to end it now (--no-launch, no daemon), it says how to end it."""
+    keep = job(tmp_path, "keep")
+    keep.write_text(keep.read_text().replace("gpu: RTX4090", "gpu: A100-80G"))   # its own machine, not a's
+    try:
+        assert run("apply", str(job(tmp_path, "a")), "--yes")[0] == 0
+        [machine] = json.loads(run("status", "--json")[1])["instances"]
+        code, out, err = run("apply", str(keep), "--prune", "--yes")
+        assert code == 0 and "pruned    a" in out, out + err
+        said = " ".join(out.split())
+        assert (f"ending a: its machine vastai {machine['instance_id']} is being terminated by orch apply; it bills "
+                "until its cloud confirms it gone: watch `orch status`") in said, out
+        assert max(map(len, out.splitlines())) <= 80
+        # (the fake cloud has one RTX 4090 to rent: "a" is applied again on it, and pruned again)
+        assert run("apply", str(job(tmp_path, "a")), "--yes")[0] == 0
+        code, out, err = run("apply", str(keep), "--prune", "--yes", "--json")
+        [ending] = json.loads(out)["ending"]
+        assert (ending["job"], ending["provider"], ending["ended_by"]) == ("a", "vastai", "orch apply"), out
+        assert run("apply", str(job(tmp_path, "a")), "--yes")[0] == 0
+        code, out, err = run("apply", str(keep), "--prune", "--yes", "--no-launch")
+        assert code == 0 and "note: a: its machine vastai" in out, out + err
+        said = " ".join(out.split())
+        assert "nothing ends it now" in said and "run `orch down a --yes` to end it" in said
+        assert "ending " not in out
+    finally:
+        down_all()
+
+
 def test_no_launch_without_a_daemon_records_without_asking(tmp_path: Path, env: dict[str, str],
                                                           clouds: FakeClouds) -> None:
     code, out, err = run("apply", str(job(tmp_path)), "--no-launch")
@@ -404,9 +434,13 @@ def test_a_failed_down_leaves_its_job_in_status_and_down_all_takes_it(tmp_path: 
     assert err.index("API key refused") < err.index("not confirmed gone")
     assert "hint: they may still bill: fix what the warnings above say, then run `orch down train --yes` again" in err
     code, out, _ = run("status")
-    assert code == 0 and "no jobs" not in out and "train" in out and "stopped*" in out
-    assert "total: 1 live instance" in out
-    assert [j["desired_state"] for j in json.loads(run("status", "--json")[1])["jobs"]] == ["deleted"]
+    # Its machine still bills: the job's line says so (never "stopped"), and a legend says what the mark means.
+    [line] = [ln for ln in out.splitlines() if ln.startswith("train ")]
+    assert line.split()[1] == "stopping!" and "stopped*" not in out, out
+    assert "!: its machine is not confirmed gone and still bills (see the machines below)\n" in out
+    assert "total: 1 live instance" in out and max(map(len, out.splitlines())) <= 80
+    [doc] = json.loads(run("status", "--json")[1])["jobs"]
+    assert (doc["desired_state"], doc["still_billing"], doc["live_instances"]) == ("deleted", True, 1)
     monkeypatch.setenv("VAST_API_KEY", env["VAST_API_KEY"])
     # --all takes it too (not "no jobs to tear down", leaving it billing), and a job down already ended is left be.
     assert run("apply", str(job(tmp_path, "done")), "--no-launch")[0] == 0

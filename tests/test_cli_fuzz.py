@@ -44,7 +44,7 @@ FLAGS: dict[str, list[str]] = {
               "--region", "-r", "--max-price", "--min-vram", "--interconnect", "--sort", "--limit", "--json"],
     "validate": [],
     "plan": ["--alternatives", "-a", "--configured", "--json"],
-    "render": ["--node-rank", "--master-addr", "--part"],
+    "render": ["--job", "--node-rank", "--master-addr", "--part"],
     "schema": [],
     "simulate": ["--traces", "-t", "--work", "--deadline", "--overhead", "--spot-price", "--trace-prices",
                  "--policy", "-p", "--starts", "--zones", "--notice", "--no-optimum", "--per-trace", "--json"],

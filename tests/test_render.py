@@ -346,6 +346,32 @@ def test_orch_render_cli_on_a_real_manifest(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "did you mean A100-80G" in out.output
 
 
+def test_render_takes_the_job_of_a_file_of_several_with_job_as_rehearse_does(tmp_path: Path) -> None:
+    """A file of several jobs: --job picks one (render refused such a file); no --job, or a name the file does
+    not hold, is refused the same way by render and rehearse, with the close name where there is one."""
+    from orchestrator.cli.main import app
+
+    path = tmp_path / "jobs.yaml"
+    path.write_text("\n---\n".join(
+        f"apiVersion: orch/v1\nkind: Job\nname: {name}\nresources: {{gpu: L4}}\n"
+        f"run: {{launcher: command, command: echo {name}-says-hi}}\n" for name in ("train-small", "train-large")))
+    runner = CliRunner()
+    out = runner.invoke(app, ["render", str(path), "--job", "train-large", "--part", "script"])
+    assert out.exit_code == 0 and "train-large-says-hi" in out.stdout and "train-small" not in out.stdout, out.output
+    for command in ("render", "rehearse"):
+        out = runner.invoke(app, [command, str(path)])
+        assert (out.exit_code, out.stderr) == (2, f"error: {path} holds train-small, train-large: pick one with "
+                                                  "--job\n"), (command, out.output)
+        out = runner.invoke(app, [command, str(path), "--job", "train-lage"])
+        assert (out.exit_code, out.stderr) == (2, f"error: no job 'train-lage' in {path}; did you mean "
+                                                  "'train-large'? (it holds train-small, train-large)\n"), out.output
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    out = runner.invoke(app, ["render", str(empty)])
+    assert (out.exit_code, out.stderr) == (2, f"error: {empty} holds no job (apiVersion: orch/v1, kind: Job, ...): "
+                                              "nothing to render\n")
+
+
 def test_render_input_is_frozen() -> None:
     ri = _ri()
     with pytest.raises(dataclasses.FrozenInstanceError):

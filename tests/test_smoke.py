@@ -100,7 +100,8 @@ def test_first_report_then_teardown_costs_the_time_held() -> None:
 def test_no_report_times_out_and_still_tears_down() -> None:
     provider = MemoryProvider("mem", [offer()])
     result, lines = _run(provider, Agent(after=None))
-    assert not result.ok and result.first_report_s is None and result.error.startswith("TimeoutError")
+    assert not result.ok and result.first_report_s is None
+    assert result.error == f"no report from the agent within {OPTS.timeout_s:g}s (machine running)", result.error
     assert result.launched and result.leftovers == () and provider.live() == []
     assert result.held_s > OPTS.timeout_s                 # held until the timeout, then gone at once
     waiting = [line for line in lines if "waiting for the agent" in line]
@@ -111,7 +112,7 @@ def test_refused_launch_spends_nothing_and_leaves_nothing() -> None:
     provider = MemoryProvider("mem", [offer()])
     provider.fail("launch", InsufficientCapacityError("no capacity", provider="mem"))
     result, _ = _run(provider, Agent(after=0))
-    assert not result.ok and "InsufficientCapacityError" in result.error
+    assert not result.ok and result.error == "the cloud refused: no capacity", result.error
     assert result.leftovers == () and provider.cloud.instances == {}
 
 

@@ -129,12 +129,23 @@ def run_smoke(target: SmokeTarget, provider: Provider, seams: SmokeSeams, opts: 
     try:
         first = _launch_and_wait(run, offer, seams)
     except (ProviderError, StartupScriptError, ValueError, TimeoutError) as exc:
-        error = f"{type(exc).__name__}: {exc}"[:400]
+        error = _sentence(exc)[:400]
     finally:
         left, gone_at = _tear_down(run) if run.launched_at is not None else ((), None)
     held = (gone_at or clock()) - run.launched_at if run.launched_at is not None else 0.0
     return SmokeResult(run.name, offer, run.launch_id, run.instance_id, first, held,
                        round(offer.price_hr * held / 3600, 6), left, error, launched=run.launched_at is not None)
+
+
+def _sentence(exc: Exception) -> str:
+    """A smoke failure as a user reads it: a sentence saying who failed, never an exception's class name."""
+    if isinstance(exc, ProviderError):
+        said = "did not answer in time" if exc.retryable else "refused"
+        words = str(exc).removeprefix(f"{exc.provider}: ")      # the result's line names the provider already
+        return f"the cloud {said}: {words}"
+    if isinstance(exc, StartupScriptError):
+        return f"no boot script for the machine: {exc}"
+    return str(exc) or "no reason given"      # a TimeoutError or ValueError of ours: already a sentence
 
 
 def _launch_and_wait(run: _Run, offer: Offer, seams: SmokeSeams) -> float:
@@ -199,7 +210,7 @@ def _tear_down(run: _Run) -> tuple[tuple[str, ...], float | None]:
         left += [f"{r.kind.value} {r.name}{' (in use)' if r.in_use else ''}"
                  for r in p.list_network_resources(owner) if _made_here(run, r)]
     except ProviderError as exc:
-        return (f"not verified: {type(exc).__name__}: {exc}"[:300],), gone_at
+        return (f"not verified: {_sentence(exc)}"[:300],), gone_at
     return tuple(left), gone_at
 
 

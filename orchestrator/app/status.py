@@ -80,6 +80,16 @@ class JobView:
     def current(self) -> InstanceView | None:
         return self.instances[-1] if self.instances else None
 
+    @property
+    def still_billing(self) -> bool:
+        """True when the job is over or no longer wanted (``orch down``, ``apply --prune``) but a machine of it
+        is not confirmed gone (a terminate in flight, refused or unanswered): its stored status may say
+        ``stopped`` while that machine still bills, so what is shown must say so."""
+        from orchestrator.engine.states import DesiredState
+
+        ending = self.desired_state is not DesiredState.ACTIVE or self.status.is_final
+        return ending and bool(self.instances)
+
     def to_json(self) -> dict[str, Any]:
         cur = self.current
         return {"name": self.name, "status": self.status.value, "desired_state": self.desired_state.value,
@@ -87,7 +97,8 @@ class JobView:
                 "region": cur.region if cur else None,
                 "market": cur.market.value if cur and cur.market else None,
                 "burn_usd_per_hour": round(self.burn_hr, 4), "spent_usd": round(self.spent_usd, 4),
-                "relaunches": self.relaunches,
+                "relaunches": self.relaunches, "still_billing": self.still_billing,
+                "live_instances": len(self.instances),
                 "last_event": self.last_event.to_json() if self.last_event else None,
                 "failure": None if self.failure is None else {
                     "cause": self.failure.cause.value, "first_line": self.failure.first_line,

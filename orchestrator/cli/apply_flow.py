@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from orchestrator.app.errors import BadInputError
-from orchestrator.cli.apply_print import print_changes, print_plan, print_updated_running
+from orchestrator.cli.apply_print import ending_json, print_changes, print_ending, print_plan, print_updated_running
 from orchestrator.cli.common import (
     build_providers_or_fail,
     close_provider,
@@ -61,6 +61,7 @@ def stdin_is_terminal() -> bool:
 
 def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) -> int:
     """The whole of ``orch apply``; returns the exit code."""
+    from orchestrator.app.down import live_machines
     from orchestrator.app.launching import command_running, daemon_running
 
     running = daemon_running(store)
@@ -96,15 +97,19 @@ def run_apply(store: Store, loaded: list[LoadedManifest], opts: ApplyOptions) ->
         if launcher is not None and preview.will_launch and not opts.yes:
             _confirm(preview, here, opts)
         result = _record(store, loaded, opts)
+        # A pruned job's machine is ended by whoever ticks the engine: this command, the daemon, or nobody now.
+        ending = live_machines(store, result.pruned) if result.pruned else []
+        ender = None if here and not providers else launcher
         if not opts.as_json:
             print_changes(result)
+            print_ending(ending, ender)
             print_updated_running(preview)
             if running:
                 out("a daemon is running: it launches and tears down from here")
         code, outcome = (_launch(store, config, providers, opts) if here and config is not None
                          else (0, None))
         if opts.as_json:
-            out(dumps(_json(preview, launcher, result, outcome), indent=2))
+            out(dumps({**_json(preview, launcher, result, outcome), "ending": ending_json(ending, ender)}, indent=2))
         return code
     finally:
         for p in providers.values():

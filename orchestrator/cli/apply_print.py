@@ -1,9 +1,11 @@
 """What `orch apply` prints of its preview and its changes: the plan (one entry per job waiting for a machine,
-each within 80 columns), the created/updated/unchanged/pruned lines, and the note on updated running jobs."""
+each within 80 columns), the created/updated/unchanged/pruned lines, what becomes of a pruned job's machine, and
+the note on updated running jobs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.common import money, out
 from orchestrator.cli.errors import wrap
@@ -11,6 +13,7 @@ from orchestrator.words import plural
 
 if TYPE_CHECKING:
     from orchestrator.app.apply_preview import ApplyPreview, PlannedLaunch
+    from orchestrator.app.status import InstanceView
     from orchestrator.store.repo import ApplyResult
 
 
@@ -21,6 +24,26 @@ def print_changes(result: ApplyResult, prefix: str = "") -> None:
             out(f"{prefix}{change:<10}{name}")
     out(f"{prefix}{len(result.created)} created, {len(result.updated)} updated, {len(result.unchanged)} unchanged, "
          f"{len(result.pruned)} pruned")
+
+
+def print_ending(machines: Sequence[InstanceView], ender: str | None) -> None:
+    """Each machine of a pruned job: it bills until its cloud confirms it gone, so say who ends it (``ender``:
+    this command or the daemon) and where to watch, or (nobody ticks the engine now) how to end it."""
+    from orchestrator.redaction import safe_line
+
+    for m in machines:
+        what = f"{m.job}: its machine {m.provider} {m.instance_id or m.launch_id}"
+        if ender is None:
+            out(wrap(safe_line(f"note: {what} still runs and bills, and nothing ends it now (no daemon runs and "
+                               f"this command launched nothing): run `orch down {m.job} --yes` to end it"), "    "))
+        else:
+            out(wrap(safe_line(f"ending    {what} is being terminated by {ender}; it bills until its cloud "
+                               "confirms it gone: watch `orch status`"), " " * 10))
+
+
+def ending_json(machines: Sequence[InstanceView], ender: str | None) -> list[dict[str, Any]]:
+    """``--json``'s ``ending``: each machine of a pruned job, and who ends it (null: nobody now)."""
+    return [{**m.to_json(), "ended_by": ender} for m in machines]
 
 
 def print_updated_running(preview: ApplyPreview) -> None:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
+from orchestrator.cli.common import fail_store
+from orchestrator.cli.errors import EXIT_BAD_INPUT, fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 
@@ -51,7 +52,7 @@ def budgets_cmd(
     try:
         store = open_store()
     except StoreError as exc:
-        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
+        fail_store(exc, as_json)
     now = utcnow()
     try:
         review = standings(store, config.budgets, now)

@@ -16,7 +16,7 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, WIDTH, fail
 
 if TYPE_CHECKING:
     from orchestrator.config.file import OrchConfig
-    from orchestrator.store import Store
+    from orchestrator.store import Store, StoreError
     from providers.base import Provider
 
 #: ``--json`` as every job command spells it.
@@ -44,8 +44,10 @@ def build_providers_or_fail(config: OrchConfig, as_json: bool = False) -> dict[s
 
 
 def fail_internal(what: str, exc: BaseException, as_json: bool = False) -> NoReturn:
-    text = str(exc).strip().splitlines()
-    fail(f"{what} failed: {type(exc).__name__}: {text[0] if text else ''}", EXIT_NO_MATCH, as_json=as_json)
+    """``what`` failed for a reason no command foresaw: said in the exception's words, not its class name."""
+    from orchestrator.words import reason
+
+    fail(f"{what} failed: {reason(exc)}", EXIT_NO_MATCH, as_json=as_json)
 
 
 def out(line: str = "") -> None:
@@ -88,4 +90,13 @@ def open_store_or_fail(as_json: bool = False) -> Store:
     try:
         return open_store()
     except StoreError as exc:
-        fail(str(exc), EXIT_NO_MATCH, as_json=as_json)
+        fail_store(exc, as_json)
+
+
+def fail_store(exc: StoreError, as_json: bool = False) -> NoReturn:
+    """A store that cannot be used, with the one exit code every command gives its cause: 2 for a database URL
+    that is wrong as written (ORCH_DATABASE_URL, --url: bad input), 1 for one that is right but could not be used
+    (the server does not answer, the schema needs `orch db upgrade`, the file cannot be created)."""
+    from orchestrator.store.db import StoreFault
+
+    fail(str(exc), EXIT_BAD_INPUT if exc.fault is StoreFault.BAD_URL else EXIT_NO_MATCH, as_json=as_json)

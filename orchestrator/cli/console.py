@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.common import fail_store
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, fail
 from orchestrator.cli.main import app
 
@@ -47,7 +48,7 @@ def console_cmd(
     try:
         store = open_store()
     except StoreError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
+        fail_store(exc)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.common import fail_store
 from orchestrator.cli.errors import EXIT_NO_MATCH, check_number, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
@@ -55,8 +56,10 @@ def _build():  # type: ignore[no-untyped-def]
 
     try:
         return build_service()
-    except (ConfigError, StoreError) as exc:
+    except ConfigError as exc:
         fail(str(exc))
+    except StoreError as exc:
+        fail_store(exc)
 
 
 def _budgets() -> tuple[Budget, ...]:
@@ -94,8 +97,10 @@ def _serve_metrics(service: Service, port: int, host: str) -> None:
     try:
         service.metrics.serve(port, host)
     except (OSError, OverflowError, UnicodeError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        fail(f"cannot serve metrics on {shown(host)} port {port}: {reason} (--metrics-host must be an "
+        from orchestrator.words import reason
+
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else reason(exc, "refused")
+        fail(f"cannot serve metrics on {shown(host)} port {port}: {why} (--metrics-host must be an "
              "address of this machine, e.g. 127.0.0.1; --metrics-port a free port, 0 to 65535)")
 
 

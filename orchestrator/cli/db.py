@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.common import fail_store
 from orchestrator.cli.errors import fail
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.words import reason
 
 db_app = typer.Typer(help="The state store (SQLite file, or PostgreSQL via ORCH_DATABASE_URL).",
                      no_args_is_help=True)
@@ -35,9 +37,9 @@ def upgrade_cmd(url: UrlOpt = None, revision: Annotated[str, typer.Argument(help
         finally:
             engine.dispose()
     except StoreError as exc:
-        fail(str(exc))
+        fail_store(exc)
     except Exception as exc:
-        fail(f"cannot upgrade {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1)
+        fail(f"cannot upgrade {redact(target)}: {reason(exc)}", code=1)
     if before == after:
         sys.stdout.write(f"{redact(target)}: already at {after}\n")
     else:
@@ -77,9 +79,9 @@ def current_cmd(
             engine.dispose()
         head = head_revision()
     except StoreError as exc:
-        fail(str(exc), as_json=as_json)
+        fail_store(exc, as_json)
     except Exception as exc:
-        fail(f"cannot read {redact(target)}: {type(exc).__name__}: {_first_line(exc)}", code=1, as_json=as_json)
+        fail(f"cannot read {redact(target)}: {reason(exc)}", code=1, as_json=as_json)
     if as_json:
 
         sys.stdout.write(dumps({"url": redact(target), "current": current, "head": head,
@@ -87,8 +89,3 @@ def current_cmd(
         return
     state = "up to date" if current == head else "run `orch db upgrade`"
     sys.stdout.write(f"{redact(target)}: {current or '(empty)'} (head {head}; {state})\n")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""

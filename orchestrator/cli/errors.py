@@ -1,6 +1,7 @@
 """How the CLI fails: one clear line on stderr and an exit code, never a traceback, never a secret.
 
-Exit codes: 0 ok; 1 nothing matched / operation failed; 2 bad input (usage, manifest, flags); 141 the reader of
+Exit codes: 0 ok; 1 nothing matched / operation failed; 2 bad input (usage, manifest, flags; a database URL wrong
+as written, while a store that cannot be used is 1: ``common.fail_store``); 141 the reader of
 stdout went away (``orch quote | head``), silently, as a Unix tool killed by SIGPIPE. Every
 message goes through ``orchestrator.redaction.safe_line``: a value that looks like a credential is
 replaced by what kind of thing it is. With ``--json`` a command also writes ``{"error": ...}`` on stdout,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.common import fail_store
 from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, check_number, fail
 from orchestrator.cli.main import app
 
@@ -51,7 +52,7 @@ def logs_cmd(
     try:
         store = open_store()
     except StoreError as exc:
-        fail(str(exc), EXIT_NO_MATCH)
+        fail_store(exc)
     try:
         _say_failure(store, job)
         source = log_source(store, job, node, settings.state_store)

@@ -13,6 +13,7 @@ import typer
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail, wrap
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
+from orchestrator.cli.one_job import JobOpt, pick_job
 from orchestrator.words import plural
 
 
@@ -31,8 +32,7 @@ def _local_gpus() -> int:
 def rehearse(
     manifest: Annotated[Path, typer.Argument(help="The job manifest (one job, or pick one with --job).",
                                              show_default=False)],
-    job: Annotated[str | None, typer.Option("--job", help="The job to rehearse when the file holds several.")]
-    = None,
+    job: JobOpt = None,
     preempt_at: Annotated[int | None, typer.Option("--preempt-at", help="Raise the preemption notice at this step "
                                                    "(default: the first step or checkpoint seen; 0: at once).")]
     = None,
@@ -69,19 +69,13 @@ def rehearse(
         for error in exc.errors:
             sys.stderr.write(error.format() + "\n")
         raise SystemExit(EXIT_BAD_INPUT) from None
-    chosen = [m for m in loaded if job is None or m.manifest.name == job]
-    if not loaded:   # an empty file, or only comments: "holds : pick one with --job" named nothing to pick
-        fail(f"{manifest} holds no job (apiVersion: orch/v1, kind: Job, ...): nothing to rehearse", EXIT_BAD_INPUT)
-    if len(chosen) != 1:
-        names = ", ".join(m.manifest.name for m in loaded)
-        fail(f"{manifest} holds {names}: pick one with --job" if job is None else f"no job {job!r} in {manifest} "
-             f"(it holds {names})", EXIT_BAD_INPUT)
-    m = chosen[0].manifest
+    chosen = loaded[pick_job(manifest, loaded, job, "rehearse")]
+    m = chosen.manifest
     gpus = _local_gpus()
     n = procs or min(m.resources.count, gpus if gpus else 2)
     opts = RehearsalOptions(preempt_at, kill_at, n, plural(gpus, "local GPU") if gpus else "CPU", notice_window,
                             timeout, compare, keep)
-    report = run_rehearsal(m, chosen[0].source, opts, lambda line: sys.stderr.write(wrap(f"rehearse: {line}") + "\n"))
+    report = run_rehearsal(m, chosen.source, opts, lambda line: sys.stderr.write(wrap(f"rehearse: {line}") + "\n"))
     if as_json:
         sys.stdout.write(dumps(report.to_json(), indent=2) + "\n")
     else:

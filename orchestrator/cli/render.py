@@ -11,6 +11,7 @@ import typer
 
 from orchestrator.cli.errors import EXIT_BAD_INPUT, fail, fail_manifests
 from orchestrator.cli.main import app
+from orchestrator.cli.one_job import JobOpt, pick_job
 
 
 class Part(StrEnum):
@@ -21,7 +22,9 @@ class Part(StrEnum):
 
 @app.command()
 def render(
-    manifest: Annotated[Path, typer.Argument(help="Job manifest (YAML, apiVersion orch/v1).")],
+    manifest: Annotated[Path, typer.Argument(help="Job manifest (YAML, apiVersion orch/v1; one job, or pick one "
+                                                  "with --job).")],
+    job_name: JobOpt = None,
     node_rank: Annotated[int, typer.Option("--node-rank", help="Which node's script to render.")] = 0,
     master_addr: Annotated[str | None, typer.Option("--master-addr", help="Node 0's address.")] = None,
     part: Annotated[Part, typer.Option("--part", help="all, script (startup.sh) or agent (agent.json).")]
@@ -41,9 +44,8 @@ def render(
         fail_manifests(exc.errors)
     except CodePackError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
-    if len(loaded) != 1:
-        fail(f"{manifest} holds {len(loaded)} jobs; render takes a file with one", EXIT_BAD_INPUT)
-    job = loaded[0].manifest
+    index = pick_job(manifest, loaded, job_name, "render")
+    job = loaded[index].manifest
     if not 0 <= node_rank < job.resources.nodes:
         fail(f"--node-rank {node_rank} is outside 0..{job.resources.nodes - 1} for job {job.name}", EXIT_BAD_INPUT)
     facts = LaunchFacts(node_rank=node_rank, master_addr=master_addr or "127.0.0.1")
@@ -51,7 +53,7 @@ def render(
         node = render_node(render_input_for(job, facts))
     except (RenderInputError, UnsupportedStoreError) as exc:
         fail(f"{manifest}: {exc}", EXIT_BAD_INPUT)
-    pack = packs[0]
+    pack = packs[index]
     code = (f"# ===== code pack =====\n# {pack.summary()}\n# unpacked into the job's working directory before setup\n"
             + "".join(f"# note: {n}\n" for n in pack.notes)) if pack else "# ===== code pack =====\n# none\n"
     if part is Part.script:

@@ -37,6 +37,7 @@ def status_lines(report: StatusReport) -> list[str]:
         lines.append(f"{'JOB':<18}{'STATUS':<11}{'WHERE':<24}{'$/H':>8}{'SPENT':>12}{'RL':>4}")
         for j in report.jobs:
             lines += _job_lines(j)
+    lines += _legend(report.jobs)
     if report.instances:
         lines += ["", f"  {'PROVIDER':<9}{'INSTANCE':<20}{'STATE':<12}{'QUOTED':>9}{'ACTUAL':>9}  JOB"]
         lines += [_instance_line(i) for i in report.instances]
@@ -53,13 +54,33 @@ def _total_lines(report: StatusReport) -> list[str]:
                 f"{spent}").splitlines()
 
 
-def _job_lines(j: JobView) -> list[str]:
-    from orchestrator.engine.states import DesiredState
+#: What the marks after a job's status mean; a legend line is printed for each mark a table shows.
+_LEGEND = {"!": "!: its machine is not confirmed gone and still bills (see the machines below)",
+           "*": "*: no longer wanted (orch down, apply --prune); no machine of it bills"}
 
+
+def shown_status(j: JobView) -> str:
+    """The STATUS cell: the job's status, or ``stopping!`` while a machine of a job that is over or no longer
+    wanted is not confirmed gone (never ``stopped`` then: it still bills), ``<status>*`` for one no longer
+    wanted whose machines are gone."""
+    from orchestrator.engine.states import DesiredState, JobStatus
+
+    if j.still_billing:
+        # A job down or stopped is being stopped; a job that succeeded or failed keeps that word.
+        stopping = j.desired_state is not DesiredState.ACTIVE or j.status is JobStatus.STOPPED
+        return f"{'stopping' if stopping else j.status.value}!"
+    return j.status.value if j.desired_state is DesiredState.ACTIVE else f"{j.status.value}*"
+
+
+def _legend(jobs: tuple[JobView, ...]) -> list[str]:
+    marks = {shown_status(j)[-1] for j in jobs}
+    return [_LEGEND[m] for m in _LEGEND if m in marks]
+
+
+def _job_lines(j: JobView) -> list[str]:
     cur = j.current
     where = f"{cur.provider} {cur.region} {cur.market}" if cur else "-"
-    # *: no longer wanted (down, pruned)
-    status = j.status.value if j.desired_state is DesiredState.ACTIVE else f"{j.status.value}*"
+    status = shown_status(j)
     lines = [f"{cell(j.name, 17)} {cell(status, 10)} {cell(where, 23)} {money(j.burn_hr):>8}"
              f"{money(j.spent_usd):>12}{j.relaunches:>4}".rstrip()]
     if j.last_event:

@@ -33,6 +33,7 @@ from orchestrator.runtime.objectstore import UnsupportedStoreError
 from orchestrator.runtime.render_input import RenderInput, RenderInputError
 from orchestrator.runtime.store_credentials import MissingStoreCredentials
 from orchestrator.runtime.store_monitor import starts_by_boot
+from orchestrator.words import reason
 from providers.fabric import attached_fabric
 
 __all__ = ["PAYLOAD_LIMITS", "ManifestStartupRenderer", "PayloadLimit", "payload_size"]
@@ -160,8 +161,8 @@ class ManifestStartupRenderer:
         except MissingStoreCredentials:
             raise
         except Exception as exc:
-            raise StartupScriptError(f"no scoped store credential for the node: {type(exc).__name__}: "
-                                     f"{str(exc)[:200]}") from None
+            raise StartupScriptError(f"no scoped store credential for the node: the token service said "
+                                     f"{reason(exc, 'nothing')[:200]}") from None
 
     def exposure(self, job: JobRecord, provider: str) -> list[str]:
         """What a ``provider`` node of ``job`` is handed unscoped, and where ([] when nothing): for ``orch plan``.

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,26 @@ from sqlalchemy.exc import DisconnectionError
 from sqlmodel import Session, create_engine
 
 from orchestrator.store.listen import EventFeed, EventListener
+from orchestrator.words import reason
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"   # shipped inside the package
 _PG_UPGRADE_LOCK = 0x6F726368   # "orch": one process upgrades a PostgreSQL schema at a time
 IDLE_TX_TIMEOUT_MS = 30_000      # below the default lease TTL (90 s), so a stopped daemon's locks go in time
 
 
+class StoreFault(StrEnum):
+    """Why the store cannot be used, so every command answers one cause with one exit code."""
+
+    BAD_URL = "bad-url"      # the URL itself is wrong (unparsable, another database, no file, another driver)
+    FAILED = "failed"        # the URL is fine, using it failed: unreachable, refused, schema to upgrade, no driver
+
+
 class StoreError(RuntimeError):
-    """The store cannot be used as it is; the message says what to do."""
+    """The store cannot be used as it is; the message says what to do, ``fault`` which kind of problem it is."""
+
+    def __init__(self, message: str, fault: StoreFault = StoreFault.FAILED) -> None:
+        super().__init__(message)
+        self.fault = fault
 
 
 def database_url() -> str:
@@ -91,10 +104,10 @@ def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except Exception as exc:
-        raise StoreError(f"bad database URL {redact(url)!r}: {exc}") from None
+        raise StoreError(f"bad database URL {redact(url)!r}: {exc}", StoreFault.BAD_URL) from None
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
         raise StoreError(f"orch's store runs on SQLite or PostgreSQL, not {parsed.get_backend_name()} "
-                         "(sqlite:///path/orch.db or postgresql+psycopg://user@host/db)")
+                         "(sqlite:///path/orch.db or postgresql+psycopg://user@host/db)", StoreFault.BAD_URL)
     if parsed.get_backend_name() == "sqlite":
         database = _sqlite_file(parsed)
         if database is None:
@@ -104,13 +117,14 @@ def make_engine(url: str) -> Engine:
 
             raise StoreError(f"{shown(url)} names no file: an in-memory store forgets every job and machine when "
                              "the command ends, and a machine it launched would be left running; name a file "
-                             "(sqlite:///path/orch.db)")
+                             "(sqlite:///path/orch.db)", StoreFault.BAD_URL)
         _create_private(database)
         engine = create_engine(url, connect_args={"timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() not in ("psycopg", ""):
-        raise StoreError(f"use the psycopg 3 driver: postgresql+psycopg://... (got {parsed.drivername})")
+        raise StoreError(f"use the psycopg 3 driver: postgresql+psycopg://... (got {parsed.drivername})",
+                         StoreFault.BAD_URL)
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "":
         url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     try:
@@ -295,6 +309,5 @@ def open_store(url: str | None = None, *, auto_upgrade: bool = True) -> Store:
         raise
     except Exception as exc:
         engine.dispose()
-        raise StoreError(f"cannot open the store at {redact(url or database_url())}: "
-                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        raise StoreError(f"cannot open the store at {redact(url or database_url())}: {reason(exc)}") from exc
     return Store(engine)
