@@ -222,3 +222,22 @@ def test_the_fake_refuses_search_manage_and_bid_bodies_outside_the_spec(
         assert route is not None
         schema = SCHEMA["responses"][f"{route[0]} {route[1]}"][str(ex.status)]
         assert not [e.message for e in validator(schema).iter_errors(ex.answer)]
+
+
+def test_a_search_that_matches_nothing_is_an_empty_list_not_a_refused_order_key() -> None:
+    """The fake checked an order key against the first ask found, so a search matching nothing (every ask of a
+    GPU rented) answered 400 'dph_total is not a valid order key' where Vast answers an empty list; an unknown
+    key is still refused."""
+    fake = VastFake()
+    fake.start()
+    try:
+        assert fake._server is not None
+        url = f"http://127.0.0.1:{fake._server.server_address[1]}/api/v0/bundles/"
+        headers = {"Authorization": f"Bearer {fake.state.api_key}"}
+        none = {"gpu_name": {"eq": "NO_SUCH_GPU"}, "type": "on-demand", "order": [["dph_total", "asc"]]}
+        answer = httpx.post(url, json=none, headers=headers)
+        assert (answer.status_code, answer.json()) == (200, {"offers": []})
+        bad = {**none, "order": [["no_such_field", "asc"]]}
+        assert httpx.post(url, json=bad, headers=headers).status_code == 400
+    finally:
+        fake.stop()

@@ -111,6 +111,10 @@ def seed_offers() -> list[dict[str, Any]]:
     ]
 
 
+#: What a search may order by: every field of an ask, and the two each answer adds (dph_total, is_bid).
+_ORDER_KEYS = frozenset(seed_offers()[0]) | {"dph_total", "is_bid"}
+
+
 @dataclass
 class Recorded:
     method: str
@@ -262,7 +266,9 @@ class VastFake:
             o["is_bid"] = kind == "bid"
             out.append(o)
         for key, direction in reversed(body.get("order", [["score", "desc"]])):
-            if key not in (out[0] if out else {"score": 0}):
+            # An ask's fields name the order keys, whether or not any ask matched: an empty search is an empty
+            # list (as Vast answers it), never a refusal of a key that orders full ones.
+            if key not in _ORDER_KEYS:
                 return 400, {"error": "invalid_request", "msg": f"{key} is not a valid order key"}
             out.sort(key=lambda o, k=key: o[k], reverse=direction == "desc")
         return 200, {"offers": out[: int(body.get("limit", 64))]}
