@@ -443,3 +443,21 @@ def test_the_server_bounds_headers_and_stops_cleanly(store: Store) -> None:
     assert not console.thread.is_alive()
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
+
+
+def test_a_job_torn_down_whose_machine_still_runs_says_it_still_bills(store: Store) -> None:
+    """The fleet page showed a torn-down job's badge and nothing more while its machine still ran (a terminate
+    refused or unanswered); like `orch status`'s `stopping!`, the page now says it still bills."""
+    from orchestrator.app import down as app_down
+
+    app = ConsoleApp(store, Guard(None), clock=lambda: NOW)
+
+    def job_body(name: str) -> str:
+        page = call(app, "GET", "/").body
+        start = page.index(f'data-job="{name}"')
+        return page[start:page.index("</tbody>", start)]
+
+    assert "still bills" not in call(app, "GET", "/").body
+    assert app_down.mark_down(store, ["llama-ft"]) == ["llama-ft"]
+    assert "still bills: its machine is not confirmed gone" in job_body("llama-ft")
+    assert "still bills" not in job_body("bert-pretrain")

@@ -79,6 +79,14 @@ class FleetJob:
     def burn_hr(self) -> float:
         return sum(n.price_now_hr for n in self.nodes if n.burning)
 
+    @property
+    def still_billing(self) -> bool:
+        """Over or no longer wanted, yet a machine of it still burns (a terminate in flight, refused or
+        unanswered): its badge may say ``stopped`` while it bills, so the page says so (as ``orch status``'s
+        ``stopping!`` does)."""
+        ending = self.desired is not DesiredState.ACTIVE or self.status.is_final
+        return ending and any(n.burning for n in self.nodes)
+
 
 @dataclass(frozen=True, slots=True)
 class Fleet:
