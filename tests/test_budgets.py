@@ -96,7 +96,7 @@ def test_parse_budgets_reads_every_field_with_defaults() -> None:
         ({"name": "a", "monthly_usd": 1, "cap": 3}, "budgets.a.cap: unknown key"),
         ({"monthly_usd": 1}, "budgets[0]: needs a name"),
         ({"name": "a b", "monthly_usd": 1}, "budgets[0].name: 'a b'"),
-        ("team-a", "budgets[0]: must be a mapping, got str"),
+        ("team-a", "budgets[0]: must be a mapping, got text"),
     ],
 )
 def test_parse_budgets_names_the_bad_key(raw: object, message: str) -> None:
@@ -108,7 +108,7 @@ def test_parse_budgets_names_the_bad_key(raw: object, message: str) -> None:
 def test_duplicate_names_and_a_non_list_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"budgets\.a: two budgets have this name"):
         parse_budgets([{"name": "a", "monthly_usd": 1}, {"name": "a", "monthly_usd": 2}], ConfigLines("c.yaml"))
-    with pytest.raises(ConfigError, match="budgets: must be a list, got dict"):
+    with pytest.raises(ConfigError, match="budgets: must be a list, got a mapping"):
         parse_budgets({"a": {"monthly_usd": 1}}, ConfigLines("c.yaml"))
 
 

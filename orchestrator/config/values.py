@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from orchestrator.config.errors import ConfigLines, KeyPath, first_problem, unknown_key
+from orchestrator.inputs.yaml_words import yaml_kind
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,7 +35,7 @@ class Section(BaseModel):
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
-            raise refusal(f"must be a mapping, got {type(data).__name__}")
+            raise refusal(f"must be a mapping, got {yaml_kind(data)}")
         unknown = sorted(str(k) for k in data if k not in cls.model_fields)
         if unknown:
             raise refusal(unknown_key(unknown[0], cls.model_fields), unknown[0])
@@ -56,7 +57,7 @@ def read_section(
 
 def listed(value: object) -> list[Any]:
     if not isinstance(value, list):
-        raise ValueError(f"must be a list, got {type(value).__name__}")
+        raise ValueError(f"must be a list, got {yaml_kind(value)}")
     return value
 
 

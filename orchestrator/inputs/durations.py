@@ -11,6 +11,7 @@ import math
 import re
 from datetime import timedelta
 
+from orchestrator.inputs.yaml_words import yaml_kind
 from orchestrator.redaction import shown
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -53,7 +54,7 @@ def parse_duration(value: object) -> timedelta:
             raise HintedValueError(f"{shown(value)} is not a duration", DURATION_HINT)
         seconds = sum(float(n) * _UNITS[u] for n, u in _PART_RE.findall(text))
     else:
-        raise HintedValueError(f"a duration must be text such as 15m, not {type(value).__name__}", DURATION_HINT)
+        raise HintedValueError(f"a duration must be text such as 15m, not {yaml_kind(value)}", DURATION_HINT)
     if not math.isfinite(seconds):
         raise HintedValueError("a duration must be a finite number of seconds", DURATION_HINT)
     if seconds < 0:
@@ -112,7 +113,7 @@ def parse_price(value: object) -> float:
             raise HintedValueError(f"{shown(value)} is not a price", PRICE_HINT)
         amount = float(match.group(1))
     else:
-        raise HintedValueError(f"a price must be a number, not {type(value).__name__}", PRICE_HINT)
+        raise HintedValueError(f"a price must be a number, not {yaml_kind(value)}", PRICE_HINT)
     if not math.isfinite(amount):
         raise HintedValueError("a price must be a finite number", PRICE_HINT)
     if amount < 0:

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.inputs.durations import HintedValueError
+from orchestrator.inputs.yaml_words import yaml_type
 from orchestrator.inputs.yamldoc import Document, Path_, Pos
 from orchestrator.manifest.errors import ManifestError
 from orchestrator.manifest.schema import Manifest
@@ -141,9 +142,3 @@ def error_from_pydantic(path: Path, doc: Document, err: Any, suggester: Suggeste
                    "starting with a letter and ending in a letter or digit, at most 63 characters")
         hint = f"e.g. {field}: {'llama-finetune' if field == 'name' else 'team-a'}"
     return ManifestError(path, message.rstrip("."), line=pos.line, col=pos.col, field=field, hint=hint)
-
-
-def yaml_type(python_type: str) -> str:
-    return {"dict": "a mapping", "list": "a list", "str": "text", "int": "an integer", "float": "a number",
-            "YamlInt": "an integer", "YamlFloat": "a number", "bool": "a boolean", "NoneType": "nothing",
-            "datetime": "a date-time", "date": "a date"}.get(python_type, python_type)

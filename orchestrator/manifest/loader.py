@@ -19,10 +19,11 @@ from pydantic import ValidationError
 
 from orchestrator.inputs.files import os_error_text
 from orchestrator.inputs.yaml12 import YamlInputError
+from orchestrator.inputs.yaml_words import yaml_kind
 from orchestrator.inputs.yamldoc import Document, Path_, Pos
 from orchestrator.inputs.yamlread import MAX_BYTES, parse_yaml, read_regular_file
 from orchestrator.manifest.code_path import code_path_error
-from orchestrator.manifest.error_positions import Suggester, error_from_pydantic, field_text, nearest, yaml_type
+from orchestrator.manifest.error_positions import Suggester, error_from_pydantic, field_text, nearest
 from orchestrator.manifest.errors import ManifestError, raise_all
 from orchestrator.manifest.schema import Manifest
 from orchestrator.manifest.screen import Finding, screen
@@ -68,7 +69,7 @@ def _under(loc: tuple[str | int, ...], paths: set[Path_]) -> bool:
 
 def _validate_document(path: Path, doc: Document) -> Manifest:
     if not isinstance(doc.data, dict):
-        raise ManifestError(path, f"a manifest must be a mapping (got {yaml_type(type(doc.data).__name__)})",
+        raise ManifestError(path, f"a manifest must be a mapping (got {yaml_kind(doc.data)})",
                             line=doc.start.line, col=doc.start.col, hint="start with apiVersion: orch/v1")
     findings = screen(doc.data)
     screened = _screen(path, doc, findings)
