@@ -109,21 +109,28 @@ class AskingBootstrapper:
         return True
 
 
-def test_a_job_with_a_checkpoint_store_is_asked_to_checkpoint_first_then_ended(tmp_path: Path) -> None:
+def _checkpointed_job(tmp_path: Path, boot: AskingBootstrapper) -> tuple[World, int]:
+    """A service whose one job (budget $1, a checkpoint store) runs on an A10G machine of its own; the job's id."""
     from orchestrator.engine.hooks import NoStartupScript
     from tests.test_engine import ReportingMonitor
 
-    clock, aws, boot = Clock(), MemoryProvider("aws", [A10G]), AskingBootstrapper()
+    clock, aws = Clock(), MemoryProvider("aws", [A10G])
     service = build_service(config=OrchConfig(owner="tester"), store=open_store(f"sqlite:///{tmp_path / 'o.db'}"),
                             providers={"aws": aws}, catalog=[A10G], clock=clock, settings=ServiceSettings(),
                             bootstrapper=boot, monitor=ReportingMonitor(), startup=NoStartupScript())
-    world = World(service, clock, aws)
+    m = manifest("ckpt", gpus=["A10G-24G"], policies={"budget_usd": 1.0, "estimated_hours": 0.5},
+                 checkpoint={"path": "/ckpt", "store": "s3://bucket/run"})
+    with service.store.transaction() as tx:      # type: ignore[union-attr]
+        repo.apply_jobs(tx, [repo.AppliedJob(m, "h-ckpt")], now=clock())
+        job = repo.require_job(tx, "ckpt").id or 0
+    return World(service, clock, aws), job
+
+
+def test_a_job_with_a_checkpoint_store_is_asked_to_checkpoint_first_then_ended(tmp_path: Path) -> None:
+    boot = AskingBootstrapper()
+    world, job = _checkpointed_job(tmp_path, boot)
+    service, clock, aws = world.service, world.clock, world.aws
     try:
-        m = manifest("ckpt", gpus=["A10G-24G"], policies={"budget_usd": 1.0, "estimated_hours": 0.5},
-                     checkpoint={"path": "/ckpt", "store": "s3://bucket/run"})
-        with service.store.transaction() as tx:      # type: ignore[union-attr]
-            repo.apply_jobs(tx, [repo.AppliedJob(m, "h-ckpt")], now=clock())
-            job = repo.require_job(tx, "ckpt").id or 0
         while service.engine_store.job(job).status is not JobStatus.STOPPED:
             assert clock.now - T0 < timedelta(hours=2), "never stopped"
             world.tick()
@@ -155,20 +162,10 @@ def test_a_checkpoint_ask_that_raises_does_not_keep_the_budget_from_stopping_the
     """Asking the node to checkpoint first is best effort: when the ask raises, the job is stopped all the same
     (its machine ended at once, as one that cannot be asked), with the error in the tick's report. Before, the
     exception left the tick at the job budget step, every tick, so the job was never stopped and billed on."""
-    from orchestrator.engine.hooks import NoStartupScript
-    from tests.test_engine import ReportingMonitor
-
-    clock, aws, boot = Clock(), MemoryProvider("aws", [A10G]), FailingAskBootstrapper()
-    service = build_service(config=OrchConfig(owner="tester"), store=open_store(f"sqlite:///{tmp_path / 'o.db'}"),
-                            providers={"aws": aws}, catalog=[A10G], clock=clock, settings=ServiceSettings(),
-                            bootstrapper=boot, monitor=ReportingMonitor(), startup=NoStartupScript())
-    world = World(service, clock, aws)
+    boot = FailingAskBootstrapper()
+    world, job = _checkpointed_job(tmp_path, boot)
+    service, clock, aws = world.service, world.clock, world.aws
     try:
-        m = manifest("ckpt", gpus=["A10G-24G"], policies={"budget_usd": 1.0, "estimated_hours": 0.5},
-                     checkpoint={"path": "/ckpt", "store": "s3://bucket/run"})
-        with service.store.transaction() as tx:      # type: ignore[union-attr]
-            repo.apply_jobs(tx, [repo.AppliedJob(m, "h-ckpt")], now=clock())
-            job = repo.require_job(tx, "ckpt").id or 0
         while not boot.asked:
             assert clock.now - T0 < timedelta(hours=2), "never asked"
             world.tick()
