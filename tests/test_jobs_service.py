@@ -138,15 +138,20 @@ class _StuckEngine:
         return TickReport(errors=["terminate: still there"])
 
 
-def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> None:
-    app_jobs.apply(store, manifests(tmp_path, "stuck"))
+def _down_with_a_running_machine(tmp_path: Path, store: Store, name: str, launch_id: str, instance_id: str) -> None:
+    """Job ``name`` applied, one attempt with a running $1/h Vast machine, then marked down."""
+    app_jobs.apply(store, manifests(tmp_path, name))
     with store.transaction() as tx:
-        job = repo.require_job(tx, "stuck")
-        repo.create_attempt(tx, job.id, "lstuck0000001")
-        repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lstuck0000001", owner="t",
-                                                     job_id=job.id, instance_id="42", state="running",
+        job = repo.require_job(tx, name)
+        repo.create_attempt(tx, job.id, launch_id)
+        repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id=launch_id, owner="t",
+                                                     job_id=job.id, instance_id=instance_id, state="running",
                                                      price_hr=1.0))
-    app_down.mark_down(store, ["stuck"])
+    app_down.mark_down(store, [name])
+
+
+def test_wait_down_gives_up_at_the_deadline(tmp_path: Path, store: Store) -> None:
+    _down_with_a_running_machine(tmp_path, store, "stuck", "lstuck0000001", "42")
     clock = [0.0]
     engine = _StuckEngine(store)
     said: list[str] = []
@@ -203,14 +208,7 @@ def test_a_wait_whose_ticks_are_slow_says_how_long_it_took_not_the_timeout(tmp_p
     "not confirmed gone after 10s"."""
     from orchestrator.cli.down import not_confirmed
 
-    app_jobs.apply(store, manifests(tmp_path, "slow"))
-    with store.transaction() as tx:
-        job = repo.require_job(tx, "slow")
-        repo.create_attempt(tx, job.id, "lslow00000001")
-        repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lslow00000001", owner="t",
-                                                     job_id=job.id, instance_id="7", state="running",
-                                                     price_hr=1.0))
-    app_down.mark_down(store, ["slow"])
+    _down_with_a_running_machine(tmp_path, store, "slow", "lslow00000001", "7")
     clock = [0.0]
     engine = _StuckEngine(store)
     real_tick = engine.tick
