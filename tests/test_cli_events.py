@@ -27,9 +27,7 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     config = tmp_path / "config.yaml"
     config.write_text("owner: tester\n")
     monkeypatch.setenv("ORCH_CONFIG", str(config))
-    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")   # XDG dirs: conftest's
     from orchestrator.store import open_store, repo
 
     store = open_store()

@@ -631,32 +631,9 @@ def test_a_straggler_is_not_charged_again_for_what_its_live_meter_charges() -> N
     assert spans[-1][1] == clock()                      # still billing, still charged
 
 
-def test_a_machine_stopped_when_idle_stays_stopped(world) -> None:  # type: ignore[no-untyped-def]
-    """``idle.action: stop`` keeps the disk: the machine is stopped, never terminated. Before, the same tick's
-    sweep read the tick's listing (taken before the stop: running) and terminated the machine it had just
-    stopped, as a straggler of an ended attempt."""
-    from orchestrator.engine.idle_rule import IdleAction
-
-    clock, store, aws, gcp, monitor, rec = world
-    store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10), action=IdleAction.STOP)),
-                  clock())
-    rec.tick()
-    [inst] = live(aws, gcp)
-    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
-    while "idle-shutdown" not in store.kinds():
-        assert clock().minute < 30
-        clock.advance(minutes=1)
-        rec.tick()
-    for _ in range(3):
-        clock.advance(minutes=1)
-        rec.tick()
-    assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
-    assert aws.cloud.calls["terminate"] == 0
-
-
-def test_a_machine_stopped_when_idle_is_ended_once_its_job_is_torn_down(world) -> None:  # type: ignore[no-untyped-def]
-    """The stopped machine (its disk bills) is kept for its job; once the job is torn down (``orch down``,
-    pruned) nothing wants that disk and the sweep ends the machine. Before, it was kept, and billed, for good."""
+def _stop_when_idle(world):  # type: ignore[no-untyped-def]
+    """A job with ``idle.action: stop`` on one machine whose GPUs sit at 2%, ticked a minute at a time until
+    the idle rule stops it (the tick of its idle-shutdown event); the job."""
     from orchestrator.engine.idle_rule import IdleAction
 
     clock, store, aws, gcp, monitor, rec = world
@@ -669,6 +646,27 @@ def test_a_machine_stopped_when_idle_is_ended_once_its_job_is_torn_down(world) -
         assert clock().minute < 30
         clock.advance(minutes=1)
         rec.tick()
+    return job
+
+
+def test_a_machine_stopped_when_idle_stays_stopped(world) -> None:  # type: ignore[no-untyped-def]
+    """``idle.action: stop`` keeps the disk: the machine is stopped, never terminated. Before, the same tick's
+    sweep read the tick's listing (taken before the stop: running) and terminated the machine it had just
+    stopped, as a straggler of an ended attempt."""
+    clock, _, aws, gcp, _, rec = world
+    _stop_when_idle(world)
+    for _ in range(3):
+        clock.advance(minutes=1)
+        rec.tick()
+    assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
+    assert aws.cloud.calls["terminate"] == 0
+
+
+def test_a_machine_stopped_when_idle_is_ended_once_its_job_is_torn_down(world) -> None:  # type: ignore[no-untyped-def]
+    """The stopped machine (its disk bills) is kept for its job; once the job is torn down (``orch down``,
+    pruned) nothing wants that disk and the sweep ends the machine. Before, it was kept, and billed, for good."""
+    clock, store, aws, gcp, _, rec = world
+    job = _stop_when_idle(world)
     clock.advance(minutes=1)
     rec.tick()
     assert [i.state for i in live(aws, gcp)] == [InstanceState.STOPPED]
