@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes.answer_gate import AnswerGate
 from tests.fakes.azure_contract import ArmRefusal, check_body
 
 _RES = re.compile(
@@ -89,7 +90,6 @@ class State:
     ops: dict[str, Operation] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
-    slow_s: float = 0.0
     lro_polls: int = 1           # InProgress answers before an operation completes
     page_size: int = 50
     nic_counter: int = 3
@@ -114,8 +114,7 @@ class FakeArm:
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._unslowed = threading.Event()     # set: answers go at once; clear: ``slow`` holds them
-        self._unslowed.set()
+        self._gate = AnswerGate()
 
     # -- switches ------------------------------------------------------------------------------------
 
@@ -127,14 +126,8 @@ class FakeArm:
             self.state.faults.append(Fault(kind, times, ops))
 
     def slow(self, seconds: float) -> None:
-        """Hold every answer until ``slow(0)``, at most ``seconds`` (a hang guard, not the delay): a client
-        timeout shorter than ``seconds`` fires whatever the machine's load, and ``slow(0)`` lets the held go."""
-        with self.lock:
-            self.state.slow_s = seconds
-            if seconds:
-                self._unslowed.clear()
-            else:
-                self._unslowed.set()
+        """Hold every answer until ``slow(0)``, at most ``seconds`` (tests/fakes/answer_gate.py)."""
+        self._gate.slow(seconds)
 
     def evict(self, name: str, rg: str | None = None) -> None:
         """Evict a Spot VM now: Deallocate -> PowerState/deallocated; Delete -> the VM (and its parts) go."""
@@ -152,7 +145,7 @@ class FakeArm:
     def reset(self) -> None:
         with self.lock:
             self.state = State()
-            self._unslowed.set()
+            self._gate.slow(0)
             self.refusals.clear()
             self.validated.clear()
 
@@ -194,11 +187,7 @@ class FakeArm:
                body: Any) -> tuple[int, dict[str, str], Any]:
         with self.lock:
             self.state.requests.append(Recorded(method, path, query, headers, body))
-            slow = self.state.slow_s
-        if slow:
-            # Held until ``slow(0)`` (an event), not slept: a loaded machine cannot make it fast enough to beat
-            # the client's timeout.
-            self._unslowed.wait(slow)
+        self._gate.pass_through()
         with self.lock:
             if path.startswith("/_fake/"):
                 return self._control(path[len("/_fake/"):], body or {})

@@ -40,6 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes.answer_gate import AnswerGate
 from tests.fakes.spec_check import spec_errors
 
 DEFAULT_API_KEY = "vast-test-key"
@@ -138,7 +139,6 @@ class FakeState:
     # ask id -> the min_bid that ask has by the time the next create for it arrives: another renter's bid raised
     # the floor between orch's search and its create, the way a real bid comes to be refused (invalid_price).
     min_bid_rises: dict[int, float] = field(default_factory=dict)
-    slow_s: float = 0.0
     validated: int = 0                                         # create bodies checked against the vendored spec
     refusals: list[str] = field(default_factory=list)          # each create the spec (or a limit) refused
     ssh_endpoint: tuple[str, int] | None = None                # where "22/tcp" points, for e2e tests
@@ -157,7 +157,7 @@ class VastFake:
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._unslowed = threading.Event()     # set: answers go at once; clear: ``slow`` holds them
+        self._gate = AnswerGate()
         self.reset()
 
     # ---- control -------------------------------------------------------------------------------------
@@ -165,17 +165,11 @@ class VastFake:
         with self.lock:
             key = self.state.api_key
             self.state = FakeState(api_key=key, offers={o["id"]: o for o in seed_offers()})
-            self._unslowed.set()
+            self._gate.slow(0)
 
     def slow(self, seconds: float) -> None:
-        """Hold every answer until ``slow(0)``, at most ``seconds`` (a hang guard, not the delay): a client
-        timeout shorter than ``seconds`` fires whatever the machine's load, and ``slow(0)`` lets the held go."""
-        with self.lock:
-            self.state.slow_s = seconds
-            if seconds:
-                self._unslowed.clear()
-            else:
-                self._unslowed.set()
+        """Hold every answer until ``slow(0)``, at most ``seconds`` (tests/fakes/answer_gate.py)."""
+        self._gate.slow(seconds)
 
     def inject(self, fault: str, times: int = 1) -> None:
         """Fail the next ``times`` create calls (PUT /asks/{id}/) with ``fault``."""
@@ -226,10 +220,7 @@ class VastFake:
         with self.lock:
             self.state.requests.append(Recorded(method, path, query, copy.deepcopy(body), authorized,
                                                 headers.get("user-agent", "")))
-        if self.state.slow_s:
-            # Held until ``slow(0)`` (an event), not slept: a loaded machine cannot make it fast enough to beat
-            # the client's timeout.
-            self._unslowed.wait(self.state.slow_s)
+        self._gate.pass_through()
         route = _route(method, path)
         if route is None:
             return 404, {"success": False, "error": "not_found", "msg": f"no route {method} {path}"}
