@@ -15,6 +15,7 @@ from orchestrator.money.budgets import (
     BudgetLedger,
     BudgetLimit,
     BudgetMatch,
+    CapStop,
     JobFacts,
     ThresholdKey,
     alerted_from,
@@ -33,7 +34,7 @@ NLP = Budget(
     monthly_usd=200.0,
     max_usd_per_hour=10.0,
     alert_at=(0.5, 1.0),
-    stop_spot_at_cap=True,
+    stop_at_cap=CapStop.SPOT,
 )
 
 
@@ -60,8 +61,8 @@ def test_parse_budgets_reads_every_field_with_defaults() -> None:
         ConfigLines("config.yaml"),
     )
     everything, nlp, burst = budgets
-    assert everything == Budget("everything", BudgetMatch(), 5000.0, 60.0, (0.5, 0.8, 1.0), False)
-    assert nlp.match.projects == {"nlp", "speech"} and nlp.alert_at == (0.25, 1.0) and nlp.stop_spot_at_cap
+    assert everything == Budget("everything", BudgetMatch(), 5000.0, 60.0, (0.5, 0.8, 1.0), CapStop.NONE)
+    assert nlp.match.projects == {"nlp", "speech"} and nlp.alert_at == (0.25, 1.0) and nlp.stop_at_cap is CapStop.SPOT
     assert nlp.max_usd_per_hour is None
     assert burst.monthly_usd is None and burst.alert_at == ()  # no monthly cap: nothing to alert on
     assert parse_budgets(None, ConfigLines("config.yaml")) == ()
@@ -224,11 +225,13 @@ def test_review_reports_each_threshold_once_per_month() -> None:
 def test_at_the_cap_spot_machines_of_its_jobs_stop_only_when_configured() -> None:
     facts = ledger(JobFacts(1, "a", "nlp", month_usd=200.0), JobFacts(2, "b", "nlp"), JobFacts(3, "c", None))
     result = review([GLOBAL, NLP], facts)
-    assert result.capped == ("nlp",) and result.stop_spot_jobs == {1, 2}
+    assert result.capped == ("nlp",)
+    assert [(s.job_id, s.stop, s.budgets) for s in result.cap_stops] == [(1, CapStop.SPOT, ("nlp",)),
+                                                                          (2, CapStop.SPOT, ("nlp",))]
     [cap] = [c for c in result.crossings if c.threshold == 1.0]
     assert cap.at_cap and cap.message().endswith("at its cap: no more launches this month")
-    no_stop = Budget("nlp", NLP.match, 200.0, None, (1.0,), stop_spot_at_cap=False)
-    assert review([no_stop], facts).stop_spot_jobs == frozenset()
+    no_stop = Budget("nlp", NLP.match, 200.0, None, (1.0,), stop_at_cap=CapStop.NONE)
+    assert review([no_stop], facts).cap_stops == ()
 
 
 def test_standings_say_how_close_each_budget_is() -> None:

@@ -7,13 +7,13 @@ import pytest
 
 from orchestrator.cli.budgets import _lines, _money
 from orchestrator.config.budgets import BudgetSection
-from orchestrator.money.budgets import Budget, BudgetMatch, Standing
+from orchestrator.money.budgets import Budget, BudgetMatch, CapStop, Standing
 
 
 def test_rows_fit_80_columns_and_a_budget_at_its_cap_says_what_it_stops_beneath() -> None:
     rows = [
         Standing(Budget("a-very-long-budget-name", BudgetMatch(frozenset({"alpha-team-one", "beta"})), 250_000.0,
-                        2_500.0, stop_spot_at_cap=True), 251_234.5, 1_999.99),
+                        2_500.0, stop_at_cap=CapStop.SPOT), 251_234.5, 1_999.99),
         Standing(Budget("hourly", max_usd_per_hour=0.01), 0.1, 0.75),
         Standing(Budget("mid", monthly_usd=9_999.99, max_usd_per_hour=999.99), 9_000.0, 999.99),
         Standing(Budget("big", monthly_usd=1e9, max_usd_per_hour=999_999_999.99), 0.1, 0.0),

@@ -24,7 +24,7 @@ from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.alerts import AlertDispatcher
 from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine.states import EndCause, JobStatus
-from orchestrator.money.budgets import Budget, BudgetMatch
+from orchestrator.money.budgets import Budget, BudgetMatch, CapStop
 from orchestrator.store.models import Attempt, Event, Job
 from providers.base import Market, Offer
 from providers.gpus import Interconnect
@@ -230,7 +230,7 @@ def test_a_receiver_that_is_down_delays_nothing(tmp_path: Path) -> None:
 
 def test_at_the_cap_spot_machines_drain_then_end_and_the_job_waits(tmp_path: Path) -> None:
     clock, aws = Clock(), MemoryProvider("aws", [SPOT])
-    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, alert_at=(1.0,), stop_spot_at_cap=True)
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, alert_at=(1.0,), stop_at_cap=CapStop.SPOT)
     svc = build(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, clock, aws, (nlp,))
     try:
         submit(svc, tmp_path, clock, ("a", manifest("a", market="spot")))
@@ -286,7 +286,7 @@ def test_at_the_cap_a_spot_gang_ends_whole_with_a_node_not_started_yet(tmp_path:
             return attempt.node_rank == 0
 
     clock, aws = Clock(), MemoryProvider("aws", [replace(SPOT, price_hr=5.0)])
-    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, stop_spot_at_cap=True)
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, stop_at_cap=CapStop.SPOT)
     svc = build_service(config=OrchConfig(owner="tester", budgets=(nlp,)), store_url=f"sqlite:///{tmp_path / 'o.db'}",
                         providers={"aws": aws}, catalog=[replace(SPOT, price_hr=5.0)], lease_owner=None, clock=clock,
                         monitor=ReportingMonitor(), bootstrapper=RankZeroOnly())

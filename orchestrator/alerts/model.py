@@ -17,6 +17,7 @@ class AlertKind(StrEnum):
     RELAUNCH_CAP = "relaunch-cap"            # a job failed: its machine lost again after max_relaunches
     BUDGET_STOP = "budget-stop"              # a job stopped: its own budget_usd spent
     BUDGET_THRESHOLD = "budget-threshold"
+    BUDGET_CAP_STOP = "budget-cap-stop"      # a budget at its monthly cap ended a job's machines (stop_at_cap)
     JOB_FINISHED = "job-finished"
     JOB_FAILED = "job-failed"
 

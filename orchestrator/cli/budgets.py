@@ -70,6 +70,7 @@ def _lines(s: Standing) -> str:
     """The budget's row (80 columns at most) and, when it stops launches, what it stops on the line beneath
     (at cap or over its ceiling is the line that matters most, and it was the one past 80 columns)."""
     from orchestrator.cli.status_table import cell
+    from orchestrator.money.budgets import CapStop
 
     b = s.budget
     spent = _money(s.spent_usd) + (f" of {_money(b.monthly_usd)}" if b.monthly_usd is not None else "")
@@ -77,7 +78,8 @@ def _lines(s: Standing) -> str:
                                         if b.max_usd_per_hour is not None else "")
     stops = ""
     if s.at_cap:
-        stops = "at cap: no launches" + (", spot stops" if b.stop_spot_at_cap else "")
+        ends = {CapStop.SPOT: ", spot stops", CapStop.ALL: ", paid machines stop"}
+        stops = "at cap: no launches" + ends.get(b.stop_at_cap, "")
     elif s.over_ceiling:
         stops = "over $/h: no launches"
     state = f"{s.fraction:.0%}" if s.fraction is not None else ("over" if s.over_ceiling else "ok")

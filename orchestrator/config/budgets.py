@@ -13,7 +13,8 @@ from pydantic import BeforeValidator, RootModel, model_validator
 
 from orchestrator.config.errors import ConfigLines, KeyPath
 from orchestrator.config.values import Section, flag, listed, named, positive, read_section, refusal, text
-from orchestrator.money.budgets import DEFAULT_ALERT_AT, Budget, BudgetMatch
+from orchestrator.inputs.yaml_words import yaml_kind
+from orchestrator.money.budgets import DEFAULT_ALERT_AT, Budget, BudgetMatch, CapStop
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 PROJECT_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # the manifest's project: (a DNS label, like names)
@@ -75,6 +76,16 @@ def _money(value: object) -> float:
     return amount
 
 
+def _cap_stop(value: object) -> CapStop:
+    if not isinstance(value, str):      # false (not the word none) or true (which stop?) among them
+        raise ValueError(f"must be none, spot or all, got {yaml_kind(value)} ({value!r})")
+    word = text(value).lower()
+    try:
+        return CapStop(word)
+    except ValueError:
+        raise ValueError(f"{word!r}: choose none, spot or all") from None
+
+
 Money = Annotated[float | None, BeforeValidator(_money)]
 Projects = Annotated[frozenset[str], _names(_PROJECT, "a project name (lower-case letters, digits, '-')")]
 Owners = Annotated[
@@ -94,7 +105,8 @@ class BudgetSection(Section):
     name: Annotated[str, BeforeValidator(_name)]
     monthly_usd: Money = None
     max_usd_per_hour: Money = None
-    stop_spot_at_cap: Annotated[bool, BeforeValidator(flag)] = False
+    stop_at_cap: Annotated[CapStop | None, BeforeValidator(_cap_stop)] = None
+    stop_spot_at_cap: Annotated[bool | None, BeforeValidator(flag)] = None     # the older key: true is spot
     alert_at: Annotated[tuple[float, ...] | None, BeforeValidator(_alert_at)] = None
     match: MatchSection | None = None
 
@@ -109,17 +121,32 @@ class BudgetSection(Section):
     def _caps(self) -> BudgetSection:
         if self.monthly_usd is None and self.max_usd_per_hour is None:
             raise refusal("give monthly_usd, max_usd_per_hour or both")
-        if self.monthly_usd is None and (self.stop_spot_at_cap or self.alert_at is not None):
+        if self.monthly_usd is None:
+            about_cap = (("alert_at", self.alert_at is not None),
+                         ("stop_at_cap", self.stop_at_cap not in (None, CapStop.NONE)),
+                         ("stop_spot_at_cap", bool(self.stop_spot_at_cap)))
+            for key, given in about_cap:
+                if given:
+                    raise refusal("needs monthly_usd (it is about the monthly cap)", key)
+        older = None if self.stop_spot_at_cap is None else (CapStop.SPOT if self.stop_spot_at_cap else CapStop.NONE)
+        if older is not None and self.stop_at_cap is not None and older is not self.stop_at_cap:
             raise refusal(
-                "needs monthly_usd (it is about the monthly cap)",
-                "alert_at" if self.alert_at is not None else "stop_spot_at_cap",
+                f"{str(self.stop_spot_at_cap).lower()} says stop_at_cap: {older}, but stop_at_cap is "
+                f"{self.stop_at_cap} (keep stop_at_cap and drop stop_spot_at_cap, its older form)",
+                "stop_spot_at_cap",
             )
         return self
+
+    def cap_stop(self) -> CapStop:
+        """``stop_at_cap``, else the older ``stop_spot_at_cap`` (true: spot), else none."""
+        if self.stop_at_cap is not None:
+            return self.stop_at_cap
+        return CapStop.SPOT if self.stop_spot_at_cap else CapStop.NONE
 
     def budget(self) -> Budget:
         alert_at = self.alert_at if self.alert_at is not None else (DEFAULT_ALERT_AT if self.monthly_usd else ())
         match = BudgetMatch(self.match.project, self.match.owner) if self.match else BudgetMatch()
-        return Budget(self.name, match, self.monthly_usd, self.max_usd_per_hour, alert_at, self.stop_spot_at_cap)
+        return Budget(self.name, match, self.monthly_usd, self.max_usd_per_hour, alert_at, self.cap_stop())
 
 
 class BudgetsSection(RootModel[Annotated[list[BudgetSection], BeforeValidator(listed)]]):

@@ -19,6 +19,8 @@ job's next ``launched``
                             threshold per month)
 ``budget-overrun``          ``budget-threshold`` (a budget's burn went over its $/h ceiling; once
                             per overrun, across daemons)
+``budget-cap-stop``         ``budget-cap-stop`` (a budget at its monthly cap ended a job's
+                            machines: ``stop_at_cap``; once per job)
 ``job.status`` to           ``job-finished`` / ``job-failed``
 succeeded / failed
 ==========================  =================================================================
@@ -43,6 +45,7 @@ _DIRECT = {
     EventKind.BUDGET_STOP: AlertKind.BUDGET_STOP,
     EventKind.BUDGET_THRESHOLD: AlertKind.BUDGET_THRESHOLD,
     EventKind.BUDGET_OVERRUN: AlertKind.BUDGET_THRESHOLD,
+    EventKind.BUDGET_CAP_STOP: AlertKind.BUDGET_CAP_STOP,
 }
 _RECOVERING = EventKind.RECOVERING
 _LAUNCHED = EventKind.LAUNCHED

@@ -6,11 +6,14 @@ budget_ledger``, ``review_budgets``). With no budgets configured nothing here re
 * The step (after the spend step, so this tick's money counts): review every budget. A threshold crossed for
   the first time this month is written as ONE ``budget-threshold`` event (the store's alert listener turns
   it into a webhook alert on background workers, so no tick waits on a receiver). At a cap with
-  ``stop_spot_at_cap``, the budget's running spot machines end like a noticed machine: PREEMPTED with
+  ``stop_at_cap`` (``spot``: the running spot machines of the budget's jobs; ``all``: every running paid one,
+  on-demand too; a machine at $0/h, your own, runs on), those machines end like a noticed machine: with
   ``EndCause.BUDGET_CAP`` and ``drain_until`` (``notice_drain``) so the agent can finish an upload and the
   sync records the checkpoints it commits meanwhile; the sweep ends the machine when the drain has passed.
   The rest of a gang ends with them (``EndCause.GANG``, the same drain), whatever its nodes' state or market.
-  Their jobs go back to PENDING, and the gate keeps them there until the month turns.
+  ONE ``budget-cap-stop`` event per job (an alert) names them. Their jobs go back to PENDING, and the gate
+  keeps them there until the month turns. The decision and the drain's end are the store's (the ended
+  attempt's state and ``drain_until``), so a restarted daemon, or another one, finishes what this one began.
 * The gate (``LaunchGate``, one per tick): a launch whose $/h (all nodes) would break the $/h ceiling or the
   monthly cap of a budget that covers it (every job, its project, or this engine's owner) is refused with a
   ``budget-refused`` event carrying the typed refusals (budget, limit, numbers). The check and the launch's
@@ -33,7 +36,15 @@ from orchestrator.engine.gang_end import end_others
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
-from orchestrator.money.budgets import BudgetLedger, BudgetLimit, BudgetVerdict, Refusal, check_launch
+from orchestrator.money.budgets import (
+    BudgetLedger,
+    BudgetLimit,
+    BudgetVerdict,
+    CapStopJob,
+    Refusal,
+    check_launch,
+)
+from orchestrator.money.spend import charged_price_hr, reported_price_hr
 from providers.base import Market, Offer, new_launch_id
 
 #: The budgets and limits that refused a job last (a refusal is written again only when these change).
@@ -123,29 +134,50 @@ class BudgetStep:
         if not deps.config.budgets:
             return
         result = deps.store.review_budgets(deps.config.budgets, facts.now)
-        if result.stop_spot_jobs:
-            stopping = [s.budget.name for s in result.standings if s.at_cap and s.budget.stop_spot_at_cap]
-            _stop_spot(deps, facts, log, result.stop_spot_jobs, ", ".join(stopping))
+        if result.cap_stops:
+            _stop_at_cap(deps, facts, log, {s.job_id: s for s in result.cap_stops})
         self._refused = {k: v for k, v in self._refused.items() if k in facts.jobs}
 
 
-def _stop_spot(deps: EngineDeps, facts: TickFacts, log: TickLog, jobs: frozenset[int], capped: str) -> None:
-    """End the running spot machines of ``jobs`` after a drain, as a notice would; their jobs wait."""
+def _price_hr(seen: Observed) -> float:
+    """What ``seen``'s machine bills now: its cloud's reported $/h, else the one recorded, else its quote (the
+    spend step's rate, read here from the facts: a $0/h machine of your own is not paid)."""
+    a = seen.attempt
+    reported = reported_price_hr(seen.instance.price_hr) if seen.instance is not None else None
+    quoted = a.launch_price_hr if a.launch_price_hr is not None else a.offer.price_hr
+    return charged_price_hr(reported if reported is not None else a.actual_price_hr, quoted)
+
+
+def _stop_at_cap(deps: EngineDeps, facts: TickFacts, log: TickLog, stops: dict[int, CapStopJob]) -> None:
+    """End the running machines of ``stops``' jobs that their stop covers, after a drain, as a notice would;
+    their gangs end whole; their jobs wait. One ``budget-cap-stop`` event per job."""
     drain = facts.now + deps.config.notice_drain
-    stopped: dict[int, Observed] = {}
+    stopped: dict[int, list[Observed]] = {}
     for seen in facts.observed:
         a = seen.attempt
-        if (a.job_id not in jobs or a.state is not AttemptState.RUNNING or a.offer.market is not Market.SPOT
-                or a.id in log.ended):
+        stop = stops.get(a.job_id)
+        spot = a.offer.market is Market.SPOT
+        if (stop is None or a.state is not AttemptState.RUNNING or a.id in log.ended
+                or not stop.stop.ends(spot=spot, price_hr=_price_hr(seen))):
             continue
-        why = f"budget {capped} at its monthly cap: spot machine ended after a {deps.config.notice_drain} drain"
-        end_attempt(deps, a, AttemptState.PREEMPTED, EndCause.BUDGET_CAP, why, facts.now, log, drain_until=drain)
-        deps.store.event(EventKind.BUDGET_CAP_STOP, f"{a.offer.provider} {a.instance_id}: {why}", facts.now,
-                         job_id=a.job_id, data={"budgets": capped, "drain_until": drain.isoformat()})
-        stopped.setdefault(a.job_id, seen)
-    for job_id, seen in stopped.items():
+        # A spot machine ends PREEMPTED, as it always has; an on-demand one TERMINATED: as PREEMPTED it would
+        # count as a preemption in its job's recovery facts and keep its zone out as if its spot ran dry.
+        final = AttemptState.PREEMPTED if spot else AttemptState.TERMINATED
+        why = f"budget {', '.join(stop.budgets)} at its monthly cap: ended after a {deps.config.notice_drain} drain"
+        end_attempt(deps, a, final, EndCause.BUDGET_CAP, why, facts.now, log, drain_until=drain)
+        stopped.setdefault(a.job_id, []).append(seen)
+    for job_id, ended in stopped.items():
+        stop, head = stops[job_id], ended[0]
+        capped = ", ".join(stop.budgets)
+        machines = [f"{s.attempt.offer.provider} {s.attempt.instance_id} ({s.attempt.offer.market.value})"
+                    for s in ended]
+        deps.store.event(EventKind.BUDGET_CAP_STOP,
+                         f"budget {capped} at its monthly cap (stop_at_cap: {stop.stop}): {', '.join(machines)} "
+                         f"ended after a {deps.config.notice_drain} drain", facts.now, job_id=job_id,
+                         data={"budgets": capped, "stop_at_cap": stop.stop.value, "drain_until": drain.isoformat(),
+                               "machines": machines})
         # The rest of a gang ends with it (after the same drain): a rank not started yet (its node 0 gone, it
         # never will) or on another market would otherwise bill on with its job PENDING.
-        end_others(deps, seen.job, seen.attempt, f"gang: budget {capped} at its monthly cap", facts.now, log,
-                        drain_until=drain)
+        end_others(deps, head.job, head.attempt, f"gang: budget {capped} at its monthly cap", facts.now, log,
+                   drain_until=drain)
         deps.store.set_job_status(job_id, JobStatus.PENDING, facts.now)

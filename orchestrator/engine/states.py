@@ -47,7 +47,7 @@ class EndCause(StrEnum):
     DEADLINE_MOVE = "deadline-move"      # moved off spot so the deadline holds
     LAUNCH_REFUSED = "launch-refused"    # the cloud refused (capacity, quota): the next offer is tried
     LAUNCH_FAILED = "launch-failed"      # the launch failed otherwise (ambiguous error, no startup script)
-    BUDGET_CAP = "budget-cap"            # a budget reached its monthly cap (stop_spot_at_cap): drained, then ended
+    BUDGET_CAP = "budget-cap"            # a budget reached its monthly cap (stop_at_cap): drained, then ended
     BUDGET_STOP = "budget-stop"          # the job's own budget_usd was spent while it ran: the job is stopped
     RELAUNCH_REQUESTED = "relaunch-requested"   # an operator asked to relaunch the job now (the web console)
     BOOT_TIMEOUT = "boot-timeout"        # its agent never reported within the boot timeout: ended, place cooled

@@ -4,7 +4,7 @@ Pure: the config's ``budgets:`` section becomes ``Budget`` values; the facts of 
 ``BudgetLedger`` (each job's spend this month and the $/h its machines burn now, from the store's rollup);
 decisions go out as values: ``check_launch`` -> ``BudgetVerdict`` (may this launch go ahead?) and
 ``review`` -> ``BudgetReview`` (which alert thresholds were crossed, which budgets are at their cap and
-whose spot machines must stop). The engine and the CLI read the store and act; nothing here does I/O.
+which jobs' machines must stop: ``stop_at_cap``). The engine and the CLI read the store and act; nothing here does I/O.
 
     budgets:
       - name: everything              # no match: every job counts
@@ -16,7 +16,8 @@ whose spot machines must stop). The engine and the CLI read the store and act; n
         monthly_usd: 2000
         max_usd_per_hour: 40
         alert_at: [0.5, 0.8, 1.0]     # fractions of monthly_usd (the default)
-        stop_spot_at_cap: true        # at the cap, end running spot machines after their checkpoint
+        stop_at_cap: all              # at the cap, end its running paid machines after a drain: none (the
+                                      # default), spot (the older stop_spot_at_cap: true) or all
 
 (orchestrator.config.budgets reads the section.) The month is the calendar month in UTC. A launch is
 refused when its $/h on top of what the budget's jobs burn now would exceed ``max_usd_per_hour``, or when
@@ -37,6 +38,29 @@ DEFAULT_ALERT_AT = (0.5, 0.8, 1.0)
 class BudgetLimit(StrEnum):
     HOURLY = "max_usd_per_hour"
     MONTHLY = "monthly_usd"
+
+
+class CapStop(StrEnum):
+    """Which running machines of its jobs a budget ends at its monthly cap (config ``stop_at_cap``), besides
+    refusing their launches. A machine at $0/h (your own) is never ended: it costs nothing."""
+
+    NONE = "none"       # none: they run on (the default)
+    SPOT = "spot"       # the spot ones (the older ``stop_spot_at_cap: true``)
+    ALL = "all"         # every paid one, spot and on-demand: the cap holds
+
+    def ends(self, *, spot: bool, price_hr: float) -> bool:
+        """Does this stop end a running machine of the budget's jobs, on spot or not, billing ``price_hr``?"""
+        if price_hr <= 0:
+            return False
+        return self is CapStop.ALL or (self is CapStop.SPOT and spot)
+
+    @property
+    def width(self) -> int:
+        """How much it ends: of several budgets at their cap over one job, the widest stop holds."""
+        return _CAP_STOP_WIDTH[self]
+
+
+_CAP_STOP_WIDTH = {CapStop.NONE: 0, CapStop.SPOT: 1, CapStop.ALL: 2}
 
 
 # -- the config ------------------------------------------------------------------------------------------
@@ -66,7 +90,7 @@ class Budget:
     monthly_usd: float | None = None
     max_usd_per_hour: float | None = None
     alert_at: tuple[float, ...] = ()        # fractions of monthly_usd, ascending
-    stop_spot_at_cap: bool = False
+    stop_at_cap: CapStop = CapStop.NONE
 
 
 # -- the facts ------------------------------------------------------------------------------------------
@@ -248,14 +272,26 @@ class Standing:
                 else round(self.fraction, 4), "max_usd_per_hour": b.max_usd_per_hour,
                 "burn_usd_per_hour": round(self.burn_hr, 4), "at_cap": self.at_cap,
                 "over_ceiling": self.over_ceiling, "alert_at": list(b.alert_at),
-                "stop_spot_at_cap": b.stop_spot_at_cap}
+                "stop_at_cap": b.stop_at_cap.value,
+                # the older key, kept for readers of this JSON: true when its spot machines end at the cap
+                "stop_spot_at_cap": b.stop_at_cap is not CapStop.NONE}
+
+
+@dataclass(frozen=True, slots=True)
+class CapStopJob:
+    """A job of budgets at their cap whose running machines end: which ones (the widest ``stop_at_cap`` of
+    those budgets) and the budgets' names."""
+
+    job_id: int
+    stop: CapStop
+    budgets: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class BudgetReview:
     standings: tuple[Standing, ...]
     crossings: tuple[Crossing, ...]          # thresholds to alert now (each once per month)
-    stop_spot_jobs: frozenset[int]           # jobs whose running spot machines end after their checkpoint
+    cap_stops: tuple[CapStopJob, ...] = ()   # jobs whose running machines end (after a drain), by job id
 
     @property
     def capped(self) -> tuple[str, ...]:
@@ -263,11 +299,12 @@ class BudgetReview:
 
 
 def review(budgets: Sequence[Budget], ledger: BudgetLedger) -> BudgetReview:
-    """Every budget's standing; the thresholds newly crossed; the jobs whose spot machines must stop."""
+    """Every budget's standing; the thresholds newly crossed; the jobs whose machines must stop (each job once,
+    with the widest stop of the budgets at their cap that cover it)."""
     month = month_label(ledger.now)
     standings: list[Standing] = []
     crossings: list[Crossing] = []
-    stop: set[int] = set()
+    stops: dict[int, CapStopJob] = {}
     for budget in budgets:
         standing = Standing(budget, ledger.spent(budget), ledger.burn(budget))
         standings.append(standing)
@@ -277,9 +314,19 @@ def review(budgets: Sequence[Budget], ledger: BudgetLedger) -> BudgetReview:
             key = ThresholdKey(budget.name, threshold)
             if standing.spent_usd >= threshold * budget.monthly_usd - 1e-9 and key not in ledger.alerted:
                 crossings.append(Crossing(budget.name, threshold, standing.spent_usd, budget.monthly_usd, month))
-        if standing.at_cap and budget.stop_spot_at_cap:
-            stop.update(j.job_id for j in ledger.jobs if budget.match.covers(j.project, j.owner))
-    return BudgetReview(tuple(standings), tuple(crossings), frozenset(stop))
+        if standing.at_cap and budget.stop_at_cap is not CapStop.NONE:
+            for j in ledger.jobs:
+                if budget.match.covers(j.project, j.owner):
+                    stops[j.job_id] = _wider(stops.get(j.job_id), j.job_id, budget)
+    return BudgetReview(tuple(standings), tuple(crossings), tuple(stops.values()))
+
+
+def _wider(known: CapStopJob | None, job_id: int, budget: Budget) -> CapStopJob:
+    """``known`` with ``budget``'s stop added: its name listed, its stop kept if wider."""
+    if known is None:
+        return CapStopJob(job_id, budget.stop_at_cap, (budget.name,))
+    stop = budget.stop_at_cap if budget.stop_at_cap.width > known.stop.width else known.stop
+    return CapStopJob(job_id, stop, (*known.budgets, budget.name))
 
 
 def alerted_from(events: Sequence[Mapping[str, object]], month: str) -> frozenset[ThresholdKey]:
