@@ -179,6 +179,7 @@ def test_events_map_to_alerts_in_one_place() -> None:
             "relaunch-cap",
             "budget-stop",
             "budget-threshold",
+            "budget-cap-stop",
             "apply",
             "checkpoint",
         )
@@ -192,6 +193,7 @@ def test_events_map_to_alerts_in_one_place() -> None:
         "relaunch-cap": AlertKind.RELAUNCH_CAP,
         "budget-stop": AlertKind.BUDGET_STOP,
         "budget-threshold": AlertKind.BUDGET_THRESHOLD,
+        "budget-cap-stop": AlertKind.BUDGET_CAP_STOP,
         "apply": None,
         "checkpoint": None,
     }

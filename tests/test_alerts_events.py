@@ -59,7 +59,7 @@ def test_every_kind_an_alert_listens_for_is_written_somewhere() -> None:
 
 def test_the_liveness_budget_and_cap_kinds_alert() -> None:
     assert {EventKind.BOOT_TIMEOUT, EventKind.NODE_SILENT, EventKind.NODE_UNREACHABLE, EventKind.RELAUNCH_CAP,
-            EventKind.BUDGET_STOP} <= EVENT_KINDS
+            EventKind.BUDGET_STOP, EventKind.BUDGET_CAP_STOP} <= EVENT_KINDS
 
 
 def _loose_kinds() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from orchestrator.money.budgets import (
     BudgetMatch,
     CapStop,
     JobFacts,
+    Standing,
     ThresholdKey,
     alerted_from,
     check_launch,
@@ -86,6 +88,21 @@ def test_parse_budgets_reads_every_field_with_defaults() -> None:
             {"name": "a", "monthly_usd": 1, "stop_spot_at_cap": "yes"},
             "budgets.a.stop_spot_at_cap: must be true or false",
         ),
+        (
+            {"name": "a", "max_usd_per_hour": 1, "stop_at_cap": "all"},
+            "budgets.a.stop_at_cap: needs monthly_usd",
+        ),
+        ({"name": "a", "monthly_usd": 1, "stop_at_cap": "some"}, "stop_at_cap: 'some': choose none, spot or all"),
+        ({"name": "a", "monthly_usd": 1, "stop_at_cap": True}, "stop_at_cap: must be none, spot or all, got a boolean"),
+        (
+            {"name": "a", "monthly_usd": 1, "stop_at_cap": "all", "stop_spot_at_cap": True},
+            "budgets.a.stop_spot_at_cap: true says stop_at_cap: spot, but stop_at_cap is all (keep stop_at_cap and "
+            "drop stop_spot_at_cap, its older form)",
+        ),
+        (
+            {"name": "a", "monthly_usd": 1, "stop_at_cap": "spot", "stop_spot_at_cap": False},
+            "budgets.a.stop_spot_at_cap: false says stop_at_cap: none, but stop_at_cap is spot",
+        ),
         ({"name": "a", "monthly_usd": 1, "match": {"team": "x"}}, "budgets.a.match.team: unknown key (known: owner, "),
         ({"name": "a", "monthly_usd": 1, "match": {"owner": "Alice"}}, "budgets.a.match.owner: 'Alice' is not an orch"),
         ({"name": "a", "monthly_usd": 1, "match": {"owner": []}}, "budgets.a.match.owner: an empty list"),
@@ -104,6 +121,33 @@ def test_parse_budgets_names_the_bad_key(raw: object, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_budgets([raw], ConfigLines("config.yaml"))
     assert str(err.value).startswith("config.yaml: ") and message in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("keys", "stop"),
+    [
+        ({}, CapStop.NONE),
+        ({"stop_at_cap": "all"}, CapStop.ALL),
+        ({"stop_at_cap": " Spot "}, CapStop.SPOT),
+        ({"stop_at_cap": "none"}, CapStop.NONE),
+        ({"stop_spot_at_cap": True}, CapStop.SPOT),  # the older key keeps working
+        ({"stop_spot_at_cap": False}, CapStop.NONE),
+        ({"stop_spot_at_cap": True, "stop_at_cap": "spot"}, CapStop.SPOT),  # both, agreeing
+        ({"stop_spot_at_cap": False, "stop_at_cap": "none"}, CapStop.NONE),
+    ],
+)
+def test_stop_at_cap_and_the_older_stop_spot_at_cap_read_as_one_stop(keys: dict[str, object], stop: CapStop) -> None:
+    [budget] = parse_budgets([{"name": "a", "monthly_usd": 10, **keys}], ConfigLines("config.yaml"))
+    assert budget.stop_at_cap is stop
+
+
+def test_a_stop_at_cap_that_disagrees_with_stop_spot_at_cap_is_refused_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("owner: tester\nbudgets:\n  - name: nlp\n    monthly_usd: 100\n    stop_at_cap: all\n"
+                    "    stop_spot_at_cap: true\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:6: budgets\.nlp\.stop_spot_at_cap: true says stop_at_cap: spot, "
+                       r"but stop_at_cap is all \(keep stop_at_cap and drop stop_spot_at_cap, its older form\)$"):
+        load_config(path)
 
 
 def test_duplicate_names_and_a_non_list_are_refused() -> None:
@@ -234,6 +278,21 @@ def test_at_the_cap_spot_machines_of_its_jobs_stop_only_when_configured() -> Non
     assert review([no_stop], facts).cap_stops == ()
 
 
+def test_at_the_cap_the_widest_stop_of_the_budgets_over_a_job_holds() -> None:
+    everything = Budget("everything", monthly_usd=500.0, alert_at=(), stop_at_cap=CapStop.ALL)
+    facts = ledger(JobFacts(1, "a", "nlp", month_usd=400.0), JobFacts(2, "b", None, month_usd=100.0))
+    result = review([NLP, everything], facts)      # both at their cap: nlp stops spot, everything all
+    assert [(s.job_id, s.stop, s.budgets) for s in result.cap_stops] == [(1, CapStop.ALL, ("nlp", "everything")),
+                                                                          (2, CapStop.ALL, ("everything",))]
+    assert review([NLP, replace(everything, monthly_usd=600.0)], facts).cap_stops[0].stop is CapStop.SPOT
+
+
+def test_a_stop_ends_only_paid_machines_of_its_markets() -> None:
+    assert [(s.ends(spot=True, price_hr=1.0), s.ends(spot=False, price_hr=1.0)) for s in CapStop] == [
+        (False, False), (True, False), (True, True)]
+    assert not CapStop.ALL.ends(spot=False, price_hr=0.0) and not CapStop.SPOT.ends(spot=True, price_hr=0.0)
+
+
 def test_standings_say_how_close_each_budget_is() -> None:
     facts = ledger(JobFacts(1, "a", "nlp", month_usd=50.0, burn_hr=12.0))
     everything, nlp = review([GLOBAL, NLP], facts).standings
@@ -241,6 +300,10 @@ def test_standings_say_how_close_each_budget_is() -> None:
     assert nlp.fraction == pytest.approx(0.25) and nlp.over_ceiling and not nlp.at_cap
     doc = nlp.to_json()
     assert doc["match"] == ["nlp"] and doc["burn_usd_per_hour"] == 12.0 and doc["over_ceiling"] is True
+    # stop_at_cap; stop_spot_at_cap, the older key, stays in the JSON: true when spot machines end at the cap
+    assert (doc["stop_at_cap"], doc["stop_spot_at_cap"]) == ("spot", True)
+    docs = [Standing(replace(NLP, stop_at_cap=stop), 0.0, 0.0).to_json() for stop in (CapStop.ALL, CapStop.NONE)]
+    assert [(d["stop_at_cap"], d["stop_spot_at_cap"]) for d in docs] == [("all", True), ("none", False)]
     hourly_only = review([Budget("h", max_usd_per_hour=1.0)], facts).standings[0]
     assert hourly_only.fraction is None and not hourly_only.at_cap
 

@@ -29,6 +29,14 @@ def test_rows_fit_80_columns_and_a_budget_at_its_cap_says_what_it_stops_beneath(
     assert "$0.10 of $1.0B" in lines[5] and "$0.00 of $1.0B" in lines[5]
 
 
+def test_a_budget_at_its_cap_says_which_machines_it_ends() -> None:
+    """``stop_at_cap``: none ends nothing, spot its spot machines, all every paid one (on-demand too)."""
+    capped = [_lines(Standing(Budget("b", monthly_usd=10.0, stop_at_cap=stop), 10.0, 0.0)).splitlines()[1]
+              for stop in CapStop]
+    assert capped == ["  at cap: no launches", "  at cap: no launches, spot stops",
+                      "  at cap: no launches, paid machines stop"]
+
+
 def test_money_is_dollars_and_cents_below_ten_thousand_then_compact() -> None:
     assert [_money(v) for v in (0, 1_000, 9_999.99, 12_345, 2_500_000, 999_999_999.99)] == [
         "$0.00", "$1,000.00", "$9,999.99", "$12.3k", "$2.5M", "$1.0B"]

@@ -26,7 +26,7 @@ from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine.states import EndCause, JobStatus
 from orchestrator.money.budgets import Budget, BudgetMatch, CapStop
 from orchestrator.store.models import Attempt, Event, Job
-from providers.base import Market, Offer
+from providers.base import Market, Offer, OfferOrigin
 from providers.gpus import Interconnect
 from tests._store_db import BACKENDS, database_url_for
 from tests._webhook_receiver import Receiver, start_receiver
@@ -42,11 +42,15 @@ ON_DEMAND = Offer("aws", "p4d.24xlarge", "us-east-1", "use1-az1", "A100-80G", 8,
                   Market.ON_DEMAND, 10.0, date(2026, 12, 1), True)
 SPOT = replace(ON_DEMAND, market=Market.SPOT)
 SPOT_B = replace(SPOT, zone="use1-az2")         # a preempted zone cools down: the relaunch looks here
+# A machine of your own: $0/h, not paid, so no budget ends it.
+OWN = replace(ON_DEMAND, provider="own", instance_type="box", region="home", zone=None, gpu="RTX4090-24G", gpu_count=1,
+              vram_gb=24, interconnect=Interconnect.PCIE, price_hr=0.0, source=OfferOrigin.OWN)
 
 
-def manifest(name: str, *, project: str = "nlp", market: str = "on-demand") -> str:
+def manifest(name: str, *, project: str = "nlp", market: str = "on-demand", gpu: str = "A100-80G",
+             count: int = 8) -> str:
     return (f"apiVersion: orch/v1\nkind: Job\nname: {name}\nproject: {project}\n"
-            f"resources: {{gpu: A100-80G, count: 8}}\nmarket: {market}\nrun: {{launcher: command, command: x}}\n")
+            f"resources: {{gpu: {gpu}, count: {count}}}\nmarket: {market}\nrun: {{launcher: command, command: x}}\n")
 
 
 class Clock(ManualClock):
@@ -261,6 +265,104 @@ def test_at_the_cap_spot_machines_drain_then_end_and_the_job_waits(tmp_path: Pat
         svc.close()
 
 
+def attempts(svc: Service) -> list[Attempt]:
+    assert svc.store is not None
+    with svc.store.transaction() as tx:
+        return list(tx.exec(select(Attempt).order_by(col(Attempt.id))))
+
+
+def _to_the_cap(svc: Service, clock: Clock) -> None:
+    """Launch, then two hours at $10/h: $20, the cap of this file's budgets."""
+    svc.reconciler.tick()
+    clock.now += timedelta(hours=1)
+    svc.reconciler.tick()                            # $10: under the cap
+    assert events(svc, "budget-cap-stop") == []
+    clock.now += timedelta(hours=1)
+    svc.reconciler.tick()                            # $20: at the cap
+
+
+def test_at_the_cap_with_stop_all_an_on_demand_machine_drains_then_ends_across_a_restart(tmp_path: Path) -> None:
+    """``stop_at_cap: all``: the on-demand machine a spot-only stop left billing past the cap drains, then ends,
+    and the job waits. The drain's end is the store's: a daemon restarted mid-drain ends it, and launches nothing."""
+    clock, aws = Clock(), MemoryProvider("aws", [ON_DEMAND])
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, alert_at=(1.0,), stop_at_cap=CapStop.ALL)
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    svc = build(url, tmp_path, clock, aws, (nlp,))
+    try:
+        submit(svc, tmp_path, clock, ("a", manifest("a")))
+        _to_the_cap(svc, clock)
+        [stop] = events(svc, "budget-cap-stop")
+        assert stop.data["budgets"] == "nlp" and stop.data["stop_at_cap"] == "all"
+        [machine] = aws.live()
+        assert stop.data["machines"] == [f"aws {machine.instance_id} (on-demand)"]
+        assert len(events(svc, "budget-refused")) == 1   # no relaunch at the cap
+        [attempt] = attempts(svc)
+        # TERMINATED, not PREEMPTED: an on-demand machine ended at a cap is no preemption of its place
+        assert (attempt.state, attempt.end_cause) == ("terminated", EndCause.BUDGET_CAP.value)
+        assert attempt.drain_until == clock.now + timedelta(minutes=2)
+        assert job_status(svc, "a") == JobStatus.PENDING.value
+    finally:
+        svc.close()
+    clock.now += timedelta(minutes=1)
+    svc = build(url, tmp_path, clock, aws, (nlp,))        # a restart, mid-drain
+    try:
+        svc.reconciler.tick()
+        assert len(aws.live()) == 1                  # still draining: its agent may finish an upload
+        clock.now += timedelta(minutes=2)
+        svc.reconciler.tick()                        # the drain has passed: the sweep ends it
+        assert aws.live() == []
+        for _ in range(3):
+            clock.now += timedelta(minutes=30)
+            assert svc.reconciler.tick().launched == 0
+        assert job_status(svc, "a") == JobStatus.PENDING.value
+        assert len(events(svc, "budget-cap-stop")) == 1         # the decision is not taken again
+        # one refusal per daemon: which limits last refused a job is each daemon's memory
+        assert len(events(svc, "budget-refused")) == 2
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("stop", [CapStop.NONE, CapStop.SPOT])
+def test_at_the_cap_without_stop_all_an_on_demand_machine_runs_on(tmp_path: Path, stop: CapStop) -> None:
+    clock, aws = Clock(), MemoryProvider("aws", [ON_DEMAND])
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, stop_at_cap=stop)
+    svc = build(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, clock, aws, (nlp,))
+    try:
+        submit(svc, tmp_path, clock, ("a", manifest("a")))
+        _to_the_cap(svc, clock)
+        clock.now += timedelta(minutes=30)
+        svc.reconciler.tick()
+        assert events(svc, "budget-cap-stop") == [] and len(aws.live()) == 1
+        assert [(a.state, a.end_cause) for a in attempts(svc)] == [("running", None)]
+        assert job_status(svc, "a") == JobStatus.RUNNING.value
+    finally:
+        svc.close()
+
+
+def test_at_the_cap_with_stop_all_a_machine_of_your_own_runs_on(tmp_path: Path) -> None:
+    """A $0/h machine (your own) costs nothing: the cap that ends the budget's paid machines leaves it running."""
+    clock, aws, own = Clock(), MemoryProvider("aws", [ON_DEMAND]), MemoryProvider("own", [OWN])
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, stop_at_cap=CapStop.ALL)
+    svc = build_service(config=OrchConfig(owner="tester", budgets=(nlp,)), store_url=f"sqlite:///{tmp_path / 'o.db'}",
+                        providers={"aws": aws, "own": own}, catalog=[ON_DEMAND, OWN], lease_owner=None, clock=clock,
+                        monitor=ReportingMonitor())
+    try:
+        submit(svc, tmp_path, clock, ("paid", manifest("paid")),
+               ("mine", manifest("mine", gpu="RTX4090-24G", count=1)))
+        _to_the_cap(svc, clock)
+        [stop] = events(svc, "budget-cap-stop")
+        assert svc.store is not None
+        with svc.store.transaction() as tx:
+            assert tx.exec(select(Job.name).where(Job.id == stop.job_id)).one() == "paid"
+        clock.now += timedelta(minutes=3)
+        svc.reconciler.tick()
+        assert aws.live() == [] and len(own.live()) == 1
+        assert job_status(svc, "paid") == JobStatus.PENDING.value
+        assert job_status(svc, "mine") == JobStatus.RUNNING.value
+    finally:
+        svc.close()
+
+
 def test_an_owner_budget_holds_for_the_engines_owner_only(tmp_path: Path) -> None:
     clock, aws = Clock(), MemoryProvider("aws", [ON_DEMAND])
     mine = Budget("tester", BudgetMatch(owners=frozenset({"tester"})), max_usd_per_hour=15.0)
@@ -275,23 +377,27 @@ def test_an_owner_budget_holds_for_the_engines_owner_only(tmp_path: Path) -> Non
         svc.close()
 
 
-def test_at_the_cap_a_spot_gang_ends_whole_with_a_node_not_started_yet(tmp_path: Path) -> None:
-    """``stop_spot_at_cap`` ends a gang whole: node 0 running drains and ends, and a rank whose start is still
+@pytest.mark.parametrize(("offer", "stop", "ended"), [(SPOT, CapStop.SPOT, "preempted"),
+                                                      (ON_DEMAND, CapStop.ALL, "terminated")])
+def test_at_the_cap_a_gang_ends_whole_with_a_node_not_started_yet(tmp_path: Path, offer: Offer, stop: CapStop,
+                                                                   ended: str) -> None:
+    """``stop_at_cap`` ends a gang whole: node 0 running drains and ends, and a rank whose start is still
     pending (BOOTSTRAPPING: not reachable yet) ends with it. Before, only RUNNING nodes were ended, so the rank
-    left behind (its node 0 gone, it could never start) billed on with no end in sight."""
+    left behind (its node 0 gone, it could never start) billed on with no end in sight. On spot (``spot``) and
+    on demand (``all``) alike."""
     from orchestrator.engine.hooks import Bootstrapper
 
     class RankZeroOnly(Bootstrapper):
         def start(self, job, attempt, instance):  # type: ignore[no-untyped-def]
             return attempt.node_rank == 0
 
-    clock, aws = Clock(), MemoryProvider("aws", [replace(SPOT, price_hr=5.0)])
-    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, stop_at_cap=CapStop.SPOT)
+    clock, aws = Clock(), MemoryProvider("aws", [replace(offer, price_hr=5.0)])
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=20.0, stop_at_cap=stop)
     svc = build_service(config=OrchConfig(owner="tester", budgets=(nlp,)), store_url=f"sqlite:///{tmp_path / 'o.db'}",
-                        providers={"aws": aws}, catalog=[replace(SPOT, price_hr=5.0)], lease_owner=None, clock=clock,
+                        providers={"aws": aws}, catalog=[replace(offer, price_hr=5.0)], lease_owner=None, clock=clock,
                         monitor=ReportingMonitor(), bootstrapper=RankZeroOnly())
-    gang = ("apiVersion: orch/v1\nkind: Job\nname: g\nproject: nlp\n"
-            "resources: {gpu: A100-80G, count: 8, nodes: 2}\nmarket: spot\nrun: {launcher: command, command: x}\n")
+    gang = ("apiVersion: orch/v1\nkind: Job\nname: g\nproject: nlp\nresources: {gpu: A100-80G, count: 8, nodes: 2}\n"
+            f"market: {offer.market.value}\nrun: {{launcher: command, command: x}}\n")
     try:
         submit(svc, tmp_path, clock, ("g", gang))
         svc.reconciler.tick()
@@ -301,7 +407,8 @@ def test_at_the_cap_a_spot_gang_ends_whole_with_a_node_not_started_yet(tmp_path:
         assert events(svc, "budget-cap-stop") == []
         clock.now += timedelta(hours=1)
         svc.reconciler.tick()                        # $20: at the cap
-        assert len(events(svc, "budget-cap-stop")) == 1
+        [stopped] = events(svc, "budget-cap-stop")       # one for the job, naming the machine it drains
+        assert stopped.data["stop_at_cap"] == stop.value and len(stopped.data["machines"]) == 1
         clock.now += timedelta(minutes=3)
         svc.reconciler.tick()                        # the drain has passed
         clock.now += timedelta(minutes=1)
@@ -310,7 +417,7 @@ def test_at_the_cap_a_spot_gang_ends_whole_with_a_node_not_started_yet(tmp_path:
         assert svc.store is not None
         with svc.store.transaction() as tx:
             ends = sorted((a.node_rank, a.state, a.end_cause) for a in tx.exec(select(Attempt)).all())
-        assert ends == [(0, "preempted", EndCause.BUDGET_CAP.value), (1, "terminated", EndCause.GANG.value)]
+        assert ends == [(0, ended, EndCause.BUDGET_CAP.value), (1, "terminated", EndCause.GANG.value)]
         assert job_status(svc, "g") == JobStatus.PENDING.value
     finally:
         svc.close()

@@ -78,7 +78,7 @@ def _money(value: object) -> float:
 
 def _cap_stop(value: object) -> CapStop:
     if not isinstance(value, str):      # false (not the word none) or true (which stop?) among them
-        raise ValueError(f"must be none, spot or all, got {yaml_kind(value)} ({value!r})")
+        raise ValueError(f"must be none, spot or all, got {yaml_kind(value)}")
     word = text(value).lower()
     try:
         return CapStop(word)
