@@ -1,7 +1,8 @@
 """Budgets that hold, in the engine as ``build_service`` builds it on the SQL store: a launch that would break a
 budget's $/h ceiling or monthly cap is refused (one ``budget-refused`` event with the typed refusal); a crossed
 threshold sends ONE alert to a local webhook receiver; a receiver that hangs or is down delays no tick; at the
-cap with ``stop_spot_at_cap`` the running spot machine drains, then ends, and its job waits.
+cap with ``stop_at_cap`` the running spot machine (``spot``), or every paid one, on-demand too (``all``), drains,
+then ends, and its job waits; a $0/h machine of your own runs on.
 
 Time is a fake clock; every wait is on an event (the receiver's, the dispatcher's)."""
 
