@@ -11,6 +11,7 @@ import pytest
 from orchestrator.config.budgets import parse_budgets
 from orchestrator.config.errors import ConfigError, ConfigLines
 from orchestrator.config.file import load_config
+from orchestrator.engine.budget import refusal_data
 from orchestrator.money.budgets import (
     Budget,
     BudgetLedger,
@@ -18,6 +19,7 @@ from orchestrator.money.budgets import (
     BudgetMatch,
     CapStop,
     JobFacts,
+    Refusal,
     Standing,
     ThresholdKey,
     alerted_from,
@@ -25,6 +27,8 @@ from orchestrator.money.budgets import (
     month_label,
     month_start,
     next_month_start,
+    refused_limits,
+    refused_limits_from,
     review,
 )
 
@@ -345,3 +349,13 @@ def test_an_owner_budget_counts_the_jobs_that_owners_engine_launches() -> None:
     assert check_launch([both], facts, project="cv", price_hr=5.0, hours=1, owner="alice").allowed
     assert not check_launch([both], facts, project="nlp", price_hr=5.0, hours=1, owner="alice").allowed
     assert facts.with_launch(3, "c", None, 2.0, "alice").burn(alice) == 8.0
+
+
+def test_a_refusal_events_data_gives_back_its_limits_and_other_data_gives_none() -> None:
+    refusals = (Refusal("nlp", BudgetLimit.HOURLY, 15.0, 10.0, 10.0),
+                Refusal("all", BudgetLimit.MONTHLY, 1e3, 990.0, 20.0))
+    assert refused_limits_from(refusal_data(refusals)) == refused_limits(refusals) == frozenset(
+        {("nlp", BudgetLimit.HOURLY), ("all", BudgetLimit.MONTHLY)})
+    for data in ({}, {"refusals": []}, {"refusals": "nlp"}, {"refusals": [{"budget": "nlp"}]},
+                 {"refusals": [{"budget": "nlp", "limit": "weekly_usd"}]}, {"refusals": [["nlp", "monthly_usd"]]}):
+        assert refused_limits_from(data) is None, data

@@ -25,7 +25,7 @@ from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.alerts import AlertDispatcher
 from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine.states import EndCause, JobStatus
-from orchestrator.money.budgets import Budget, BudgetMatch, CapStop
+from orchestrator.money.budgets import Budget, BudgetLimit, BudgetMatch, CapStop
 from orchestrator.store.models import Attempt, Event, Job
 from providers.base import Market, Offer, OfferOrigin
 from providers.gpus import Interconnect
@@ -135,6 +135,48 @@ def test_a_launch_over_the_hourly_ceiling_is_refused_once_and_goes_ahead_when_ro
         clock.now += timedelta(minutes=1)
         assert svc.reconciler.tick().launched == 1
         assert job_status(svc, "b") == JobStatus.LAUNCHING.value
+    finally:
+        svc.close()
+
+
+def job_id(svc: Service, name: str) -> int:
+    assert svc.store is not None
+    with svc.store.transaction() as tx:
+        found = tx.exec(select(Job.id).where(Job.name == name)).one()
+    assert found is not None
+    return found
+
+
+def test_a_restarted_daemon_does_not_write_a_refusal_again_until_the_job_launched_since(url: str,
+                                                                                       tmp_path: Path) -> None:
+    """Which limits last refused a job is the store's, not one daemon's memory: a restarted daemon writes no
+    second ``budget-refused`` row, nor bumps the first one's count; a launch since makes the next one news."""
+    clock, aws = Clock(), MemoryProvider("aws", [ON_DEMAND])
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), max_usd_per_hour=15.0)
+    svc = build(url, tmp_path, clock, aws, (nlp,))
+    try:
+        submit(svc, tmp_path, clock, ("a", manifest("a")), ("b", manifest("b")))
+        assert svc.reconciler.tick().launched == 1               # a; b would make $20/h
+        b = job_id(svc, "b")
+        assert svc.engine_store.last_refusal(b) == frozenset({("nlp", BudgetLimit.HOURLY)})
+    finally:
+        svc.close()
+    svc = build(url, tmp_path, clock, aws, (nlp,))               # a restart
+    try:
+        for _ in range(3):
+            clock.now += timedelta(minutes=1)
+            assert svc.reconciler.tick().launched == 0
+        [refused] = events(svc, "budget-refused")
+        assert refused.count == 1                                # not a repeat of the condition either
+        assert svc.store is not None
+        with svc.store.transaction() as tx:                      # a ends; b fits and launches
+            job_a = tx.exec(select(Job).where(Job.name == "a")).one()
+            job_a.desired_state = "deleted"
+            tx.add(job_a)
+        svc.reconciler.tick()
+        clock.now += timedelta(minutes=1)
+        assert svc.reconciler.tick().launched == 1
+        assert svc.engine_store.last_refusal(b) is None          # launched since: a new refusal is news
     finally:
         svc.close()
 
@@ -317,8 +359,8 @@ def test_at_the_cap_with_stop_all_an_on_demand_machine_drains_then_ends_across_a
             assert svc.reconciler.tick().launched == 0
         assert job_status(svc, "a") == JobStatus.PENDING.value
         assert len(events(svc, "budget-cap-stop")) == 1         # the decision is not taken again
-        # one refusal per daemon: which limits last refused a job is each daemon's memory
-        assert len(events(svc, "budget-refused")) == 2
+        # once in all: the restarted daemon reads the refusal its predecessor wrote (the store's newest)
+        assert len(events(svc, "budget-refused")) == 1
     finally:
         svc.close()
 

@@ -38,17 +38,15 @@ from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from orchestrator.money.budgets import (
     BudgetLedger,
-    BudgetLimit,
     BudgetVerdict,
     CapStopJob,
     Refusal,
+    RefusedLimits,
     check_launch,
+    refused_limits,
 )
 from orchestrator.money.spend import charged_price_hr, reported_price_hr
 from providers.base import Market, Offer, new_launch_id
-
-#: The budgets and limits that refused a job last (a refusal is written again only when these change).
-_Refused = frozenset[tuple[str, BudgetLimit]]
 
 
 def refusal_data(refusals: tuple[Refusal, ...]) -> dict[str, object]:
@@ -63,7 +61,7 @@ class LaunchGate:
     (``EngineStore.plan_attempt_within``): the ledger is read under the store's launch lock, with every
     engine's planned attempts counted, so several daemons launching at once cannot break a ceiling together."""
 
-    def __init__(self, deps: EngineDeps, now: datetime, refused: dict[int, _Refused]) -> None:
+    def __init__(self, deps: EngineDeps, now: datetime, refused: dict[int, RefusedLimits]) -> None:
         self._deps = deps
         self._now = now
         self._refused = refused         # the BudgetStep's memory: which limits last refused each job
@@ -114,18 +112,22 @@ class LaunchGate:
         self._refused.pop(job_id, None)
 
     def refused(self, job: JobRecord, verdict: BudgetVerdict, what: str) -> None:
-        """Write the refusal (once per job per change of the limits that refuse it)."""
-        limits = frozenset((r.budget, r.limit) for r in verdict.refusals)
-        if self._refused.get(job.id) == limits:
-            return
+        """Write the refusal (once per job per change of the limits that refuse it, across restarts and
+        daemons: a job this daemon has not refused yet is checked against the store's newest refusal)."""
+        limits = refused_limits(verdict.refusals)
+        known = self._refused.get(job.id)
+        if known is None:
+            known = self._deps.store.last_refusal(job.id)
         self._refused[job.id] = limits
+        if known == limits:
+            return
         self._deps.store.event(EventKind.BUDGET_REFUSED, f"launch refused ({what}): {verdict.reason()}", self._now,
                                job_id=job.id, data=refusal_data(verdict.refusals))
 
 
 class BudgetStep:
     def __init__(self) -> None:
-        self._refused: dict[int, _Refused] = {}
+        self._refused: dict[int, RefusedLimits] = {}
 
     def gate(self, deps: EngineDeps, now: datetime) -> LaunchGate:
         return LaunchGate(deps, now, self._refused)

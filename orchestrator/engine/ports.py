@@ -22,7 +22,7 @@ from providers.base import Instance, Offer
 if TYPE_CHECKING:
     from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
     from orchestrator.manifest.schema import Manifest
-    from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
+    from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict, RefusedLimits
 
 __all__ = ["AttemptRecord", "EngineStore", "FleetSpotRun", "JobRecord"]
 
@@ -186,4 +186,8 @@ class EngineStore(Protocol):
     def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
         """Review the budgets at ``now`` and write each threshold crossed for the first time this month as a
         ``budget-threshold`` event, in one transaction (once per threshold per month, across restarts)."""
+        ...
+    def last_refusal(self, job_id: int) -> RefusedLimits | None:
+        """The limits named by the job's newest ``budget-refused`` event, unless an attempt of the job was
+        planned since (or in that tick); None otherwise: whether a refusal this daemon did not write is news."""
         ...

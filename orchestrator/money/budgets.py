@@ -329,6 +329,34 @@ def _wider(known: CapStopJob | None, job_id: int, budget: Budget) -> CapStopJob:
     return CapStopJob(job_id, stop, (*known.budgets, budget.name))
 
 
+#: Which limits refused a job: (budget name, limit) pairs. A refusal is written again only when these change.
+RefusedLimits = frozenset[tuple[str, BudgetLimit]]
+
+
+def refused_limits(refusals: Sequence[Refusal]) -> RefusedLimits:
+    """The (budget, limit) pairs of ``refusals``: what must change for a refusal to be news."""
+    return frozenset((r.budget, r.limit) for r in refusals)
+
+
+def refused_limits_from(data: Mapping[str, object]) -> RefusedLimits | None:
+    """The pairs a ``budget-refused`` event's data names (``engine.budget.refusal_data``'s shape); None where
+    the data is not of that shape (an event no engine of this version wrote)."""
+    refusals = data.get("refusals")
+    if not isinstance(refusals, list) or not refusals:
+        return None
+    pairs: set[tuple[str, BudgetLimit]] = set()
+    for r in refusals:
+        budget = r.get("budget") if isinstance(r, Mapping) else None
+        limit = r.get("limit") if isinstance(r, Mapping) else None
+        if not isinstance(budget, str) or not isinstance(limit, str):
+            return None
+        try:
+            pairs.add((budget, BudgetLimit(limit)))
+        except ValueError:
+            return None
+    return frozenset(pairs)
+
+
 def alerted_from(events: Sequence[Mapping[str, object]], month: str) -> frozenset[ThresholdKey]:
     """The thresholds already alerted in ``month``, from ``budget-threshold`` events' data."""
     out: set[ThresholdKey] = set()

@@ -22,9 +22,11 @@ from orchestrator.money.budgets import (
     BudgetLedger,
     BudgetReview,
     JobFacts,
+    RefusedLimits,
     alerted_from,
     month_label,
     month_start,
+    refused_limits_from,
     review,
 )
 
@@ -120,3 +122,21 @@ def standings(store: Store, budgets: Sequence[Budget], now: datetime) -> BudgetR
     """The review without recording anything (``orch budgets``)."""
     with store.transaction() as tx:
         return review(budgets, read_ledger(tx, now))
+
+
+def last_refusal(tx: Session, job_id: int) -> RefusedLimits | None:
+    """The limits the job's newest ``budget-refused`` event names, if no attempt of the job was planned
+    since (a launch since makes the next refusal news again); None otherwise. What a daemon that did not
+    write that refusal (restarted, or another one of a fleet) reads before writing the same refusal again."""
+    from sqlmodel import col, func, select
+
+    from orchestrator.store.models import Attempt, Event
+
+    event = tx.exec(select(Event).where(Event.job_id == job_id, Event.kind == EventKind.BUDGET_REFUSED.value)
+                    .order_by(col(Event.id).desc()).limit(1)).first()
+    if event is None:
+        return None
+    planned = tx.exec(select(func.max(Attempt.created_at)).where(Attempt.job_id == job_id)).one()
+    if planned is not None and planned >= event.ts:    # a launch planned since (or in the same tick: news)
+        return None
+    return refused_limits_from(event.data)

@@ -14,7 +14,7 @@ from orchestrator.engine.ports import AttemptRecord, FleetSpotRun
 from orchestrator.engine.recovery_policy import SpotRun
 from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
-from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict
+from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict, RefusedLimits
 from orchestrator.store import budget_watch, gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.changes import REQUESTS, Counted
 from orchestrator.store.db import Store
@@ -63,6 +63,10 @@ class SideTables:
     def review_budgets(self, budgets: Sequence[Budget], now: datetime) -> BudgetReview:
         self.flush()
         return budget_watch.review_budgets(self.store, budgets, now)
+
+    def last_refusal(self, job_id: int) -> RefusedLimits | None:
+        with self.store.transaction() as tx:
+            return budget_watch.last_refusal(tx, job_id)
 
     # --- the console's -------------------------------------------------------------------------------
     def record_gpu_util(self, samples: Sequence[GpuUtilSample]) -> None:

@@ -19,8 +19,10 @@ from orchestrator.money.budgets import (
     BudgetReview,
     BudgetVerdict,
     JobFacts,
+    RefusedLimits,
     alerted_from,
     month_label,
+    refused_limits_from,
     review,
 )
 from orchestrator.money.spend import reported_price_hr
@@ -247,6 +249,16 @@ class MemoryStore:
         for crossing in result.crossings:
             self.event(EventKind.BUDGET_THRESHOLD, crossing.message(), now, data=crossing.data())
         return result
+
+    def last_refusal(self, job_id: int) -> RefusedLimits | None:
+        refusals = [e for e in self.events if e.job_id == job_id and e.kind == EventKind.BUDGET_REFUSED]
+        if not refusals:
+            return None
+        newest = refusals[-1]
+        planned = [a.created_at for a in self.attempts.values() if a.job_id == job_id and a.created_at is not None]
+        if planned and max(planned) >= newest.at:
+            return None
+        return refused_limits_from(newest.data)
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
