@@ -126,17 +126,22 @@ def test_a_launch_over_the_hourly_ceiling_is_refused_once_and_goes_ahead_when_ro
                                              "current_usd": 10.0, "adding_usd": 10.0}]
         assert "budget nlp: $10.00/h running + $10.00/h would exceed its ceiling of $15.00/h" in refused.message
         # a ends: its machine is gone once the cloud says so, then b fits under the ceiling
-        assert svc.store is not None
-        with svc.store.transaction() as tx:
-            job_a = tx.exec(select(Job).where(Job.name == "a")).one()
-            job_a.desired_state = "deleted"
-            tx.add(job_a)
-        svc.reconciler.tick()
-        clock.now += timedelta(minutes=1)
-        assert svc.reconciler.tick().launched == 1
+        _delete_a_then_b_launches(svc, clock)
         assert job_status(svc, "b") == JobStatus.LAUNCHING.value
     finally:
         svc.close()
+
+
+def _delete_a_then_b_launches(svc: Service, clock: Clock) -> None:
+    """Job a is deleted; once its machine is gone, the next tick launches b (which a's $/h kept out)."""
+    assert svc.store is not None
+    with svc.store.transaction() as tx:
+        job_a = tx.exec(select(Job).where(Job.name == "a")).one()
+        job_a.desired_state = "deleted"
+        tx.add(job_a)
+    svc.reconciler.tick()
+    clock.now += timedelta(minutes=1)
+    assert svc.reconciler.tick().launched == 1
 
 
 def job_id(svc: Service, name: str) -> int:
@@ -168,14 +173,7 @@ def test_a_restarted_daemon_does_not_write_a_refusal_again_until_the_job_launche
             assert svc.reconciler.tick().launched == 0
         [refused] = events(svc, "budget-refused")
         assert refused.count == 1                                # not a repeat of the condition either
-        assert svc.store is not None
-        with svc.store.transaction() as tx:                      # a ends; b fits and launches
-            job_a = tx.exec(select(Job).where(Job.name == "a")).one()
-            job_a.desired_state = "deleted"
-            tx.add(job_a)
-        svc.reconciler.tick()
-        clock.now += timedelta(minutes=1)
-        assert svc.reconciler.tick().launched == 1
+        _delete_a_then_b_launches(svc, clock)
         assert svc.engine_store.last_refusal(b) is None          # launched since: a new refusal is news
     finally:
         svc.close()
