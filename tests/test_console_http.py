@@ -31,6 +31,7 @@ from orchestrator.engine.states import DesiredState
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.requests import take_relaunch_requests
+from providers.base import InstanceState
 from tests.support import console_world
 from tests.support.manifests import store_unchecked_job
 
@@ -319,7 +320,7 @@ def test_pages_escape_names_and_messages(tmp_path: Path) -> None:
                     owner="t",
                     job_id=job.id,
                     instance_id="i-1",
-                    state="running",
+                    state=InstanceState.RUNNING,
                 ),
                 now=NOW,
             )

@@ -29,6 +29,7 @@ from orchestrator.store.requests import (
     request_stop,
     take_relaunch_requests,
 )
+from providers.base import InstanceState, Market
 from tests._store_db import BACKENDS, open_test_store
 from tests.support import console_world
 from tests.support.manifests import store_unchecked_job
@@ -51,13 +52,13 @@ def _job(store: Store, name: str, manifest: dict[str, object] | None = None) -> 
 
 
 def _attempt(store: Store, job_id: int, launch_id: str, *, provider: str = "aws", generation: int = 1,
-             node_rank: int = 0, instance_id: str | None = "i-1", state: str = "running",
+             node_rank: int = 0, instance_id: str | None = "i-1", state: InstanceState = InstanceState.RUNNING,
              price: float = 2.0, actual: float | None = None) -> int:
     with store.transaction() as tx:
         a = repo.create_attempt(tx, job_id, launch_id, generation=generation, node_rank=node_rank, now=T0)
         repo.record_instance(tx, InstanceRecord(provider=provider, launch_id=launch_id, owner="t", job_id=job_id,
                                                 instance_id=instance_id, instance_type="x1", region="r1",
-                                                market="spot", price_hr=price, actual_price_hr=actual,
+                                                market=Market.SPOT, price_hr=price, actual_price_hr=actual,
                                                 state=state), now=T0)
         assert a.id is not None
         return a.id
