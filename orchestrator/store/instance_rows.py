@@ -36,12 +36,12 @@ class InstanceRecord:
     instance_type: str | None = None
     region: str | None = None
     zone: str | None = None
-    market: str | None = None
+    market: Market | None = None
     price_hr: float | None = None
     actual_price_hr: float | None = None
     gpu: str | None = None
     gpu_count: int | None = None
-    state: str | None = None
+    state: InstanceState | None = None
     raw_state: str | None = None
     public_ip: str | None = None
     ssh_port: int | None = None
