@@ -160,6 +160,7 @@ def test_pages_render_with_their_content(store: Store) -> None:
     job = call(app, "GET", "/jobs/llama-ft")
     assert job.status == 200 and "tl-relaunch" in job.body and "tl-preemption" in job.body
     assert job.body.count("tl-checkpoint") >= 3
+    assert "1x A100-80G · spot</dd>" in job.body      # what the manifest asks for: its market's text
     assert call(app, "GET", "/jobs/nope").status == 404
     assert call(app, "GET", "/nowhere").status == 404
     css = call(app, "GET", "/static/console.css")

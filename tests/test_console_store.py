@@ -14,6 +14,7 @@ from sqlmodel import select
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import DesiredState, JobStatus
 from orchestrator.engine.values import GpuUtilSample
+from orchestrator.manifest.schema import MarketChoice
 from orchestrator.store import console_queries as q
 from orchestrator.store import repo
 from orchestrator.store import spend_series as sp
@@ -322,6 +323,7 @@ def test_job_detail_holds_attempts_checkpoints_and_the_open_request(store: Store
     assert len(d.events) == 5 and d.events_total > 5 and d.events[0].kind == "job.relaunch-requested"
     assert d.open_relaunch is not None and d.open_relaunch.requested_at == now
     assert d.gpu == "1x A100-80G" and d.budget_usd == 60.0 and d.spent_usd > 0
+    assert d.market is MarketChoice.SPOT, "the manifest's market, typed where the store reads it"
 
 
 @pytest.mark.postgres

@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 from orchestrator.config.reach import reach_line
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import FINAL_ATTEMPT_STATES, AttemptState, DesiredState, JobStatus
+from orchestrator.manifest.schema import MarketChoice
 from orchestrator.store.console_values import (
     AttemptView,
     CheckpointView,
@@ -57,9 +58,11 @@ def _gpu_summary(manifest: Mapping[str, Any]) -> str:
     return per_node if nodes in (1, None) else f"{nodes} nodes of {per_node}"
 
 
-def _market(manifest: Mapping[str, Any]) -> str:
+def _market(manifest: Mapping[str, Any]) -> MarketChoice | None:
+    """The manifest's market as its member (None where it names none); ValueError for text that names no member,
+    as the job's stored status and desired state are read."""
     value = manifest.get("market") if isinstance(manifest, Mapping) else None
-    return str(value) if value else ""
+    return MarketChoice(value) if value else None
 
 
 # -- helpers -------------------------------------------------------------------------------------------
