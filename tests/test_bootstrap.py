@@ -159,27 +159,6 @@ def test_wait_for_ssh_gives_up_at_the_deadline() -> None:
     assert now[0] >= 10
 
 
-def test_the_wait_for_the_agents_status_is_one_exec_on_the_node(tmp_path: Path) -> None:
-    from orchestrator.runtime.bootstrap import await_file
-    from providers.ssh.errors import TransportError
-
-    t = LocalTransport(tmp_path)
-    # Written by a process of the node's after the wait began: one exec sees it (no poll from here).
-    t.exec("(sleep 0.3; echo '{}' > status.json) >/dev/null 2>&1 &", timeout=5)
-    assert await_file(t, "status.json", 60) is True
-    assert len([c for c in t.commands if "status.json" in c and "while" in c]) == 1
-    # An empty file is not a status; nothing there by the deadline answers False.
-    (tmp_path / "empty.json").write_text("")
-    assert await_file(t, "empty.json", 0.1) is False
-    assert await_file(t, "never.json", 0.1) is False
-
-    class Down(LocalTransport):
-        def exec(self, cmd: str, timeout: float) -> Result:
-            raise TransportError("connection reset")
-
-    assert await_file(Down(tmp_path), "status.json", 60) is False   # the caller's own reads decide
-
-
 def test_staging_puts_every_file_in_one_exec_with_its_mode(tmp_path: Path) -> None:
     from orchestrator.runtime.bootstrap import stage
 

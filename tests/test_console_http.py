@@ -31,6 +31,7 @@ from orchestrator.engine.states import DesiredState
 from orchestrator.store import repo
 from orchestrator.store.db import Store, open_store
 from orchestrator.store.requests import take_relaunch_requests
+from providers.base import InstanceState
 from tests.support import console_world
 from tests.support.manifests import store_unchecked_job
 
@@ -159,6 +160,7 @@ def test_pages_render_with_their_content(store: Store) -> None:
     job = call(app, "GET", "/jobs/llama-ft")
     assert job.status == 200 and "tl-relaunch" in job.body and "tl-preemption" in job.body
     assert job.body.count("tl-checkpoint") >= 3
+    assert "1x A100-80G · spot</dd>" in job.body      # what the manifest asks for: its market's text
     assert call(app, "GET", "/jobs/nope").status == 404
     assert call(app, "GET", "/nowhere").status == 404
     css = call(app, "GET", "/static/console.css")
@@ -319,7 +321,7 @@ def test_pages_escape_names_and_messages(tmp_path: Path) -> None:
                     owner="t",
                     job_id=job.id,
                     instance_id="i-1",
-                    state="running",
+                    state=InstanceState.RUNNING,
                 ),
                 now=NOW,
             )

@@ -14,6 +14,7 @@ from sqlmodel import select
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import DesiredState, JobStatus
 from orchestrator.engine.values import GpuUtilSample
+from orchestrator.manifest.schema import MarketChoice
 from orchestrator.store import console_queries as q
 from orchestrator.store import repo
 from orchestrator.store import spend_series as sp
@@ -29,6 +30,7 @@ from orchestrator.store.requests import (
     request_stop,
     take_relaunch_requests,
 )
+from providers.base import InstanceState, Market
 from tests._store_db import BACKENDS, open_test_store
 from tests.support import console_world
 from tests.support.manifests import store_unchecked_job
@@ -51,13 +53,13 @@ def _job(store: Store, name: str, manifest: dict[str, object] | None = None) -> 
 
 
 def _attempt(store: Store, job_id: int, launch_id: str, *, provider: str = "aws", generation: int = 1,
-             node_rank: int = 0, instance_id: str | None = "i-1", state: str = "running",
+             node_rank: int = 0, instance_id: str | None = "i-1", state: InstanceState = InstanceState.RUNNING,
              price: float = 2.0, actual: float | None = None) -> int:
     with store.transaction() as tx:
         a = repo.create_attempt(tx, job_id, launch_id, generation=generation, node_rank=node_rank, now=T0)
         repo.record_instance(tx, InstanceRecord(provider=provider, launch_id=launch_id, owner="t", job_id=job_id,
                                                 instance_id=instance_id, instance_type="x1", region="r1",
-                                                market="spot", price_hr=price, actual_price_hr=actual,
+                                                market=Market.SPOT, price_hr=price, actual_price_hr=actual,
                                                 state=state), now=T0)
         assert a.id is not None
         return a.id
@@ -321,6 +323,7 @@ def test_job_detail_holds_attempts_checkpoints_and_the_open_request(store: Store
     assert len(d.events) == 5 and d.events_total > 5 and d.events[0].kind == "job.relaunch-requested"
     assert d.open_relaunch is not None and d.open_relaunch.requested_at == now
     assert d.gpu == "1x A100-80G" and d.budget_usd == 60.0 and d.spent_usd > 0
+    assert d.market is MarketChoice.SPOT, "the manifest's market, typed where the store reads it"
 
 
 @pytest.mark.postgres

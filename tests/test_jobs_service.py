@@ -17,6 +17,7 @@ from orchestrator.app import status as app_status
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import AttemptState, DesiredState
 from orchestrator.store import Store, repo
+from providers.base import InstanceState
 from tests._store_db import BACKENDS, open_test_store
 
 MANIFEST = """\
@@ -145,8 +146,8 @@ def _down_with_a_running_machine(tmp_path: Path, store: Store, name: str, launch
         job = repo.require_job(tx, name)
         repo.create_attempt(tx, job.id, launch_id)
         repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id=launch_id, owner="t",
-                                                     job_id=job.id, instance_id=instance_id, state="running",
-                                                     price_hr=1.0))
+                                                     job_id=job.id, instance_id=instance_id,
+                                                     state=InstanceState.RUNNING, price_hr=1.0))
     app_down.mark_down(store, [name])
 
 
@@ -180,7 +181,7 @@ def test_wait_down_says_at_once_when_no_configured_provider_can_end_a_machine(tm
             repo.create_attempt(tx, job.id, launch)
             repo.record_instance(tx, repo.InstanceRecord(provider=provider, launch_id=launch, owner="t",
                                                          job_id=job.id, instance_id=f"i-{name}",
-                                                         state="running", price_hr=1.0))
+                                                         state=InstanceState.RUNNING, price_hr=1.0))
     app_down.mark_down(store, ["gone", "kept"])
     clock = [0.0]
     engine = _StuckEngine(store)

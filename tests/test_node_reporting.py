@@ -237,7 +237,7 @@ def test_orch_logs_of_a_launch_that_got_no_machine_says_so_not_that_the_machine_
         job_id = repo.require_job(tx, "tiny").id or 0
         attempt = repo.create_attempt(tx, job_id, ATTEMPT.launch_id)
         repo.record_instance(tx, repo.InstanceRecord(provider="runpod", launch_id=ATTEMPT.launch_id, owner="t",
-                                                     job_id=job_id, state="pending", price_hr=1.0))
+                                                     job_id=job_id, state=InstanceState.PENDING, price_hr=1.0))
         repo.transition_attempt(tx, attempt, AttemptState.LAUNCH_REQUESTED)
     runner = CliRunner()
     result = runner.invoke(app, ["logs", "tiny"])

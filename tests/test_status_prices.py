@@ -13,6 +13,7 @@ from orchestrator.app import status as app_status
 from orchestrator.engine.events import EventKind
 from orchestrator.money.spend import charged_price_hr
 from orchestrator.store import Store, repo
+from providers.base import InstanceState, Market
 from tests._store_db import BACKENDS, open_test_store
 from tests.test_jobs_service import manifests
 
@@ -38,7 +39,7 @@ def test_status_shows_quoted_and_actual(tmp_path: Path, store: Store) -> None:
             repo.create_attempt(tx, job.id, launch)
             repo.record_instance(tx, repo.InstanceRecord(
                 provider="vastai", launch_id=launch, owner="t", job_id=job.id, instance_id=launch[:3],
-                state="running", price_hr=0.40, actual_price_hr=actual))
+                state=InstanceState.RUNNING, price_hr=0.40, actual_price_hr=actual))
     report = app_status.status(store)
     doc = report.to_json()
     by = {i["job"]: i for i in doc["instances"]}
@@ -49,7 +50,7 @@ def test_status_shows_quoted_and_actual(tmp_path: Path, store: Store) -> None:
     assert jobs["a"]["burn_usd_per_hour"] == pytest.approx(0.4171)
     with store.transaction() as tx:                              # a later update without a price keeps it
         repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="la00000000001", owner="t",
-                                                     state="running"))
+                                                     state=InstanceState.RUNNING))
     assert {i.job: i.actual_price_hr for i in app_status.status(store).instances}["a"] == 0.4171
 
 
@@ -64,15 +65,16 @@ def test_status_table_prints_quoted_and_actual(tmp_path: Path, store: Store) -> 
         job = repo.require_job(tx, "a")
         repo.create_attempt(tx, job.id, "la00000000001")
         repo.record_instance(tx, repo.InstanceRecord(provider="runpod", launch_id="la00000000001", owner="t",
-                                                     job_id=job.id, instance_id="pod1", state="running",
+                                                     job_id=job.id, instance_id="pod1", state=InstanceState.RUNNING,
                                                      price_hr=1.39, actual_price_hr=1.44))
         repo.record_event(tx, EventKind.LAUNCHED, "runpod pod1 (" + "a very long reason " * 10 + ")", job_id=job.id)
         other = repo.require_job(tx, "b")
         repo.create_attempt(tx, other.id, "lb00000000001")
         repo.record_instance(tx, repo.InstanceRecord(provider="vastai", launch_id="lb00000000001", owner="t",
                                                      job_id=other.id, instance_id="i-0123456789abcdef0123",
-                                                     state="unreachable", region="a-region-with-a-long-name",
-                                                     market="spot", price_hr=0.4))
+                                                     state=InstanceState.UNREACHABLE,
+                                                     region="a-region-with-a-long-name", market=Market.SPOT,
+                                                     price_hr=0.4))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         _print_status(app_status.status(store))

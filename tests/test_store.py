@@ -16,7 +16,7 @@ from orchestrator.store import repo
 from orchestrator.store.db import Store, StoreError, current_revision, database_url, head_revision, open_store
 from orchestrator.store.models import Job
 from orchestrator.store.repo import AppliedJob, Change, InstanceRecord, InvalidTransitionError
-from providers.base import InstanceState
+from providers.base import InstanceState, Market
 from tests._store_db import BACKENDS, open_test_store
 from tests.support.manifests import manifest
 
@@ -177,12 +177,12 @@ def test_instances_upsert_by_launch_id(store: Store) -> None:
     with store.transaction() as tx:
         job, _ = repo.upsert_job(tx, _spec("a"))
         rec = InstanceRecord(provider="aws", launch_id="l0000000000aa", owner="alice", job_id=job.id,
-                             instance_type="p4d.24xlarge", region="us-east-1", zone="us-east-1a", market="spot",
-                             price_hr=9.8, gpu="A100-40G", gpu_count=8, state="pending")
+                             instance_type="p4d.24xlarge", region="us-east-1", zone="us-east-1a", market=Market.SPOT,
+                             price_hr=9.8, gpu="A100-40G", gpu_count=8, state=InstanceState.PENDING)
         repo.record_instance(tx, rec, now=T0)
     with store.transaction() as tx:
         repo.record_instance(tx, InstanceRecord(provider="aws", launch_id="l0000000000aa", owner="alice",
-                                                instance_id="i-123", state="running", public_ip="10.0.0.1",
+                                                instance_id="i-123", state=InstanceState.RUNNING, public_ip="10.0.0.1",
                                                 ssh_port=22, ssh_user="ubuntu", host_keys=("ssh-ed25519 AAA",)),
                              now=T0 + timedelta(minutes=1))
     with store.transaction() as tx:

@@ -14,6 +14,7 @@ from orchestrator.store import queries, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Attempt, Job
 from orchestrator.store.plain_rows import plain_rows
+from providers.base import InstanceState
 from tests._store_db import BACKENDS, open_test_store
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -33,8 +34,9 @@ def _seed(store: Store) -> None:
         tx.flush()
         for i in range(3):
             repo.record_instance(tx, repo.InstanceRecord(provider="lambda", launch_id=f"l{i}", owner="o", job_id=i + 1,
-                                                         instance_type="gpu_1x", state="running", price_hr=1.29,
-                                                         actual_price_hr=None if i else 0.1 + 0.2), now=T0)
+                                                         instance_type="gpu_1x", state=InstanceState.RUNNING,
+                                                         price_hr=1.29, actual_price_hr=None if i else 0.1 + 0.2),
+                                 now=T0)
             tx.add(Attempt(id=i + 1, job_id=i + 1, generation=1, node_rank=0, launch_id=f"l{i}", state="running",
                            started_at=T0 + timedelta(seconds=i), created_at=T0, updated_at=T0,
                            drain_until=None if i else T0 + timedelta(hours=1)))

@@ -206,7 +206,7 @@ def job_failure(store: Store, name: str) -> Failure | None:
 def instance_view(i: InstanceRow, names: Mapping[int, str]) -> InstanceView:
     """The row typed: its state and market are the members their stored text names (ValueError otherwise)."""
     return InstanceView(names.get(i.job_id or 0), i.provider, i.instance_id, i.launch_id, i.instance_type, i.region,
-                        Market(i.market), InstanceState(i.state), float(i.price_hr or 0.0), i.actual_price_hr)
+                        i.typed_market, i.typed_state, float(i.price_hr or 0.0), i.actual_price_hr)
 
 
 def _event_view(e: Event, names: Mapping[int, str]) -> EventView:

@@ -90,23 +90,8 @@ def wait_for_ssh(transport: Transport, deadline_s: float, clock: Callable[[], fl
         sleep(interval_s)
 
 
-#: How often the node itself looks for the file ``await_file`` waits for (no round trip per look).
+#: How often the node itself looks for the agent's first status (``_await_here``: no round trip per look).
 AWAIT_STEP_S = 0.05
-
-
-def await_file(transport: Transport, path: str, deadline_s: float) -> bool:
-    """Wait ON THE NODE, in one exec, until ``path`` exists and is not empty (the agent's first status), at
-    most ``deadline_s``; True when it does. The job starts as soon as the agent writes it, so waiting here
-    rather than a round trip every half second is what puts a replacement's RUNNING right after its start.
-    A connection failure answers False: the caller's own reads decide."""
-    looks = max(1, int(deadline_s / AWAIT_STEP_S))
-    q = shlex.quote(path)
-    cmd = (f"i=0; while [ ! -s {q} ] && [ $i -lt {looks} ]; do sleep {AWAIT_STEP_S}; i=$((i+1)); done; "
-           f"[ -s {q} ]")
-    try:
-        return transport.exec(cmd, timeout=deadline_s + 15).exit_code == 0
-    except _NOT_READY:
-        return False
 
 
 def _secrets_env(names: tuple[str, ...], values: Mapping[str, str]) -> bytes:

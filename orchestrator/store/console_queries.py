@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 from orchestrator.config.reach import reach_line
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import FINAL_ATTEMPT_STATES, AttemptState, DesiredState, JobStatus
+from orchestrator.manifest.schema import MarketChoice
 from orchestrator.store.console_values import (
     AttemptView,
     CheckpointView,
@@ -33,7 +34,6 @@ from orchestrator.store.gpu_util import util_since
 from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, Attempt, CheckpointRow, Event, InstanceRow, Job, Spend
 from orchestrator.store.requests import open_relaunch_request
 from orchestrator.store.spend_series import UNKNOWN_PROVIDER
-from providers.base import InstanceState, Market
 
 _LIVE_ATTEMPT_STATES = [s.value for s in AttemptState if s not in FINAL_ATTEMPT_STATES]
 
@@ -58,9 +58,11 @@ def _gpu_summary(manifest: Mapping[str, Any]) -> str:
     return per_node if nodes in (1, None) else f"{nodes} nodes of {per_node}"
 
 
-def _market(manifest: Mapping[str, Any]) -> str:
+def _market(manifest: Mapping[str, Any]) -> MarketChoice | None:
+    """The manifest's market as its member (None where it names none); ValueError for text that names no member,
+    as the job's stored status and desired state are read."""
     value = manifest.get("market") if isinstance(manifest, Mapping) else None
-    return str(value) if value else ""
+    return MarketChoice(value) if value else None
 
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -135,8 +137,8 @@ def _node(inst: InstanceRow, attempt: Attempt | None, util: Mapping[int, Sequenc
         attempt_id=aid, generation=attempt.generation if attempt else 0, node_rank=attempt.node_rank if attempt else 0,
         launch_id=inst.launch_id, attempt_state=AttemptState(attempt.state) if attempt else None,
         provider=inst.provider, instance_id=inst.instance_id, instance_type=inst.instance_type, region=inst.region,
-        zone=inst.zone, market=Market(inst.market), gpu=inst.gpu, gpu_count=inst.gpu_count,
-        state=InstanceState(inst.state),
+        zone=inst.zone, market=inst.typed_market, gpu=inst.gpu, gpu_count=inst.gpu_count,
+        state=inst.typed_state,
         quoted_hr=float(inst.price_hr or 0.0), actual_hr=inst.actual_price_hr,
         util=tuple(util.get(aid, ())) if aid is not None else ())
 
@@ -218,7 +220,7 @@ def _attempt_view(a: Attempt, inst: InstanceRow | None) -> AttemptView:
         id=a.id, generation=a.generation, node_rank=a.node_rank, launch_id=a.launch_id, state=AttemptState(a.state),
         provider=inst.provider if inst else UNKNOWN_PROVIDER, instance_id=inst.instance_id if inst else None,
         instance_type=inst.instance_type if inst else "", region=inst.region if inst else "",
-        zone=inst.zone if inst else None, market=Market(inst.market) if inst else None,
+        zone=inst.zone if inst else None, market=inst.typed_market if inst else None,
         quoted_hr=float(inst.price_hr or 0.0) if inst else 0.0, actual_hr=inst.actual_price_hr if inst else None,
         created_at=a.created_at, started_at=a.started_at, ended_at=a.ended_at, reason=a.reason,
         checkpoint_restored=a.checkpoint_restored,

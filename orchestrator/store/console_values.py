@@ -8,6 +8,7 @@ from datetime import datetime
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import AttemptState, DesiredState, JobStatus
 from orchestrator.engine.values import RelaunchRequest
+from orchestrator.manifest.schema import MarketChoice
 from providers.base import BURNING_INSTANCE_STATES, InstanceState, Market
 
 # -- values --------------------------------------------------------------------------------------------
@@ -181,7 +182,7 @@ class JobDetail:
     spent_usd: float
     budget_usd: float | None
     gpu: str                         # what the manifest asks for, e.g. "1x A100-80G, H100-80G"
-    market: str
+    market: MarketChoice | None      # what the manifest asks for; None: it names none
     source_path: str | None
     attempts: tuple[AttemptView, ...]     # oldest first
     checkpoints: tuple[CheckpointView, ...]   # oldest first

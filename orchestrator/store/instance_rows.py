@@ -17,12 +17,16 @@ from orchestrator.clock import utcnow
 from orchestrator.store.models import GONE_INSTANCE_STATE_VALUES, InstanceRow
 from orchestrator.store.pg_arrays import pg_array_literal
 from orchestrator.store.row_errors import NotFoundError
-from providers.base import InstanceState
+from providers.base import InstanceState, Market
 
 
 @dataclass(frozen=True, slots=True)
 class InstanceRecord:
-    """What is known of one machine. ``None`` fields leave the stored value as it is on update."""
+    """What is known of one machine. ``None`` fields leave the stored value as it is on update.
+
+    ``state`` and ``market`` are members (TypeError for text): the instances table holds their text, written
+    where the record is stored (``record_instance``, ``update_instances``) and typed again where a row is read
+    (``InstanceRow.typed_state``, ``InstanceRow.typed_market``)."""
 
     provider: str
     launch_id: str
@@ -32,22 +36,36 @@ class InstanceRecord:
     instance_type: str | None = None
     region: str | None = None
     zone: str | None = None
-    market: str | None = None
+    market: Market | None = None
     price_hr: float | None = None
     actual_price_hr: float | None = None
     gpu: str | None = None
     gpu_count: int | None = None
-    state: str | None = None
+    state: InstanceState | None = None
     raw_state: str | None = None
     public_ip: str | None = None
     ssh_port: int | None = None
     ssh_user: str | None = None
     host_keys: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        # A StrEnum is text too, so text would be stored as it is: refused here, where the caller wrote it.
+        if self.state is not None and not isinstance(self.state, InstanceState):
+            raise TypeError(f"state must be an InstanceState, not {self.state!r}")
+        if self.market is not None and not isinstance(self.market, Market):
+            raise TypeError(f"market must be a Market, not {self.market!r}")
+
 
 _INSTANCE_FIELDS = ("job_id", "instance_id", "instance_type", "region", "zone", "market", "price_hr", "actual_price_hr",
                     "gpu", "gpu_count", "state", "raw_state", "public_ip", "ssh_port", "ssh_user")
 _instance_values = operator.attrgetter(*_INSTANCE_FIELDS)     # a record's values of those, in one C call
+_MEMBER_FIELDS = frozenset({"market", "state"})                # stored as their members' text
+
+
+def _given_columns(rec: InstanceRecord) -> list[tuple[str, Any]]:
+    """The record's given (not None) fields as the instances table holds them: members as their text."""
+    return [(n, v.value if n in _MEMBER_FIELDS else v)
+            for n, v in zip(_INSTANCE_FIELDS, _instance_values(rec), strict=True) if v is not None]
 
 
 def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = None) -> InstanceRow:
@@ -56,10 +74,8 @@ def record_instance(tx: Session, rec: InstanceRecord, *, now: datetime | None = 
     row = get_instance_by_launch_id(tx, rec.launch_id)
     if row is None:
         row = InstanceRow(provider=rec.provider, launch_id=rec.launch_id, owner=rec.owner, created_at=now)
-    for name in _INSTANCE_FIELDS:
-        value = getattr(rec, name)
-        if value is not None:
-            setattr(row, name, value)
+    for name, value in _given_columns(rec):
+        setattr(row, name, value)
     if rec.host_keys is not None:
         row.host_keys = list(rec.host_keys)
     row.provider = rec.provider
@@ -77,7 +93,7 @@ def update_instances(tx: Session, recs: Sequence[InstanceRecord], *, now: dateti
     set of given fields: no ORM object per row (the sync records a whole fleet's reported prices at once)."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for rec in recs:
-        given = [(n, v) for n, v in zip(_INSTANCE_FIELDS, _instance_values(rec), strict=True) if v is not None]
+        given = _given_columns(rec)
         names = tuple(n for n, _ in given)
         params = {f"v_{n}": v for n, v in given}
         if rec.host_keys is not None:

@@ -19,7 +19,7 @@ from orchestrator.engine.states import (
     JobStatus,
 )
 from orchestrator.store.types import UTCDateTime
-from providers.base import GONE_INSTANCE_STATES
+from providers.base import GONE_INSTANCE_STATES, InstanceState, Market
 
 #: ``providers.base.GONE_INSTANCE_STATES`` as the strings the instances table holds.
 GONE_INSTANCE_STATE_VALUES: tuple[str, ...] = tuple(sorted(s.value for s in GONE_INSTANCE_STATES))
@@ -137,6 +137,17 @@ class InstanceRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, nullable=False)
     terminated_at: datetime | None = Field(default=None, sa_type=UTCDateTime, nullable=True)
+
+    # The columns hold text (no migration: the values are the members'); these type it where a row is read.
+    @property
+    def typed_state(self) -> InstanceState:
+        """``state`` as its member; ValueError for stored text that names none."""
+        return InstanceState(self.state)
+
+    @property
+    def typed_market(self) -> Market:
+        """``market`` as its member; ValueError for stored text that names none."""
+        return Market(self.market)
 
 
 class Attempt(SQLModel, table=True):

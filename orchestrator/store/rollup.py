@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.engine.events import EventKind
 from orchestrator.engine.states import FINAL_ATTEMPT_STATES
 from orchestrator.store.models import Attempt, Event, InstanceRow, Job, Spend
 from providers.base import BURNING_INSTANCE_STATES, Market
@@ -164,6 +165,7 @@ def job_labels(tx: Session, job_ids: Sequence[int] | None = None) -> tuple[JobLa
     return tuple(out)
 
 
-def events_since(tx: Session, kind: str, since: datetime) -> tuple[Event, ...]:
+def events_since(tx: Session, kind: EventKind, since: datetime) -> tuple[Event, ...]:
     """Events of one kind at or after ``since`` (e.g. this month's budget alerts), oldest first."""
-    return tuple(tx.exec(select(Event).where(Event.kind == kind, col(Event.ts) >= since).order_by(col(Event.id))))
+    return tuple(tx.exec(select(Event).where(Event.kind == kind.value, col(Event.ts) >= since)
+                         .order_by(col(Event.id))))

@@ -265,5 +265,5 @@ class SqlEngineStore(SpendBuffer, AttemptReads, KeptReads, SideTables):
 def _instance_record(inst: Instance, launch_id: str, owner: str, job_id: int | None) -> repo.InstanceRecord:
     return repo.InstanceRecord(
         provider=inst.provider, launch_id=launch_id, owner=owner, job_id=job_id, instance_id=inst.instance_id,
-        state=inst.state.value, raw_state=inst.raw_state or None, public_ip=inst.public_ip, ssh_port=inst.ssh_port,
+        state=inst.state, raw_state=inst.raw_state or None, public_ip=inst.public_ip, ssh_port=inst.ssh_port,
         ssh_user=inst.ssh_user, host_keys=inst.host_keys or None, actual_price_hr=reported_price_hr(inst.price_hr))

@@ -19,7 +19,7 @@ from orchestrator.store import budget_watch, gpu_util, queries, repo, requests, 
 from orchestrator.store.changes import REQUESTS, Counted
 from orchestrator.store.db import Store
 from orchestrator.store.fleet_member import FleetMember
-from providers.base import Offer
+from providers.base import InstanceState, Offer
 
 
 class SideTables:
@@ -115,7 +115,7 @@ def write_attempt(tx: Session, owner: str, job_id: int, offer: Offer, launch_id:
                         checkpoint_restored=checkpoint, now=now)
     repo.record_instance(tx, repo.InstanceRecord(
         provider=offer.provider, launch_id=launch_id, owner=owner, job_id=job_id,
-        instance_type=offer.instance_type, region=offer.region, zone=offer.zone, market=offer.market.value,
-        price_hr=offer.price_hr, gpu=offer.gpu, gpu_count=offer.gpu_count, state="pending"), now=now)
+        instance_type=offer.instance_type, region=offer.region, zone=offer.zone, market=offer.market,
+        price_hr=offer.price_hr, gpu=offer.gpu, gpu_count=offer.gpu_count, state=InstanceState.PENDING), now=now)
     [row] = queries.attempt_columns_by_launch_ids(tx, [launch_id])
     return row

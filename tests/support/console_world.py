@@ -23,7 +23,7 @@ from orchestrator.store import repo
 from orchestrator.store.db import Store
 from orchestrator.store.gpu_util import record_gpu_util
 from orchestrator.store.repo import AppliedJob, InstanceRecord
-from providers.base import InstanceState
+from providers.base import InstanceState, Market
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ def _manifest(name: str, gpu: str, *, market: str = "spot", budget: float | None
 
 
 def _attempt(tx: Any, job_id: int, launch_id: str, *, generation: int, provider: str, itype: str, region: str,
-             zone: str | None, market: str, price: float, gpu: str, created: datetime, node_rank: int = 0,
+             zone: str | None, market: Market, price: float, gpu: str, created: datetime, node_rank: int = 0,
              actual: float | None = None, checkpoint: str | None = None) -> int:
     a = repo.create_attempt(tx, job_id, launch_id, generation=generation, node_rank=node_rank,
                             checkpoint_restored=checkpoint, now=created)
     repo.record_instance(tx, InstanceRecord(provider=provider, launch_id=launch_id, owner="demo", job_id=job_id,
                                             instance_type=itype, region=region, zone=zone, market=market,
-                                            price_hr=price, gpu=gpu, gpu_count=1, state="pending",
+                                            price_hr=price, gpu=gpu, gpu_count=1, state=InstanceState.PENDING,
                                             actual_price_hr=actual), now=created)
     assert a.id is not None
     return a.id
@@ -62,7 +62,7 @@ def _launched(tx: Any, attempt_id: int, launch_id: str, provider: str, instance_
     repo.transition_attempt(tx, attempt_id, AttemptState.LAUNCH_REQUESTED, now=at)
     repo.transition_attempt(tx, attempt_id, AttemptState.LAUNCHED, now=at)
     repo.record_instance(tx, InstanceRecord(provider=provider, launch_id=launch_id, owner="demo",
-                                            instance_id=instance_id, state="running"), now=at)
+                                            instance_id=instance_id, state=InstanceState.RUNNING), now=at)
     repo.transition_attempt(tx, attempt_id, AttemptState.RUNNING, now=at + boot)
 
 
@@ -92,7 +92,7 @@ def _llama(tx: Any, now: datetime) -> tuple[int, int, datetime, datetime]:
     job = _job(tx, "llama-ft", _manifest("llama-ft", "A100-80G", budget=60.0), "jobs/llama.yaml", now - 5 * H)
     g1_start, preempted_at = now - 5 * H, now - 3 * H
     a1 = _attempt(tx, job, "L-llama-1", generation=1, provider="aws", itype="p4de.24xlarge", region="us-east-1",
-                  zone="us-east-1b", market="spot", price=12.3, gpu="A100-80G", created=g1_start)
+                  zone="us-east-1b", market=Market.SPOT, price=12.3, gpu="A100-80G", created=g1_start)
     repo.set_job_status(tx, job, JobStatus.LAUNCHING, now=g1_start)
     _launched(tx, a1, "L-llama-1", "aws", "i-0a1b2c3d4e5f60718", g1_start)
     repo.set_job_status(tx, job, JobStatus.RUNNING, now=g1_start + 3 * M)
@@ -110,7 +110,7 @@ def _llama(tx: Any, now: datetime) -> tuple[int, int, datetime, datetime]:
                       job_id=job, ts=preempted_at)
     relaunch_at = preempted_at + M
     a2 = _attempt(tx, job, "L-llama-2", generation=2, provider="gcp", itype="a2-ultragpu-1g", region="us-central1",
-                  zone="us-central1-a", market="spot", price=2.05, gpu="A100-80G", created=relaunch_at,
+                  zone="us-central1-a", market=Market.SPOT, price=2.05, gpu="A100-80G", created=relaunch_at,
                   checkpoint="s3://ckpt/llama-ft/step-2000")
     repo.count_relaunch(tx, job, now=relaunch_at)
     repo.set_job_status(tx, job, JobStatus.LAUNCHING, now=relaunch_at)
@@ -134,7 +134,7 @@ def _bert(tx: Any, now: datetime) -> tuple[int, list[int]]:
     for rank in (0, 1):
         lid = f"L-bert-{rank}"
         a = _attempt(tx, job, lid, generation=1, node_rank=rank, provider="lambda", itype="gpu_8x_h100_sxm5",
-                     region="us-east-1", zone=None, market="on-demand", price=23.92, gpu="H100-80G", created=start,
+                     region="us-east-1", zone=None, market=Market.ON_DEMAND, price=23.92, gpu="H100-80G", created=start,
                      actual=23.92 if rank == 0 else 24.1)
         attempts.append(a)
         _launched(tx, a, lid, "lambda", f"0920582c7ff041399e34823a0be6254{rank}", start)
@@ -148,7 +148,7 @@ def _evals(tx: Any, now: datetime) -> None:
     start, end = now - 30 * H, now - 21 * H
     job = _job(tx, "eval-sweep", _manifest("eval-sweep", "L4-24G", budget=5.0), "jobs/eval.yaml", start)
     a = _attempt(tx, job, "L-eval-1", generation=1, provider="runpod", itype="NVIDIA L4", region="US", zone=None,
-                 market="spot", price=0.47, gpu="L4-24G", created=start)
+                 market=Market.SPOT, price=0.47, gpu="L4-24G", created=start)
     _launched(tx, a, "L-eval-1", "runpod", "k3l9x0v2", start)
     repo.transition_attempt(tx, a, AttemptState.SUCCEEDED, reason="job exited 0", now=end)
     repo.mark_instance_gone(tx, "L-eval-1", InstanceState.TERMINATED, now=end)
