@@ -12,6 +12,7 @@ from orchestrator.config.budgets import parse_budgets
 from orchestrator.config.errors import ConfigError, ConfigLines
 from orchestrator.config.file import load_config
 from orchestrator.engine.budget import refusal_data
+from orchestrator.money.budget_launch import Refusal, check_launch, refused_limits, refused_limits_from
 from orchestrator.money.budgets import (
     Budget,
     BudgetLedger,
@@ -19,16 +20,12 @@ from orchestrator.money.budgets import (
     BudgetMatch,
     CapStop,
     JobFacts,
-    Refusal,
     Standing,
     ThresholdKey,
     alerted_from,
-    check_launch,
     month_label,
     month_start,
     next_month_start,
-    refused_limits,
-    refused_limits_from,
     review,
 )
 

@@ -20,7 +20,8 @@ from orchestrator.config.file import OrchConfig
 from orchestrator.daemon.assembly import Service, build_service
 from orchestrator.engine import budget as engine_budget
 from orchestrator.engine.states import JobStatus
-from orchestrator.money.budgets import Budget, BudgetVerdict
+from orchestrator.money.budget_launch import BudgetVerdict
+from orchestrator.money.budgets import Budget
 from orchestrator.store.rollup import burn_by_job
 from providers.errors import InsufficientCapacityError
 from tests._store_db import BACKENDS, database_url_for

@@ -181,7 +181,7 @@ def _with_budgets(store: Store, plans: Sequence[JobPlan], pending: Sequence[Load
     took (one job per host), and an offer its own ``budget_usd`` refuses (``spent``: what each job has spent so
     far, per name: a relaunch's budget has that much less left); the config's budgets then judge it
     (each allowed launch counts for the next). A job refused or left without an offer waits."""
-    from orchestrator.money.budgets import check_launch
+    from orchestrator.money.budget_launch import check_launch
     from orchestrator.money.spend import would_break_budget
     from orchestrator.store.budget_watch import read_ledger
     from providers.offer import OfferOrigin

@@ -36,15 +36,8 @@ from orchestrator.engine.gang_end import end_others
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
-from orchestrator.money.budgets import (
-    BudgetLedger,
-    BudgetVerdict,
-    CapStopJob,
-    Refusal,
-    RefusedLimits,
-    check_launch,
-    refused_limits,
-)
+from orchestrator.money.budget_launch import BudgetVerdict, Refusal, RefusedLimits, check_launch, refused_limits
+from orchestrator.money.budgets import BudgetLedger, CapStopJob
 from orchestrator.money.spend import charged_price_hr, reported_price_hr
 from providers.base import Market, Offer, new_launch_id
 

@@ -18,7 +18,7 @@ from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
-from orchestrator.money.budgets import BudgetVerdict
+from orchestrator.money.budget_launch import BudgetVerdict
 from providers.base import Offer
 
 __all__ = ["abort", "complete", "end_others", "launch", "others_live", "site_offers"]

@@ -24,7 +24,7 @@ from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.recovery_facts import preempted_places
 from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.engine.tick import TickLog
-from orchestrator.money.budgets import BudgetVerdict
+from orchestrator.money.budget_launch import BudgetVerdict
 from orchestrator.money.spend import would_break_budget
 from orchestrator.offers.planner import PlannedOffer, plan
 from orchestrator.offers.sources import offer_sources

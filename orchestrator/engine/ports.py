@@ -22,7 +22,8 @@ from providers.base import Instance, Offer
 if TYPE_CHECKING:
     from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
     from orchestrator.manifest.schema import Manifest
-    from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict, RefusedLimits
+    from orchestrator.money.budget_launch import BudgetVerdict, RefusedLimits
+    from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview
 
 __all__ = ["AttemptRecord", "EngineStore", "FleetSpotRun", "JobRecord"]
 

@@ -17,16 +17,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from orchestrator.engine.events import EventKind
+from orchestrator.money.budget_launch import RefusedLimits, refused_limits_from
 from orchestrator.money.budgets import (
     Budget,
     BudgetLedger,
     BudgetReview,
     JobFacts,
-    RefusedLimits,
     alerted_from,
     month_label,
     month_start,
-    refused_limits_from,
     review,
 )
 

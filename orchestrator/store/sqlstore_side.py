@@ -14,7 +14,8 @@ from orchestrator.engine.ports import AttemptRecord, FleetSpotRun
 from orchestrator.engine.recovery_policy import SpotRun
 from orchestrator.engine.states import AttemptState, EndCause
 from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
-from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, BudgetVerdict, RefusedLimits
+from orchestrator.money.budget_launch import BudgetVerdict, RefusedLimits
+from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview
 from orchestrator.store import budget_watch, gpu_util, queries, repo, requests, spot_history
 from orchestrator.store.changes import REQUESTS, Counted
 from orchestrator.store.db import Store

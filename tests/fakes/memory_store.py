@@ -13,18 +13,8 @@ from orchestrator.engine.recovery_policy import SpotRun
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.values import GpuUtilSample, RelaunchRequest
 from orchestrator.manifest.schema import Manifest
-from orchestrator.money.budgets import (
-    Budget,
-    BudgetLedger,
-    BudgetReview,
-    BudgetVerdict,
-    JobFacts,
-    RefusedLimits,
-    alerted_from,
-    month_label,
-    refused_limits_from,
-    review,
-)
+from orchestrator.money.budget_launch import BudgetVerdict, RefusedLimits, refused_limits_from
+from orchestrator.money.budgets import Budget, BudgetLedger, BudgetReview, JobFacts, alerted_from, month_label, review
 from orchestrator.money.spend import reported_price_hr
 from providers.base import Instance, Market, Offer
 from tests.support.manifests import manifest_doc
