@@ -53,22 +53,19 @@ class LiveOffers:
     """Catalog, own machines and live offers (marked source=live) from every configured provider that prices
     live, for every request of one quote: the providers are built once (the GPU list asks once per GPU count, and
     was building them, asking each and noting each failure once per count). Only here are SDKs imported, and only
-    those of providers that price live: GCP's and Azure's cost seconds to import and price nothing here (every
-    section is still validated, as building it would). A provider that cannot be reached is noted on stderr once
-    and not asked again; its catalog rows stay. ``close()`` closes the providers.
+    those of providers that price live (``build_live_providers``). A provider that cannot be reached is noted on
+    stderr once and not asked again; its catalog rows stay. ``close()`` closes the providers.
     """
 
     def __init__(self) -> None:
         from orchestrator.config.errors import ConfigError
         from orchestrator.config.file import load_config
-        from orchestrator.config.providers import build_providers, check_provider_settings
+        from orchestrator.config.providers import build_live_providers
         from orchestrator.offers.sources import offer_sources
-        from providers.registry import prices_live
 
         try:
             config = load_config()
-            check_provider_settings(config)
-            self.providers = build_providers(config, {n for n in config.enabled_providers() if prices_live(n)})
+            self.providers = build_live_providers(config)
             self.sources = offer_sources((), providers=self.providers, config=config, live=True)
         except ConfigError as exc:
             fail(str(exc), EXIT_BAD_INPUT)
