@@ -41,12 +41,16 @@ class ProviderEntry:
     #: True where orch launches a job of several machines there (the adapter's ``Capability.MULTI_NODE``, which
     #: tests/test_planner.py holds this to): the planner excludes the others' offers for a multi-node job.
     multi_node: bool = False
+    #: True where the adapter prices without launching (its ``Capability.LIVE_OFFERS``, which
+    #: tests/test_planner.py holds this to): ``orch quote --live`` builds only these, not every SDK configured.
+    live_offers: bool = False
 
 
 PROVIDERS: tuple[ProviderEntry, ...] = (
     ProviderEntry("aws", "providers.aws", "AwsProvider", "AWS EC2", "aws",
                   "add `aws: {regions: [us-east-1]}` under providers in orch's config; credentials from "
-                  "`aws configure`, AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", multi_node=True),
+                  "`aws configure`, AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", multi_node=True,
+                  live_offers=True),
     ProviderEntry("gcp", "providers.gcp", "GcpProvider", "Google Compute Engine", "gcp",
                   "add `gcp: {project: P, zones: [us-central1-a]}` under providers; credentials from "
                   "`gcloud auth application-default login` or GOOGLE_APPLICATION_CREDENTIALS", multi_node=True),
@@ -55,12 +59,13 @@ PROVIDERS: tuple[ProviderEntry, ...] = (
                   "credentials from `az login` or AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET",
                   multi_node=True),
     ProviderEntry("runpod", "providers.runpod", "RunPodProvider", "RunPod", None,
-                  "add `runpod: {}` under providers and export RUNPOD_API_KEY"),
+                  "add `runpod: {}` under providers and export RUNPOD_API_KEY", live_offers=True),
     ProviderEntry("vastai", "providers.vastai", "VastProvider", "Vast.ai", None,
                   "add `vastai: {}` under providers and export VAST_API_KEY (or `vastai set api-key`)",
-                  fixed_disk=True),
+                  fixed_disk=True, live_offers=True),
     ProviderEntry("lambda", "providers.lambdalabs", "LambdaProvider", "Lambda Cloud", None,
-                  "add `lambda: {}` under providers and export LAMBDA_API_KEY", fixed_disk=True),
+                  "add `lambda: {}` under providers and export LAMBDA_API_KEY", fixed_disk=True,
+                  live_offers=True),
     ProviderEntry("ssh", "providers.ssh", "SshProvider", "Your own machines (SSH)", None,
                   "declare hosts under providers.ssh.hosts (address, user, key_path, gpu, gpu_count, host_key)",
                   config_offers="providers.ssh.offers:host_offers", fixed_disk=True, multi_node=True),
@@ -136,6 +141,12 @@ def launches_multi_node(provider: str) -> bool:
     """Whether orch launches a job of several machines on ``provider`` (unknown names: no)."""
     e = _BY_NAME.get(PROVIDER_ALIASES.get(provider, provider))
     return e is not None and e.multi_node
+
+
+def prices_live(provider: str) -> bool:
+    """Whether ``provider``'s adapter prices without launching (unknown names: no)."""
+    e = _BY_NAME.get(PROVIDER_ALIASES.get(provider, provider))
+    return e is not None and e.live_offers
 
 
 def create_provider(name: str, settings: BaseModel | None = None) -> Provider:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests._jobs_clouds import FakeClouds, start_clouds
 
@@ -80,3 +81,24 @@ def test_the_gpu_list_builds_and_asks_live_providers_once_not_once_per_count(tmp
     notes = [line for line in out.stderr.splitlines() if line.startswith("note: --live: vastai")]
     assert len(notes) == 1, out.stderr
     assert "H100-80G" in out.stdout          # the catalog's rows stay
+
+
+def test_live_builds_only_the_providers_that_price_live_and_still_checks_every_section(
+        clouds: FakeClouds, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--live`` (quote, plan) asks only the providers that price live: building GCP and Azure too imported their
+    SDKs (seconds) for nothing. A bad section of one it does not build is still refused, as building it was."""
+    from orchestrator.config.errors import ConfigError
+    from orchestrator.config.file import load_config
+    from orchestrator.config.providers import build_live_providers
+
+    for name, value in clouds.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ORCH_CONFIG", str(clouds.write_config(tmp_path / "config.yaml")))
+    built = build_live_providers(load_config())
+    for p in built.values():
+        p.close()  # type: ignore[attr-defined]
+    assert sorted(built) == ["lambda", "runpod", "vastai"]        # gcp and azure configured, not built
+    bad = {**clouds.sections(), "gcp": {**clouds.sections()["gcp"], "zonez": ["us-east5-a"]}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"owner": "tester", "providers": bad}))
+    with pytest.raises(ConfigError, match="zonez"):
+        build_live_providers(load_config())

@@ -79,7 +79,9 @@ def machines(tmp_path: Path) -> Iterator[tuple[Sshd, Sshd]]:
 
 def engine(tmp_path: Path, a: Sshd, b: Sshd, clock: Clock) -> tuple[Service, SshProvider, TransportPool]:
     hosts = (host_settings("host-a", a, 0.40, "site-a"), host_settings("host-b", b, 0.90, "site-b"))
-    provider = SshProvider(ssh_settings(hosts, a, tmp_path))
+    # A dead host refuses at once; the transport's reconnect backoff (tests/test_ssh_transport.py, on a fake clock)
+    # only met that refusal again for a real second on each of the ten ticks A is waited for.
+    provider = SshProvider(ssh_settings(hosts, a, tmp_path).model_copy(update={"reconnect_deadline_s": 0.0}))
     catalog = provider.offers(GpuRequest(gpus=(GPU,), count=2))
     pool = TransportPool({"ssh": provider})
     store = SqlEngineStore(open_store(f"sqlite:///{tmp_path / 'orch.db'}"), OWNER, catalog=catalog)

@@ -5,12 +5,14 @@ aws at $17.30/h on a config with only gcp, where `apply --dry-run` then found no
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
+from tests.fakes.lambda_cloud import LambdaFake, start_lambda_fake
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,8 +51,20 @@ def test_plan_chooses_what_apply_launches_and_hints_the_cheaper_rest(config: Pat
     assert json.loads(out)[0]["chosen"]["provider"] == "aws"
 
 
-def test_with_no_configured_offer_plan_says_no_offer_as_apply_does(config: Path) -> None:
-    config.write_text("owner: alice\nproviders:\n  lambda: {}\n")
+@pytest.fixture()
+def lambda_cloud() -> Iterator[tuple[LambdaFake, str]]:
+    """A local Lambda: the real endpoint is no test's to call (where it was unreachable, its quote waited out
+    the adapter's one-second pacing and six retries, 17 s, for the same verdict)."""
+    fake, server = start_lambda_fake()
+    yield fake, f"{server.url}/api/v1"
+    server.stop()
+
+
+def test_with_no_configured_offer_plan_says_no_offer_as_apply_does(config: Path,
+                                                                    lambda_cloud: tuple[LambdaFake, str]) -> None:
+    fake, url = lambda_cloud     # Lambda has no spot market: command.yaml's spot job has no offer there
+    config.write_text(f"owner: alice\nproviders:\n  lambda: {{api_key: {fake.api_key}, base_url: '{url}', "
+                      "min_interval_s: 0}\n")
     manifest = str(ROOT / "examples" / "command.yaml")
     code, out, _ = _run("plan", manifest, "--json")
     [job] = json.loads(out)
@@ -59,3 +73,4 @@ def test_with_no_configured_offer_plan_says_no_offer_as_apply_does(config: Path)
     code, out, err = _run("apply", manifest, "--dry-run", "--json")
     assert code == 0, err
     assert [launch["offer"] for launch in json.loads(out)["launches"]] == [None]
+    assert any(r.path.endswith("/instance-types") for r in fake.requests)     # Lambda's live prices were asked

@@ -216,6 +216,17 @@ def test_the_registry_says_multi_node_exactly_where_the_adapter_has_the_capabili
         assert launches_multi_node(e.name) is (Capability.MULTI_NODE in adapter.capabilities), e.name
 
 
+def test_the_registry_says_live_offers_exactly_where_the_adapter_has_the_capability() -> None:
+    import importlib
+
+    from providers.base import Capability
+    from providers.registry import PROVIDERS, prices_live
+
+    for e in PROVIDERS:
+        adapter = getattr(importlib.import_module(f"{e.package}.adapter"), e.adapter_class)
+        assert prices_live(e.name) is (Capability.LIVE_OFFERS in adapter.capabilities), e.name
+
+
 def test_every_fabric_fact_names_a_catalog_instance_type() -> None:
     from providers.catalog import load_catalog
     from providers.fabric import FABRICS

@@ -33,12 +33,14 @@ def load_config_or_fail(as_json: bool = False) -> OrchConfig:
         fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
 
 
-def build_providers_or_fail(config: OrchConfig, as_json: bool = False) -> dict[str, Provider]:
+def build_providers_or_fail(config: OrchConfig, as_json: bool = False, *, live_only: bool = False
+                            ) -> dict[str, Provider]:
+    """Every enabled provider built, or (``live_only``: what ``--live`` asks) those that price live."""
     from orchestrator.config.errors import ConfigError
-    from orchestrator.config.providers import build_providers
+    from orchestrator.config.providers import build_live_providers, build_providers
 
     try:
-        return build_providers(config)
+        return build_live_providers(config) if live_only else build_providers(config)
     except ConfigError as exc:
         fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
 

@@ -113,7 +113,7 @@ def plan_cmd(
 
         sys.stderr.write(wrap("note: no provider is configured, so `orch apply` launches nothing; planned on every "
                               "provider's offers (`orch providers` says how to configure one)") + "\n")
-    providers = build_providers_or_fail(config) if live and config is not None else {}
+    providers = build_providers_or_fail(config, live_only=True) if live and config is not None else {}
     try:
         from orchestrator.app.preflight import boot_check_for
 

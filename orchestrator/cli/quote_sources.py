@@ -52,20 +52,20 @@ def offers_for(req: GpuRequest, catalog: Sequence[Offer], live: bool, noted: set
 class LiveOffers:
     """Catalog, own machines and live offers (marked source=live) from every configured provider that prices
     live, for every request of one quote: the providers are built once (the GPU list asks once per GPU count, and
-    was building them, asking each and noting each failure once per count). Only here are SDKs imported. A
-    provider that cannot be reached is noted on stderr once and not asked again; its catalog rows stay.
-    ``close()`` closes the providers.
+    was building them, asking each and noting each failure once per count). Only here are SDKs imported, and only
+    those of providers that price live (``build_live_providers``). A provider that cannot be reached is noted on
+    stderr once and not asked again; its catalog rows stay. ``close()`` closes the providers.
     """
 
     def __init__(self) -> None:
         from orchestrator.config.errors import ConfigError
         from orchestrator.config.file import load_config
-        from orchestrator.config.providers import build_providers
+        from orchestrator.config.providers import build_live_providers
         from orchestrator.offers.sources import offer_sources
 
         try:
             config = load_config()
-            self.providers = build_providers(config)
+            self.providers = build_live_providers(config)
             self.sources = offer_sources((), providers=self.providers, config=config, live=True)
         except ConfigError as exc:
             fail(str(exc), EXIT_BAD_INPUT)

@@ -33,6 +33,16 @@ def build_providers(config: OrchConfig, only: set[str] | None = None) -> dict[st
     return built
 
 
+def build_live_providers(config: OrchConfig) -> dict[str, Provider]:
+    """The enabled providers that price live (the registry's ``live_offers``), built: what ``--live`` asks. The
+    others are not built (GCP's and Azure's SDKs cost seconds to import and price nothing live), but every
+    enabled section is validated as building it would, so a bad one is still a ConfigError."""
+    from providers.registry import prices_live
+
+    check_provider_settings(config)
+    return build_providers(config, {name for name in config.enabled_providers() if prices_live(name)})
+
+
 def provider_settings(config: OrchConfig, name: str) -> BaseModel:
     """Provider ``name``'s section validated by its Settings (no section: its defaults), the one place a
     section's mapping is read; a bad section raises ConfigError (``settings_error``: file, line, field)."""
