@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from orchestrator.engine.states import EndCause, JobStatus
 from orchestrator.money.budgets import Budget, BudgetMatch, CapStop
 from orchestrator.store.models import Attempt, Event, Job
 from providers.base import Offer
+from tests._store_db import BACKENDS, database_url_for
 from tests.fakes.memory_provider import MemoryProvider
 from tests.test_engine import ReportingMonitor
 from tests.test_engine_budgets import ON_DEMAND, OWN, SPOT, Clock, manifest, submit
@@ -128,3 +131,109 @@ def test_at_the_cap_two_daemons_end_each_paid_machine_once_and_relaunch_nothing_
     finally:
         for svc in fleet.values():
             svc.close()
+
+
+# --- a job's own budget_usd ----------------------------------------------------------------------------------
+
+#: $1.20/h on demand; a $1.30 budget (a launch assumes at least an hour: $1.20, under it) is spent 65 minutes in.
+A10G = replace(ON_DEMAND, instance_type="g5.xlarge", gpu="A10G-24G", gpu_count=1, vram_gb=24, price_hr=1.20)
+BUDGET = 1.30
+TICK = timedelta(minutes=5)
+
+
+def budget_job(name: str) -> str:
+    return (f"apiVersion: orch/v1\nkind: Job\nname: {name}\nproject: nlp\nresources: {{gpu: A10G-24G, count: 1}}\n"
+            f"market: on-demand\npolicies: {{budget_usd: {BUDGET}, estimated_hours: 0.5}}\n"
+            "run: {launcher: command, command: x}\n")
+
+
+def ledger_usd(svc: Service, name: str) -> float:
+    """What the store's ledger holds for job ``name`` (every daemon's charges), ``svc``'s buffer written first."""
+    from orchestrator.store.models import Spend
+
+    svc.engine_store.flush()                    # type: ignore[attr-defined]
+    assert svc.store is not None
+    with svc.store.transaction() as tx:
+        job = tx.exec(select(Job.id).where(Job.name == name)).one()
+        return sum(s.usd for s in tx.exec(select(Spend).where(Spend.job_id == job)))
+
+
+def stopped_by_its_budget(svc: Service, aws: MemoryProvider, launched: datetime, stopped: datetime) -> None:
+    """Job ``train`` was stopped once, within a tick of its budget, its whole spend counted (every daemon's)."""
+    assert statuses(svc)["train"] == JobStatus.STOPPED.value
+    assert ends(svc)["train"] == [("terminated", EndCause.BUDGET_STOP.value)]
+    assert kinds_by_job(svc, "budget-stop") == Counter({"train": 1})
+    assert not [i for i in aws.live() if i.job == "train"]
+    one_tick = A10G.price_hr * (TICK / timedelta(hours=1))
+    # Charged from its launch to its stop, once: nothing lost or charged twice where the daemons changed ...
+    assert ledger_usd(svc, "train") == pytest.approx(A10G.price_hr * ((stopped - launched) / timedelta(hours=1)))
+    # ... and stopped at the first tick its spend reached the budget, not one more budget's worth later.
+    assert BUDGET - 1e-9 <= ledger_usd(svc, "train") <= BUDGET + one_tick
+
+
+def _tick_until_stopped(daemons: list[Service], clock: Clock) -> datetime:
+    """Tick ``daemons`` (each round: each in turn, then a tick of time) until ``train`` is stopped; when."""
+    for _ in range(40):
+        for svc in daemons:
+            svc.reconciler.tick()
+        if statuses(daemons[0])["train"] == JobStatus.STOPPED.value:
+            return clock.now
+        clock.now += TICK
+    raise AssertionError(f"never stopped: {statuses(daemons[0])}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_jobs_own_budget_stops_it_once_across_a_restart(backend: str, tmp_path: Path) -> None:
+    """30 minutes in ($0.60 of $1.30) the daemon restarts; the new one counts what its predecessor charged and
+    stops the job when the whole reaches the budget, with one ``budget-stop`` event."""
+    clock, aws = Clock(), MemoryProvider("aws", [A10G])
+    with contextmanager(database_url_for)(backend, tmp_path) as url:
+        name = "d1" if backend == "postgresql" else None
+        svc = daemon(url, clock, {"aws": aws}, [A10G], name)
+        try:
+            submit(svc, tmp_path, clock, ("train", budget_job("train")))
+            launched = clock.now
+            for _ in range(6):
+                svc.reconciler.tick()
+                clock.now += TICK
+            assert statuses(svc)["train"] == JobStatus.RUNNING.value
+        finally:
+            svc.close()
+        svc = daemon(url, clock, {"aws": aws}, [A10G], name)       # a restart
+        try:
+            stopped = _tick_until_stopped([svc], clock)
+            stopped_by_its_budget(svc, aws, launched, stopped)
+            for _ in range(3):
+                clock.now += TICK
+                assert svc.reconciler.tick().launched == 0
+            assert kinds_by_job(svc, "budget-stop") == Counter({"train": 1})
+        finally:
+            svc.close()
+
+
+@pytest.mark.postgres
+def test_a_jobs_own_budget_counts_what_each_daemon_charged_when_its_lease_moves(pg: str, tmp_path: Path) -> None:
+    """d1 alone drives ``other`` and ``train`` for 30 minutes ($0.60 of train's $1.30); d2 joins, the shares
+    change, and d1 gives ``train`` to d2 mid-run. d2 stops it when the spend BOTH charged reaches the budget:
+    once, within a tick, its ledger whole (d1's part neither lost nor charged again)."""
+    clock, aws = Clock(), MemoryProvider("aws", [A10G])
+    d1 = daemon(pg, clock, {"aws": aws}, [A10G], "d1")
+    d2: Service | None = None
+    try:
+        submit(d1, tmp_path, clock, ("other", budget_job("other").replace(f"budget_usd: {BUDGET}, ", "")))
+        submit(d1, tmp_path, clock, ("train", budget_job("train")))
+        launched = clock.now
+        for _ in range(6):
+            d1.reconciler.tick()
+            clock.now += TICK
+        assert held_by(d1, ("other", "train")) == {"other", "train"}
+        d2 = daemon(pg, clock, {"aws": aws}, [A10G], "d2")
+        stopped = _tick_until_stopped([d1, d2], clock)
+        assert held_by(d1, ("other", "train")) == {"other"} and held_by(d2, ("other", "train")) == {"train"}
+        stopped_by_its_budget(d2, aws, launched, stopped)
+        assert ledger_usd(d2, "train") > 0.6 - 1e-9     # d1's part is in it
+        assert statuses(d2)["other"] == JobStatus.RUNNING.value
+    finally:
+        d1.close()
+        if d2 is not None:
+            d2.close()
