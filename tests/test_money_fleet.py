@@ -10,7 +10,7 @@ or a daemon joining takes its share). The PostgreSQL tests run where ORCH_TEST_D
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -237,3 +237,171 @@ def test_a_jobs_own_budget_counts_what_each_daemon_charged_when_its_lease_moves(
         d1.close()
         if d2 is not None:
             d2.close()
+
+
+# --- max_relaunches ------------------------------------------------------------------------------------------
+
+SPOT_A10G = replace(A10G, market=SPOT.market, price_hr=0.40)
+SPOT_A10G_B = replace(SPOT_A10G, zone="use1-az2")
+PLACES = [SPOT_A10G, SPOT_A10G_B, replace(A10G, zone="use1-az3")]
+#: Three relaunches, then the fourth loss fails the job: spot preempted in one zone (it cools down for six
+#: hours), then in the other, so the next machine is the on-demand one; it vanishes (lost); the next one
+#: never reports (its boot timeout).
+LOSSES = ("preempted", "preempted", "vanished", "boot-timeout")
+ENDS = [("preempted", "preempted"), ("preempted", "preempted"), ("failed", "lost"), ("failed", "boot-timeout")]
+RELAUNCH_SETTINGS = ServiceSettings(lease_ttl=TTL, boot_timeout=timedelta(minutes=20),
+                                    heartbeat_timeout=timedelta(days=60), unreachable_grace=timedelta(days=60))
+
+
+class MutingMonitor(ReportingMonitor):
+    """Every agent answers, except (while ``mute_new``) those of machines it has not heard from yet: a node that
+    never reports, which its boot timeout ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard: set[str] = set()
+        self.mute_new = False
+
+    def read(self, job, attempt, instance):  # type: ignore[no-untyped-def]
+        if self.mute_new and instance.instance_id not in self.heard:
+            return None
+        self.heard.add(instance.instance_id)
+        return super().read(job, attempt, instance)
+
+
+def spot_daemon(url: str, clock: Clock, aws: MemoryProvider, monitor: MutingMonitor, name: str | None,
+                ttl: timedelta = TTL) -> Service:
+    svc = build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws},
+                        catalog=PLACES, lease_owner=name, clock=clock, monitor=monitor,
+                        settings=replace(RELAUNCH_SETTINGS, lease_ttl=ttl))
+    if name is not None:
+        svc.engine_store.join(clock())          # type: ignore[attr-defined]
+    return svc
+
+
+def lose(kind: str, aws: MemoryProvider, monitor: MutingMonitor) -> None:
+    """The cloud (or the node) loses the job's one machine as ``kind`` says."""
+    if kind == "boot-timeout":
+        return          # nothing to do: its node has not reported since it started (``MutingMonitor.mute_new``)
+    [machine] = aws.live()
+    if kind == "preempted":
+        aws.preempt(machine.instance_id)
+    else:
+        with aws.cloud.lock:
+            del aws.cloud.instances[machine.instance_id]     # vanished: the cloud no longer lists it
+
+
+def relaunch_cap_run(daemons: dict[str, Service], between: Callable[[], None], clock: Clock, aws: MemoryProvider,
+                     monitor: MutingMonitor) -> Service:
+    """Run ``train`` (max_relaunches 3) through ``LOSSES``, calling ``between`` after each loss was handled but
+    the last (a restart, a lease moving); each round every daemon of ``daemons`` ticks. Returns one of them."""
+
+    def first() -> Service:
+        return next(iter(daemons.values()))
+
+    def round_() -> None:
+        for svc in list(daemons.values()):
+            svc.reconciler.tick()
+        clock.now += TICK
+
+    def running() -> bool:
+        return statuses(first())["train"] == JobStatus.RUNNING.value and len(aws.live()) == 1
+
+    for n, kind in enumerate(LOSSES):
+        for _ in range(30):                     # until it runs again (a boot timeout: until it ends, below)
+            if running() or kind == "boot-timeout":
+                break
+            round_()
+        assert running() or kind == "boot-timeout", (kind, statuses(first()), ends(first()))
+        lose(kind, aws, monitor)
+        for _ in range(6 if kind == "boot-timeout" else 1):      # a boot timeout: 20 minutes unheard
+            round_()
+        # The machine after the third loss never reports: its boot timeout is the fourth loss.
+        monitor.mute_new = LOSSES[n + 1:n + 2] == ("boot-timeout",)
+        if n < len(LOSSES) - 1:
+            between()
+    return first()
+
+
+def capped(svc: Service) -> None:
+    """``train`` failed at its fourth loss: 4 machines in all (3 relaunches), one ``relaunch-cap`` event."""
+    assert ends(svc)["train"] == ENDS
+    assert statuses(svc)["train"] == JobStatus.FAILED.value
+    assert kinds_by_job(svc, "relaunch-cap") == Counter({"train": 1})
+    assert svc.engine_store.job(job_id_of(svc, "train")).relaunch_count == 3
+
+
+def job_id_of(svc: Service, name: str) -> int:
+    assert svc.store is not None
+    with svc.store.transaction() as tx:
+        found = tx.exec(select(Job.id).where(Job.name == name)).one()
+    assert found is not None
+    return found
+
+
+def spot_job() -> str:
+    return ("apiVersion: orch/v1\nkind: Job\nname: train\nproject: nlp\nresources: {gpu: A10G-24G, count: 1}\n"
+            "market: auto\npolicies: {max_relaunches: 3, preempted_zone_cooldown: 6h}\n"
+            "run: {launcher: command, command: x}\n")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_relaunches_holds_with_the_daemon_restarted_after_every_loss(backend: str, tmp_path: Path) -> None:
+    """Two preemptions, a vanished machine: each a relaunch, counted in the store, each handled by a daemon
+    started after the last one; the fourth loss (a boot timeout) fails the job (one ``relaunch-cap``), nothing
+    relaunches."""
+    clock, aws, monitor = Clock(), MemoryProvider("aws", PLACES), MutingMonitor()
+    name = "d1" if backend == "postgresql" else None
+    with contextmanager(database_url_for)(backend, tmp_path) as url:
+        daemons = {"d": spot_daemon(url, clock, aws, monitor, name)}
+
+        def restart() -> None:
+            daemons["d"].close()
+            daemons["d"] = spot_daemon(url, clock, aws, monitor, name)
+
+        try:
+            submit(daemons["d"], tmp_path, clock, ("train", spot_job()))
+            svc = relaunch_cap_run(daemons, restart, clock, aws, monitor)
+            for _ in range(6):
+                assert svc.reconciler.tick().launched == 0
+                clock.now += TICK
+            capped(svc)
+            assert aws.live() == []
+        finally:
+            daemons["d"].close()
+
+
+@pytest.mark.postgres
+def test_max_relaunches_holds_with_the_jobs_lease_moving_to_the_other_daemon_after_every_loss(
+        pg: str, tmp_path: Path) -> None:
+    """Two daemons; after each loss the job's holder dies, the other takes the job over once the dead one's
+    registration has lapsed (its lease TTL, 10 minutes here), and the dead one starts again beside it: each loss
+    is handled by another daemon than the last, and the cap counts them all."""
+    clock, aws, monitor = Clock(), MemoryProvider("aws", PLACES), MutingMonitor()
+    ttl = timedelta(minutes=10)
+    daemons = {n: spot_daemon(pg, clock, aws, monitor, n, ttl) for n in ("d1", "d2")}
+    holders: list[str] = []
+
+    def move() -> None:
+        [holder] = [n for n, svc in daemons.items() if held_by(svc, ("train",))]
+        holders.append(holder)
+        daemons[holder].close()                                 # it dies
+        [other] = [n for n in daemons if n != holder]
+        for _ in range(3):                                      # 15 minutes: its registration lapses
+            clock.now += TICK
+            daemons[other].reconciler.tick()
+        assert held_by(daemons[other], ("train",)) == {"train"}
+        daemons[holder] = spot_daemon(pg, clock, aws, monitor, holder, ttl)     # back, beside the other
+
+    try:
+        submit(daemons["d1"], tmp_path, clock, ("train", spot_job()))
+        svc = relaunch_cap_run(daemons, move, clock, aws, monitor)
+        assert holders[:3] in (["d1", "d2", "d1"], ["d2", "d1", "d2"])      # each loss met by another daemon
+        for _ in range(6):
+            assert all(d.reconciler.tick().launched == 0 for d in daemons.values())
+            clock.now += TICK
+        capped(svc)
+        assert aws.live() == []
+    finally:
+        for d in daemons.values():
+            d.close()
