@@ -405,3 +405,105 @@ def test_max_relaunches_holds_with_the_jobs_lease_moving_to_the_other_daemon_aft
     finally:
         for d in daemons.values():
             d.close()
+
+
+# --- deadlines -----------------------------------------------------------------------------------------------
+
+#: A 10-hour job due 10 h 15 min after it was applied: on spot still in its restart overhead, a preemption would
+#: miss the deadline, so Uniform Progress's safety net moves it to on-demand (az3: no zone it ran in).
+DEADLINE_SPOT = replace(A10G, market=SPOT.market, price_hr=0.40)
+DEADLINE_OD = replace(A10G, zone="use1-az3")
+DEADLINE_SETTINGS = replace(SETTINGS, recovery_policy="uniform-progress")
+
+
+def deadline_daemon(url: str, clock: Clock, aws: MemoryProvider, name: str | None,
+                    ttl: timedelta = TTL) -> Service:
+    svc = build_service(config=OrchConfig(owner="tester"), store_url=url, providers={"aws": aws},
+                        catalog=[DEADLINE_SPOT, DEADLINE_OD], lease_owner=name, clock=clock,
+                        monitor=ReportingMonitor(), settings=replace(DEADLINE_SETTINGS, lease_ttl=ttl))
+    if name is not None:
+        svc.engine_store.join(clock())          # type: ignore[attr-defined]
+    return svc
+
+
+def deadline_job(clock: Clock) -> str:
+    due = (clock.now + timedelta(hours=10, minutes=15)).isoformat()
+    return ("apiVersion: orch/v1\nkind: Job\nname: train\nproject: nlp\nresources: {gpu: A10G-24G, count: 1}\n"
+            f"market: auto\npolicies: {{estimated_hours: 10, deadline: '{due}'}}\n"
+            "run: {launcher: command, command: x}\n")
+
+
+def to_the_move(daemons: list[Service], clock: Clock, aws: MemoryProvider) -> None:
+    """Tick ``daemons`` until ``train`` runs on spot; then the tick that moves it off spot, whose on-demand
+    launch the cloud refuses (no capacity): the move is decided, its machine not had yet."""
+    from providers.errors import InsufficientCapacityError
+
+    for _ in range(6):
+        if statuses(daemons[0])["train"] == JobStatus.RUNNING.value:
+            break
+        for svc in daemons:
+            svc.reconciler.tick()
+        clock.now += TICK
+    assert [i.market for i in aws.live()] == [SPOT.market]
+    aws.fail("launch", InsufficientCapacityError("use1-az3 full", provider="aws"))
+    for svc in daemons:
+        svc.reconciler.tick()
+    assert kinds_by_job(daemons[0], "deadline-move") == Counter({"train": 1}) and aws.live() == []
+
+
+def moved_once(svc: Service, aws: MemoryProvider) -> None:
+    """``train`` runs on demand; it was moved off spot once, and no spot machine was launched after."""
+    assert [(i.market, i.zone) for i in aws.live()] == [(DEADLINE_OD.market, DEADLINE_OD.zone)]
+    assert [i.market for i in aws.cloud.instances.values()].count(SPOT.market) == 1
+    assert kinds_by_job(svc, "deadline-move") == Counter({"train": 1})
+    assert statuses(svc)["train"] == JobStatus.RUNNING.value
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.usefixtures("deadlines_out_of_reach")
+def test_a_deadline_move_holds_across_a_restart_before_its_on_demand_machine(backend: str, tmp_path: Path) -> None:
+    """The move off spot is decided and its spot machine ended; the on-demand launch is refused and the daemon
+    restarts. The next machine is on demand: the decision is the store's (the ended attempt's cause). Before, the
+    job came back PENDING and launched on spot again (its cheapest offer), to be moved again a tick later: a
+    second spot machine billed through its restart overhead, a second ``deadline-move``."""
+    clock, aws = Clock(), MemoryProvider("aws", [DEADLINE_SPOT, DEADLINE_OD])
+    name = "d1" if backend == "postgresql" else None
+    with contextmanager(database_url_for)(backend, tmp_path) as url:
+        svc = deadline_daemon(url, clock, aws, name)
+        try:
+            submit(svc, tmp_path, clock, ("train", deadline_job(clock)))
+            to_the_move([svc], clock, aws)
+        finally:
+            svc.close()
+        svc = deadline_daemon(url, clock, aws, name)       # a restart
+        try:
+            for _ in range(4):
+                clock.now += TICK
+                svc.reconciler.tick()
+            moved_once(svc, aws)
+        finally:
+            svc.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("deadlines_out_of_reach")
+def test_a_deadline_move_holds_when_the_jobs_lease_moves_before_its_on_demand_machine(
+        pg: str, tmp_path: Path) -> None:
+    """d1 moves the job off spot, its on-demand launch refused, and dies; d2 takes the job over once d1's
+    registration lapsed and launches it on demand, not on spot again."""
+    clock, aws = Clock(), MemoryProvider("aws", [DEADLINE_SPOT, DEADLINE_OD])
+    ttl = timedelta(minutes=10)
+    d1, d2 = (deadline_daemon(pg, clock, aws, n, ttl) for n in ("d1", "d2"))
+    try:
+        submit(d1, tmp_path, clock, ("train", deadline_job(clock)))
+        to_the_move([d1, d2], clock, aws)
+        assert held_by(d1, ("train",)) == {"train"}
+        d1.close()                                           # it dies
+        for _ in range(5):
+            clock.now += TICK
+            d2.reconciler.tick()
+        assert held_by(d2, ("train",)) == {"train"}
+        moved_once(d2, aws)
+    finally:
+        d1.close()
+        d2.close()
