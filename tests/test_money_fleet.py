@@ -507,3 +507,55 @@ def test_a_deadline_move_holds_when_the_jobs_lease_moves_before_its_on_demand_ma
     finally:
         d1.close()
         d2.close()
+
+
+# --- the $/h ceiling: a gang, two daemons ----------------------------------------------------------------------
+
+PER_NODE = replace(ON_DEMAND, price_hr=1.0)
+
+
+def gang_job(name: str) -> str:
+    return (f"apiVersion: orch/v1\nkind: Job\nname: {name}\nproject: nlp\n"
+            "resources: {gpu: A100-80G, count: 8, nodes: 2}\nmarket: on-demand\n"
+            "run: {launcher: command, command: x}\n")
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("deadlines_out_of_reach")
+def test_two_daemons_launching_gangs_at_once_never_break_the_ceiling_together(pg: str, tmp_path: Path) -> None:
+    """Two 2-node gangs ($1/h a node) under a $3/h ceiling, one held by each daemon. d2 ticks in the middle of
+    d1's launch: right after d1's locked check and reservation committed, before any cloud call. d2 must see
+    both of d1's nodes reserved ($2/h) and refuse its gang ($2 + $2 > $3); a reservation of node 0 alone would
+    let it launch ($1 + $2), and the two gangs together would burn $4/h."""
+    from orchestrator.store.rollup import burn_by_job
+
+    clock, aws = Clock(), MemoryProvider("aws", [PER_NODE])
+    fleet_budget = Budget("fleet", max_usd_per_hour=3.0)
+    d1, d2 = (daemon(pg, clock, {"aws": aws}, [PER_NODE], n, (fleet_budget,)) for n in ("d1", "d2"))
+    store = d1.engine_store
+    original = store.plan_attempt_within
+    inside: list[int] = []
+
+    def plan_then_other_daemon(*args, **kwargs):  # type: ignore[no-untyped-def]
+        planned = original(*args, **kwargs)
+        if not inside:
+            inside.append(d2.reconciler.tick().launched)
+        return planned
+
+    store.plan_attempt_within = plan_then_other_daemon  # type: ignore[method-assign]
+    try:
+        submit(d1, tmp_path, clock, ("g1", gang_job("g1")), ("g2", gang_job("g2")))
+        d1.reconciler.tick()
+        assert (held_by(d1, ("g1", "g2")), held_by(d2, ("g1", "g2"))) == ({"g1"}, {"g2"})
+        assert inside == [0]                         # d2 ticked inside d1's launch, and launched nothing
+        for _ in range(3):
+            clock.now += TICK
+            d1.reconciler.tick()
+            d2.reconciler.tick()
+        assert sorted(i.job or "" for i in aws.live()) == ["g1", "g1"]
+        with d1.store.transaction() as tx:           # type: ignore[union-attr]
+            assert sum(b.usd_per_hour for b in burn_by_job(tx)) == 2.0
+        assert kinds_by_job(d1, "budget-refused") == Counter({"g2": 1})
+    finally:
+        d1.close()
+        d2.close()
