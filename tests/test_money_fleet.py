@@ -559,3 +559,49 @@ def test_two_daemons_launching_gangs_at_once_never_break_the_ceiling_together(pg
     finally:
         d1.close()
         d2.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("deadlines_out_of_reach")
+def test_a_cap_stops_drain_is_finished_by_the_daemon_that_takes_the_job_over(pg: str, tmp_path: Path) -> None:
+    """d1 ends job a's on-demand machine at the cap (``stop_at_cap: all``) with a 30-minute drain, then dies.
+    d2 takes the job over (d1's registration lapses after 10 minutes) mid-drain: it leaves the machine its drain,
+    ends it when the drain has passed, writes no second ``budget-cap-stop`` and launches nothing."""
+    clock, aws = Clock(), MemoryProvider("aws", [ON_DEMAND])
+    nlp = Budget("nlp", BudgetMatch(frozenset({"nlp"})), monthly_usd=15.0, alert_at=(), stop_at_cap=CapStop.ALL)
+    settings = replace(SETTINGS, lease_ttl=timedelta(minutes=10), notice_drain=timedelta(minutes=30))
+
+    def member(name: str) -> Service:
+        svc = build_service(config=OrchConfig(owner="tester", budgets=(nlp,)), store_url=pg, providers={"aws": aws},
+                            catalog=[ON_DEMAND], lease_owner=name, clock=clock, monitor=ReportingMonitor(),
+                            settings=settings)
+        svc.engine_store.join(clock())          # type: ignore[attr-defined]
+        return svc
+
+    d1, d2 = member("d1"), member("d2")
+    try:
+        submit(d1, tmp_path, clock, ("a", manifest("a")))
+        for _ in range(24):                     # $10/h: $15 after 90 minutes
+            d1.reconciler.tick()
+            d2.reconciler.tick()
+            if kinds_by_job(d1, "budget-cap-stop"):
+                break
+            clock.now += TICK
+        assert held_by(d1, ("a",)) == {"a"} and kinds_by_job(d1, "budget-cap-stop") == Counter({"a": 1})
+        drain_until = clock.now + timedelta(minutes=30)
+        d1.close()                              # it dies, mid-drain
+        while clock.now + TICK < drain_until:
+            clock.now += TICK
+            assert d2.reconciler.tick().launched == 0
+            assert len(aws.live()) == 1         # still draining: its agent may finish an upload
+        assert held_by(d2, ("a",)) == {"a"}
+        for _ in range(3):
+            clock.now += TICK
+            assert d2.reconciler.tick().launched == 0
+        assert aws.live() == []
+        assert ends(d2)["a"] == [("terminated", EndCause.BUDGET_CAP.value)]
+        assert kinds_by_job(d2, "budget-cap-stop") == Counter({"a": 1})
+        assert statuses(d2)["a"] == JobStatus.PENDING.value
+    finally:
+        d1.close()
+        d2.close()
