@@ -1,5 +1,6 @@
 """Money promises across a daemon restart and across a fleet's daemons on one PostgreSQL store (a lease moving
-between them): the config budgets' ``stop_at_cap``, a job's own ``budget_usd``, ``max_relaunches``.
+between them): the config budgets' ``stop_at_cap`` and $/h ceiling, a job's own ``budget_usd``,
+``max_relaunches``, a deadline's move off spot.
 
 The daemons are ``build_service`` with lease owners on one store, sharing one in-memory cloud, under one fake
 clock; they tick one after the other, so each round is deterministic. Their lease TTL is longer than any clock
