@@ -22,7 +22,7 @@ from orchestrator.engine.job_budget import JobBudgetStep
 from orchestrator.engine.launching import request_launch
 from orchestrator.engine.ports import AttemptRecord, JobRecord
 from orchestrator.engine.recovery_facts import preempted_places
-from orchestrator.engine.states import AttemptState, JobStatus
+from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from orchestrator.money.budget_launch import BudgetVerdict
 from orchestrator.money.spend import would_break_budget
@@ -106,7 +106,10 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
 
     Before each launch the job's own ``budget_usd`` and the config's budgets (``gate``) are asked; a budget
     refusing the cheapest offer refuses every dearer one too, so the job waits (PENDING). ``own`` (the job
-    budget step) keeps the job's own budget's refusal to one event per budget value, not one per tick."""
+    budget step) keeps the job's own budget's refusal to one event per budget value, not one per tick. A job
+    moved off spot for its deadline launches on demand only until it has a machine again (``moved_off_spot``)."""
+    if job.spec.deadline is not None and moved_off_spot(deps.store.attempts_for_job(job.id)):
+        markets = frozenset({Market.ON_DEMAND})
     candidates = _candidates(deps, job, now, exclude, markets)
     if candidates is None:
         return None
@@ -144,6 +147,16 @@ def launch_job(deps: EngineDeps, job: JobRecord, now: datetime, log: TickLog, ga
     if not candidates:
         deps.store.event(EventKind.NO_OFFER, "no eligible offer for the job's constraints", now, job_id=job.id)
     return None
+
+
+def moved_off_spot(attempts: Sequence[AttemptRecord]) -> bool:
+    """Whether the job's newest machine was ended to move it off spot for its deadline (``EndCause.DEADLINE_MOVE``;
+    launches the cloud refused had no machine). Its next one is then on demand, whoever launches it: the move's
+    own order, or, after that launch was refused or the daemon restarted or another one took the job over, a
+    plain launch of the PENDING job, whose cheapest offer would be spot again, to be moved again a tick later.
+    The ended attempt is the store's record of the decision."""
+    had = [a for a in attempts if a.end_cause is not EndCause.LAUNCH_REFUSED]
+    return bool(had) and max(had, key=lambda a: a.id).end_cause is EndCause.DEADLINE_MOVE
 
 
 def _candidates(deps: EngineDeps, job: JobRecord, now: datetime, exclude: frozenset[str],
