@@ -12,9 +12,11 @@ deleted). Ranks agree on the step through an all-reduce, so all of them checkpoi
 Resume: --resume-from DIR (or $ORCH_RESUME_PATH / the env var named by --resume-env) continues at
 the step after the checkpoint. Rank 0 appends "step <N> loss <x>" to --steps-log (default $ORCH_STEPS_LOG, else
 steps.log) for each step done.
---hold-at-step N (tests) waits after step N until a checkpoint-now request arrives; --hang-after-hold then
-hangs until killed (a reclaimed machine), so the test's kill cannot race the end of the run; --step-sleep S
-(tests) sleeps S seconds after every step.
+Test aids (tests/e2e), so that a test's kill or check meets the job where the test says, never racing a job
+this tiny to its end: --hold-at-step N (repeatable) waits after step N until a checkpoint-now request arrives;
+--hang-after-hold then hangs until killed (a reclaimed machine); --hang-at-step N hangs after step N (and the
+checkpoint due there) until killed, in a run that did not resume (a machine that dies mid-run: its replacement,
+resuming, goes on). None of them touches an RNG: the weights are those of a run without them.
 """
 
 from __future__ import annotations
@@ -59,12 +61,12 @@ def _args() -> argparse.Namespace:
     # ORCH_STEPS_LOG: where orch (e.g. `orch rehearse`) reads the job's progress from.
     p.add_argument("--steps-log", default=os.environ.get("ORCH_STEPS_LOG", "steps.log"))
     p.add_argument("--out", default="final.pt")
-    p.add_argument("--hold-at-step", type=int, default=0)
+    p.add_argument("--hold-at-step", type=int, action="append", default=[],
+                   help="(tests) after step N, wait for a checkpoint-now request (repeatable)")
     p.add_argument("--hang-after-hold", action="store_true",
-                   help="(tests) after the held step's checkpoint, hang until killed, like a reclaimed machine")
-    # A test aid (tests/e2e): seconds to sleep after each step, so a job this tiny lives long enough
-    # to be noticed, checkpointed and preempted. Sleeping does not touch any RNG: weights are unchanged.
-    p.add_argument("--step-sleep", type=float, default=0.0)
+                   help="(tests) after a held step's checkpoint, hang until killed, like a reclaimed machine")
+    p.add_argument("--hang-at-step", type=int, default=0,
+                   help="(tests) in a run that did not resume, hang after step N (and its checkpoint) until killed")
     return p.parse_args()
 
 
@@ -155,15 +157,14 @@ def main() -> None:
         if log is not None:
             log.write(f"step {step} loss {loss.item():.6f}\n")
             log.flush()
-        if step == args.hold_at_step:
+        held = step in args.hold_at_step
+        if held:
             while not _agree(_requested or bool(args.checkpoint_file and os.path.exists(args.checkpoint_file))):
                 time.sleep(0.05)  # a test aid: wait for the external checkpoint-now request
-        if args.step_sleep > 0:
-            time.sleep(args.step_sleep)
         now = _agree(_checkpoint_requested(args))
         if now or step % args.ckpt_every == 0:
             _save(args, step, ddp, optim, rank)
-        if step == args.hold_at_step and args.hang_after_hold:
+        if (held and args.hang_after_hold) or (step == args.hang_at_step and done == 0):
             while True:  # the test kills the tree; finishing here would race it
                 time.sleep(0.05)
 

@@ -63,13 +63,16 @@ class NodeBooter:
 
     def sync(self) -> None:
         for name, provider in self.providers.items():
-            for inst in provider.list_instances(self.owner):
+            # One listing per cloud and sync (each is a request to a fake cloud served in this process): what it
+            # says running boots, what it says otherwise or no longer lists is killed.
+            instances = provider.list_instances(self.owner)
+            for inst in instances:
                 key = f"{name}/{inst.instance_id}"
                 if inst.state is InstanceState.RUNNING and key not in self.nodes:
                     self.nodes[key] = self._boot(name, inst)
                 elif inst.state is not InstanceState.RUNNING and key in self.nodes and key not in self.killed:
                     self.kill(key)
-            listed = {f"{name}/{i.instance_id}" for i in provider.list_instances(self.owner)}
+            listed = {f"{name}/{i.instance_id}" for i in instances}
             for key in [k for k in self.nodes if k.startswith(f"{name}/") and k not in listed]:
                 if key not in self.killed:
                     self.kill(key)

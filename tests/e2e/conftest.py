@@ -53,7 +53,7 @@ SCRIPT = REPO / "examples" / "train_tiny.py"
 OWNER = "e2e"
 JOB = "tiny"
 GPU = "A100-80G"
-STEPS = 60
+STEPS = 20
 SEED = 1234
 #: SIGTERM -> SIGKILL when orch ends a launch on an e2e machine (providers/ssh/cleanup.py).
 STOP_GRACE_S = 2.0
