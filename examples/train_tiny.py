@@ -16,7 +16,8 @@ Test aids (tests/e2e), so that a test's kill or check meets the job where the te
 this tiny to its end: --hold-at-step N (repeatable) waits after step N until a checkpoint-now request arrives;
 --hang-after-hold then hangs until killed (a reclaimed machine); --hang-at-step N hangs after step N (and the
 checkpoint due there) until killed, in a run that did not resume (a machine that dies mid-run: its replacement,
-resuming, goes on). None of them touches an RNG: the weights are those of a run without them.
+resuming, goes on). None of them touches an RNG: the weights are those of a run without them. --step-sleep S
+sleeps S seconds after every step (a real job's pace, for `orch rehearse` on examples/torchrun-ddp.yaml).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def _args() -> argparse.Namespace:
                    help="(tests) after a held step's checkpoint, hang until killed, like a reclaimed machine")
     p.add_argument("--hang-at-step", type=int, default=0,
                    help="(tests) in a run that did not resume, hang after step N (and its checkpoint) until killed")
+    # Seconds to sleep after each step: paces this tiny job like a real one (examples/torchrun-ddp.yaml), so
+    # `orch rehearse`'s preemption lands between steps as it would. Sleeping touches no RNG: weights unchanged.
+    p.add_argument("--step-sleep", type=float, default=0.0)
     return p.parse_args()
 
 
@@ -161,6 +165,8 @@ def main() -> None:
         if held:
             while not _agree(_requested or bool(args.checkpoint_file and os.path.exists(args.checkpoint_file))):
                 time.sleep(0.05)  # a test aid: wait for the external checkpoint-now request
+        if args.step_sleep > 0:
+            time.sleep(args.step_sleep)
         now = _agree(_checkpoint_requested(args))
         if now or step % args.ckpt_every == 0:
             _save(args, step, ddp, optim, rank)
