@@ -463,3 +463,14 @@ def test_a_job_torn_down_whose_machine_still_runs_says_it_still_bills(store: Sto
     assert app_down.mark_down(store, ["llama-ft"]) == ["llama-ft"]
     assert "still bills: its machine is not confirmed gone" in job_body("llama-ft")
     assert "still bills" not in job_body("bert-pretrain")
+
+
+def test_stop_after_the_loop_has_closed_everything_is_quiet(store: Store) -> None:
+    """The loop can see ``stopping`` and close every descriptor, its wake-up trigger too, before ``stop`` pulls
+    that trigger (a race seen in CI: EBADF from ``stop``). Played in that order here: ``stop`` still returns
+    quietly, with the loop ended."""
+    console = start_console(store, console_settings("127.0.0.1:0", None))
+    console.stopping.set()
+    console.thread.join(timeout=30)          # the loop ends at its next step (0.25 s at most) and closes all
+    assert not console.thread.is_alive()
+    console.stop()

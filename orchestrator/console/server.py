@@ -62,7 +62,10 @@ class RunningConsole:
         """Stop accepting, close every connection (a stalled one too) and the worker threads; returns once the
         loop thread has ended (or after 10 s)."""
         self.stopping.set()
-        self.server.pull_trigger()  # wakes the loop from its poll at once
+        try:
+            self.server.pull_trigger()  # wakes the loop from its poll at once
+        except OSError:
+            pass    # the loop saw ``stopping`` first and has closed the trigger with everything else: it is ending
         self.thread.join(timeout=10)
 
 
