@@ -279,12 +279,7 @@ def test_at_the_cap_spot_machines_drain_then_end_and_the_job_waits(tmp_path: Pat
     svc = build(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, clock, aws, (nlp,))
     try:
         submit(svc, tmp_path, clock, ("a", manifest("a", market="spot")))
-        svc.reconciler.tick()
-        clock.now += timedelta(hours=1)
-        svc.reconciler.tick()                        # $10: under the cap
-        assert events(svc, "budget-cap-stop") == []
-        clock.now += timedelta(hours=1)
-        svc.reconciler.tick()                        # $20: at the cap
+        _to_the_cap(svc, clock)
         [stop] = events(svc, "budget-cap-stop")
         assert stop.data["budgets"] == "nlp"
         assert svc.store is not None

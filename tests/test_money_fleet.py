@@ -29,7 +29,7 @@ from providers.base import Offer
 from tests._store_db import BACKENDS, database_url_for
 from tests.fakes.memory_provider import MemoryProvider
 from tests.test_engine import ReportingMonitor
-from tests.test_engine_budgets import ON_DEMAND, OWN, SPOT, Clock, manifest, submit
+from tests.test_engine_budgets import ON_DEMAND, OWN, SPOT, Clock, job_id, manifest, submit
 
 #: Longer than any clock step here (a lapse only where a test makes one); liveness out of reach (every agent
 #: answers: ReportingMonitor).
@@ -329,15 +329,7 @@ def capped(svc: Service) -> None:
     assert ends(svc)["train"] == ENDS
     assert statuses(svc)["train"] == JobStatus.FAILED.value
     assert kinds_by_job(svc, "relaunch-cap") == Counter({"train": 1})
-    assert svc.engine_store.job(job_id_of(svc, "train")).relaunch_count == 3
-
-
-def job_id_of(svc: Service, name: str) -> int:
-    assert svc.store is not None
-    with svc.store.transaction() as tx:
-        found = tx.exec(select(Job.id).where(Job.name == name)).one()
-    assert found is not None
-    return found
+    assert svc.engine_store.job(job_id(svc, "train")).relaunch_count == 3
 
 
 def spot_job() -> str:
