@@ -290,12 +290,7 @@ def test_at_the_cap_spot_machines_drain_then_end_and_the_job_waits(tmp_path: Pat
         assert len(aws.live()) == 1                  # still draining: its agent may finish an upload
         assert job_status(svc, "a") == JobStatus.PENDING.value
         assert len(events(svc, "budget-refused")) == 1   # no relaunch at the cap
-        clock.now += timedelta(minutes=3)
-        svc.reconciler.tick()                        # the drain has passed: the sweep ends it
-        assert aws.live() == []
-        for _ in range(3):
-            clock.now += timedelta(minutes=30)
-            assert svc.reconciler.tick().launched == 0
+        _drain_ends_then_nothing_launches(svc, clock, aws, timedelta(minutes=3))
         assert len(events(svc, "budget-refused")) == 1 and len(events(svc, "budget-threshold")) == 1
     finally:
         svc.close()
@@ -305,6 +300,16 @@ def attempts(svc: Service) -> list[Attempt]:
     assert svc.store is not None
     with svc.store.transaction() as tx:
         return list(tx.exec(select(Attempt).order_by(col(Attempt.id))))
+
+
+def _drain_ends_then_nothing_launches(svc: Service, clock: Clock, aws: MemoryProvider, wait: timedelta) -> None:
+    """``wait`` later the drain has passed and the sweep ends the machine; then 90 minutes with no launch."""
+    clock.now += wait
+    svc.reconciler.tick()
+    assert aws.live() == []
+    for _ in range(3):
+        clock.now += timedelta(minutes=30)
+        assert svc.reconciler.tick().launched == 0
 
 
 def _to_the_cap(svc: Service, clock: Clock) -> None:
@@ -344,12 +349,7 @@ def test_at_the_cap_with_stop_all_an_on_demand_machine_drains_then_ends_across_a
     try:
         svc.reconciler.tick()
         assert len(aws.live()) == 1                  # still draining: its agent may finish an upload
-        clock.now += timedelta(minutes=2)
-        svc.reconciler.tick()                        # the drain has passed: the sweep ends it
-        assert aws.live() == []
-        for _ in range(3):
-            clock.now += timedelta(minutes=30)
-            assert svc.reconciler.tick().launched == 0
+        _drain_ends_then_nothing_launches(svc, clock, aws, timedelta(minutes=2))
         assert job_status(svc, "a") == JobStatus.PENDING.value
         assert len(events(svc, "budget-cap-stop")) == 1         # the decision is not taken again
         # once in all: the restarted daemon reads the refusal its predecessor wrote (the store's newest)
