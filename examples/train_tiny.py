@@ -122,9 +122,15 @@ def _save(args: argparse.Namespace, step: int, model: DDP, optim: torch.optim.Op
     dist.barrier()
 
 
+def _resume_dir(args: argparse.Namespace) -> Path | None:
+    """The checkpoint to resume from, if any; one without its marker is refused (exit 1)."""
+    resume = args.resume_from or os.environ.get(args.resume_env, "")
+    if resume and not (Path(resume) / MARKER).is_file():
+        raise SystemExit(f"{resume} has no {MARKER} marker: not a complete checkpoint")
+    return Path(resume) if resume else None
+
+
 def _load(path: Path, model: nn.Module, optim: torch.optim.Optimizer, rank: int) -> int:
-    if not (path / MARKER).is_file():
-        raise SystemExit(f"{path} has no {MARKER} marker: not a complete checkpoint")
     model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
     optim.load_state_dict(torch.load(path / "optim.pt", weights_only=True))
     rng = torch.load(path / f"rng-rank{rank}.pt", weights_only=False)
@@ -135,6 +141,9 @@ def _load(path: Path, model: nn.Module, optim: torch.optim.Optimizer, rank: int)
 
 def main() -> None:
     args = _args()
+    # Refused before joining the process group and building the optimizer (torch.optim imports
+    # torch._dynamo: seconds of CPU per rank): a bad checkpoint fails fast.
+    resume = _resume_dir(args)
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -146,8 +155,7 @@ def main() -> None:
     torch.manual_seed(args.seed + 1 + rank)  # per-rank dropout stream, saved and restored with the checkpoint
     random.seed(args.seed + rank)
 
-    resume = args.resume_from or os.environ.get(args.resume_env, "")
-    done = _load(Path(resume), model, optim, rank) if resume else 0
+    done = _load(resume, model, optim, rank) if resume else 0
     ddp = DDP(model)
     loss_fn = nn.MSELoss()
     log = open(args.steps_log, "a") if rank == 0 else None  # noqa: SIM115
