@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,10 +106,23 @@ def test_checkpoint_now_kill_and_resume_matches_uninterrupted_run(tmp_path: Path
     _run(_argv(run, "--out", str(run / "final.pt"), "--steps-log", str(log2)), run, env)
     assert _steps(log2) == list(range(5, STEPS + 1))  # nothing lost, nothing run twice after the checkpoint
 
+    _assert_same_weights(base / "final.pt", run / "final.pt")
+
+
+def _assert_same_weights(want_path: Path, got_path: Path) -> None:
+    """Every tensor of the two state dicts equal. The same bytes load as the same tensors, so two equal
+    torch.save archives holding tensors settle it without torch in this process (~3 s of CPU to import);
+    anything else is loaded and compared tensor by tensor, as before (it passes if only the files' layout
+    differs, fails on a file torch cannot load, and names the tensor that differs)."""
+    if want_path.read_bytes() == got_path.read_bytes() and zipfile.is_zipfile(want_path):
+        with zipfile.ZipFile(want_path) as archive:
+            names = archive.namelist()
+        if any(n.endswith("/data.pkl") for n in names) and any("/data/" in n for n in names):
+            return
     import torch
 
-    want = torch.load(base / "final.pt", weights_only=True)
-    got = torch.load(run / "final.pt", weights_only=True)
+    want = torch.load(want_path, weights_only=True)
+    got = torch.load(got_path, weights_only=True)
     assert want.keys() == got.keys()
     for name in want:
         assert torch.equal(want[name], got[name]), name
