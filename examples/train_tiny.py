@@ -141,7 +141,7 @@ def _load(path: Path, model: nn.Module, optim: torch.optim.Optimizer, rank: int)
 
 def main() -> None:
     args = _args()
-    # Refused before joining the process group and building the optimizer (torch.optim imports
+    # Refused before joining the process group and building the model (DDP and torch.optim import
     # torch._dynamo: seconds of CPU per rank): a bad checkpoint fails fast.
     resume = _resume_dir(args)
     torch.set_num_threads(1)
