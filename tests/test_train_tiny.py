@@ -19,8 +19,8 @@ import pytest
 
 from tests.support.agent import load_agent
 
-# torch runs in the training processes; this one imports it only to compare the final weights, inside that
-# test: imported here it would cost every pytest worker seconds at collection, whatever it runs.
+# torch runs in the training processes; this one imports it only to compare final weights whose files differ
+# (_assert_same_weights): imported here it would cost every pytest worker seconds at collection, whatever it runs.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed: the tiny training job cannot run")
 
