@@ -265,12 +265,18 @@ def fence_daemon(tx: Session, owner: str, epoch: int, now: datetime) -> None:
 
 
 def fence_job(tx: Session, owner: str, epoch: int, job_id: int, generation: int | None, now: datetime) -> None:
-    """Raise LeaseLostError unless ``owner`` (live under ``epoch``) holds ``job_id`` at ``generation``."""
-    fence_daemon(tx, owner, epoch, now)
-    found = tx.exec(select(Job.id).where(Job.id == job_id, Job.lease_owner == owner,
-                                         Job.lease_generation == (generation if generation is not None else -1))
+    """Raise LeaseLostError unless ``owner`` (live under ``epoch``) holds ``job_id`` at ``generation``.
+
+    One query for both rows (the registration and the job, each read FOR SHARE as ``fence_daemon`` reads the
+    one): every fenced write paid a round trip for each before, a sixth of a launching tick's statements. Only
+    a refusal asks again, to say which of the two it lost."""
+    found = tx.exec(select(Job.id).join(DaemonRow, col(DaemonRow.owner) == col(Job.lease_owner))
+                    .where(Job.id == job_id, Job.lease_owner == owner,
+                           Job.lease_generation == (generation if generation is not None else -1),
+                           DaemonRow.epoch == epoch, col(DaemonRow.expires_at) > now)
                     .with_for_update(read=True)).first()
     if found is None:
+        fence_daemon(tx, owner, epoch, now)
         raise LeaseLostError(f"daemon {owner}: job {job_id} is no longer its own (generation {generation})")
 
 
