@@ -19,6 +19,7 @@ SEED_DATA = [yaml.safe_load(t) for t in SEEDS]
 FUZZ = settings(max_examples=1500, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 YAML_CHARS = string.printable + "\u00e9\u2603\t"
 YAML_TOKENS = [":", "- ", "  ", "\n", "[", "]", "{", "}", ",", "&a ", "*a", "!!str ", "!!python/none ", "'",
                '"', "#", "---\n", "<<: ", "? ", "|", ">", "%YAML 1.1\n", "\x00", "\ufeff", "~", "-1", "1e400"]
@@ -114,7 +115,8 @@ def test_mutated_yaml_text(text: str) -> None:
 @given(structure_mutations())
 def test_mutated_structures(data: Any) -> None:
     try:
-        text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
+        # libyaml's emitter when there is one (what it writes is YAML all the same, 10x sooner)
+        text = yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False)
     except yaml.YAMLError:
         return
     _check(text)

@@ -6,7 +6,10 @@ The fake credentials below are made up for these tests (the shapes are the provi
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from orchestrator import redaction
 from orchestrator.redaction import find_secret, redact, safe_line, shown
 
 SECRETS = {
@@ -74,3 +77,34 @@ def test_safe_line_bounds_every_line() -> None:
     text = safe_line("x" * 50_000 + "\nsecond " + SECRETS["a GitHub token"], 300)
     first, second = text.split("\n")
     assert len(first) < 350 and second == "second <redacted: a GitHub token>"
+
+
+
+# Pieces of every kind, cut and cased every way: the quick look for a hint must never skip a text the full
+# scan would find a secret in (nor change what it finds).
+_PIECES = [*SECRETS.values(), "s3://ops:TopS3cretPw@minio.lan/b", "AccountKey=QmFzZTY0S2V5PT0;",
+           "Authorization: basic 0a1b2c3d4e5f6a7b8c9d", "Bearer 0a1b2c3d4e5f6a7b8c9d", "ya29.abcdefghijklmnopqrstuv",
+           "hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXX", "rpa_ABCDEFGHIJKLMNOPQRSTUV",
+           "secret_abcdefgh_0123456789abcdef", "PassWord = hunter22", "sig=AbCd", "\u017fecret=abcd1234",
+           "to\u212aen=abcd1234", "A" * 86 + "==", "github_pat_" + "a1" * 16, "AKIAABCDEFGHIJKLMNOP"]
+
+
+def _variants(piece: str) -> list[str]:
+    cuts = [piece[:i] for i in range(len(piece) + 1)] + [piece[i:] for i in range(len(piece))]
+    return [t for c in cuts for t in (c, c.swapcase(), f"x {c} y", f"{c.swapcase()}=é")]
+
+
+@pytest.mark.parametrize("piece", _PIECES)
+def test_the_quick_look_finds_what_the_full_scan_finds(piece: str) -> None:
+    variants = _variants(piece)
+    assert any(redaction._scan(t) for t in variants)   # the piece is a secret: the scan finds it
+    for text in variants:
+        assert redaction.find_secrets(text) == redaction._scan(text), text
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([*_PIECES, " ", "\n", "=", "-", "_", "/"]), st.integers(0, 90),
+                          st.booleans()), max_size=5))
+def test_the_quick_look_finds_what_the_full_scan_finds_in_mixtures(parts: list[tuple[str, int, bool]]) -> None:
+    text = "".join(p[:cut].swapcase() if flip else p[:cut] for p, cut, flip in parts)
+    assert redaction.find_secrets(text) == redaction._scan(text)

@@ -82,8 +82,14 @@ CORE_TAG = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {f"{CORE_TAG}{t}" for t in ("str", "int", "float", "bool", "null")}
 
 
+#: The first characters of every pattern above: a plain scalar starting otherwise ("gpu", "A100") is text.
+_SPECIAL_START = frozenset("~nNtTfFyYoO-+.0123456789")
+
+
 def _plain_scalar(value: str) -> Any:
     """A plain (unquoted, untagged) scalar by YAML 1.2's core schema; YamlInputError if 1.1 reads it otherwise."""
+    if value and value[0] not in _SPECIAL_START:
+        return value
     if _NULL.fullmatch(value):
         return None
     if _TRUE.fullmatch(value):

@@ -36,6 +36,9 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from tests.fakes.aws_contract import Ec2Refusal, check_request
 from tests.fakes.aws_placement import ACTIONS as PLACEMENT_ACTIONS
 from tests.fakes.aws_placement import PlacementError, PlacementGroups
+from tests.support.botocore_models import share_loaded_models
+
+share_loaded_models()   # every session the tests open reads botocore's EC2 model once per process
 
 ACCOUNT_ID = "123456789012"  # moto's default account
 FAKE_ENV = {
