@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -171,7 +171,7 @@ def _steps(node_root: Path) -> list[int]:
 
 
 def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
-        clouds: Clouds, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any],
+        clouds: Clouds, bucket: Bucket, tmp_path: Path, reference_weights: Mapping[str, Any],
         caplog: pytest.LogCaptureFixture, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level("DEBUG", logger="orch")
     repo = code_repo(tmp_path)

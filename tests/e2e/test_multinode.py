@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,7 @@ def gang_world(tmp_path: Path, s3_endpoint: str) -> Iterator[GangWorld]:
 
 
 def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site(
-        gang_world: GangWorld, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any]) -> None:
+        gang_world: GangWorld, bucket: Bucket, tmp_path: Path, reference_weights: Mapping[str, Any]) -> None:
     w = gang_world
     # Two nodes of one GPU each: the same world of 2 ranks as the reference run. The job holds after step 8 until
     # asked to checkpoint now; site A's gang then trains on (a gang is not drained) and hangs after step 17 until
