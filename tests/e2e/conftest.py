@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -276,17 +276,52 @@ def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Bucket:
 
 # --- the uninterrupted reference run ------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def reference_weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The final weights of an uninterrupted run with the same seed, run directly with torchrun.
+class ReferenceWeights(Mapping[str, Any]):
+    """The final weights of an uninterrupted run (``reference_weights``), loaded on first use: the run goes on
+    in the background while the test drives its own job, and only the comparison at its end waits for it."""
 
-    Run once per test session, not once per module that compares with it (three, ~10-20 s each): the same
-    script, steps and seed give the same weights (the tests compare resumed runs with them bit for bit). Under
-    pytest-xdist the first worker to need them runs them under a lock in the session's shared temporary root;
-    the others wait for the file and read it."""
+    def __init__(self, final: Path, lock: Path, work: Callable[[], Path]) -> None:
+        self._final, self._lock, self._work = final, lock, work
+        self._weights: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        if self._weights is None:
+            import fcntl
+
+            import torch
+
+            with self._lock.open("w") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)      # the worker running it holds the lock until it is done
+                if not self._final.exists():          # that run failed (its error was raised there): run it here
+                    _publish(_start_reference(self._work()), self._final)
+            self._weights = dict(torch.load(self._final, weights_only=True))
+        return self._weights
+
+    def __getitem__(self, key: str) -> Any:
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+@pytest.fixture(scope="session")
+def reference_weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceWeights]:
+    """The final weights of an uninterrupted run with the same script, steps and seed (the tests compare resumed
+    runs with them bit for bit): two ranks of examples/train_tiny.py in a gloo world of 2, as torchrun starts
+    them (``_start_reference``).
+
+    Run once per test session, not once per module that compares with it (three): the same script, steps and
+    seed give the same weights. Under pytest-xdist the workers share the file in the session's shared temporary
+    root: the first worker to need it starts the run and holds a lock until the file is there, the others wait
+    for the lock when they compare. The run starts when the first test asks for it and is waited for at that
+    test's comparison (``ReferenceWeights``), so it no longer holds up the setup of the tests that need it."""
     require_tools()
     import fcntl
     import hashlib
+    import threading
 
     import torch
 
@@ -294,27 +329,72 @@ def reference_weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent    # the controller's basetemp; each worker's is popen-gwN under it
     key = hashlib.sha256(SCRIPT.read_bytes() + f" {STEPS} {SEED} {torch.__version__}".encode()).hexdigest()[:16]
-    final = shared / f"e2e-reference-{key}.pt"
-    with (shared / f"e2e-reference-{key}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not final.exists():
-            work = tmp_path_factory.mktemp("reference")
-            _reference_run(work)
-            (work / "final.pt").replace(final)
-    return dict(torch.load(final, weights_only=True))
+    final, lock = shared / f"e2e-reference-{key}.pt", shared / f"e2e-reference-{key}.lock"
+    held = lock.open("w")
+    publisher = None
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held.close()              # another worker runs it; ReferenceWeights waits for its lock
+    else:
+        if final.exists():
+            held.close()
+        else:
+            ranks = _start_reference(tmp_path_factory.mktemp("reference"))
+
+            def publish() -> None:
+                try:
+                    _publish(ranks, final)
+                finally:
+                    held.close()  # releases the lock: the file is there, or a waiter runs it again
+
+            publisher = threading.Thread(target=publish, name="e2e-reference", daemon=True)
+            publisher.start()
+    yield ReferenceWeights(final, lock, lambda: tmp_path_factory.mktemp("reference"))
+    if publisher is not None:
+        publisher.join()
 
 
-def _reference_run(work: Path) -> None:
+@dataclass
+class _ReferenceRun:
+    work: Path
+    ranks: list[subprocess.Popen[bytes]]
+
+
+def _start_reference(work: Path) -> _ReferenceRun:
+    """Start the two ranks of the uninterrupted run, with the environment torchrun gives its workers (rank, world,
+    rendezvous address): the same processes torchrun would start, without its launcher process (one torch import,
+    ~3 s of CPU, less)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-           "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", str(port), str(SCRIPT),
-           "--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5", "--ckpt-dir", str(work / "ckpt"),
-           "--out", str(work / "final.pt"), "--steps-log", str(work / "steps.log")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(cmd, cwd=work, env=env, timeout=120, capture_output=True, text=True)
-    assert done.returncode == 0, f"reference run failed:\n{done.stderr[-3000:]}"
+    argv = [sys.executable, "-u", str(SCRIPT), "--steps", str(STEPS), "--seed", str(SEED), "--ckpt-every", "5",
+            "--ckpt-dir", str(work / "ckpt"), "--out", str(work / "final.pt"), "--steps-log", str(work / "steps.log")]
+    ranks = []
+    for rank in range(2):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2",
+               "GROUP_RANK": "0"}
+        log = (work / f"rank{rank}.log").open("wb")
+        ranks.append(subprocess.Popen(argv, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL))
+        log.close()
+    return _ReferenceRun(work, ranks)
+
+
+def _publish(run: _ReferenceRun, final: Path) -> None:
+    """Wait for the ranks (killed after 120 s); on success move the weights to ``final``, else fail with their logs."""
+    codes = []
+    for proc in run.ranks:
+        try:
+            codes.append(proc.wait(timeout=120))
+        except subprocess.TimeoutExpired:
+            for p in run.ranks:
+                p.kill()
+            codes.append(proc.wait())
+    logs = "".join((run.work / f"rank{r}.log").read_text(errors="replace")[-3000:] for r in range(len(run.ranks)))
+    assert codes == [0] * len(run.ranks), f"reference run failed ({codes}):\n{logs}"
+    (run.work / "final.pt").replace(final)
 
 
 # --- the world --------------------------------------------------------------------------------------

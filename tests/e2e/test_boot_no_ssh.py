@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -48,6 +49,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
 OWNER = "e2e"
 JOB = "tiny"
+#: The engine's tick cadence when nothing was written to the store (``Clouds.tick_until``); news ticks at once.
+IDLE_TICK_S = 2.0
 
 MANIFEST = f"""\
 apiVersion: orch/v1
@@ -78,15 +81,27 @@ class Clouds:
     aws: Any
     gcp: Any
     ssh_attempts: list[str]
+    written: threading.Event
 
     def tick_until(self, cond: Callable[[], Any], what: str, deadline_s: float = 120.0) -> Any:
-        """One engine tick, then the clouds boot or kill what changed, until ``cond`` holds."""
+        """One engine tick, then the clouds boot or kill what changed, until ``cond`` holds. The next tick comes
+        when something was written to the store (moto, in this process: a node's report, a checkpoint, LATEST, or
+        what a tick itself wrote, such as a node's go) or the test ``poke``d it, else ``IDLE_TICK_S`` after the
+        last: every step of this path reaches the engine through the store, so it ticks when there is news."""
         def step() -> Any:
+            self.written.clear()    # a write during this tick makes the next one due at once
             report = self.service.reconciler.tick()
             assert not report.errors, report.errors
             self.booter.sync()
-            return cond()
-        return poll_until(step, what, deadline_s, interval_s=0.1)
+            if value := cond():
+                return value
+            self.written.wait(IDLE_TICK_S)
+            return None
+        return poll_until(step, what, deadline_s, interval_s=0.0)
+
+    def poke(self) -> None:
+        """Make the next tick due at once (the test changed a cloud: nothing is written to the store for it)."""
+        self.written.set()
 
     def attempts(self, job_id: int) -> list[AttemptRecord]:
         return list(self.service.engine_store.attempts_for_job(job_id))
@@ -127,8 +142,9 @@ def clouds(tmp_path: Path, bucket: Bucket, s3_endpoint: str, monkeypatch: pytest
         gcp_on_demand = harness_gcp.catalog_offer(Market.ON_DEMAND, "g2-standard-24")
         catalog = [aws_spot, gcp_on_demand]
         providers = {"aws": aws_h.provider(), "gcp": gcp_h.provider()}
-        fast = {"store_endpoint": s3_endpoint, "sample_interval_s": 0.5, "notice_interval_s": 0.5,
-                "report_interval_s": 1.0}
+        # Fast agent loops; the report heartbeat keeps its default (10 s): a node reports at once when what the
+        # engine acts on changes, and each report wakes the engine's next tick (``Clouds.tick_until``).
+        fast = {"store_endpoint": s3_endpoint, "sample_interval_s": 0.5, "notice_interval_s": 0.5}
         nodes = {"aws": NodeSettings(aws_metadata_url=url, master_port=free_port(), **fast),  # type: ignore[arg-type]
                  "gcp": NodeSettings(gcp_metadata_url=url, master_port=free_port(), **fast)}  # type: ignore[arg-type]
         service = build_service(config=OrchConfig(owner=OWNER), store=open_store(f"sqlite:///{tmp_path / 'orch.db'}"),
@@ -140,7 +156,24 @@ def clouds(tmp_path: Path, bucket: Bucket, s3_endpoint: str, monkeypatch: pytest
                              "gcp": gce_user_data(gcp_h.fake)},
                             gpu_util={"aws": (87, 93), "gcp": (61, 64)})
         stack.callback(booter.close)
-        yield Clouds(service, booter, metadata, aws_h, gcp_h, ssh_attempts)
+        yield Clouds(service, booter, metadata, aws_h, gcp_h, ssh_attempts, _store_writes(monkeypatch))
+
+
+def _store_writes(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """An event set by every object written to moto's S3 (served in this process) while the test runs."""
+    from moto.s3.models import S3Backend
+
+    written = threading.Event()
+    put = S3Backend.put_object
+
+    def put_object(self: S3Backend, *args: Any, **kw: Any) -> Any:
+        try:
+            return put(self, *args, **kw)
+        finally:
+            written.set()
+
+    monkeypatch.setattr(S3Backend, "put_object", put_object)
+    return written
 
 
 def _apply(clouds: Clouds, bucket: Bucket, where: Path) -> int:
@@ -171,7 +204,7 @@ def _steps(node_root: Path) -> list[int]:
 
 
 def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
-        clouds: Clouds, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any],
+        clouds: Clouds, bucket: Bucket, tmp_path: Path, reference_weights: Mapping[str, Any],
         caplog: pytest.LogCaptureFixture, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level("DEBUG", logger="orch")
     repo = code_repo(tmp_path)
@@ -212,6 +245,7 @@ def test_aws_node_boots_reports_through_s3_and_resumes_on_gcp_without_ssh(
         # standing in for the end of the real notice window).
         if a_drained() and not clouds.booter.killed:
             clouds.aws.preempt(a.instance_id)
+            clouds.poke()
         return clouds.running_on(job_id, "gcp")
 
     b = clouds.tick_until(reclaim_when_drained, "the replacement to run on GCP")

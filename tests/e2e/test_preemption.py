@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def _start_on_a(world: World, job: JobRecord, repo: Path) -> None:
 
 
 def _finish_on_b(world: World, job: JobRecord, bucket: Bucket, restored_step: int, lost_from: list[int],
-                 reference: dict[str, Any]) -> None:
+                 reference: Mapping[str, Any]) -> None:
     """Tick until B has finished; check resume point, steps, weights. ``lost_from``: A's steps."""
     world.tick_until(lambda: world.store.job(job.id).status is JobStatus.SUCCEEDED, "the job to succeed on B",
                      deadline_s=240.0)
@@ -101,7 +102,7 @@ def _finish_on_b(world: World, job: JobRecord, bucket: Bucket, restored_step: in
 
 
 def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Bucket, tmp_path: Path,
-                                                      reference_weights: dict[str, Any]) -> None:
+                                                      reference_weights: Mapping[str, Any]) -> None:
     # The job holds after step 8 until asked to checkpoint now, and again after step 9: A is mid-run when the
     # notice arrives and still running (held after step 9) when its agent drains it; B, resuming at step 9, is
     # held there, running, until the test has checked B's agent and asks it to checkpoint now.
@@ -169,7 +170,7 @@ def test_spot_notice_checkpoints_now_and_resumes_on_b(world: World, bucket: Buck
 
 
 def test_spot_host_dies_without_notice_and_resumes_from_the_periodic_checkpoint(
-        world: World, bucket: Bucket, tmp_path: Path, reference_weights: dict[str, Any]) -> None:
+        world: World, bucket: Bucket, tmp_path: Path, reference_weights: Mapping[str, Any]) -> None:
     # Vast/RunPod style: no notice; the periodic checkpoints (every 5 steps) are the only defence. A's job hangs
     # after step 12 (mid-run, its checkpoints 5 and 10 written) until the "cloud" kills it; B's, resuming, goes on.
     manifest = job_manifest(bucket, ["--hang-at-step", "12"], resume="{env: ORCH_RESUME_FROM}",
