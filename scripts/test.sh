@@ -32,7 +32,8 @@ pg_for_tests
 # Bytecode compiled once: the suite starts hundreds of fresh orch processes, and where PYTHONDONTWRITEBYTECODE
 # is set (CI machines set it) each would compile orchestrator/ and providers/ from source again (~0.6 s CPU).
 .venv/bin/python -m compileall -q -j 2 orchestrator providers tests examples >/dev/null
-# Two workers, whole files each (module fixtures, servers and databases stay per file): ~8 min on 2 cores.
+# Two workers, whole files each (module fixtures, servers and databases stay per file): 6.5-11 min on 2 cores
+# by the machine (docs/testing.md).
 # --no-loadscope-reorder: the files in tests/conftest.py's order, those with a test marked slow first, so the
 # long files do not come last for one worker alone (xdist's own order is most tests first).
 # Not exec: the EXIT trap must still stop a throwaway server after pytest.
