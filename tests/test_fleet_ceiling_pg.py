@@ -151,15 +151,14 @@ def migrated() -> Iterator[str]:
         yield str(make_url(url).database)
 
 
-def _trial(fakes: Fakes, template: str, monkeypatch: pytest.MonkeyPatch,
-           ) -> tuple[float, float, list[BaseException], LaunchRendezvous]:
+def _trial(fakes: Fakes, template: str) -> tuple[float, float, list[BaseException], LaunchRendezvous]:
     """The highest store burn and cloud $/h seen at any round of one trial, the ticks' errors, and where the
     round's launch steps met."""
     worst_store = worst_cloud = 0.0
     errors: list[BaseException] = []
     fakes.vast.reset()                        # as new: no machine, request or fault of an earlier trial
     fakes.lam.reset()
-    with contextmanager(pg_database)(template) as url:
+    with contextmanager(pg_database)(template) as url, pytest.MonkeyPatch.context() as patch:
         clock = Clock()
         admin = open_store(url)
         meeting = LaunchRendezvous(url)
@@ -169,7 +168,7 @@ def _trial(fakes: Fakes, template: str, monkeypatch: pytest.MonkeyPatch,
             lock(tx)       # type: ignore[arg-type]
             meeting.meet()
 
-        monkeypatch.setattr(budget_watch, "serialise_launches", lock_then_meet)
+        patch.setattr(budget_watch, "serialise_launches", lock_then_meet)
         daemons = [_daemon(fakes, url, clock) for _ in range(3)]
         try:
             for d in daemons:
@@ -184,7 +183,6 @@ def _trial(fakes: Fakes, template: str, monkeypatch: pytest.MonkeyPatch,
                 cloud = sum(PRICE[name] * len(insts) for name, insts in fakes.live_instances().items())
                 worst_cloud = max(worst_cloud, cloud)
         finally:
-            monkeypatch.setattr(budget_watch, "serialise_launches", lock)
             for d in daemons:
                 d.close()
             admin.close()
@@ -192,10 +190,9 @@ def _trial(fakes: Fakes, template: str, monkeypatch: pytest.MonkeyPatch,
     return worst_store, worst_cloud, errors, meeting
 
 
-def test_three_daemons_never_break_the_fleet_ceiling_together(migrated: str, monkeypatch: pytest.MonkeyPatch,
-                                                              ) -> None:
+def test_three_daemons_never_break_the_fleet_ceiling_together(migrated: str) -> None:
     with running_fakes() as fakes:
-        results = [_trial(fakes, migrated, monkeypatch) for _ in range(TRIALS)]
+        results = [_trial(fakes, migrated) for _ in range(TRIALS)]
     over = [(round(s, 2), round(c, 2)) for s, c, _, _ in results if max(s, c) > CEILING + 1e-9]
     assert over == [], f"{len(over)} of {TRIALS} trials over ${CEILING}/h (store, cloud): {over}"
     errors = [e for _, _, errs, _ in results for e in errs]
