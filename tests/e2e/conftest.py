@@ -256,6 +256,14 @@ class Bucket:
             return None
         return body.decode().strip() or None
 
+    def latest_step(self) -> int | None:
+        """The step of LATEST's checkpoint (``step-<N>``); None while there is none."""
+        latest = self.latest()
+        if latest is None:
+            return None
+        assert latest.startswith("step-"), latest
+        return int(latest.removeprefix("step-"))
+
 
 @pytest.fixture
 def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Bucket:

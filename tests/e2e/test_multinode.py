@@ -52,11 +52,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 HOSTS = {"a0": ("site-a", 0.40), "a1": ("site-a", 0.41), "b0": ("site-b", 0.90), "b1": ("site-b", 0.91)}
 
 
-def _step(latest: str | None) -> int:
-    """The step of a checkpoint name (``step-<N>``); 0 for none."""
-    return int(latest.removeprefix("step-")) if latest else 0
-
-
 @dataclass
 class GangWorld:
     machines: dict[str, Sshd]
@@ -140,7 +135,7 @@ def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site
     # on and commits later checkpoints in step order: LATEST may be past step-8 by the time it is read.
     w.metadata.raise_aws_spot()
     noticed = time.monotonic()
-    poll_until(lambda: _step(bucket.latest()) >= 8, "step-8 committed (both nodes' parts, then LATEST)", 30.0)
+    poll_until(lambda: (bucket.latest_step() or 0) >= 8, "step-8 committed (both nodes' parts, then LATEST)", 30.0)
     keys = sorted(o["Key"].rsplit("/", 1)[1] for o in bucket.client.list_objects_v2(
         Bucket=bucket.name, Prefix=f"{bucket.prefix}/step-8/")["Contents"])
     assert {"model.pt", "optim.pt", "rng-rank0.pt", "rng-rank1.pt", "COMPLETE", "COMPLETE.node-0",
@@ -153,8 +148,8 @@ def test_two_node_gang_survives_a_notice_on_node_1_and_resumes_on_the_other_site
         kill_machine(w.machines[name])
         w.provider.reclaim(f"host-{name}")
     a_steps = steps_logged(w.machines["a0"])
-    restored = _step(bucket.latest())
-    assert restored >= 8 and a_steps[-1] <= 17, (restored, a_steps[-1:])
+    restored = bucket.latest_step()
+    assert restored is not None and restored >= 8 and a_steps[-1] <= 17, (restored, a_steps[-1:])
 
     w.tick_until(lambda: {"host-b0", "host-b1"} <= set(w.running(job)), "the gang to run again on site B", 90.0)
     back = time.monotonic() - noticed

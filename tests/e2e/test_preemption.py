@@ -40,11 +40,6 @@ from tests.support.sshd import Sshd
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def _step_of(name: str | None) -> int:
-    assert name and name.startswith("step-"), name
-    return int(name.removeprefix("step-"))
-
-
 def _job_state(machine: Sshd) -> str | None:
     """The job's state in the machine's agent status (None while unreadable: written atomically, but maybe absent)."""
     try:
@@ -184,9 +179,9 @@ def test_spot_host_dies_without_notice_and_resumes_from_the_periodic_checkpoint(
     died = time.monotonic()
     world.a.stop()
     world.provider.reclaim("host-a")
-    restored = _step_of(bucket.latest())
+    restored = bucket.latest_step()
     a_steps = steps_logged(world.a)
-    assert restored % 5 == 0 and a_steps[-1] <= 12, (restored, a_steps[-1:])
+    assert restored is not None and restored % 5 == 0 and a_steps[-1] <= 12, (restored, a_steps[-1:])
     assert world.metadata.spot_action is None  # no notice was ever served
 
     world.tick_until(lambda: world.running_on(job, "host-b"), "the replacement to run on host-b")
