@@ -12,7 +12,7 @@ jobs launched twice each time (50 trials were 2.9 s each, the longest PostgreSQL
 
 from __future__ import annotations
 
-import threading
+import functools
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +26,7 @@ from orchestrator.daemon.assembly import AUTO, Service
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, Job
 from tests.daemon_world import CATALOG, OWNER, PUBLIC_KEY, Clock, Fakes, add_job, service_for
+from tests.support.together import run_together
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 TRIALS = 10
@@ -37,29 +38,9 @@ def _race(daemons: list[Service], fakes: Fakes, url: str, clock: Clock) -> list[
     applies = [open_store(url) for _ in range(2)]
     engines = [build_engine(s, OrchConfig(owner=OWNER), fakes.build_providers(), CATALOG, use_live_offers=False,
                             clock=clock) for s in applies]
-    barrier = threading.Barrier(len(daemons) + len(engines))
-    errors: list[BaseException] = []
-
-    def daemon(service: Service) -> None:
-        try:
-            barrier.wait(timeout=30)
-            service.reconciler.tick()
-        except BaseException as exc:   # surfaced in the test's thread
-            errors.append(exc)
-
-    def apply(engine: object) -> None:
-        try:
-            barrier.wait(timeout=30)
-            launch_pending(engine, max_ticks=2)   # type: ignore[arg-type]
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = ([threading.Thread(target=daemon, args=(d,)) for d in daemons]
-               + [threading.Thread(target=apply, args=(e,)) for e in engines])
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    calls = [d.reconciler.tick for d in daemons] + [
+        functools.partial(launch_pending, e, max_ticks=2) for e in engines]   # type: ignore[arg-type]
+    errors = list(run_together(calls).values())
     for s in applies:
         s.close()
     return errors

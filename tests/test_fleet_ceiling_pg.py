@@ -37,6 +37,7 @@ from orchestrator.store import budget_watch, open_store
 from orchestrator.store.rollup import burn_by_job
 from tests._store_db import pg_database
 from tests.daemon_world import CATALOG, OWNER, PUBLIC_KEY, Clock, Fakes, add_job, running_fakes
+from tests.support.together import run_together
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 CEILING = 1.50
@@ -121,25 +122,9 @@ class LaunchRendezvous:
 
 
 def _round(daemons: list[Service], meeting: LaunchRendezvous) -> list[BaseException]:
-    barrier = threading.Barrier(len(daemons))
-    errors: list[BaseException] = []
-
-    def run(service: Service) -> None:
-        try:
-            barrier.wait(timeout=30)
-            service.reconciler.tick()
-        except BaseException as exc:   # surfaced in the test's thread
-            errors.append(exc)
-        finally:
-            meeting.tick_ended()
-
-    threads = [threading.Thread(target=run, args=(d,)) for d in daemons]
-    meeting.start_round(threads)
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    return errors
+    errors = run_together([d.reconciler.tick for d in daemons], started=meeting.start_round,
+                          ended=meeting.tick_ended)
+    return list(errors.values())
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from orchestrator.daemon.assembly import Service, ServiceSettings
+from orchestrator.daemon.assembly import ServiceSettings
 from orchestrator.engine.states import DesiredState, JobStatus
 from orchestrator.store import open_store, repo
 from orchestrator.store.db import Store
 from orchestrator.store.models import Job
 from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, service_for
 from tests.fakes.lr_base import Reply
+from tests.support.together import run_together
 
 pytestmark = pytest.mark.postgres
 TTL = timedelta(seconds=60)
@@ -42,21 +43,9 @@ class Fleet:
     def round(self) -> dict[str, BaseException]:
         """Advance the clock one step; every daemon ticks at once. Returns who raised what."""
         self.clock.advance(seconds=STEP)
-        barrier = threading.Barrier(len(self.daemons))
-        errors: dict[str, BaseException] = {}
-
-        def run(name: str, service: Service) -> None:
-            try:
-                barrier.wait(timeout=60)
-                service.reconciler.tick()
-            except BaseException as exc:  # surfaced to the caller
-                errors[name] = exc
-
-        threads = [threading.Thread(target=run, args=item) for item in self.daemons.items()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
+        names = list(self.daemons)
+        raised = run_together([self.daemons[n].reconciler.tick for n in names], start_s=60, join_s=300)
+        errors = {names[i]: exc for i, exc in raised.items()}
         return errors
 
     def close(self) -> None:

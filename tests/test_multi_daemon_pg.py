@@ -16,6 +16,7 @@ from orchestrator.engine.states import AttemptState, JobStatus
 from orchestrator.store import open_store
 from orchestrator.store.models import Attempt, Job
 from tests.daemon_world import PUBLIC_KEY, Clock, Fakes, add_job, check_invariants, service_for
+from tests.support.together import run_together
 
 pytestmark = pytest.mark.postgres
 TTL = timedelta(seconds=60)
@@ -43,23 +44,9 @@ class Planned:
 
 def tick_all(daemons: dict[str, Service], clock: Clock, rounds: int) -> None:
     """``rounds`` rounds; in each, every daemon ticks at once (a barrier starts them together)."""
-    errors: list[BaseException] = []
     for _ in range(rounds):
         clock.advance(seconds=10)
-        barrier = threading.Barrier(len(daemons))
-
-        def run(service: Service, barrier: threading.Barrier = barrier) -> None:
-            try:
-                barrier.wait(timeout=30)
-                service.reconciler.tick()
-            except BaseException as exc:  # surfaced below, in the test's thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(s,)) for s in daemons.values()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
+        errors = run_together([s.reconciler.tick for s in daemons.values()])
         assert not errors, errors
 
 
