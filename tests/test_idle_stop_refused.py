@@ -2,8 +2,8 @@
 an ``InvalidRequestError``) must not leave the idle machine billing. Before, the attempt stayed
 TERMINATE_REQUESTED for a stop and every tick asked the stop again, refused again: the machine ran on, idle, for
 good, and ``orch down`` could not end it either (the teardown skips an attempt being ended and only re-asks a stop
-in flight). Now such a refusal terminates the machine (``EndCause.IDLE_TERMINATED``); a transient one
-(``retryable``) is still asked again."""
+in flight). Now such a refusal terminates the machine (``EndCause.IDLE_TERMINATED``); any other failure (a
+throttle, a 5xx, credentials to fix) is still asked again."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ A stop is written before the cloud call (TERMINATE_REQUESTED with ``EndCause.IDL
 ``idle-stop-requested`` event) and after it (TERMINATED). A process killed between finds the attempt
 TERMINATE_REQUESTED for a stop: the teardown step asks the stop again (``finish_stop``) until the cloud lists
 the machine stopped, then writes what the killed process did not; never a terminate (the disk is kept), never
-an attempt RUNNING on a stopped machine. But a stop the cloud refuses for good (not ``retryable``: AWS cannot stop
-a one-time spot instance) terminates the machine instead (``EndCause.IDLE_TERMINATED``): asked again, it would be
+an attempt RUNNING on a stopped machine. But a stop the cloud refuses for good (``InvalidRequestError``: AWS cannot
+stop a one-time spot instance) terminates the machine instead (``EndCause.IDLE_TERMINATED``): asked again, it would be
 refused on every tick while the idle machine bills on."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from orchestrator.engine.ports import AttemptRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from providers.base import Capability, InstanceState
-from providers.errors import ProviderError
+from providers.errors import InvalidRequestError, ProviderError
 
 
 class IdleStep:
@@ -117,15 +117,16 @@ def _shut_down(deps: EngineDeps, seen: Observed, verdict: IdleVerdict, now: date
 
 def _stop(deps: EngineDeps, attempt: AttemptRecord, instance_id: str, now: datetime,
           log: TickLog) -> EndCause | None:
-    """Ask the cloud to stop an idle machine. ``IDLE_STOPPED``: it accepted. ``IDLE_TERMINATED``: it refused for
-    good (not ``retryable``: a machine its cloud cannot stop, such as an AWS one-time spot instance), so the
-    machine is terminated instead and the attempt ended (an idle machine must not bill on for want of a kept
-    disk; asking the stop again would be refused on every tick, ``orch down``'s too). None: it failed for now
-    (a throttle, a 5xx): the attempt stays TERMINATE_REQUESTED and the stop is asked again next tick."""
+    """Ask the cloud to stop an idle machine. ``IDLE_STOPPED``: it accepted. ``IDLE_TERMINATED``: it refused the
+    request for good (``InvalidRequestError``: a machine its cloud cannot stop, such as an AWS one-time spot
+    instance), so the machine is terminated instead and the attempt ended (an idle machine must not bill on for
+    want of a kept disk; asked again, the stop would be refused on every tick, ``orch down``'s too). None: it
+    failed otherwise (a throttle, a 5xx, credentials to fix): the attempt stays TERMINATE_REQUESTED and the stop
+    is asked again next tick."""
     try:
         deps.providers[attempt.offer.provider].stop(instance_id)
     except ProviderError as exc:
-        if exc.retryable:
+        if not isinstance(exc, InvalidRequestError):
             log.report.errors.append(f"stop {instance_id}: {exc} (asked again next tick)")
             return None
         log.report.errors.append(f"stop {instance_id}: {exc} (terminated instead)")
