@@ -30,9 +30,10 @@ PUBLIC_KEY = harness_lambda.PUBLIC_KEY
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 #: Vast spot A100-80G in Bavaria (the fake's ask 7002001) is the cheapest; Lambda's 1x A100 (40 GB) in
-#: us-west-2 is the next eligible offer, on another provider.
+#: us-west-2 is the next eligible offer, on another provider. Priced as the catalog refresh prices the ask (its bid,
+#: min_bid $0.62 x 1.1, plus 100 GB of disk at $0.15/GB/month): a catalog offer is never rented dearer than quoted.
 VAST_BAVARIA = Offer("vastai", "1x-A100_SXM4-32-257000", "Bavaria, DE", None, "A100-80G", 1, 80, 32, 251,
-                     Interconnect.PCIE, Market.SPOT, 0.70, date(2026, 12, 1), True, OfferOrigin.CATALOG,
+                     Interconnect.PCIE, Market.SPOT, 0.702833, date(2026, 12, 1), True, OfferOrigin.CATALOG,
                      Availability.AVAILABLE, offer_id="7002001")
 LAMBDA_A100 = Offer("lambda", "gpu_1x_a100_sxm4", "us-west-2", None, "A100-40G", 1, 40, 30, 200,
                     Interconnect.PCIE, Market.ON_DEMAND, 1.29, date(2026, 12, 1), True, OfferOrigin.CATALOG,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -233,7 +234,9 @@ def test_a_create_whose_answer_was_lost_is_found_not_repeated(fake: VastFake, va
 
 
 def test_a_catalog_offer_is_matched_to_a_live_ask(fake: VastFake, vast: VastProvider) -> None:
-    inst = vast.launch(spec_for(None, gpu="H100-80G"))
+    """At no more than it was quoted at (tests/test_vast_quote.py): the H100 ask bills $2.12/h with 100 GB."""
+    spec = spec_for(None, gpu="H100-80G")
+    inst = vast.launch(replace(spec, offer=replace(spec.offer, price_hr=2.13)))
     assert [r.path for r in fake.requests if r.method == "PUT"] == [f"/api/v0/asks/{H100_1X}"]
     assert inst.state in (InstanceState.PENDING, InstanceState.RUNNING)
 

@@ -16,9 +16,10 @@ from orchestrator.engine.tick import TickLog
 
 
 def others_live(deps: EngineDeps, job: JobRecord, attempt: AttemptRecord, log: TickLog) -> list[AttemptRecord]:
-    """The other live attempts of ``attempt``'s gang (fresh from the store), less those ended this tick."""
-    if job.spec.plan.nodes <= 1:
-        return []
+    """The other live attempts of ``attempt``'s gang (fresh from the store), less those ended this tick. The gang
+    is the attempts of its generation, never the job's manifest as it reads now: a job re-applied with fewer
+    nodes (``resources.nodes: 2`` -> ``1``) still runs the gang it launched, and none of its nodes may be left
+    running when one ends."""
     return [a for a in deps.store.attempts_for_job(job.id)
             if a.generation == attempt.generation and a.id != attempt.id and a.state.is_live
             and a.id not in log.ended]

@@ -7,7 +7,9 @@ A stop is written before the cloud call (TERMINATE_REQUESTED with ``EndCause.IDL
 ``idle-stop-requested`` event) and after it (TERMINATED). A process killed between finds the attempt
 TERMINATE_REQUESTED for a stop: the teardown step asks the stop again (``finish_stop``) until the cloud lists
 the machine stopped, then writes what the killed process did not; never a terminate (the disk is kept), never
-an attempt RUNNING on a stopped machine."""
+an attempt RUNNING on a stopped machine. But a stop the cloud refuses for good (``InvalidRequestError``: AWS cannot
+stop a one-time spot instance) terminates the machine instead (``EndCause.IDLE_TERMINATED``): asked again, it would be
+refused on every tick while the idle machine bills on."""
 
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from orchestrator.engine.ending import end_attempt
 from orchestrator.engine.events import EventKind
 from orchestrator.engine.facts import Observed, TickFacts
 from orchestrator.engine.idle_rule import IdleAction, IdleVerdict, UtilSample, idle_verdict
+from orchestrator.engine.ports import AttemptRecord
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.engine.tick import TickLog
 from providers.base import Capability, InstanceState
-from providers.errors import ProviderError
+from providers.errors import InvalidRequestError, ProviderError
 
 
 class IdleStep:
@@ -91,14 +94,15 @@ def _shut_down(deps: EngineDeps, seen: Observed, verdict: IdleVerdict, now: date
         deps.store.event(EventKind.IDLE_STOP_REQUESTED, f"stop {inst.provider} {inst.instance_id}: {verdict.reason}",
                          now, job_id=job.id)
         crashpoint("after-idle-stop-requested")
-        try:
-            provider.stop(inst.instance_id)
-        except ProviderError as exc:
-            log.report.errors.append(f"stop {inst.instance_id}: {exc} (asked again next tick)")
+        done = _stop(deps, attempt, inst.instance_id, now, log)
+        if done is None:
             return
-        crashpoint("after-idle-stop-call")      # stopped in the cloud; not yet written
-        deps.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="idle: stopped",
-                                     cause=EndCause.IDLE_STOPPED)
+        if done is EndCause.IDLE_STOPPED:
+            crashpoint("after-idle-stop-call")      # stopped in the cloud; not yet written
+            deps.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="idle: stopped",
+                                         cause=EndCause.IDLE_STOPPED)
+        else:
+            action = IdleAction.TERMINATE
     else:
         end_attempt(deps, attempt, AttemptState.TERMINATED, EndCause.IDLE_TERMINATED, f"idle: {verdict.reason}",
                     now, log)
@@ -111,6 +115,27 @@ def _shut_down(deps: EngineDeps, seen: Observed, verdict: IdleVerdict, now: date
         deps.metrics.idle_shutdowns.labels(action.value).inc()
 
 
+def _stop(deps: EngineDeps, attempt: AttemptRecord, instance_id: str, now: datetime,
+          log: TickLog) -> EndCause | None:
+    """Ask the cloud to stop an idle machine. ``IDLE_STOPPED``: it accepted. ``IDLE_TERMINATED``: it refused the
+    request for good (``InvalidRequestError``: a machine its cloud cannot stop, such as an AWS one-time spot
+    instance), so the machine is terminated instead and the attempt ended (an idle machine must not bill on for
+    want of a kept disk; asked again, the stop would be refused on every tick, ``orch down``'s too). None: it
+    failed otherwise (a throttle, a 5xx, credentials to fix): the attempt stays TERMINATE_REQUESTED and the stop
+    is asked again next tick."""
+    try:
+        deps.providers[attempt.offer.provider].stop(instance_id)
+    except ProviderError as exc:
+        if not isinstance(exc, InvalidRequestError):
+            log.report.errors.append(f"stop {instance_id}: {exc} (asked again next tick)")
+            return None
+        log.report.errors.append(f"stop {instance_id}: {exc} (terminated instead)")
+        end_attempt(deps, attempt, AttemptState.TERMINATED, EndCause.IDLE_TERMINATED,
+                    f"idle: the cloud refused to stop it ({exc}): terminated", now, log)
+        return EndCause.IDLE_TERMINATED
+    return EndCause.IDLE_STOPPED
+
+
 def finish_stop(deps: EngineDeps, seen: Observed, now: datetime, log: TickLog) -> None:
     """An idle stop whose process died (or whose stop call failed) after TERMINATE_REQUESTED: ask the stop again
     while the machine runs; once the cloud lists it stopped, write the end, the job STOPPED and the event."""
@@ -119,14 +144,14 @@ def finish_stop(deps: EngineDeps, seen: Observed, now: datetime, log: TickLog) -
         return                                  # the sync confirms it gone (TERMINATED)
     log.ended.add(attempt.id)
     if inst.state is not InstanceState.STOPPED:
-        try:
-            deps.providers[attempt.offer.provider].stop(inst.instance_id)
-        except ProviderError as exc:
-            log.report.errors.append(f"stop {inst.instance_id}: {exc} (asked again next tick)")
-        return
-    deps.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="idle: stopped",
-                                 cause=EndCause.IDLE_STOPPED)
+        if _stop(deps, attempt, inst.instance_id, now, log) is not EndCause.IDLE_TERMINATED:
+            return      # asked again next tick, or stopped: written once the cloud lists it stopped
+        done = "terminate {}: the cloud refused to stop it (finished after a restart or a failed stop call)"
+    else:
+        deps.store.set_attempt_state(attempt.id, AttemptState.TERMINATED, now, reason="idle: stopped",
+                                     cause=EndCause.IDLE_STOPPED)
+        done = "stop {}: stopped (finished after a restart or a failed stop call)"
     gang.end_others(deps, seen.job, attempt, f"idle: gang node {attempt.node_rank} idle", now, log)
     deps.store.set_job_status(seen.job.id, JobStatus.STOPPED, now)
-    deps.store.event(EventKind.IDLE_SHUTDOWN, f"stop {inst.provider} {inst.instance_id}: stopped (finished after a "
-                     "restart or a failed stop call)", now, job_id=seen.job.id)
+    deps.store.event(EventKind.IDLE_SHUTDOWN, done.format(f"{inst.provider} {inst.instance_id}"), now,
+                     job_id=seen.job.id)

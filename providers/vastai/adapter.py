@@ -40,7 +40,7 @@ from providers.errors import (
 )
 from providers.http import ApiClient, HttpSettings, RateLimiter
 from providers.retry import RetryPolicy, call_with_retry
-from providers.vastai.create import create_body
+from providers.vastai.create import create_body, no_dearer_than_quoted
 from providers.vastai.errors import AUTH_HINT, PROVIDER, translate_error
 from providers.vastai.instances import parse_instance, vast_instance_type
 from providers.vastai.offers import search_body, to_offer
@@ -137,6 +137,8 @@ class VastProvider(Provider):
 
     def _create(self, spec: LaunchSpec) -> Instance:
         ask = self._live_ask(spec)
+        if not spec.offer.offer_id:
+            no_dearer_than_quoted(ask, spec, self.settings)    # a catalog offer's match, never dearer than quoted
         body = create_body(self.settings, spec, ask)     # refuses (typed) what must not be rented: before any create
         try:
             answer = self._create_api.request("PUT", f"/asks/{int(ask['id'])}/", json=body)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from providers.base import LaunchSpec, Market
+from providers.base import DEFAULT_DISK_GB, LaunchSpec, Market
 from providers.boot_env import BOOT_ENV, boot_env_value, run_boot_from_env
-from providers.errors import InvalidRequestError, PriceTooLowError
+from providers.errors import InsufficientCapacityError, InvalidRequestError, PriceTooLowError
 
 from .errors import PROVIDER
-from .offers import disk_cost_hr, spot_bid
+from .offers import disk_cost_hr, offer_price_hr, spot_bid
 from .settings import Settings
 
 #: The spec: "onstart field is limited to 4048 characters -- gzip+base64 for longer scripts".
@@ -33,6 +33,24 @@ def onstart_for(spec: LaunchSpec) -> str:
         raise InvalidRequestError(f"onstart is {len(onstart)} characters; Vast takes {ONSTART_MAX} (a shorter ssh "
                                   "key)", provider=PROVIDER)
     return onstart
+
+
+#: The disk a catalog row of Vast is priced with (providers/catalog/refresh/vast_source.py's DISK_GB).
+CATALOG_DISK_GB = DEFAULT_DISK_GB
+
+
+def no_dearer_than_quoted(ask: dict[str, Any], spec: LaunchSpec, settings: Settings) -> None:
+    """Refuse, before any create, the live ask a catalog offer (no ask id) was matched to when it bills more than
+    the offer was quoted at: the quote is what orch's plan showed and what the budgets' gate checked and reserved,
+    so a dearer ask would break a $/h ceiling (or the job's own budget) with every check passed. The engine then
+    moves on to its next offer, at that offer's price. Compared disk for disk: a catalog row is priced with
+    ``CATALOG_DISK_GB``, so the disk a job asks for beyond it is its own, not a dearer ask."""
+    price = offer_price_hr(ask, spec.offer.market, CATALOG_DISK_GB, bid_markup=settings.bid_markup)
+    if price > spec.offer.price_hr + 1e-6:
+        raise InsufficientCapacityError(
+            f"no live {spec.offer.gpu_count}x {spec.offer.gpu} {spec.offer.market.value} ask at the "
+            f"${spec.offer.price_hr:.2f}/h quoted: the cheapest, ask {ask.get('id')}, bills ${price:.4f}/h "
+            f"(with {CATALOG_DISK_GB} GB of disk): not rented", provider=PROVIDER, code="dearer_than_quoted")
 
 
 def bid_for(ask: dict[str, Any], spec: LaunchSpec, settings: Settings) -> float | None:
