@@ -268,6 +268,19 @@ def test_the_adapter_s_insert_bodies_are_accepted(fake: GceFake) -> None:
     (lambda b: b["disks"][0]["initializeParams"].update(labels={"orch-job": "A"}), 400, "invalid",
      "resource.disks[0].initializeParams.labels"),
     (lambda b: b["scheduling"].update(provisioningModel="CHEAP"), 400, "invalid", "scheduling.provisioningModel"),
+    # Scheduling combinations (tests/fakes/gce_contract.py: GPUs cannot live-migrate, Spot cannot restart): each
+    # field is a valid enum value, so the Discovery schema alone takes them.
+    (lambda b: b["scheduling"].update(automaticRestart=True), 400, "invalid",
+     "Scheduling must have preemptible be false when AutomaticRestart is true."),
+    (lambda b: b["scheduling"].update(onHostMaintenance="MIGRATE"), 400, "invalid",
+     "resource.scheduling.onHostMaintenance': 'MIGRATE'"),
+    (lambda b: b.update(scheduling={"provisioningModel": "STANDARD", "onHostMaintenance": "MIGRATE"}), 400,
+     "invalid", "Instances with guest accelerators do not support live migration."),
+    (lambda b: b.update(scheduling={"provisioningModel": "STANDARD"}), 400, "invalid",     # absent: MIGRATE
+     "Instances with guest accelerators do not support live migration."),
+    (lambda b: (b.pop("guestAccelerators"), b.update(machineType=f"zones/{ZONE}/machineTypes/g2-standard-4",
+                                                     scheduling={"automaticRestart": True})),
+     400, "invalid", "Instances with guest accelerators do not support live migration."),
 ])
 def test_fake_refuses_what_gce_refuses(fake: GceFake, change: Any, status: int, reason: str, words: str) -> None:
     body = _instance_body()
@@ -277,6 +290,14 @@ def test_fake_refuses_what_gce_refuses(fake: GceFake, change: Any, status: int, 
     assert got == status and answer["error"]["errors"][0]["reason"] == reason
     assert words in answer["error"]["message"], answer["error"]["message"]
     assert fake.instance(ZONE, body["name"]) is None
+
+
+def test_a_vm_without_gpus_may_live_migrate(fake: GceFake) -> None:
+    body = _instance_body(Market.ON_DEMAND)
+    body.pop("guestAccelerators")
+    body.update(machineType=f"zones/{ZONE}/machineTypes/n1-standard-8", scheduling={"provisioningModel": "STANDARD"})
+    status, _ = fake.handle("POST", f"{ROOT}/zones/{ZONE}/instances", {}, body)
+    assert status == 200 and fake.refusals == []
 
 
 def test_a_family_and_a_full_image_url_are_accepted(fake: GceFake) -> None:
