@@ -70,6 +70,39 @@ def test_shapes_come_from_the_spec() -> None:
         {"name": "ssh", "properties": {"priority": "high"}}]}}) is not None
 
 
+@pytest.mark.parametrize("user", ["root", "admin", "Administrator", "test1", "support_388945a0", "", "u" * 65])
+def test_the_fake_refuses_the_admin_usernames_the_spec_disallows(fake: FakeArm, user: str) -> None:
+    """OSProfile.adminUsername (tests/fakes/azure_contract.py): a reserved name or a Linux length outside 1-64 is
+    ARM's 400 InvalidParameter; its JSON type alone is fine, so the shape check took it."""
+    import httpx
+
+    from tests.contract.harness_azure import SUB
+
+    vm = {"location": "eastus", "properties": {"hardwareProfile": {"vmSize": "Standard_NC24ads_A100_v4"},
+                                               "osProfile": {"computerName": "x", "adminUsername": user}}}
+    refusal = check_body("virtualMachines", vm)
+    assert refusal is not None and refusal.code == "InvalidParameter" and refusal.target == "adminUsername"
+    assert refusal.message == "The Admin Username specified is not allowed."
+    fake.reset()
+    url = f"{fake.url}/subscriptions/{SUB}/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1"
+    answer = httpx.put(url, params={"api-version": "2024-07-01"}, json=vm, headers={"Authorization": "Bearer t"})
+    assert answer.status_code == 400 and answer.json()["error"] == {
+        "code": "InvalidParameter", "message": "The Admin Username specified is not allowed.",
+        "target": "adminUsername"}
+    assert fake.state.vms == {}
+    ok = {**vm, "properties": {**vm["properties"], "osProfile": {"computerName": "x", "adminUsername": "orch"}}}
+    assert check_body("virtualMachines", ok) is None
+
+
+@pytest.mark.parametrize("user", ["root", "Admin", "u" * 65, ""])
+def test_an_admin_username_azure_refuses_is_a_settings_error(user: str) -> None:
+    """The adapter never sends it: the setting is refused when read, before any NIC, IP or VM is made."""
+    from providers.azure.settings import Settings
+
+    with pytest.raises(ValueError, match="admin_username"):
+        Settings(subscription_id="s", resource_group="rg", admin_username=user)
+
+
 def test_custom_data_over_64_kib_is_an_invalid_request(provider: AzureProvider, fake: FakeArm) -> None:
     with pytest.raises(InvalidRequestError) as err:
         provider.launch(_spec(script="#" * (CUSTOM_DATA_MAX_BYTES + 1)))

@@ -100,8 +100,8 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _err(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def _err(code: str, message: str, target: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **({"target": target} if target else {})}}
 
 
 class FakeArm:
@@ -212,7 +212,7 @@ class FakeArm:
                 refusal = check_body(rtype, body)   # the REST spec's shapes and limits (tests/fakes/azure_contract.py)
                 if refusal is not None:
                     self.refusals.append(refusal)
-                    return 400, {}, _err(refusal.code, refusal.message)
+                    return 400, {}, _err(refusal.code, refusal.message, refusal.target)
             fault = self._take_fault(opname)
             if fault is not None and fault.kind != "capacity-lro":
                 return self._fault_response(fault)
