@@ -225,6 +225,14 @@ def test_fake_refuses_a_rule_mixing_ipv4_and_ipv6(fake: GceFake) -> None:
     assert status == 400 and body["error"]["errors"][0]["reason"] == "invalid"
 
 
+@pytest.mark.parametrize("key", ["targetTags", "sourceTags"])
+def test_fake_refuses_a_rule_naming_a_tag_that_is_not_an_rfc1035_label(fake: GceFake, key: str) -> None:
+    status, body = fake.handle("POST", f"{ROOT}/global/firewalls", {}, {**_firewall_body(), key: ["orch-team-"]})
+    assert status == 400 and body["error"]["errors"][0]["reason"] == "invalid"
+    assert f"'resource.{key}[0]': 'orch-team-'. Must be a match of regex" in body["error"]["message"]
+    assert fake.firewall(_firewall_body()["name"]) is None
+
+
 def test_status_enums_come_from_the_document() -> None:
     pytest.importorskip("google.cloud.compute_v1")
     from providers.gcp.instances import _STATES
@@ -268,6 +276,10 @@ def test_the_adapter_s_insert_bodies_are_accepted(fake: GceFake) -> None:
     (lambda b: b["disks"][0]["initializeParams"].update(labels={"orch-job": "A"}), 400, "invalid",
      "resource.disks[0].initializeParams.labels"),
     (lambda b: b["scheduling"].update(provisioningModel="CHEAP"), 400, "invalid", "scheduling.provisioningModel"),
+    # Network tags (Discovery document, Tags.items: RFC 1035 labels; the pattern is on the array, unchecked there).
+    (lambda b: b.update(tags={"items": ["orch-team-"]}), 400, "invalid",
+     "'resource.tags.items[0]': 'orch-team-'. Must be a match of regex"),
+    (lambda b: b.update(tags={"items": ["Orch"]}), 400, "invalid", "'resource.tags.items[0]': 'Orch'"),
     # Scheduling combinations (tests/fakes/gce_contract.py: GPUs cannot live-migrate, Spot cannot restart): each
     # field is a valid enum value, so the Discovery schema alone takes them.
     (lambda b: b["scheduling"].update(automaticRestart=True), 400, "invalid",

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.gce_contract import GceRefusal, check_instance_insert, check_resource_policy_insert
+from tests.fakes.gce_contract import GceRefusal, check_instance_insert, check_resource_policy_insert, check_tags
 
 BASE = "https://www.googleapis.com/compute/v1"
 FAULTS = ("capacity", "quota", "throttle", "auth", "server-error")
@@ -488,6 +488,10 @@ class GceFake:
             return "Invalid value for field 'resource.sourceRanges': IPv4 and IPv6 ranges cannot be mixed."
         if not (fw.get("allowed") or fw.get("denied")):
             return "Invalid value for field 'resource': a rule needs allowed or denied."
+        for key in ("targetTags", "sourceTags"):   # network tags: RFC 1035 labels (gce_contract.check_tags)
+            refusal = check_tags(f"resource.{key}", fw.get(key) or [])
+            if refusal is not None:
+                return refusal.message
         return None
 
     def _insert_firewall(self, project: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -19,6 +19,10 @@ way GCE refuses it:
   0-63 characters, lowercase letters, digits, '_' and '-' only, a key starting with a lowercase letter -> 400
   ``invalid`` (Compute Engine docs, "Organize resources using labels": requirements for labels). The Discovery
   document types ``labels`` as a plain string map, so its schema alone takes ``{"Job": "My.Run"}``;
+* a network tag (``tags.items``) that is not an RFC 1035 label -> 400 ``invalid`` "Invalid value for field
+  'resource.tags.items[N]' ... Must be a match of regex" (Discovery document, Tags.items: "Each tag must be 1-63
+  characters long, and comply with RFC1035", pattern ``[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?``; the pattern sits on the
+  array, where JSON Schema does not apply it, so the schema check alone took ``orch-team-``);
 * ``scheduling`` that GCE refuses although each field is a valid enum value: a VM with GPUs (``guestAccelerators``,
   or an accelerator-optimized a2/a3/a4/g2/g4 machine type, which brings its own) that is not Spot/preemptible and
   whose ``onHostMaintenance`` is not TERMINATE (absent means MIGRATE, the Discovery document's default for standard
@@ -144,6 +148,9 @@ def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
     if "/a3-" in str(body.get("machineType", "")) and len(nics) > 1 and any(n.get("nicType") != "GVNIC" for n in nics):
         return GceRefusal(400, "invalid", "Invalid value for field 'resource.networkInterfaces': A3 machine types "
                                           "with more than one network interface require nicType GVNIC on each.")
+    refusal = check_tags("resource.tags.items", (body.get("tags") or {}).get("items") or [])
+    if refusal is not None:
+        return refusal
     for i, disk in enumerate(body.get("disks") or []):
         image = (disk.get("initializeParams") or {}).get("sourceImage")
         if image is not None and not _IMAGE.match(image):
@@ -156,6 +163,16 @@ def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
         if refusal is not None:
             return refusal
     return _metadata(body.get("metadata") or {}) or _scheduling(body)
+
+
+def check_tags(where: str, tags: list[Any]) -> GceRefusal | None:
+    """GCE's refusal of a network tag that is not an RFC 1035 label (Tags.items), at ``where[N]``; a firewall's
+    targetTags and sourceTags name the same tags."""
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, str) or not _NAME.fullmatch(tag):
+            return GceRefusal(400, "invalid", f"Invalid value for field '{where}[{i}]': '{str(tag)[:80]}'. Must be a "
+                                              "match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+    return None
 
 
 #: Accelerator-optimized machine families: their machine types bring GPUs without ``guestAccelerators``.
