@@ -53,7 +53,10 @@ LABEL_LAUNCH_ID = "orch-launch-id"
 LABEL_OWNER = "orch-owner"
 LABEL_JOB = "orch-job"
 
-_LABEL_SAFE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+# An owner: an RFC 1035 label of at most 31 characters. It ends with a letter or digit because GCE's network tag
+# ``orch-<owner>`` (on every VM and in every firewall rule orch makes) must (compute v1 Discovery, Tags.items:
+# "Each tag must be 1-63 characters long, and comply with RFC1035"): GCE refuses a tag ending in '-'.
+_LABEL_SAFE = re.compile(r"^[a-z](?:[a-z0-9-]{0,29}[a-z0-9])?$")
 
 
 class Capability(StrEnum):
@@ -251,7 +254,8 @@ def launch_store(launch_id: str | None) -> str | None:
 def validate_owner(owner: str) -> str:
     if not _LABEL_SAFE.fullmatch(owner):
         raise ValueError(
-            f"owner {owner!r} must be lowercase letters, digits and '-', start with a letter, at most 31 chars"
+            f"owner {owner!r} must be lowercase letters, digits and '-', start with a letter, end with a letter or "
+            "digit, at most 31 chars"
         )
     return owner
 

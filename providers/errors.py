@@ -64,6 +64,12 @@ class MissingWorkdirError(InvalidRequestError):
     configuration error, not capacity; the engine names the cause ``workdir``."""
 
 
+class DiskBelowImageError(InvalidRequestError):
+    """The boot disk asked for is smaller than the machine image's own disk, which the cloud refuses. A job's disk is
+    the least it needs, so the adapter rents the image's size instead (Azure: the same create without an explicit
+    size; AWS and GCP read the image's size first and never send a smaller one)."""
+
+
 class ResourceNotFoundError(ProviderError):
     """A resource (an instance, a security group, a firewall rule, a public IP...) does not exist.
 

@@ -30,6 +30,12 @@ CASES = [
     ),
     (
         "budgets",
+        "budgets:\n  - name: all\n    monthly_usd: 100\n    match:\n      owner: [alice,\n              team-]\n",
+        7,
+        "budgets.all.match.owner[1]: 'team-' is not an orch owner",
+    ),
+    (
+        "budgets",
         "budgets:\n  - {name: a, monthly_usd: 1}\n  - {name: a, monthly_usd: 2}\n",
         4,
         "budgets.a: two budgets have this name",
@@ -140,3 +146,25 @@ def test_a_bad_owner_from_orch_owner_names_the_variable_not_a_line_of_the_file(
     path.write_text("owner: Bad\n")             # the file's own value: its line, as before
     with pytest.raises(ConfigError, match=rf"^{path}:1: owner: owner 'Bad'"):
         load_config(path)
+
+
+def test_an_owner_ending_in_a_dash_is_refused_at_its_line(tmp_path: Path) -> None:
+    """GCE refuses the network tag orch-<owner> that ends in '-' (tests/fakes/gce_contract.py: Tags.items, RFC
+    1035) on every VM and firewall rule: such an owner is a config error, not a refusal at every GCP launch."""
+    path = tmp_path / "config.yaml"
+    path.write_text("owner: team-\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:1: owner: owner 'team-' must be .* end with a letter or digit"):
+        load_config(path)
+    path.write_text("owner: team-a\n")
+    assert load_config(path).owner == "team-a"
+
+
+def test_the_default_owner_cut_to_31_characters_does_not_end_in_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import getpass
+
+    from orchestrator.config.file import _default_owner
+    from providers.base import validate_owner
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "a" * 30 + ".bc")   # 'aaa...a-bc' cut at 31: 'aaa...a-'
+    owner = _default_owner()
+    assert owner == "a" * 30 and validate_owner(owner) == owner

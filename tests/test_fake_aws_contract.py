@@ -158,11 +158,51 @@ def test_the_adapter_s_requests_are_all_accepted(aws: AwsProvider, fake: FakeAws
 
 
 def test_bad_image_form_is_an_invalid_request(aws: AwsProvider, fake: FakeAws) -> None:
-    aws._amis[REGION] = "ubuntu-22.04-cuda"   # what a machine-image setting that is not an AMI id resolves to
+    aws._amis[REGION] = ("ubuntu-22.04-cuda", 0)   # what a machine-image setting that is not an AMI id resolves to
     with pytest.raises(InvalidRequestError) as err:
         aws.launch(_spec())
     assert err.value.code == "InvalidAMIID.Malformed"
     assert fake.refusals[-1][1].code == "InvalidAMIID.Malformed"
+
+
+def _root_snapshot(fake: FakeAws) -> tuple[str, str, int]:
+    """moto's Ubuntu AMI: (its id, its root device, the size of its root snapshot in GB)."""
+    image = _ec2(fake).describe_images(ImageIds=[_ami(fake)])["Images"][0]
+    [root] = [m for m in image["BlockDeviceMappings"] if m["DeviceName"] == image["RootDeviceName"]]
+    return image["ImageId"], image["RootDeviceName"], int(root["Ebs"]["VolumeSize"])
+
+
+def test_a_volume_smaller_than_the_ami_s_snapshot_is_refused_as_ec2_does(fake: FakeAws) -> None:
+    fake.reset()
+    image, device, floor = _root_snapshot(fake)
+    with pytest.raises(ClientError) as err:
+        _ec2(fake).run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
+                                 BlockDeviceMappings=[{"DeviceName": device, "Ebs": {"VolumeSize": floor - 1}}])
+    assert err.value.response["Error"]["Code"] == "InvalidBlockDeviceMapping"
+    assert f"Volume of size {floor - 1}GB is smaller than snapshot 'snap-" in err.value.response["Error"]["Message"]
+    assert err.value.response["Error"]["Message"].endswith(f"expect size >= {floor}GB")
+    _ec2(fake).run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
+                             BlockDeviceMappings=[{"DeviceName": device, "Ebs": {"VolumeSize": floor}}])
+
+
+@pytest.mark.parametrize("configured_ami", [False, True])
+def test_a_job_disk_under_the_ami_s_snapshot_rents_the_snapshot_s_size(fake: FakeAws, configured_ami: bool) -> None:
+    """A job's disk_gb is the least it needs: under the AMI's root snapshot, EC2 refuses the launch, so orch
+    rents the snapshot's size instead (the AMI's size read from DescribeImages, looked up or configured)."""
+    fake.reset()
+    image, _, floor = _root_snapshot(fake)
+    settings = Settings(regions=[REGION], endpoint_url=fake.endpoint_url, ami=image if configured_ami else None,
+                        ami_owners=["099720109477"], ami_name_pattern="ubuntu/images/hvm-ssd/ubuntu-*-amd64-server-*",
+                        retry_attempts=2, retry_initial_wait_s=0.001, retry_max_wait_s=0.01, retry_deadline_s=600.0)
+    p = AwsProvider(settings, session=_session())
+    try:
+        p.launch(_spec(disk_gb=floor - 5))
+        assert fake.refusals == []
+        assert fake.sent["RunInstances"]["BlockDeviceMapping.1.Ebs.VolumeSize"] == str(floor)
+        p.launch(_spec(disk_gb=floor + 5))   # above it: the job's own size
+        assert fake.sent["RunInstances"]["BlockDeviceMapping.1.Ebs.VolumeSize"] == str(floor + 5)
+    finally:
+        p.close()
 
 
 def test_oversize_user_data_is_refused_before_or_by_ec2(aws: AwsProvider, fake: FakeAws) -> None:

@@ -70,6 +70,79 @@ def test_shapes_come_from_the_spec() -> None:
         {"name": "ssh", "properties": {"priority": "high"}}]}}) is not None
 
 
+@pytest.mark.parametrize("user", ["root", "admin", "Administrator", "test1", "support_388945a0", "", "u" * 65])
+def test_the_fake_refuses_the_admin_usernames_the_spec_disallows(fake: FakeArm, user: str) -> None:
+    """OSProfile.adminUsername (tests/fakes/azure_contract.py): a reserved name or a Linux length outside 1-64 is
+    ARM's 400 InvalidParameter; its JSON type alone is fine, so the shape check took it."""
+    import httpx
+
+    from tests.contract.harness_azure import SUB
+
+    vm = {"location": "eastus", "properties": {"hardwareProfile": {"vmSize": "Standard_NC24ads_A100_v4"},
+                                               "osProfile": {"computerName": "x", "adminUsername": user}}}
+    refusal = check_body("virtualMachines", vm)
+    assert refusal is not None and refusal.code == "InvalidParameter" and refusal.target == "adminUsername"
+    assert refusal.message == "The Admin Username specified is not allowed."
+    fake.reset()
+    url = f"{fake.url}/subscriptions/{SUB}/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1"
+    answer = httpx.put(url, params={"api-version": "2024-07-01"}, json=vm, headers={"Authorization": "Bearer t"})
+    assert answer.status_code == 400 and answer.json()["error"] == {
+        "code": "InvalidParameter", "message": "The Admin Username specified is not allowed.",
+        "target": "adminUsername"}
+    assert fake.state.vms == {}
+    ok = {**vm, "properties": {**vm["properties"], "osProfile": {"computerName": "x", "adminUsername": "orch"}}}
+    assert check_body("virtualMachines", ok) is None
+
+
+@pytest.mark.parametrize("user", ["root", "Admin", "u" * 65, ""])
+def test_an_admin_username_azure_refuses_is_a_settings_error(user: str) -> None:
+    """The adapter never sends it: the setting is refused when read, before any NIC, IP or VM is made."""
+    from providers.azure.settings import Settings
+
+    with pytest.raises(ValueError, match="admin_username"):
+        Settings(subscription_id="s", resource_group="rg", admin_username=user)
+
+
+def test_the_fake_refuses_an_os_disk_smaller_than_its_image_as_arm_does(fake: FakeArm) -> None:
+    import httpx
+
+    from tests.contract.harness_azure import SUB
+    from tests.fakes.azure_arm import IMAGE_OS_DISK_GB
+
+    [(publisher, offer, sku)] = list(IMAGE_OS_DISK_GB)
+    size = IMAGE_OS_DISK_GB[(publisher, offer, sku)]
+    vm = {"location": "eastus", "properties": {
+        "hardwareProfile": {"vmSize": "Standard_NC24ads_A100_v4"},
+        "storageProfile": {"imageReference": {"publisher": publisher, "offer": offer, "sku": sku, "version": "latest"},
+                           "osDisk": {"createOption": "FromImage", "diskSizeGB": size - 1}}}}
+    fake.reset()
+    url = f"{fake.url}/subscriptions/{SUB}/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1"
+    put = {"params": {"api-version": "2024-07-01"}, "headers": {"Authorization": "Bearer t"}}
+    answer = httpx.put(url, json=vm, **put)  # type: ignore[arg-type]
+    assert answer.status_code == 409 and answer.json()["error"] == {
+        "code": "OperationNotAllowed", "target": "osDisk.diskSizeGB",
+        "message": f"The specified disk size {size - 1} GB is smaller than the size of the corresponding disk in the "
+                   f"VM image: {size} GB. This is not allowed. Please choose equal or greater size or do not specify "
+                   "an explicit size."}
+    assert fake.state.vms == {}
+    del vm["properties"]["storageProfile"]["osDisk"]["diskSizeGB"]      # no explicit size: the image's
+    assert httpx.put(url, json=vm, **put).status_code in (200, 201)  # type: ignore[arg-type]
+
+
+def test_a_job_disk_under_the_image_s_rents_the_image_s_size(provider: AzureProvider, fake: FakeArm) -> None:
+    """ARM refuses an OS disk under its image's and does not say the image's size before: the adapter sends the
+    same VM again without an explicit size (ARM then makes it the image's), instead of failing every launch."""
+    from dataclasses import replace
+
+    inst = provider.launch(replace(_spec(), disk_gb=20))
+    vm_puts = [r for r in fake.requests if r.method == "PUT" and "/virtualMachines/" in r.path]
+    assert [r.body["properties"]["storageProfile"]["osDisk"].get("diskSizeGB") for r in vm_puts] == [20, None]
+    assert inst.instance_id in {name for (_, name) in fake.state.vms}
+    provider.launch(replace(_spec(launch_id="l0123456789ad"), disk_gb=256))   # above the image's: the job's own
+    last = [r for r in fake.requests if r.method == "PUT" and "/virtualMachines/" in r.path][-1]
+    assert last.body["properties"]["storageProfile"]["osDisk"]["diskSizeGB"] == 256
+
+
 def test_custom_data_over_64_kib_is_an_invalid_request(provider: AzureProvider, fake: FakeArm) -> None:
     with pytest.raises(InvalidRequestError) as err:
         provider.launch(_spec(script="#" * (CUSTOM_DATA_MAX_BYTES + 1)))

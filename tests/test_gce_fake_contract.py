@@ -225,6 +225,14 @@ def test_fake_refuses_a_rule_mixing_ipv4_and_ipv6(fake: GceFake) -> None:
     assert status == 400 and body["error"]["errors"][0]["reason"] == "invalid"
 
 
+@pytest.mark.parametrize("key", ["targetTags", "sourceTags"])
+def test_fake_refuses_a_rule_naming_a_tag_that_is_not_an_rfc1035_label(fake: GceFake, key: str) -> None:
+    status, body = fake.handle("POST", f"{ROOT}/global/firewalls", {}, {**_firewall_body(), key: ["orch-team-"]})
+    assert status == 400 and body["error"]["errors"][0]["reason"] == "invalid"
+    assert f"'resource.{key}[0]': 'orch-team-'. Must be a match of regex" in body["error"]["message"]
+    assert fake.firewall(_firewall_body()["name"]) is None
+
+
 def test_status_enums_come_from_the_document() -> None:
     pytest.importorskip("google.cloud.compute_v1")
     from providers.gcp.instances import _STATES
@@ -268,6 +276,23 @@ def test_the_adapter_s_insert_bodies_are_accepted(fake: GceFake) -> None:
     (lambda b: b["disks"][0]["initializeParams"].update(labels={"orch-job": "A"}), 400, "invalid",
      "resource.disks[0].initializeParams.labels"),
     (lambda b: b["scheduling"].update(provisioningModel="CHEAP"), 400, "invalid", "scheduling.provisioningModel"),
+    # Network tags (Discovery document, Tags.items: RFC 1035 labels; the pattern is on the array, unchecked there).
+    (lambda b: b.update(tags={"items": ["orch-team-"]}), 400, "invalid",
+     "'resource.tags.items[0]': 'orch-team-'. Must be a match of regex"),
+    (lambda b: b.update(tags={"items": ["Orch"]}), 400, "invalid", "'resource.tags.items[0]': 'Orch'"),
+    # Scheduling combinations (tests/fakes/gce_contract.py: GPUs cannot live-migrate, Spot cannot restart): each
+    # field is a valid enum value, so the Discovery schema alone takes them.
+    (lambda b: b["scheduling"].update(automaticRestart=True), 400, "invalid",
+     "Scheduling must have preemptible be false when AutomaticRestart is true."),
+    (lambda b: b["scheduling"].update(onHostMaintenance="MIGRATE"), 400, "invalid",
+     "resource.scheduling.onHostMaintenance': 'MIGRATE'"),
+    (lambda b: b.update(scheduling={"provisioningModel": "STANDARD", "onHostMaintenance": "MIGRATE"}), 400,
+     "invalid", "Instances with guest accelerators do not support live migration."),
+    (lambda b: b.update(scheduling={"provisioningModel": "STANDARD"}), 400, "invalid",     # absent: MIGRATE
+     "Instances with guest accelerators do not support live migration."),
+    (lambda b: (b.pop("guestAccelerators"), b.update(machineType=f"zones/{ZONE}/machineTypes/g2-standard-4",
+                                                     scheduling={"automaticRestart": True})),
+     400, "invalid", "Instances with guest accelerators do not support live migration."),
 ])
 def test_fake_refuses_what_gce_refuses(fake: GceFake, change: Any, status: int, reason: str, words: str) -> None:
     body = _instance_body()
@@ -277,6 +302,14 @@ def test_fake_refuses_what_gce_refuses(fake: GceFake, change: Any, status: int, 
     assert got == status and answer["error"]["errors"][0]["reason"] == reason
     assert words in answer["error"]["message"], answer["error"]["message"]
     assert fake.instance(ZONE, body["name"]) is None
+
+
+def test_a_vm_without_gpus_may_live_migrate(fake: GceFake) -> None:
+    body = _instance_body(Market.ON_DEMAND)
+    body.pop("guestAccelerators")
+    body.update(machineType=f"zones/{ZONE}/machineTypes/n1-standard-8", scheduling={"provisioningModel": "STANDARD"})
+    status, _ = fake.handle("POST", f"{ROOT}/zones/{ZONE}/instances", {}, body)
+    assert status == 200 and fake.refusals == []
 
 
 def test_a_family_and_a_full_image_url_are_accepted(fake: GceFake) -> None:

@@ -493,8 +493,46 @@ def test_an_ssh_rule_no_longer_configured_is_removed_at_the_next_launch(server: 
     assert server.fake.firewall("orch-alice-intra-default") is not None
 
 
+@pytest.mark.parametrize(("image", "job_disk", "rented"), [
+    (None, 20, "50"),                                                       # the default family, held at 50 GB
+    ("projects/debian-cloud/global/images/family/debian-12", 20, "20"),     # held at 10 GB: the job's 20
+    ("projects/orch-test/global/images/my-boot-image", 20, "64"),           # by name, in the VM's project
+    ("projects/nobody/global/images/unknown", 20, "20"),                    # not found: GCE's insert will say
+])
+def test_a_boot_disk_is_never_smaller_than_its_image(server: GceServer, image: str | None, job_disk: int,
+                                                     rented: str) -> None:
+    """GCE refuses a boot disk smaller than its image ("Requested disk size cannot be smaller than the image size",
+    tests/fakes/gce.py): the job's disk_gb is the least it needs, so a smaller one rents the image's size."""
+    server.fake.reset()
+    server.fake.add_image("orch-test", "my-boot-image", 64)
+    p = GcpProvider(_settings(server, **({"image": image} if image else {})))
+    try:
+        p.launch(_spec("l0000000000d2", disk_gb=job_disk))
+    finally:
+        p.close()
+    assert server.fake.refusals == []
+    assert _inserts(server)[0].body["disks"][0]["initializeParams"]["diskSizeGb"] == rented
+    server.fake.reset()
+
+
+def test_the_fake_refuses_a_boot_disk_smaller_than_its_image() -> None:
+    from providers.gcp.settings import DEFAULT_IMAGE
+    from tests.fakes.gce import GceFake
+
+    fake = GceFake()
+    body = {"name": "vm-1", "machineType": "zones/us-central1-a/machineTypes/e2-standard-2",
+            "disks": [{"boot": True, "initializeParams": {"sourceImage": DEFAULT_IMAGE, "diskSizeGb": "20"}}]}
+    status, answer = fake.handle("POST", "/compute/v1/projects/p/zones/us-central1-a/instances", {}, body)
+    assert status == 400 and answer["error"]["errors"][0]["reason"] == "invalid"
+    assert answer["error"]["message"] == ("Invalid value for field 'resource.disks[0].initializeParams.diskSizeGb': "
+                                          "'20'. Requested disk size cannot be smaller than the image size (50 GB)")
+    assert fake.instance("us-central1-a", "vm-1") is None
+    body["disks"][0]["initializeParams"]["diskSizeGb"] = "50"
+    assert fake.handle("POST", "/compute/v1/projects/p/zones/us-central1-a/instances", {}, body)[0] == 200
+
+
 @pytest.mark.parametrize(("setting", "job_disk", "rented"), [(None, None, "100"), (250, None, "250"),
-                                                              (250, 500, "500"), (None, 40, "40")])
+                                                              (250, 500, "500"), (None, 60, "60")])
 def test_the_jobs_disk_wins_then_the_setting_then_100(server: GceServer, setting: int | None, job_disk: int | None,
                                                       rented: str) -> None:
     """One rule on every cloud (LaunchSpec.disk_size): the job's resources.disk_gb, else gcp.disk_gb, else 100 GB

@@ -19,7 +19,7 @@ from orchestrator.money.budgets import DEFAULT_ALERT_AT, Budget, BudgetMatch, Ca
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 PROJECT_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"  # the manifest's project: (a DNS label, like names)
 _PROJECT = re.compile(PROJECT_PATTERN)
-_OWNER = re.compile(r"^[a-z][a-z0-9-]{0,30}$")  # providers.base.validate_owner's rule
+_OWNER = re.compile(r"^[a-z](?:[a-z0-9-]{0,29}[a-z0-9])?$")  # providers.base.validate_owner's rule
 
 
 def _name(value: object) -> str:
@@ -90,7 +90,8 @@ Money = Annotated[float | None, BeforeValidator(_money)]
 Projects = Annotated[frozenset[str], _names(_PROJECT, "a project name (lower-case letters, digits, '-')")]
 Owners = Annotated[
     frozenset[str],
-    _names(_OWNER, "an orch owner (lower-case letters, digits, '-', starting with a letter, at most 31)"),
+    _names(_OWNER, "an orch owner (lower-case letters, digits, '-', starting with a letter, ending with a letter or "
+                    "digit, at most 31)"),
 ]
 
 

@@ -40,7 +40,7 @@ def _default_owner() -> str:
     name = re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-") or "orch"
     if not name[0].isalpha():
         name = "u" + name
-    return name[:31]
+    return name[:31].rstrip("-")   # cut to 31, it must still end with a letter or digit (validate_owner)
 
 
 _MAX_CONFIG_BYTES = 1024 * 1024

@@ -69,7 +69,7 @@ class AwsProvider(Provider):
         self._config = Config(retries={"total_max_attempts": 1, "mode": "standard"},
                               connect_timeout=settings.connect_timeout_s, read_timeout=settings.read_timeout_s)
         self._clients: dict[tuple[str, str], Any] = {}
-        self._amis: dict[str, str] = {}
+        self._amis: dict[str, tuple[str, int]] = {}   # region -> (AMI id, its root snapshot's GB)
         self._lock = threading.Lock()
 
     # -- plumbing ---------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ class AwsProvider(Provider):
         efa_count = efa.efa_interface_count(spec.offer.instance_type, gang=spec.gang)
         tags = run_instances.instance_tags(spec, efa_count=efa_count)
         # Looked up in this order: the AMI, the key pair, the security groups, the AZ's name, the placement group.
-        image_id = self._ami(region)
+        image_id, root_floor_gb = self._ami(region)
         key_name = self.settings.key_name or self._import_key(region, spec, tags)
         groups = self._security_groups(ec2, spec.owner)
         zone_name = (self._zone_name(region, spec.offer.zone)
@@ -158,7 +158,7 @@ class AwsProvider(Provider):
                       if spec.gang else None)
         params = run_instances.params(self.settings, spec, image_id=image_id, tags=tags, key_name=key_name,
                                       groups=groups, zone_name=zone_name, placement_group=group_name,
-                                      efa_count=efa_count)
+                                      efa_count=efa_count, root_floor_gb=root_floor_gb)
         reservation = ec2.run_instances(**params)
         return to_instance(region, reservation["Instances"][0], self.settings.ssh_user)
 
@@ -185,24 +185,33 @@ class AwsProvider(Provider):
                 raise
         return name
 
-    def _ami(self, region: str) -> str:
-        if self.settings.ami:
-            return self.settings.ami
+    def _ami(self, region: str) -> tuple[str, int]:
+        """The region's AMI (``ami``, else the newest match) and its root snapshot's size in GB (0: unknown)."""
         if region in self._amis:
             return self._amis[region]
         ec2 = self._client("ec2", region)
-        images = ec2.describe_images(Owners=list(self.settings.ami_owners), Filters=[
-            {"Name": "name", "Values": [self.settings.ami_name_pattern]},
-            {"Name": "state", "Values": ["available"]},
-            {"Name": "architecture", "Values": ["x86_64"]},
-        ])["Images"]
-        if not images:
-            raise InvalidRequestError(
-                f"no AMI in {region} matches {self.settings.ami_name_pattern!r} (owners {self.settings.ami_owners});"
-                " set aws.ami", provider=PROVIDER)
-        newest = max(images, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
-        self._amis[region] = newest["ImageId"]
-        return newest["ImageId"]
+        if self.settings.ami:
+            try:
+                images = ec2.describe_images(ImageIds=[self.settings.ami])["Images"]
+            except ClientError as exc:   # not visible to this account: RunInstances will say so itself
+                if not str(exc.response.get("Error", {}).get("Code", "")).startswith("InvalidAMIID"):
+                    raise
+                images = []
+            image = images[0] if images else {"ImageId": self.settings.ami}
+        else:
+            images = ec2.describe_images(Owners=list(self.settings.ami_owners), Filters=[
+                {"Name": "name", "Values": [self.settings.ami_name_pattern]},
+                {"Name": "state", "Values": ["available"]},
+                {"Name": "architecture", "Values": ["x86_64"]},
+            ])["Images"]
+            if not images:
+                raise InvalidRequestError(
+                    f"no AMI in {region} matches {self.settings.ami_name_pattern!r} (owners "
+                    f"{self.settings.ami_owners}); set aws.ami", provider=PROVIDER)
+            image = max(images, key=lambda i: (i.get("CreationDate", ""), i["ImageId"]))
+        found = (str(image["ImageId"]), run_instances.snapshot_floor_gb(image, self.settings.root_device_name))
+        self._amis[region] = found
+        return found
 
     def _zone_name(self, region: str, zone: str) -> str:
         """The catalog names AZs by id (``use1-az2``, the same in every account); EC2 placement wants names."""

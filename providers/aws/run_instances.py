@@ -21,6 +21,17 @@ def user_data(script: str) -> bytes | str:
     return gzip.compress(script.encode(), compresslevel=9, mtime=0) if script else ""
 
 
+def snapshot_floor_gb(image: dict[str, Any], device: str) -> int:
+    """The least VolumeSize EC2 takes for ``device`` on ``image`` (a DescribeImages entry): the size of the AMI's
+    own snapshot for that device; 0 when the AMI maps none there. A smaller one is refused
+    (``InvalidBlockDeviceMapping``: "Volume of size 15GB is smaller than snapshot 'snap-...', expect size >= 30GB")."""
+    for mapping in image.get("BlockDeviceMappings") or []:
+        ebs = mapping.get("Ebs") or {}
+        if mapping.get("DeviceName") == device and ebs.get("SnapshotId"):
+            return int(ebs.get("VolumeSize") or 0)
+    return 0
+
+
 def instance_tags(spec: LaunchSpec, *, efa_count: int) -> list[dict[str, str]]:
     """The instance's (and its volume's and key pair's) tags: orch's ids, its name, its gang and its fabric."""
     out = [{"Key": TAG_LAUNCH_ID, "Value": spec.launch_id}, {"Key": TAG_OWNER, "Value": spec.owner},
@@ -33,10 +44,12 @@ def instance_tags(spec: LaunchSpec, *, efa_count: int) -> list[dict[str, str]]:
 
 
 def params(settings: Settings, spec: LaunchSpec, *, image_id: str, tags: list[dict[str, str]], key_name: str | None,
-           groups: list[str], zone_name: str | None, placement_group: str | None, efa_count: int) -> dict[str, Any]:
+           groups: list[str], zone_name: str | None, placement_group: str | None, efa_count: int,
+           root_floor_gb: int = 0) -> dict[str, Any]:
     """RunInstances' parameters for ``spec``. ``zone_name``: the AZ's name when no subnet is set and the offer
     names a zone; ``placement_group``: the gang's cluster placement group, if a gang; ``efa_count``: the EFA
-    interfaces of an EFA gang (providers/aws/fabric.py), else 0."""
+    interfaces of an EFA gang (providers/aws/fabric.py), else 0; ``root_floor_gb``: the AMI's root snapshot size
+    (``snapshot_floor_gb``): the job's disk is the least it gets, so a smaller one is raised to it."""
     result: dict[str, Any] = {
         # The machine image, never the job's container (spec.image runs inside it: docker on this AMI).
         "ImageId": image_id,
@@ -48,7 +61,8 @@ def params(settings: Settings, spec: LaunchSpec, *, image_id: str, tags: list[di
         "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
                               {"ResourceType": "volume", "Tags": tags}],
         "BlockDeviceMappings": [{"DeviceName": settings.root_device_name,
-                                 "Ebs": {"VolumeSize": spec.disk_size(), "DeleteOnTermination": True}}],
+                                 "Ebs": {"VolumeSize": max(spec.disk_size(), root_floor_gb),
+                                         "DeleteOnTermination": True}}],
     }
     if key_name:
         result["KeyName"] = key_name

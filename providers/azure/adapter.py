@@ -38,6 +38,7 @@ from providers.base import (
 )
 from providers.errors import (
     AuthError,
+    DiskBelowImageError,
     InstanceNotFoundError,
     InvalidRequestError,
     ProviderError,
@@ -123,7 +124,13 @@ class AzureProvider(Provider):
                 body.zones = None
         vm_ops = self.arm.compute().virtual_machines
         try:
-            poller = self.arm.call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
+            try:
+                poller = self.arm.call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
+            except DiskBelowImageError:
+                # The job's disk is under the image's own (ARM does not say the image's size before): the same VM
+                # without an explicit size, which ARM makes the image's, the least disk that fits the job's.
+                body.properties.storage_profile.os_disk.disk_size_gb = None
+                poller = self.arm.call(lambda: vm_ops.begin_create_or_update(rg, spec.name, body))
             self.arm.wait(poller, self.settings.create_wait_s)
         except ProviderError:   # any refusal (price too low included) or failure: leave no VM, NIC or IP
             self._cleanup_failed_launch(spec.name)

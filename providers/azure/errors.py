@@ -17,6 +17,7 @@ from azure.core.exceptions import (
 
 from providers.errors import (
     AuthError,
+    DiskBelowImageError,
     InstanceNotFoundError,
     InsufficientCapacityError,
     InvalidRequestError,
@@ -35,7 +36,11 @@ _CAPACITY_CODES = frozenset({
     "skunotavailable", "allocationfailed", "zonalallocationfailed", "overconstrainedallocationrequest",
     "overconstrainedzonalallocationrequest",
 })
-_QUOTA_CODES = frozenset({"operationnotallowed", "quotaexceeded"})
+# OperationNotAllowed is ARM's code for quota refusals ("... results in exceeding approved ... Cores quota") but also
+# for others, e.g. an OS disk smaller than its image's (target osDisk.diskSizeGB): only the quota ones are quota.
+_QUOTA_CODES = frozenset({"quotaexceeded"})
+_NOT_ALLOWED = "operationnotallowed"
+_DISK_BELOW_IMAGE_TARGET = "osdisk.disksizegb"
 # Azure's Spot refusal when billingProfile.maxPrice is below the size's current Spot price ("Unable to perform
 # operation ... since the provided maximum price ... USD is lower than the current spot price ...": learn.microsoft
 # .com/azure/virtual-machines/error-codes-spot). A higher max price (or -1) may succeed: move on, do not retry.
@@ -64,7 +69,10 @@ def translate_error(exc: BaseException) -> ProviderError:
             return InsufficientCapacityError(message, **kw)
         if key in _PRICE_CODES:
             return PriceTooLowError(message, **kw)
-        if key in _QUOTA_CODES:
+        target = str(getattr(exc.error, "target", None) or "").lower()
+        if key == _NOT_ALLOWED and target == _DISK_BELOW_IMAGE_TARGET:
+            return DiskBelowImageError(message, **kw)
+        if key in _QUOTA_CODES or (key == _NOT_ALLOWED and "quota" in message.lower()):
             return QuotaExceededError(message, **kw)
         if key in _THROTTLE_CODES or status == 429:
             return RateLimitedError(message, **kw)

@@ -18,6 +18,16 @@ _USER_IDENTITY = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/provide
                             r"Microsoft\.ManagedIdentity/userAssignedIdentities/[^/]+$", re.IGNORECASE)
 
 
+#: OSProfile.adminUsername values Azure refuses ("The Admin Username specified is not allowed."): the REST spec's
+#: description lists them (azure-mgmt-compute's OSProfile docstring), with a Linux length of 1 to 64; compared without
+#: case, as azure-cli's check of the same list does. A VM created with one fails after its NIC and IP are made.
+DISALLOWED_ADMIN_USERNAMES = frozenset({
+    "administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1", "1", "123", "a",
+    "actuser", "adm", "admin2", "aspnet", "backup", "console", "david", "guest", "john", "owner", "root", "server",
+    "sql", "support", "support_388945a0", "sys", "test2", "test3", "user4", "user5"})
+ADMIN_USERNAME_MAX = 64
+
+
 def _env_subscription() -> str | None:
     return os.environ.get("AZURE_SUBSCRIPTION_ID") or None
 
@@ -61,7 +71,7 @@ class Settings(RetrySettings, SshIngressSettings):
     subnet_id: str | None = None
     image: ImageRef = Field(default_factory=ImageRef)
     ib_image: ImageRef = Field(default_factory=ImageRef)
-    admin_username: str = "orch"
+    admin_username: str = Field("orch", min_length=1, max_length=ADMIN_USERNAME_MAX)
     os_disk_type: str = "Premium_LRS"
     public_ip: bool = True
     managed_identity: str | None = None
@@ -72,6 +82,14 @@ class Settings(RetrySettings, SshIngressSettings):
     delete_wait_s: float = Field(default=180.0, ge=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("admin_username")
+    @classmethod
+    def _admin_username(cls, value: str) -> str:
+        if value.lower() in DISALLOWED_ADMIN_USERNAMES:
+            raise ValueError(f"Azure reserves the admin username {value!r} (as it does root, admin, administrator, "
+                             "user, test and others) and refuses the VM: choose another, e.g. orch")
+        return value
 
     @field_validator("managed_identity")
     @classmethod

@@ -43,7 +43,7 @@ from providers.gcp.errors import translate_error
 from providers.gcp.instances import PREEMPTED_OPERATION, split_instance_id, to_instance
 from providers.gcp.operations import wait_done
 from providers.gcp.settings import Settings
-from providers.gcp.vm import instance_body, label_value, request_id
+from providers.gcp.vm import image_ref, instance_body, label_value, request_id
 from providers.retry import call_with_retry
 
 T = TypeVar("T")
@@ -62,6 +62,7 @@ class GcpProvider(Provider):
         self._policy = settings.retry_policy()
         self._clock = clock
         self._sdk = GceClients(settings)
+        self._image_gb: int | None = None   # settings.image's diskSizeGb, read once (0: not known)
 
     # --- plumbing ------------------------------------------------------------------------------------
     def _firewall_rules(self) -> network.FirewallRules:
@@ -111,6 +112,26 @@ class GcpProvider(Provider):
                                                     timeout=self.settings.timeout_s))
         except InstanceNotFoundError:
             return None
+
+    def _image_size_gb(self) -> int:
+        """settings.image's diskSizeGb (images.get / getFromFamily), read once; 0 when GCE does not know it (the
+        insert then says why in GCE's words)."""
+        if self._image_gb is None:
+            ref = image_ref(self.settings.image)
+            size = 0
+            if ref is not None:
+                images, own = self._sdk.images()
+                project, key = ref[0] or own, ref[1]
+                try:
+                    image = self._call(lambda: images.get_from_family(
+                        project=project, family=key[len("family/"):], retry=None, timeout=self.settings.timeout_s)
+                        if key.startswith("family/") else images.get(project=project, image=key, retry=None,
+                                                                     timeout=self.settings.timeout_s))
+                    size = int(image.disk_size_gb or 0)
+                except InstanceNotFoundError:
+                    size = 0
+            self._image_gb = size
+        return self._image_gb
 
     def _was_preempted(self, zone: str, raw: compute_v1.Instance) -> bool:
         _, ops, project = self._sdk.instances()
@@ -188,7 +209,8 @@ class GcpProvider(Provider):
         instances, _, project = self._sdk.instances()
         request = compute_v1.InsertInstanceRequest(
             project=project, zone=zone, request_id=request_id(spec.launch_id),
-            instance_resource=instance_body(self.settings, spec, zone, placement_policy=policy))
+            instance_resource=instance_body(self.settings, spec, zone, placement_policy=policy,
+                                            image_gb=self._image_size_gb()))
         try:
             # Retried inserts carry the same requestId: GCE answers with the first insert's operation.
             op = self._call(lambda: instances.insert_unary(request=request, retry=None,

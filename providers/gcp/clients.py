@@ -83,6 +83,11 @@ class GceClients:
         """The resource policies client, the region operations client and the project."""
         return self._pair(compute_v1.ResourcePoliciesClient, compute_v1.RegionOperationsClient)
 
+    def images(self) -> tuple[compute_v1.ImagesClient, str]:
+        """The images client (reads only: its operations client is never used) and the project."""
+        client, _, project = self._pair(compute_v1.ImagesClient, compute_v1.GlobalOperationsClient)
+        return client, project
+
     def close(self) -> None:
         """Close every client built so far; the next call builds them again."""
         with self._lock:

@@ -29,11 +29,23 @@ def label_value(value: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
 
 
-def instance_body(settings: Settings, spec: LaunchSpec, zone: str, *, placement_policy: str | None = None
-                  ) -> compute_v1.Instance:
+#: settings.image as GCE names it: (its project, or None for the VM's own; "family/F" or the image's name).
+_IMAGE_REF = re.compile(r"^(?:https://(?:www|compute)\.googleapis\.com/compute/(?:v1|beta|alpha)/)?"
+                        r"(?:projects/(?P<project>[^/]+)/)?global/images/(?P<key>(?:family/)?[^/]+)$")
+
+
+def image_ref(image: str) -> tuple[str | None, str] | None:
+    """``projects/P/global/images/family/F`` -> ("P", "family/F"); None for a form GCE would refuse."""
+    m = _IMAGE_REF.match(image)
+    return (m.group("project"), m.group("key")) if m else None
+
+
+def instance_body(settings: Settings, spec: LaunchSpec, zone: str, *, placement_policy: str | None = None,
+                  image_gb: int = 0) -> compute_v1.Instance:
     """The Instance resource ``launch`` inserts for ``spec`` in ``zone`` under ``settings``:
     in ``placement_policy`` (the gang's compact placement policy) when given, and with the GPU NICs
-    of GPUDirect-TCPX for a multi-node A3 High gang (providers/gcp/placement.py)."""
+    of GPUDirect-TCPX for a multi-node A3 High gang (providers/gcp/placement.py). ``image_gb``: the boot image's
+    diskSizeGb; the job's disk is the least it gets, and GCE refuses a boot disk smaller than its image."""
     machine, accelerator, count = machine_shape(spec.offer.instance_type)
     labels = {LABEL_LAUNCH_ID: label_value(spec.launch_id), LABEL_OWNER: label_value(spec.owner),
               LABEL_JOB: label_value(spec.job)}
@@ -69,7 +81,7 @@ def instance_body(settings: Settings, spec: LaunchSpec, zone: str, *, placement_
             initialize_params=compute_v1.AttachedDiskInitializeParams(
                 # The boot image (a GPU-ready DL VM); spec.image is the job's container, run on it by docker.
                 source_image=settings.image,
-                disk_size_gb=spec.disk_size(settings.disk_gb),
+                disk_size_gb=max(spec.disk_size(settings.disk_gb), image_gb),
                 disk_type=f"zones/{zone}/diskTypes/{settings.disk_type}", labels=labels))],
         network_interfaces=[nic, *gpu_nics],
         metadata=compute_v1.Metadata(items=items),

@@ -9,6 +9,10 @@ moto (run with 5.0.20, the dev floor, and 5.2.x) is the EC2/STS emulator; this m
 * ``interrupt(instance_id)``: reclaim a spot instance the way EC2 does (terminated with StateReason
   Server.SpotInstanceTermination). This edits moto's in-process backend (moto internals, moto 5.2).
 * placement groups (tests/fakes/aws_placement.py): moto has none; ``placement`` holds them.
+* a RunInstances block device mapping smaller than the AMI's snapshot for that device is refused 400
+  ``InvalidBlockDeviceMapping`` "Volume of size 15GB is smaller than snapshot 'snap-...', expect size >= 30GB", as
+  EC2 does (its words as EC2 users report them, e.g. scylladb/scylladb#6999, openshift/origin-ci-tool#153); moto
+  launches it. The AMI's mappings are read from moto's backend (moto internals, as ``interrupt``).
 * every EC2 request is first held to EC2's contract (tests/fakes/aws_contract.py: botocore's own EC2 model
   plus the ImageId form and the 16 KB user data limit) and refused in EC2's words when EC2 would refuse it;
   ``refusals`` keeps each refusal.
@@ -103,6 +107,25 @@ def _region_of(environ: dict[str, Any]) -> str:
         return "us-east-1"
 
 
+def _volume_below_snapshot(params: dict[str, str], region: str) -> Ec2Refusal | None:
+    """EC2's refusal of a mapping whose VolumeSize is under the size of the AMI's snapshot for its device."""
+    from moto.ec2.models import ec2_backends
+
+    try:
+        ami = ec2_backends[ACCOUNT_ID][region].describe_images(ami_ids=[params.get("ImageId", "")])[0]
+        snapshot = ami.ebs_snapshot
+        floor, device = int(snapshot.volume.size), str(ami.root_device_name)
+    except Exception:   # an AMI moto does not hold (or holds without a snapshot): nothing to compare with
+        return None
+    for key, name in params.items():
+        m = re.fullmatch(r"BlockDeviceMapping\.(\d+)\.DeviceName", key)
+        size = params.get(f"BlockDeviceMapping.{m.group(1)}.Ebs.VolumeSize") if m else None
+        if name == device and size is not None and size.isdigit() and int(size) < floor:
+            return Ec2Refusal("InvalidBlockDeviceMapping", f"Volume of size {size}GB is smaller than snapshot "
+                                                           f"'{snapshot.id}', expect size >= {floor}GB")
+    return None
+
+
 class FakeAws:
     """A running moto server on 127.0.0.1:<free port>. ``endpoint_url`` is what the adapter uses."""
 
@@ -182,6 +205,8 @@ class FakeAws:
                 if _service_of(environ) == "ec2":
                     self.validated[action] += 1
                     refusal = check_request(params)
+                    if refusal is None and action == "RunInstances":
+                        refusal = _volume_below_snapshot(params, _region_of(environ))
                 if refusal is not None:
                     self.refusals.append((action, refusal))
                 fault = self._take_fault(action) if refusal is None else None

@@ -20,6 +20,13 @@ InUseNetworkSecurityGroupCannotBeDeleted, both 400). Deleting the NIC (or the VM
 them. Every PUT body is first held to the REST spec's shapes and customData limit (tests/fakes/azure_contract.py;
 ``refusals`` keeps each refusal). A static Standard public IP gets its address at creation. A VM PUT with
 ``identity`` gets principal ids.
+
+A VM whose ``osDisk.diskSizeGB`` is under the size of its marketplace image's OS disk (``IMAGE_OS_DISK_GB``, the
+fake's own figures; ``State.image_os_disk_gb``) is refused as ARM refuses it: OperationNotAllowed "The specified disk
+size 20 GB is smaller than the size of the corresponding disk in the VM image: 64 GB. This is not allowed. Please
+choose equal or greater size or do not specify an explicit size." with target ``osDisk.diskSizeGB`` (ARM's code,
+words and target as reported, e.g. hitachienergy/epiphany#1049; the 409 status is the fake's, as for its quota
+answer). Without an explicit size ARM gives the disk the image's.
 """
 
 from __future__ import annotations
@@ -78,6 +85,11 @@ class Operation:
     status: str = "InProgress"
 
 
+#: OS disk sizes of the marketplace images the fake knows, (publisher, offer, sku) lower-cased -> GB: the fake's own
+#: figures (a test assumption), with orch's default image among them.
+IMAGE_OS_DISK_GB: dict[tuple[str, str, str], int] = {("microsoft-dsvm", "ubuntu-hpc", "2204"): 64}
+
+
 @dataclass
 class State:
     vms: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)      # (rg, name) -> resource
@@ -94,14 +106,15 @@ class State:
     page_size: int = 50
     nic_counter: int = 3
     pip_counter: int = 3
+    image_os_disk_gb: dict[tuple[str, str, str], int] = field(default_factory=lambda: dict(IMAGE_OS_DISK_GB))
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _err(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def _err(code: str, message: str, target: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **({"target": target} if target else {})}}
 
 
 class FakeArm:
@@ -212,7 +225,7 @@ class FakeArm:
                 refusal = check_body(rtype, body)   # the REST spec's shapes and limits (tests/fakes/azure_contract.py)
                 if refusal is not None:
                     self.refusals.append(refusal)
-                    return 400, {}, _err(refusal.code, refusal.message)
+                    return 400, {}, _err(refusal.code, refusal.message, refusal.target)
             fault = self._take_fault(opname)
             if fault is not None and fault.kind != "capacity-lro":
                 return self._fault_response(fault)
@@ -365,6 +378,19 @@ class FakeArm:
             return 202, headers, None
         return 405, {}, _err("MethodNotAllowed", method)
 
+    def _os_disk_below_image(self, props: dict[str, Any]) -> dict[str, Any] | None:
+        """ARM's refusal of an OS disk smaller than its image's (module docstring), for the images the fake knows."""
+        storage = props.get("storageProfile") or {}
+        ref = storage.get("imageReference") or {}
+        key = tuple(str(ref.get(k, "")).lower() for k in ("publisher", "offer", "sku"))
+        image_gb = self.state.image_os_disk_gb.get(key)  # type: ignore[arg-type]
+        asked = (storage.get("osDisk") or {}).get("diskSizeGB")
+        if image_gb is None or asked is None or asked >= image_gb:
+            return None
+        return _err("OperationNotAllowed", f"The specified disk size {asked} GB is smaller than the size of the "
+                    f"corresponding disk in the VM image: {image_gb} GB. This is not allowed. Please choose equal or "
+                    "greater size or do not specify an explicit size.", "osDisk.diskSizeGB")
+
     def _vm_put(self, sub: str, rg: str, name: str, vm: dict[str, Any] | None, body: Any,
                 fault: Fault | None) -> tuple[int, dict[str, str], Any]:
         if not isinstance(body, dict) or not body.get("location"):
@@ -372,6 +398,9 @@ class FakeArm:
         props = body.get("properties") or {}
         if not (props.get("hardwareProfile") or {}).get("vmSize"):
             return 400, {}, _err("InvalidParameter", "vmSize is required.")
+        too_small = self._os_disk_below_image(props)
+        if too_small is not None:
+            return 409, {}, too_small
         if "evictionPolicy" in props and props.get("priority") != "Spot":
             return 400, {}, _err("InvalidParameter", "evictionPolicy can only be set for Spot VMs.")
         for ref in (props.get("networkProfile") or {}).get("networkInterfaces") or []:

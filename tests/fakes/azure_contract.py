@@ -10,6 +10,13 @@ deserialized: 'Could not find member 'x' on object of type 'T'. Path 'p'...'").
 ``osProfile.customData`` is limited by the spec's description: "a base-64 encoded string ... decoded to a
 binary array ... The maximum length of the binary array is 65535 bytes"; ARM answers 400 ``InvalidParameter``
 "Custom data in OSProfile must be in Base64 encoding and with a maximum length of 87380 characters."
+
+``osProfile.adminUsername`` is limited by the spec's description too (OSProfile.adminUsername, azure-mgmt-compute's
+model docstring): "**Disallowed values:** "administrator", "admin", "user", ... "root" ... **Minimum-length
+(Linux):** 1 character **Max-length (Linux):** 64 characters"; ARM answers 400 ``InvalidParameter`` "The Admin
+Username specified is not allowed." with target ``adminUsername`` (as reported e.g. in MicrosoftDocs/azure-docs#27881
+and Azure/vagrant-azure#225). The list is compared without case, as azure-cli's own check of it does
+(``username.lower() in disallowed_user_names``).
 """
 
 from __future__ import annotations
@@ -22,6 +29,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+#: OSProfile.adminUsername's disallowed values, as the REST spec's description lists them.
+DISALLOWED_ADMIN_USERNAMES = frozenset({
+    "administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1", "1", "123", "a",
+    "actuser", "adm", "admin2", "aspnet", "backup", "console", "david", "guest", "john", "owner", "root", "server",
+    "sql", "support", "support_388945a0", "sys", "test2", "test3", "user4", "user5"})
+ADMIN_USERNAME_MAX_LINUX = 64
 CUSTOM_DATA_MAX_BYTES = 65535
 CUSTOM_DATA_MAX_CHARS = 87380      # 65535 bytes in base64
 
@@ -132,6 +145,7 @@ def check_body(kind: str, body: Any) -> ArmRefusal | None:
         _check(model, body, "")
         if model is cm.VirtualMachine:
             _custom_data(body)
+            _admin_username(body)
     except _Bad as bad:
         return bad.refusal
     return None
@@ -149,3 +163,11 @@ def _custom_data(body: dict[str, Any]) -> None:
         raise _Bad(bad) from None
     if len(custom) > CUSTOM_DATA_MAX_CHARS or len(raw) > CUSTOM_DATA_MAX_BYTES:
         raise _Bad(bad)
+
+
+def _admin_username(body: dict[str, Any]) -> None:
+    user = ((body.get("properties") or {}).get("osProfile") or {}).get("adminUsername")
+    if user is None:
+        return
+    if not 1 <= len(user) <= ADMIN_USERNAME_MAX_LINUX or user.lower() in DISALLOWED_ADMIN_USERNAMES:
+        raise _Bad(ArmRefusal("InvalidParameter", "The Admin Username specified is not allowed.", "adminUsername"))

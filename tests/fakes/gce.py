@@ -7,10 +7,16 @@ zones/Z/operations/OP (GET) and zones/Z/operations/OP/wait (POST); global/firewa
 ?requestId=, GET list), global/firewalls/NAME (GET, PATCH, DELETE), global/operations/OP (GET) and
 global/operations/OP/wait (POST); regions/R/resourcePolicies (POST insert with ?requestId=, GET list),
 regions/R/resourcePolicies/NAME (GET, DELETE), aggregated/resourcePolicies (GET), regions/R/operations/OP
-(GET) and regions/R/operations/OP/wait (POST). Firewall and resource policy changes finish at once (their
-operation is DONE when returned), as GCE's usually do within a wait; a rule mixing IPv4 and IPv6 source
-ranges is refused, as GCE does. An instance naming a resource policy that does not exist (or is in another
-region) is refused; deleting a policy an instance still names answers ``resourceInUseByAnotherResource``.
+(GET) and regions/R/operations/OP/wait (POST); global/images/NAME and global/images/family/FAMILY (GET) for the
+images the fake holds (``IMAGES``, ``add_image``; an image it does not hold answers notFound). A boot disk smaller
+than its image (``initializeParams.diskSizeGb`` under the image's ``diskSizeGb``) is refused 400 ``invalid``
+"Invalid value for field 'resource.disks[0].initializeParams.diskSizeGb': '10'. Requested disk size cannot be
+smaller than the image size (50 GB)" as GCE refuses it (its words as reported, e.g. digio/terraform-google-gitlab-
+runner#3, BasedHardware/omi#7155); a sourceImage the fake does not hold is taken as before. Firewall and resource
+policy changes finish at once (their operation is DONE when returned), as GCE's usually do within a wait; a rule
+mixing IPv4 and IPv6 source ranges is refused, as GCE does. An instance naming a resource policy that does not
+exist (or is in another region) is refused; deleting a policy an instance still names answers
+``resourceInUseByAnotherResource``.
 
 Reachability is evaluated, not assumed: ``reachable(src, dst, port)`` applies the VPC firewall as GCE does
 (the implied deny-all ingress, then the enabled INGRESS allow rules of the network both NICs are on, matched
@@ -46,12 +52,28 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.gce_contract import GceRefusal, check_instance_insert, check_resource_policy_insert
+from tests.fakes.gce_contract import GceRefusal, check_instance_insert, check_resource_policy_insert, check_tags
 
 BASE = "https://www.googleapis.com/compute/v1"
 FAULTS = ("capacity", "quota", "throttle", "auth", "server-error")
 _PATH = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/(?P<rest>.*)$")
 _TERM = re.compile(r'\(?\s*(?P<field>[A-Za-z0-9_.\-]+)\s*(?P<op>=|!=|eq|ne)\s*"?(?P<value>[^"()\s]*)"?\s*\)?')
+
+
+#: The images the fake holds: (image project, "family/F" or the image's name) -> diskSizeGb. The sizes are the
+#: fake's own (a test assumption, not Google's figures); orch's default image family is among them.
+IMAGES: dict[tuple[str, str], int] = {
+    ("deeplearning-platform-release", "family/common-cu124-debian-11-py310"): 50,
+    ("debian-cloud", "family/debian-12"): 10,
+}
+_IMAGE_REF = re.compile(r"^(?:https://(?:www|compute)\.googleapis\.com/compute/(?:v1|beta|alpha)/)?"
+                        r"(?:projects/(?P<project>[^/]+)/)?global/images/(?P<key>(?:family/)?[^/]+)$")
+
+
+def image_key(ref: str, project: str) -> tuple[str, str] | None:
+    """(image project, "family/F" or name) of a sourceImage reference; its project defaults to ``project``."""
+    m = _IMAGE_REF.match(ref)
+    return (m.group("project") or project, m.group("key")) if m else None
 
 
 def _now() -> str:
@@ -78,6 +100,7 @@ class _State:
     pending: dict[tuple[str, str], str] = field(default_factory=dict)                # (zone, name) -> "stop"|"delete"
     faults: dict[str, int] = field(default_factory=dict)
     requests: list[RecordedRequest] = field(default_factory=list)
+    images: dict[tuple[str, str], int] = field(default_factory=lambda: dict(IMAGES))   # see IMAGES
 
 
 def _tags(inst: dict[str, Any]) -> set[str]:
@@ -140,6 +163,11 @@ class GceFake:
             raise ValueError(f"unknown fault {fault!r}; known: {FAULTS}")
         with self._lock:
             self._state.faults[fault] = times
+
+    def add_image(self, project: str, name: str, disk_size_gb: int) -> None:
+        """Hold an image (``name``, or ``family/F``) of ``disk_size_gb`` in ``project``."""
+        with self._lock:
+            self._state.images[(project, name)] = disk_size_gb
 
     def reset(self) -> None:
         with self._lock:
@@ -331,6 +359,8 @@ class GceFake:
                 return 404, _error(404, "NOT_FOUND", "notFound", f"The resource operation '{parts[3]}' was not found")
             if (len(parts) == 4 and method == "GET") or (parts[4:] == ["wait"] and method == "POST"):
                 return 200, op
+        if parts[:2] == ["global", "images"] and method == "GET" and len(parts) in (3, 4):
+            return self._image(project, "/".join(parts[2:]))
         if parts[:2] == ["global", "firewalls"]:
             return self._firewalls(method, project, parts[2:], query, body)
         if parts[:2] == ["global", "operations"] and len(parts) >= 3:
@@ -347,6 +377,31 @@ class GceFake:
         if kind == "operations":
             return self._operations(method, project, zone, rest, flt)
         return 404, _error(404, "NOT_FOUND", "notFound", f"unknown collection {kind}")
+
+    def _image(self, project: str, key: str) -> tuple[int, dict[str, Any]]:
+        size = self._state.images.get((project, key))
+        if size is None:
+            return 404, _error(404, "NOT_FOUND", "notFound",
+                               f"The resource 'projects/{project}/global/images/{key}' was not found")
+        family = key.split("/", 1)[1] if key.startswith("family/") else None
+        name = f"{family}-v20260101" if family else key
+        image = {"kind": "compute#image", "id": str(next(self._ids)) + "000000000", "name": name,
+                 "diskSizeGb": str(size), "status": "READY", "creationTimestamp": _now(),
+                 "selfLink": f"{BASE}/projects/{project}/global/images/{name}"}
+        return 200, {**image, "family": family} if family else image
+
+    def _disk_below_image(self, project: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """GCE's refusal of a boot disk smaller than its image (module docstring), for the images the fake holds."""
+        for i, disk in enumerate(body.get("disks") or []):
+            params = disk.get("initializeParams") or {}
+            key = image_key(str(params.get("sourceImage") or ""), project)
+            size = self._state.images.get(key) if key else None
+            asked = params.get("diskSizeGb")
+            if size is not None and asked is not None and int(asked) < size:
+                return _error(400, "INVALID_ARGUMENT", "invalid", f"Invalid value for field 'resource.disks[{i}]."
+                              f"initializeParams.diskSizeGb': '{asked}'. Requested disk size cannot be smaller than "
+                              f"the image size ({size} GB)")
+        return None
 
     def _instances(self, method: str, project: str, zone: str, rest: list[str], query: dict[str, str],
                    body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
@@ -401,6 +456,9 @@ class GceFake:
         name = body.get("name", "")
         if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", name):
             return 400, _error(400, "INVALID_ARGUMENT", "invalid", f"Invalid value for field 'resource.name': '{name}'")
+        too_small = self._disk_below_image(project, body)
+        if too_small is not None:
+            return 400, too_small
         for url in body.get("resourcePolicies") or []:
             key = _policy_key(url)
             if key is None or key not in self._state.policies:
@@ -488,6 +546,10 @@ class GceFake:
             return "Invalid value for field 'resource.sourceRanges': IPv4 and IPv6 ranges cannot be mixed."
         if not (fw.get("allowed") or fw.get("denied")):
             return "Invalid value for field 'resource': a rule needs allowed or denied."
+        for key in ("targetTags", "sourceTags"):   # network tags: RFC 1035 labels (gce_contract.check_tags)
+            refusal = check_tags(f"resource.{key}", fw.get(key) or [])
+            if refusal is not None:
+                return refusal.message
         return None
 
     def _insert_firewall(self, project: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

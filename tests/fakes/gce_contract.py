@@ -18,7 +18,20 @@ way GCE refuses it:
 * labels (the instance's and its boot disk's) outside GCE's label rules: at most 64 labels, keys 1-63 and values
   0-63 characters, lowercase letters, digits, '_' and '-' only, a key starting with a lowercase letter -> 400
   ``invalid`` (Compute Engine docs, "Organize resources using labels": requirements for labels). The Discovery
-  document types ``labels`` as a plain string map, so its schema alone takes ``{"Job": "My.Run"}``.
+  document types ``labels`` as a plain string map, so its schema alone takes ``{"Job": "My.Run"}``;
+* a network tag (``tags.items``) that is not an RFC 1035 label -> 400 ``invalid`` "Invalid value for field
+  'resource.tags.items[N]' ... Must be a match of regex" (Discovery document, Tags.items: "Each tag must be 1-63
+  characters long, and comply with RFC1035", pattern ``[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?``; the pattern sits on the
+  array, where JSON Schema does not apply it, so the schema check alone took ``orch-team-``);
+* ``scheduling`` that GCE refuses although each field is a valid enum value: a VM with GPUs (``guestAccelerators``,
+  or an accelerator-optimized a2/a3/a4/g2/g4 machine type, which brings its own) that is not Spot/preemptible and
+  whose ``onHostMaintenance`` is not TERMINATE (absent means MIGRATE, the Discovery document's default for standard
+  instances) -> 400 ``invalid`` "Instances with guest accelerators do not support live migration." (GCE's answer
+  as reported by gcloud users, e.g. loft-sh/devpod#973 for a g2-standard-4 sent with no maintenance policy); a
+  Spot or preemptible VM with ``automaticRestart: true`` or ``onHostMaintenance: MIGRATE`` -> 400 ``invalid``
+  (Discovery document, Scheduling: "Preemptible instances cannot be automatically restarted", and TERMINATE is
+  "the default and only possible behavior" for them; GCE's words, e.g. percona/mongo_terraform_ansible#34:
+  "Scheduling must have preemptible be false when AutomaticRestart is true.").
 """
 
 from __future__ import annotations
@@ -135,6 +148,9 @@ def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
     if "/a3-" in str(body.get("machineType", "")) and len(nics) > 1 and any(n.get("nicType") != "GVNIC" for n in nics):
         return GceRefusal(400, "invalid", "Invalid value for field 'resource.networkInterfaces': A3 machine types "
                                           "with more than one network interface require nicType GVNIC on each.")
+    refusal = check_tags("resource.tags.items", (body.get("tags") or {}).get("items") or [])
+    if refusal is not None:
+        return refusal
     for i, disk in enumerate(body.get("disks") or []):
         image = (disk.get("initializeParams") or {}).get("sourceImage")
         if image is not None and not _IMAGE.match(image):
@@ -146,7 +162,41 @@ def check_instance_insert(body: dict[str, Any]) -> GceRefusal | None:
         refusal = _labels(where, labels or {})
         if refusal is not None:
             return refusal
-    return _metadata(body.get("metadata") or {})
+    return _metadata(body.get("metadata") or {}) or _scheduling(body)
+
+
+def check_tags(where: str, tags: list[Any]) -> GceRefusal | None:
+    """GCE's refusal of a network tag that is not an RFC 1035 label (Tags.items), at ``where[N]``; a firewall's
+    targetTags and sourceTags name the same tags."""
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, str) or not _NAME.fullmatch(tag):
+            return GceRefusal(400, "invalid", f"Invalid value for field '{where}[{i}]': '{str(tag)[:80]}'. Must be a "
+                                              "match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+    return None
+
+
+#: Accelerator-optimized machine families: their machine types bring GPUs without ``guestAccelerators``.
+GPU_FAMILIES = ("a2-", "a3-", "a4-", "a4x-", "g2-", "g4-")
+
+
+def _scheduling(body: dict[str, Any]) -> GceRefusal | None:
+    """The scheduling combinations GCE refuses (module docstring): GPUs cannot live-migrate, Spot cannot restart."""
+    sched = body.get("scheduling") or {}
+    machine = str(body.get("machineType", "")).rsplit("/", 1)[-1]
+    gpus = bool(body.get("guestAccelerators")) or machine.startswith(GPU_FAMILIES)
+    spot = sched.get("provisioningModel") == "SPOT" or sched.get("preemptible") is True
+    maintenance = sched.get("onHostMaintenance", "TERMINATE" if spot else "MIGRATE")
+    if spot and sched.get("automaticRestart") is True:
+        field = "preemptible" if sched.get("preemptible") is True else "provisioningModel"
+        value = "true" if field == "preemptible" else "SPOT"
+        return GceRefusal(400, "invalid", f"Invalid value for field 'resource.scheduling.{field}': '{value}'. "
+                                          "Scheduling must have preemptible be false when AutomaticRestart is true.")
+    if spot and maintenance != "TERMINATE":
+        return GceRefusal(400, "invalid", "Invalid value for field 'resource.scheduling.onHostMaintenance': "
+                                          f"'{maintenance}'.")
+    if gpus and maintenance != "TERMINATE":
+        return GceRefusal(400, "invalid", "Instances with guest accelerators do not support live migration.")
+    return None
 
 
 LABELS_MAX = 64
