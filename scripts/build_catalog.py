@@ -17,6 +17,8 @@ Policy (docs/catalog.md says the same, for users):
 * Any spot price not below its on-demand price (Azure ND96isr_H100_v5) is not a spot discount: dropped.
 * The source has no capture dates. Prices carry the approximate as-of of their source generation and
   are marked approximate.
+* AWS on-demand rows name no zone: the snapshot's AWS zone is the AZ with the lowest spot price (it can be a
+  Local Zone that needs opt-in), and on-demand prices are per region. Spot rows keep it.
 * Vast.ai rows leave vcpus and memory_gb empty (unknown): the source's Vast instance names
   (``1x-H100_SXM-32-65536``) carry SkyPilot's placeholder 32 vCPU / 64 GB for every row, not the machines'.
 """
@@ -77,6 +79,15 @@ def is_suspect_gcp(instance_type: str, region: str) -> bool:
                for prefix, regions in SUSPECT_GCP_REGIONS.items())
 
 
+def _on_demand_place(provider: str, base: list[str]) -> list[str]:
+    """An on-demand row's place. The snapshot's AWS zone is the AZ with the lowest *spot* price (sometimes a Local
+    Zone such as use1-atl2-az1, which needs opt-in): AWS on-demand prices are per region, so the on-demand row
+    names no zone (as a refreshed catalog's), and a launch is not pinned to the spot market's cheapest AZ."""
+    if provider != "aws":
+        return base
+    return [*base[:3], "", *base[4:]]
+
+
 def build(snapshot: Path) -> tuple[list[list[str]], dict[str, object]]:
     with snapshot.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -102,7 +113,7 @@ def build(snapshot: Path) -> tuple[list[list[str]], dict[str, object]]:
                 excluded.append({**ident, "market": "on-demand", "price_hr": f"{od:g}",
                                  "reason": "GPU on-demand price looks like a discounted SKU, not a list price"})
             else:
-                out.append([*base, "on-demand", f"{od:g}", as_of, "true"])
+                out.append([*_on_demand_place(provider, base), "on-demand", f"{od:g}", as_of, "true"])
         if spot is not None:
             if provider == "runpod":
                 excluded.append({**ident, "market": "spot", "price_hr": f"{spot:g}",

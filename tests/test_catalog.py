@@ -126,3 +126,28 @@ def test_cheapest_a100_80g_x4_equals_the_reference_csv() -> None:
                  __import__("datetime").date.today())
     assert min(r.offer.price_hr for r in rows if r.offer.market is Market.ON_DEMAND) == pytest.approx(od)
     assert min(r.offer.price_hr for r in rows if r.offer.market is Market.SPOT) == pytest.approx(spot)
+
+
+def _builder():  # scripts/build_catalog.py, which is not a package module
+    spec = importlib.util.spec_from_file_location("build_catalog", ROOT / "scripts" / "build_catalog.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_SNAPSHOT_HEADER = ("provider,instance_type,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,region,zone,"
+                    "price_ondemand_usd_hr,price_spot_usd_hr,source_file,catalog_date,source_commit\n")
+
+
+def test_aws_on_demand_rows_are_not_pinned_to_the_cheapest_spot_zone(tmp_path: Path) -> None:
+    # The snapshot's AWS zone is the AZ with the lowest spot price, here a Local Zone that needs opt-in. On-demand
+    # is priced per region: pinning the on-demand row there sent an on-demand launch to that Local Zone.
+    snapshot = tmp_path / "snap.csv"
+    snapshot.write_text(_SNAPSHOT_HEADER + "aws,p5.48xlarge,H100,8,80,192,2048,us-east-1,use1-atl2-az1,55.04,10.24,"
+                        "catalogs/v8/aws/vms.csv,,abc\n")
+    rows, _ = _builder().build(snapshot)
+    assert {(r[3], r[10]) for r in rows} == {("", "on-demand"), ("use1-atl2-az1", "spot")}
+    shipped = [o for o in load_catalog().offers if o.provider == "aws"]
+    assert not [o for o in shipped if o.market is Market.ON_DEMAND and o.zone is not None]
+    assert all(o.zone for o in shipped if o.market is Market.SPOT)
