@@ -79,6 +79,12 @@ def is_suspect_gcp(instance_type: str, region: str) -> bool:
                for prefix, regions in SUSPECT_GCP_REGIONS.items())
 
 
+def _price(value: float) -> str:
+    """A price as the source gives it, to the micro-dollar (as a refreshed catalog writes them). ``:g`` kept 6
+    significant digits only: 21.957642 became 21.9576, 113.9328 became 113.933."""
+    return repr(round(value, 6))
+
+
 def _on_demand_place(provider: str, base: list[str]) -> list[str]:
     """An on-demand row's place. The snapshot's AWS zone is the AZ with the lowest *spot* price (sometimes a Local
     Zone such as use1-atl2-az1, which needs opt-in): AWS on-demand prices are per region, so the on-demand row
@@ -110,19 +116,19 @@ def build(snapshot: Path) -> tuple[list[list[str]], dict[str, object]]:
         ident = {"provider": provider, "instance_type": r["instance_type"], "region": r["region"]}
         if od is not None:
             if provider == "gcp" and is_suspect_gcp(r["instance_type"], r["region"]):
-                excluded.append({**ident, "market": "on-demand", "price_hr": f"{od:g}",
+                excluded.append({**ident, "market": "on-demand", "price_hr": _price(od),
                                  "reason": "GPU on-demand price looks like a discounted SKU, not a list price"})
             else:
-                out.append([*_on_demand_place(provider, base), "on-demand", f"{od:g}", as_of, "true"])
+                out.append([*_on_demand_place(provider, base), "on-demand", _price(od), as_of, "true"])
         if spot is not None:
             if provider == "runpod":
-                excluded.append({**ident, "market": "spot", "price_hr": f"{spot:g}",
+                excluded.append({**ident, "market": "spot", "price_hr": _price(spot),
                                  "reason": "RunPod has no spot market (interruptible pods retired Sept 2026)"})
             elif od is not None and spot >= od:
-                excluded.append({**ident, "market": "spot", "price_hr": f"{spot:g}",
+                excluded.append({**ident, "market": "spot", "price_hr": _price(spot),
                                  "reason": "spot price not below on-demand: not a spot discount"})
             else:
-                out.append([*base, "spot", f"{spot:g}", as_of, "true"])
+                out.append([*base, "spot", _price(spot), as_of, "true"])
     out.sort(key=lambda row: (row[0], row[1], row[2], row[10]))
     meta: dict[str, object] = {
         "source": "public list prices extracted from the SkyPilot catalog (skypilot-org/skypilot-catalog)",

@@ -151,3 +151,18 @@ def test_aws_on_demand_rows_are_not_pinned_to_the_cheapest_spot_zone(tmp_path: P
     shipped = [o for o in load_catalog().offers if o.provider == "aws"]
     assert not [o for o in shipped if o.market is Market.ON_DEMAND and o.zone is not None]
     assert all(o.zone for o in shipped if o.market is Market.SPOT)
+
+
+def test_the_builder_keeps_the_source_price_to_the_micro_dollar(tmp_path: Path) -> None:
+    # Written with ':g' the prices kept 6 significant digits: p4d.24xlarge 21.957642 became 21.9576, p6-b200
+    # 113.9328 became 113.933, a2-ultragpu-8g 44.19056 became 44.1906 (not the source's list price).
+    snapshot = tmp_path / "snap.csv"
+    snapshot.write_text(_SNAPSHOT_HEADER
+                        + "aws,p4d.24xlarge,A100,8,40,96,1152,us-east-1,use1-az6,21.957642,,x,,abc\n"
+                        + "aws,p6-b200.48xlarge,B200,8,180,192,2048,us-east-2,use2-az1,113.9328,12.5,x,,abc\n")
+    rows, _ = _builder().build(snapshot)
+    assert sorted((r[1], r[10], r[11]) for r in rows) == [
+        ("p4d.24xlarge", "on-demand", "21.957642"),
+        ("p6-b200.48xlarge", "on-demand", "113.9328"), ("p6-b200.48xlarge", "spot", "12.5")]
+    shipped = {(o.instance_type, o.region, o.market): o.price_hr for o in load_catalog().offers}
+    assert shipped[("p4d.24xlarge", "us-east-1", Market.ON_DEMAND)] == 21.957642
