@@ -277,3 +277,22 @@ def test_the_offer_query_carries_the_jobs_disk() -> None:
     """A cloud that bills disk by the hour (Vast) prices its offers with the job's disk: the query says it."""
     assert PlanRequest(gpus=("A100-80G",), disk_gb=500).gpu_request().disk_gb == 500
     assert PlanRequest(gpus=("A100-80G",)).gpu_request().disk_gb is None
+
+
+def test_one_of_your_machines_is_one_node_not_a_gang() -> None:
+    # A configured host is one machine: a 2-node job on it ranked it first (free), and the gang's second node then
+    # found no machine beside node 0. It is eligible only where as many hosts of its kind are free in one place.
+    box1 = replace(offer("ssh", "box1", 0.0, region="onprem", source=OfferOrigin.OWN),
+                   availability=Availability.AVAILABLE)
+    box2 = replace(box1, instance_type="box2")
+    req = PlanRequest(gpus=("A100-80G",), count=4, nodes=2)
+    alone = plan(req, [box1, *OFFERS])
+    assert alone.chosen is not None and alone.chosen.offer.provider == "gcp"
+    [mine] = [p for p in alone.rejected if p.offer.provider == "ssh"]
+    assert [e.constraint for e in mine.excluded] == [Constraint.OWN_MACHINES]
+    assert mine.excluded[0].detail == "1 of your 4xA100-80G machines free in onprem, 2 nodes asked"
+    taken = replace(box2, availability=Availability.NOT_AVAILABLE)       # a reserved host is not free
+    assert plan(req, [box1, taken, *OFFERS]).chosen.offer.provider == "gcp"  # type: ignore[union-attr]
+    both = plan(req, [box1, box2, *OFFERS])
+    assert both.chosen is not None and both.chosen.offer.instance_type == "box1"
+    assert plan(replace(req, nodes=1), [box1, *OFFERS]).chosen.offer.instance_type == "box1"  # type: ignore[union-attr]

@@ -160,3 +160,17 @@ def test_shipped_catalog_a100_80g_x4_covers_every_provider_that_has_it() -> None
     assert on_demand[0].offer.price_hr == pytest.approx(5.56)
     assert spot[0].offer.price_hr == pytest.approx(1.61612)
     assert not any(r.offer.provider == "runpod" and r.offer.market is Market.SPOT for r in rows)
+
+
+def test_a_gang_is_not_priced_on_one_of_your_machines() -> None:
+    # One configured host cannot be two nodes: `orch quote --nodes 2` priced it x2, as the cheapest offer.
+    from providers.base import Availability, OfferOrigin
+
+    box1 = replace(offer("ssh", "box1", "onprem", price=0.5), source=OfferOrigin.OWN,
+                   availability=Availability.AVAILABLE)
+    req = GpuRequest(gpus=("A100-80G",), count=4, nodes=2)
+    rows = quote([box1, *PLANTED], req, SortKey.PRICE, None, TODAY)
+    assert [r.offer.instance_type for r in rows] == ["b", "c", "a"]
+    rows = quote([box1, replace(box1, instance_type="box2"), *PLANTED], req, SortKey.PRICE, None, TODAY)
+    assert [r.offer.instance_type for r in rows][:2] == ["box1", "box2"]
+    assert rows[0].total_price_hr == pytest.approx(1.0)

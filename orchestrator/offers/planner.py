@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.offers.advice import RAM_GB_PER_GPU, VCPU_PER_GPU, rule_of_thumb_flags
 from providers.base import Availability, GpuRequest, Market, Offer
-from providers.catalog.query import region_matches
+from providers.catalog.query import Site, own_machines_free, own_machines_short, region_matches
 from providers.fabric import FabricWant, fabric_note, fabric_shortfall
 from providers.gpus import Interconnect, gpu_by_name
 
@@ -87,6 +87,7 @@ class Constraint(StrEnum):
     INTERCONNECT = "interconnect-mismatch"
     FABRIC = "fabric-mismatch"                  # multi-node: not the node-to-node fabric resources.fabric asks
     SINGLE_NODE = "single-node-provider"        # multi-node: orch launches single machines only there
+    OWN_MACHINES = "too-few-machines"           # multi-node: fewer of your machines of this kind free than nodes
     VCPUS = "vcpus-below-need"
     RAM = "ram-below-need"
     DISK = "disk-below-need"
@@ -212,8 +213,9 @@ def _globs(patterns: tuple[str, ...]) -> str:
     return ", ".join(brief(p) for p in patterns)
 
 
-def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
-    """Every constraint of ``req`` the offer breaks, each with its reason in words."""
+def _exclusions(offer: Offer, req: PlanRequest, own_free: dict[Site, int]) -> list[Exclusion]:
+    """Every constraint of ``req`` the offer breaks, each with its reason in words (``own_free``: your machines
+    free per site, ``own_machines_free``)."""
     out: list[Exclusion] = []
 
     def no(constraint: Constraint, detail: str) -> None:
@@ -226,6 +228,9 @@ def _exclusions(offer: Offer, req: PlanRequest) -> list[Exclusion]:
         no(Constraint.PROVIDER_DENIED, f"provider {offer.provider} is denied")
     if req.nodes > 1 and not launches_multi_node(offer.provider):
         no(Constraint.SINGLE_NODE, f"orch launches single machines on {offer.provider}, not {req.nodes} nodes")
+    if (free := own_machines_short(offer, req.nodes, own_free)) is not None:
+        no(Constraint.OWN_MACHINES, f"{free} of your {offer.gpu_count}x{offer.gpu} machines free in {offer.region}, "
+           f"{req.nodes} nodes asked")
     if req.regions_allow and not region_matches(offer, req.regions_allow):
         no(Constraint.REGION_NOT_ALLOWED, f"{place} is not in regions.allow ({_globs(req.regions_allow)})")
     if req.regions_deny and region_matches(offer, req.regions_deny):
@@ -277,10 +282,12 @@ def plan(req: PlanRequest, offers: Iterable[Offer], ranking: Ranking | None = No
     ranking = ranking or ExpectedCostRanking()
     eligible: list[PlannedOffer] = []
     rejected: list[PlannedOffer] = []
+    offers = list(offers)
+    own_free = own_machines_free(offers)
     for offer in offers:
         expected = ranking.expected_cost(offer, req) if req.estimated_hours else None
         flags, notes = _flags(offer, req, expected)
-        excluded = _exclusions(offer, req)
+        excluded = _exclusions(offer, req, own_free)
         if excluded:
             reasons = tuple(e.constraint.value for e in excluded)
             rejected.append(PlannedOffer(offer, req.nodes, expected, (*reasons, *flags), tuple(notes),

@@ -120,12 +120,16 @@ def _moment(now: datetime | date) -> datetime:
 
 def _launchable(found: list[Offer], nodes: int) -> list[Offer]:
     """``found`` less, for several nodes, the providers where orch launches single machines only (RunPod, Vast.ai,
-    Lambda): the planner excludes them (``single-node-provider``), so a quote must not price a gang there."""
+    Lambda) and your machines where fewer than ``nodes`` of one kind are free in one place (one host is one node):
+    the planner excludes them (``single-node-provider``, ``too-few-machines``), so a quote must not price a gang
+    there."""
     if nodes <= 1:
         return found
+    from providers.catalog.query import own_machines_free, own_machines_short
     from providers.registry import launches_multi_node  # only here: a one-machine quote stays lean
 
-    return [o for o in found if launches_multi_node(o.provider)]
+    free = own_machines_free(found)
+    return [o for o in found if launches_multi_node(o.provider) and own_machines_short(o, nodes, free) is None]
 
 
 def quote(offers: Sequence[Offer], req: GpuRequest, sort: SortKey, limit: int | None,

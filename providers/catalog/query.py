@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
-from providers.offer import GpuRequest, Offer
+from providers.offer import Availability, GpuRequest, Offer, OfferOrigin
 
 
 def region_matches(offer: Offer, patterns: tuple[str, ...]) -> bool:
@@ -41,3 +41,26 @@ def match_offers(offers: Iterable[Offer], req: GpuRequest) -> list[Offer]:
     found = [o for o in offers if offer_matches(o, req)]
     found.sort(key=lambda o: (o.price_hr, o.provider, o.instance_type, o.region, o.zone or ""))
     return found
+
+
+Site = tuple[str, str, str, int]
+
+
+def own_machines_free(offers: Iterable[Offer]) -> dict[Site, int]:
+    """How many of your machines (``source`` own: one offer per configured host) are free per site: provider,
+    region, GPU and GPU count, the places a gang's other nodes may take (orchestrator.engine.gang.site_offers)."""
+    free: dict[Site, set[str]] = {}
+    for o in offers:
+        if o.source is OfferOrigin.OWN and o.availability is not Availability.NOT_AVAILABLE:
+            free.setdefault((o.provider, o.region, o.gpu, o.gpu_count), set()).add(o.instance_type)
+    return {site: len(hosts) for site, hosts in free.items()}
+
+
+def own_machines_short(offer: Offer, nodes: int, free: dict[Site, int]) -> int | None:
+    """For a job of ``nodes`` machines, how many of your machines of ``offer``'s site are free when that is fewer
+    than ``nodes`` (one host is one machine: it cannot be two nodes); None when enough are, or for a cloud's
+    offer (a cloud has more machines of a type)."""
+    if nodes <= 1 or offer.source is not OfferOrigin.OWN:
+        return None
+    have = free.get((offer.provider, offer.region, offer.gpu, offer.gpu_count), 0)
+    return have if have < nodes else None
