@@ -350,3 +350,19 @@ def test_an_adapter_is_built_from_its_validated_settings_never_a_mapping() -> No
         create_provider("ssh", {"hosts": []})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"not providers\.runpod\.settings\.Settings"):
         create_provider("ssh", load_settings("runpod", {"api_key": "k"}))   # another provider's settings
+
+
+def test_a_one_gpu_host_is_pcie_as_the_catalogs_one_gpu_rows_are(tmp_path: Path) -> None:
+    """A single GPU has no peer to link to: the catalog's one-GPU rows say PCIe, so an own one-GPU A100 box
+    (whose model's usual link is NVLink) must too, or `--interconnect pcie` would leave it out and `--interconnect
+    nvlink --count 1` match it alone. A declared link and a multi-GPU host's model default are kept."""
+    from providers.gpus import Interconnect
+    from providers.ssh.offers import host_offers
+
+    hosts = [
+        {"name": "one", "address": "10.0.0.1", "gpu": "A100-80G", "gpu_count": 1},
+        {"name": "eight", "address": "10.0.0.2", "gpu": "A100-80G", "gpu_count": 8},
+        {"name": "declared", "address": "10.0.0.3", "gpu": "A100-80G", "gpu_count": 1, "interconnect": "nvlink"},
+    ]
+    links = {o.instance_type: o.interconnect for o in host_offers(Settings(hosts=hosts, state_dir=tmp_path))}
+    assert links == {"one": Interconnect.PCIE, "eight": Interconnect.NVLINK, "declared": Interconnect.NVLINK}

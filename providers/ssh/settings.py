@@ -57,7 +57,7 @@ class HostSettings(BaseModel):
     memory_gb: float = Field(0.0, ge=0)
     disk_gb: float | None = Field(None, ge=0)  # free local disk for jobs; None: not declared (not planned by it)
     region: str = "onprem"
-    interconnect: Interconnect | None = None   # None: the GPU model's usual one
+    interconnect: Interconnect | None = None   # None: the GPU model's usual one (PCIe for a single GPU)
     infiniband: bool = False                # the site's hosts share an InfiniBand (or RoCE) fabric NCCL can use
     price_hr: float | None = Field(None, ge=0)  # None: the provider-wide price_hr
     host_key: str | None = None              # "ssh-ed25519 AAAA..." (ssh-keyscan / /etc/ssh/*.pub)
@@ -106,7 +106,11 @@ class HostSettings(BaseModel):
 
     @property
     def resolved_interconnect(self) -> Interconnect:
-        return self.interconnect or resolve_gpu(self.gpu).default_interconnect
+        """The declared link, else PCIe for one GPU (no peer to link to: the catalog's one-GPU rows say PCIe
+        too, so ``--interconnect`` filters a one-GPU host as it filters a cloud's), else the model's usual one."""
+        if self.interconnect is not None:
+            return self.interconnect
+        return Interconnect.PCIE if self.gpu_count == 1 else resolve_gpu(self.gpu).default_interconnect
 
 
 class Settings(BaseModel):
