@@ -80,6 +80,22 @@ def test_translate_error_codes(code: str, status: int, expected: type) -> None:
     assert err.provider == "aws" and err.code == code
 
 
+def test_a_type_not_offered_in_the_zone_is_no_capacity_there_other_unsupported_is_invalid() -> None:
+    """EC2's Unsupported for an instance type its zone does not offer: the offer cannot be had there (capacity, so
+    the engine records a capacity failure and tries the next offer); any other Unsupported is an invalid request."""
+    def unsupported(message: str) -> ClientError:
+        return ClientError({"Error": {"Code": "Unsupported", "Message": message},
+                            "ResponseMetadata": {"HTTPStatusCode": 400}}, "RunInstances")
+
+    zone = translate_error(unsupported(
+        "Your requested instance type (p4d.24xlarge) is not supported in your requested Availability Zone "
+        "(us-east-1e). Please retry your request by not specifying an Availability Zone or choosing us-east-1a, "
+        "us-east-1b, us-east-1c."))
+    assert type(zone) is InsufficientCapacityError and zone.code == "Unsupported"
+    other = translate_error(unsupported("The requested configuration is currently not supported."))
+    assert type(other) is InvalidRequestError
+
+
 def test_translate_error_sdk_exceptions() -> None:
     auth = translate_error(NoCredentialsError())
     assert isinstance(auth, AuthError) and auth.hint and "aws configure" in auth.hint

@@ -73,6 +73,13 @@ def translate_error(exc: BaseException) -> ProviderError:
         message = str(err.get("Message", "")) or str(exc)
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         kind = _BY_CODE.get(code)
+        if code == "Unsupported" and "availability zone" in message.lower():
+            # "Your requested instance type (p4d.24xlarge) is not supported in your requested Availability Zone
+            # (us-east-1e). Please retry your request by not specifying an Availability Zone or choosing ..." (EC2's
+            # words as users report them, e.g. hashicorp/terraform-provider-aws#6390): the type is not offered
+            # in that zone, so the offer cannot be had there, as with no capacity; the next offer is tried.
+            # Another Unsupported (a configuration EC2 does not support) stays an invalid request.
+            kind = InsufficientCapacityError
         if kind is not None:
             return kind(message, provider=PROVIDER, code=code, hint=AUTH_HINT if kind is AuthError else None)
         if status >= 500:
