@@ -136,6 +136,15 @@ def test_single_node_launchers() -> None:
     assert "--no_ssh" not in ds and "hostfile" not in ds
 
 
+def test_run_config_reaches_its_launcher() -> None:
+    """accelerate reads its config file from ``--config_file`` (ahead of orch's flags, which override it); a
+    DeepSpeed JSON goes to the script as ``--deepspeed_config``. Before, accelerate's was silently dropped."""
+    acc = _launch_line(render_script(_ri(run={"launcher": "accelerate", "config": "acc cfg.yaml"})))
+    assert acc.startswith("exec accelerate launch --config_file 'acc cfg.yaml' --multi_gpu --num_machines 1 ")
+    ds = _launch_line(render_script(_ri(run={"launcher": "deepspeed", "config": "ds.json"})))
+    assert "--config_file" not in ds and ds.endswith(" train.py --deepspeed_config ds.json --steps 20 \"$@\"")
+
+
 def test_command_launcher_runs_verbatim() -> None:
     script = render_script(_ri(run={"launcher": "command", "script": None, "args": [],
                                     "command": "python a.py && python b.py"}))
