@@ -156,6 +156,31 @@ def test_the_boot_script_is_deterministic_and_a_second_run_starts_no_second_agen
         os.kill(pid, signal.SIGKILL)
 
 
+def test_a_reboot_whose_old_agent_pid_is_another_process_starts_the_agent(tmp_path: Path) -> None:
+    """A rebooted machine (GCE reruns its startup-script) keeps agent.pid from its last boot; that pid may now
+    be any process's. Before, the boot took it for this launch's agent and started none: the job never ran."""
+    import signal
+
+    script = _boot(tmp_path, "sleep 30")[1]
+    root = tmp_path / "node"
+    _run_boot(script, root)
+    work = root / ".orch" / "jobs" / "tiny"
+    old = int((work / "agent.pid").read_text())
+    os.kill(old, signal.SIGKILL)                     # the reboot: the agent is gone...
+    other = subprocess.Popen(["sleep", "60"])        # ...and its pid is now held by something else
+    (work / "agent.pid").write_text(str(other.pid))
+    try:
+        again = subprocess.run(["bash", "boot.sh"], cwd=root, capture_output=True, text=True, timeout=60,
+                               env={"PATH": "/usr/bin:/bin", "HOME": str(root), "ORCH_ROOT": str(root)})
+        assert again.returncode == 0 and "already runs" not in again.stdout, again
+        new = int((work / "agent.pid").read_text())
+        assert new != other.pid and b"orch_agent.pyz" in Path(f"/proc/{new}/cmdline").read_bytes()
+        os.kill(new, signal.SIGKILL)
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_secret_missing_from_the_daemon_environment_is_a_startup_script_error(tmp_path: Path) -> None:
     from orchestrator.engine.hooks import StartupScriptError
 
