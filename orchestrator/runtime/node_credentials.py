@@ -131,8 +131,9 @@ def gcs_boundary(scope: Scope) -> dict[str, Any]:
         for bucket, prefixes in sorted(buckets.items()):
             terms = []
             for p in prefixes:
-                terms.append(f"resource.name.startsWith('projects/_/buckets/{bucket}/objects/{p}/')")
-                terms.append(f"api.getAttribute('storage.googleapis.com/objectListPrefix', '').startsWith('{p}/')")
+                under = f"{p}/" if p else ""      # a store at the bucket's root: every object of the bucket
+                terms.append(f"resource.name.startsWith('projects/_/buckets/{bucket}/objects/{under}')")
+                terms.append(f"api.getAttribute('storage.googleapis.com/objectListPrefix', '').startsWith('{under}')")
             rules.append({"availableResource": f"//storage.googleapis.com/projects/_/buckets/{bucket}",
                           "availablePermissions": [role],
                           "availabilityCondition": {"expression": " || ".join(terms)}})
