@@ -197,6 +197,20 @@ def test_azure_directory_sas_is_signed_for_the_prefix_and_expires(store: ScopedS
     assert whole.exposed and whole.expires_at is None
 
 
+def test_an_azure_sas_wider_than_the_jobs_prefixes_is_said(store: ScopedStore, clock: Clock) -> None:
+    """A checkpoint store and data in sibling directories of one container: rclone's one remote takes one SAS,
+    so it is signed for their parent (here the whole container, read and write). Before, nothing said so: the
+    node could write and delete another job's checkpoints, and ``orch plan`` reported nothing exposed."""
+    minter = _minter(store, clock, {"RCLONE_CONFIG_ORCHAZ_KEY": AZ_KEY}, ttl_s=3600)
+    own = minter.mint(scope_for("az://acct/ckpt/jobs/train", None, ["az://acct/ckpt/jobs/train/data"]), "runpod", "l")
+    assert own.exposed == ()                             # data under the job's own prefix: the SAS is exact
+    wide = minter.mint(scope_for("az://acct/ckpt/jobs/train", None, ["az://acct/ckpt/datasets/web"]), "runpod", "l")
+    base, sas = wide.env["RCLONE_CONFIG_ORCHAZ_SAS_URL"].split("?", 1)
+    assert "sr=c" in sas and requests.put(f"{base}/jobs/train2/x?{sas}", data=b"!", timeout=5).status_code == 201
+    assert len(wide.exposed) == 1 and "the whole container of acct/ckpt" in wide.exposed[0]
+    assert "racwdl" in wide.exposed[0]
+
+
 def _job(doc: dict) -> JobRecord:  # type: ignore[type-arg]
     m = Manifest.model_validate(doc)
     now = datetime.now(UTC)
