@@ -316,6 +316,33 @@ def test_rendered_script_refuses_an_incomplete_restore_and_a_missing_secret(tmp_
     assert out.returncode == 75 and "no COMPLETE marker" in out.stderr
 
 
+@pytest.mark.parametrize(("rc", "started"), [(0, True), (3, True), (4, True), (1, False), (7, False)])
+def test_a_latest_the_store_cannot_be_asked_for_stops_the_node(tmp_path: Path, rc: int, started: bool) -> None:
+    """rclone says "no LATEST" with exit 0 (empty) or 3/4 (not found): a first start. Any other failure, asked
+    twice, stops the node (exit 75) with rclone's words in the log. Before, it was taken for "no LATEST": the
+    job started over from scratch beside a store holding its progress."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "rclone").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\n'
+                                    f'echo "rclone: the store said no" >&2; exit {rc}\n')
+    (bin_dir / "rclone").chmod(0o755)
+    ri = _ri(run={"launcher": "command", "script": None, "args": [], "command": "echo job-ran"},
+             checkpoint={"path": str(tmp_path / "ckpt")})
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "startup.sh").write_text(render_script(ri))
+    out = subprocess.run(["sh", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    calls = (tmp_path / "calls").read_text().splitlines()
+    if started:
+        assert out.returncode == 0 and "job-ran" in out.stdout and len(calls) == 1, out.stderr
+    else:
+        assert out.returncode == 75 and "job-ran" not in out.stdout
+        assert calls == ["cat orchs3:store/tiny/LATEST"] * 2
+        assert f"cannot read the store's LATEST (rclone exited {rc})" in out.stderr
+        assert "rclone: the store said no" in out.stderr
+
+
 @pytest.mark.parametrize("latest", ["step-1/../../etc", "step-", "step-1x", "steps-1", "x step-1", "*"])
 def test_latest_that_is_not_a_checkpoint_name_is_ignored(tmp_path: Path, latest: str) -> None:
     (tmp_path / "store").mkdir()
