@@ -125,10 +125,14 @@ class Store:
                     return fh.read().strip() or None
             except FileNotFoundError:
                 return None
-        try:
-            return self._rclone("cat", f"{self.path}/LATEST", timeout=120).strip() or None
-        except OSError:
-            return None
+        out = subprocess.run([self.rclone, "cat", f"{self.path}/LATEST"], capture_output=True, text=True,
+                             env=self.env, timeout=120)
+        if out.returncode in (3, 4):
+            return None         # rclone: directory / file not found (an absent object on a bucket is exit 0, empty)
+        if out.returncode != 0:
+            # Unknown is not "none": LATEST must never be written over a step this agent could not see.
+            raise OSError(f"rclone cat exited {out.returncode}: {out.stderr.strip()[-500:]}")
+        return out.stdout.strip() or None
 
     def write_latest(self, name: str) -> None:
         if self.kind == "local":
