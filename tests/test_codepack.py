@@ -94,6 +94,25 @@ def test_uncommitted_changes_are_not_shipped_unless_asked_and_then_said(tmp_path
     assert dirty.pin.sha256 != clean.pin.sha256
 
 
+def test_dirty_ships_what_its_note_names_files_added_and_renamed_but_not_committed(tmp_path: Path) -> None:
+    """``--dirty`` said "shipping UNCOMMITTED changes of 1 tracked file: train/helper.py" for a file added with
+    ``git add`` and shipped only HEAD's files: the job's import failed on the node. A rename's old name was
+    counted as a change of its own, cut to garbage ("in/run.sh" for "train/run.sh")."""
+    repo = make_repo(tmp_path, "code: {path: train}\n")
+    (repo / "train" / "helper.py").write_text("x = 1\n")
+    git(repo, "add", "train/helper.py")
+    git(repo, "mv", "train/run.sh", "train/start.sh")
+    [_], [dirty] = load_with_packs([repo / "train" / "job.yaml"], allow_dirty=True)
+    assert dirty is not None and dirty.pin.dirty
+    names = members(dirty.data)
+    assert "helper.py" in names and "start.sh" in names and "run.sh" not in names
+    assert names["start.sh"].mode == 0o755
+    assert dirty.notes == ("job tiny: shipping UNCOMMITTED changes of 2 tracked files: train/helper.py, "
+                           "train/start.sh",)
+    [_], [clean] = load_with_packs([repo / "train" / "job.yaml"])
+    assert clean is not None and "helper.py" not in members(clean.data) and "run.sh" in members(clean.data)
+
+
 def test_a_relaunch_gets_the_applied_pack_after_the_repository_moved_on(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, "code: {path: train}\n")
     [m] = load([repo / "train" / "job.yaml"])

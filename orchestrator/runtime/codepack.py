@@ -110,14 +110,23 @@ def _blobs(repo: Path, shas: Sequence[str]) -> list[bytes]:
 
 
 def _tracked(repo: Path, commit: str, sub: str, dirty: bool) -> list[_Entry]:
-    listing = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit, *([] if sub == "." else ["--", sub]))
+    """The commit's files under ``sub``; ``dirty``: the index's instead (a file added but not committed is
+    tracked too), with the working tree's content."""
+    where = [] if sub == "." else ["--", sub]
+    if dirty:
+        listing = _git(repo, "ls-files", "-s", "-z", *where)
+    else:
+        listing = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit, *where)
     rows = []
     for record in filter(None, listing.split(b"\0")):
         meta, _, name = record.decode().partition("\t")
-        mode, kind, sha = meta.split()
-        if kind == "blob":           # submodules (commit entries) are not shipped: they are other repositories
-            rows.append((name, mode, sha))
-    datas = _blobs(repo, [sha for _, _, sha in rows]) if rows else []
+        mode, kind_or_sha, sha_or_stage = meta.split()
+        if not dirty and kind_or_sha == "blob":
+            rows.append((name, mode, sha_or_stage))
+        elif dirty and mode != "160000" and sha_or_stage in ("0", "2"):    # a conflict: "ours" only
+            rows.append((name, mode, kind_or_sha))
+        # submodules (commit entries, mode 160000) are not shipped: they are other repositories
+    datas = _blobs(repo, [sha for _, _, sha in rows]) if rows and not dirty else [b""] * len(rows)
     prefix = "" if sub == "." else sub + "/"
     entries = []
     for (name, mode, _), data in zip(rows, datas, strict=True):
@@ -157,8 +166,19 @@ def _tar(entries: list[_Entry]) -> bytes:
 def _uncommitted(repo: Path, sub: str) -> tuple[list[str], list[str]]:
     """(tracked files changed since HEAD, untracked files) under ``sub``: neither is shipped by default."""
     out = _git(repo, "status", "--porcelain", "-z", "--untracked-files=all", "--", sub)
-    rows = [r for r in out.decode().split("\0") if len(r) > 3]
-    return [r[3:] for r in rows if not r.startswith("??")], [r[3:] for r in rows if r.startswith("??")]
+    records = out.decode().split("\0")
+    changed: list[str] = []
+    untracked: list[str] = []
+    at = 0
+    while at < len(records):
+        r = records[at]
+        at += 1
+        if len(r) <= 3:
+            continue
+        (untracked if r.startswith("??") else changed).append(r[3:])
+        if "R" in r[:2] or "C" in r[:2]:
+            at += 1                  # a rename's or copy's next record is its old name, not a change of its own
+    return changed, untracked
 
 
 def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -> Pack:
