@@ -805,6 +805,20 @@ def test_rclone_store_tells_no_latest_from_a_latest_it_cannot_read(tmp_path: Pat
         assert store.read_latest() == expected
 
 
+@pytest.mark.parametrize(("rc", "fails"), [(0, False), (3, False), (4, False), (1, True)])
+def test_rclone_store_deletes_an_object_an_absent_one_is_no_error(tmp_path: Path, rc: int, fails: bool) -> None:
+    fake = tmp_path / "rclone"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'args'}\necho 'rclone: said no' >&2\nexit {rc}\n")
+    fake.chmod(0o755)
+    store = oa.Store({"kind": "rclone", "path": "orchs3:b/p", "env": {}}, rclone=str(fake))
+    if fails:
+        with pytest.raises(OSError, match="rclone deletefile exited 1: rclone: said no"):
+            store.delete_object("secrets.json")
+    else:
+        store.delete_object("secrets.json")
+    assert (tmp_path / "args").read_text() == "deletefile orchs3:b/p/secrets.json\n"
+
+
 def test_latest_is_read_while_the_checkpoint_uploads_and_only_once_per_round(tmp_path: Path) -> None:
     store = GatedStore()
     agent = _agent(_config(tmp_path, store=tmp_path / "unused"), store=store)

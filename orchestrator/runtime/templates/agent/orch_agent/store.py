@@ -102,6 +102,19 @@ class Store:
                              timeout=120)
         return out.stdout if out.returncode == 0 else None
 
+    def delete_object(self, name: str) -> None:
+        """Remove the object ``name``; an absent one is not an error."""
+        if self.kind == "local":
+            try:
+                os.remove(f"{self.path}/{name}")
+            except FileNotFoundError:
+                pass
+            return
+        out = subprocess.run([self.rclone, "deletefile", f"{self.path}/{name}"], capture_output=True, text=True,
+                             env=self.env, timeout=120)
+        if out.returncode not in (0, 3, 4):
+            raise OSError(f"rclone deletefile exited {out.returncode}: {out.stderr.strip()[-500:]}")
+
     def put_object(self, name: str, data: bytes) -> None:
         """Write the whole object ``name`` at once: a temp file renamed (local), one PUT (rclone rcat)."""
         if self.kind == "local":
