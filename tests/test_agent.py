@@ -742,6 +742,83 @@ class GatedStore:
         self.latest = name
 
 
+class FlakyLatestStore:
+    """A store whose LATEST cannot be read or written while ``down`` names that operation (as rclone failing)."""
+
+    uri = "s3://b/p"
+
+    def __init__(self, latest: str | None) -> None:
+        self.latest = latest
+        self.down: set[str] = set()
+        self.uploads: list[str] = []
+
+    def upload_dir(self, local: str, name: str, marker: str) -> None:
+        self.uploads.append(name)
+
+    def read_latest(self) -> str | None:
+        if "read" in self.down:
+            raise OSError("rclone cat exited 1: connection reset by peer")
+        return self.latest
+
+    def write_latest(self, name: str) -> None:
+        if "write" in self.down:
+            raise OSError("rclone copyto exited 1: connection reset by peer")
+        self.latest = name
+
+
+@pytest.mark.parametrize("failing", ["read", "write"])
+def test_a_latest_that_cannot_be_read_or_written_leaves_the_checkpoint_uncommitted(tmp_path: Path,
+                                                                                   failing: str) -> None:
+    """Before, a LATEST read that failed was taken for "no LATEST" (so LATEST could move backwards, past another
+    life's step-9), and a failed LATEST write still counted the checkpoint committed: no retry, and a drain or
+    the engine took LATEST for the last checkpoint while it stayed behind."""
+    store = FlakyLatestStore("step-3")
+    agent = _agent(_config(tmp_path, store=tmp_path / "unused"), store=store)
+    _checkpoint(tmp_path / "ckpt", 5)
+    store.down = {failing}
+    agent.tick()
+    assert store.latest == "step-3" and agent.checkpoints == [] and agent.failed_uploads == {"step-5": 1}
+    status = parse_status((tmp_path / "status.json").read_bytes())
+    assert status.pending_uploads == 1 and any("latest step-5" in e for e in status.errors)
+    store.down = set()
+    agent.tick()                                      # asked again next round
+    assert store.latest == "step-5" and [c["name"] for c in agent.checkpoints] == ["step-5"]
+    assert agent.failed_uploads == {}
+    store.latest, store.down = "step-9", {"read"}     # another life got further; this agent cannot see it
+    _checkpoint(tmp_path / "ckpt", 7)
+    agent.tick()
+    assert store.latest == "step-9" and [c["name"] for c in agent.checkpoints] == ["step-5"]
+
+
+@pytest.mark.parametrize(("rc", "out", "expected"), [(0, "step-4\n", "step-4"), (0, "", None), (3, "", None),
+                                                     (4, "", None), (1, "", OSError)])
+def test_rclone_store_tells_no_latest_from_a_latest_it_cannot_read(tmp_path: Path, rc: int, out: str,
+                                                                   expected: Any) -> None:
+    fake = tmp_path / "rclone"
+    fake.write_text(f"#!/bin/sh\nprintf '{out}'\necho 'rclone: said no' >&2\nexit {rc}\n")
+    fake.chmod(0o755)
+    store = oa.Store({"kind": "rclone", "path": "orchs3:b/p", "env": {}}, rclone=str(fake))
+    if expected is OSError:
+        with pytest.raises(OSError, match="rclone cat exited 1: rclone: said no"):
+            store.read_latest()
+    else:
+        assert store.read_latest() == expected
+
+
+@pytest.mark.parametrize(("rc", "fails"), [(0, False), (3, False), (4, False), (1, True)])
+def test_rclone_store_deletes_an_object_an_absent_one_is_no_error(tmp_path: Path, rc: int, fails: bool) -> None:
+    fake = tmp_path / "rclone"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'args'}\necho 'rclone: said no' >&2\nexit {rc}\n")
+    fake.chmod(0o755)
+    store = oa.Store({"kind": "rclone", "path": "orchs3:b/p", "env": {}}, rclone=str(fake))
+    if fails:
+        with pytest.raises(OSError, match="rclone deletefile exited 1: rclone: said no"):
+            store.delete_object("secrets.json")
+    else:
+        store.delete_object("secrets.json")
+    assert (tmp_path / "args").read_text() == "deletefile orchs3:b/p/secrets.json\n"
+
+
 def test_latest_is_read_while_the_checkpoint_uploads_and_only_once_per_round(tmp_path: Path) -> None:
     store = GatedStore()
     agent = _agent(_config(tmp_path, store=tmp_path / "unused"), store=store)

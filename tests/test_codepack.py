@@ -94,6 +94,54 @@ def test_uncommitted_changes_are_not_shipped_unless_asked_and_then_said(tmp_path
     assert dirty.pin.sha256 != clean.pin.sha256
 
 
+def test_dirty_ships_what_its_note_names_files_added_and_renamed_but_not_committed(tmp_path: Path) -> None:
+    """``--dirty`` said "shipping UNCOMMITTED changes of 1 tracked file: train/helper.py" for a file added with
+    ``git add`` and shipped only HEAD's files: the job's import failed on the node. A rename's old name was
+    counted as a change of its own, cut to garbage ("in/run.sh" for "train/run.sh")."""
+    repo = make_repo(tmp_path, "code: {path: train}\n")
+    (repo / "train" / "helper.py").write_text("x = 1\n")
+    git(repo, "add", "train/helper.py")
+    git(repo, "mv", "train/run.sh", "train/start.sh")
+    [_], [dirty] = load_with_packs([repo / "train" / "job.yaml"], allow_dirty=True)
+    assert dirty is not None and dirty.pin.dirty
+    names = members(dirty.data)
+    assert "helper.py" in names and "start.sh" in names and "run.sh" not in names
+    assert names["start.sh"].mode == 0o755
+    assert dirty.notes == ("job tiny: shipping UNCOMMITTED changes of 2 tracked files: train/helper.py, "
+                           "train/start.sh",)
+    [_], [clean] = load_with_packs([repo / "train" / "job.yaml"])
+    assert clean is not None and "helper.py" not in members(clean.data) and "run.sh" in members(clean.data)
+
+
+def test_what_a_commit_holds_but_the_pack_cannot_carry_is_said(tmp_path: Path) -> None:
+    """A submodule (another repository) and a Git LFS pointer (the content is on an LFS server) were left out
+    or shipped as pointers without a word: the job found an empty directory or a pointer for its weights."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    git(lib, "init", "-q", "-b", "main")
+    (lib / "x.py").write_text("x = 1\n")
+    git(lib, "add", "-A")
+    git(lib, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-q", "-m", "lib")
+    repo = make_repo(tmp_path, "code: {path: train}\n")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "train/lib")
+    (repo / "train" / "weights.bin").write_text("version https://git-lfs.github.com/spec/v1\n"
+                                                 "oid sha256:" + "a" * 64 + "\nsize 123456789\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "lib and weights")
+    [_], [pack] = load_with_packs([repo / "train" / "job.yaml"])
+    assert pack is not None
+    names = members(pack.data)
+    assert "lib" not in names and "weights.bin" in names and pack.pin.files == len(names)
+    assert pack.notes == (
+        "job tiny: not shipped, 1 submodule (another repository; fetch it in setup, or bring it in the image): lib",
+        "job tiny: 1 Git LFS file shipped as LFS pointers, not their content (stage large files with data:, or "
+        "run git lfs pull in setup): weights.bin")
+    [m] = load([repo / "train" / "job.yaml"])
+    for cached in (tmp_path / "xdg-cache" / "orch" / "code").iterdir():
+        cached.unlink()             # rebuilt at the pinned commit: the same bytes
+    assert m.manifest.code is not None and pack_bytes(m.manifest.code) == pack.data
+
+
 def test_a_relaunch_gets_the_applied_pack_after_the_repository_moved_on(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, "code: {path: train}\n")
     [m] = load([repo / "train" / "job.yaml"])

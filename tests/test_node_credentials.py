@@ -158,6 +158,25 @@ def test_gcs_downscoped_token_reads_and_writes_under_the_prefix_only(store: Scop
     assert get("jobs/train/_orch/l1/status.json") == 401                     # expired with its source token
 
 
+def test_gcs_store_at_the_buckets_root_is_the_whole_bucket(store: ScopedStore, clock: Clock,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint store ``gs://bucket`` (no prefix: the manifest takes it) is the job's whole bucket. Before,
+    the boundary's condition asked for names under ``objects//``: the node could read and write nothing."""
+    import google.auth._helpers
+
+    monkeypatch.setattr(google.auth._helpers, "utcnow", lambda: datetime.fromtimestamp(clock.now, UTC).replace(
+        tzinfo=None))
+    daemon = {"RCLONE_CONFIG_ORCHGCS_SERVICE_ACCOUNT_CREDENTIALS": _service_account_key(store)}
+    cred = _minter(store, clock, daemon).mint(scope_for("gs://gbkt", "gs://gbkt/_orch", []), "lambda", "l1")
+    auth = {"Authorization": f"Bearer {cred.env['RCLONE_CONFIG_ORCHGCS_ACCESS_TOKEN']}"}
+    put = requests.post(f"{store.url}/gcs/upload/storage/v1/b/gbkt/o", params={"uploadType": "media",
+                        "name": "step-1/COMPLETE"}, data=b"x", headers=auth, timeout=5)
+    assert put.status_code == 200
+    store.objects[("gcs", "other", "a")] = b"another bucket"
+    assert requests.get(f"{store.url}/gcs/storage/v1/b/other/o/a", params={"alt": "media"}, headers=auth,
+                        timeout=5).status_code == 403
+
+
 def test_azure_directory_sas_is_signed_for_the_prefix_and_expires(store: ScopedStore, clock: Clock) -> None:
     scope = scope_for("az://acct/ckpt/jobs/train", None, [])
     cred = _minter(store, clock, {"RCLONE_CONFIG_ORCHAZ_KEY": AZ_KEY}, ttl_s=3600).mint(scope, "runpod", "l1")
@@ -176,6 +195,20 @@ def test_azure_directory_sas_is_signed_for_the_prefix_and_expires(store: ScopedS
     # Only a SAS URL in the daemon: orch cannot narrow it, and says so.
     whole = _minter(store, clock, {"RCLONE_CONFIG_ORCHAZ_SAS_URL": "https://acct/c?sig=x"}).mint(scope, "aws", "l1")
     assert whole.exposed and whole.expires_at is None
+
+
+def test_an_azure_sas_wider_than_the_jobs_prefixes_is_said(store: ScopedStore, clock: Clock) -> None:
+    """A checkpoint store and data in sibling directories of one container: rclone's one remote takes one SAS,
+    so it is signed for their parent (here the whole container, read and write). Before, nothing said so: the
+    node could write and delete another job's checkpoints, and ``orch plan`` reported nothing exposed."""
+    minter = _minter(store, clock, {"RCLONE_CONFIG_ORCHAZ_KEY": AZ_KEY}, ttl_s=3600)
+    own = minter.mint(scope_for("az://acct/ckpt/jobs/train", None, ["az://acct/ckpt/jobs/train/data"]), "runpod", "l")
+    assert own.exposed == ()                             # data under the job's own prefix: the SAS is exact
+    wide = minter.mint(scope_for("az://acct/ckpt/jobs/train", None, ["az://acct/ckpt/datasets/web"]), "runpod", "l")
+    base, sas = wide.env["RCLONE_CONFIG_ORCHAZ_SAS_URL"].split("?", 1)
+    assert "sr=c" in sas and requests.put(f"{base}/jobs/train2/x?{sas}", data=b"!", timeout=5).status_code == 201
+    assert len(wide.exposed) == 1 and "the whole container of acct/ckpt" in wide.exposed[0]
+    assert "racwdl" in wide.exposed[0]
 
 
 def _job(doc: dict) -> JobRecord:  # type: ignore[type-arg]

@@ -156,6 +156,48 @@ def test_the_boot_script_is_deterministic_and_a_second_run_starts_no_second_agen
         os.kill(pid, signal.SIGKILL)
 
 
+def test_the_agent_removes_the_secrets_it_read_from_the_store(tmp_path: Path) -> None:
+    """secrets.json is read once by the agent at its job's start and removed by it; before, only orch removed it
+    (once, when it saw the job running): a store error then left the job's secret values in the bucket for good."""
+    from tests.support.agent import load_agent
+
+    oa = load_agent()
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    (prefix / "start.json").write_text(json.dumps({"launch_id": "l1", "master_addr": None}))
+    (prefix / "secrets.json").write_text(json.dumps({"HF_TOKEN": SECRET}))
+    agent = oa.Agent({"report": {"kind": "local", "path": str(prefix), "secrets": True}},
+                     sampler=oa.GpuSampler(1, run=lambda a, t: ""), poller=type("P", (), {"poll": lambda s: []})())
+    assert agent.start_env() == {"HF_TOKEN": SECRET}
+    assert not (prefix / "secrets.json").exists() and (prefix / "start.json").exists()
+    assert agent.start_env() == {}              # read once
+
+
+def test_a_reboot_whose_old_agent_pid_is_another_process_starts_the_agent(tmp_path: Path) -> None:
+    """A rebooted machine (GCE reruns its startup-script) keeps agent.pid from its last boot; that pid may now
+    be any process's. Before, the boot took it for this launch's agent and started none: the job never ran."""
+    import signal
+
+    script = _boot(tmp_path, "sleep 30")[1]
+    root = tmp_path / "node"
+    _run_boot(script, root)
+    work = root / ".orch" / "jobs" / "tiny"
+    old = int((work / "agent.pid").read_text())
+    os.kill(old, signal.SIGKILL)                     # the reboot: the agent is gone...
+    other = subprocess.Popen(["sleep", "60"])        # ...and its pid is now held by something else
+    (work / "agent.pid").write_text(str(other.pid))
+    try:
+        again = subprocess.run(["bash", "boot.sh"], cwd=root, capture_output=True, text=True, timeout=60,
+                               env={"PATH": "/usr/bin:/bin", "HOME": str(root), "ORCH_ROOT": str(root)})
+        assert again.returncode == 0 and "already runs" not in again.stdout, again
+        new = int((work / "agent.pid").read_text())
+        assert new != other.pid and b"orch_agent.pyz" in Path(f"/proc/{new}/cmdline").read_bytes()
+        os.kill(new, signal.SIGKILL)
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_secret_missing_from_the_daemon_environment_is_a_startup_script_error(tmp_path: Path) -> None:
     from orchestrator.engine.hooks import StartupScriptError
 

@@ -136,6 +136,15 @@ def test_single_node_launchers() -> None:
     assert "--no_ssh" not in ds and "hostfile" not in ds
 
 
+def test_run_config_reaches_its_launcher() -> None:
+    """accelerate reads its config file from ``--config_file`` (ahead of orch's flags, which override it); a
+    DeepSpeed JSON goes to the script as ``--deepspeed_config``. Before, accelerate's was silently dropped."""
+    acc = _launch_line(render_script(_ri(run={"launcher": "accelerate", "config": "acc cfg.yaml"})))
+    assert acc.startswith("exec accelerate launch --config_file 'acc cfg.yaml' --multi_gpu --num_machines 1 ")
+    ds = _launch_line(render_script(_ri(run={"launcher": "deepspeed", "config": "ds.json"})))
+    assert "--config_file" not in ds and ds.endswith(" train.py --deepspeed_config ds.json --steps 20 \"$@\"")
+
+
 def test_command_launcher_runs_verbatim() -> None:
     script = render_script(_ri(run={"launcher": "command", "script": None, "args": [],
                                     "command": "python a.py && python b.py"}))
@@ -305,6 +314,33 @@ def test_rendered_script_refuses_an_incomplete_restore_and_a_missing_secret(tmp_
     _store_with_latest(tmp_path, "step-3", complete=False)
     out = _run_rendered(tmp_path, {"arg": "--resume-from"}, {"TOK": "t"})
     assert out.returncode == 75 and "no COMPLETE marker" in out.stderr
+
+
+@pytest.mark.parametrize(("rc", "started"), [(0, True), (3, True), (4, True), (1, False), (7, False)])
+def test_a_latest_the_store_cannot_be_asked_for_stops_the_node(tmp_path: Path, rc: int, started: bool) -> None:
+    """rclone says "no LATEST" with exit 0 (empty) or 3/4 (not found): a first start. Any other failure, asked
+    twice, stops the node (exit 75) with rclone's words in the log. Before, it was taken for "no LATEST": the
+    job started over from scratch beside a store holding its progress."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "rclone").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\n'
+                                    f'echo "rclone: the store said no" >&2; exit {rc}\n')
+    (bin_dir / "rclone").chmod(0o755)
+    ri = _ri(run={"launcher": "command", "script": None, "args": [], "command": "echo job-ran"},
+             checkpoint={"path": str(tmp_path / "ckpt")})
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "startup.sh").write_text(render_script(ri))
+    out = subprocess.run(["sh", "startup.sh"], cwd=work, capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    calls = (tmp_path / "calls").read_text().splitlines()
+    if started:
+        assert out.returncode == 0 and "job-ran" in out.stdout and len(calls) == 1, out.stderr
+    else:
+        assert out.returncode == 75 and "job-ran" not in out.stdout
+        assert calls == ["cat orchs3:store/tiny/LATEST"] * 2
+        assert f"cannot read the store's LATEST (rclone exited {rc})" in out.stderr
+        assert "rclone: the store said no" in out.stderr
 
 
 @pytest.mark.parametrize("latest", ["step-1/../../etc", "step-", "step-1x", "steps-1", "x step-1", "*"])

@@ -160,7 +160,12 @@ root = os.environ.get("ORCH_ROOT") or "{DEFAULT_ROOT}"
 os.makedirs(os.path.join(root, W), exist_ok=True)
 os.chdir(os.path.join(root, W))
 try:
-    os.kill(int(open("{AGENT_PID_NAME}").read()), 0)
+    pid = int(open("{AGENT_PID_NAME}").read())
+    os.kill(pid, 0)
+    # After a reboot the recorded pid may be any process's: only this work dir's agent counts.
+    if os.path.isdir("/proc/self") and (b"{AGENT_SCRIPT_NAME}" not in open("/proc/%d/cmdline" % pid, "rb").read()
+                                        or os.path.realpath("/proc/%d/cwd" % pid) != os.getcwd()):
+        raise OSError("not the agent")
     if M in open("{STARTUP_SCRIPT_NAME}").read():
         print("orch: the agent of launch " + L + " already runs")
         sys.exit(0)

@@ -40,6 +40,10 @@ from orchestrator.words import plural
 __all__ = ["CodePackError", "Pack", "cache_dir", "pack_bytes", "pack_file_name", "pin_loaded", "pin_manifest"]
 
 IGNORE_FILE = ".orchignore"
+#: git's mode of a submodule (a commit of another repository): listed, never packed.
+SUBMODULE = "160000"
+#: How a Git LFS pointer file begins: the commit holds this text, not the file's content.
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1\n"
 
 
 class CodePackError(ValueError):
@@ -110,16 +114,27 @@ def _blobs(repo: Path, shas: Sequence[str]) -> list[bytes]:
 
 
 def _tracked(repo: Path, commit: str, sub: str, dirty: bool) -> list[_Entry]:
-    listing = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit, *([] if sub == "." else ["--", sub]))
+    """The commit's files under ``sub``; ``dirty``: the index's instead (a file added but not committed is
+    tracked too), with the working tree's content."""
+    where = [] if sub == "." else ["--", sub]
+    if dirty:
+        listing = _git(repo, "ls-files", "-s", "-z", *where)
+    else:
+        listing = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit, *where)
     rows = []
-    for record in filter(None, listing.split(b"\0")):
-        meta, _, name = record.decode().partition("\t")
-        mode, kind, sha = meta.split()
-        if kind == "blob":           # submodules (commit entries) are not shipped: they are other repositories
-            rows.append((name, mode, sha))
-    datas = _blobs(repo, [sha for _, _, sha in rows]) if rows else []
     prefix = "" if sub == "." else sub + "/"
     entries = []
+    for record in filter(None, listing.split(b"\0")):
+        meta, _, name = record.decode().partition("\t")
+        mode, kind_or_sha, sha_or_stage = meta.split()
+        if mode == SUBMODULE:
+            # Not shipped (another repository): an entry without content, for the note (_unshipped), never packed.
+            entries.append(_Entry(name.removeprefix(prefix), mode, b""))
+        elif not dirty and kind_or_sha == "blob":
+            rows.append((name, mode, sha_or_stage))
+        elif dirty and sha_or_stage in ("0", "2"):    # a conflict: "ours" only
+            rows.append((name, mode, kind_or_sha))
+    datas = _blobs(repo, [sha for _, _, sha in rows]) if rows and not dirty else [b""] * len(rows)
     for (name, mode, _), data in zip(rows, datas, strict=True):
         if dirty:
             on_disk = repo / name
@@ -142,7 +157,7 @@ def _filter(entries: list[_Entry], code: Code) -> list[_Entry]:
 def _tar(entries: list[_Entry]) -> bytes:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for e in entries:
+        for e in (e for e in entries if e.mode != SUBMODULE):
             info = tarfile.TarInfo(e.path)
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
             if e.mode == "120000":
@@ -157,8 +172,19 @@ def _tar(entries: list[_Entry]) -> bytes:
 def _uncommitted(repo: Path, sub: str) -> tuple[list[str], list[str]]:
     """(tracked files changed since HEAD, untracked files) under ``sub``: neither is shipped by default."""
     out = _git(repo, "status", "--porcelain", "-z", "--untracked-files=all", "--", sub)
-    rows = [r for r in out.decode().split("\0") if len(r) > 3]
-    return [r[3:] for r in rows if not r.startswith("??")], [r[3:] for r in rows if r.startswith("??")]
+    records = out.decode().split("\0")
+    changed: list[str] = []
+    untracked: list[str] = []
+    at = 0
+    while at < len(records):
+        r = records[at]
+        at += 1
+        if len(r) <= 3:
+            continue
+        (untracked if r.startswith("??") else changed).append(r[3:])
+        if "R" in r[:2] or "C" in r[:2]:
+            at += 1                  # a rename's or copy's next record is its old name, not a change of its own
+    return changed, untracked
 
 
 def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -> Pack:
@@ -168,7 +194,8 @@ def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -
         raise CodePackError(f"code.path {code.path!r} is not in commit {commit[:12]} of {repo}")
     changed, untracked = _uncommitted(repo, code.path)
     dirty = allow_dirty and bool(changed)
-    entries = _filter(_tracked(repo, commit, code.path, dirty), code)
+    kept = _filter(_tracked(repo, commit, code.path, dirty), code)
+    entries = [e for e in kept if e.mode != SUBMODULE]
     data = _tar(entries)
     limit = code.limit_mb * 1024 * 1024
     if len(data) > limit:
@@ -189,9 +216,26 @@ def build(repo: Path, code: Code, *, allow_dirty: bool = False, job: str = "") -
     if untracked:
         notes += (f"job {job}: not shipped, {plural(len(untracked), 'untracked file')} (git add and commit them): "
                   + ", ".join(untracked[:5]),)
+    notes += _unshipped(job, kept)
     pin = CodePin(repo=str(repo), commit=commit, path=code.path, sha256=hashlib.sha256(data).hexdigest(),
                   files=len(entries), bytes=len(data), dirty=dirty)
     return Pack(pin, data, notes)
+
+
+def _unshipped(job: str, kept: list[_Entry]) -> tuple[str, ...]:
+    """Notes on what the commit holds but the pack cannot carry: submodules (other repositories) and Git LFS
+    pointers (the commit holds a pointer, the content is on an LFS server): the job would find a missing
+    directory or a pointer where it expects its files."""
+    subs = [e.path for e in kept if e.mode == SUBMODULE]
+    lfs = [e.path for e in kept if e.mode != SUBMODULE and e.data.startswith(LFS_POINTER) and len(e.data) < 1024]
+    notes: tuple[str, ...] = ()
+    if subs:
+        notes += (f"job {job}: not shipped, {plural(len(subs), 'submodule')} (another repository; fetch it in "
+                  "setup, or bring it in the image): " + ", ".join(subs[:5]),)
+    if lfs:
+        notes += (f"job {job}: {plural(len(lfs), 'Git LFS file')} shipped as LFS pointers, not their content "
+                  "(stage large files with data:, or run git lfs pull in setup): " + ", ".join(lfs[:5]),)
+    return notes
 
 
 def _save(pack: Pack) -> None:

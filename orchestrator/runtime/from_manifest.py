@@ -85,11 +85,13 @@ def render_input_for(manifest: Manifest, facts: LaunchFacts) -> RenderInput:
     run = manifest.run
     launcher = Launcher(run.launcher.value)
     args = tuple(run.args)
-    if run.config and run.launcher in (ManifestLauncher.ACCELERATE, ManifestLauncher.DEEPSPEED):
-        # The launcher's own config file travels as a launcher-specific flag ahead of the script args.
-        args = ("--deepspeed_config", run.config, *args) if launcher is Launcher.DEEPSPEED else args
+    if run.config and run.launcher is ManifestLauncher.DEEPSPEED:
+        # DeepSpeed's JSON reaches the script as its --deepspeed_config argument, ahead of the script args.
+        args = ("--deepspeed_config", run.config, *args)
+    accelerate_config = (run.config or "") if run.launcher is ManifestLauncher.ACCELERATE else ""
     return RenderInput(
         job_name=manifest.name, launcher=launcher, script=run.script or "", args=args,
+        accelerate_config=accelerate_config,
         command=run.command or "", image="" if facts.in_container else (manifest.image or ""),
         setup=tuple(manifest.setup),
         env=tuple(sorted({**manifest.env, **_launch_env(facts)}.items())), secrets=tuple(sorted(manifest.secrets)),

@@ -45,7 +45,7 @@ from orchestrator.runtime.store_credentials import (
 )
 
 __all__ = ["CREDENTIALS_OBJECT", "DEFAULT_TTL_S", "SECRETS_OBJECT", "NodeCredential", "NodeCredentials", "Scope",
-           "azure_sas", "gcs_boundary", "s3_policy", "scope_for"]
+           "az_sas_scope", "azure_sas", "gcs_boundary", "s3_policy", "scope_for"]
 
 #: In a launch's report prefix: the renewed store credential (written by the daemon, read by the agent).
 CREDENTIALS_OBJECT = "credentials.json"
@@ -131,8 +131,9 @@ def gcs_boundary(scope: Scope) -> dict[str, Any]:
         for bucket, prefixes in sorted(buckets.items()):
             terms = []
             for p in prefixes:
-                terms.append(f"resource.name.startsWith('projects/_/buckets/{bucket}/objects/{p}/')")
-                terms.append(f"api.getAttribute('storage.googleapis.com/objectListPrefix', '').startsWith('{p}/')")
+                under = f"{p}/" if p else ""      # a store at the bucket's root: every object of the bucket
+                terms.append(f"resource.name.startsWith('projects/_/buckets/{bucket}/objects/{under}')")
+                terms.append(f"api.getAttribute('storage.googleapis.com/objectListPrefix', '').startsWith('{under}')")
             rules.append({"availableResource": f"//storage.googleapis.com/projects/_/buckets/{bucket}",
                           "availablePermissions": [role],
                           "availabilityCondition": {"expression": " || ".join(terms)}})
@@ -155,6 +156,38 @@ def azure_sas(account: str, container: str, directory: str, key_b64: str, *, per
         params.append(("sdd", str(len(directory.split("/")))))
     params.append(("sig", sig))
     return "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
+
+
+def az_sas_scope(scope: Scope) -> tuple[str, str, str, str, str] | None:
+    """What one SAS covers for the az:// part of ``scope``: (account, container, directory, permissions, wider),
+    where ``wider`` says what the SAS grants beyond the scope ('' when nothing); None when the stores span
+    several containers (rclone's one remote takes one SAS URL). One SAS is the deepest directory common to all of
+    them: a checkpoint store and data in sibling directories give the SAS their parent, every other job's files
+    in it included, and data under it the job's write rights."""
+    places = set()
+    for u in scope.uris():
+        _, account, rest = _split(u)
+        container, _, directory = rest.partition("/")
+        places.add((account, container, directory.strip("/")))
+    if len({(a, c) for a, c, _ in places}) != 1:
+        return None
+    account, container, _ = next(iter(places))
+    common: list[str] = []
+    for parts in zip(*(d.split("/") for _, _, d in places), strict=False):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    directory = "/".join(p for p in common if p)
+    writes = {_split(u)[2].partition("/")[2].strip("/") for u in scope.write}
+    perms = "racwdl" if writes else "rl"
+    exact = writes if writes else {d for _, _, d in places}
+    wider = ""
+    if directory not in exact:
+        where = f"directory {directory}" if directory else "the whole container"
+        wider = (f"az://: a SAS ({perms}) for {where} of {account}/{container}, wider than the job's own prefixes "
+                 "(its stores and data are in different directories of one container; keep them under one, or give "
+                 "the machine a managed identity)")
+    return account, container, directory, perms, wider
 
 
 # --- minting ----------------------------------------------------------------------------------------------
@@ -210,6 +243,8 @@ class NodeCredentials:
                 values, expires_at = minted
                 env.update(values)
                 expiries.append(expires_at)
+                if scheme == "az" and (signed := az_sas_scope(sub)) is not None and signed[4]:
+                    exposed.append(signed[4])
         return NodeCredential(env, min(expiries) if expiries else None, tuple(exposed))
 
     def _s3(self, scope: Scope, daemon: dict[str, str], name: str) -> tuple[dict[str, str], float] | None:
@@ -252,23 +287,11 @@ class NodeCredentials:
 
     def _az(self, scope: Scope, daemon: dict[str, str], name: str) -> tuple[dict[str, str], float] | None:
         key = daemon.get("RCLONE_CONFIG_ORCHAZ_KEY")
-        places = set()
-        for u in scope.uris():
-            _, account, rest = _split(u)
-            container, _, directory = rest.partition("/")
-            places.add((account, container, directory))
-        if not key or len({(a, c) for a, c, _ in places}) != 1:
+        signed = az_sas_scope(scope)
+        if not key or signed is None:
             return None     # only a SAS URL (cannot be narrowed), or several containers (one SAS URL per remote)
-        account, container, _ = next(iter(places))
-        dirs = [d.split("/") for _, _, d in places]
-        common: list[str] = []
-        for parts in zip(*dirs, strict=False):
-            if len(set(parts)) != 1:
-                break
-            common.append(parts[0])
-        directory = "/".join(p for p in common if p)
+        account, container, directory, perms, _ = signed
         expires_at = self.clock() + self.ttl_s
-        perms = "racwdl" if any(u.startswith("az://") for u in scope.write) else "rl"
         sas = ("sig=" + "x" * 44 if self.dry_run else
                azure_sas(account, container, directory, key, permissions=perms,
                          expiry=datetime.fromtimestamp(expires_at, UTC)))

@@ -191,6 +191,8 @@ class RenderInput:
     launcher: Launcher
     script: str = ""
     args: tuple[str, ...] = ()
+    #: accelerate's config file (the manifest's ``run.config``), relative to the work dir: ``--config_file``.
+    accelerate_config: str = ""
     command: str = ""
     image: str = ""
     shm_size: str = "16g"

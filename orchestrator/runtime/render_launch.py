@@ -29,7 +29,9 @@ def launcher_argv(ri: RenderInput) -> list[str]:
         head = ["torchrun", "--nnodes", str(n), "--nproc-per-node", str(g), "--node-rank", str(r),
                 "--master-addr", a, "--master-port", p]
     elif ri.launcher is Launcher.ACCELERATE:
-        head = ["accelerate", "launch", *(["--multi_gpu"] if n * g > 1 else []), "--num_machines", str(n),
+        # The config file first: the flags after it (orch's world shape) override what it says.
+        head = ["accelerate", "launch", *(["--config_file", ri.accelerate_config] if ri.accelerate_config else []),
+                *(["--multi_gpu"] if n * g > 1 else []), "--num_machines", str(n),
                 "--num_processes", str(n * g), "--machine_rank", str(r), "--main_process_ip", a,
                 "--main_process_port", p]
     else:

@@ -82,7 +82,20 @@ def restore_lines(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
         return []
     c = ri.checkpoint
     latest = ckpt.child(LATEST_NAME)
-    cat = f"cat {_Q(latest)}" if ckpt.kind is StoreKind.LOCAL else f"rclone cat {_Q(latest)}"
+    if ckpt.kind is StoreKind.LOCAL:
+        read = [f"orch_latest=\"$( (cat {_Q(latest)} 2>/dev/null || true) | tr -d '[:space:]')\""]
+    else:
+        # rclone exits 3/4 when there is no LATEST (a first start); any other failure (credentials, network),
+        # asked twice, the second time with its words in job.log, stops the node: a job started from scratch
+        # beside a store that holds its progress would waste its budget and never move LATEST.
+        cat = f"rclone cat {_Q(latest)}"
+        read = [
+            f'orch_rc=0; orch_latest="$({cat} 2>/dev/null)" || orch_rc=$?',
+            f'case "$orch_rc" in 0|3|4) ;; *) orch_rc=0; orch_latest="$({cat})" || orch_rc=$? ;; esac',
+            'case "$orch_rc" in 0|3|4) ;; *) echo "orch: cannot read the store\'s ' + LATEST_NAME
+            + ' (rclone exited $orch_rc); not starting over" >&2; exit 75 ;; esac',
+            "orch_latest=\"$(printf '%s' \"$orch_latest\" | tr -d '[:space:]')\"",
+        ]
     restore_to = '"$ORCH_CHECKPOINT_DIR/$orch_latest"'
     if ckpt.kind is StoreKind.LOCAL:
         fetch = (f'mkdir -p {restore_to} && cp -R {_Q(ckpt.path.rstrip("/"))}/"$orch_latest"/. '
@@ -92,7 +105,7 @@ def restore_lines(ri: RenderInput, ckpt: StoreTarget | None) -> list[str]:
     lines = [
         'mkdir -p "$ORCH_CHECKPOINT_DIR"',
         "ORCH_RESUME_PATH=''",
-        f"orch_latest=\"$( ({cat} 2>/dev/null || true) | tr -d '[:space:]')\"",
+        *read,
         # Only a well-formed name: LATEST is data from the store, never a path to follow.
         'case "$orch_latest" in step-*[!0-9]*|step-) orch_latest="" ;; step-*) ;; *) orch_latest="" ;; esac',
         'if [ -n "$orch_latest" ]; then',

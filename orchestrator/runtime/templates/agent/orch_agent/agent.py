@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tarfile
 
 from .codepack import unpack_code
@@ -54,6 +55,11 @@ class Agent(Rounds):
             except (OSError, ValueError) as exc:
                 self._error("secrets", exc)
                 secrets = {}
+            try:
+                # Read once: no copy stays in the store (orch deletes it too once the job runs; either suffices).
+                self.reporter.store.delete_object("secrets.json")
+            except (OSError, subprocess.SubprocessError) as exc:
+                self._error("secrets cleanup", exc)
             if isinstance(secrets, dict):
                 env.update({str(k): str(v) for k, v in secrets.items()})
         return env

@@ -79,15 +79,25 @@ class CheckpointCommits(AgentBase):
                     self.failed_uploads[name] = self.failed_uploads.get(name, 0) + 1
                     self._error(f"upload {name}", exc)
                     return  # keep order: never commit a later checkpoint past a failed one
+            moved: bool | None = None
+            if prefetch is None:
+                moved = self._move_latest(name)
+            else:
+                try:
+                    if isinstance(known, _Unread):
+                        known = prefetch.result()
+                    moved = self._move_latest(name, known)
+                except (OSError, subprocess.SubprocessError) as exc:
+                    self._error(f"latest {name}", exc)
+            if moved is None:
+                # LATEST could not be read or written: not committed, asked again next round (as a failed upload),
+                # so neither the status nor a drain counts it and a later checkpoint never commits past it.
+                self.failed_uploads[name] = self.failed_uploads.get(name, 0) + 1
+                return
             self.failed_uploads.pop(name, None)
             self.checkpoints.append({"name": name, "step": step_of(name), "uri": f"{self.store.uri}/{name}",
                                      "committed_at": self.clock()})
-            if prefetch is None:
-                self._move_latest(name)
-                continue
-            if isinstance(known, _Unread):
-                known = prefetch.result()
-            if self._move_latest(name, known):
+            if moved:
                 known = name        # what this agent just wrote is LATEST now
 
     def _commit_part(self, root: str, name: str, marker: str) -> bool:
@@ -116,19 +126,20 @@ class CheckpointCommits(AgentBase):
             return False
         return True
 
-    def _move_latest(self, name: str, current: str | _Unread | None = _UNREAD) -> bool:
+    def _move_latest(self, name: str, current: str | _Unread | None = _UNREAD) -> bool | None:
         """Move the store's LATEST to ``name`` unless it is already there or further (``current``: LATEST as
-        read before; read now when not given). True when it was written."""
+        read before; read now when not given). True when it was written, False when LATEST is at or past it,
+        None when LATEST could not be read or written (the error is recorded)."""
         assert self.store is not None
-        if isinstance(current, _Unread):
-            current = self.store.read_latest()
-        if current is not None and step_of(current) >= step_of(name):
-            return False  # LATEST never moves backwards (another node or an earlier life got further)
         try:
+            if isinstance(current, _Unread):
+                current = self.store.read_latest()
+            if current is not None and step_of(current) >= step_of(name):
+                return False  # LATEST never moves backwards (another node or an earlier life got further)
             self.store.write_latest(name)
         except (OSError, subprocess.SubprocessError) as exc:
             self._error(f"latest {name}", exc)
-            return False
+            return None
         self.latest = name
         return True
 

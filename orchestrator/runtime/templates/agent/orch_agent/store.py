@@ -102,6 +102,19 @@ class Store:
                              timeout=120)
         return out.stdout if out.returncode == 0 else None
 
+    def delete_object(self, name: str) -> None:
+        """Remove the object ``name``; an absent one is not an error."""
+        if self.kind == "local":
+            try:
+                os.remove(f"{self.path}/{name}")
+            except FileNotFoundError:
+                pass
+            return
+        out = subprocess.run([self.rclone, "deletefile", f"{self.path}/{name}"], capture_output=True, text=True,
+                             env=self.env, timeout=120)
+        if out.returncode not in (0, 3, 4):
+            raise OSError(f"rclone deletefile exited {out.returncode}: {out.stderr.strip()[-500:]}")
+
     def put_object(self, name: str, data: bytes) -> None:
         """Write the whole object ``name`` at once: a temp file renamed (local), one PUT (rclone rcat)."""
         if self.kind == "local":
@@ -125,10 +138,14 @@ class Store:
                     return fh.read().strip() or None
             except FileNotFoundError:
                 return None
-        try:
-            return self._rclone("cat", f"{self.path}/LATEST", timeout=120).strip() or None
-        except OSError:
-            return None
+        out = subprocess.run([self.rclone, "cat", f"{self.path}/LATEST"], capture_output=True, text=True,
+                             env=self.env, timeout=120)
+        if out.returncode in (3, 4):
+            return None         # rclone: directory / file not found (an absent object on a bucket is exit 0, empty)
+        if out.returncode != 0:
+            # Unknown is not "none": LATEST must never be written over a step this agent could not see.
+            raise OSError(f"rclone cat exited {out.returncode}: {out.stderr.strip()[-500:]}")
+        return out.stdout.strip() or None
 
     def write_latest(self, name: str) -> None:
         if self.kind == "local":
