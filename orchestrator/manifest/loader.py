@@ -22,10 +22,10 @@ from orchestrator.inputs.yaml12 import YamlInputError
 from orchestrator.inputs.yaml_words import yaml_kind
 from orchestrator.inputs.yamldoc import Document, Path_, Pos
 from orchestrator.inputs.yamlread import MAX_BYTES, parse_yaml, read_regular_file
+from orchestrator.manifest.as_written import as_written_errors
 from orchestrator.manifest.code_path import code_path_error
 from orchestrator.manifest.error_positions import Suggester, error_from_pydantic, field_text, nearest
 from orchestrator.manifest.errors import ManifestError, raise_all
-from orchestrator.manifest.resume_command import resume_command_error
 from orchestrator.manifest.schema import Manifest
 from orchestrator.manifest.screen import Finding, screen
 
@@ -98,9 +98,9 @@ def _validate_document(path: Path, doc: Document) -> Manifest:
         raise AssertionError("unreachable") from None
     if screened:
         raise_all(_capped(path, screened))
-    unreached = resume_command_error(path, doc, manifest)   # as written only: the store reads jobs without it
-    if unreached is not None:
-        raise unreached
+    late = as_written_errors(path, doc, manifest)   # as written only: the store reads jobs without these rules
+    if late:
+        raise_all(_capped(path, late))
     return manifest
 
 

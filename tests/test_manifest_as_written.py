@@ -1,6 +1,6 @@
 """A ``launcher: command`` job resumed by argument must run one command: orch appends the resume argument as the
 shell's "$@", which a list or pipeline passes to its last command only (the job would start over after every
-preemption) and a comment swallows (orchestrator/manifest/resume_command.py)."""
+preemption) and a comment swallows (orchestrator/manifest/as_written.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.manifest import Manifest, ManifestError, load_manifests, parse_text
-from orchestrator.manifest.resume_command import splitting_token
+from orchestrator.manifest.as_written import splitting_token
 
 HEAD = """\
 apiVersion: orch/v1
@@ -78,3 +78,24 @@ def test_a_job_stored_before_the_rule_still_loads_from_the_store() -> None:
            "checkpoint": {"path": "/ckpt", "store": "s3://bucket/ckpt"}}
     manifest = Manifest.model_validate(doc)
     assert manifest.run.command == "python train.py && python eval.py"
+
+
+def test_env_and_secret_names_of_orchs_own_are_refused_at_their_lines(tmp_path: Path) -> None:
+    """orch sets ORCH_NODE_RANK, ORCH_RESUME_PATH... on the node; a job's env (exported after them) would override
+    them: node 1 told it is rank 5, a resume path pointing elsewhere."""
+    path = tmp_path / "job.yaml"
+    path.write_text(HEAD.format(command="python train.py") + "env:\n  LR: '0.1'\n  ORCH_NODE_RANK: '5'\n"
+                    "secrets:\n  - HF_TOKEN\n  - ORCH_RESUME_PATH\n")
+    with pytest.raises(ManifestError) as info:
+        load_manifests([path])
+    found = [(e.field, e.line, str(e).split(": ")[2].split(":")[0]) for e in info.value.errors]
+    assert found == [("env", 11, "ORCH_NODE_RANK"), ("secrets[1]", 14, "ORCH_RESUME_PATH")]
+    assert all(e.hint for e in info.value.errors)
+
+
+def test_other_names_and_a_resume_env_of_orchs_are_accepted() -> None:
+    """Only the job's own env and secrets are checked: ``checkpoint.resume.env`` may name ORCH_RESUME_PATH,
+    the variable orch itself sets."""
+    [(m, _)] = parse_text(HEAD.format(command="python train.py") + CHECKPOINT + "  resume: {env: ORCH_RESUME_PATH}\n"
+                          "env:\n  MY_ORCH_FLAG: '1'\nsecrets: [HF_TOKEN]\n")
+    assert m.env == {"MY_ORCH_FLAG": "1"} and m.secrets == ["HF_TOKEN"]
