@@ -1,0 +1,67 @@
+"""Defects a new user met running the documented commands (each test fails without its fix).
+
+- ``orch smoke``'s plan (shown before money is spent) cut the MACHINE column at 26 characters without a mark,
+  so GCP's ``e2-standard-2 us-central1-a`` read ``e2-standard-2 us-central1-``; a provider it cannot plan for had
+  its reason cut at 79 characters, and that reason (a cloud's error text) was printed unredacted, in text and
+  in ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from orchestrator.app.smoke_targets import plan_targets
+from providers.errors import ProviderError
+from tests.fakes.memory_provider import MemoryProvider
+from tests.test_smoke import OPTS, offer
+
+_TOKEN = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"   # a GitHub token's shape (not a real one)
+
+
+def test_smoke_plan_names_the_whole_zone_it_would_launch_in(capsys: Any) -> None:
+    from orchestrator.cli.smoke import _print_plan
+
+    gcp = replace(offer(provider="gcp"), region="us-central1", zone="us-central1-a")
+    azure = replace(offer(provider="azure"), region="northcentralus", zone=None)
+    _print_plan(plan_targets({"gcp": MemoryProvider("gcp", [gcp]), "azure": MemoryProvider("azure", [azure])},
+                             OPTS), as_json=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["gcp", "e2-standard-2", "us-central1-a"]
+    assert out[2].split()[:2] == ["CPU", "on-demand"]          # the row goes on, in its columns, on the next line
+    assert out[2].index("CPU") == out[0].index("KIND")
+    assert out[3].split() == ["azure", "Standard_D2s_v5", "northcentralus"]
+    assert all(len(line) <= 80 for line in out), [len(line) for line in out]
+
+
+def _failing(name: str, message: str) -> MemoryProvider:
+    provider = MemoryProvider(name, [offer(provider=name)])
+    provider.fail("offers", ProviderError(message))
+    return provider
+
+
+def test_smoke_plan_says_why_a_provider_cannot_be_smoked_whole_and_redacted(capsys: Any) -> None:
+    from orchestrator.cli.smoke import _print_plan
+
+    why = (f"GET https://console.vast.ai/api/v0/bundles/?api_key={_TOKEN} failed: the server answered 503 "
+           "Service Unavailable, try again later")
+    targets = plan_targets({"vastai": _failing("vastai", why)}, OPTS)
+    _print_plan(targets, as_json=False)
+    text = capsys.readouterr().out
+    said = " ".join(line.strip() for line in text.splitlines()[1:-2])   # the lines between header and footer
+    assert _TOKEN not in text and "api_key=<redacted: a GitHub token> failed" in said, text
+    assert said.split()[:4] == ["vastai", "cannot:", "listing", "offers:"] and said.endswith("try again later"), text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    _print_plan(targets, as_json=True)
+    shown = json.loads(capsys.readouterr().out)
+    assert _TOKEN not in json.dumps(shown) and "<redacted: a GitHub token>" in shown["targets"][0]["problem"]
+
+
+def test_smoke_results_json_redacts_the_error(capsys: Any) -> None:
+    from orchestrator.app.smoke import SmokeResult
+    from orchestrator.cli.smoke import _print_results
+
+    _print_results([SmokeResult("vastai", None, error=f"launch refused: api_key={_TOKEN}")], as_json=True)
+    text = capsys.readouterr().out
+    assert _TOKEN not in text and "<redacted: a GitHub token>" in json.loads(text)["results"][0]["error"]
