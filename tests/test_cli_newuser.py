@@ -4,6 +4,7 @@
   so GCP's ``e2-standard-2 us-central1-a`` read ``e2-standard-2 us-central1-``; a provider it cannot plan for had
   its reason cut at 79 characters, and that reason (a cloud's error text) was printed unredacted, in text and
   in ``--json``.
+- A misspelt command (``orch quot``) was answered "Did you mean 'quote'? Did you mean 'quote'?".
 """
 
 from __future__ import annotations
@@ -65,3 +66,16 @@ def test_smoke_results_json_redacts_the_error(capsys: Any) -> None:
     _print_results([SmokeResult("vastai", None, error=f"launch refused: api_key={_TOKEN}")], as_json=True)
     text = capsys.readouterr().out
     assert _TOKEN not in text and "<redacted: a GitHub token>" in json.loads(text)["results"][0]["error"]
+
+
+def test_a_misspelt_command_is_answered_with_one_suggestion() -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    for args, suggestion in ((["quot"], "'quote'"), (["catalog", "refrsh"], "'refresh'"), (["db", "curent"],
+                                                                                           "'current'")):
+        result = CliRunner().invoke(app, args)
+        said = " ".join(result.stderr.split())
+        assert result.exit_code == 2 and f"Did you mean {suggestion}?" in said, said
+        assert said.count("Did you mean") == 1, said   # Typer's and click's both said it
