@@ -5,6 +5,8 @@
   its reason cut at 79 characters, and that reason (a cloud's error text) was printed unredacted, in text and
   in ``--json``.
 - A misspelt command (``orch quot``) was answered "Did you mean 'quote'? Did you mean 'quote'?".
+- ``orch plan --json`` that failed (a bad manifest, no job, a bad config) wrote nothing on stdout, where ``orch
+  apply --json`` and ``orch validate --json`` write the error document.
 """
 
 from __future__ import annotations
@@ -79,3 +81,29 @@ def test_a_misspelt_command_is_answered_with_one_suggestion() -> None:
         said = " ".join(result.stderr.split())
         assert result.exit_code == 2 and f"Did you mean {suggestion}?" in said, said
         assert said.count("Did you mean") == 1, said   # Typer's and click's both said it
+
+
+def test_plan_json_that_fails_writes_json_on_stdout_as_apply_does(tmp_path: Any, monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: orch/v1\nkind: Job\nname: a\nresources: {gpu: L4, count: -1}\n"
+                   "run: {launcher: command, command: x}\n")
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    for cmd in (["plan", "--json"], ["apply", "--json", "--dry-run"]):
+        result = CliRunner().invoke(app, [*cmd, str(bad)])
+        doc = json.loads(result.stdout)
+        assert result.exit_code == 2, (cmd, result.stdout)
+        assert doc["errors"][0]["field"] == "resources.count" and doc["errors"][0]["line"] == 4, doc
+        assert "resources.count" in result.stderr                # the plain line, still on stderr
+    result = CliRunner().invoke(app, ["plan", "--json", str(tmp_path / "empty.yaml")])
+    assert result.exit_code == 2 and json.loads(result.stdout)["error"].startswith("no jobs in"), result.stdout
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  aws: {regions: [us-east-1], bogus: 1}\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    good = tmp_path / "good.yaml"
+    good.write_text(bad.read_text().replace("count: -1", "count: 1") + "code: {enabled: false}\n")
+    result = CliRunner().invoke(app, ["plan", "--json", "--configured", str(good)])
+    assert result.exit_code == 2 and "providers.aws.bogus" in json.loads(result.stdout)["error"], result.stdout
