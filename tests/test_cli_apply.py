@@ -514,7 +514,8 @@ def test_status_watch_redraws_until_interrupted(tmp_path: Path, env: dict[str, s
     frames = Frames(2)
     monkeypatch.setattr(watch, "sleep", frames)
     code, out, _ = run("status", "--watch", "--json")
-    assert code == 0 and [json.loads(line)["totals"]["jobs"] for line in out.splitlines() if line] == [1, 1]
+    # JSON Lines: every line one document, no blank line between two refreshes (a line-by-line reader failed)
+    assert code == 0 and [json.loads(line)["totals"]["jobs"] for line in out.splitlines()] == [1, 1]
 
 
 @pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf"])

@@ -233,7 +233,7 @@ def status_cmd(
 
     try:
         if watching:
-            watch(render, interval, terminal=False if as_json else None)
+            watch(render, interval, json_lines=as_json)
         else:
             out(render())
     finally:
