@@ -7,6 +7,8 @@
 - A misspelt command (``orch quot``) was answered "Did you mean 'quote'? Did you mean 'quote'?".
 - ``orch plan --json`` that failed (a bad manifest, no job, a bad config) wrote nothing on stdout, where ``orch
   apply --json`` and ``orch validate --json`` write the error document.
+- A manifest whose model cannot run as asked was told to "use --precision ...", a flag of ``orch fit`` that
+  neither ``orch plan`` nor a manifest has (the field is model.precision).
 """
 
 from __future__ import annotations
@@ -107,3 +109,23 @@ def test_plan_json_that_fails_writes_json_on_stdout_as_apply_does(tmp_path: Any,
     good.write_text(bad.read_text().replace("count: -1", "count: 1") + "code: {enabled: false}\n")
     result = CliRunner().invoke(app, ["plan", "--json", "--configured", str(good)])
     assert result.exit_code == 2 and "providers.aws.bogus" in json.loads(result.stdout)["error"], result.stdout
+
+
+_JOB = "apiVersion: orch/v1\nkind: Job\nname: a\nrun: {launcher: command, command: x}\ncode: {enabled: false}\n"
+
+
+def test_a_manifest_is_told_its_own_field_not_orch_fits_flag(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    qlora = tmp_path / "qlora.yaml"
+    qlora.write_text(_JOB + "model: {params: 8B, method: qlora, precision: fp32}\n")
+    result = CliRunner().invoke(app, ["validate", str(qlora)])
+    assert result.exit_code == 2 and "model: QLoRA computes in 16-bit" in result.stderr, result.stderr
+    assert "--precision" not in result.stderr and "precision: bf16 or fp16" in result.stderr, result.stderr
+    t4 = tmp_path / "t4.yaml"
+    t4.write_text(_JOB + "model: {params: 8B, method: lora}\nresources: {gpu: T4}\n")
+    result = CliRunner().invoke(app, ["plan", "--json", str(t4)])
+    [warning] = [w for w in json.loads(result.stdout)[0]["warnings"] if "bf16" in w]
+    assert warning.endswith("set model.precision: fp16") and "--precision" not in warning, warning
