@@ -9,6 +9,8 @@
   apply --json`` and ``orch validate --json`` write the error document.
 - A manifest whose model cannot run as asked was told to "use --precision ...", a flag of ``orch fit`` that
   neither ``orch plan`` nor a manifest has (the field is model.precision).
+- ``gpu: 4090`` (a YAML number) was refused with "Input should be a valid list", though one name is
+  accepted; what it lacks is the GPU's name.
 """
 
 from __future__ import annotations
@@ -129,3 +131,18 @@ def test_a_manifest_is_told_its_own_field_not_orch_fits_flag(tmp_path: Any) -> N
     result = CliRunner().invoke(app, ["plan", "--json", str(t4)])
     [warning] = [w for w in json.loads(result.stdout)[0]["warnings"] if "bf16" in w]
     assert warning.endswith("set model.precision: fp16") and "--precision" not in warning, warning
+
+
+def test_a_gpu_written_as_a_number_is_asked_for_its_name_not_for_a_list(tmp_path: Any) -> None:
+    from orchestrator.manifest import ManifestError, load_manifests
+
+    path = tmp_path / "job.yaml"
+    path.write_text(_JOB + "resources: {gpu: 4090}\n")
+    try:
+        load_manifests([path])
+    except ManifestError as exc:
+        [error] = exc.errors
+    else:
+        raise AssertionError("gpu: 4090 was accepted")
+    assert (error.line, error.field) == (6, "resources.gpu") and "valid list" not in error.message, error.format()
+    assert "by its name" in error.message and "gpu: RTX4090-24G" in (error.hint or ""), error.format()
