@@ -11,6 +11,8 @@
   neither ``orch plan`` nor a manifest has (the field is model.precision).
 - ``gpu: 4090`` (a YAML number) was refused with "Input should be a valid list", though one name is
   accepted; what it lacks is the GPU's name.
+- The manifest error document of ``validate --json`` and ``apply --json`` (now ``plan --json`` too) carried
+  a credential whole where the stderr line redacts it (an env key shaped like a token, named in the hint).
 """
 
 from __future__ import annotations
@@ -146,3 +148,19 @@ def test_a_gpu_written_as_a_number_is_asked_for_its_name_not_for_a_list(tmp_path
         raise AssertionError("gpu: 4090 was accepted")
     assert (error.line, error.field) == (6, "resources.gpu") and "valid list" not in error.message, error.format()
     assert "by its name" in error.message and "gpu: RTX4090-24G" in (error.hint or ""), error.format()
+
+
+def test_the_manifest_error_document_redacts_as_the_line_does(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    token = "hf_" + "LeakProbeQwErTyUiOpAsDfGhJkLzXcVbNm01"
+    path = tmp_path / "job.yaml"
+    path.write_text(_JOB + f"resources: {{gpu: L4}}\nenv: {{{token}: '1'}}\n")
+    for cmd in (["validate", "--json"], ["plan", "--json"], ["apply", "--json", "--dry-run"]):
+        result = CliRunner().invoke(app, [*cmd, str(path)])
+        [error] = json.loads(result.stdout)["errors"]
+        assert result.exit_code == 2 and error["field"] == "env", (cmd, result.stdout)
+        assert token not in result.stdout + result.stderr, (cmd, result.stdout)    # the hint named the key whole
+        assert "<redacted: a Hugging Face token>" in error["hint"], error
