@@ -150,7 +150,7 @@ def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
         for t in targets:
             if t.offer is None:   # why, whole (wrapped, not cut at 79) and redacted: a cloud's error text
                 out += textwrap.wrap(safe_line(f"cannot: {t.problem}"), 79, initial_indent=f"{t.provider:<9} ",
-                                     subsequent_indent=" " * 10, break_on_hyphens=False)
+                                     subsequent_indent=" " * 10, break_on_hyphens=False, break_long_words=False)
                 continue
             kind = t.kind.value.upper() if t.kind else "-"
             out += _row(t.provider, _machine(t.offer), f"{kind:<4} {t.offer.market.value:<9} "
