@@ -13,6 +13,8 @@
   accepted; what it lacks is the GPU's name.
 - The manifest error document of ``validate --json`` and ``apply --json`` (now ``plan --json`` too) carried
   a credential whole where the stderr line redacts it (an env key shaped like a token, named in the hint).
+- ``down --json`` and ``apply --json`` carried the clouds' errors (and apply's waiting reasons) unredacted,
+  where their stderr lines are redacted.
 """
 
 from __future__ import annotations
@@ -164,3 +166,22 @@ def test_the_manifest_error_document_redacts_as_the_line_does(tmp_path: Any) -> 
         assert result.exit_code == 2 and error["field"] == "env", (cmd, result.stdout)
         assert token not in result.stdout + result.stderr, (cmd, result.stdout)    # the hint named the key whole
         assert "<redacted: a Hugging Face token>" in error["hint"], error
+
+
+def test_down_and_apply_json_redact_the_clouds_errors_as_their_text_does(capsys: Any) -> None:
+    """A terminate or launch error is a cloud's text: the warning lines redact it; ``--json`` carried it whole."""
+    from types import SimpleNamespace
+
+    from orchestrator.app.down import DownOutcome
+    from orchestrator.app.launching import LaunchOutcome
+    from orchestrator.cli.apply_flow import _json
+    from orchestrator.cli.down import _down_result
+
+    said = f"terminate vastai 42: 401 for https://console.vast.ai/api/v0/instances/42/?api_key={_TOKEN}"
+    _down_result(["job"], [], DownOutcome(["job"], [], errors=[said]), as_json=True)
+    doc = json.loads(capsys.readouterr().out)
+    assert _TOKEN not in json.dumps(doc) and doc["errors"][0].endswith("api_key=<redacted: a GitHub token>"), doc
+    outcome = LaunchOutcome(waiting={"job": f"launch refused: token {_TOKEN}"}, errors=[f"launch x: {_TOKEN}"])
+    doc = _json(SimpleNamespace(to_json=dict), "orch apply", None, outcome)   # type: ignore[arg-type]
+    assert _TOKEN not in json.dumps(doc), doc
+    assert doc["waiting"]["job"].endswith("<redacted: a GitHub token>") and "<redacted" in doc["errors"][0], doc
