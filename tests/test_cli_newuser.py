@@ -15,6 +15,8 @@
   a credential whole where the stderr line redacts it (an env key shaped like a token, named in the hint).
 - ``down --json`` and ``apply --json`` carried the clouds' errors (and apply's waiting reasons) unredacted,
   where their stderr lines are redacted.
+- ``orch providers`` printed a provider's detail (an unreachable API's own error text) unredacted, text and
+  ``--json``.
 """
 
 from __future__ import annotations
@@ -185,3 +187,20 @@ def test_down_and_apply_json_redact_the_clouds_errors_as_their_text_does(capsys:
     doc = _json(SimpleNamespace(to_json=dict), "orch apply", None, outcome)   # type: ignore[arg-type]
     assert _TOKEN not in json.dumps(doc), doc
     assert doc["waiting"]["job"].endswith("<redacted: a GitHub token>") and "<redacted" in doc["errors"][0], doc
+
+
+def test_providers_redacts_a_clouds_words_in_its_detail(monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    import orchestrator.app.providers_status as providers_status
+    from orchestrator.app.providers_status import ProviderReadiness, ProviderStatus
+    from orchestrator.cli.main import app
+
+    def unreachable(config: Any, name: str) -> ProviderStatus:   # as a ProviderError's text reads
+        return ProviderStatus(name, name, ProviderReadiness.UNREACHABLE, f"{name}: 502 from https://x/?key={_TOKEN}")
+
+    monkeypatch.setattr(providers_status, "provider_status", unreachable)
+    for args in (["providers"], ["providers", "--json"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0 and _TOKEN not in result.stdout, result.stdout
+        assert "redacted" in result.stdout, result.stdout
