@@ -147,10 +147,11 @@ def test_a_plan_of_a_file_holding_no_job_says_so(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("ORCH_CONFIG", str(tmp_path / "no-config.yaml"))
     empty = tmp_path / "jobs.yaml"
     empty.write_text("# jobs go here\n")
+    said = f"no jobs in {empty}: nothing to plan (a job starts apiVersion: orch/v1, kind: Job)"
     for extra in ([], ["--json"]):
         code, out, err = run("plan", str(empty), *extra)
-        assert code == 2 and out == "", (out, err)
-        assert err == f"error: no jobs in {empty}: nothing to plan (a job starts apiVersion: orch/v1, kind: Job)\n"
+        assert code == 2 and out == ("" if not extra else json.dumps({"error": said}) + "\n"), (out, err)
+        assert err == f"error: {said}\n"
 
 
 def test_a_bad_provider_section_is_refused_by_plan_as_by_apply(tmp_path: Path,
@@ -514,7 +515,8 @@ def test_status_watch_redraws_until_interrupted(tmp_path: Path, env: dict[str, s
     frames = Frames(2)
     monkeypatch.setattr(watch, "sleep", frames)
     code, out, _ = run("status", "--watch", "--json")
-    assert code == 0 and [json.loads(line)["totals"]["jobs"] for line in out.splitlines() if line] == [1, 1]
+    # JSON Lines: every line one document, no blank line between two refreshes (a line-by-line reader failed)
+    assert code == 0 and [json.loads(line)["totals"]["jobs"] for line in out.splitlines()] == [1, 1]
 
 
 @pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf"])

@@ -159,7 +159,8 @@ def test_secrets_planted_in_every_field_are_refused_and_never_printed_or_stored(
         plant(doc, secret)
         path = tmp_path / f"field-{n}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        for command in (["validate"], ["plan", "--json"], ["render"], ["apply", "--no-launch"]):
+        for command in (["validate"], ["validate", "--json"], ["plan", "--json"], ["render"], ["apply", "--no-launch"],
+                        ["apply", "--no-launch", "--json"]):
             code, text = outputs.run(*command, str(path))
             assert code == 2, f"{field}: {command} accepted a manifest holding {secret[:6]}...:\n{text}"
     url = tmp_path / "url.yaml"

@@ -202,8 +202,9 @@ def _json(preview: ApplyPreview, launcher: str | None, result: ApplyResult | Non
                           "unchanged": list(result.unchanged), "pruned": list(result.pruned)}
     doc.update({"dry_run": False, "recorded": result is not None, "launcher": launcher,
                 "launched": [launch.to_json() for launch in outcome.launches] if outcome else [],
-                "waiting": dict(sorted(outcome.waiting.items())) if outcome else {},
-                "errors": list(outcome.errors) if outcome else []})
+                # A cloud's words, redacted as the text lines (warnings, ``waiting``) are: they may echo a key.
+                "waiting": {job: safe_line(why) for job, why in sorted(outcome.waiting.items())} if outcome else {},
+                "errors": [safe_line(str(e)) for e in outcome.errors] if outcome else []})
     return doc
 
 

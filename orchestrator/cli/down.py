@@ -21,6 +21,7 @@ from orchestrator.cli.errors import EXIT_BAD_INPUT, EXIT_NO_MATCH, MIN_POLL_S, c
 from orchestrator.cli.jsonout import dumps
 from orchestrator.cli.main import app
 from orchestrator.cli.progress import Progress
+from orchestrator.redaction import safe_line
 from orchestrator.words import plural
 
 if TYPE_CHECKING:
@@ -149,7 +150,8 @@ def _down_result(targets: list[str], before: list[InstanceView], outcome: DownOu
         remaining = outcome.remaining if outcome else []
         out(dumps({"jobs": targets, "machines": len(before), "confirmed": not remaining,
                          "remaining": [i.to_json() for i in remaining],
-                         "errors": list(outcome.errors) if outcome else []}, indent=2))
+                         # a cloud's words, redacted as the warning lines on stderr are
+                         "errors": [safe_line(str(e)) for e in outcome.errors] if outcome else []}, indent=2))
     elif not targets:
         out("no jobs to tear down")
     elif outcome is not None and outcome.confirmed:

@@ -43,12 +43,16 @@ def fail_manifests(errors: Sequence[ManifestError], *, as_json: bool = False) ->
     for error in errors:
         sys.stderr.write(error.format() + "\n")
     if as_json:
+        from orchestrator.redaction import safe_line
         from orchestrator.words import plural
+
+        def safe(text: object) -> str | None:   # redacted as format() redacts the line: a key named as a token
+            return safe_line(str(text), 1000) if text else None   # was whole in the hint of the JSON document
 
         sys.stdout.write(json.dumps({
             "error": f"{plural(len(errors), 'problem')} in the manifests",
-            "errors": [{"path": str(e.path), "line": e.line, "column": e.col, "field": e.field or None,
-                        "message": e.message, "hint": e.hint} for e in errors]}) + "\n")
+            "errors": [{"path": safe(e.path), "line": e.line, "column": e.col, "field": safe(e.field),
+                        "message": safe(e.message), "hint": safe(e.hint)} for e in errors]}) + "\n")
     raise SystemExit(EXIT_BAD_INPUT)
 
 

@@ -64,18 +64,18 @@ def _load(paths: list[Path], as_json: bool = False, *, allow_dirty: bool = False
 
 # -- plan ----------------------------------------------------------------------------------------------
 
-def _plan_config(required: bool) -> OrchConfig | None:
+def _plan_config(required: bool, as_json: bool = False) -> OrchConfig | None:
     """orch's config for a plan (``required``: --live or --configured), its provider sections checked as apply
     checks them: a plan on a provider apply would refuse says "chosen" where nothing can launch."""
     from orchestrator.config.errors import ConfigError
     from orchestrator.config.providers import check_provider_settings
 
-    config = load_config_or_fail() if required else optional_config()
+    config = load_config_or_fail(as_json) if required else optional_config()
     if config is not None:
         try:
             check_provider_settings(config)
         except ConfigError as exc:
-            fail(str(exc), EXIT_BAD_INPUT)
+            fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
     return config
 
 
@@ -99,13 +99,14 @@ def plan_cmd(
     from orchestrator.app.plan import launchable_providers, plan_jobs
     from orchestrator.config.errors import ConfigError
 
+    # A failure with --json is also {"error": ...} on stdout (manifests: the error document), as apply's.
     if configured and all_providers:
-        fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT)
-    loaded = _load(paths)
+        fail("--configured and --all-providers contradict each other; give one", EXIT_BAD_INPUT, as_json=as_json)
+    loaded = _load(paths, as_json)
     if not loaded:   # an empty file (or only comments): the plan printed nothing at all, not even why
         fail(f"no jobs in {', '.join(str(p) for p in paths)}: nothing to plan (a job starts apiVersion: orch/v1, "
-             "kind: Job)", EXIT_BAD_INPUT)
-    config = _plan_config(live or configured)
+             "kind: Job)", EXIT_BAD_INPUT, as_json=as_json)
+    config = _plan_config(live or configured, as_json)
     launchable = launchable_providers(config)
     only: tuple[str, ...] | None = None if all_providers or not (launchable or configured) else launchable
     if only is None and not all_providers and not as_json:
@@ -113,11 +114,11 @@ def plan_cmd(
 
         sys.stderr.write(wrap("note: no provider is configured, so `orch apply` launches nothing; planned on every "
                               "provider's offers (`orch providers` says how to configure one)") + "\n")
-    providers = build_providers_or_fail(config, live_only=True) if live and config is not None else {}
+    providers = build_providers_or_fail(config, as_json, live_only=True) if live and config is not None else {}
     try:
         from orchestrator.app.preflight import boot_check_for
 
-        plans = plan_jobs(loaded, _offer_sources(config, providers, live), alternatives=alternatives,
+        plans = plan_jobs(loaded, _offer_sources(config, providers, live, as_json), alternatives=alternatives,
                           only_providers=only, boot_check=boot_check_for(config))
         from providers.offer import OfferOrigin
 
@@ -126,7 +127,7 @@ def plan_cmd(
         reach = {jp.name: reach_note(jp, config) for jp in plans}
         exposed = exposure_notes(loaded, plans, config)
     except (BadInputError, ConfigError) as exc:   # ConfigError: a bad daemon: section (the boot check reads it)
-        fail(str(exc), EXIT_BAD_INPUT)
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
     finally:
         for p in providers.values():
             close_provider(p)
@@ -153,7 +154,8 @@ def plan_cmd(
         raise SystemExit(EXIT_NO_MATCH)
 
 
-def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool) -> OfferSources:
+def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], live: bool,
+                   as_json: bool = False) -> OfferSources:
     """What the engine plans from: the catalog, your own machines, and (``--live``) live offers."""
     from orchestrator.cli.quote_sources import noting_live
     from orchestrator.config.errors import ConfigError
@@ -163,7 +165,7 @@ def _offer_sources(config: OrchConfig | None, providers: dict[str, Provider], li
     try:
         return noting_live(offer_sources(load_catalog().offers, providers=providers, config=config, live=live))
     except ConfigError as exc:
-        fail(str(exc), EXIT_BAD_INPUT)
+        fail(str(exc), EXIT_BAD_INPUT, as_json=as_json)
 
 
 # -- apply ---------------------------------------------------------------------------------------------
@@ -231,7 +233,7 @@ def status_cmd(
 
     try:
         if watching:
-            watch(render, interval, terminal=False if as_json else None)
+            watch(render, interval, json_lines=as_json)
         else:
             out(render())
     finally:

@@ -107,6 +107,10 @@ def _show_click_error(exc: click.ClickException, group: TyperGroup) -> None:
     from orchestrator.redaction import safe_line
 
     exc.message = safe_line(exc.message, 400)
+    if getattr(exc, "possibilities", None) and "Did you mean" in exc.message:
+        # A misspelt command: Typer writes "Did you mean 'quote'?" into the message, and click (8.2 on) appends
+        # its own to it when shown, so the line said it twice. Typer's, once.
+        exc.possibilities = None   # type: ignore[misc]
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):
         exc.show()
         return

@@ -26,7 +26,13 @@ def providers_command(
         config = load_config()
     except ConfigError as exc:
         fail(str(exc))
-    statuses = [provider_status(config, name) for name in PROVIDER_NAMES]
+    from dataclasses import replace
+
+    from orchestrator.redaction import safe_line
+
+    # A detail may be a cloud's own error text (an unreachable API, a refused key): redacted like any error line.
+    statuses = [replace(s, detail=safe_line(s.detail)) for s in
+                (provider_status(config, name) for name in PROVIDER_NAMES)]
     if as_json:
         sys.stdout.write(dumps([s.to_json() for s in statuses], indent=2) + "\n")
         return

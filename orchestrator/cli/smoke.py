@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from orchestrator.app.smoke import SmokeResult
     from orchestrator.app.smoke_targets import SmokeTarget
 
+_MACHINE_W = 26   # the MACHINE column: instance type and zone (or region)
+
 
 @app.command()
 def smoke(
@@ -116,11 +118,21 @@ def _run_all(targets: list[SmokeTarget], providers: dict[str, Any], settings: An
 
 
 def _machine(offer: Any) -> str:
-    return f"{offer.instance_type} {offer.zone or offer.region}"[:26] if offer is not None else "-"
+    return f"{offer.instance_type} {offer.zone or offer.region}" if offer is not None else "-"
+
+
+def _row(provider: str, machine: str, rest: str) -> list[str]:
+    """A row of the plan or the results. A machine longer than its column is never cut (the plan names what is
+    paid for: ``e2-standard-2 us-central1-a`` cut to 26 columns lost the zone): it goes whole on the provider's
+    line, and the row's other columns on the next, in their places."""
+    if len(machine) <= _MACHINE_W:
+        return [f"{provider:<9} {machine:<{_MACHINE_W}} {rest}"]
+    return [f"{provider:<9} {machine}", f"{'':<9} {'':<{_MACHINE_W}} {rest}"]
 
 
 def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
     from orchestrator.app.smoke_targets import MachineKind
+    from orchestrator.redaction import safe_line
 
     total = sum(t.max_cost_usd for t in targets)
     if as_json:
@@ -132,16 +144,17 @@ def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
              "price_hr": t.offer.price_hr if t.offer else None,
              "price_source": (t.offer.price_source or t.offer.source) if t.offer else None,
              "max_cost_usd": t.max_cost_usd, "note": t.note or None,
-             "problem": t.problem or None} for t in targets]}, indent=2) + "\n")
+             "problem": safe_line(t.problem) or None} for t in targets]}, indent=2) + "\n")
     else:
         out, notes = [f"{'PROVIDER':<9} {'MACHINE':<26} {'KIND':<4} {'MARKET':<9} {'$/H':>8} {'MAX COST':>9}"], []
         for t in targets:
-            if t.offer is None:
-                out.append(f"{t.provider:<9} {'cannot: ' + t.problem}"[:79])
+            if t.offer is None:   # why, whole (wrapped, not cut at 79) and redacted: a cloud's error text
+                out += textwrap.wrap(safe_line(f"cannot: {t.problem}"), 79, initial_indent=f"{t.provider:<9} ",
+                                     subsequent_indent=" " * 10, break_on_hyphens=False, break_long_words=False)
                 continue
             kind = t.kind.value.upper() if t.kind else "-"
-            out.append(f"{t.provider:<9} {_machine(t.offer):<26} {kind:<4} {t.offer.market.value:<9} "
-                       f"{t.offer.price_hr:>8.3f} {t.max_cost_usd:>9.2f}")
+            out += _row(t.provider, _machine(t.offer), f"{kind:<4} {t.offer.market.value:<9} "
+                        f"{t.offer.price_hr:>8.3f} {t.max_cost_usd:>9.2f}")
             if t.note:
                 notes.append(f"{t.provider}: {t.note}")
             elif t.kind is MachineKind.CPU:
@@ -155,6 +168,8 @@ def _print_plan(targets: list[SmokeTarget], as_json: bool) -> None:
 
 
 def _print_results(results: list[SmokeResult], as_json: bool) -> None:
+    from orchestrator.redaction import safe_line
+
     if as_json:
         sys.stdout.write(dumps({"ok": all(r.ok for r in results), "results": [
             {"provider": r.provider, "result": r.result, "instance_type": r.offer.instance_type if r.offer else None,
@@ -163,17 +178,15 @@ def _print_results(results: list[SmokeResult], as_json: bool) -> None:
              "launch_id": r.launch_id or None, "instance_id": r.instance_id or None, "launched": r.launched,
              "first_report_s": None if r.first_report_s is None else round(r.first_report_s, 2),
              "held_s": round(r.held_s, 2), "cost_usd": r.cost_usd, "leftovers": list(r.leftovers),
-             "error": r.error or None} for r in results]}, indent=2) + "\n")
+             "error": safe_line(r.error) or None} for r in results]}, indent=2) + "\n")
         return
-    from orchestrator.redaction import safe_line
-
     out = [f"{'PROVIDER':<9} {'MACHINE':<26} {'REPORT':>7} {'HELD':>6} {'COST':>8} {'LEFT':>4}  RESULT"]
     notes = []
     for r in results:
         report = "-" if r.first_report_s is None else f"{r.first_report_s:.0f}s"
         cost = f"${r.cost_usd:.3f}"
-        out.append(f"{r.provider:<9} {_machine(r.offer):<26} {report:>7} {r.held_s:>5.0f}s {cost:>8} "
-                   f"{len(r.leftovers):>4}  {r.result}")
+        out += _row(r.provider, _machine(r.offer), f"{report:>7} {r.held_s:>5.0f}s {cost:>8} "
+                    f"{len(r.leftovers):>4}  {r.result}")
         lines = ([f"{r.provider}: {safe_line(r.error)}"] if r.error else []) + [f"{r.provider}: left: {x}"
                                                                                 for x in r.leftovers]
         notes += [w for line in lines for w in textwrap.wrap(line, 78, initial_indent="  ", subsequent_indent="    ")]

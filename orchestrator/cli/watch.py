@@ -1,7 +1,9 @@
 """``--watch``: redraw a command's output in place every interval until Ctrl-C.
 
 On a terminal the frame is redrawn in place (rich's Live); in a pipe each frame is written whole, one
-after the other (a blank line between them), so ``orch status --watch | tee log`` keeps a history.
+after the other (a blank line between them), so ``orch status --watch | tee log`` keeps a history. JSON frames
+(``json_lines``) are one document per line, with no blank line between: JSON Lines, which a reader parses line
+by line.
 """
 
 from __future__ import annotations
@@ -24,23 +26,24 @@ def check_interval(seconds: float) -> str | None:
 
 
 def watch(render: Callable[[], str], interval_s: float, *, stream: TextIO | None = None,
-          terminal: bool | None = None) -> None:
-    """Show ``render()`` every ``interval_s`` seconds until Ctrl-C (which ends it quietly)."""
+          terminal: bool | None = None, json_lines: bool = False) -> None:
+    """Show ``render()`` every ``interval_s`` seconds until Ctrl-C (which ends it quietly); ``json_lines``: each
+    frame is one line of JSON, written after the last, never redrawn."""
     out = stream or sys.stdout
-    live_view = out.isatty() if terminal is None else terminal
+    live_view = False if json_lines else out.isatty() if terminal is None else terminal
     try:
         if live_view:
             _live(render, interval_s, out)
         else:
-            _frames(render, interval_s, out)
+            _frames(render, interval_s, out, "" if json_lines else "\n")
     except KeyboardInterrupt:
         pass
 
 
-def _frames(render: Callable[[], str], interval_s: float, out: TextIO) -> None:
+def _frames(render: Callable[[], str], interval_s: float, out: TextIO, between: str) -> None:
     first = True
     while True:
-        out.write(("" if first else "\n") + render().rstrip("\n") + "\n")
+        out.write(("" if first else between) + render().rstrip("\n") + "\n")
         out.flush()
         first = False
         sleep(interval_s)

@@ -111,7 +111,7 @@ def plan_warnings(query: FitQuery, requested: Sequence[str], count: int, nodes: 
     check = FitCheck(query)
     for name in requested:
         gpu = gpu_by_name(name)
-        problem = precision_problem(gpu, query.setup.precision)
+        problem = precision_problem(gpu, query.setup.precision, in_manifest=True)
         if problem:
             out.append(f"requested {name} cannot run this job: {problem}")
             continue

@@ -130,10 +130,12 @@ class FitOption:
         }
 
 
-def precision_problem(gpu: GpuModel, precision: Precision) -> str | None:
-    """Why ``gpu`` cannot compute in ``precision`` (the registry's bf16/fp8 facts), or None."""
+def precision_problem(gpu: GpuModel, precision: Precision, *, in_manifest: bool = False) -> str | None:
+    """Why ``gpu`` cannot compute in ``precision`` (the registry's bf16/fp8 facts), or None; the fix is said as
+    ``orch fit``'s flag, or (``in_manifest``) as the manifest's field: ``orch plan`` has no --precision."""
     if precision is Precision.BF16 and not gpu.bf16:
-        return f"no bf16 on {gpu.name} ({gpu.architecture}; bf16 needs Ampere or newer): use --precision fp16"
+        fix = "set model.precision: fp16" if in_manifest else "use --precision fp16"
+        return f"no bf16 on {gpu.name} ({gpu.architecture}; bf16 needs Ampere or newer): {fix}"
     if precision is Precision.FP8 and not gpu.fp8:
         return f"no fp8 on {gpu.name} ({gpu.architecture}; fp8 needs Hopper, Ada or Blackwell)"
     return None

@@ -183,4 +183,9 @@ SecretName = Annotated[str, AfterValidator(_secret_name)]
 
 
 def gpu_list(value: object) -> object:
+    """One GPU name, or a list of them. ``gpu: 4090`` is a YAML number: it was "Input should be a valid list",
+    which told the user to write a list; what it lacks is the name."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise HintedValueError(f"a GPU is given by its name, not a number ({shown(value)})",
+                               "e.g. gpu: RTX4090-24G, or a list: gpu: [A100-80G, H100-80G]")
     return [value] if isinstance(value, str) else value

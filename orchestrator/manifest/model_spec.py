@@ -76,6 +76,8 @@ class ModelSpec(BaseModel):
     def _usable(self) -> ModelSpec:
         from orchestrator.fit.request import FitInputError
 
+        if self.method is Method.QLORA and self.precision is Precision.FP32:   # fit's words name its --precision
+            raise HintedValueError("QLoRA computes in 16-bit", "precision: bf16 or fp16")
         try:
             self.fit_query()
         except FitInputError as exc:
