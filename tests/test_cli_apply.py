@@ -624,3 +624,26 @@ def test_apply_result_lines_with_a_long_job_name_fit_80_columns(tmp_path: Path, 
         assert f"waiting {LONG_NAME}-x: " in said and f"1 launched, 1 waits: {LONG_NAME}-x: " in said
     finally:
         down_all()
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["would-be-created", "would-be-unchanged"])
+def test_dry_run_lines_fit_80_columns_with_the_longest_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            recorded: bool) -> None:
+    """A 63-character name (the most a name may have) after "would be unchanged" was an 82-column line: it goes
+    on the next line, whole. No provider: nothing launches, so the second apply finds it unchanged."""
+    config = tmp_path / "config.yaml"
+    config.write_text("owner: tester\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    name = "a" * 62 + "b"
+    path = job(tmp_path, name)
+    if recorded:
+        out = run("apply", str(path))[1]   # exit 1: nothing launched, but the job is recorded
+        assert "1 created, 0 updated" in out, out
+    code, out, err = run("apply", str(path), "--dry-run")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80, "\n".join(lines)
+    change = "unchanged" if recorded else "created"
+    at = lines.index(f"would be {change}")
+    assert lines[at + 1] == " " * 10 + name

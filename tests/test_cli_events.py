@@ -66,3 +66,15 @@ def test_a_long_event_message_wraps_within_80_columns(cli_env: Path) -> None:
 def test_json_keeps_each_event_whole_on_one_line(cli_env: Path) -> None:
     docs = [json.loads(line) for line in _run("--json").splitlines()]
     assert [d["message"] for d in docs[1:]] == [LONG, "short"] and docs[1]["count"] == 3
+
+
+def test_an_empty_store_says_no_events_as_status_says_no_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed nothing; --json still prints JSON lines, none."""
+    config = tmp_path / "config.yaml"
+    config.write_text("owner: tester\n")
+    monkeypatch.setenv("ORCH_CONFIG", str(config))
+    monkeypatch.setenv("ORCH_DATABASE_URL", f"sqlite:///{tmp_path / 'orch.db'}")
+    status = CliRunner().invoke(app, ["status"], catch_exceptions=False)
+    assert status.exit_code == 0 and status.stdout.startswith("no jobs (")
+    assert _run() == "no events (apply some manifests: orch apply PATH)\n"
+    assert _run("--json") == ""

@@ -173,3 +173,20 @@ def test_the_gpu_list_says_own_for_a_machine_of_yours(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     [row] = [line.split() for line in out.stdout.splitlines() if line.startswith("A100-80G")]
     assert row[3] == "own" and row[-1] == "ssh"
+
+
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_the_gpu_list_for_several_nodes_counts_your_machines(tmp_path: Path, hosts: int) -> None:
+    """One host is one node: with one A100-40G host, `--nodes 2` lists no 'own' A100-40G, as `--gpu A100-40G
+    --nodes 2` prices none; with two such hosts both list them."""
+    config = tmp_path / "config.yaml"
+    config.write_text("providers:\n  ssh:\n    hosts:\n" + "".join(
+        f"      - {{name: box{i}, address: 10.0.0.{i + 5}, gpu: A100-40G, gpu_count: 1}}\n" for i in range(hosts)))
+    env = {"ORCH_CONFIG": str(config), "XDG_DATA_HOME": str(tmp_path), "COLUMNS": "80"}
+    listed = orch("quote", "--nodes", "2", "--json", env=env)
+    quoted = orch("quote", "--gpu", "A100-40G", "--nodes", "2", "--json", env=env)
+    assert listed.returncode == 0 and quoted.returncode == 0, listed.stderr + quoted.stderr
+    [a100] = [g for g in json.loads(listed.stdout) if g["gpu"] == "A100-40G"]
+    own_quoted = any(r["provider"] == "ssh" for r in json.loads(quoted.stdout))
+    assert own_quoted == (hosts == 2)
+    assert ("ssh" in json.dumps(a100)) == own_quoted, a100

@@ -184,6 +184,14 @@ def test_unknown_gpu_suggests(tmp_path: Path) -> None:
     assert e.message == "unknown GPU 'H1OO'" and e.hint == "did you mean H100-80G?"
 
 
+def test_an_empty_gpu_list_is_reported_at_its_field(tmp_path: Path) -> None:
+    """``gpu: []`` is a check of the whole job (a model: block may size the GPUs instead), but it is written at
+    resources.gpu: it was reported at 1:1, (document)."""
+    e = _one(MINIMAL.replace("gpu: a100", "gpu: []"), tmp_path)
+    assert (e.field, e.line, e.col) == ("resources.gpu", 5, 8)
+    assert "say which GPUs" in e.message
+
+
 def test_unknown_provider_suggests(tmp_path: Path) -> None:
     e = _one(MINIMAL + "providers: {allow: [runpd]}\n", tmp_path)
     assert e.field == "providers.allow[0]" and e.hint and "runpod" in e.hint

@@ -92,6 +92,15 @@ def test_a_credential_as_a_key_is_not_echoed_even_in_the_field_path(tmp_path: Pa
         assert "looks like" in e.message
 
 
+def test_a_credential_as_an_env_key_is_told_names_are_variable_names(tmp_path: Path) -> None:
+    """The key is the value here: the hint for an env value (secrets: [KEY], export KEY) would name the token as a
+    variable; the fix is a name such as HF_TOKEN, and the token stays unshown (not even as a redaction marker)."""
+    e = _one(BASE + f"env:\n  {HF}: '1'\n", tmp_path)
+    assert e.line == 11 and "Hugging Face token" in e.message
+    assert e.hint and "variable names such as HF_TOKEN" in e.hint and "under secrets" in e.hint
+    assert "export" not in e.hint and "redacted" not in e.hint and HF not in str(e)
+
+
 def test_pydantic_never_gets_to_repeat_a_screened_value(tmp_path: Path) -> None:
     # One value, wrong in two ways (a credential, and not a price): one error, about the credential.
     e = _one(BASE + f"max_price_hr: '{AWS_SECRET}'\n", tmp_path)

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 def print_changes(result: ApplyResult, prefix: str = "") -> None:
     for change, names in (("created", result.created), ("updated", result.updated),
                           ("unchanged", result.unchanged), ("pruned", result.pruned)):
-        for name in names:
-            out(f"{prefix}{change:<10}{name}")
+        for name in names:   # a long name (63 characters) after "would be unchanged" goes on the next line, whole
+            out(wrap(f"{prefix}{change:<10}{name}", " " * 10))
     out(f"{prefix}{len(result.created)} created, {len(result.updated)} updated, {len(result.unchanged)} unchanged, "
          f"{len(result.pruned)} pruned")
 

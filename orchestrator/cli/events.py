@@ -66,6 +66,8 @@ def events_cmd(
             past = past[-limit:]
         for e in past:
             emit(e)
+        if not past and not as_json and not follow:   # as `orch status` says no jobs (--json: no lines)
+            out(f"no events for job {job}" if job else "no events (apply some manifests: orch apply PATH)")
         if follow:
             after = past[-1].id if past else None
             try:

@@ -41,10 +41,14 @@ def gpu_list(req: GpuRequest, machine_gpus: int | None, live: bool) -> tuple[lis
             return merge_groups(indexed.groups, group_offers(own)), indexed.refreshed
     catalog = load_catalog(None, build_index=True)
     found = _every_offer(req, catalog, machine_gpus, live, noted)
-    if req.nodes > 1:   # as `--gpu G --nodes N` (offers.quote): only where orch launches several machines
+    if req.nodes > 1:   # as `--gpu G --nodes N` (offers.quote): only where orch launches several machines,
+        # and your machines only where `nodes` of one kind are free in one place (one host is one node)
+        from providers.catalog.query import own_machines_free, own_machines_short
         from providers.registry import launches_multi_node
 
-        found = [o for o in found if launches_multi_node(o.provider)]
+        free = own_machines_free(found)
+        found = [o for o in found
+                 if launches_multi_node(o.provider) and own_machines_short(o, req.nodes, free) is None]
     return group_offers(found), catalog.refreshed
 
 

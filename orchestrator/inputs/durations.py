@@ -30,12 +30,14 @@ PRICE_HINT = "write a price in US dollars like 2.5, \"$2.50\" or 2.5/h"
 
 
 class HintedValueError(ValueError):
-    """A validation failure with a fix-it hint; the loader shows the hint in parentheses."""
+    """A validation failure with a fix-it hint; the loader shows the hint in parentheses. ``at``: for a check of
+    several fields (a model validator), the field at fault, relative to the model, when it is written."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, at: tuple[str | int, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.at = at
 
 
 def parse_duration(value: object) -> timedelta:

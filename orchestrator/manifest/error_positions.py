@@ -104,14 +104,16 @@ def error_from_pydantic(path: Path, doc: Document, err: Any, suggester: Suggeste
     field_parts: list[str | int] = list(clean)
     if kind == "missing" and loc and isinstance(loc[-1], str) and loc[-1] not in clean:
         field_parts.append(loc[-1])
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, HintedValueError) and cause.at and (*clean, *cause.at) in doc.values:
+        clean.extend(cause.at)   # a check of several fields, about one that is written
+        field_parts = list(clean)
     key = tuple(clean)
     on_key = kind == "extra_forbidden" or (len(loc) > len(clean) and loc[len(clean)] == "[key]")
     field = field_text(tuple(field_parts), on_key)
     pos = (doc.keys.get(key) if on_key else None) or nearest(doc, key)
     hint: str | None = None
     message = err["msg"]
-    ctx = err.get("ctx") or {}
-    cause = ctx.get("error")
     if isinstance(cause, HintedValueError):
         message, hint = cause.message, cause.hint
     elif kind == "value_error" and message.startswith("Value error, "):

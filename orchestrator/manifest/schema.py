@@ -228,7 +228,8 @@ class Manifest(_Model):
     def _consistent(self) -> Manifest:
         if not self.resources.gpu and self.model is None:
             raise HintedValueError("say which GPUs: resources.gpu, or a model: block orch sizes them from",
-                                   "e.g. resources: {gpu: A100-80G} or model: {params: 8B, method: qlora}")
+                                   "e.g. resources: {gpu: A100-80G} or model: {params: 8B, method: qlora}",
+                                   at=("resources", "gpu"))   # gpu: [] is reported at its line
         clash = set(self.env) & set(self.secrets)
         if clash:
             raise HintedValueError(f"{', '.join(sorted(clash))} is both in env and in secrets", "keep one")

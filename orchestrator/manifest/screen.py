@@ -57,7 +57,11 @@ def _allows_newlines(path: Path_, on_key: bool) -> bool:
     return (len(path) == 2 and path[0] == "env") or path == ("setup",)
 
 
-def _secret_hint(path: Path_) -> str:
+def _secret_hint(path: Path_, on_key: bool) -> str:
+    if on_key and path[:1] == ("env",) and len(path) == 2:
+        # The key is the credential: naming it back as a variable (secrets: [KEY]) would advise a value.
+        return ("env names are variable names such as HF_TOKEN; put the value in your environment and list "
+                "the name under secrets:")
     if path and path[0] == "env":
         name = path[1] if len(path) > 1 and isinstance(path[1], str) else "NAME"
         return (f"list its name under secrets: (secrets: [{name}]) and export {name} where orch runs; "
@@ -80,7 +84,7 @@ def screen(data: Any) -> list[Finding]:
                                     f"this looks like {kind}; e.g. secrets: [HF_TOKEN, WANDB_API_KEY]"))
         elif kind is not None:
             findings.append(Finding(path, on_key, f"this {'key' if on_key else 'value'} looks like {kind} "
-                                    "(not shown)", _secret_hint(path)))
+                                    "(not shown)", _secret_hint(path, on_key)))
         if kind is not None:
             continue
         bad = _CONTROL.search(text)
