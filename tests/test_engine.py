@@ -631,9 +631,9 @@ def test_a_straggler_is_not_charged_again_for_what_its_live_meter_charges() -> N
     assert spans[-1][1] == clock()                      # still billing, still charged
 
 
-def _stop_when_idle(world):  # type: ignore[no-untyped-def]
-    """A job with ``idle.action: stop`` on one machine whose GPUs sit at 2%, ticked a minute at a time until
-    the idle rule stops it (the tick of its idle-shutdown event); the job."""
+def idle_on_stop_until(world, kind: str):  # type: ignore[no-untyped-def]
+    """A job with ``idle.action: stop`` on one machine whose GPUs sit at 2%, ticked a minute at a time until the
+    store holds an event of ``kind`` (the idle rule's ask or its stop); the job."""
     from orchestrator.engine.idle_rule import IdleAction
 
     clock, store, aws, gcp, monitor, rec = world
@@ -642,11 +642,16 @@ def _stop_when_idle(world):  # type: ignore[no-untyped-def]
     rec.tick()
     [inst] = live(aws, gcp)
     monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
-    while "idle-shutdown" not in store.kinds():
+    while kind not in store.kinds():
         assert clock().minute < 30
         clock.advance(minutes=1)
         rec.tick()
     return job
+
+
+def _stop_when_idle(world):  # type: ignore[no-untyped-def]
+    """The idle rule's stop, done (the tick of its idle-shutdown event); the job."""
+    return idle_on_stop_until(world, "idle-shutdown")
 
 
 def test_a_machine_stopped_when_idle_stays_stopped(world) -> None:  # type: ignore[no-untyped-def]

@@ -7,12 +7,8 @@ throttle, a 5xx, credentials to fix) is still asked again."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 
-from orchestrator.engine.hooks import AgentReport
-from orchestrator.engine.idle_rule import IdleAction, IdlePolicy
 from orchestrator.engine.states import AttemptState, EndCause, JobStatus
 from orchestrator.store import open_store
 from providers.base import InstanceState
@@ -20,7 +16,7 @@ from providers.errors import InvalidRequestError, ProviderUnavailableError
 from tests.fakes.memory_provider import MemoryProvider
 from tests.fakes.memory_store import MemoryStore
 from tests.support.clock import ManualClock as Clock
-from tests.test_engine import CATALOG, OWNER, ScriptedMonitor, SqlHarness, engine, live, spec
+from tests.test_engine import CATALOG, OWNER, ScriptedMonitor, SqlHarness, engine, idle_on_stop_until, live
 
 UNSTOPPABLE = InvalidRequestError("You can't stop the Spot Instance because it is associated with a one-time "
                                   "Spot Instance request", provider="aws", code="UnsupportedOperation")
@@ -37,19 +33,8 @@ def world(request, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def _idle_until_stop_asked(world):  # type: ignore[no-untyped-def]
-    """A job with ``idle.action: stop`` whose GPUs sit at 2%, ticked a minute at a time until the idle rule asks
-    its machine to stop; the job."""
-    clock, store, aws, gcp, monitor, rec = world
-    job = store.add_job(spec(idle=IdlePolicy(min_gpu_util_pct=5, window=timedelta(minutes=10),
-                                             action=IdleAction.STOP)), clock())
-    rec.tick()
-    [inst] = live(aws, gcp)
-    monitor.reports[inst.instance_id] = AgentReport(gpu_util_pct=(2.0,) * 8)
-    while "idle-stop-requested" not in store.kinds():
-        assert clock().minute < 30
-        clock.advance(minutes=1)
-        rec.tick()
-    return job
+    """The idle rule's ask to stop the machine, made (the tick of its idle-stop-requested event); the job."""
+    return idle_on_stop_until(world, "idle-stop-requested")
 
 
 def test_an_idle_stop_the_cloud_refuses_for_good_terminates_the_machine(world) -> None:  # type: ignore[no-untyped-def]
