@@ -192,6 +192,13 @@ def test_an_empty_gpu_list_is_reported_at_its_field(tmp_path: Path) -> None:
     assert "say which GPUs" in e.message
 
 
+def test_resources_without_a_gpu_are_reported_at_resources(tmp_path: Path) -> None:
+    """No gpu under resources (and no model: block): the nearest written field is resources, not the document."""
+    e = _one(MINIMAL.replace("  gpu: a100\n", "  count: 2\n"), tmp_path)
+    assert (e.field, e.line, e.col) == ("resources", 5, 3)
+    assert "say which GPUs" in e.message
+
+
 def test_unknown_provider_suggests(tmp_path: Path) -> None:
     e = _one(MINIMAL + "providers: {allow: [runpd]}\n", tmp_path)
     assert e.field == "providers.allow[0]" and e.hint and "runpod" in e.hint

@@ -105,9 +105,12 @@ def error_from_pydantic(path: Path, doc: Document, err: Any, suggester: Suggeste
     if kind == "missing" and loc and isinstance(loc[-1], str) and loc[-1] not in clean:
         field_parts.append(loc[-1])
     cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, HintedValueError) and cause.at and (*clean, *cause.at) in doc.values:
-        clean.extend(cause.at)   # a check of several fields, about one that is written
-        field_parts = list(clean)
+    if isinstance(cause, HintedValueError) and cause.at:
+        # A check of several fields, about one: at it where it is written, else at its nearest written parent.
+        written = [n for n in range(len(cause.at), 0, -1) if (*clean, *cause.at[:n]) in doc.values]
+        if written:
+            clean.extend(cause.at[: written[0]])
+            field_parts = list(clean)
     key = tuple(clean)
     on_key = kind == "extra_forbidden" or (len(loc) > len(clean) and loc[len(clean)] == "[key]")
     field = field_text(tuple(field_parts), on_key)
