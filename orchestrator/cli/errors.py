@@ -94,6 +94,22 @@ def warn(message: str) -> None:
     sys.stderr.write(f"warning: {safe_line(message)}\n")
 
 
+def warn_library_logs() -> None:
+    """A library's warnings (a provider's ``log.warning``: live prices unavailable, a fallback taken) become the
+    command's own ``warning:`` lines, redacted. Without it logging's last resort printed the bare message, not
+    redacted (a cloud's error text may echo a key). Only where no handler is configured (the daemon has its own)."""
+    import logging
+
+    class _WarningLines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                warn(record.getMessage())
+            except Exception:   # a message that cannot be formatted: logging's own report, never a crash
+                self.handleError(record)
+
+    logging.lastResort = _WarningLines(logging.WARNING)
+
+
 def internal_error(exc: BaseException) -> NoReturn:
     """A bug in orch, not in the input: one line (exit 1), redacted; ORCH_DEBUG=1 shows the traceback."""
     text = str(exc).strip().splitlines()

@@ -198,4 +198,7 @@ _register()
 
 
 def run() -> None:
+    from orchestrator.cli.errors import warn_library_logs
+
+    warn_library_logs()
     app()
