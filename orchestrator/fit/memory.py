@@ -75,7 +75,13 @@ class Offload(StrEnum):
 
 
 class SetupError(ValueError):
-    """A combination that cannot run (e.g. offloaded weights without ZeRO-3); the message says the fix."""
+    """A combination that cannot run (e.g. offloaded weights without ZeRO-3); the message says the fix. A fix that
+    is one setting's value (``setting``, ``values``) is said as ``orch fit``'s flag; a caller with other words for
+    the setting (a manifest's field) says it from ``problem``, ``setting`` and ``values``."""
+
+    def __init__(self, problem: str, setting: str | None = None, values: str = "") -> None:
+        super().__init__(f"{problem}: use --{setting} {values}" if setting else problem)
+        self.problem, self.setting, self.values = problem, setting, values
 
 
 #: Bytes per parameter of a 4-bit NF4 base with double quantization: 4 bits + 0.127 bits of quantization
@@ -116,7 +122,7 @@ class TrainingSetup:
         if self.offload is Offload.PARAMS and not self.sharding.shards_weights:
             raise SetupError("offloading weights needs sharding zero3 or fsdp")
         if self.method is Method.QLORA and self.precision is Precision.FP32:
-            raise SetupError("QLoRA computes in 16-bit: use --precision bf16 or fp16")
+            raise SetupError("QLoRA computes in 16-bit", "precision", "bf16 or fp16")
 
     @property
     def trainable_params(self) -> float:

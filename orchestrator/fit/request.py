@@ -26,7 +26,12 @@ E = TypeVar("E", bound=StrEnum)
 
 
 class FitInputError(ValueError):
-    """Bad input for a fit (exit 2); the message names the value and the valid choices."""
+    """Bad input for a fit (exit 2); the message names the value and the valid choices. ``setup``: the
+    combination's own error, when that is what it is (its fix as a setting, for a caller with other words)."""
+
+    def __init__(self, message: str, setup: SetupError | None = None) -> None:
+        super().__init__(message)
+        self.setup = setup
 
 
 def parse_choice(kind: type[E], value: str, what: str) -> E:
@@ -98,7 +103,7 @@ def build_query(words: FitWords, *, gpus: tuple[str, ...] = (), markets: frozens
             placeholder if auto else parse_choice(Sharding, words.sharding, "sharding"),
             offload, words.seq_len, words.micro_batch, words.checkpointing, words.lora_rank, words.flash_attention)
     except SetupError as exc:
-        raise FitInputError(str(exc)) from None
+        raise FitInputError(str(exc), exc) from None
     return FitQuery(setup, auto, headroom, max_nodes, gpus, markets, hours, auto_precision=words.precision is None)
 
 

@@ -76,11 +76,12 @@ class ModelSpec(BaseModel):
     def _usable(self) -> ModelSpec:
         from orchestrator.fit.request import FitInputError
 
-        if self.method is Method.QLORA and self.precision is Precision.FP32:   # fit's words name its --precision
-            raise HintedValueError("QLoRA computes in 16-bit", "precision: bf16 or fp16")
         try:
             self.fit_query()
         except FitInputError as exc:
+            setup = exc.setup
+            if setup is not None and setup.setting:   # the fix as this block's field, not orch fit's flag
+                raise HintedValueError(setup.problem, f"{setup.setting}: {setup.values}") from None
             raise HintedValueError(str(exc)) from None
         return self
 
